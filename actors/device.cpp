@@ -1,0 +1,226 @@
+// A device: one deadline-ordered queue per scheduled session, early drop by the configured
+// policy, and batches run round-robin across sessions, one at a time.
+
+#include <spdlog/spdlog.h>
+
+#include <unordered_map>
+
+#include "actors/roles.hpp"
+#include "gpu/executor.hpp"
+#include "scheduling/session_queue.hpp"
+
+namespace sloserve {
+namespace {
+
+using clock_time = caf::actor_clock::time_point;
+using std::chrono::nanoseconds;
+
+struct pending {
+  msg::invocation inv;
+  clock_time enqueued;
+};
+
+struct session {
+  const model_spec* model = nullptr;
+  int batch = 1;
+  sched::session_queue<pending> queue;
+  msg::session_load load;  // counters since the last report
+  double latency_sum_ms = 0;
+};
+
+struct device_state {
+  static inline const char* name = "device";
+
+  std::shared_ptr<const cluster_config> cfg;
+  std::shared_ptr<link> net;
+  uint32_t index = 0;
+  std::unique_ptr<device_executor> executor;
+  std::unique_ptr<sched::drop_policy> policy;
+  std::vector<session> sessions;
+  size_t next = 0;  // round-robin cursor
+
+  bool busy = false;
+  uint64_t token = 0;
+  size_t running_session = 0;
+  clock_time started;
+  std::vector<sched::session_queue<pending>::entry> running;
+  std::vector<std::vector<tensor>> running_outputs;
+};
+
+using self_ptr = device_actor::stateful_pointer<device_state>;
+
+void answer(self_ptr self, const msg::invocation& inv, msg::status code, std::string reason,
+            std::vector<tensor> outputs = {}, uint32_t batch = 0, int64_t queue_ns = 0,
+            int64_t exec_ns = 0) {
+  auto& st = self->state;
+  msg::invocation_result r;
+  r.id = inv.id;
+  r.code = code;
+  r.reason = std::move(reason);
+  r.outputs = std::move(outputs);
+  r.node = st.net->self_name();
+  r.device = st.index;
+  r.batch = batch;
+  r.queue_ns = queue_ns;
+  r.exec_ns = exec_ns;
+  st.net->to_node(inv.frontend, {{}, std::move(r)});
+}
+
+void run_next(self_ptr self) {
+  auto& st = self->state;
+  if (st.busy || st.sessions.empty()) return;
+  auto now = self->clock().now();
+  std::vector<sched::session_queue<pending>::entry> batch, dropped;
+  for (size_t k = 0; k < st.sessions.size(); ++k) {
+    auto idx = (st.next + k) % st.sessions.size();
+    auto& s = st.sessions[idx];
+    if (s.queue.empty()) continue;
+    auto* m = s.model;
+    auto l = [m](int b) { return nanoseconds(static_cast<int64_t>(m->profile.latency_ms_at(b) * 1e6)); };
+    s.queue.form_batch(*st.policy, now, s.batch, l, batch, dropped);
+    for (auto& d : dropped) {
+      ++s.load.dropped;
+      auto left = std::chrono::duration<double, std::milli>(d.deadline - now).count();
+      answer(self, d.item.inv, msg::status::dropped,
+             "early drop: " + std::to_string(left) + " ms left, a batch of " + m->name + " needs " +
+                 std::to_string(m->profile.latency_ms_at(static_cast<int>(std::max<size_t>(1, batch.size())))) + " ms");
+    }
+    dropped.clear();
+    if (batch.empty()) continue;
+    std::vector<const std::vector<tensor>*> inputs;
+    inputs.reserve(batch.size());
+    for (auto& e : batch) inputs.push_back(&e.item.inv.inputs);
+    auto outcome = st.executor->execute(*m, inputs);
+    st.busy = true;
+    st.running_session = idx;
+    st.started = now;
+    st.running = std::move(batch);
+    st.next = idx + 1;
+    if (!outcome.error.empty()) {
+      for (auto& e : st.running)
+        answer(self, e.item.inv, msg::status::error, "device " + std::to_string(st.index) + ": " + outcome.error);
+      st.running.clear();
+      st.busy = false;
+      continue;
+    }
+    st.running_outputs = std::move(outcome.outputs);
+    auto token = ++st.token;
+    if (outcome.busy.count() > 0) self->delayed_send(self, outcome.busy, batch_done_atom::value, token);
+    else self->send(self, batch_done_atom::value, token);
+    return;
+  }
+}
+
+void on_done(self_ptr self, uint64_t token) {
+  auto& st = self->state;
+  if (!st.busy || token != st.token) return;
+  auto now = self->clock().now();
+  auto& s = st.sessions[st.running_session];
+  auto exec_ns = (now - st.started).count();
+  auto b = static_cast<uint32_t>(st.running.size());
+  for (size_t i = 0; i < st.running.size(); ++i) {
+    auto& e = st.running[i];
+    auto queue_ns = (st.started - e.item.enqueued).count();
+    ++s.load.completed;
+    s.latency_sum_ms += (now - e.item.enqueued).count() / 1e6;
+    answer(self, e.item.inv, msg::status::ok, {}, std::move(st.running_outputs[i]), b, queue_ns, exec_ns);
+  }
+  st.running.clear();
+  st.running_outputs.clear();
+  st.busy = false;
+  run_next(self);
+}
+
+void on_invocation(self_ptr self, msg::invocation& inv) {
+  auto& st = self->state;
+  session* s = nullptr;
+  for (auto& x : st.sessions)
+    if (x.model->name == inv.model) s = &x;
+  auto where = "device " + std::to_string(st.index) + " of " + st.net->self_name();
+  if (!s) return answer(self, inv, msg::status::error, "model '" + inv.model + "' is not scheduled on " + where);
+  if (inv.inputs.empty()) return answer(self, inv, msg::status::error, "invocation carries no input tensor");
+  if (auto err = check_tensor(inv.inputs.front(), s->model->input); !err.empty())
+    return answer(self, inv, msg::status::error, err);
+  ++s->load.arrived;
+  if (static_cast<int>(s->queue.size()) >= st.cfg->runtime.max_queue_length)
+    return answer(self, inv, msg::status::overloaded,
+                  "queue of " + inv.model + " on " + where + " holds " +
+                      std::to_string(st.cfg->runtime.max_queue_length) + " requests (runtime.max_queue_length)");
+  auto now = self->clock().now();
+  auto deadline = now + nanoseconds(inv.budget_ns);
+  s->queue.push(deadline, pending{std::move(inv), now});
+  run_next(self);
+}
+
+void on_schedule(self_ptr self, msg::device_schedule& ds) {
+  auto& st = self->state;
+  std::vector<session> fresh;
+  for (auto& ss : ds.sessions) {
+    auto* m = st.cfg->find_model(ss.model);
+    if (!m) continue;
+    auto old = std::find_if(st.sessions.begin(), st.sessions.end(),
+                            [&](const session& x) { return x.model == m; });
+    if (old != st.sessions.end()) fresh.push_back(std::move(*old));
+    else fresh.emplace_back().model = m;
+    fresh.back().load.model = m->name;
+    fresh.back().load.device = st.index;
+    fresh.back().batch = std::clamp<int>(static_cast<int>(ss.batch), 1, m->batch_limit());
+  }
+  // Requests of sessions no longer scheduled here are answered, not forgotten.
+  for (auto& old : st.sessions) {
+    if (!old.model || std::any_of(fresh.begin(), fresh.end(), [&](const session& x) { return x.model == old.model; }))
+      continue;
+    for (auto& e : old.queue.take_all())
+      answer(self, e.item.inv, msg::status::error, "model '" + old.model->name + "' was unscheduled from this device");
+  }
+  // The running batch keeps its session index valid: find it again in the new order.
+  if (st.busy) {
+    auto* m = st.sessions[st.running_session].model;
+    auto it = std::find_if(fresh.begin(), fresh.end(), [&](const session& x) { return x.model == m; });
+    if (it == fresh.end()) {
+      fresh.emplace_back().model = m;
+      it = fresh.end() - 1;
+    }
+    st.running_session = static_cast<size_t>(it - fresh.begin());
+  }
+  st.sessions = std::move(fresh);
+  st.next = 0;
+  run_next(self);
+}
+
+}  // namespace
+
+device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index, std::string kind) {
+  return sys.spawn([args, index, kind](self_ptr self) -> device_actor::behavior_type {
+    auto& st = self->state;
+    st.cfg = args.cfg;
+    st.net = args.net;
+    st.index = index;
+    std::string err;
+    st.executor = make_executor(kind, args.incarnation * 1000 + index, err);
+    if (!st.executor) {
+      spdlog::error("{}: device {}: {}; using the emulated executor", args.net->self_name(), index, err);
+      st.executor = make_emulated_executor(index);
+    }
+    st.policy = sched::make_drop_policy(args.cfg->runtime.drop_policy);
+    return {
+        [=](msg::invocation& inv) { on_invocation(self, inv); },
+        [=](msg::device_schedule& ds) { on_schedule(self, ds); },
+        [=](batch_done_atom, uint64_t token) { on_done(self, token); },
+        [=](stats_atom) {
+          device_load out;
+          for (auto& s : self->state.sessions) {
+            auto l = s.load;
+            l.queue_length = static_cast<uint32_t>(s.queue.size());
+            l.mean_latency_ms = l.completed ? s.latency_sum_ms / l.completed : 0;
+            out.sessions.push_back(std::move(l));
+            s.load.arrived = s.load.completed = s.load.dropped = 0;
+            s.latency_sum_ms = 0;
+          }
+          return out;
+        },
+    };
+  });
+}
+
+}  // namespace sloserve

@@ -1,0 +1,134 @@
+#pragma once
+// Every typed actor interface of sloserve, in one place (CAF 0.17 syntax). A reader learns the
+// whole message vocabulary of a node from this file.
+
+#include <caf/all.hpp>
+
+#include <string>
+#include <vector>
+
+#include "messages/types.hpp"
+
+namespace sloserve {
+
+using start_atom = caf::atom_constant<caf::atom("start")>;
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+using beacon_atom = caf::atom_constant<caf::atom("beacon")>;
+using peer_up_atom = caf::atom_constant<caf::atom("peer_up")>;
+using peer_down_atom = caf::atom_constant<caf::atom("peer_down")>;
+using batch_done_atom = caf::atom_constant<caf::atom("batch_done")>;
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
+
+// A client request as the frontend receives it: who to answer, and what was asked.
+struct ingress {
+  std::string client;  // ZeroMQ routing identity of the client
+  msg::client_request request;
+};
+
+struct status_query {
+  std::string client;
+  msg::status_request request;
+};
+
+// Per-session counters of one device since its last report.
+struct device_load {
+  std::vector<msg::session_load> sessions;
+};
+
+// What a frontend has done since it started.
+struct frontend_stats {
+  uint64_t received = 0;
+  uint64_t ok = 0;
+  uint64_t dropped = 0;
+  uint64_t errors = 0;
+  uint64_t overloaded = 0;
+  uint64_t rerouted = 0;
+  uint64_t in_flight = 0;
+};
+
+// The monitor's view: smoothed rate and latency per (node, device, model).
+struct session_rate {
+  std::string node;
+  uint32_t device = 0;
+  std::string model;
+  double rate = 0;  // requests/s, moving average over beacons
+  double drop_rate = 0;
+  double mean_latency_ms = 0;
+  uint32_t queue_length = 0;
+};
+struct cluster_load {
+  std::vector<session_rate> sessions;
+};
+
+// Client ingress and per-query DAG orchestration.
+using frontend_actor = caf::typed_actor<
+    caf::reacts_to<start_atom>,                              // wiring done: start timers
+    caf::reacts_to<ingress>,                                 // a client's request: walk its DAG
+    caf::reacts_to<status_query>,                            // a client asks whether we can serve
+    caf::reacts_to<msg::invocation_result>,                  // a stage finished on a worker
+    caf::reacts_to<msg::routing_table>,                      // new instances and stage budgets
+    caf::reacts_to<peer_down_atom, std::string>,             // a node stopped heartbeating
+    caf::reacts_to<peer_up_atom, std::string>,               // a node heartbeats again
+    caf::reacts_to<tick_atom>,                               // answer queries past deadline+grace
+    caf::reacts_to<beacon_atom>,                             // register with the controller
+    caf::replies_to<stats_atom>::with<frontend_stats>>;      // counters so far
+
+// One device: deadline-ordered session queues, early drop, round-robin batches.
+using device_actor = caf::typed_actor<
+    caf::reacts_to<msg::invocation>,                         // queue a request for a session
+    caf::reacts_to<msg::device_schedule>,                    // the sessions and batch sizes to run
+    caf::reacts_to<batch_done_atom, uint64_t>,               // the running batch finished
+    caf::replies_to<stats_atom>::with<device_load>>;         // counters since the last ask
+
+// A worker node: owns its devices, applies schedules, reports load.
+using worker_actor = caf::typed_actor<
+    caf::reacts_to<start_atom>,                              // wiring done: register, start beacons
+    caf::reacts_to<msg::invocation>,                         // hand a request to its device
+    caf::reacts_to<msg::schedule>,                           // apply the controller's schedule
+    caf::reacts_to<beacon_atom>,                             // re-register and send a load report
+    caf::reacts_to<peer_up_atom, std::string>,               // the controller may be back
+    caf::reacts_to<peer_down_atom, std::string>>;
+
+// Per-session rates, latencies and drops from load reports.
+using monitor_actor = caf::typed_actor<
+    caf::reacts_to<msg::load_report>,                        // fold a worker's report in
+    caf::reacts_to<beacon_atom>,                             // log a summary line
+    caf::replies_to<stats_atom>::with<cluster_load>>;        // the current view
+
+// Registration, placement, routing tables and schedules.
+using controller_actor = caf::typed_actor<
+    caf::reacts_to<start_atom>,
+    caf::reacts_to<msg::register_node>,                      // a node (re)announces itself
+    caf::reacts_to<peer_down_atom, std::string>,             // take its instances out of routing
+    caf::reacts_to<peer_up_atom, std::string>>;
+
+// Heartbeats to and from every peer; marks peers up and down.
+using node_agent_actor = caf::typed_actor<
+    caf::reacts_to<start_atom>,
+    caf::reacts_to<msg::heartbeat>,                          // a peer is alive
+    caf::reacts_to<tick_atom>>;                              // send ours, time out silent peers
+
+// The actors of one node; roles a node lacks stay invalid handles.
+struct local_actors {
+  frontend_actor frontend;
+  worker_actor worker;
+  controller_actor controller;
+  monitor_actor monitor;
+  node_agent_actor agent;
+};
+
+}  // namespace sloserve
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::ingress)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::status_query)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::device_load)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::frontend_stats)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::cluster_load)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::invocation)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::invocation_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::routing_table)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::schedule)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::device_schedule)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::register_node)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::heartbeat)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::load_report)

@@ -1,0 +1,63 @@
+// The monitor folds workers' load reports into smoothed per-session rates for the scheduler and
+// for operators.
+
+#include <spdlog/spdlog.h>
+
+#include <map>
+
+#include "actors/roles.hpp"
+
+namespace sloserve {
+namespace {
+
+struct monitor_state {
+  static inline const char* name = "monitor";
+  std::shared_ptr<const cluster_config> cfg;
+  std::shared_ptr<link> net;
+  std::map<std::tuple<std::string, uint32_t, std::string>, session_rate> sessions;
+};
+
+using self_ptr = monitor_actor::stateful_pointer<monitor_state>;
+
+// Weight of the newest beacon in the moving averages.
+constexpr double smoothing = 0.5;
+
+}  // namespace
+
+monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args) {
+  return sys.spawn([args](self_ptr self) -> monitor_actor::behavior_type {
+    self->state.cfg = args.cfg;
+    self->state.net = args.net;
+    self->delayed_send(self, std::chrono::seconds(10), beacon_atom::value);
+    return {
+        [=](msg::load_report& r) {
+          if (r.window_s <= 0) return;
+          for (auto& s : r.sessions) {
+            auto& x = self->state.sessions[{r.node, s.device, s.model}];
+            x.node = r.node;
+            x.device = s.device;
+            x.model = s.model;
+            x.rate = smoothing * (s.arrived / r.window_s) + (1 - smoothing) * x.rate;
+            x.drop_rate = smoothing * (s.dropped / r.window_s) + (1 - smoothing) * x.drop_rate;
+            if (s.completed) x.mean_latency_ms = smoothing * s.mean_latency_ms + (1 - smoothing) * x.mean_latency_ms;
+            x.queue_length = s.queue_length;
+          }
+        },
+        [=](beacon_atom) {
+          double total = 0, drops = 0;
+          for (auto& [k, x] : self->state.sessions) total += x.rate, drops += x.drop_rate;
+          if (total > 0)
+            spdlog::info("{}: monitor: {:.1f} invocations/s across {} sessions, {:.1f} drops/s",
+                         self->state.net->self_name(), total, self->state.sessions.size(), drops);
+          self->delayed_send(self, std::chrono::seconds(10), beacon_atom::value);
+        },
+        [=](stats_atom) {
+          cluster_load out;
+          for (auto& [k, x] : self->state.sessions) out.sessions.push_back(x);
+          return out;
+        },
+    };
+  });
+}
+
+}  // namespace sloserve

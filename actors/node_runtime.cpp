@@ -1,0 +1,135 @@
+#include "actors/node_runtime.hpp"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <random>
+
+#include "actors/link.hpp"
+#include "actors/roles.hpp"
+#include "messages/codec.hpp"
+#include "messages/transport.hpp"
+
+namespace sloserve {
+
+uint64_t new_incarnation() {
+  std::random_device rd;
+  uint64_t x = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  x ^= static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  x ^= static_cast<uint64_t>(getpid()) << 16;
+  return (x >> 21) | 1;  // leaves room for the controller's epoch numbering
+}
+
+// Same-node destinations get plain CAF messages; other nodes get Cap'n Proto over ZeroMQ.
+class zmq_link final : public link {
+ public:
+  zmq_link(std::string self, transport* t) : self_(std::move(self)), transport_(t) {}
+
+  const std::string& self_name() const override { return self_; }
+  const local_actors& local() const override { return actors_; }
+
+  void to_node(const std::string& node, msg::envelope e) override {
+    e.from = self_;
+    if (node == self_) {
+      dispatch(*this, std::move(e), {});
+      return;
+    }
+    transport_->send_to_peer(node, msg::encode(e));
+  }
+
+  void to_client(const std::string& client, msg::body b) override {
+    transport_->send_to_identity(client, msg::encode({self_, std::move(b)}));
+  }
+
+  local_actors actors_;
+
+ private:
+  std::string self_;
+  transport* transport_;
+};
+
+node_runtime::node_runtime(std::shared_ptr<const cluster_config> cfg, std::string node)
+    : cfg_(std::move(cfg)), node_(std::move(node)) {}
+
+node_runtime::~node_runtime() { stop(); }
+
+std::string node_runtime::start() {
+  auto* spec = cfg_->find_node(node_);
+  if (!spec) return "node '" + node_ + "' is not in " + cfg_->file;
+  sys_cfg_ = std::make_unique<caf::actor_system_config>();
+  sys_cfg_->set("scheduler.max-threads", static_cast<size_t>(cfg_->runtime.threads));
+  sys_ = std::make_unique<caf::actor_system>(*sys_cfg_);
+
+  msg::decode_limits limits{static_cast<uint64_t>(cfg_->runtime.max_payload_bytes)};
+  transport_options topts;
+  topts.bind = spec->address;
+  transport_ = std::make_unique<transport>(topts, [this, limits](std::string_view id, std::string_view frame) {
+    auto d = msg::decode(frame, limits);
+    std::string identity(id);
+    if (!d.value) {
+      auto& e = d.error;
+      spdlog::warn("{}: rejected a message: {}", node_, e.reason);
+      if (e.request_id || e.from.empty())
+        link_->to_client(identity, msg::client_reply{e.request_id.value_or(0), msg::status::error, e.reason, {}, {}, 0});
+      else if (e.invocation_id && cfg_->find_node(e.from)) {
+        msg::invocation_result r;
+        r.id = *e.invocation_id;
+        r.code = msg::status::error;
+        r.reason = e.reason;
+        r.node = node_;
+        link_->to_node(e.from, {{}, std::move(r)});
+      }
+      return;
+    }
+    dispatch(*link_, std::move(*d.value), identity);
+  });
+  link_ = std::make_shared<zmq_link>(node_, transport_.get());
+
+  actor_args args{cfg_, link_, new_incarnation()};
+  auto& a = link_->actors_;
+  a.agent = spawn_node_agent(*sys_, args);
+  if (spec->has_role("controller")) {
+    a.controller = spawn_controller(*sys_, args);
+    a.monitor = spawn_monitor(*sys_, args);
+  }
+  if (spec->has_role("frontend")) a.frontend = spawn_frontend(*sys_, args);
+  if (spec->has_role("worker")) a.worker = spawn_worker(*sys_, args);
+
+  if (auto err = transport_->start(); !err.empty()) {
+    stop();
+    return err;
+  }
+  for (auto& n : cfg_->nodes)
+    if (n.name != node_) transport_->connect_peer(n.name, n.address);
+  // Start order: the controller first, so that registrations find it.
+  for (auto h : {caf::actor_cast<caf::actor>(a.controller), caf::actor_cast<caf::actor>(a.agent),
+                 caf::actor_cast<caf::actor>(a.worker), caf::actor_cast<caf::actor>(a.frontend)})
+    if (h) caf::anon_send(h, start_atom::value);
+  started_ = true;
+  spdlog::info("{}: serving at {} as [{}]", node_, transport_->endpoint(), fmt::join(spec->roles, ", "));
+  return {};
+}
+
+void node_runtime::stop() {
+  if (transport_) transport_->stop();
+  if (sys_) {
+    auto& a = link_->actors_;
+    for (auto h : {caf::actor_cast<caf::actor>(a.controller), caf::actor_cast<caf::actor>(a.agent),
+                   caf::actor_cast<caf::actor>(a.worker), caf::actor_cast<caf::actor>(a.frontend),
+                   caf::actor_cast<caf::actor>(a.monitor)})
+      if (h) caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
+    a = {};
+  }
+  link_.reset();
+  sys_.reset();
+  transport_.reset();
+  sys_cfg_.reset();
+  started_ = false;
+}
+
+std::string node_runtime::endpoint() const { return transport_ ? transport_->endpoint() : ""; }
+caf::actor_system& node_runtime::system() { return *sys_; }
+const local_actors& node_runtime::actors() const { return link_->actors_; }
+
+}  // namespace sloserve

@@ -1,0 +1,43 @@
+#pragma once
+// One node: a CAF actor system, a ZeroMQ transport, and the actors of the node's roles.
+
+#include <memory>
+#include <string>
+
+#include "actors/interfaces.hpp"
+#include "config/cluster_config.hpp"
+
+namespace sloserve {
+
+class transport;
+class zmq_link;
+
+class node_runtime {
+ public:
+  node_runtime(std::shared_ptr<const cluster_config> cfg, std::string node);
+  ~node_runtime();
+
+  // Binds the node's address, spawns its actors and connects to its peers. Returns why it
+  // failed, or an empty string.
+  std::string start();
+  void stop();
+
+  // The bound ROUTER endpoint (with the real port when the config said 0).
+  std::string endpoint() const;
+  caf::actor_system& system();
+  const local_actors& actors() const;
+
+ private:
+  std::shared_ptr<const cluster_config> cfg_;
+  std::string node_;
+  std::unique_ptr<caf::actor_system_config> sys_cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+  std::shared_ptr<zmq_link> link_;
+  std::unique_ptr<transport> transport_;
+  bool started_ = false;
+};
+
+// A fresh 64-bit id for this process's start; peers use it to tell restarts apart.
+uint64_t new_incarnation();
+
+}  // namespace sloserve

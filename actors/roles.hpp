@@ -1,0 +1,29 @@
+#pragma once
+// Spawning the actors of each role.
+
+#include <memory>
+
+#include "actors/link.hpp"
+#include "config/cluster_config.hpp"
+
+namespace sloserve {
+
+struct actor_args {
+  std::shared_ptr<const cluster_config> cfg;
+  std::shared_ptr<link> net;
+  uint64_t incarnation = 1;  // differs on every start of the node
+};
+
+frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args);
+worker_actor spawn_worker(caf::actor_system& sys, actor_args args);
+device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index,
+                          std::string kind);
+controller_actor spawn_controller(caf::actor_system& sys, actor_args args);
+monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args);
+node_agent_actor spawn_node_agent(caf::actor_system& sys, actor_args args);
+
+// Static placement used until a scheduler replaces it: every device of `node` runs every model
+// it may serve, at the model's largest batch.
+msg::schedule static_schedule(const cluster_config& cfg, const node_spec& node, uint64_t epoch);
+
+}  // namespace sloserve

@@ -1,0 +1,112 @@
+// A worker node: spawns its devices, applies the controller's schedule, registers every beacon
+// and reports per-session load.
+
+#include <spdlog/spdlog.h>
+
+#include "actors/roles.hpp"
+
+namespace sloserve {
+namespace {
+
+struct worker_state {
+  static inline const char* name = "worker";
+
+  std::shared_ptr<const cluster_config> cfg;
+  std::shared_ptr<link> net;
+  const node_spec* node = nullptr;
+  uint64_t incarnation = 0;
+  std::vector<device_actor> devices;
+  uint64_t schedule_epoch = 0;
+  caf::actor_clock::time_point last_report;
+};
+
+using self_ptr = worker_actor::stateful_pointer<worker_state>;
+
+void register_self(self_ptr self) {
+  auto& st = self->state;
+  auto* ctl = st.cfg->controller();
+  if (!ctl) return;
+  msg::register_node r;
+  r.node = st.node->name;
+  r.roles = st.node->roles;
+  r.devices = static_cast<uint32_t>(st.devices.size());
+  r.incarnation = st.incarnation;
+  r.schedule_epoch = st.schedule_epoch;
+  st.net->to_node(ctl->name, {{}, std::move(r)});
+}
+
+void report_load(self_ptr self) {
+  auto& st = self->state;
+  auto* ctl = st.cfg->controller();
+  if (!ctl || st.devices.empty()) return;
+  auto now = self->clock().now();
+  auto window = std::chrono::duration<double>(now - st.last_report).count();
+  st.last_report = now;
+  auto report = std::make_shared<msg::load_report>();
+  report->node = st.node->name;
+  report->window_s = window;
+  auto remaining = std::make_shared<size_t>(st.devices.size());
+  for (auto& d : st.devices)
+    self->request(d, caf::infinite, stats_atom::value).then([=](device_load& l) {
+      for (auto& s : l.sessions) report->sessions.push_back(std::move(s));
+      if (--*remaining == 0) self->state.net->to_node(ctl->name, {{}, std::move(*report)});
+    });
+}
+
+}  // namespace
+
+worker_actor spawn_worker(caf::actor_system& sys, actor_args args) {
+  return sys.spawn([args](self_ptr self) -> worker_actor::behavior_type {
+    auto& st = self->state;
+    st.cfg = args.cfg;
+    st.net = args.net;
+    st.incarnation = args.incarnation;
+    st.node = st.cfg->find_node(st.net->self_name());
+    uint32_t index = 0;
+    for (auto& g : st.node->devices)
+      for (int i = 0; i < g.count; ++i)
+        st.devices.push_back(spawn_device(self->home_system(), args, index++, g.kind));
+    for (auto& d : st.devices) self->link_to(d);  // devices stop with their worker
+    st.last_report = self->clock().now();
+    return {
+        [=](start_atom) {
+          register_self(self);
+          self->delayed_send(self, std::chrono::milliseconds(self->state.cfg->runtime.beacon_ms), beacon_atom::value);
+        },
+        [=](msg::invocation& inv) {
+          auto& st = self->state;
+          if (inv.device >= st.devices.size()) {
+            msg::invocation_result r;
+            r.id = inv.id;
+            r.code = msg::status::error;
+            r.reason = "node '" + st.node->name + "' has no device " + std::to_string(inv.device);
+            r.node = st.node->name;
+            st.net->to_node(inv.frontend, {{}, std::move(r)});
+            return;
+          }
+          self->send(st.devices[inv.device], std::move(inv));
+        },
+        [=](msg::schedule& s) {
+          auto& st = self->state;
+          for (auto& ds : s.devices)
+            if (ds.device < st.devices.size()) self->send(st.devices[ds.device], ds);
+          if (s.epoch != st.schedule_epoch)
+            spdlog::info("{}: applied schedule epoch {}", st.node->name, s.epoch);
+          st.schedule_epoch = s.epoch;
+          register_self(self);  // tells the controller at once that the schedule is in place
+        },
+        [=](beacon_atom) {
+          register_self(self);
+          report_load(self);
+          self->delayed_send(self, std::chrono::milliseconds(self->state.cfg->runtime.beacon_ms), beacon_atom::value);
+        },
+        [=](peer_up_atom, const std::string& node) {
+          auto* ctl = self->state.cfg->controller();
+          if (ctl && ctl->name == node) register_self(self);
+        },
+        [=](peer_down_atom, const std::string&) {},
+    };
+  });
+}
+
+}  // namespace sloserve

@@ -1,0 +1,69 @@
+// `sloserve load`: the built-in load client.
+
+#include <fstream>
+#include <iostream>
+
+#include "apps/commands.hpp"
+#include "apps/load_client.hpp"
+
+namespace sloserve {
+
+void add_load_command(CLI::App& app, int& rc) {
+  struct opts {
+    std::string config, address, pipeline, json, trace;
+    load_options lo;
+  };
+  auto o = std::make_shared<opts>();
+  auto& lo = o->lo;
+  auto* cmd = app.add_subcommand("load", "Drive a pipeline with requests and summarise what came back");
+  cmd->add_option("-c,--config", o->config, "cluster file (frontend address, pipeline SLO and input)")->required();
+  cmd->add_option("--address", o->address, "frontend address (default: the first frontend of the file)");
+  cmd->add_option("--pipeline", o->pipeline, "pipeline name")->required();
+  cmd->add_option("--rate", lo.rate, "requests/s (open loop)")->capture_default_str();
+  cmd->add_option("--duration", lo.duration_s, "seconds of measured load")->capture_default_str();
+  cmd->add_option("--arrival", lo.arrival, "constant, poisson or gamma")
+      ->check(CLI::IsMember({"constant", "poisson", "gamma"}))->capture_default_str();
+  cmd->add_option("--cv", lo.cv, "gamma arrivals: coefficient of variation of the gaps")->capture_default_str();
+  cmd->add_option("--trace", o->trace, "file of per-second rates, one per line (replaces --rate)");
+  cmd->add_option("--concurrency", lo.concurrency, "closed loop: keep this many requests outstanding");
+  cmd->add_option("--warmup", lo.warmup_s, "seconds sent before the measured window")->capture_default_str();
+  cmd->add_option("--grace-ms", lo.grace_ms, "a request with no reply by send + SLO + this is lost")->capture_default_str();
+  cmd->add_option("--network-ms", lo.network_ms, "network time to attach to every request");
+  cmd->add_option("--seed", lo.seed, "random seed of arrivals and payloads")->capture_default_str();
+  cmd->add_option("--wait-ready", lo.wait_ready_s, "seconds to wait for the frontend to be ready")->capture_default_str();
+  cmd->add_option("--json", o->json, "write the summary (and per-second series) here");
+  cmd->callback([o, &rc] {
+    auto cfg = load_config_or_report(o->config);
+    if (!cfg) return void(rc = 2);
+    auto& lo = o->lo;
+    auto* p = cfg->find_pipeline(o->pipeline);
+    if (!p) {
+      std::cerr << o->config << ": has no pipeline '" << o->pipeline << "'\n";
+      return void(rc = 2);
+    }
+    lo.pipeline = p->name;
+    lo.slo_ms = p->slo_ms;
+    lo.input = cfg->models[p->stages[p->roots().front()].model_index].input;
+    lo.address = o->address;
+    if (lo.address.empty()) lo.address = cfg->with_role("frontend").front()->address;
+    if (lo.address.find("*") != std::string::npos || lo.address.find("0.0.0.0") != std::string::npos) {
+      std::cerr << "frontend address " << lo.address << " is a wildcard; pass --address\n";
+      return void(rc = 2);
+    }
+    std::string err;
+    if (!o->trace.empty() && !read_rate_trace(o->trace, lo.trace, err)) {
+      std::cerr << err << "\n";
+      return void(rc = 2);
+    }
+    lo.progress = true;
+    load_summary s;
+    if (!run_load(lo, s, err)) {
+      std::cerr << "sloserve load: " << err << "\n";
+      return void(rc = 1);
+    }
+    std::cout << s.to_text();
+    if (!o->json.empty()) std::ofstream(o->json) << s.to_json(lo).dump(2) << "\n";
+  });
+}
+
+}  // namespace sloserve

@@ -1,0 +1,185 @@
+// `sloserve up`: one OS process per node of a cluster file, on this host.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "apps/commands.hpp"
+
+namespace sloserve {
+namespace {
+
+// Replaces port 0 in tcp:// addresses with a free port, so that every node knows every other.
+bool resolve_ports(cluster_config& cfg, std::string& error) {
+  for (auto& n : cfg.nodes) {
+    auto& a = n.address;
+    if (a.rfind("tcp://", 0) != 0 || a.size() < 2 || a.compare(a.size() - 2, 2, ":0") != 0) continue;
+    auto host = a.substr(6, a.size() - 8);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    if (inet_pton(AF_INET, host == "*" ? "0.0.0.0" : host.c_str(), &sa.sin_addr) != 1) {
+      close(fd);
+      error = "node '" + n.name + "': cannot pick a port for host '" + host + "' (use an IPv4 address)";
+      return false;
+    }
+    socklen_t len = sizeof sa;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+      close(fd);
+      error = "node '" + n.name + "': cannot bind " + host + ":0";
+      return false;
+    }
+    close(fd);
+    a = "tcp://" + host + ":" + std::to_string(ntohs(sa.sin_port));
+  }
+  return true;
+}
+
+struct child {
+  std::string name;
+  pid_t pid = -1;
+  int ready_fd = -1;
+  bool ready = false;
+  std::string endpoint;
+};
+
+void stop_all(std::vector<child>& kids, int sig) {
+  for (auto& k : kids)
+    if (k.pid > 0) kill(k.pid, sig);
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (auto& k : kids) {
+    while (k.pid > 0) {
+      int status;
+      auto r = waitpid(k.pid, &status, WNOHANG);
+      if (r == k.pid || r < 0) {
+        k.pid = -1;
+        break;
+      }
+      if (std::chrono::steady_clock::now() > until) {
+        kill(k.pid, SIGKILL);
+        waitpid(k.pid, &status, 0);
+        k.pid = -1;
+        break;
+      }
+      usleep(20000);
+    }
+  }
+}
+
+}  // namespace
+
+void add_up_command(CLI::App& app, int& rc) {
+  struct opts {
+    std::string config, write_config, level = "info";
+    double timeout = 20;
+  };
+  auto o = std::make_shared<opts>();
+  auto* cmd = app.add_subcommand("up", "Start one OS process per node of a cluster file on this host");
+  cmd->add_option("-c,--config", o->config, "cluster file")->required();
+  cmd->add_option("--write-config", o->write_config,
+                  "write the cluster file with port-0 addresses resolved here (for `sloserve load -c`)");
+  cmd->add_option("--start-timeout", o->timeout, "seconds to wait for every node to start")->capture_default_str();
+  cmd->callback([o, &rc] {
+    auto cfg = load_config_or_report(o->config);
+    if (!cfg) return void(rc = 2);
+    std::string err;
+    if (!resolve_ports(*cfg, err)) {
+      std::cerr << "sloserve up: " << err << "\n";
+      return void(rc = 1);
+    }
+    auto path = o->write_config;
+    if (path.empty()) path = "/tmp/sloserve-up-" + std::to_string(getpid()) + ".yaml";
+    std::ofstream(path) << to_yaml(*cfg);
+    // Signals reach us through sigtimedwait; children get the default dispositions back.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &set, nullptr);
+    std::vector<child> kids;
+    for (auto& n : cfg->nodes) {
+      int fds[2];
+      if (pipe(fds) != 0) {
+        stop_all(kids, SIGTERM);
+        return void(rc = 1);
+      }
+      pid_t pid = fork();
+      if (pid == 0) {
+        sigprocmask(SIG_UNBLOCK, &set, nullptr);
+        close(fds[0]);
+        setenv("SLOSERVE_READY_FD", std::to_string(fds[1]).c_str(), 1);
+        execl("/proc/self/exe", "sloserve", "node", "-c", path.c_str(), "--name", n.name.c_str(), nullptr);
+        _exit(127);
+      }
+      close(fds[1]);
+      kids.push_back({n.name, pid, fds[0]});
+    }
+    // Wait until every node says it is ready; any failure stops them all.
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o->timeout * 1000));
+    size_t ready = 0;
+    while (ready < kids.size()) {
+      if (std::chrono::steady_clock::now() > until) {
+        std::cerr << "sloserve up: nodes did not start within " << o->timeout << " s\n";
+        stop_all(kids, SIGTERM);
+        return void(rc = 1);
+      }
+      for (auto& k : kids) {
+        if (k.ready) continue;
+        pollfd p{k.ready_fd, POLLIN, 0};
+        if (poll(&p, 1, 10) > 0) {
+          char buf[256];
+          auto n = read(k.ready_fd, buf, sizeof buf - 1);
+          if (n > 6 && std::string(buf, 6) == "ready ") {
+            k.ready = true;
+            k.endpoint = std::string(buf + 6, static_cast<size_t>(n - 7));
+            ++ready;
+          } else {
+            int status = 0;
+            waitpid(k.pid, &status, 0);
+            k.pid = -1;
+            std::cerr << "sloserve up: node '" << k.name << "' failed to start (exit status "
+                      << (WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)) << ")\n";
+            stop_all(kids, SIGTERM);
+            return void(rc = 1);
+          }
+          close(k.ready_fd);
+        }
+      }
+    }
+    for (auto& k : kids) std::cout << "node " << k.name << " pid " << k.pid << " at " << k.endpoint << "\n";
+    std::cout << "cluster up; config with resolved addresses: " << path << std::endl;
+    while (true) {
+      siginfo_t info;
+      int sig = sigwaitinfo(&set, &info);
+      if (sig == SIGCHLD) {
+        int status;
+        pid_t pid;
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+          for (auto& k : kids)
+            if (k.pid == pid) {
+              spdlog::warn("node {} (pid {}) exited with status {}", k.name, pid,
+                           WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+              k.pid = -1;
+            }
+        continue;
+      }
+      if (sig == SIGINT || sig == SIGTERM) break;
+    }
+    stop_all(kids, SIGTERM);
+    if (o->write_config.empty()) unlink(path.c_str());
+  });
+}
+
+}  // namespace sloserve

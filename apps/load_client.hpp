@@ -1,0 +1,51 @@
+#pragma once
+// The built-in load generator: open loop (constant, Poisson, gamma, or a per-second rate trace)
+// or closed loop, over one ZeroMQ DEALER, with exact accounting of every request.
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipelines/tensor.hpp"
+
+namespace sloserve {
+
+struct load_options {
+  std::string address;   // the frontend's ROUTER
+  std::string pipeline;
+  double slo_ms = 0;     // for ok_within_slo and lost accounting
+  tensor_spec input;     // the pipeline's root input
+  double rate = 100;     // requests/s (open loop)
+  double duration_s = 10;
+  std::string arrival = "poisson";  // constant | poisson | gamma
+  double cv = 1;                    // gamma: coefficient of variation of inter-arrival times
+  std::vector<double> trace;        // per-second rates; replaces `rate` when set
+  int concurrency = 0;              // > 0: closed loop with this many outstanding
+  double warmup_s = 0;              // sent before the measured window, not counted
+  double grace_ms = 2000;           // lost = no reply by send + SLO + grace
+  double network_ms = -1;           // attached to every request when >= 0
+  uint64_t seed = 1;
+  bool progress = false;            // live line on stderr
+  double wait_ready_s = 20;         // wait for the frontend to be ready first
+};
+
+struct load_summary {
+  uint64_t sent = 0, ok = 0, ok_within_slo = 0, dropped = 0, overloaded = 0, errors = 0,
+           lost = 0, late = 0, delayed = 0;
+  double attainment = 0, goodput_rps = 0, measured_s = 0;
+  double p50 = 0, p90 = 0, p99 = 0, max = 0, mean = 0;
+  nlohmann::json series = nlohmann::json::array();
+  nlohmann::json reasons = nlohmann::json::object();
+
+  nlohmann::json to_json(const load_options& o) const;
+  std::string to_text() const;
+};
+
+// Reads a rate trace: one number per line (requests/s for that second); '#' starts a comment.
+bool read_rate_trace(const std::string& path, std::vector<double>& out, std::string& error);
+
+// Runs the load; returns false with `error` set when it could not start.
+bool run_load(const load_options& o, load_summary& out, std::string& error);
+
+}  // namespace sloserve

@@ -1,0 +1,64 @@
+// sloserve: serve DNN pipelines under end-to-end latency SLOs on a cluster of nodes.
+
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "apps/commands.hpp"
+
+namespace sloserve {
+
+std::shared_ptr<cluster_config> load_config_or_report(const std::string& path) {
+  auto res = path.empty() ? default_config() : load_cluster_config(path);
+  if (!res) {
+    std::cerr << res.error_text();
+    return nullptr;
+  }
+  return std::make_shared<cluster_config>(std::move(*res.config));
+}
+
+void block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int wait_for_stop() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  int sig = 0;
+  sigwait(&set, &sig);
+  return sig;
+}
+
+}  // namespace sloserve
+
+int main(int argc, char** argv) {
+  CLI::App app{"sloserve: serve pipelines of DNNs under end-to-end latency SLOs"};
+  app.require_subcommand(1);
+  std::string level = "info";
+  app.add_option("--log-level", level, "trace, debug, info, warn, error, off")->capture_default_str();
+  int rc = 0;
+  sloserve::add_run_command(app, rc);
+  sloserve::add_up_command(app, rc);
+  sloserve::add_node_command(app, rc);
+  sloserve::add_load_command(app, rc);
+  app.parse_complete_callback([&] {
+    auto logger = spdlog::stderr_color_mt("sloserve");
+    spdlog::set_default_logger(logger);
+    spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+    spdlog::set_level(spdlog::level::from_str(level));
+  });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return rc;
+}

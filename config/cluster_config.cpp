@@ -1,0 +1,485 @@
+#include "config/cluster_config.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace sloserve {
+
+bool node_spec::has_role(std::string_view r) const {
+  return std::find(roles.begin(), roles.end(), r) != roles.end();
+}
+
+int node_spec::device_count() const {
+  int n = 0;
+  for (auto& g : devices) n += g.count;
+  return n;
+}
+
+const std::vector<std::string>& node_spec::device_models(int d) const {
+  static const std::vector<std::string> none;
+  for (auto& g : devices) {
+    if (d < g.count) return g.models;
+    d -= g.count;
+  }
+  return none;
+}
+
+bool node_spec::serves(int d, const std::string& model) const {
+  auto& ms = device_models(d);
+  return ms.empty() || std::find(ms.begin(), ms.end(), model) != ms.end();
+}
+
+const node_spec* cluster_config::find_node(std::string_view n) const {
+  for (auto& x : nodes)
+    if (x.name == n) return &x;
+  return nullptr;
+}
+const model_spec* cluster_config::find_model(std::string_view n) const {
+  for (auto& x : models)
+    if (x.name == n) return &x;
+  return nullptr;
+}
+const pipeline* cluster_config::find_pipeline(std::string_view n) const {
+  for (auto& x : pipelines)
+    if (x.name == n) return &x;
+  return nullptr;
+}
+const node_spec* cluster_config::controller() const {
+  for (auto& x : nodes)
+    if (x.has_role("controller")) return &x;
+  return nullptr;
+}
+std::vector<const node_spec*> cluster_config::with_role(std::string_view role) const {
+  std::vector<const node_spec*> out;
+  for (auto& x : nodes)
+    if (x.has_role(role)) out.push_back(&x);
+  return out;
+}
+
+std::string config_error::to_string() const {
+  std::ostringstream os;
+  os << file;
+  if (line > 0) os << ':' << line << ':' << column;
+  os << ": " << message;
+  return os.str();
+}
+
+std::string config_result::error_text() const {
+  std::string s;
+  for (auto& e : errors) s += e.to_string() + "\n";
+  return s;
+}
+
+std::string check_address(std::string_view a) {
+  if (a.rfind("ipc://", 0) == 0) return a.size() > 6 ? "" : "ipc address has no path";
+  if (a.rfind("tcp://", 0) != 0) return "address '" + std::string(a) + "' must be tcp://host:port or ipc://path";
+  auto rest = a.substr(6);
+  auto colon = rest.rfind(':');
+  if (colon == std::string_view::npos || colon == 0)
+    return "address '" + std::string(a) + "' needs host and port (tcp://host:port)";
+  auto port = rest.substr(colon + 1);
+  if (port.empty() || port.size() > 5 ||
+      !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+      std::stol(std::string(port)) > 65535)
+    return "address '" + std::string(a) + "' has an invalid port '" + std::string(port) + "'";
+  return {};
+}
+
+namespace {
+
+// Collects errors with positions while walking the YAML tree.
+class reader {
+ public:
+  explicit reader(std::string file) : file_(std::move(file)) {}
+
+  void error(const YAML::Node& at, std::string msg) {
+    auto m = at.IsDefined() ? at.Mark() : YAML::Mark::null_mark();
+    if (m.is_null()) m = last_;
+    errors_.push_back({file_, m.line + 1, m.column + 1, std::move(msg)});
+  }
+  void error_at(const YAML::Mark& m, std::string msg) {
+    errors_.push_back({file_, m.line + 1, m.column + 1, std::move(msg)});
+  }
+
+  // Reports keys of `map` that are not in `known`.
+  void known_keys(const YAML::Node& map, std::initializer_list<const char*> known,
+                  const std::string& where) {
+    if (!map.IsMap()) return;
+    for (auto kv : map) {
+      auto k = kv.first.as<std::string>("");
+      if (std::none_of(known.begin(), known.end(), [&](const char* x) { return k == x; }))
+        error(kv.first, "unknown key '" + k + "' in " + where);
+    }
+  }
+
+  template <class T>
+  bool get(const YAML::Node& map, const char* key, T& out, const std::string& where,
+           bool required) {
+    if (map.IsDefined() && !map.IsNull()) last_ = map.Mark();
+    auto n = map.IsMap() ? map[key] : YAML::Node();
+    if (!n.IsDefined() || n.IsNull()) {
+      if (required) error(map, where + " is missing '" + key + "'");
+      return false;
+    }
+    try {
+      out = n.as<T>();
+      return true;
+    } catch (const YAML::Exception&) {
+      error(n, std::string("'") + key + "' in " + where + " has the wrong type");
+      return false;
+    }
+  }
+
+  std::string file_;
+  std::vector<config_error> errors_;
+  YAML::Mark last_ = YAML::Mark::null_mark();
+};
+
+void parse_tensor_spec(reader& r, const YAML::Node& n, tensor_spec& out, const std::string& where) {
+  if (!n.IsMap()) {
+    r.error(n, where + " must be a map {dtype, shape}");
+    return;
+  }
+  r.known_keys(n, {"dtype", "shape"}, where);
+  std::string dt = "float32";
+  r.get(n, "dtype", dt, where, false);
+  if (auto t = parse_dtype(dt))
+    out.type = *t;
+  else
+    r.error(n["dtype"], where + " has unknown dtype '" + dt + "'");
+  if (r.get(n, "shape", out.shape, where, true)) {
+    if (!out.byte_size())
+      r.error(n["shape"], where + " has a negative or oversized dimension");
+  }
+}
+
+void parse_profile(reader& r, const YAML::Node& n, model_spec& m, const std::string& where) {
+  if (!n.IsMap()) {
+    r.error(n, where + " is missing 'profile' ({batch, latency_ms} or {alpha_ms, beta_ms})");
+    return;
+  }
+  r.known_keys(n, {"batch", "latency_ms", "alpha_ms", "beta_ms"}, where + " profile");
+  auto& p = m.profile;
+  if (n["batch"] || n["latency_ms"]) {
+    r.get(n, "batch", p.batch, where + " profile", true);
+    r.get(n, "latency_ms", p.latency_ms, where + " profile", true);
+    if (p.batch.size() != p.latency_ms.size() || p.batch.empty()) {
+      r.error(n, where + " profile needs equally long, non-empty 'batch' and 'latency_ms'");
+      p.batch.clear();
+      return;
+    }
+    for (size_t i = 0; i < p.batch.size(); ++i) {
+      if (p.batch[i] < 1 || (i && p.batch[i] <= p.batch[i - 1]))
+        r.error(n["batch"], where + " profile batch sizes must be positive and ascending");
+      if (!(p.latency_ms[i] >= 0) || (i && p.latency_ms[i] < p.latency_ms[i - 1]))
+        r.error(n["latency_ms"], where + " profile latencies must be non-negative and non-decreasing");
+    }
+    if (p.batch.empty() || p.batch.front() != 1)
+      r.error(n["batch"], where + " profile must start at batch 1");
+  } else {
+    bool a = r.get(n, "alpha_ms", p.alpha_ms, where + " profile", true);
+    bool b = r.get(n, "beta_ms", p.beta_ms, where + " profile", true);
+    if (a && b && (p.alpha_ms < 0 || p.beta_ms < 0))
+      r.error(n, where + " profile alpha_ms and beta_ms must be non-negative");
+  }
+}
+
+void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
+  model_spec m;
+  std::string where = "model";
+  r.known_keys(n, {"name", "input", "output", "max_batch", "profile", "jitter", "path"}, where);
+  if (r.get(n, "name", m.name, where, true)) where = "model '" + m.name + "'";
+  if (!n["input"]) r.error(n, where + " is missing 'input'");
+  else parse_tensor_spec(r, n["input"], m.input, where + " input");
+  if (!n["output"]) r.error(n, where + " is missing 'output'");
+  else parse_tensor_spec(r, n["output"], m.output, where + " output");
+  r.get(n, "max_batch", m.max_batch, where, false);
+  if (m.max_batch < 1) r.error(n["max_batch"], where + " max_batch must be at least 1");
+  parse_profile(r, n["profile"], m, where);
+  r.get(n, "jitter", m.jitter, where, false);
+  if (m.jitter < 0 || m.jitter >= 1) r.error(n["jitter"], where + " jitter must be in [0, 1)");
+  if (cfg.find_model(m.name)) r.error(n["name"], "duplicate model name '" + m.name + "'");
+  cfg.models.push_back(std::move(m));
+}
+
+void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
+  node_spec s;
+  std::string where = "node";
+  r.known_keys(n, {"name", "address", "roles", "devices"}, where);
+  if (r.get(n, "name", s.name, where, true)) where = "node '" + s.name + "'";
+  if (r.get(n, "address", s.address, where, true))
+    if (auto e = check_address(s.address); !e.empty()) r.error(n["address"], where + ": " + e);
+  r.get(n, "roles", s.roles, where, true);
+  for (auto& role : s.roles)
+    if (role != "controller" && role != "frontend" && role != "worker")
+      r.error(n["roles"], where + " has unknown role '" + role + "' (controller, frontend, worker)");
+  if (auto devs = n["devices"]; devs) {
+    if (!devs.IsSequence()) r.error(devs, where + " devices must be a list");
+    for (auto d : devs) {
+      device_group g;
+      r.known_keys(d, {"kind", "count", "models"}, where + " device");
+      r.get(d, "kind", g.kind, where + " device", true);
+      if (g.kind != "emulated" && g.kind != "cpu" && g.kind != "cuda")
+        r.error(d["kind"], where + " has unknown device kind '" + g.kind + "' (emulated, cpu, cuda)");
+      r.get(d, "count", g.count, where + " device", false);
+      if (g.count < 1) r.error(d["count"], where + " device count must be at least 1");
+      r.get(d, "models", g.models, where + " device", false);
+      s.devices.push_back(std::move(g));
+    }
+  }
+  if (s.has_role("worker") && s.devices.empty())
+    r.error(n, where + " has role worker but no devices");
+  if (cfg.find_node(s.name)) r.error(n["name"], "duplicate node name '" + s.name + "'");
+  cfg.nodes.push_back(std::move(s));
+}
+
+void parse_pipeline(reader& r, const YAML::Node& n, cluster_config& cfg) {
+  pipeline p;
+  std::string where = "pipeline";
+  r.known_keys(n, {"name", "slo_ms", "stages"}, where);
+  if (r.get(n, "name", p.name, where, true)) where = "pipeline '" + p.name + "'";
+  if (r.get(n, "slo_ms", p.slo_ms, where, true) && !(p.slo_ms > 0))
+    r.error(n["slo_ms"], where + " slo_ms must be positive");
+  std::vector<YAML::Node> stage_nodes;
+  if (!n["stages"] || !n["stages"].IsSequence()) {
+    r.error(n, where + " needs a list of 'stages'");
+  } else {
+    for (auto sn : n["stages"]) {
+      stage s;
+      r.known_keys(sn, {"name", "model", "after", "fanout"}, where + " stage");
+      r.get(sn, "name", s.name, where + " stage", true);
+      r.get(sn, "model", s.model, where + " stage '" + s.name + "'", true);
+      if (sn["after"] && sn["after"].IsScalar()) s.after.push_back(sn["after"].as<std::string>());
+      else r.get(sn, "after", s.after, where + " stage '" + s.name + "'", false);
+      double f = 0;
+      if (r.get(sn, "fanout", f, where + " stage '" + s.name + "'", false)) s.fanout = f;
+      p.stages.push_back(std::move(s));
+      stage_nodes.push_back(sn);
+    }
+  }
+  auto before = r.errors_.size();
+  for (auto& issue : resolve(p, cfg.models)) {
+    auto at = issue.stage < stage_nodes.size() ? stage_nodes[issue.stage] : n;
+    r.error(at, where + ": " + issue.message);
+  }
+  if (r.errors_.size() == before && p.slo_ms > 0) {
+    auto fastest = fastest_path_ms(p, cfg.models);
+    if (fastest > p.slo_ms)
+      r.error(n["slo_ms"], where + " slo_ms " + std::to_string(p.slo_ms) +
+                               " is below its fastest possible path (" + std::to_string(fastest) +
+                               " ms at batch 1)");
+  }
+  if (cfg.find_pipeline(p.name)) r.error(n["name"], "duplicate pipeline name '" + p.name + "'");
+  cfg.pipelines.push_back(std::move(p));
+}
+
+void parse_runtime(reader& r, const YAML::Node& n, runtime_options& o) {
+  if (!n) return;
+  const std::string w = "runtime";
+  r.known_keys(n, {"heartbeat_ms", "peer_timeout_ms", "beacon_ms", "max_payload_bytes",
+                   "max_queue_length", "reply_grace_ms", "threads", "drop_policy", "balancer"},
+               w);
+  r.get(n, "heartbeat_ms", o.heartbeat_ms, w, false);
+  r.get(n, "peer_timeout_ms", o.peer_timeout_ms, w, false);
+  r.get(n, "beacon_ms", o.beacon_ms, w, false);
+  r.get(n, "max_payload_bytes", o.max_payload_bytes, w, false);
+  r.get(n, "max_queue_length", o.max_queue_length, w, false);
+  r.get(n, "reply_grace_ms", o.reply_grace_ms, w, false);
+  r.get(n, "threads", o.threads, w, false);
+  r.get(n, "drop_policy", o.drop_policy, w, false);
+  r.get(n, "balancer", o.balancer, w, false);
+  if (o.heartbeat_ms < 1 || o.peer_timeout_ms <= o.heartbeat_ms)
+    r.error(n, "runtime needs heartbeat_ms >= 1 and peer_timeout_ms > heartbeat_ms");
+  if (o.beacon_ms < 10) r.error(n, "runtime beacon_ms must be at least 10");
+  if (o.max_payload_bytes < 1024) r.error(n, "runtime max_payload_bytes must be at least 1024");
+  if (o.max_queue_length < 1) r.error(n, "runtime max_queue_length must be at least 1");
+  if (o.threads < 1) r.error(n, "runtime threads must be at least 1");
+  if (o.drop_policy != "sliding_window" && o.drop_policy != "earliest_first" &&
+      o.drop_policy != "maximal_window")
+    r.error(n["drop_policy"], "runtime drop_policy '" + o.drop_policy +
+                                  "' is not sliding_window, earliest_first or maximal_window");
+  if (o.balancer != "p2c" && o.balancer != "weighted_random")
+    r.error(n["balancer"], "runtime balancer '" + o.balancer + "' is not p2c or weighted_random");
+}
+
+}  // namespace
+
+config_result parse_cluster_config(std::string_view yaml, const std::string& file) {
+  config_result res;
+  reader r(file);
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::ParserException& e) {
+    r.error_at(e.mark, "bad YAML: " + e.msg);
+    res.errors = std::move(r.errors_);
+    return res;
+  }
+  cluster_config cfg;
+  cfg.file = file;
+  if (!root.IsMap()) {
+    r.error_at(YAML::Mark(), "the cluster file must be a YAML map");
+    res.errors = std::move(r.errors_);
+    return res;
+  }
+  r.known_keys(root, {"cluster", "nodes", "models", "pipelines", "runtime"}, "the cluster file");
+  if (root["cluster"]) r.get(root["cluster"], "name", cfg.name, "cluster", false);
+  if (!root["nodes"] || !root["nodes"].IsSequence() || root["nodes"].size() == 0)
+    r.error(root, "the cluster file needs a non-empty list 'nodes'");
+  else
+    for (auto n : root["nodes"]) parse_node(r, n, cfg);
+  if (root["models"] && root["models"].IsSequence())
+    for (auto n : root["models"]) parse_model(r, n, cfg);
+  if (root["pipelines"] && root["pipelines"].IsSequence())
+    for (auto n : root["pipelines"]) parse_pipeline(r, n, cfg);
+  parse_runtime(r, root["runtime"], cfg.runtime);
+  if (root["nodes"] && root["nodes"].IsSequence()) {
+    if (cfg.with_role("frontend").empty())
+      r.error(root["nodes"], "no node has the frontend role; clients would have nowhere to connect");
+    auto ctls = cfg.with_role("controller");
+    if (ctls.size() != 1)
+      r.error(root["nodes"], "exactly one node must have the controller role (found " +
+                                 std::to_string(ctls.size()) + ")");
+    std::set<std::string> addresses;
+    for (size_t i = 0; i < cfg.nodes.size(); ++i) {
+      auto& a = cfg.nodes[i].address;
+      bool ephemeral = a.size() > 2 && a.compare(a.size() - 2, 2, ":0") == 0;
+      if (!a.empty() && !ephemeral && !addresses.insert(a).second)
+        r.error(root["nodes"][i]["address"], "address '" + a + "' is used by two nodes");
+    }
+    // Every device's model list must name real models; every model in a pipeline needs a device.
+    for (size_t i = 0; i < cfg.nodes.size(); ++i)
+      for (size_t g = 0; g < cfg.nodes[i].devices.size(); ++g)
+        for (auto& m : cfg.nodes[i].devices[g].models)
+          if (!cfg.find_model(m))
+            r.error(root["nodes"][i]["devices"][g], "node '" + cfg.nodes[i].name +
+                                                        "' device lists unknown model '" + m + "'");
+    for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi)
+      for (auto& s : cfg.pipelines[pi].stages) {
+        bool served = false;
+        for (auto& n : cfg.nodes)
+          if (n.has_role("worker"))
+            for (int d = 0; d < n.device_count(); ++d) served |= n.serves(d, s.model);
+        if (!served && cfg.find_model(s.model))
+          r.error(root["pipelines"][pi], "pipeline '" + cfg.pipelines[pi].name + "' stage '" +
+                                             s.name + "': no worker device serves model '" +
+                                             s.model + "'");
+      }
+  }
+  res.errors = std::move(r.errors_);
+  if (res.errors.empty()) res.config = std::move(cfg);
+  return res;
+}
+
+config_result load_cluster_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    config_result res;
+    res.errors.push_back({path, 0, 0, "cannot open the cluster file"});
+    return res;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_cluster_config(ss.str(), path);
+}
+
+config_result default_config() {
+  return parse_cluster_config(default_config_yaml(), "<embedded default.yaml>");
+}
+
+cluster_config single_node(const cluster_config& cfg) {
+  cluster_config out = cfg;
+  node_spec n;
+  n.name = "local";
+  n.roles = {"controller", "frontend", "worker"};
+  for (auto& x : cfg.nodes) {
+    if (n.address.empty() && x.has_role("frontend")) n.address = x.address;
+    if (x.has_role("worker"))
+      n.devices.insert(n.devices.end(), x.devices.begin(), x.devices.end());
+  }
+  out.nodes = {n};
+  return out;
+}
+
+namespace {
+void emit_tensor(YAML::Emitter& e, const char* key, const tensor_spec& t) {
+  e << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "dtype"
+    << YAML::Value << std::string(dtype_name(t.type)) << YAML::Key << "shape" << YAML::Value
+    << YAML::Flow << t.shape << YAML::EndMap;
+}
+}  // namespace
+
+std::string to_yaml(const cluster_config& cfg) {
+  YAML::Emitter e;
+  e << YAML::BeginMap;
+  e << YAML::Key << "cluster" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
+    << "name" << YAML::Value << cfg.name << YAML::EndMap;
+  e << YAML::Key << "nodes" << YAML::Value << YAML::BeginSeq;
+  for (auto& n : cfg.nodes) {
+    e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << n.name << YAML::Key << "address"
+      << YAML::Value << n.address << YAML::Key << "roles" << YAML::Value << YAML::Flow << n.roles;
+    if (!n.devices.empty()) {
+      e << YAML::Key << "devices" << YAML::Value << YAML::BeginSeq;
+      for (auto& g : n.devices) {
+        e << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value << g.kind
+          << YAML::Key << "count" << YAML::Value << g.count;
+        if (!g.models.empty()) e << YAML::Key << "models" << YAML::Value << YAML::Flow << g.models;
+        e << YAML::EndMap;
+      }
+      e << YAML::EndSeq;
+    }
+    e << YAML::EndMap;
+  }
+  e << YAML::EndSeq;
+  e << YAML::Key << "models" << YAML::Value << YAML::BeginSeq;
+  for (auto& m : cfg.models) {
+    e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << m.name;
+    emit_tensor(e, "input", m.input);
+    emit_tensor(e, "output", m.output);
+    e << YAML::Key << "max_batch" << YAML::Value << m.max_batch;
+    e << YAML::Key << "profile" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    if (m.profile.tabular())
+      e << YAML::Key << "batch" << YAML::Value << YAML::Flow << m.profile.batch << YAML::Key
+        << "latency_ms" << YAML::Value << YAML::Flow << m.profile.latency_ms;
+    else
+      e << YAML::Key << "alpha_ms" << YAML::Value << m.profile.alpha_ms << YAML::Key << "beta_ms"
+        << YAML::Value << m.profile.beta_ms;
+    e << YAML::EndMap;
+    if (m.jitter > 0) e << YAML::Key << "jitter" << YAML::Value << m.jitter;
+    e << YAML::EndMap;
+  }
+  e << YAML::EndSeq;
+  e << YAML::Key << "pipelines" << YAML::Value << YAML::BeginSeq;
+  for (auto& p : cfg.pipelines) {
+    e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << p.name << YAML::Key << "slo_ms"
+      << YAML::Value << p.slo_ms << YAML::Key << "stages" << YAML::Value << YAML::BeginSeq;
+    for (auto& s : p.stages) {
+      e << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << s.name
+        << YAML::Key << "model" << YAML::Value << s.model;
+      if (!s.after.empty()) e << YAML::Key << "after" << YAML::Value << YAML::Flow << s.after;
+      if (s.fanout) e << YAML::Key << "fanout" << YAML::Value << *s.fanout;
+      e << YAML::EndMap;
+    }
+    e << YAML::EndSeq << YAML::EndMap;
+  }
+  e << YAML::EndSeq;
+  auto& o = cfg.runtime;
+  e << YAML::Key << "runtime" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "heartbeat_ms" << YAML::Value << o.heartbeat_ms;
+  e << YAML::Key << "peer_timeout_ms" << YAML::Value << o.peer_timeout_ms;
+  e << YAML::Key << "beacon_ms" << YAML::Value << o.beacon_ms;
+  e << YAML::Key << "max_payload_bytes" << YAML::Value << o.max_payload_bytes;
+  e << YAML::Key << "max_queue_length" << YAML::Value << o.max_queue_length;
+  e << YAML::Key << "reply_grace_ms" << YAML::Value << o.reply_grace_ms;
+  e << YAML::Key << "threads" << YAML::Value << o.threads;
+  e << YAML::Key << "drop_policy" << YAML::Value << o.drop_policy;
+  e << YAML::Key << "balancer" << YAML::Value << o.balancer;
+  e << YAML::EndMap << YAML::EndMap;
+  return std::string(e.c_str()) + "\n";
+}
+
+}  // namespace sloserve

@@ -1,0 +1,92 @@
+#pragma once
+// The cluster file: nodes, models, pipelines and runtime knobs, loaded and validated.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipelines/pipeline.hpp"
+
+namespace sloserve {
+
+struct device_group {
+  std::string kind = "emulated";    // emulated | cpu | cuda
+  int count = 1;
+  std::vector<std::string> models;  // models these devices serve; empty: every model
+};
+
+struct node_spec {
+  std::string name;
+  std::string address;  // where this node's ZeroMQ ROUTER binds
+  std::vector<std::string> roles;
+  std::vector<device_group> devices;
+
+  bool has_role(std::string_view r) const;
+  int device_count() const;
+  // Models device `d` serves; empty: all.
+  const std::vector<std::string>& device_models(int d) const;
+  bool serves(int d, const std::string& model) const;
+};
+
+// Runtime knobs, named as the user writes them under `runtime:`.
+struct runtime_options {
+  int heartbeat_ms = 250;             // period of peer heartbeats
+  int peer_timeout_ms = 1000;         // a peer silent this long is marked down
+  int beacon_ms = 1000;               // load reports and re-registration
+  long max_payload_bytes = 64L << 20; // largest tensor payload a message may carry
+  int max_queue_length = 4096;        // per device session; beyond it requests are OVERLOADED
+  int reply_grace_ms = 250;           // frontend answers ERROR this long after a deadline passes
+  int threads = 2;                    // CAF scheduler threads per node
+  std::string drop_policy = "sliding_window";  // sliding_window | earliest_first | maximal_window
+  std::string balancer = "p2c";                // p2c | weighted_random
+};
+
+struct cluster_config {
+  std::string name = "sloserve";
+  std::string file;  // where it was loaded from, for messages
+  std::vector<node_spec> nodes;
+  std::vector<model_spec> models;
+  std::vector<pipeline> pipelines;
+  runtime_options runtime;
+
+  const node_spec* find_node(std::string_view name) const;
+  const model_spec* find_model(std::string_view name) const;
+  const pipeline* find_pipeline(std::string_view name) const;
+  const node_spec* controller() const;
+  std::vector<const node_spec*> with_role(std::string_view role) const;
+};
+
+struct config_error {
+  std::string file;
+  int line = 0;    // 1-based; 0 when unknown
+  int column = 0;  // 1-based
+  std::string message;
+  std::string to_string() const;  // "file:line:column: message"
+};
+
+struct config_result {
+  std::optional<cluster_config> config;
+  std::vector<config_error> errors;
+
+  explicit operator bool() const { return config.has_value(); }
+  std::string error_text() const;  // every error, one per line
+};
+
+config_result parse_cluster_config(std::string_view yaml, const std::string& file);
+config_result load_cluster_config(const std::string& path);
+
+// The configuration `sloserve run` uses when given no file (config/examples/default.yaml).
+std::string_view default_config_yaml();
+config_result default_config();
+
+// Writes `cfg` back as YAML (used by `up` to hand resolved addresses to its nodes).
+std::string to_yaml(const cluster_config& cfg);
+
+// Checks "tcp://host:port" (port 0..65535) or "ipc://path"; empty when valid, else why not.
+std::string check_address(std::string_view address);
+
+// Every role runs in one node; devices of all workers are pooled (what `sloserve run` does).
+cluster_config single_node(const cluster_config& cfg);
+
+}  // namespace sloserve

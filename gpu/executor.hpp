@@ -1,0 +1,40 @@
+#pragma once
+// A device executor runs one batch of one model. Implementations: emulated (here), LibTorch.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipelines/model.hpp"
+
+namespace sloserve {
+
+struct batch_outcome {
+  std::vector<std::vector<tensor>> outputs;  // per request, in batch order
+  // How long the device stays busy after execute() returns: the emulated device runs in zero
+  // wall time and reports l(b) here; a real device reports 0 after running for real.
+  std::chrono::nanoseconds busy{0};
+  std::string error;  // non-empty: the whole batch failed with this reason
+};
+
+class device_executor {
+ public:
+  virtual ~device_executor() = default;
+  virtual std::string_view kind() const = 0;
+  // inputs[i] holds request i's tensors; each was checked against m.input beforehand.
+  virtual batch_outcome execute(const model_spec& m,
+                                const std::vector<const std::vector<tensor>*>& inputs) = 0;
+};
+
+// Waits l(b) from the model's profile (scaled by the model's jitter, drawn from `seed`) and
+// returns outputs of the declared shape derived deterministically from each request's input.
+std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed);
+
+// The executor for a config device kind; nullptr with `error` set when it is not available.
+std::unique_ptr<device_executor> make_executor(std::string_view kind, uint64_t seed,
+                                               std::string& error);
+
+}  // namespace sloserve

@@ -1,0 +1,397 @@
+#include "messages/codec.hpp"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/io.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include "messages/sloserve.capnp.h"
+
+namespace sloserve::msg {
+
+std::string_view status_name(status s) {
+  switch (s) {
+    case status::ok: return "OK";
+    case status::dropped: return "DROPPED";
+    case status::error: return "ERROR";
+    case status::overloaded: return "OVERLOADED";
+  }
+  return "?";
+}
+
+namespace {
+
+// ---- encoding ----
+
+void put_tensors(capnp::List<wire::Tensor>::Builder out, const std::vector<tensor>& in) {
+  for (unsigned i = 0; i < in.size(); ++i) {
+    auto t = out[i];
+    t.setName(in[i].name);
+    t.setDtype(static_cast<wire::DType>(in[i].type));
+    auto shape = t.initShape(static_cast<unsigned>(in[i].shape.size()));
+    for (unsigned k = 0; k < in[i].shape.size(); ++k) shape.set(k, in[i].shape[k]);
+    auto data = t.initData(static_cast<unsigned>(in[i].data.size()));
+    if (!in[i].data.empty()) std::memcpy(data.begin(), in[i].data.data(), in[i].data.size());
+  }
+}
+
+template <class List, class Vec, class Fn>
+void put_list(List out, const Vec& in, Fn fn) {
+  for (unsigned i = 0; i < in.size(); ++i) fn(out[i], in[i]);
+}
+
+struct encoder {
+  wire::Envelope::Body::Builder b;
+
+  void operator()(const client_request& m) {
+    auto r = b.initClientRequest();
+    r.setPipeline(m.pipeline);
+    r.setRequestId(m.request_id);
+    r.setNetworkMs(m.network_ms);
+    put_tensors(r.initInputs(static_cast<unsigned>(m.inputs.size())), m.inputs);
+  }
+  void operator()(const client_reply& m) {
+    auto r = b.initClientReply();
+    r.setRequestId(m.request_id);
+    r.setStatus(static_cast<wire::Status>(m.code));
+    r.setReason(m.reason);
+    r.setTotalMs(m.total_ms);
+    put_tensors(r.initOutputs(static_cast<unsigned>(m.outputs.size())), m.outputs);
+    put_list(r.initTimings(static_cast<unsigned>(m.timings.size())), m.timings,
+             [](wire::StageTiming::Builder o, const stage_timing& t) {
+               o.setStage(t.stage);
+               o.setNode(t.node);
+               o.setDevice(t.device);
+               o.setBatch(t.batch);
+               o.setQueueMs(t.queue_ms);
+               o.setExecMs(t.exec_ms);
+             });
+  }
+  void operator()(const invocation& m) {
+    auto r = b.initInvocation();
+    r.setId(m.id);
+    r.setFrontend(m.frontend);
+    r.setModel(m.model);
+    r.setDevice(m.device);
+    r.setBudgetNs(m.budget_ns);
+    put_tensors(r.initInputs(static_cast<unsigned>(m.inputs.size())), m.inputs);
+  }
+  void operator()(const invocation_result& m) {
+    auto r = b.initInvocationResult();
+    r.setId(m.id);
+    r.setStatus(static_cast<wire::Status>(m.code));
+    r.setReason(m.reason);
+    r.setNode(m.node);
+    r.setDevice(m.device);
+    r.setBatch(m.batch);
+    r.setQueueNs(m.queue_ns);
+    r.setExecNs(m.exec_ns);
+    put_tensors(r.initOutputs(static_cast<unsigned>(m.outputs.size())), m.outputs);
+  }
+  void operator()(const register_node& m) {
+    auto r = b.initRegisterNode();
+    r.setNode(m.node);
+    auto roles = r.initRoles(static_cast<unsigned>(m.roles.size()));
+    for (unsigned i = 0; i < m.roles.size(); ++i) roles.set(i, m.roles[i]);
+    r.setDevices(m.devices);
+    r.setIncarnation(m.incarnation);
+    r.setScheduleEpoch(m.schedule_epoch);
+  }
+  void operator()(const heartbeat& m) {
+    auto r = b.initHeartbeat();
+    r.setNode(m.node);
+    r.setIncarnation(m.incarnation);
+    r.setSeq(m.seq);
+  }
+  void operator()(const load_report& m) {
+    auto r = b.initLoadReport();
+    r.setNode(m.node);
+    r.setWindowS(m.window_s);
+    put_list(r.initSessions(static_cast<unsigned>(m.sessions.size())), m.sessions,
+             [](wire::SessionLoad::Builder o, const session_load& s) {
+               o.setModel(s.model);
+               o.setDevice(s.device);
+               o.setArrived(s.arrived);
+               o.setCompleted(s.completed);
+               o.setDropped(s.dropped);
+               o.setQueueLength(s.queue_length);
+               o.setMeanLatencyMs(s.mean_latency_ms);
+             });
+  }
+  void operator()(const routing_table& m) {
+    auto r = b.initRoutingTable();
+    r.setEpoch(m.epoch);
+    put_list(r.initRoutes(static_cast<unsigned>(m.routes.size())), m.routes,
+             [](wire::ModelRoute::Builder o, const model_route& mr) {
+               o.setModel(mr.model);
+               put_list(o.initInstances(static_cast<unsigned>(mr.instances.size())), mr.instances,
+                        [](wire::RouteInstance::Builder x, const route_instance& ri) {
+                          x.setNode(ri.node);
+                          x.setDevice(ri.device);
+                          x.setWeight(ri.weight);
+                        });
+             });
+    put_list(r.initBudgets(static_cast<unsigned>(m.budgets.size())), m.budgets,
+             [](wire::StageBudget::Builder o, const stage_budget& sb) {
+               o.setPipeline(sb.pipeline);
+               o.setStage(sb.stage);
+               o.setBudgetMs(sb.budget_ms);
+             });
+  }
+  void operator()(const schedule& m) {
+    auto r = b.initSchedule();
+    r.setEpoch(m.epoch);
+    put_list(r.initDevices(static_cast<unsigned>(m.devices.size())), m.devices,
+             [](wire::DeviceSchedule::Builder o, const device_schedule& d) {
+               o.setDevice(d.device);
+               o.setDutyCycleMs(d.duty_cycle_ms);
+               put_list(o.initSessions(static_cast<unsigned>(d.sessions.size())), d.sessions,
+                        [](wire::SessionSchedule::Builder x, const session_schedule& s) {
+                          x.setModel(s.model);
+                          x.setBatch(s.batch);
+                        });
+             });
+  }
+  void operator()(const status_request& m) { b.initStatusRequest().setToken(m.token); }
+  void operator()(const status_reply& m) {
+    auto r = b.initStatusReply();
+    r.setToken(m.token);
+    r.setReady(m.ready);
+    r.setDetail(m.detail);
+  }
+};
+
+size_t payload_estimate(const envelope& e) {
+  size_t n = 256;
+  auto add = [&](const std::vector<tensor>& ts) {
+    for (auto& t : ts) n += t.data.size() + 64;
+  };
+  std::visit(
+      [&](auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, client_request> || std::is_same_v<T, invocation>)
+          add(m.inputs);
+        else if constexpr (std::is_same_v<T, client_reply> ||
+                           std::is_same_v<T, invocation_result>)
+          add(m.outputs);
+      },
+      e.content);
+  return n;
+}
+
+// ---- decoding ----
+
+std::string text(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
+
+std::vector<tensor> get_tensors(capnp::List<wire::Tensor>::Reader in, uint64_t& payload) {
+  std::vector<tensor> out;
+  out.reserve(in.size());
+  for (auto t : in) {
+    tensor x;
+    x.name = text(t.getName());
+    auto dt = static_cast<unsigned>(t.getDtype());
+    if (dt > static_cast<unsigned>(dtype::uint8))
+      throw std::runtime_error("tensor '" + x.name + "' has an unknown dtype " + std::to_string(dt));
+    x.type = static_cast<dtype>(dt);
+    for (auto d : t.getShape()) x.shape.push_back(d);
+    auto data = t.getData();
+    x.data.assign(reinterpret_cast<const char*>(data.begin()), data.size());
+    payload += data.size();
+    if (auto err = check_tensor_bytes(x); !err.empty()) throw std::runtime_error(err);
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+envelope read_envelope(wire::Envelope::Reader r, uint64_t& payload, decode_error& partial) {
+  envelope e;
+  e.from = text(r.getFrom());
+  partial.from = e.from;
+  auto b = r.getBody();
+  switch (b.which()) {
+    case wire::Envelope::Body::CLIENT_REQUEST: {
+      auto x = b.getClientRequest();
+      client_request m;
+      m.request_id = x.getRequestId();
+      partial.request_id = m.request_id;
+      m.pipeline = text(x.getPipeline());
+      m.network_ms = x.getNetworkMs();
+      m.inputs = get_tensors(x.getInputs(), payload);
+      e.content = std::move(m);
+      break;
+    }
+    case wire::Envelope::Body::CLIENT_REPLY: {
+      auto x = b.getClientReply();
+      client_reply m;
+      m.request_id = x.getRequestId();
+      m.code = static_cast<status>(x.getStatus());
+      m.reason = text(x.getReason());
+      m.total_ms = x.getTotalMs();
+      m.outputs = get_tensors(x.getOutputs(), payload);
+      for (auto t : x.getTimings())
+        m.timings.push_back({text(t.getStage()), text(t.getNode()), t.getDevice(), t.getBatch(),
+                             t.getQueueMs(), t.getExecMs()});
+      e.content = std::move(m);
+      break;
+    }
+    case wire::Envelope::Body::INVOCATION: {
+      auto x = b.getInvocation();
+      invocation m;
+      m.id = x.getId();
+      partial.invocation_id = m.id;
+      m.frontend = text(x.getFrontend());
+      m.model = text(x.getModel());
+      m.device = x.getDevice();
+      m.budget_ns = x.getBudgetNs();
+      m.inputs = get_tensors(x.getInputs(), payload);
+      e.content = std::move(m);
+      break;
+    }
+    case wire::Envelope::Body::INVOCATION_RESULT: {
+      auto x = b.getInvocationResult();
+      invocation_result m;
+      m.id = x.getId();
+      partial.invocation_id = m.id;
+      m.code = static_cast<status>(x.getStatus());
+      m.reason = text(x.getReason());
+      m.node = text(x.getNode());
+      m.device = x.getDevice();
+      m.batch = x.getBatch();
+      m.queue_ns = x.getQueueNs();
+      m.exec_ns = x.getExecNs();
+      m.outputs = get_tensors(x.getOutputs(), payload);
+      e.content = std::move(m);
+      break;
+    }
+    case wire::Envelope::Body::REGISTER_NODE: {
+      auto x = b.getRegisterNode();
+      register_node m;
+      m.node = text(x.getNode());
+      for (auto role : x.getRoles()) m.roles.push_back(text(role));
+      m.devices = x.getDevices();
+      m.incarnation = x.getIncarnation();
+      m.schedule_epoch = x.getScheduleEpoch();
+      e.content = std::move(m);
+      break;
+    }
+    case wire::Envelope::Body::HEARTBEAT: {
+      auto x = b.getHeartbeat();
+      e.content = heartbeat{text(x.getNode()), x.getIncarnation(), x.getSeq()};
+      break;
+    }
+    case wire::Envelope::Body::LOAD_REPORT: {
+      auto x = b.getLoadReport();
+      load_report m;
+      m.node = text(x.getNode());
+      m.window_s = x.getWindowS();
+      for (auto s : x.getSessions())
+        m.sessions.push_back({text(s.getModel()), s.getDevice(), s.getArrived(), s.getCompleted(),
+                              s.getDropped(), s.getQueueLength(), s.getMeanLatencyMs()});
+      e.content = std::move(m);
+      break;
+    }
+    case wire::Envelope::Body::ROUTING_TABLE: {
+      auto x = b.getRoutingTable();
+      routing_table m;
+      m.epoch = x.getEpoch();
+      for (auto mr : x.getRoutes()) {
+        model_route route{text(mr.getModel()), {}};
+        for (auto ri : mr.getInstances())
+          route.instances.push_back({text(ri.getNode()), ri.getDevice(), ri.getWeight()});
+        m.routes.push_back(std::move(route));
+      }
+      for (auto sb : x.getBudgets())
+        m.budgets.push_back({text(sb.getPipeline()), text(sb.getStage()), sb.getBudgetMs()});
+      e.content = std::move(m);
+      break;
+    }
+    case wire::Envelope::Body::SCHEDULE: {
+      auto x = b.getSchedule();
+      schedule m;
+      m.epoch = x.getEpoch();
+      for (auto d : x.getDevices()) {
+        device_schedule ds{d.getDevice(), d.getDutyCycleMs(), {}};
+        for (auto s : d.getSessions()) ds.sessions.push_back({text(s.getModel()), s.getBatch()});
+        m.devices.push_back(std::move(ds));
+      }
+      e.content = std::move(m);
+      break;
+    }
+    case wire::Envelope::Body::STATUS_REQUEST:
+      e.content = status_request{b.getStatusRequest().getToken()};
+      break;
+    case wire::Envelope::Body::STATUS_REPLY: {
+      auto x = b.getStatusReply();
+      e.content = status_reply{x.getToken(), x.getReady(), text(x.getDetail())};
+      break;
+    }
+    default:
+      throw std::runtime_error("unknown message kind " + std::to_string(static_cast<int>(b.which())));
+  }
+  return e;
+}
+
+}  // namespace
+
+std::string encode(const envelope& e) {
+  capnp::MallocMessageBuilder builder(static_cast<unsigned>(payload_estimate(e) / 8 + 64));
+  auto root = builder.initRoot<wire::Envelope>();
+  root.setFrom(e.from);
+  std::visit(encoder{root.initBody()}, e.content);
+  auto words = capnp::computeSerializedSizeInWords(builder);
+  std::string out(words * sizeof(capnp::word), '\0');
+  kj::ArrayOutputStream os(kj::arrayPtr(reinterpret_cast<kj::byte*>(out.data()), out.size()));
+  capnp::writeMessage(os, builder);
+  return out;
+}
+
+decoded decode(std::string_view frame, const decode_limits& limits) {
+  decoded res;
+  if (frame.size() > limits.max_frame_bytes()) {
+    res.error.reason = "message of " + std::to_string(frame.size()) +
+                       " bytes exceeds the limit of " + std::to_string(limits.max_frame_bytes()) +
+                       " bytes (runtime.max_payload_bytes)";
+    return res;
+  }
+  if (frame.empty() || frame.size() % sizeof(capnp::word) != 0) {
+    res.error.reason = "malformed message: " + std::to_string(frame.size()) +
+                       " bytes is not a whole number of Cap'n Proto words";
+    return res;
+  }
+  // FlatArrayMessageReader needs word alignment; copy only when the frame lacks it.
+  kj::Array<capnp::word> copy;
+  kj::ArrayPtr<const capnp::word> words;
+  if (reinterpret_cast<uintptr_t>(frame.data()) % alignof(capnp::word) == 0) {
+    words = kj::arrayPtr(reinterpret_cast<const capnp::word*>(frame.data()),
+                         frame.size() / sizeof(capnp::word));
+  } else {
+    copy = kj::heapArray<capnp::word>(frame.size() / sizeof(capnp::word));
+    std::memcpy(copy.begin(), frame.data(), frame.size());
+    words = copy.asPtr();
+  }
+  capnp::ReaderOptions opts;
+  opts.traversalLimitInWords = 2 * words.size() + 1024;
+  opts.nestingLimit = 16;
+  uint64_t payload = 0;
+  try {
+    capnp::FlatArrayMessageReader reader(words, opts);
+    res.value = read_envelope(reader.getRoot<wire::Envelope>(), payload, res.error);
+  } catch (const kj::Exception& e) {
+    res.error.reason = "malformed message: " + std::string(e.getDescription().cStr());
+    return res;
+  } catch (const std::exception& e) {
+    res.error.reason = std::string("invalid message: ") + e.what();
+    res.value.reset();
+    return res;
+  }
+  if (payload > limits.max_payload_bytes) {
+    res.value.reset();
+    res.error.reason = "payload of " + std::to_string(payload) + " bytes exceeds the limit of " +
+                       std::to_string(limits.max_payload_bytes) + " bytes (runtime.max_payload_bytes)";
+  }
+  return res;
+}
+
+}  // namespace sloserve::msg

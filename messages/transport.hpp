@@ -1,0 +1,79 @@
+#pragma once
+// The ZeroMQ transport of one node: a ROUTER that binds the node's address (clients and peers
+// connect to it) and one DEALER per peer node for outgoing node-to-node traffic. One I/O thread
+// owns every socket; other threads hand it frames through a queue woken by an eventfd.
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace sloserve {
+
+struct transport_options {
+  std::string bind;  // tcp://host:port; port 0 binds an ephemeral port
+  int send_hwm = 100000;
+  int recv_hwm = 100000;
+};
+
+struct transport_counters {
+  std::atomic<uint64_t> received{0};
+  std::atomic<uint64_t> sent{0};
+  std::atomic<uint64_t> send_failures{0};
+};
+
+class transport {
+ public:
+  // Runs on the I/O thread for each frame on the ROUTER; `identity` is the sender's routing id.
+  using handler = std::function<void(std::string_view identity, std::string_view frame)>;
+
+  transport(transport_options opts, handler on_frame);
+  ~transport();
+  transport(const transport&) = delete;
+  transport& operator=(const transport&) = delete;
+
+  // Binds and starts the I/O thread. Returns why it failed, or an empty string.
+  std::string start();
+  void stop();
+
+  // The endpoint actually bound (with the real port when the configured one was 0).
+  const std::string& endpoint() const { return endpoint_; }
+
+  // All thread-safe.
+  void connect_peer(const std::string& name, const std::string& address);
+  void send_to_peer(const std::string& name, std::string frame);
+  void send_to_identity(std::string identity, std::string frame);
+
+  const transport_counters& counters() const { return counters_; }
+
+ private:
+  struct outbound {
+    enum kind_t { connect, peer, identity } kind;
+    std::string target;  // peer name or routing identity
+    std::string payload; // frame, or the address for connect
+  };
+
+  void enqueue(outbound o);
+  void run();
+  void flush(std::vector<outbound>& batch);
+  void receive_all();
+
+  transport_options opts_;
+  handler on_frame_;
+  void* ctx_ = nullptr;
+  void* router_ = nullptr;
+  int wake_fd_ = -1;
+  std::string endpoint_;
+  std::thread io_;
+  std::atomic<bool> running_{false};
+  std::mutex mu_;
+  std::vector<outbound> queue_;
+  std::vector<std::pair<std::string, void*>> peers_;  // owned by the I/O thread
+  std::vector<std::pair<std::string, std::string>> peer_addresses_;
+  transport_counters counters_;
+};
+
+}  // namespace sloserve

@@ -1,0 +1,159 @@
+#pragma once
+// Every message sloserve exchanges, as plain C++ values. Same-process destinations receive these
+// directly as CAF messages; across processes they travel as Cap'n Proto (see codec.hpp).
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "pipelines/tensor.hpp"
+
+namespace sloserve::msg {
+
+enum class status : uint8_t { ok, dropped, error, overloaded };
+std::string_view status_name(status s);
+
+// Client -> frontend.
+struct client_request {
+  std::string pipeline;
+  uint64_t request_id = 0;
+  std::vector<tensor> inputs;
+  double network_ms = -1;  // the client's measured network time; < 0 when unknown
+};
+
+struct stage_timing {
+  std::string stage;
+  std::string node;
+  uint32_t device = 0;
+  uint32_t batch = 0;
+  double queue_ms = 0;
+  double exec_ms = 0;
+};
+
+// Frontend -> client: exactly one per request.
+struct client_reply {
+  uint64_t request_id = 0;
+  status code = status::ok;
+  std::string reason;
+  std::vector<tensor> outputs;
+  std::vector<stage_timing> timings;
+  double total_ms = 0;
+};
+
+// Frontend -> worker: run one stage on one device.
+struct invocation {
+  uint64_t id = 0;
+  std::string frontend;    // node that awaits the result
+  std::string model;
+  uint32_t device = 0;
+  int64_t budget_ns = 0;   // time left until this stage's deadline when sent
+  std::vector<tensor> inputs;
+};
+
+// Worker -> frontend.
+struct invocation_result {
+  uint64_t id = 0;
+  status code = status::ok;
+  std::string reason;
+  std::vector<tensor> outputs;
+  std::string node;
+  uint32_t device = 0;
+  uint32_t batch = 0;
+  int64_t queue_ns = 0;
+  int64_t exec_ns = 0;
+};
+
+// Any node -> controller: "I exist", repeated every beacon.
+struct register_node {
+  std::string node;
+  std::vector<std::string> roles;
+  uint32_t devices = 0;
+  uint64_t incarnation = 0;     // changes when the node restarts
+  uint64_t schedule_epoch = 0;  // epoch of the schedule the worker runs; 0: none
+};
+
+struct heartbeat {
+  std::string node;
+  uint64_t incarnation = 0;
+  uint64_t seq = 0;
+};
+
+struct session_load {
+  std::string model;
+  uint32_t device = 0;
+  uint64_t arrived = 0;  // since the previous report
+  uint64_t completed = 0;
+  uint64_t dropped = 0;
+  uint32_t queue_length = 0;
+  double mean_latency_ms = 0;
+};
+
+struct load_report {
+  std::string node;
+  double window_s = 0;
+  std::vector<session_load> sessions;
+};
+
+struct route_instance {
+  std::string node;
+  uint32_t device = 0;
+  double weight = 1;
+};
+
+struct model_route {
+  std::string model;
+  std::vector<route_instance> instances;
+};
+
+struct stage_budget {
+  std::string pipeline;
+  std::string stage;
+  double budget_ms = 0;
+};
+
+// Controller -> frontends.
+struct routing_table {
+  uint64_t epoch = 0;
+  std::vector<model_route> routes;
+  std::vector<stage_budget> budgets;
+};
+
+struct session_schedule {
+  std::string model;
+  uint32_t batch = 1;
+};
+
+struct device_schedule {
+  uint32_t device = 0;
+  double duty_cycle_ms = 0;  // 0: work-conserving round-robin
+  std::vector<session_schedule> sessions;
+};
+
+// Controller -> one worker.
+struct schedule {
+  uint64_t epoch = 0;
+  std::vector<device_schedule> devices;
+};
+
+// Client -> frontend: is the frontend ready to serve?
+struct status_request {
+  uint64_t token = 0;
+};
+
+struct status_reply {
+  uint64_t token = 0;
+  bool ready = false;
+  std::string detail;
+};
+
+using body = std::variant<client_request, client_reply, invocation, invocation_result,
+                          register_node, heartbeat, load_report, routing_table, schedule,
+                          status_request, status_reply>;
+
+struct envelope {
+  std::string from;  // sending node; empty for clients
+  body content;
+};
+
+}  // namespace sloserve::msg

@@ -1,0 +1,30 @@
+#include "pipelines/model.hpp"
+
+#include <algorithm>
+
+namespace sloserve {
+
+int latency_profile::max_batch(int model_max_batch) const {
+  if (tabular()) return std::min(batch.back(), model_max_batch);
+  return model_max_batch;
+}
+
+double latency_profile::latency_ms_at(int b) const {
+  if (!tabular()) return alpha_ms * b + beta_ms;
+  auto it = std::lower_bound(batch.begin(), batch.end(), b);
+  if (it == batch.end()) return latency_ms.back();
+  return latency_ms[static_cast<size_t>(it - batch.begin())];
+}
+
+std::vector<int> latency_profile::plannable_batches(int model_max_batch) const {
+  std::vector<int> out;
+  if (tabular()) {
+    for (int b : batch)
+      if (b <= model_max_batch) out.push_back(b);
+  } else {
+    for (int b = 1; b <= model_max_batch; ++b) out.push_back(b);
+  }
+  return out;
+}
+
+}  // namespace sloserve

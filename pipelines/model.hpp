@@ -1,0 +1,40 @@
+#pragma once
+// A model as the cluster file declares it: tensors, batch limit and latency profile.
+
+#include <string>
+#include <vector>
+
+#include "pipelines/tensor.hpp"
+
+namespace sloserve {
+
+// l(b) of one batch on one device, in milliseconds.
+// Tabular: the planner may choose only the listed sizes; at run time a partial batch costs what
+// the next listed size costs. Linear: l(b) = alpha_ms * b + beta_ms for every b up to max_batch.
+struct latency_profile {
+  std::vector<int> batch;           // tabular, ascending
+  std::vector<double> latency_ms;   // tabular, same length
+  double alpha_ms = 0;              // linear
+  double beta_ms = 0;               // linear
+
+  bool tabular() const { return !batch.empty(); }
+  // Largest batch this profile can run (tabular: the last listed size).
+  int max_batch(int model_max_batch) const;
+  // l(b) in ms for 1 <= b <= max_batch.
+  double latency_ms_at(int b) const;
+  // Batch sizes the planner may choose, ascending, capped at `model_max_batch`.
+  std::vector<int> plannable_batches(int model_max_batch) const;
+};
+
+struct model_spec {
+  std::string name;
+  tensor_spec input;
+  tensor_spec output;
+  int max_batch = 1;
+  latency_profile profile;
+  double jitter = 0;  // emulated devices: l(b) is scaled by a factor in [1 - jitter, 1 + jitter]
+
+  int batch_limit() const { return profile.max_batch(max_batch); }
+};
+
+}  // namespace sloserve

@@ -1,0 +1,139 @@
+#include "pipelines/pipeline.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace sloserve {
+
+std::vector<size_t> pipeline::roots() const {
+  std::vector<size_t> r;
+  for (size_t i = 0; i < stages.size(); ++i)
+    if (stages[i].after.empty()) r.push_back(i);
+  return r;
+}
+
+std::vector<size_t> pipeline::leaves() const {
+  std::vector<size_t> r;
+  for (size_t i = 0; i < stages.size(); ++i)
+    if (stages[i].children.empty()) r.push_back(i);
+  return r;
+}
+
+std::optional<size_t> pipeline::find_stage(const std::string& n) const {
+  for (size_t i = 0; i < stages.size(); ++i)
+    if (stages[i].name == n) return i;
+  return std::nullopt;
+}
+
+std::vector<pipeline_issue> resolve(pipeline& p, const std::vector<model_spec>& models) {
+  std::vector<pipeline_issue> issues;
+  std::map<std::string, size_t> by_name;
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    auto& s = p.stages[i];
+    s.parents.clear();
+    s.children.clear();
+    if (!by_name.emplace(s.name, i).second)
+      issues.push_back({i, "duplicate stage name '" + s.name + "' in pipeline '" + p.name + "'"});
+    auto m = std::find_if(models.begin(), models.end(),
+                          [&](const model_spec& ms) { return ms.name == s.model; });
+    if (m == models.end())
+      issues.push_back({i, "stage '" + s.name + "' uses unknown model '" + s.model + "'"});
+    else
+      s.model_index = static_cast<size_t>(m - models.begin());
+    if (s.fanout && !(*s.fanout > 0))
+      issues.push_back({i, "stage '" + s.name + "' has a non-positive fanout"});
+  }
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    auto& s = p.stages[i];
+    for (auto& a : s.after) {
+      auto it = by_name.find(a);
+      if (it == by_name.end()) {
+        issues.push_back({i, "stage '" + s.name + "' comes after unknown stage '" + a + "'"});
+        continue;
+      }
+      if (it->second == i) {
+        issues.push_back({i, "stage '" + s.name + "' comes after itself (a cycle)"});
+        continue;
+      }
+      s.parents.push_back(it->second);
+      p.stages[it->second].children.push_back(i);
+    }
+  }
+  if (p.stages.empty()) issues.push_back({0, "pipeline '" + p.name + "' has no stages"});
+  // Kahn's algorithm; whatever is left is on a cycle or hangs below one.
+  std::vector<size_t> indeg(p.stages.size());
+  for (size_t i = 0; i < p.stages.size(); ++i) indeg[i] = p.stages[i].parents.size();
+  p.topo.clear();
+  std::vector<size_t> ready;
+  for (size_t i = 0; i < p.stages.size(); ++i)
+    if (indeg[i] == 0) ready.push_back(i);
+  while (!ready.empty()) {
+    auto v = ready.back();
+    ready.pop_back();
+    p.topo.push_back(v);
+    for (auto c : p.stages[v].children)
+      if (--indeg[c] == 0) ready.push_back(c);
+  }
+  if (p.topo.size() != p.stages.size()) {
+    // A stage on a cycle reaches itself; one that does not only hangs below a cycle.
+    std::vector<bool> done(p.stages.size());
+    for (auto v : p.topo) done[v] = true;
+    for (size_t i = 0; i < p.stages.size(); ++i) {
+      if (done[i]) continue;
+      std::vector<size_t> stack{p.stages[i].children.begin(), p.stages[i].children.end()};
+      std::vector<bool> seen(p.stages.size());
+      bool on_cycle = false;
+      while (!stack.empty() && !on_cycle) {
+        auto v = stack.back();
+        stack.pop_back();
+        if (v == i) on_cycle = true;
+        if (seen[v]) continue;
+        seen[v] = true;
+        for (auto c : p.stages[v].children) stack.push_back(c);
+      }
+      issues.push_back({i, on_cycle ? "stage '" + p.stages[i].name + "' is on a cycle"
+                                    : "stage '" + p.stages[i].name +
+                                          "' is unreachable: it depends on a cycle"});
+    }
+  }
+  return issues;
+}
+
+double fastest_path_ms(const pipeline& p, const std::vector<model_spec>& models) {
+  std::vector<double> finish(p.stages.size(), 0);
+  double best = 0;
+  for (auto v : p.topo) {
+    double start = 0;
+    for (auto u : p.stages[v].parents) start = std::max(start, finish[u]);
+    finish[v] = start + models[p.stages[v].model_index].profile.latency_ms_at(1);
+    best = std::max(best, finish[v]);
+  }
+  return best;
+}
+
+size_t depth(const pipeline& p) {
+  std::vector<size_t> d(p.stages.size(), 1);
+  size_t best = 0;
+  for (auto v : p.topo) {
+    for (auto u : p.stages[v].parents) d[v] = std::max(d[v], d[u] + 1);
+    best = std::max(best, d[v]);
+  }
+  return best;
+}
+
+slo_split offsets_from_budgets(const pipeline& p, std::vector<double> budget_ms) {
+  slo_split s{std::move(budget_ms), std::vector<double>(p.stages.size(), 0)};
+  for (auto v : p.topo) {
+    double start = 0;
+    for (auto u : p.stages[v].parents) start = std::max(start, s.finish_offset_ms[u]);
+    s.finish_offset_ms[v] = start + s.budget_ms[v];
+  }
+  return s;
+}
+
+slo_split even_split(const pipeline& p) {
+  auto d = std::max<size_t>(1, depth(p));
+  return offsets_from_budgets(p, std::vector<double>(p.stages.size(), p.slo_ms / d));
+}
+
+}  // namespace sloserve

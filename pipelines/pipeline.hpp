@@ -1,0 +1,66 @@
+#pragma once
+// A pipeline is a DAG of stages, each running one model, under one end-to-end SLO.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipelines/model.hpp"
+
+namespace sloserve {
+
+struct stage {
+  std::string name;
+  std::string model;
+  std::vector<std::string> after;  // names of parent stages, as written
+  // Invocations of this stage per invocation of its parent. Set: one invocation per forwarded
+  // output row of the parent. Unset: one invocation per parent invocation.
+  std::optional<double> fanout;
+
+  // Filled by resolve():
+  size_t model_index = 0;
+  std::vector<size_t> parents;
+  std::vector<size_t> children;
+};
+
+struct pipeline {
+  std::string name;
+  double slo_ms = 0;
+  std::vector<stage> stages;
+  std::vector<size_t> topo;  // stage indices in topological order (filled by resolve)
+
+  std::vector<size_t> roots() const;
+  std::vector<size_t> leaves() const;
+  std::optional<size_t> find_stage(const std::string& name) const;
+};
+
+// A problem found while resolving a pipeline; `stage` indexes the stage it concerns.
+struct pipeline_issue {
+  size_t stage;
+  std::string message;
+};
+
+// Resolves model and parent names to indices, computes children and a topological order, and
+// reports unknown models and stages, duplicates, cycles and stages that no root reaches.
+std::vector<pipeline_issue> resolve(pipeline& p, const std::vector<model_spec>& models);
+
+// Longest root-to-leaf sum of single-request latency l(1): the fastest the pipeline can answer.
+double fastest_path_ms(const pipeline& p, const std::vector<model_spec>& models);
+
+// Most stages on any root-to-leaf path.
+size_t depth(const pipeline& p);
+
+// Per-stage budgets (ms) and, for each stage, the offset from the query's arrival by which it
+// must finish: the largest sum of budgets over paths ending at that stage.
+struct slo_split {
+  std::vector<double> budget_ms;
+  std::vector<double> finish_offset_ms;
+};
+
+// Offsets for given budgets; every path sums to at most the SLO when the budgets are valid.
+slo_split offsets_from_budgets(const pipeline& p, std::vector<double> budget_ms);
+
+// The even-split baseline: every stage gets SLO / depth, so every path fits the SLO.
+slo_split even_split(const pipeline& p);
+
+}  // namespace sloserve

@@ -1,0 +1,132 @@
+#include "pipelines/tensor.hpp"
+
+#include <cstring>
+
+namespace sloserve {
+
+size_t dtype_size(dtype t) {
+  switch (t) {
+    case dtype::float32: return 4;
+    case dtype::float16: return 2;
+    case dtype::int64: return 8;
+    case dtype::int32: return 4;
+    case dtype::uint8: return 1;
+  }
+  return 1;
+}
+
+std::string_view dtype_name(dtype t) {
+  switch (t) {
+    case dtype::float32: return "float32";
+    case dtype::float16: return "float16";
+    case dtype::int64: return "int64";
+    case dtype::int32: return "int32";
+    case dtype::uint8: return "uint8";
+  }
+  return "?";
+}
+
+std::optional<dtype> parse_dtype(std::string_view name) {
+  for (auto t : {dtype::float32, dtype::float16, dtype::int64, dtype::int32, dtype::uint8})
+    if (dtype_name(t) == name) return t;
+  return std::nullopt;
+}
+
+std::optional<uint64_t> tensor_spec::elements() const {
+  uint64_t n = 1;
+  for (auto d : shape) {
+    if (d < 0) return std::nullopt;
+    if (d != 0 && n > UINT64_MAX / static_cast<uint64_t>(d)) return std::nullopt;
+    n *= static_cast<uint64_t>(d);
+  }
+  return n;
+}
+
+std::optional<uint64_t> tensor_spec::byte_size() const {
+  auto n = elements();
+  if (!n || *n > UINT64_MAX / 8) return std::nullopt;
+  return *n * dtype_size(type);
+}
+
+std::string tensor_spec::to_string() const {
+  std::string s{dtype_name(type)};
+  s += '[';
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(shape[i]);
+  }
+  return s + ']';
+}
+
+std::string check_tensor_bytes(const tensor& t) {
+  auto want = t.spec().byte_size();
+  if (!want) return "tensor '" + t.name + "' has an invalid shape " + t.spec().to_string();
+  if (*want != t.data.size())
+    return "tensor '" + t.name + "' " + t.spec().to_string() + " needs " + std::to_string(*want) +
+           " bytes but carries " + std::to_string(t.data.size());
+  return {};
+}
+
+std::string check_tensor(const tensor& t, const tensor_spec& spec) {
+  if (t.type != spec.type || t.shape != spec.shape)
+    return "input " + t.spec().to_string() + " does not match the model's declared input " +
+           spec.to_string();
+  return check_tensor_bytes(t);
+}
+
+int64_t row_count(const tensor& t) { return t.shape.empty() ? 1 : t.shape[0]; }
+
+tensor row_of(const tensor& t, int64_t i) {
+  tensor r;
+  r.name = t.name;
+  r.type = t.type;
+  if (t.shape.empty()) {
+    r.data = t.data;
+    return r;
+  }
+  r.shape.assign(t.shape.begin() + 1, t.shape.end());
+  auto row_bytes = r.spec().byte_size().value_or(0);
+  if ((static_cast<uint64_t>(i) + 1) * row_bytes <= t.data.size())
+    r.data = t.data.substr(static_cast<size_t>(i * row_bytes), row_bytes);
+  return r;
+}
+
+namespace {
+uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+}  // namespace
+
+tensor make_tensor(const tensor_spec& spec, uint64_t seed, std::string name) {
+  tensor t;
+  t.name = std::move(name);
+  t.type = spec.type;
+  t.shape = spec.shape;
+  auto bytes = spec.byte_size().value_or(0);
+  t.data.resize(bytes);
+  if (spec.type == dtype::float32) {
+    // Values in [0, 1) so emulated outputs look like scores.
+    auto n = bytes / 4;
+    for (size_t i = 0; i < n; ++i) {
+      float v = static_cast<float>(splitmix(seed) >> 40) / static_cast<float>(1 << 24);
+      std::memcpy(t.data.data() + i * 4, &v, 4);
+    }
+    return t;
+  }
+  for (size_t i = 0; i < bytes; i += 8) {
+    uint64_t v = splitmix(seed);
+    std::memcpy(t.data.data() + i, &v, std::min<size_t>(8, bytes - i));
+  }
+  return t;
+}
+
+uint64_t fingerprint(std::string_view bytes) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+}  // namespace sloserve

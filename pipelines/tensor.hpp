@@ -1,0 +1,56 @@
+#pragma once
+// Tensors as they travel between client, frontend and worker: dtype, shape, raw bytes.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sloserve {
+
+enum class dtype : uint8_t { float32, float16, int64, int32, uint8 };
+
+// Bytes per element of `t`.
+size_t dtype_size(dtype t);
+std::string_view dtype_name(dtype t);
+std::optional<dtype> parse_dtype(std::string_view name);
+
+// Declared per-request tensor: dtype and shape without the batch dimension.
+struct tensor_spec {
+  dtype type = dtype::float32;
+  std::vector<int64_t> shape;
+
+  // Element count; nullopt when a dimension is negative or the product overflows.
+  std::optional<uint64_t> elements() const;
+  std::optional<uint64_t> byte_size() const;
+  std::string to_string() const;  // e.g. "float32[3,224,224]"
+};
+
+struct tensor {
+  std::string name;
+  dtype type = dtype::float32;
+  std::vector<int64_t> shape;
+  std::string data;  // little-endian elements, row-major
+
+  tensor_spec spec() const { return {type, shape}; }
+};
+
+// Empty string when `t` matches `spec` exactly; otherwise why it does not.
+std::string check_tensor(const tensor& t, const tensor_spec& spec);
+
+// Empty string when data size equals shape x dtype; otherwise why not.
+std::string check_tensor_bytes(const tensor& t);
+
+// Number of rows (the first dimension); 1 for a scalar.
+int64_t row_count(const tensor& t);
+// Row i of `t`: shape without the first dimension.
+tensor row_of(const tensor& t, int64_t i);
+
+// A tensor of `spec` filled deterministically from `seed` (splitmix64 stream).
+tensor make_tensor(const tensor_spec& spec, uint64_t seed, std::string name = {});
+
+// FNV-1a over the bytes; used to derive deterministic outputs from inputs.
+uint64_t fingerprint(std::string_view bytes);
+
+}  // namespace sloserve

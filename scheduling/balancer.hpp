@@ -1,0 +1,46 @@
+#pragma once
+// Choosing an instance of a stage's model for one invocation (thesis 002 §3.5.3).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string_view>
+#include <vector>
+
+namespace sloserve::sched {
+
+struct backend_load {
+  uint32_t outstanding = 0;  // invocations sent and not yet answered
+  double weight = 1;         // share of the model's traffic the routing table gives it
+  bool live = true;
+};
+
+class balancer {
+ public:
+  virtual ~balancer() = default;
+  virtual std::string_view name() const = 0;
+  // Index of the chosen live backend; nullopt when none is live.
+  virtual std::optional<size_t> pick(const std::vector<backend_load>& backends,
+                                     std::mt19937_64& rng) const = 0;
+};
+
+// Power of two choices: sample two live backends, take the one with less outstanding work per
+// unit of weight.
+class p2c_balancer final : public balancer {
+ public:
+  std::string_view name() const override { return "p2c"; }
+  std::optional<size_t> pick(const std::vector<backend_load>&, std::mt19937_64&) const override;
+};
+
+// Random in proportion to weight.
+class weighted_random_balancer final : public balancer {
+ public:
+  std::string_view name() const override { return "weighted_random"; }
+  std::optional<size_t> pick(const std::vector<backend_load>&, std::mt19937_64&) const override;
+};
+
+// By config name (runtime.balancer); nullptr for an unknown name.
+std::unique_ptr<balancer> make_balancer(std::string_view name);
+
+}  // namespace sloserve::sched

@@ -1,0 +1,46 @@
+#pragma once
+// One session's requests on one device, kept in deadline order.
+
+#include <algorithm>
+#include <deque>
+
+#include "scheduling/drop_policy.hpp"
+
+namespace sloserve::sched {
+
+template <class T>
+class session_queue {
+ public:
+  struct entry {
+    time_point deadline;
+    T item;
+  };
+
+  void push(time_point deadline, T item) {
+    // Deadlines mostly arrive in order, so search from the back.
+    auto it = std::upper_bound(q_.begin(), q_.end(), deadline,
+                               [](time_point d, const entry& e) { return d < e.deadline; });
+    q_.insert(it, entry{deadline, std::move(item)});
+  }
+
+  size_t size() const { return q_.size(); }
+  bool empty() const { return q_.empty(); }
+  time_point front_deadline() const { return q_.front().deadline; }
+
+  // Applies `policy`; appends dropped requests to `dropped` and the batch to `batch`.
+  void form_batch(const drop_policy& policy, time_point now, int target, const latency_fn& l,
+                  std::vector<entry>& batch, std::vector<entry>& dropped) {
+    auto p = policy.plan([this](size_t i) { return q_[i].deadline; }, q_.size(), now, target, l);
+    for (size_t i = 0; i < p.drop; ++i) dropped.push_back(std::move(q_[i]));
+    for (size_t i = p.drop; i < p.drop + p.take; ++i) batch.push_back(std::move(q_[i]));
+    q_.erase(q_.begin(), q_.begin() + static_cast<std::ptrdiff_t>(p.drop + p.take));
+  }
+
+  // Removes every request; used when a device shuts down.
+  std::deque<entry> take_all() { return std::exchange(q_, {}); }
+
+ private:
+  std::deque<entry> q_;
+};
+
+}  // namespace sloserve::sched

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Sets up, builds, and serves the embedded default pipeline under load from the built-in client.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/build.sh
+exec build/sloserve run --load "${RATE:-200}" --duration "${DURATION:-10}" --arrival poisson

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages sloserve builds with, only those that are missing.
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build ccache pkg-config
+      libcaf-dev libzmq3-dev cppzmq-dev capnproto libcapnp-dev
+      libyaml-cpp-dev libgtest-dev libgmock-dev libcli11-dev libspdlog-dev libfmt-dev
+      nlohmann-json3-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
