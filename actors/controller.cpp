@@ -114,7 +114,7 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
     self->state.cfg = args.cfg;
     self->state.net = args.net;
     // Epochs of a restarted controller must not collide with its predecessor's.
-    self->state.routing_epoch = args.incarnation << 20;
+    self->state.routing_epoch = (args.incarnation % 1000000) * 1000000;
     return {
         [=](start_atom) {},
         [=](msg::register_node& r) { on_register(self, r); },

@@ -82,8 +82,8 @@ void run_next(self_ptr self) {
       ++s.load.dropped;
       auto left = std::chrono::duration<double, std::milli>(d.deadline - now).count();
       answer(self, d.item.inv, msg::status::dropped,
-             "early drop: " + std::to_string(left) + " ms left, a batch of " + m->name + " needs " +
-                 std::to_string(m->profile.latency_ms_at(static_cast<int>(std::max<size_t>(1, batch.size())))) + " ms");
+             fmt::format("early drop: {:.1f} ms left, a batch of {} needs {:.1f} ms", left, m->name,
+                         m->profile.latency_ms_at(static_cast<int>(std::max<size_t>(1, batch.size())))));
     }
     dropped.clear();
     if (batch.empty()) continue;

@@ -91,6 +91,12 @@ std::string check_address(std::string_view a) {
 
 namespace {
 
+std::string number(double x) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
 // Collects errors with positions while walking the YAML tree.
 class reader {
  public:
@@ -269,8 +275,8 @@ void parse_pipeline(reader& r, const YAML::Node& n, cluster_config& cfg) {
   if (r.errors_.size() == before && p.slo_ms > 0) {
     auto fastest = fastest_path_ms(p, cfg.models);
     if (fastest > p.slo_ms)
-      r.error(n["slo_ms"], where + " slo_ms " + std::to_string(p.slo_ms) +
-                               " is below its fastest possible path (" + std::to_string(fastest) +
+      r.error(n["slo_ms"], where + " slo_ms " + number(p.slo_ms) +
+                               " is below its fastest possible path (" + number(fastest) +
                                " ms at batch 1)");
   }
   if (cfg.find_pipeline(p.name)) r.error(n["name"], "duplicate pipeline name '" + p.name + "'");

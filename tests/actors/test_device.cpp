@@ -1,0 +1,155 @@
+// The device actor on a deterministic scheduler: batches form while a batch runs, early drop
+// answers DROPPED, and every request gets exactly one result.
+
+#include <gtest/gtest.h>
+
+#include "actors/roles.hpp"
+#include "caf_fixture.hpp"
+
+namespace sloserve {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::caf_fixture;
+using testing::recording_link;
+
+const char* yaml = R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated}]}
+models:
+  - {name: m, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [3]}, max_batch: 4, profile: {batch: [1, 2, 4], latency_ms: [10, 12, 16]}}
+  - {name: n, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [1]}, max_batch: 4, profile: {batch: [1, 2, 4], latency_ms: [5, 6, 8]}}
+runtime: {max_queue_length: 3}
+)";
+
+struct device_fixture : caf_fixture, ::testing::Test {
+  device_fixture() {
+    cfg_ = testing::parse_or_die(yaml);
+    net = std::make_shared<recording_link>("w");
+    dev = keep(spawn_device(*sys, {cfg_, net, 1}, 0, "emulated"));
+    caf::anon_send(dev, msg::device_schedule{0, 0, {{"m", 4}, {"n", 4}}});
+    run();
+  }
+  void invoke(uint64_t id, std::chrono::milliseconds budget, std::string model = "m", tensor in = {}) {
+    if (in.data.empty()) in = make_tensor({dtype::float32, {2}}, id);
+    caf::anon_send(dev, msg::invocation{id, "fe", std::move(model), 0, std::chrono::nanoseconds(budget).count(), {in}});
+    run();
+  }
+  std::vector<msg::invocation_result> results() {
+    std::vector<msg::invocation_result> out;
+    for (auto& [node, r] : net->take<msg::invocation_result>()) {
+      EXPECT_EQ(node, "fe");
+      out.push_back(r);
+    }
+    return out;
+  }
+  std::shared_ptr<const cluster_config> cfg_;
+  std::shared_ptr<recording_link> net;
+  device_actor dev;
+};
+
+TEST_F(device_fixture, batches_form_while_the_device_is_busy) {
+  invoke(1, 100ms);  // starts at once, alone
+  invoke(2, 100ms);
+  invoke(3, 100ms);
+  EXPECT_TRUE(results().empty());
+  advance(10ms);  // l(1)
+  auto r = results();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].id, 1u);
+  EXPECT_EQ(r[0].batch, 1u);
+  EXPECT_EQ(r[0].exec_ns, std::chrono::nanoseconds(10ms).count());
+  advance(12ms);  // l(2): requests 2 and 3 ran together
+  r = results();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].batch, 2u);
+  EXPECT_EQ(r[0].queue_ns, std::chrono::nanoseconds(10ms).count());
+  EXPECT_EQ(r[1].outputs[0].shape, std::vector<int64_t>{3});
+  EXPECT_EQ(r[0].code, msg::status::ok);
+}
+
+TEST_F(device_fixture, outputs_are_deterministic_in_the_input) {
+  auto in = make_tensor({dtype::float32, {2}}, 99);
+  invoke(1, 100ms, "m", in);
+  advance(10ms);
+  invoke(2, 100ms, "m", in);
+  advance(10ms);
+  auto r = results();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].outputs[0].data, r[1].outputs[0].data);
+}
+
+TEST_F(device_fixture, early_drop_answers_what_cannot_make_it) {
+  invoke(1, 100ms);  // runs 10 ms
+  invoke(2, 15ms);   // when the device frees up 5 ms are left; l(1) = 10 ms
+  invoke(3, 100ms);
+  advance(10ms);
+  auto r = results();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].id, 1u);
+  EXPECT_EQ(r[1].id, 2u);
+  EXPECT_EQ(r[1].code, msg::status::dropped);
+  EXPECT_NE(r[1].reason.find("early drop"), std::string::npos);
+  advance(10ms);
+  r = results();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].id, 3u);
+  EXPECT_EQ(r[0].code, msg::status::ok);
+}
+
+TEST_F(device_fixture, sessions_take_turns) {
+  invoke(1, 100ms, "m");  // running
+  invoke(2, 100ms, "m");
+  invoke(3, 100ms, "n");
+  advance(10ms);          // m's first batch done; the round-robin turn goes to n
+  auto r = results();
+  ASSERT_EQ(r.size(), 1u);
+  advance(5ms);           // n ran alone in l_n(1) = 5 ms
+  r = results();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].id, 3u);
+  advance(10ms);
+  r = results();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].id, 2u);
+}
+
+TEST_F(device_fixture, bad_invocations_get_errors) {
+  invoke(1, 100ms, "unknown");
+  invoke(2, 100ms, "m", make_tensor({dtype::float32, {7}}, 1));
+  auto r = results();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_NE(r[0].reason.find("model 'unknown' is not scheduled on device 0 of w"), std::string::npos);
+  EXPECT_NE(r[1].reason.find("does not match the model's declared input float32[2]"), std::string::npos);
+}
+
+TEST_F(device_fixture, a_full_queue_answers_overloaded) {
+  invoke(1, 1000ms);  // running, not queued
+  for (uint64_t i = 2; i <= 6; ++i) invoke(i, 1000ms);
+  auto r = results();
+  ASSERT_EQ(r.size(), 2u);  // queue holds 3: requests 5 and 6 are turned away
+  EXPECT_EQ(r[0].code, msg::status::overloaded);
+  EXPECT_NE(r[0].reason.find("max_queue_length"), std::string::npos);
+  advance(10ms);
+  advance(16ms);
+  EXPECT_EQ(results().size(), 4u);
+}
+
+TEST_F(device_fixture, unscheduling_a_session_answers_its_queue) {
+  invoke(1, 100ms, "n");  // running
+  invoke(2, 100ms, "m");
+  caf::anon_send(dev, msg::device_schedule{0, 0, {{"n", 4}}});
+  run();
+  auto r = results();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].id, 2u);
+  EXPECT_NE(r[0].reason.find("unscheduled"), std::string::npos);
+  advance(5ms);
+  r = results();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].code, msg::status::ok);
+}
+
+}  // namespace
+}  // namespace sloserve

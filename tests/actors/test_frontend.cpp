@@ -1,0 +1,233 @@
+// The frontend on a deterministic scheduler: DAG walk with fan-out and joins, validation,
+// deadline expiry and re-routing around a failed node, all under a manual clock.
+
+#include <gtest/gtest.h>
+
+#include "actors/roles.hpp"
+#include "caf_fixture.hpp"
+
+namespace sloserve {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::caf_fixture;
+using testing::recording_link;
+
+const char* yaml = R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated}]}
+  - {name: w2, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated}]}
+models:
+  - {name: det, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [8, 3]}, max_batch: 4, profile: {alpha_ms: 1, beta_ms: 2}}
+  - {name: cls, input: {dtype: float32, shape: [3]}, output: {dtype: float32, shape: [2]}, max_batch: 4, profile: {alpha_ms: 1, beta_ms: 2}}
+  - {name: big, input: {dtype: float32, shape: [5, 5]}, output: {dtype: float32, shape: [1]}, max_batch: 4, profile: {alpha_ms: 1, beta_ms: 2}}
+pipelines:
+  - name: traffic
+    slo_ms: 100
+    stages:
+      - {name: detect, model: det}
+      - {name: classify, model: cls, after: [detect], fanout: 3}
+  - name: diamond
+    slo_ms: 120
+    stages:
+      - {name: a, model: det}
+      - {name: b, model: cls, after: [a]}
+      - {name: c, model: big, after: [a]}
+      - {name: d, model: cls, after: [b, c]}
+)";
+
+struct frontend_fixture : caf_fixture, ::testing::Test {
+  frontend_fixture() {
+    cfg_ = testing::parse_or_die(yaml);
+    net = std::make_shared<recording_link>("fe");
+    fe = keep(spawn_frontend(*sys, {cfg_, net, 1}));
+    net->actors.frontend = fe;
+    caf::anon_send(fe, start_atom::value);  // arms the expiry tick, as the node runtime does
+    run();
+  }
+
+  void route(std::vector<std::string> nodes) {
+    msg::routing_table t;
+    t.epoch = 1;
+    for (auto& m : cfg_->models) {
+      msg::model_route r{m.name, {}};
+      for (auto& n : nodes) r.instances.push_back({n, 0, 1});
+      t.routes.push_back(r);
+    }
+    for (auto& p : cfg_->pipelines) {
+      auto s = even_split(p);
+      for (size_t i = 0; i < p.stages.size(); ++i) t.budgets.push_back({p.name, p.stages[i].name, s.budget_ms[i]});
+    }
+    caf::anon_send(fe, t);
+    run();
+  }
+
+  void request(std::string pipeline, uint64_t id, tensor input, double network_ms = -1) {
+    msg::client_request r{std::move(pipeline), id, {std::move(input)}, network_ms};
+    caf::anon_send(fe, ingress{"client-1", std::move(r)});
+    run();
+  }
+
+  void answer(const msg::invocation& inv, const model_spec& m, msg::status code = msg::status::ok) {
+    msg::invocation_result r;
+    r.id = inv.id;
+    r.code = code;
+    r.node = "w1";
+    r.batch = 1;
+    if (code == msg::status::ok) r.outputs.push_back(make_tensor(m.output, inv.id, "output"));
+    else r.reason = "test says no";
+    caf::anon_send(fe, r);
+    run();
+  }
+
+  std::shared_ptr<const cluster_config> cfg_;
+  std::shared_ptr<recording_link> net;
+  frontend_actor fe;
+};
+
+TEST_F(frontend_fixture, not_ready_without_a_routing_table) {
+  request("traffic", 1, make_tensor({dtype::float32, {4}}, 1));
+  auto replies = net->client_replies();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].code, msg::status::error);
+  EXPECT_NE(replies[0].reason.find("not ready"), std::string::npos);
+}
+
+TEST_F(frontend_fixture, walks_a_fan_out_dag_and_answers_once) {
+  route({"w1"});
+  request("traffic", 7, make_tensor({dtype::float32, {4}}, 1));
+  auto first = net->take<msg::invocation>();
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].first, "w1");
+  EXPECT_EQ(first[0].second.model, "det");
+  // Even split of 100 ms over two stages: the first stage must finish within 50 ms.
+  EXPECT_EQ(first[0].second.budget_ns, std::chrono::nanoseconds(50ms).count());
+  answer(first[0].second, *cfg_->find_model("det"));
+  auto second = net->take<msg::invocation>();
+  ASSERT_EQ(second.size(), 3u);  // fanout 3: one invocation per forwarded row
+  auto det_out = make_tensor(cfg_->find_model("det")->output, first[0].second.id, "output");
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(second[i].second.model, "cls");
+    EXPECT_EQ(second[i].second.inputs[0].shape, std::vector<int64_t>{3});
+    EXPECT_EQ(second[i].second.inputs[0].data, row_of(det_out, static_cast<int64_t>(i)).data);
+  }
+  EXPECT_TRUE(net->client_replies().empty());
+  for (auto& [node, inv] : second) answer(inv, *cfg_->find_model("cls"));
+  auto replies = net->client_replies();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].request_id, 7u);
+  EXPECT_EQ(replies[0].code, msg::status::ok);
+  EXPECT_EQ(replies[0].outputs.size(), 3u);
+  EXPECT_EQ(replies[0].outputs[0].name, "classify");
+  EXPECT_EQ(replies[0].timings.size(), 4u);
+}
+
+TEST_F(frontend_fixture, join_waits_for_every_parent) {
+  route({"w1"});
+  request("diamond", 1, make_tensor({dtype::float32, {4}}, 1));
+  auto a = net->take<msg::invocation>();
+  ASSERT_EQ(a.size(), 1u);
+  answer(a[0].second, *cfg_->find_model("det"));
+  auto bc = net->take<msg::invocation>();
+  ASSERT_EQ(bc.size(), 2u);  // b and c in parallel
+  // c's model wants [5, 5]: it gets a tensor of its own shape derived from a's output.
+  auto& c = bc[0].second.model == "big" ? bc[0].second : bc[1].second;
+  auto& b = bc[0].second.model == "big" ? bc[1].second : bc[0].second;
+  EXPECT_EQ(c.inputs[0].shape, (std::vector<int64_t>{5, 5}));
+  answer(b, *cfg_->find_model("cls"));
+  EXPECT_TRUE(net->take<msg::invocation>().empty());  // d waits for c
+  answer(c, *cfg_->find_model("big"));
+  auto d = net->take<msg::invocation>();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].second.model, "cls");
+  answer(d[0].second, *cfg_->find_model("cls"));
+  auto replies = net->client_replies();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].code, msg::status::ok);
+}
+
+TEST_F(frontend_fixture, rejects_bad_input_with_a_reason) {
+  route({"w1"});
+  request("nope", 1, make_tensor({dtype::float32, {4}}, 1));
+  request("traffic", 2, make_tensor({dtype::float32, {5}}, 1));
+  request("traffic", 3, make_tensor({dtype::int32, {4}}, 1));
+  request("traffic", 4, make_tensor({dtype::float32, {4}}, 1), 150);  // network ate the SLO
+  auto r = net->client_replies();
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_NE(r[0].reason.find("unknown pipeline 'nope'"), std::string::npos);
+  EXPECT_NE(r[1].reason.find("float32[5] does not match the model's declared input float32[4]"), std::string::npos) << r[1].reason;
+  EXPECT_NE(r[2].reason.find("int32[4] does not match"), std::string::npos);
+  EXPECT_EQ(r[3].code, msg::status::dropped);
+  EXPECT_TRUE(net->take<msg::invocation>().empty());
+}
+
+TEST_F(frontend_fixture, network_time_shortens_the_deadline) {
+  route({"w1"});
+  request("traffic", 1, make_tensor({dtype::float32, {4}}, 1), 40);
+  auto inv = net->take<msg::invocation>();
+  ASSERT_EQ(inv.size(), 1u);
+  // 100 ms SLO - 40 ms network = 60 ms; the first of two stages gets half.
+  EXPECT_EQ(inv[0].second.budget_ns, std::chrono::nanoseconds(30ms).count());
+}
+
+TEST_F(frontend_fixture, a_failed_stage_fails_the_query_once) {
+  route({"w1"});
+  request("traffic", 1, make_tensor({dtype::float32, {4}}, 1));
+  auto inv = net->take<msg::invocation>();
+  answer(inv[0].second, *cfg_->find_model("det"), msg::status::dropped);
+  answer(inv[0].second, *cfg_->find_model("det"));  // a duplicate result is ignored
+  auto r = net->client_replies();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].code, msg::status::dropped);
+  EXPECT_NE(r[0].reason.find("stage 'detect' on w1: test says no"), std::string::npos) << r[0].reason;
+}
+
+TEST_F(frontend_fixture, silence_past_deadline_and_grace_is_answered) {
+  route({"w1"});
+  request("traffic", 1, make_tensor({dtype::float32, {4}}, 1));
+  advance(300ms);  // before 100 ms + 250 ms grace
+  EXPECT_TRUE(net->client_replies().empty());
+  for (int i = 0; i < 10; ++i) advance(10ms);
+  auto r = net->client_replies();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].code, msg::status::error);
+  EXPECT_NE(r[0].reason.find("waiting on w1"), std::string::npos) << r[0].reason;
+}
+
+TEST_F(frontend_fixture, reroutes_when_a_node_goes_down) {
+  route({"w1", "w2"});
+  request("traffic", 1, make_tensor({dtype::float32, {4}}, 1));
+  auto inv = net->take<msg::invocation>();
+  ASSERT_EQ(inv.size(), 1u);
+  auto failed = inv[0].first;
+  auto survivor = failed == "w1" ? "w2" : "w1";
+  caf::anon_send(fe, peer_down_atom::value, failed);
+  run();
+  auto again = net->take<msg::invocation>();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].first, survivor);
+  EXPECT_EQ(again[0].second.id, inv[0].second.id);
+  answer(again[0].second, *cfg_->find_model("det"));
+  auto next = net->take<msg::invocation>();
+  ASSERT_EQ(next.size(), 3u);
+  for (auto& [node, i] : next) EXPECT_EQ(node, survivor);  // the dead node gets no new work
+  for (auto& [node, i] : next) answer(i, *cfg_->find_model("cls"));
+  auto r = net->client_replies();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].code, msg::status::ok);
+}
+
+TEST_F(frontend_fixture, node_down_with_no_survivor_answers_error) {
+  route({"w1"});
+  request("traffic", 1, make_tensor({dtype::float32, {4}}, 1));
+  caf::anon_send(fe, peer_down_atom::value, std::string("w1"));
+  run();
+  auto r = net->client_replies();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].code, msg::status::error);
+  EXPECT_NE(r[0].reason.find("worker node 'w1' failed"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sloserve

@@ -1,0 +1,126 @@
+// One real node (ZeroMQ + Cap'n Proto + CAF) on an ephemeral loopback port, driven by a raw
+// DEALER: malformed frames are answered with ERROR and the node keeps serving.
+
+#include <gtest/gtest.h>
+#include <zmq.h>
+
+#include <thread>
+
+#include "actors/node_runtime.hpp"
+#include "messages/codec.hpp"
+
+namespace sloserve {
+namespace {
+
+struct raw_client {
+  explicit raw_client(const std::string& ep) {
+    ctx = zmq_ctx_new();
+    sock = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_connect(sock, ep.c_str());
+  }
+  ~raw_client() {
+    zmq_close(sock);
+    zmq_ctx_term(ctx);
+  }
+  void send(const std::string& f) { zmq_send(sock, f.data(), f.size(), 0); }
+  std::optional<msg::envelope> recv(int timeout_ms = 5000) {
+    zmq_pollitem_t it{sock, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&it, 1, timeout_ms) <= 0) return std::nullopt;
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    zmq_msg_recv(&m, sock, 0);
+    auto d = msg::decode({static_cast<char*>(zmq_msg_data(&m)), zmq_msg_size(&m)}, msg::decode_limits{});
+    zmq_msg_close(&m);
+    return d.value;
+  }
+  void* ctx;
+  void* sock;
+};
+
+struct node_fixture : ::testing::Test {
+  node_fixture() {
+    auto r = default_config();
+    auto cfg = std::make_shared<cluster_config>(single_node(*r.config));
+    cfg->nodes[0].address = "tcp://127.0.0.1:0";
+    cfg->runtime.max_payload_bytes = 64 * 1024;
+    cfg_ = cfg;
+    node = std::make_unique<node_runtime>(cfg_, "local");
+    EXPECT_EQ(node->start(), "");
+    client = std::make_unique<raw_client>(node->endpoint());
+    for (uint64_t t = 1; t < 200; ++t) {  // until the controller has published routing
+      client->send(msg::encode({{}, msg::status_request{t}}));
+      auto e = client->recv();
+      if (e && std::get<msg::status_reply>(e->content).ready) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  msg::client_request valid(uint64_t id) {
+    auto& m = *cfg_->find_model("detector");
+    return {"traffic", id, {make_tensor(m.input, id, "image")}, -1};
+  }
+  msg::client_reply reply() {
+    auto e = client->recv();
+    EXPECT_TRUE(e);
+    if (!e) return {};
+    return std::get<msg::client_reply>(e->content);
+  }
+  std::shared_ptr<const cluster_config> cfg_;
+  std::unique_ptr<node_runtime> node;
+  std::unique_ptr<raw_client> client;
+};
+
+TEST_F(node_fixture, serves_a_valid_request) {
+  client->send(msg::encode({{}, valid(1)}));
+  auto r = reply();
+  EXPECT_EQ(r.request_id, 1u);
+  EXPECT_EQ(r.code, msg::status::ok) << r.reason;
+  EXPECT_EQ(r.outputs.size(), 2u);  // fanout 2 of the default traffic pipeline
+}
+
+TEST_F(node_fixture, malformed_frames_get_errors_and_the_node_keeps_serving) {
+  client->send("garbage");  // not whole words
+  auto a = reply();
+  EXPECT_EQ(a.code, msg::status::error);
+  EXPECT_NE(a.reason.find("malformed"), std::string::npos) << a.reason;
+
+  auto frame = msg::encode({{}, valid(2)});
+  client->send(frame.substr(0, 64));  // truncated
+  auto b = reply();
+  EXPECT_EQ(b.code, msg::status::error);
+
+  auto wrong_bytes = valid(3);
+  wrong_bytes.inputs[0].data.resize(100);
+  client->send(msg::encode({{}, wrong_bytes}));
+  auto c = reply();
+  EXPECT_EQ(c.request_id, 3u);
+  EXPECT_NE(c.reason.find("bytes but carries 100"), std::string::npos) << c.reason;
+
+  auto oversize = valid(4);
+  oversize.inputs[0] = make_tensor({dtype::uint8, {100 * 1024}}, 1);
+  client->send(msg::encode({{}, oversize}));
+  auto d = reply();
+  EXPECT_EQ(d.request_id, 4u);
+  EXPECT_NE(d.reason.find("max_payload_bytes"), std::string::npos) << d.reason;
+
+  auto wrong_shape = valid(5);
+  wrong_shape.inputs[0] = make_tensor({dtype::float32, {3, 32, 32}}, 1);
+  client->send(msg::encode({{}, wrong_shape}));
+  auto e = reply();
+  EXPECT_EQ(e.request_id, 5u);
+  EXPECT_NE(e.reason.find("does not match the model's declared input"), std::string::npos) << e.reason;
+
+  auto unknown = valid(6);
+  unknown.pipeline = "nope";
+  client->send(msg::encode({{}, unknown}));
+  EXPECT_NE(reply().reason.find("unknown pipeline"), std::string::npos);
+
+  client->send(msg::encode({{}, valid(7)}));
+  auto ok = reply();
+  EXPECT_EQ(ok.request_id, 7u);
+  EXPECT_EQ(ok.code, msg::status::ok) << ok.reason;
+}
+
+}  // namespace
+}  // namespace sloserve

@@ -1,0 +1,206 @@
+#include <gtest/gtest.h>
+
+#include "config/cluster_config.hpp"
+
+namespace sloserve {
+namespace {
+
+const std::string nodes = R"(nodes:
+  - name: ctl
+    address: tcp://127.0.0.1:7100
+    roles: [controller, frontend]
+  - name: w1
+    address: tcp://127.0.0.1:7101
+    roles: [worker]
+    devices: [{kind: emulated, count: 2}]
+)";
+
+const std::string models = R"(models:
+  - name: a
+    input: {dtype: float32, shape: [4]}
+    output: {dtype: float32, shape: [3, 2]}
+    max_batch: 8
+    profile: {batch: [1, 2, 4, 8], latency_ms: [10, 12, 16, 24]}
+  - name: b
+    input: {dtype: float32, shape: [2]}
+    output: {dtype: float32, shape: [1]}
+    max_batch: 4
+    profile: {alpha_ms: 1, beta_ms: 4}
+)";
+
+std::string with_pipelines(const std::string& p) { return nodes + models + p; }
+
+// Parses and returns the errors as one text; expects failure.
+std::string errors_of(const std::string& yaml) {
+  auto r = parse_cluster_config(yaml, "c.yaml");
+  EXPECT_FALSE(r) << "expected an error in:\n" << yaml;
+  return r.error_text();
+}
+
+TEST(cluster_config, valid_file_loads_with_resolved_pipeline) {
+  auto r = parse_cluster_config(with_pipelines(R"(pipelines:
+  - name: p
+    slo_ms: 100
+    stages:
+      - {name: s1, model: a}
+      - {name: s2, model: b, after: [s1], fanout: 1.5}
+)"), "c.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  auto& cfg = *r.config;
+  ASSERT_EQ(cfg.pipelines.size(), 1u);
+  auto& p = cfg.pipelines[0];
+  EXPECT_EQ(p.stages[1].parents, std::vector<size_t>{0});
+  EXPECT_DOUBLE_EQ(*p.stages[1].fanout, 1.5);
+  EXPECT_EQ(cfg.nodes[1].device_count(), 2);
+  EXPECT_EQ(cfg.models[0].batch_limit(), 8);
+  EXPECT_EQ(cfg.controller()->name, "ctl");
+}
+
+TEST(cluster_config, bad_yaml_names_line_and_column) {
+  auto e = errors_of("nodes: [\n  {name: x,\n");
+  EXPECT_NE(e.find("c.yaml:"), std::string::npos) << e;
+  EXPECT_NE(e.find("bad YAML"), std::string::npos) << e;
+}
+
+TEST(cluster_config, unknown_model_points_at_the_stage) {
+  auto e = errors_of(with_pipelines(R"(pipelines:
+  - name: p
+    slo_ms: 100
+    stages:
+      - {name: s1, model: nope}
+)"));
+  EXPECT_NE(e.find("c.yaml:24:9: pipeline 'p': stage 's1' uses unknown model 'nope'"), std::string::npos) << e;
+}
+
+TEST(cluster_config, cycle_is_reported) {
+  auto e = errors_of(with_pipelines(R"(pipelines:
+  - name: p
+    slo_ms: 100
+    stages:
+      - {name: s1, model: a, after: [s2]}
+      - {name: s2, model: b, after: [s1]}
+)"));
+  EXPECT_NE(e.find("c.yaml:24:9: pipeline 'p': stage 's1' is on a cycle"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.yaml:25:9: pipeline 'p': stage 's2' is on a cycle"), std::string::npos) << e;
+}
+
+TEST(cluster_config, stage_below_a_cycle_is_unreachable) {
+  auto e = errors_of(with_pipelines(R"(pipelines:
+  - name: p
+    slo_ms: 100
+    stages:
+      - {name: root, model: a}
+      - {name: x, model: a, after: [y]}
+      - {name: y, model: a, after: [x]}
+      - {name: z, model: b, after: [x]}
+)"));
+  EXPECT_NE(e.find("c.yaml:27:9: pipeline 'p': stage 'z' is unreachable"), std::string::npos) << e;
+}
+
+TEST(cluster_config, duplicate_names_are_reported) {
+  auto e = errors_of(with_pipelines(R"(pipelines:
+  - name: p
+    slo_ms: 100
+    stages:
+      - {name: s1, model: a}
+      - {name: s1, model: b, after: [s1]}
+)"));
+  EXPECT_NE(e.find("c.yaml:25:9: pipeline 'p': duplicate stage name 's1'"), std::string::npos) << e;
+  auto dup_node = errors_of(R"(nodes:
+  - {name: n, address: tcp://127.0.0.1:1, roles: [controller, frontend]}
+  - {name: n, address: tcp://127.0.0.1:2, roles: [worker], devices: [{kind: emulated}]}
+)");
+  EXPECT_NE(dup_node.find("c.yaml:3:12: duplicate node name 'n'"), std::string::npos) << dup_node;
+}
+
+TEST(cluster_config, missing_and_non_positive_slo) {
+  auto missing = errors_of(with_pipelines(R"(pipelines:
+  - name: p
+    stages:
+      - {name: s1, model: a}
+)"));
+  EXPECT_NE(missing.find("c.yaml:21:5: pipeline 'p' is missing 'slo_ms'"), std::string::npos) << missing;
+  auto zero = errors_of(with_pipelines(R"(pipelines:
+  - name: p
+    slo_ms: 0
+    stages:
+      - {name: s1, model: a}
+)"));
+  EXPECT_NE(zero.find("c.yaml:22:13: pipeline 'p' slo_ms must be positive"), std::string::npos) << zero;
+}
+
+TEST(cluster_config, slo_below_fastest_path) {
+  // a at batch 1 takes 10 ms, b takes 5 ms: 15 ms is the fastest the chain can answer.
+  auto e = errors_of(with_pipelines(R"(pipelines:
+  - name: p
+    slo_ms: 14
+    stages:
+      - {name: s1, model: a}
+      - {name: s2, model: b, after: [s1]}
+)"));
+  EXPECT_NE(e.find("c.yaml:22:13: pipeline 'p' slo_ms 14 is below"), std::string::npos) << e;
+  EXPECT_NE(e.find("below its fastest possible path (15"), std::string::npos) << e;
+}
+
+TEST(cluster_config, no_frontend) {
+  auto e = errors_of(R"(nodes:
+  - {name: n, address: tcp://127.0.0.1:1, roles: [controller, worker], devices: [{kind: emulated}]}
+)");
+  EXPECT_NE(e.find("c.yaml:2:3: no node has the frontend role"), std::string::npos) << e;
+}
+
+TEST(cluster_config, bad_address) {
+  auto e = errors_of(R"(nodes:
+  - {name: n, address: "tcp://127.0.0.1:99999", roles: [controller, frontend]}
+  - {name: m, address: "udp://x", roles: [worker], devices: [{kind: emulated}]}
+)");
+  EXPECT_NE(e.find("c.yaml:2:24: node 'n': address 'tcp://127.0.0.1:99999' has an invalid port"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.yaml:3:24: node 'm': address 'udp://x' must be"), std::string::npos) << e;
+}
+
+TEST(cluster_config, unknown_key_and_wrong_type) {
+  auto e = errors_of(nodes + R"(models:
+  - name: a
+    input: {dtype: float32, shape: [4]}
+    output: {dtype: float32, shape: [1]}
+    max_batch: lots
+    profile: {alpha_ms: 1, beta_ms: 1}
+    colour: red
+)");
+  EXPECT_NE(e.find("c.yaml:13:16: 'max_batch' in model 'a' has the wrong type"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.yaml:15:5: unknown key 'colour' in model"), std::string::npos) << e;
+}
+
+TEST(cluster_config, missing_file_is_named) {
+  auto r = load_cluster_config("/nonexistent/cluster.yaml");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.errors[0].to_string(), "/nonexistent/cluster.yaml: cannot open the cluster file");
+}
+
+TEST(cluster_config, embedded_default_and_yaml_round_trip) {
+  auto d = default_config();
+  ASSERT_TRUE(d) << d.error_text();
+  auto again = parse_cluster_config(to_yaml(*d.config), "again.yaml");
+  ASSERT_TRUE(again) << again.error_text();
+  EXPECT_EQ(again.config->models.size(), d.config->models.size());
+  EXPECT_EQ(again.config->pipelines[0].stages[1].fanout, d.config->pipelines[0].stages[1].fanout);
+  EXPECT_EQ(again.config->nodes[0].address, d.config->nodes[0].address);
+}
+
+TEST(cluster_config, single_node_pools_every_worker_device) {
+  auto r = parse_cluster_config(nodes + R"(  - name: w2
+    address: tcp://127.0.0.1:7102
+    roles: [worker]
+    devices: [{kind: emulated, count: 3, models: [a]}]
+)" + models, "c.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  auto one = single_node(*r.config);
+  ASSERT_EQ(one.nodes.size(), 1u);
+  EXPECT_EQ(one.nodes[0].device_count(), 5);
+  EXPECT_TRUE(one.nodes[0].serves(4, "a"));
+  EXPECT_FALSE(one.nodes[0].serves(4, "b"));
+  EXPECT_EQ(one.nodes[0].address, "tcp://127.0.0.1:7100");
+}
+
+}  // namespace
+}  // namespace sloserve

@@ -1,0 +1,204 @@
+// Real multi-process clusters on ephemeral loopback ports: `sloserve up` with 3 nodes under
+// Poisson load, and kill -9 of one of two workers under load. Every request gets a reply.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+// Two emulated devices. Per query: detect at b=8 costs 22/8 = 2.75 ms, classify at b=16 costs
+// (0.5*16 + 4)/16 = 0.75 ms x fanout 1.5 = 1.1 ms, so one device carries about 250 queries/s
+// and the cluster about 500/s. The tests load it at 200/s, well under half its capacity.
+const char* cluster_yaml = R"(cluster: {name: it}
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 1}]}
+  - {name: w2, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 1}]}
+models:
+  - name: det
+    input: {dtype: float32, shape: [3, 32, 32]}
+    output: {dtype: float32, shape: [8, 6]}
+    max_batch: 8
+    profile: {batch: [1, 2, 4, 8], latency_ms: [8, 10, 14, 22]}
+  - name: cls
+    input: {dtype: float32, shape: [6]}
+    output: {dtype: float32, shape: [10]}
+    max_batch: 16
+    profile: {alpha_ms: 0.5, beta_ms: 4}
+pipelines:
+  - name: traffic
+    slo_ms: 200
+    stages:
+      - {name: detect, model: det}
+      - {name: classify, model: cls, after: [detect], fanout: 1.5}
+runtime: {heartbeat_ms: 100, peer_timeout_ms: 500}
+)";
+
+struct process {
+  pid_t pid = -1;
+  fs::path out;
+  bool wait_for(std::chrono::milliseconds limit, int& status) {
+    auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        pid = -1;
+        return true;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+  void stop() {
+    if (pid <= 0) return;
+    kill(pid, SIGTERM);
+    int status;
+    if (!wait_for(10s, status)) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      pid = -1;
+    }
+  }
+  std::string output() const {
+    std::ifstream in(out);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+};
+
+process spawn(std::vector<std::string> args, const fs::path& out) {
+  process p;
+  p.out = out;
+  p.pid = fork();
+  if (p.pid == 0) {
+    auto fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(SLOSERVE_BIN, argv.data());
+    _exit(127);
+  }
+  return p;
+}
+
+struct cluster_fixture : ::testing::Test {
+  cluster_fixture() {
+    dir = fs::temp_directory_path() / ("sloserve-it-" + std::to_string(getpid()) + "-" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir);
+    std::ofstream(dir / "cluster.yaml") << cluster_yaml;
+  }
+  ~cluster_fixture() override {
+    up.stop();
+    fs::remove_all(dir);
+  }
+  // Starts `sloserve up` and waits for its resolved config.
+  void start_cluster() {
+    up = spawn({"sloserve", "up", "-c", (dir / "cluster.yaml").string(), "--write-config",
+                (dir / "resolved.yaml").string()},
+               dir / "up.log");
+    for (int i = 0; i < 300 && up.output().find("cluster up") == std::string::npos; ++i)
+      std::this_thread::sleep_for(50ms);
+    ASSERT_NE(up.output().find("cluster up"), std::string::npos) << up.output();
+  }
+  pid_t pid_of(const std::string& node) {
+    std::smatch m;
+    auto text = up.output();
+    if (std::regex_search(text, m, std::regex("node " + node + " pid ([0-9]+)"))) return std::stoi(m[1]);
+    return -1;
+  }
+  process load(double rate, double seconds) {
+    return spawn({"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "traffic",
+                  "--rate", std::to_string(rate), "--duration", std::to_string(seconds), "--arrival",
+                  "poisson", "--json", (dir / "load.json").string()},
+                 dir / "load.log");
+  }
+  nlohmann::json finish_load(process& p, std::chrono::seconds limit) {
+    int status = 0;
+    EXPECT_TRUE(p.wait_for(limit, status)) << "load did not finish";
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << p.output();
+    std::ifstream in(dir / "load.json");
+    EXPECT_TRUE(in.good()) << p.output();
+    return nlohmann::json::parse(in);
+  }
+  fs::path dir;
+  process up;
+};
+
+TEST_F(cluster_fixture, up_serves_a_fan_out_pipeline_under_poisson_load) {
+  start_cluster();
+  auto l = load(200, 10);
+  auto s = finish_load(l, 60s);
+  std::cout << s.dump() .substr(0, 600) << "\n";
+  for (auto key : {"sent", "ok", "ok_within_slo", "dropped", "errors", "lost", "attainment", "goodput_rps"})
+    EXPECT_TRUE(s.contains(key)) << key;
+  for (auto key : {"p50", "p90", "p99", "max"}) EXPECT_TRUE(s["latency_ms"].contains(key)) << key;
+  EXPECT_GT(s["sent"].get<int>(), 1500);
+  EXPECT_EQ(s["lost"].get<int>(), 0);
+  EXPECT_GE(s["attainment"].get<double>(), 0.99) << s.dump(2);
+  EXPECT_EQ(s["sent"].get<int>(), s["ok"].get<int>() + s["dropped"].get<int>() + s["errors"].get<int>() +
+                                      s["overloaded"].get<int>() + s["lost"].get<int>());
+}
+
+TEST_F(cluster_fixture, kill_9_of_a_worker_loses_nothing_and_the_survivor_serves) {
+  start_cluster();
+  auto victim = pid_of("w2");
+  ASSERT_GT(victim, 0) << up.output();
+  auto l = load(150, 8);
+  std::this_thread::sleep_for(3s);
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  auto s = finish_load(l, 60s);
+  std::cout << s.dump().substr(0, 600) << "\n";
+  EXPECT_EQ(s["lost"].get<int>(), 0) << s.dump(2);
+  EXPECT_EQ(s["sent"].get<int>(), s["ok"].get<int>() + s["dropped"].get<int>() + s["errors"].get<int>() +
+                                      s["overloaded"].get<int>());
+  // From two seconds after the kill, the survivor answers nearly everything within the SLO.
+  auto& series = s["series"];
+  ASSERT_GE(series.size(), 8u);
+  for (size_t t = 5; t < 8; ++t) {
+    auto sent = series[t]["sent"].get<double>();
+    EXPECT_GE(series[t]["ok_within_slo"].get<double>(), 0.95 * sent) << series[t].dump();
+  }
+}
+
+TEST_F(cluster_fixture, up_fails_when_a_node_cannot_start) {
+  // 192.0.2.1 (TEST-NET-1) is no address of this host: the node cannot bind it.
+  std::ofstream(dir / "clash.yaml") << R"(nodes:
+  - {name: a, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: b, address: "tcp://192.0.2.1:7000", roles: [worker], devices: [{kind: emulated}]}
+)";
+  auto p = spawn({"sloserve", "up", "-c", (dir / "clash.yaml").string()}, dir / "clash.log");
+  int status = 0;
+  ASSERT_TRUE(p.wait_for(30s, status)) << p.output();
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_NE(WEXITSTATUS(status), 0) << p.output();
+  EXPECT_NE(p.output().find("node 'b' failed to start"), std::string::npos) << p.output();
+}
+
+TEST_F(cluster_fixture, config_errors_name_the_place) {
+  std::ofstream(dir / "bad.yaml") << "nodes:\n  - {name: a, address: nowhere, roles: [frontend]}\n";
+  auto p = spawn({"sloserve", "up", "-c", (dir / "bad.yaml").string()}, dir / "bad.log");
+  int status = 0;
+  ASSERT_TRUE(p.wait_for(10s, status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_NE(p.output().find("bad.yaml:2:24: node 'a': address 'nowhere' must be"), std::string::npos) << p.output();
+}
+
+}  // namespace

@@ -1,0 +1,158 @@
+#include <gtest/gtest.h>
+
+#include "messages/codec.hpp"
+
+namespace sloserve::msg {
+namespace {
+
+decode_limits limits{1 << 20};
+
+envelope round_trip(const envelope& e) {
+  auto d = decode(encode(e), limits);
+  EXPECT_TRUE(d.value) << d.error.reason;
+  return d.value ? *d.value : envelope{};
+}
+
+client_request sample_request() {
+  client_request r;
+  r.pipeline = "traffic";
+  r.request_id = 42;
+  r.network_ms = 12.5;
+  r.inputs.push_back(make_tensor({dtype::float32, {3, 4}}, 1, "image"));
+  return r;
+}
+
+TEST(codec, client_request_round_trip) {
+  auto e = round_trip({"", sample_request()});
+  auto& r = std::get<client_request>(e.content);
+  EXPECT_EQ(r.pipeline, "traffic");
+  EXPECT_EQ(r.request_id, 42u);
+  EXPECT_DOUBLE_EQ(r.network_ms, 12.5);
+  ASSERT_EQ(r.inputs.size(), 1u);
+  EXPECT_EQ(r.inputs[0].name, "image");
+  EXPECT_EQ(r.inputs[0].shape, (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(r.inputs[0].data, sample_request().inputs[0].data);
+}
+
+TEST(codec, unset_network_time_stays_unknown) {
+  auto r = sample_request();
+  r.network_ms = -1;
+  EXPECT_LT(std::get<client_request>(round_trip({"", r}).content).network_ms, 0);
+}
+
+TEST(codec, reply_invocation_and_result_round_trip) {
+  client_reply rep{7, status::dropped, "late", {make_tensor({dtype::int64, {2}}, 3, "out")},
+                   {{"detect", "w1", 2, 8, 1.5, 3.25}}, 9.5};
+  auto r = std::get<client_reply>(round_trip({"fe", rep}).content);
+  EXPECT_EQ(r.code, status::dropped);
+  EXPECT_EQ(r.reason, "late");
+  EXPECT_EQ(r.outputs[0].type, dtype::int64);
+  EXPECT_EQ(r.timings[0].node, "w1");
+  EXPECT_EQ(r.timings[0].batch, 8u);
+  EXPECT_DOUBLE_EQ(r.timings[0].exec_ms, 3.25);
+
+  invocation inv{99, "fe", "ssd", 3, 123456789, {make_tensor({dtype::uint8, {5}}, 2)}};
+  auto e = round_trip({"fe", inv});
+  EXPECT_EQ(e.from, "fe");
+  auto& i = std::get<invocation>(e.content);
+  EXPECT_EQ(i.id, 99u);
+  EXPECT_EQ(i.model, "ssd");
+  EXPECT_EQ(i.device, 3u);
+  EXPECT_EQ(i.budget_ns, 123456789);
+
+  invocation_result res{99, status::overloaded, "full", {}, "w2", 1, 4, 1000, 2000};
+  auto x = std::get<invocation_result>(round_trip({"w2", res}).content);
+  EXPECT_EQ(x.code, status::overloaded);
+  EXPECT_EQ(x.node, "w2");
+  EXPECT_EQ(x.exec_ns, 2000);
+}
+
+TEST(codec, control_messages_round_trip) {
+  auto reg = std::get<register_node>(round_trip({"w", register_node{"w", {"worker"}, 4, 77, 3}}).content);
+  EXPECT_EQ(reg.roles, std::vector<std::string>{"worker"});
+  EXPECT_EQ(reg.incarnation, 77u);
+  EXPECT_EQ(reg.schedule_epoch, 3u);
+
+  auto hb = std::get<heartbeat>(round_trip({"w", heartbeat{"w", 5, 6}}).content);
+  EXPECT_EQ(hb.seq, 6u);
+
+  load_report lr{"w", 1.0, {{"ssd", 1, 10, 9, 1, 3, 4.5}}};
+  auto l = std::get<load_report>(round_trip({"w", lr}).content);
+  EXPECT_EQ(l.sessions[0].dropped, 1u);
+  EXPECT_DOUBLE_EQ(l.sessions[0].mean_latency_ms, 4.5);
+
+  routing_table t{5, {{"ssd", {{"w1", 0, 1.0}, {"w2", 1, 0.5}}}}, {{"traffic", "detect", 50}}};
+  auto tt = std::get<routing_table>(round_trip({"c", t}).content);
+  EXPECT_EQ(tt.routes[0].instances[1].node, "w2");
+  EXPECT_DOUBLE_EQ(tt.routes[0].instances[1].weight, 0.5);
+  EXPECT_EQ(tt.budgets[0].stage, "detect");
+
+  schedule s{2, {{0, 40, {{"ssd", 8}}}}};
+  auto ss = std::get<schedule>(round_trip({"c", s}).content);
+  EXPECT_EQ(ss.devices[0].sessions[0].batch, 8u);
+  EXPECT_DOUBLE_EQ(ss.devices[0].duty_cycle_ms, 40);
+
+  EXPECT_EQ(std::get<status_request>(round_trip({"", status_request{9}}).content).token, 9u);
+  auto sr = std::get<status_reply>(round_trip({"", status_reply{9, true, "ready"}}).content);
+  EXPECT_TRUE(sr.ready);
+}
+
+TEST(codec, rejects_frames_that_are_not_whole_words) {
+  auto d = decode("abc", limits);
+  EXPECT_FALSE(d.value);
+  EXPECT_NE(d.error.reason.find("not a whole number"), std::string::npos);
+}
+
+TEST(codec, rejects_truncated_and_garbage_frames) {
+  auto frame = encode({"", sample_request()});
+  auto d = decode(std::string_view(frame).substr(0, frame.size() / 2 / 8 * 8), limits);
+  EXPECT_FALSE(d.value);
+  EXPECT_NE(d.error.reason.find("malformed"), std::string::npos) << d.error.reason;
+  std::string garbage(64, '\xff');
+  auto g = decode(garbage, limits);
+  EXPECT_FALSE(g.value);
+  EXPECT_FALSE(g.error.reason.empty());
+}
+
+TEST(codec, rejects_wrong_tensor_byte_count_with_the_request_id) {
+  auto r = sample_request();
+  r.inputs[0].data.resize(40);  // shape [3, 4] float32 needs 48
+  auto d = decode(encode({"", r}), limits);
+  ASSERT_FALSE(d.value);
+  EXPECT_EQ(d.error.request_id, 42u);
+  EXPECT_NE(d.error.reason.find("needs 48 bytes but carries 40"), std::string::npos) << d.error.reason;
+}
+
+TEST(codec, rejects_negative_dimensions) {
+  auto r = sample_request();
+  r.inputs[0].shape = {-3, -4};
+  auto d = decode(encode({"", r}), limits);
+  ASSERT_FALSE(d.value);
+  EXPECT_NE(d.error.reason.find("invalid shape"), std::string::npos) << d.error.reason;
+}
+
+TEST(codec, rejects_oversize_payloads) {
+  auto r = sample_request();
+  r.inputs[0] = make_tensor({dtype::uint8, {600 * 1024}}, 1, "big");
+  decode_limits small{512 * 1024};
+  auto d = decode(encode({"", r}), small);
+  ASSERT_FALSE(d.value);
+  EXPECT_EQ(d.error.request_id, 42u);
+  EXPECT_NE(d.error.reason.find("exceeds the limit of 524288 bytes"), std::string::npos) << d.error.reason;
+  std::string huge(small.max_frame_bytes() + 8, '\0');
+  auto h = decode(huge, small);
+  ASSERT_FALSE(h.value);
+  EXPECT_NE(h.error.reason.find("exceeds the limit"), std::string::npos);
+}
+
+TEST(codec, invocation_errors_carry_the_invocation_id) {
+  invocation inv{5, "fe", "m", 0, 1, {make_tensor({dtype::float32, {2}}, 1)}};
+  inv.inputs[0].data.resize(3);
+  auto d = decode(encode({"fe", inv}), limits);
+  ASSERT_FALSE(d.value);
+  EXPECT_EQ(d.error.invocation_id, 5u);
+  EXPECT_EQ(d.error.from, "fe");
+}
+
+}  // namespace
+}  // namespace sloserve::msg

@@ -1,0 +1,85 @@
+#include <gtest/gtest.h>
+
+#include "pipelines/pipeline.hpp"
+
+namespace sloserve {
+namespace {
+
+model_spec linear(std::string name, double alpha, double beta) {
+  model_spec m;
+  m.name = std::move(name);
+  m.max_batch = 16;
+  m.profile.alpha_ms = alpha;
+  m.profile.beta_ms = beta;
+  return m;
+}
+
+pipeline diamond() {
+  pipeline p;
+  p.name = "d";
+  p.slo_ms = 90;
+  p.stages = {{"a", "m1", {}, {}}, {"b", "m2", {"a"}, 2.0}, {"c", "m1", {"a"}, {}},
+              {"d", "m2", {"b", "c"}, {}}};
+  return p;
+}
+
+TEST(pipeline, resolve_orders_topologically) {
+  std::vector<model_spec> models{linear("m1", 1, 4), linear("m2", 2, 1)};
+  auto p = diamond();
+  ASSERT_TRUE(resolve(p, models).empty());
+  std::vector<size_t> pos(4);
+  for (size_t i = 0; i < p.topo.size(); ++i) pos[p.topo[i]] = i;
+  EXPECT_LT(pos[0], pos[1]);
+  EXPECT_LT(pos[0], pos[2]);
+  EXPECT_LT(pos[1], pos[3]);
+  EXPECT_LT(pos[2], pos[3]);
+  EXPECT_EQ(p.roots(), std::vector<size_t>{0});
+  EXPECT_EQ(p.leaves(), std::vector<size_t>{3});
+  EXPECT_EQ(depth(p), 3u);
+}
+
+TEST(pipeline, fastest_path_takes_the_slowest_branch) {
+  std::vector<model_spec> models{linear("m1", 1, 4), linear("m2", 2, 1)};
+  auto p = diamond();
+  ASSERT_TRUE(resolve(p, models).empty());
+  // l(1): m1 = 5, m2 = 3. Paths a-b-d = 11, a-c-d = 13.
+  EXPECT_DOUBLE_EQ(fastest_path_ms(p, models), 13);
+}
+
+TEST(pipeline, even_split_keeps_every_path_within_the_slo) {
+  std::vector<model_spec> models{linear("m1", 1, 4), linear("m2", 2, 1)};
+  auto p = diamond();
+  ASSERT_TRUE(resolve(p, models).empty());
+  auto s = even_split(p);
+  for (auto b : s.budget_ms) EXPECT_DOUBLE_EQ(b, 30);
+  EXPECT_DOUBLE_EQ(s.finish_offset_ms[0], 30);
+  EXPECT_DOUBLE_EQ(s.finish_offset_ms[1], 60);
+  EXPECT_DOUBLE_EQ(s.finish_offset_ms[3], 90);
+}
+
+TEST(pipeline, tabular_profile_charges_the_next_listed_size) {
+  latency_profile p;
+  p.batch = {1, 2, 4, 8};
+  p.latency_ms = {10, 12, 16, 24};
+  EXPECT_DOUBLE_EQ(p.latency_ms_at(3), 16);
+  EXPECT_DOUBLE_EQ(p.latency_ms_at(5), 24);
+  EXPECT_EQ(p.max_batch(32), 8);
+  EXPECT_EQ(p.plannable_batches(4), (std::vector<int>{1, 2, 4}));
+}
+
+TEST(tensor, rows_and_checks) {
+  auto t = make_tensor({dtype::float32, {3, 2}}, 7, "x");
+  EXPECT_EQ(t.data.size(), 24u);
+  EXPECT_EQ(row_count(t), 3);
+  auto r = row_of(t, 2);
+  EXPECT_EQ(r.shape, std::vector<int64_t>{2});
+  EXPECT_EQ(r.data, t.data.substr(16, 8));
+  EXPECT_TRUE(check_tensor(r, {dtype::float32, {2}}).empty());
+  EXPECT_NE(check_tensor(r, {dtype::float32, {3}}).find("does not match"), std::string::npos);
+  r.data.pop_back();
+  EXPECT_NE(check_tensor_bytes(r).find("needs 8 bytes but carries 7"), std::string::npos);
+  EXPECT_EQ(make_tensor({dtype::float32, {3, 2}}, 7).data, t.data);  // deterministic
+}
+
+}  // namespace
+}  // namespace sloserve
