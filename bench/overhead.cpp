@@ -1,0 +1,271 @@
+// bench/overhead: what sloserve's data plane costs over raw ZeroMQ.
+//
+// sloserve: client -> frontend node -> worker node -> frontend node -> client, a no-op emulated
+// model (l = 0), two `sloserve node` processes on loopback.
+// raw:      client -> relay process -> echo process -> relay -> client, ZeroMQ ROUTER/DEALER,
+// the same request frame, the same four hops.
+// Both are measured in this run with the same closed-loop client: latency at concurrency 1, then
+// throughput at high concurrency. Prints the figures and the ratios.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "messages/codec.hpp"
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  close(fd);
+  return ntohs(sa.sin_port);
+}
+
+std::string ep(int port) { return "tcp://127.0.0.1:" + std::to_string(port); }
+
+// ---- the raw baseline: relay and echo, each a single-threaded process ----
+
+[[noreturn]] void run_echo(int port) {
+  void* ctx = zmq_ctx_new();
+  void* s = zmq_socket(ctx, ZMQ_ROUTER);
+  zmq_bind(s, ep(port).c_str());
+  while (true) {
+    zmq_msg_t parts[3];
+    int n = 0;
+    do {
+      zmq_msg_init(&parts[n]);
+      zmq_msg_recv(&parts[n], s, 0);
+    } while (zmq_msg_more(&parts[n]) && ++n < 3);
+    for (int i = 0; i <= std::min(n, 2); ++i) zmq_msg_send(&parts[i], s, i < std::min(n, 2) ? ZMQ_SNDMORE : 0);
+  }
+}
+
+[[noreturn]] void run_relay(int front, int back) {
+  void* ctx = zmq_ctx_new();
+  void* r = zmq_socket(ctx, ZMQ_ROUTER);
+  void* d = zmq_socket(ctx, ZMQ_DEALER);
+  zmq_bind(r, ep(front).c_str());
+  zmq_connect(d, ep(back).c_str());
+  zmq_pollitem_t items[2] = {{r, 0, ZMQ_POLLIN, 0}, {d, 0, ZMQ_POLLIN, 0}};
+  auto forward = [](void* from, void* to) {
+    while (true) {
+      zmq_msg_t m;
+      zmq_msg_init(&m);
+      if (zmq_msg_recv(&m, from, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&m);
+        return;
+      }
+      bool more = zmq_msg_more(&m);
+      zmq_msg_send(&m, to, more ? ZMQ_SNDMORE : 0);
+      while (more) {
+        zmq_msg_init(&m);
+        zmq_msg_recv(&m, from, 0);
+        more = zmq_msg_more(&m);
+        zmq_msg_send(&m, to, more ? ZMQ_SNDMORE : 0);
+      }
+    }
+  };
+  while (true) {
+    zmq_poll(items, 2, -1);
+    if (items[0].revents & ZMQ_POLLIN) forward(r, d);
+    if (items[1].revents & ZMQ_POLLIN) forward(d, r);
+  }
+}
+
+pid_t fork_fn(std::function<void()> f) {
+  pid_t p = fork();
+  if (p == 0) {
+    f();
+    _exit(0);
+  }
+  return p;
+}
+
+pid_t spawn_node(const std::string& cfg, const std::string& name) {
+  return fork_fn([&] {
+    execl(SLOSERVE_BIN, "sloserve", "--log-level", "warn", "node", "-c", cfg.c_str(), "--name", name.c_str(), nullptr);
+  });
+}
+
+// ---- one closed-loop client for both ----
+
+struct result {
+  double p50_us = 0, p99_us = 0, rps = 0;
+  uint64_t bad = 0;
+};
+
+// `make(id)` builds a request frame; `id_of(frame)` returns the id of a reply (0: not a good one).
+result closed_loop(const std::string& address, int concurrency, double seconds,
+                   const std::function<std::string(uint64_t)>& make,
+                   const std::function<uint64_t(std::string_view)>& id_of) {
+  void* ctx = zmq_ctx_new();
+  void* s = zmq_socket(ctx, ZMQ_DEALER);
+  int zero = 0;
+  zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_connect(s, address.c_str());
+  std::vector<steady::time_point> sent_at(1 << 20);
+  std::vector<float> lat;
+  lat.reserve(1 << 20);
+  uint64_t next = 1, done = 0;
+  result r;
+  auto send = [&](uint64_t id) {
+    auto f = make(id);
+    sent_at[id % sent_at.size()] = steady::now();
+    zmq_send(s, f.data(), f.size(), 0);
+  };
+  // Warm up: 200 round trips, not measured.
+  for (int i = 0; i < 200; ++i) {
+    send(next++);
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    zmq_msg_recv(&m, s, 0);
+    zmq_msg_close(&m);
+  }
+  auto start = steady::now();
+  auto stop = start + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  for (int i = 0; i < concurrency; ++i) send(next++);
+  uint64_t outstanding = concurrency;
+  while (outstanding > 0) {
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    zmq_pollitem_t it{s, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&it, 1, 2000) <= 0) break;
+    zmq_msg_recv(&m, s, 0);
+    auto now = steady::now();
+    auto id = id_of({static_cast<char*>(zmq_msg_data(&m)), zmq_msg_size(&m)});
+    zmq_msg_close(&m);
+    --outstanding;
+    if (id == 0) ++r.bad;
+    else lat.push_back(std::chrono::duration<float, std::micro>(now - sent_at[id % sent_at.size()]).count());
+    ++done;
+    if (now < stop) {
+      send(next++);
+      ++outstanding;
+    }
+  }
+  double el = std::chrono::duration<double>(steady::now() - start).count();
+  r.rps = done / el;
+  std::sort(lat.begin(), lat.end());
+  if (!lat.empty()) {
+    r.p50_us = lat[lat.size() / 2];
+    r.p99_us = lat[std::min(lat.size() - 1, lat.size() * 99 / 100)];
+  }
+  zmq_close(s);
+  zmq_ctx_term(ctx);
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  double seconds = argc > 1 ? std::atof(argv[1]) : 5;
+  int concurrency = argc > 2 ? std::atoi(argv[2]) : 128;
+  signal(SIGPIPE, SIG_IGN);
+
+  using namespace sloserve;
+  tensor_spec spec{dtype::float32, {16}};
+  auto payload = make_tensor(spec, 1, "input");
+  auto make = [&](uint64_t id) { return msg::encode({{}, msg::client_request{"noop", id, {payload}, -1}}); };
+  msg::decode_limits limits;
+  auto sloserve_id = [&](std::string_view f) -> uint64_t {
+    auto d = msg::decode(f, limits);
+    if (!d.value) return 0;
+    auto* r = std::get_if<msg::client_reply>(&d.value->content);
+    return r && r->code == msg::status::ok ? r->request_id : 0;
+  };
+  // The raw echo returns the request frame itself: read its id the same way, so both clients do
+  // the same decoding work.
+  auto raw_id = [&](std::string_view f) -> uint64_t {
+    auto d = msg::decode(f, limits);
+    if (!d.value) return 0;
+    auto* r = std::get_if<msg::client_request>(&d.value->content);
+    return r ? r->request_id : 0;
+  };
+
+  int fe_port = free_port(), w_port = free_port();
+  std::string cfg_path = "/tmp/sloserve-bench-overhead-" + std::to_string(getpid()) + ".yaml";
+  std::ofstream(cfg_path) << "nodes:\n"
+                          << "  - {name: fe, address: " << ep(fe_port) << ", roles: [controller, frontend]}\n"
+                          << "  - {name: w, address: " << ep(w_port) << ", roles: [worker], devices: [{kind: emulated, count: 1}]}\n"
+                          << "models:\n"
+                          << "  - {name: noop, input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [16]}, max_batch: 256, profile: {alpha_ms: 0, beta_ms: 0}}\n"
+                          << "pipelines:\n"
+                          << "  - {name: noop, slo_ms: 10000, stages: [{name: s, model: noop}]}\n";
+  std::vector<pid_t> kids{spawn_node(cfg_path, "fe"), spawn_node(cfg_path, "w")};
+  // Wait until the frontend can serve.
+  {
+    void* ctx = zmq_ctx_new();
+    void* s = zmq_socket(ctx, ZMQ_DEALER);
+    zmq_connect(s, ep(fe_port).c_str());
+    bool ready = false;
+    for (uint64_t t = 1; t < 300 && !ready; ++t) {
+      auto f = msg::encode({{}, msg::status_request{t}});
+      zmq_send(s, f.data(), f.size(), 0);
+      zmq_pollitem_t it{s, 0, ZMQ_POLLIN, 0};
+      if (zmq_poll(&it, 1, 100) > 0) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        zmq_msg_recv(&m, s, 0);
+        auto d = msg::decode({static_cast<char*>(zmq_msg_data(&m)), zmq_msg_size(&m)}, limits);
+        zmq_msg_close(&m);
+        if (d.value)
+          if (auto* r = std::get_if<msg::status_reply>(&d.value->content)) ready = r->ready;
+      }
+      if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    if (!ready) {
+      fprintf(stderr, "sloserve nodes did not become ready\n");
+      for (auto k : kids) kill(k, SIGKILL);
+      return 1;
+    }
+  }
+  int relay_port = free_port(), echo_port = free_port();
+  kids.push_back(fork_fn([&] { run_echo(echo_port); }));
+  kids.push_back(fork_fn([&] { run_relay(relay_port, echo_port); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+
+  printf("payload: one float32[16] tensor, %zu-byte request frame; %.0f s per measurement\n",
+         make(1).size(), seconds);
+  auto raw_lat = closed_loop(ep(relay_port), 1, seconds, make, raw_id);
+  auto slo_lat = closed_loop(ep(fe_port), 1, seconds, make, sloserve_id);
+  auto raw_tp = closed_loop(ep(relay_port), concurrency, seconds, make, raw_id);
+  auto slo_tp = closed_loop(ep(fe_port), concurrency, seconds, make, sloserve_id);
+  for (auto k : kids) kill(k, SIGTERM);
+  for (auto k : kids) waitpid(k, nullptr, 0);
+  unlink(cfg_path.c_str());
+
+  printf("\n%-34s %12s %12s %12s\n", "", "raw zmq", "sloserve", "ratio");
+  printf("%-34s %12.1f %12.1f %11.2fx\n", "latency p50 (us), concurrency 1", raw_lat.p50_us, slo_lat.p50_us, slo_lat.p50_us / raw_lat.p50_us);
+  printf("%-34s %12.1f %12.1f %11.2fx\n", "latency p99 (us), concurrency 1", raw_lat.p99_us, slo_lat.p99_us, slo_lat.p99_us / raw_lat.p99_us);
+  printf("%-34s %12.0f %12.0f %11.2fx\n", ("throughput (req/s), concurrency " + std::to_string(concurrency)).c_str(), raw_tp.rps, slo_tp.rps, slo_tp.rps / raw_tp.rps);
+  printf("non-OK replies: sloserve %lu, raw %lu\n", (unsigned long)(slo_lat.bad + slo_tp.bad), (unsigned long)(raw_lat.bad + raw_tp.bad));
+  printf("targets: p50 <= 3x raw (%s); >= 20000 req/s through one frontend (%s)\n",
+         slo_lat.p50_us <= 3 * raw_lat.p50_us ? "met" : "NOT met", slo_tp.rps >= 20000 ? "met" : "NOT met");
+  return 0;
+}
