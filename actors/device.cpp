@@ -77,13 +77,15 @@ void run_next(self_ptr self) {
     if (s.queue.empty()) continue;
     auto* m = s.model;
     auto l = [m](int b) { return nanoseconds(static_cast<int64_t>(m->profile.latency_ms_at(b) * 1e6)); };
+    // The window the policy tried: the scheduled batch, or all that is queued if fewer.
+    auto window = static_cast<int>(std::min<size_t>(static_cast<size_t>(s.batch), s.queue.size()));
     s.queue.form_batch(*st.policy, now, s.batch, l, batch, dropped);
     for (auto& d : dropped) {
       ++s.load.dropped;
       auto left = std::chrono::duration<double, std::milli>(d.deadline - now).count();
       answer(self, d.item.inv, msg::status::dropped,
-             fmt::format("early drop: {:.1f} ms left, a batch of {} needs {:.1f} ms", left, m->name,
-                         m->profile.latency_ms_at(static_cast<int>(std::max<size_t>(1, batch.size())))));
+             fmt::format("early drop by {}: {:.1f} ms left, a batch of {} {} needs {:.1f} ms",
+                         st.policy->name(), left, window, m->name, m->profile.latency_ms_at(window)));
     }
     dropped.clear();
     if (batch.empty()) continue;

@@ -184,8 +184,6 @@ void parse_profile(reader& r, const YAML::Node& n, model_spec& m, const std::str
       if (!(p.latency_ms[i] >= 0) || (i && p.latency_ms[i] < p.latency_ms[i - 1]))
         r.error(n["latency_ms"], where + " profile latencies must be non-negative and non-decreasing");
     }
-    if (p.batch.empty() || p.batch.front() != 1)
-      r.error(n["batch"], where + " profile must start at batch 1");
   } else {
     bool a = r.get(n, "alpha_ms", p.alpha_ms, where + " profile", true);
     bool b = r.get(n, "beta_ms", p.beta_ms, where + " profile", true);

@@ -10,7 +10,7 @@ namespace sloserve {
 
 // l(b) of one batch on one device, in milliseconds.
 // Tabular: the planner may choose only the listed sizes; at run time a partial batch costs what
-// the next listed size costs. Linear: l(b) = alpha_ms * b + beta_ms for every b up to max_batch.
+// the next listed size costs (below the first size: the first size's cost). Linear: l(b) = alpha_ms * b + beta_ms for every b up to max_batch.
 struct latency_profile {
   std::vector<int> batch;           // tabular, ascending
   std::vector<double> latency_ms;   // tabular, same length
