@@ -64,6 +64,7 @@ struct frontend_state {
 
   std::unordered_map<std::string, size_t> pipeline_index;
   std::vector<std::optional<slo_split>> splits;  // per pipeline, from the routing table
+  std::vector<std::string> blockers;             // per pipeline: why it cannot be served
   std::unordered_map<std::string, route> routes;
   std::unordered_set<std::string> down;
   uint64_t routing_epoch = 0;
@@ -106,19 +107,29 @@ int64_t fanout_rows(uint64_t query_id, size_t stage, double f, int64_t rows) {
   return std::min(k, rows);
 }
 
-std::string readiness(const frontend_state& st) {
+// Why pipeline `pi` cannot be served now; empty when it can.
+std::string blocker(const frontend_state& st, size_t pi) {
   if (st.routing_epoch == 0) return "no routing table from the controller yet";
-  for (auto& p : st.cfg->pipelines) {
-    if (!st.splits[st.pipeline_index.at(p.name)])
-      return "no stage budgets for pipeline '" + p.name + "'";
-    for (auto& s : p.stages) {
-      auto it = st.routes.find(s.model);
-      bool live = false;
-      if (it != st.routes.end())
-        for (auto& l : it->second.loads) live |= l.live;
-      if (!live) return "no live instance serves model '" + s.model + "'";
-    }
+  auto& p = st.cfg->pipelines[pi];
+  if (!st.splits[pi]) return "no stage budgets for pipeline '" + p.name + "'";
+  for (auto& s : p.stages) {
+    auto it = st.routes.find(s.model);
+    bool live = false;
+    if (it != st.routes.end())
+      for (auto& l : it->second.loads) live |= l.live;
+    if (!live) return "no live instance serves model '" + s.model + "'";
   }
+  return {};
+}
+
+// Recomputed when routes or peers change, so requests only read it.
+void refresh_blockers(frontend_state& st) {
+  for (size_t i = 0; i < st.cfg->pipelines.size(); ++i) st.blockers[i] = blocker(st, i);
+}
+
+std::string readiness(const frontend_state& st) {
+  for (auto& b : st.blockers)
+    if (!b.empty()) return b;
   return {};
 }
 
@@ -289,7 +300,8 @@ void on_ingress(self_ptr self, ingress& in) {
   if (pit == st.pipeline_index.end())
     return reject(msg::status::error, "unknown pipeline '" + in.request.pipeline + "'");
   auto& p = st.cfg->pipelines[pit->second];
-  if (auto why = readiness(st); !why.empty()) return reject(msg::status::error, "not ready: " + why);
+  if (auto& why = st.blockers[pit->second]; !why.empty())
+    return reject(msg::status::error, "not ready: " + why);
   if (in.request.inputs.empty()) return reject(msg::status::error, "request carries no input tensor");
   for (auto r : p.roots())
     if (auto err = check_tensor(in.request.inputs.front(), st.cfg->models[p.stages[r].model_index].input);
@@ -348,6 +360,7 @@ void on_routing(self_ptr self, msg::routing_table& t) {
     auto& slot = st.splits[st.pipeline_index[p.name]];
     if (complete) slot = offsets_from_budgets(p, budget);
   }
+  refresh_blockers(st);
   spdlog::info("{}: routing table epoch {} ({} models)", st.net->self_name(), t.epoch, t.routes.size());
 }
 
@@ -355,6 +368,7 @@ void set_live(frontend_state& st, const std::string& node, bool live) {
   for (auto& [m, r] : st.routes)
     for (size_t i = 0; i < r.backends.size(); ++i)
       if (r.backends[i].node == node) r.loads[i].live = live;
+  refresh_blockers(st);
 }
 
 void on_peer_down(self_ptr self, const std::string& node) {
@@ -420,6 +434,8 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
     for (size_t i = 0; i < st.cfg->pipelines.size(); ++i)
       st.pipeline_index.emplace(st.cfg->pipelines[i].name, i);
     st.splits.resize(st.cfg->pipelines.size());
+    st.blockers.resize(st.cfg->pipelines.size());
+    refresh_blockers(st);
     return {
         [=](start_atom) {
           register_with_controller(self);

@@ -51,7 +51,7 @@ struct node_fixture : ::testing::Test {
     client = std::make_unique<raw_client>(node->endpoint());
     for (uint64_t t = 1; t < 200; ++t) {  // until the controller has published routing
       client->send(msg::encode({{}, msg::status_request{t}}));
-      auto e = client->recv();
+      auto e = client->recv(200);
       if (e && std::get<msg::status_reply>(e->content).ready) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
