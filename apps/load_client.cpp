@@ -205,9 +205,17 @@ bool run_load(const load_options& o, load_summary& s, std::string& error) {
     }
   };
 
+  // Reasons carry figures ("12.5 ms left"); count them by their words, with numbers as N.
   auto count_reason = [&](const std::string& reason) {
-    if (s.reasons.size() < 20 || s.reasons.contains(reason))
-      s.reasons[reason] = s.reasons.value(reason, 0) + 1;
+    std::string key;
+    for (size_t i = 0; i < reason.size(); ++i) {
+      bool digit = reason[i] >= '0' && reason[i] <= '9';
+      bool in_number = digit || ((reason[i] == '.' || reason[i] == '-') && i + 1 < reason.size() &&
+                                 reason[i + 1] >= '0' && reason[i + 1] <= '9');
+      if (!in_number) key += reason[i];
+      else if (key.empty() || key.back() != 'N') key += 'N';
+    }
+    if (s.reasons.size() < 20 || s.reasons.contains(key)) s.reasons[key] = s.reasons.value(key, 0) + 1;
   };
 
   auto on_reply = [&](const msg::client_reply& r, steady::time_point now) {
