@@ -195,7 +195,7 @@ void parse_profile(reader& r, const YAML::Node& n, model_spec& m, const std::str
 void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   model_spec m;
   std::string where = "model";
-  r.known_keys(n, {"name", "input", "output", "max_batch", "profile", "jitter", "path"}, where);
+  r.known_keys(n, {"name", "input", "output", "max_batch", "profile", "jitter", "memory_mb"}, where);
   if (r.get(n, "name", m.name, where, true)) where = "model '" + m.name + "'";
   if (!n["input"]) r.error(n, where + " is missing 'input'");
   else parse_tensor_spec(r, n["input"], m.input, where + " input");
@@ -206,6 +206,8 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   parse_profile(r, n["profile"], m, where);
   r.get(n, "jitter", m.jitter, where, false);
   if (m.jitter < 0 || m.jitter >= 1) r.error(n["jitter"], where + " jitter must be in [0, 1)");
+  r.get(n, "memory_mb", m.memory_mb, where, false);
+  if (m.memory_mb < 0) r.error(n["memory_mb"], where + " memory_mb cannot be negative");
   if (cfg.find_model(m.name)) r.error(n["name"], "duplicate model name '" + m.name + "'");
   cfg.models.push_back(std::move(m));
 }
@@ -225,7 +227,8 @@ void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
     if (!devs.IsSequence()) r.error(devs, where + " devices must be a list");
     for (auto d : devs) {
       device_group g;
-      r.known_keys(d, {"kind", "count", "models"}, where + " device");
+      r.known_keys(d, {"kind", "count", "models", "memory_mb"}, where + " device");
+      r.get(d, "memory_mb", g.memory_mb, where + " device", false);
       r.get(d, "kind", g.kind, where + " device", true);
       if (g.kind != "emulated" && g.kind != "cpu" && g.kind != "cuda")
         r.error(d["kind"], where + " has unknown device kind '" + g.kind + "' (emulated, cpu, cuda)");
@@ -432,6 +435,7 @@ std::string to_yaml(const cluster_config& cfg) {
         e << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value << g.kind
           << YAML::Key << "count" << YAML::Value << g.count;
         if (!g.models.empty()) e << YAML::Key << "models" << YAML::Value << YAML::Flow << g.models;
+        if (g.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << g.memory_mb;
         e << YAML::EndMap;
       }
       e << YAML::EndSeq;
@@ -454,6 +458,7 @@ std::string to_yaml(const cluster_config& cfg) {
         << YAML::Value << m.profile.beta_ms;
     e << YAML::EndMap;
     if (m.jitter > 0) e << YAML::Key << "jitter" << YAML::Value << m.jitter;
+    if (m.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << m.memory_mb;
     e << YAML::EndMap;
   }
   e << YAML::EndSeq;

@@ -14,6 +14,7 @@ struct device_group {
   std::string kind = "emulated";    // emulated | cpu | cuda
   int count = 1;
   std::vector<std::string> models;  // models these devices serve; empty: every model
+  double memory_mb = 0;             // per device; 0: not limited
 };
 
 struct node_spec {

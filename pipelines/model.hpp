@@ -33,6 +33,7 @@ struct model_spec {
   int max_batch = 1;
   latency_profile profile;
   double jitter = 0;  // emulated devices: l(b) is scaled by a factor in [1 - jitter, 1 + jitter]
+  double memory_mb = 0;  // resident size on a device; 0: not accounted
 
   int batch_limit() const { return profile.max_batch(max_batch); }
 };

@@ -1,0 +1,135 @@
+#include "pipelines/query_analyzer.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace sloserve {
+
+namespace {
+constexpr double inf = std::numeric_limits<double>::infinity();
+}
+
+int saturating_batch(const model_spec& m, double budget_ms, double overhead_ms) {
+  double L = budget_ms - overhead_ms;
+  int best = 0;
+  double best_t = 0;
+  for (int b : m.profile.plannable_batches(m.max_batch)) {
+    double l = m.profile.latency_ms_at(b);
+    if (2 * l > L || l <= 0) continue;
+    double t = b / l;
+    if (t >= best_t) best_t = t, best = b;
+  }
+  return best;
+}
+
+double max_throughput(const model_spec& m, double budget_ms, double overhead_ms) {
+  int b = saturating_batch(m, budget_ms, overhead_ms);
+  if (b == 0) return 0;
+  return b / m.profile.latency_ms_at(b) * 1000.0;
+}
+
+std::vector<double> declared_fanout(const pipeline& p) {
+  std::vector<double> f(p.stages.size(), 1.0);
+  for (size_t i = 0; i < p.stages.size(); ++i)
+    if (p.stages[i].fanout) f[i] = *p.stages[i].fanout;
+  return f;
+}
+
+std::vector<double> stage_rates(const pipeline& p, double rate, const std::vector<double>& fanout) {
+  std::vector<double> r(p.stages.size(), 0);
+  for (auto v : p.topo) {
+    auto& s = p.stages[v];
+    double base = s.parents.size() == 1 ? r[s.parents[0]] : rate;
+    r[v] = base * fanout[v];
+  }
+  return r;
+}
+
+double split_cost(const pipeline& p, const std::vector<double>& rates, const std::vector<double>& budget,
+                  const throughput_fn& T) {
+  double total = 0;
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    if (rates[i] <= 0) continue;
+    double t = T(i, budget[i]);
+    if (t <= 0) return inf;
+    total += rates[i] / t;
+  }
+  return total;
+}
+
+slo_split dp_split(const pipeline& p, const std::vector<double>& rates, const throughput_fn& T, int steps) {
+  const size_t n = p.stages.size();
+  const double step = p.slo_ms / steps;
+  // Unfold the DAG into a tree of copies: copy k stands for stage of[k] under parent copy up[k].
+  std::vector<size_t> of;
+  std::vector<std::vector<size_t>> kids;
+  std::vector<size_t> copies(n, 0);
+  std::vector<size_t> stack;
+  for (auto r : p.roots()) {
+    of.push_back(r);
+    kids.emplace_back();
+    stack.push_back(of.size() - 1);
+  }
+  std::vector<size_t> roots = stack;
+  while (!stack.empty()) {
+    auto k = stack.back();
+    stack.pop_back();
+    ++copies[of[k]];
+    for (auto c : p.stages[of[k]].children) {
+      of.push_back(c);
+      kids.emplace_back();
+      kids[k].push_back(of.size() - 1);
+      stack.push_back(of.size() - 1);
+    }
+  }
+  const size_t m = of.size();
+  // cost[k][u]: this copy's share of its stage's devices at budget u steps.
+  std::vector<std::vector<double>> cost(m, std::vector<double>(steps + 1, inf));
+  for (size_t k = 0; k < m; ++k) {
+    auto v = of[k];
+    for (int u = 1; u <= steps; ++u) {
+      if (rates[v] <= 0) {
+        cost[k][u] = 0;
+        continue;
+      }
+      double t = T(v, u * step);
+      cost[k][u] = t > 0 ? rates[v] / t / copies[v] : inf;
+    }
+  }
+  // dp[k][t]: least cost of copy k's subtree within t steps; arg[k][t]: the budget k takes.
+  std::vector<std::vector<double>> dp(m, std::vector<double>(steps + 1, inf));
+  std::vector<std::vector<int>> arg(m, std::vector<int>(steps + 1, 0));
+  // Children come after their parents in `of`, so fill in reverse.
+  for (size_t kk = m; kk-- > 0;) {
+    for (int t = 1; t <= steps; ++t) {
+      for (int u = 1; u <= t; ++u) {
+        double c = cost[kk][u];
+        if (c == inf) continue;
+        for (auto ch : kids[kk]) {
+          c += t - u >= 1 ? dp[ch][t - u] : inf;
+          if (c == inf) break;
+        }
+        if (c < dp[kk][t]) dp[kk][t] = c, arg[kk][t] = u;
+      }
+    }
+  }
+  std::vector<double> budget(n, inf);
+  bool feasible = true;
+  std::vector<std::pair<size_t, int>> walk;
+  for (auto r : roots) walk.emplace_back(r, steps);
+  while (!walk.empty()) {
+    auto [k, t] = walk.back();
+    walk.pop_back();
+    int u = arg[k][t];
+    if (u == 0) {
+      feasible = false;
+      break;
+    }
+    budget[of[k]] = std::min(budget[of[k]], u * step);
+    for (auto ch : kids[k]) walk.emplace_back(ch, t - u);
+  }
+  if (!feasible) return even_split(p);  // nothing fits anywhere: the baseline is as good as any
+  return offsets_from_budgets(p, budget);
+}
+
+}  // namespace sloserve

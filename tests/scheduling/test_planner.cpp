@@ -1,0 +1,151 @@
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+
+#include "pipelines/query_analyzer.hpp"
+#include "scheduling/planner.hpp"
+
+namespace sloserve::sched {
+namespace {
+
+model_spec tabular(std::string name, std::vector<int> b, std::vector<double> l, int max_batch = 64) {
+  model_spec m;
+  m.name = std::move(name);
+  m.max_batch = max_batch;
+  m.profile.batch = std::move(b);
+  m.profile.latency_ms = std::move(l);
+  return m;
+}
+
+// Thesis 002 Table 3.2.
+struct table_3_2 : ::testing::Test {
+  model_spec A = tabular("A", {4, 8, 16}, {50, 75, 100});
+  model_spec B = tabular("B", {4, 8, 16}, {50, 90, 125});
+  model_spec C = tabular("C", {4, 8, 16}, {60, 95, 125});
+};
+
+TEST_F(table_3_2, saturating_throughput_per_gpu) {
+  // "the maximum batch size that job 1 can use is 16 ... 160 reqs/sec"; jobs 2 and 3: 128.
+  EXPECT_EQ(saturating_batch(A, 200), 16);
+  EXPECT_DOUBLE_EQ(max_throughput(A, 200), 160);
+  EXPECT_DOUBLE_EQ(max_throughput(B, 250), 128);
+  EXPECT_DOUBLE_EQ(max_throughput(C, 250), 128);
+}
+
+TEST_F(table_3_2, a_and_b_share_a_device_c_does_not) {
+  std::vector<session> ss{{&A, 200, 64}, {&B, 250, 32}, {&C, 250, 32}};
+  auto p = nexus_planner{}.make(ss, {});
+  ASSERT_EQ(p.devices.size(), 2u);
+  EXPECT_TRUE(check_plan(p, ss, {}).empty());
+  const device_plan* ab = nullptr;
+  const device_plan* c = nullptr;
+  for (auto& d : p.devices) (d.sessions.size() == 2 ? ab : c) = &d;
+  ASSERT_TRUE(ab && c);
+  EXPECT_DOUBLE_EQ(ab->duty_cycle_ms, 125);  // the example's duty cycle
+  for (auto& a : ab->sessions) {
+    if (a.session == 0) EXPECT_EQ(a.batch, 8);  // A in batches of 8
+    else EXPECT_EQ(a.batch, 4);                 // B in batches of 4
+  }
+  EXPECT_DOUBLE_EQ(ab->occupancy, 1.0);  // 75 + 50 = 125 ms of 125
+  EXPECT_EQ(c->sessions[0].session, 2u);
+}
+
+TEST_F(table_3_2, high_rates_saturate_whole_devices) {
+  std::vector<session> ss{{&A, 200, 64 + 2 * 160}};
+  auto p = nexus_planner{}.make(ss, {});
+  int dedicated = 0;
+  for (auto& d : p.devices) dedicated += d.dedicated;
+  EXPECT_EQ(dedicated, 2);
+  EXPECT_EQ(p.devices.size(), 3u);
+  EXPECT_TRUE(check_plan(p, ss, {}).empty());
+}
+
+TEST_F(table_3_2, memory_keeps_sessions_apart) {
+  A.memory_mb = 600;
+  B.memory_mb = 600;
+  std::vector<session> ss{{&A, 200, 64}, {&B, 250, 32}};
+  auto p = nexus_planner{}.make(ss, {1000});
+  EXPECT_EQ(p.devices.size(), 2u);
+  EXPECT_TRUE(check_plan(p, ss, {1000}).empty());
+}
+
+TEST_F(table_3_2, batch_oblivious_baseline_ignores_what_co_location_costs) {
+  std::vector<session> ss{{&A, 200, 64}, {&B, 250, 32}, {&C, 250, 32}};
+  auto p = batch_oblivious_planner{}.make(ss, {});
+  // 64/160 + 32/128 + 32/128 = 0.9 of a device: one device, which cannot meet the SLOs.
+  EXPECT_EQ(p.devices.size(), 1u);
+  EXPECT_FALSE(check_plan(p, ss, {}).empty());
+}
+
+model_spec random_model(std::mt19937_64& rng, int i) {
+  std::uniform_real_distribution<double> alpha(0.2, 8), beta(1, 30);
+  model_spec m;
+  m.name = "m" + std::to_string(i);
+  m.max_batch = std::uniform_int_distribution<int>(4, 64)(rng);
+  m.memory_mb = std::uniform_real_distribution<double>(100, 3000)(rng);
+  if (rng() % 2) {
+    m.profile.alpha_ms = alpha(rng);
+    m.profile.beta_ms = beta(rng);
+  } else {
+    double a = alpha(rng), b = beta(rng);
+    for (int x = 1; x <= m.max_batch; x *= 2) {
+      m.profile.batch.push_back(x);
+      m.profile.latency_ms.push_back(a * x + b);
+    }
+  }
+  return m;
+}
+
+TEST(planner_property, no_plan_breaks_a_latency_or_a_memory_limit) {
+  std::mt19937_64 rng(2024);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<model_spec> models;
+    int nm = std::uniform_int_distribution<int>(1, 12)(rng);
+    for (int i = 0; i < nm; ++i) models.push_back(random_model(rng, i));
+    std::vector<session> ss;
+    for (auto& m : models) {
+      double slo = std::uniform_real_distribution<double>(2.2, 12)(rng) * m.profile.latency_ms_at(1);
+      ss.push_back({&m, slo, std::exp(std::uniform_real_distribution<double>(0, 8)(rng))});
+    }
+    device_caps caps{std::uniform_real_distribution<double>(3000, 16000)(rng)};
+    auto p = nexus_planner{}.make(ss, caps);
+    auto bad = check_plan(p, ss, caps);
+    ASSERT_TRUE(bad.empty()) << "round " << round << ": " << bad.front();
+    // A re-plan after the rates move keeps the plan sound and moves few sessions.
+    auto moved = ss;
+    for (auto& s : moved) s.rate *= std::uniform_real_distribution<double>(0.8, 1.2)(rng);
+    auto q = nexus_planner{}.make(moved, caps, &p, &ss);
+    bad = check_plan(q, moved, caps);
+    ASSERT_TRUE(bad.empty()) << "round " << round << " re-plan: " << bad.front();
+  }
+}
+
+TEST(planner_incremental, an_unchanged_load_moves_nothing) {
+  std::mt19937_64 rng(7);
+  std::vector<model_spec> models;
+  for (int i = 0; i < 30; ++i) models.push_back(random_model(rng, i));
+  std::vector<session> ss;
+  for (auto& m : models) ss.push_back({&m, 4 * m.profile.latency_ms_at(1), 20.0 + rng() % 300});
+  auto p = nexus_planner{}.make(ss, {});
+  auto q = nexus_planner{}.make(ss, {}, &p, &ss);
+  EXPECT_EQ(q.moved, 0u);
+  EXPECT_EQ(q.devices.size(), p.devices.size());
+}
+
+TEST(planner_incremental, a_small_rate_change_keeps_most_sessions_in_place) {
+  std::mt19937_64 rng(9);
+  std::vector<model_spec> models;
+  for (int i = 0; i < 40; ++i) models.push_back(random_model(rng, i));
+  std::vector<session> ss;
+  for (auto& m : models) ss.push_back({&m, 5 * m.profile.latency_ms_at(1), 10.0 + rng() % 200});
+  auto p = nexus_planner{}.make(ss, {});
+  auto next = ss;
+  next[3].rate *= 1.15;
+  auto q = nexus_planner{}.make(next, {}, &p, &ss);
+  EXPECT_LE(q.moved, 4u);
+  EXPECT_TRUE(check_plan(q, next, {}).empty());
+}
+
+}  // namespace
+}  // namespace sloserve::sched
