@@ -1,12 +1,14 @@
-// The controller: learns which nodes exist, gives workers their schedules, and publishes routing
-// tables (instances per model, budgets per stage) to frontends. Until the scheduler lands,
-// placement is static (roles.hpp) and budgets are the even split.
+// The controller: learns which nodes exist, runs scheduler epochs (query analyzer, session
+// merging, squishy bin packing) on the rates frontends report, and pushes schedules to workers
+// and routing tables to frontends. Until rates are known, and under `scheduler.policy: static`,
+// every device runs every model it may serve and budgets are the even split.
 
 #include <spdlog/spdlog.h>
 
 #include <map>
 #include <set>
 
+#include "actors/placement.hpp"
 #include "actors/roles.hpp"
 
 namespace sloserve {
@@ -26,9 +28,19 @@ msg::schedule static_schedule(const cluster_config& cfg, const node_spec& node, 
 
 namespace {
 
+using clock_time = caf::actor_clock::time_point;
+
 struct worker_info {
   uint64_t incarnation = 0;
-  bool ready = false;  // runs the current schedule and heartbeats
+  uint64_t acked = 0;  // schedule epoch the worker runs
+  bool up = true;
+};
+
+// Smoothed per-pipeline load from frontends' reports.
+struct pipeline_rates {
+  double rate = 0;                // queries/s
+  std::vector<double> stage;      // invocations/s per stage
+  double planned = 0;             // the rate the current plan was made for
 };
 
 struct controller_state {
@@ -37,51 +49,232 @@ struct controller_state {
   std::shared_ptr<const cluster_config> cfg;
   std::shared_ptr<link> net;
   std::map<std::string, worker_info> workers;
-  std::map<std::string, uint64_t> frontends;  // name -> incarnation
-  uint64_t schedule_epoch = 1;
-  uint64_t routing_epoch = 0;
+  std::map<std::string, uint64_t> frontends;  // name -> routing epoch it holds
+  uint64_t epoch_base = 0;                    // numbering of this controller's epochs
+  uint64_t epoch = 0;                         // current schedule and routing epoch
+
+  // Scheduler.
+  std::vector<pipeline_rates> rates;
+  std::vector<uint64_t> window_queries;                // since the last beacon
+  std::vector<std::vector<uint64_t>> window_stages;
+  int beacons_with_load = 0;
+  clock_time last_beacon, last_epoch;
+  bool planned = false;  // an epoch has replaced the static placement
+  std::vector<sched::device_slot> all_slots;
+  sched::epoch_input input;
+  sched::epoch_result result;
+  std::map<std::string, msg::schedule> schedules;  // per worker, current
+  msg::routing_table table;                        // current, before filtering by readiness
 };
 
 using self_ptr = controller_actor::stateful_pointer<controller_state>;
 
-msg::routing_table routing(const controller_state& st) {
-  msg::routing_table t;
-  t.epoch = st.routing_epoch;
-  for (auto& m : st.cfg->models) {
-    msg::model_route r{m.name, {}};
-    for (auto& [name, w] : st.workers) {
-      if (!w.ready) continue;
-      auto* n = st.cfg->find_node(name);
-      for (int d = 0; n && d < n->device_count(); ++d)
-        if (n->serves(d, m.name)) r.instances.push_back({name, static_cast<uint32_t>(d), 1.0});
-    }
-    t.routes.push_back(std::move(r));
-  }
-  for (auto& p : st.cfg->pipelines) {
-    auto split = even_split(p);
-    for (size_t i = 0; i < p.stages.size(); ++i)
-      t.budgets.push_back({p.name, p.stages[i].name, split.budget_ms[i]});
-  }
+bool serving(const controller_state& st, const worker_info& w) { return w.up && w.acked > st.epoch_base; }
+
+// The current table, with instances on workers that do not serve yet taken out.
+msg::routing_table live_table(const controller_state& st) {
+  auto t = st.table;
+  t.epoch = st.epoch;
+  for (auto& r : t.routes)
+    std::erase_if(r.instances, [&](const msg::route_instance& i) {
+      auto it = st.workers.find(i.node);
+      return it == st.workers.end() || !serving(st, it->second);
+    });
   return t;
 }
 
 void publish(self_ptr self) {
   auto& st = self->state;
-  ++st.routing_epoch;
-  auto t = routing(st);
+  auto t = live_table(st);
   size_t ready = 0;
-  for (auto& [n, w] : st.workers) ready += w.ready;
-  spdlog::info("{}: routing epoch {}: {} ready workers", st.net->self_name(), st.routing_epoch, ready);
-  for (auto& [f, _] : st.frontends) st.net->to_node(f, {{}, t});
+  for (auto& [n, w] : st.workers) ready += serving(st, w);
+  spdlog::info("{}: routing epoch {}: {} serving workers", st.net->self_name(), st.epoch - st.epoch_base, ready);
+  for (auto& [f, held] : st.frontends) {
+    held = t.epoch;
+    st.net->to_node(f, {{}, t});
+  }
+}
+
+// The static placement: every device runs every model it may serve; the even split.
+void static_plan(controller_state& st) {
+  st.schedules.clear();
+  st.table = {};
+  for (auto& n : st.cfg->nodes)
+    if (n.has_role("worker")) st.schedules[n.name] = static_schedule(*st.cfg, n, st.epoch);
+  for (auto& m : st.cfg->models) {
+    msg::model_route r{m.name, {}};
+    for (auto& n : st.cfg->nodes)
+      for (int d = 0; n.has_role("worker") && d < n.device_count(); ++d)
+        if (n.serves(d, m.name)) r.instances.push_back({n.name, static_cast<uint32_t>(d), 1.0});
+    st.table.routes.push_back(std::move(r));
+  }
+  for (auto& p : st.cfg->pipelines) {
+    auto split = even_split(p);
+    for (size_t i = 0; i < p.stages.size(); ++i) st.table.budgets.push_back({p.name, p.stages[i].name, split.budget_ms[i]});
+  }
+}
+
+// Every model a pipeline uses keeps at least one instance: a model the plan left out (no
+// traffic yet, or no room) runs as a backup session on a free device, else beside the least
+// busy device that may serve it.
+void add_backups(controller_state& st) {
+  std::set<std::string> routed;
+  for (auto& r : st.table.routes)
+    if (!r.instances.empty()) routed.insert(r.model);
+  std::set<std::pair<std::string, uint32_t>> used;
+  for (auto& [node, s] : st.schedules)
+    for (auto& d : s.devices)
+      if (!d.sessions.empty()) used.insert({node, d.device});
+  for (auto& p : st.cfg->pipelines)
+    for (auto& stage : p.stages) {
+      if (routed.count(stage.model)) continue;
+      const sched::device_slot* best = nullptr;
+      size_t best_load = SIZE_MAX;
+      for (auto& slot : st.input.slots) {
+        if (!st.cfg->find_node(slot.node)->serves(static_cast<int>(slot.device), stage.model)) continue;
+        size_t load = used.count({slot.node, slot.device}) ? st.schedules[slot.node].devices[slot.device].sessions.size() : 0;
+        if (load < best_load) best = &slot, best_load = load;
+      }
+      if (!best) continue;
+      auto* m = st.cfg->find_model(stage.model);
+      st.schedules[best->node].devices[best->device].sessions.push_back({m->name, static_cast<uint32_t>(m->batch_limit())});
+      used.insert({best->node, best->device});
+      for (auto& r : st.table.routes)
+        if (r.model == stage.model) r.instances.push_back({best->node, best->device, 1.0});
+      routed.insert(stage.model);
+    }
+}
+
+// One scheduler epoch on the smoothed rates; shrinks the load planned for when the cluster
+// has too few devices for all of it.
+void run_epoch(self_ptr self) {
+  auto& st = self->state;
+  auto& so = st.cfg->scheduler;
+  auto in = st.input;
+  // Only devices of workers that are up: a failed worker's sessions move to the survivors.
+  in.slots.clear();
+  for (auto& slot : st.all_slots) {
+    auto it = st.workers.find(slot.node);
+    if (it != st.workers.end() && it->second.up) in.slots.push_back(slot);
+  }
+  in.rates.clear();
+  in.fanouts.clear();
+  for (size_t pi = 0; pi < st.cfg->pipelines.size(); ++pi) {
+    auto& p = st.cfg->pipelines[pi];
+    auto& r = st.rates[pi];
+    in.rates.push_back(r.rate * (1 + so.headroom));
+    // Measured fan-out: invocations of a stage per invocation of its parent (per query for
+    // roots and joins); the declared value where nothing was measured.
+    auto fan = declared_fanout(p);
+    for (size_t s = 0; s < p.stages.size(); ++s) {
+      auto& parents = p.stages[s].parents;
+      double base = parents.size() == 1 ? r.stage[parents[0]] : r.rate;
+      if (base > 1e-6 && r.stage[s] > 0) fan[s] = r.stage[s] / base;
+    }
+    in.fanouts.push_back(std::move(fan));
+  }
+  sched::epoch_result res;
+  std::string err;
+  auto prev = st.planned ? &st.result : nullptr;
+  if (!sched::plan_epoch(in, prev, res, err)) {
+    spdlog::error("{}: epoch failed: {}", st.net->self_name(), err);
+    return;
+  }
+  double scale = 1;
+  if (res.devices_missing > 0) {
+    double lo = 0, hi = 1;
+    auto full = in.rates;
+    for (int i = 0; i < 12; ++i) {
+      double mid = lo + (hi - lo) / 2;
+      for (size_t k = 0; k < full.size(); ++k) in.rates[k] = full[k] * mid;
+      sched::epoch_result trial;
+      sched::plan_epoch(in, prev, trial, err);
+      if (trial.devices_missing == 0) lo = mid, res = std::move(trial);
+      else hi = mid;
+    }
+    scale = lo;
+    spdlog::warn("{}: the cluster has {} devices, too few for the measured load; planning for {:.0f}% of it",
+                 st.net->self_name(), in.slots.size(), 100 * scale);
+  }
+  ++st.epoch;
+  st.result = std::move(res);
+  st.input = in;
+  st.planned = true;
+  st.last_epoch = self->clock().now();
+  for (size_t pi = 0; pi < st.rates.size(); ++pi) st.rates[pi].planned = st.rates[pi].rate;
+  st.schedules = schedules_from(*st.cfg, st.input, st.result, st.epoch);
+  if (scale < 1) {
+    // Short of devices the plan is for part of the load, but all of it arrives: let every
+    // session batch up to its saturating size so the devices carry as much as they can.
+    for (auto& [node, sch] : st.schedules)
+      for (auto& d : sch.devices)
+        for (auto& ss : d.sessions)
+          for (auto& sess : st.result.sessions)
+            if (sess.model->name == ss.model)
+              ss.batch = std::max<uint32_t>(ss.batch, static_cast<uint32_t>(saturating_batch(*sess.model, sess.slo_ms)));
+  }
+  st.table = routing_from(*st.cfg, st.input, st.result, st.epoch);
+  add_backups(st);
+  spdlog::info("{}: epoch {}: {} sessions on {} of {} devices ({} moved)", st.net->self_name(),
+               st.epoch - st.epoch_base, st.result.sessions.size(), st.result.placement.devices.size(),
+               in.slots.size(), st.result.placement.moved);
+  // Workers first: a device keeps serving what it loses until it drains, so frontends that
+  // still route there for a moment lose nothing.
+  for (auto& [name, w] : st.workers)
+    if (w.up) st.net->to_node(name, {{}, st.schedules[name]});
+  publish(self);
+}
+
+bool epoch_due(controller_state& st, clock_time now) {
+  auto& so = st.cfg->scheduler;
+  if (so.policy == "static" || st.beacons_with_load < 3) return false;
+  auto since = std::chrono::duration<double>(now - st.last_epoch).count();
+  if (!st.planned) return true;
+  if (since >= so.epoch_s) return true;
+  if (since < so.min_epoch_s) return false;
+  for (auto& r : st.rates) {
+    if (r.planned <= 0) {
+      if (r.rate > 0.5) return true;
+      continue;
+    }
+    if (r.rate < so.rate_band_low * r.planned || r.rate > so.rate_band_high * r.planned) return true;
+  }
+  return false;
+}
+
+void on_beacon(self_ptr self) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  double window = std::chrono::duration<double>(now - st.last_beacon).count();
+  st.last_beacon = now;
+  if (window <= 0) return;
+  bool any = false;
+  for (size_t pi = 0; pi < st.rates.size(); ++pi) {
+    auto& r = st.rates[pi];
+    constexpr double w = 0.5;  // weight of the newest beacon
+    r.rate = w * st.window_queries[pi] / window + (1 - w) * r.rate;
+    for (size_t s = 0; s < r.stage.size(); ++s) {
+      r.stage[s] = w * st.window_stages[pi][s] / window + (1 - w) * r.stage[s];
+      st.window_stages[pi][s] = 0;
+    }
+    any |= st.window_queries[pi] > 0;
+    st.window_queries[pi] = 0;
+  }
+  if (any) ++st.beacons_with_load;
+  if (epoch_due(st, now)) run_epoch(self);
 }
 
 void on_register(self_ptr self, msg::register_node& r) {
   auto& st = self->state;
   bool is_worker = std::find(r.roles.begin(), r.roles.end(), "worker") != r.roles.end();
   bool is_frontend = std::find(r.roles.begin(), r.roles.end(), "frontend") != r.roles.end();
-  if (is_frontend && r.schedule_epoch != st.routing_epoch)
-    st.net->to_node(r.node, {{}, routing(st)});
-  if (is_frontend) st.frontends[r.node] = r.incarnation;
+  if (is_frontend) {
+    auto it = st.frontends.find(r.node);
+    if (it == st.frontends.end() || r.schedule_epoch != st.epoch) {
+      st.frontends[r.node] = st.epoch;
+      st.net->to_node(r.node, {{}, live_table(st)});
+    }
+  }
   if (!is_worker) return;
   auto* node = st.cfg->find_node(r.node);
   if (!node || !node->has_role("worker")) {
@@ -89,41 +282,74 @@ void on_register(self_ptr self, msg::register_node& r) {
     return;
   }
   auto& w = st.workers[r.node];
-  if (w.incarnation != r.incarnation) {
-    if (w.incarnation) spdlog::info("{}: worker {} restarted", st.net->self_name(), r.node);
-    w.incarnation = r.incarnation;
-    if (w.ready) {
-      w.ready = false;
-      publish(self);
-    }
-  }
-  if (r.schedule_epoch != st.schedule_epoch) {
-    st.net->to_node(r.node, {{}, static_schedule(*st.cfg, *node, st.schedule_epoch)});
+  bool was_serving = serving(st, w);
+  if (w.incarnation != r.incarnation && w.incarnation)
+    spdlog::info("{}: worker {} restarted", st.net->self_name(), r.node);
+  w.incarnation = r.incarnation;
+  w.acked = r.schedule_epoch;
+  bool came_back = !w.up;
+  w.up = true;
+  // A worker that returns after the plan was made gets work again at once.
+  if (st.planned && came_back && st.cfg->scheduler.policy != "static") {
+    run_epoch(self);
     return;
   }
-  if (!w.ready) {
-    w.ready = true;
-    publish(self);
-  }
+  if (r.schedule_epoch != st.epoch) st.net->to_node(r.node, {{}, st.schedules[r.node]});
+  if (serving(st, w) != was_serving) publish(self);
 }
 
 }  // namespace
 
 controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
   return sys.spawn([args](self_ptr self) -> controller_actor::behavior_type {
-    self->state.cfg = args.cfg;
-    self->state.net = args.net;
+    auto& st = self->state;
+    st.cfg = args.cfg;
+    st.net = args.net;
     // Epochs of a restarted controller must not collide with its predecessor's.
-    self->state.routing_epoch = (args.incarnation % 1000000) * 1000000;
+    st.epoch_base = (args.incarnation % 1000000) * 1000000;
+    st.epoch = st.epoch_base + 1;
+    st.input.models = &st.cfg->models;
+    st.input.pipelines = &st.cfg->pipelines;
+    st.all_slots = device_slots(*st.cfg);
+    st.input.slots = st.all_slots;
+    st.input.policy = st.cfg->scheduler.policy == "static" ? "nexus" : st.cfg->scheduler.policy;
+    st.input.split = st.cfg->scheduler.split;
+    st.input.steps = st.cfg->scheduler.steps;
+    for (auto& p : st.cfg->pipelines) {
+      st.rates.push_back({0, std::vector<double>(p.stages.size(), 0), 0});
+      st.window_queries.push_back(0);
+      st.window_stages.emplace_back(p.stages.size(), 0);
+    }
+    static_plan(st);
+    st.last_beacon = st.last_epoch = self->clock().now();
     return {
-        [=](start_atom) {},
+        [=](start_atom) {
+          self->delayed_send(self, std::chrono::milliseconds(self->state.cfg->runtime.beacon_ms), beacon_atom::value);
+        },
         [=](msg::register_node& r) { on_register(self, r); },
+        [=](msg::load_report& r) {
+          auto& st = self->state;
+          for (auto& pl : r.pipelines) {
+            auto* p = st.cfg->find_pipeline(pl.pipeline);
+            if (!p) continue;
+            auto pi = static_cast<size_t>(p - st.cfg->pipelines.data());
+            st.window_queries[pi] += pl.queries;
+            for (size_t s = 0; s < pl.stage_invocations.size() && s < st.window_stages[pi].size(); ++s)
+              st.window_stages[pi][s] += pl.stage_invocations[s];
+          }
+        },
+        [=](beacon_atom) {
+          on_beacon(self);
+          self->delayed_send(self, std::chrono::milliseconds(self->state.cfg->runtime.beacon_ms), beacon_atom::value);
+        },
         [=](peer_down_atom, const std::string& node) {
           auto it = self->state.workers.find(node);
-          if (it != self->state.workers.end() && it->second.ready) {
-            it->second.ready = false;
-            publish(self);
-          }
+          if (it == self->state.workers.end() || !it->second.up) return;
+          bool was = serving(self->state, it->second);
+          it->second.up = false;
+          // Re-plan on the survivors now: the failed worker may have held a model's only instances.
+          if (self->state.planned && self->state.cfg->scheduler.policy != "static") run_epoch(self);
+          else if (was) publish(self);
         },
         [=](peer_up_atom, const std::string&) {},
     };

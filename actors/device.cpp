@@ -23,6 +23,10 @@ struct pending {
 struct session {
   const model_spec* model = nullptr;
   int batch = 1;
+  // No longer scheduled here: still served (frontends may route here until their new table
+  // arrives) and removed once idle for two beacons.
+  bool draining = false;
+  clock_time last_arrival;
   sched::session_queue<pending> queue;
   msg::session_load load;  // counters since the last report
   double latency_sum_ms = 0;
@@ -133,8 +137,26 @@ void on_done(self_ptr self, uint64_t token) {
   run_next(self);
 }
 
+// Drops draining sessions that have been idle long enough for every frontend to have moved on.
+void prune(self_ptr self) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  auto idle = std::chrono::milliseconds(2 * st.cfg->runtime.beacon_ms);
+  for (size_t i = 0; i < st.sessions.size();) {
+    auto& s = st.sessions[i];
+    bool running = st.busy && st.running_session == i;
+    if (s.draining && s.queue.empty() && !running && now - s.last_arrival > idle) {
+      st.sessions.erase(st.sessions.begin() + static_cast<std::ptrdiff_t>(i));
+      if (st.busy && st.running_session > i) --st.running_session;
+      continue;
+    }
+    ++i;
+  }
+}
+
 void on_invocation(self_ptr self, msg::invocation& inv) {
   auto& st = self->state;
+  prune(self);
   session* s = nullptr;
   for (auto& x : st.sessions)
     if (x.model->name == inv.model) s = &x;
@@ -149,6 +171,7 @@ void on_invocation(self_ptr self, msg::invocation& inv) {
                   "queue of " + inv.model + " on " + where + " holds " +
                       std::to_string(st.cfg->runtime.max_queue_length) + " requests (runtime.max_queue_length)");
   auto now = self->clock().now();
+  s->last_arrival = now;
   auto deadline = now + nanoseconds(inv.budget_ns);
   s->queue.push(deadline, pending{std::move(inv), now});
   run_next(self);
@@ -156,37 +179,24 @@ void on_invocation(self_ptr self, msg::invocation& inv) {
 
 void on_schedule(self_ptr self, msg::device_schedule& ds) {
   auto& st = self->state;
-  std::vector<session> fresh;
+  auto now = self->clock().now();
+  for (auto& s : st.sessions) s.draining = true;
   for (auto& ss : ds.sessions) {
     auto* m = st.cfg->find_model(ss.model);
     if (!m) continue;
-    auto old = std::find_if(st.sessions.begin(), st.sessions.end(),
-                            [&](const session& x) { return x.model == m; });
-    if (old != st.sessions.end()) fresh.push_back(std::move(*old));
-    else fresh.emplace_back().model = m;
-    fresh.back().load.model = m->name;
-    fresh.back().load.device = st.index;
-    fresh.back().batch = std::clamp<int>(static_cast<int>(ss.batch), 1, m->batch_limit());
-  }
-  // Requests of sessions no longer scheduled here are answered, not forgotten.
-  for (auto& old : st.sessions) {
-    if (!old.model || std::any_of(fresh.begin(), fresh.end(), [&](const session& x) { return x.model == old.model; }))
-      continue;
-    for (auto& e : old.queue.take_all())
-      answer(self, e.item.inv, msg::status::error, "model '" + old.model->name + "' was unscheduled from this device");
-  }
-  // The running batch keeps its session index valid: find it again in the new order.
-  if (st.busy) {
-    auto* m = st.sessions[st.running_session].model;
-    auto it = std::find_if(fresh.begin(), fresh.end(), [&](const session& x) { return x.model == m; });
-    if (it == fresh.end()) {
-      fresh.emplace_back().model = m;
-      it = fresh.end() - 1;
+    auto it = std::find_if(st.sessions.begin(), st.sessions.end(), [&](const session& x) { return x.model == m; });
+    if (it == st.sessions.end()) {
+      it = st.sessions.emplace(st.sessions.end());
+      it->model = m;
+      it->load.model = m->name;
+      it->load.device = st.index;
+      it->last_arrival = now;
     }
-    st.running_session = static_cast<size_t>(it - fresh.begin());
+    it->draining = false;
+    it->batch = std::clamp<int>(static_cast<int>(ss.batch), 1, m->batch_limit());
   }
-  st.sessions = std::move(fresh);
-  st.next = 0;
+  for (auto& s : st.sessions)
+    if (s.draining) s.last_arrival = std::max(s.last_arrival, now);  // the idle clock starts now
   run_next(self);
 }
 
@@ -210,6 +220,7 @@ device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t inde
         [=](msg::device_schedule& ds) { on_schedule(self, ds); },
         [=](batch_done_atom, uint64_t token) { on_done(self, token); },
         [=](stats_atom) {
+          prune(self);
           device_load out;
           for (auto& s : self->state.sessions) {
             auto l = s.load;

@@ -46,6 +46,8 @@ bool dispatch(link& l, msg::envelope&& e, const std::string& client) {
         } else if constexpr (std::is_same_v<T, msg::register_node>) {
           return deliver(a.controller, std::move(m));
         } else if constexpr (std::is_same_v<T, msg::load_report>) {
+          // Frontends' pipeline counts drive the scheduler; everything feeds the monitor.
+          if (!m.pipelines.empty()) deliver(a.controller, m);
           return deliver(a.monitor, std::move(m));
         } else if constexpr (std::is_same_v<T, msg::heartbeat>) {
           return deliver(a.agent, std::move(m));

@@ -76,6 +76,9 @@ struct frontend_state {
   uint64_t next_query = 1;
   uint64_t next_invocation = 1;
   frontend_stats stats;
+  // Since the last beacon, per pipeline: queries admitted and invocations per stage.
+  std::vector<msg::pipeline_load> load;
+  caf::actor_clock::time_point last_report;
 };
 
 using self_ptr = frontend_actor::stateful_pointer<frontend_state>;
@@ -207,6 +210,7 @@ bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, std::vecto
   }
   ++q.outstanding[stage];
   q.invocations.push_back(id);
+  ++st.load[q.pipeline].stage_invocations[stage];
   return true;
 }
 
@@ -325,6 +329,7 @@ void on_ingress(self_ptr self, ingress& in) {
   q.spawned.assign(n, 0);
   q.first_output.resize(n);
   auto deadline = q.deadline;
+  ++st.load[pit->second].queries;
   auto& qq = st.queries.emplace(qid, std::move(q)).first->second;
   st.expiries.emplace(deadline + std::chrono::milliseconds(st.cfg->runtime.reply_grace_ms), qid);
   auto roots = p.roots();
@@ -412,6 +417,24 @@ void on_tick(self_ptr self) {
   }
 }
 
+// Sends the controller what this frontend admitted since the last beacon.
+void report_load(self_ptr self) {
+  auto& st = self->state;
+  auto* ctl = st.cfg->controller();
+  if (!ctl) return;
+  auto now = self->clock().now();
+  msg::load_report r;
+  r.node = st.net->self_name();
+  r.window_s = std::chrono::duration<double>(now - st.last_report).count();
+  st.last_report = now;
+  r.pipelines = st.load;
+  for (auto& l : st.load) {
+    l.queries = 0;
+    std::fill(l.stage_invocations.begin(), l.stage_invocations.end(), 0);
+  }
+  st.net->to_node(ctl->name, {{}, std::move(r)});
+}
+
 void register_with_controller(self_ptr self) {
   auto& st = self->state;
   auto* ctl = st.cfg->controller();
@@ -436,6 +459,9 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
     st.splits.resize(st.cfg->pipelines.size());
     st.blockers.resize(st.cfg->pipelines.size());
     refresh_blockers(st);
+    for (auto& p : st.cfg->pipelines)
+      st.load.push_back({p.name, 0, std::vector<uint64_t>(p.stages.size(), 0)});
+    st.last_report = self->clock().now();
     return {
         [=](start_atom) {
           register_with_controller(self);
@@ -462,6 +488,7 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
         },
         [=](beacon_atom) {
           register_with_controller(self);
+          report_load(self);
           self->delayed_send(self, std::chrono::milliseconds(self->state.cfg->runtime.beacon_ms),
                              beacon_atom::value);
         },

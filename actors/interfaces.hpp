@@ -99,6 +99,8 @@ using monitor_actor = caf::typed_actor<
 using controller_actor = caf::typed_actor<
     caf::reacts_to<start_atom>,
     caf::reacts_to<msg::register_node>,                      // a node (re)announces itself
+    caf::reacts_to<msg::load_report>,                        // a frontend's pipeline rates
+    caf::reacts_to<beacon_atom>,                             // run an epoch when one is due
     caf::reacts_to<peer_down_atom, std::string>,             // take its instances out of routing
     caf::reacts_to<peer_up_atom, std::string>>;
 

@@ -313,6 +313,33 @@ void parse_runtime(reader& r, const YAML::Node& n, runtime_options& o) {
     r.error(n["balancer"], "runtime balancer '" + o.balancer + "' is not p2c or weighted_random");
 }
 
+void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
+  if (!n) return;
+  const std::string w = "scheduler";
+  r.known_keys(n, {"policy", "split", "epoch_s", "min_epoch_s", "rate_band", "headroom", "steps"}, w);
+  r.get(n, "policy", o.policy, w, false);
+  r.get(n, "split", o.split, w, false);
+  r.get(n, "epoch_s", o.epoch_s, w, false);
+  r.get(n, "min_epoch_s", o.min_epoch_s, w, false);
+  r.get(n, "headroom", o.headroom, w, false);
+  r.get(n, "steps", o.steps, w, false);
+  std::vector<double> band;
+  if (r.get(n, "rate_band", band, w, false)) {
+    if (band.size() != 2 || !(band[0] > 0 && band[0] <= 1 && band[1] >= 1))
+      r.error(n["rate_band"], "scheduler rate_band must be [low, high] with 0 < low <= 1 <= high");
+    else
+      o.rate_band_low = band[0], o.rate_band_high = band[1];
+  }
+  if (o.policy != "nexus" && o.policy != "batch-oblivious" && o.policy != "static")
+    r.error(n["policy"], "scheduler policy '" + o.policy + "' is not nexus, batch-oblivious or static");
+  if (o.split != "dp" && o.split != "even")
+    r.error(n["split"], "scheduler split '" + o.split + "' is not dp or even");
+  if (!(o.min_epoch_s > 0) || o.epoch_s < o.min_epoch_s)
+    r.error(n, "scheduler needs 0 < min_epoch_s <= epoch_s");
+  if (o.headroom < 0) r.error(n["headroom"], "scheduler headroom cannot be negative");
+  if (o.steps < 4 || o.steps > 1000) r.error(n["steps"], "scheduler steps must be in [4, 1000]");
+}
+
 }  // namespace
 
 config_result parse_cluster_config(std::string_view yaml, const std::string& file) {
@@ -333,7 +360,7 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
     res.errors = std::move(r.errors_);
     return res;
   }
-  r.known_keys(root, {"cluster", "nodes", "models", "pipelines", "runtime"}, "the cluster file");
+  r.known_keys(root, {"cluster", "nodes", "models", "pipelines", "runtime", "scheduler"}, "the cluster file");
   if (root["cluster"]) r.get(root["cluster"], "name", cfg.name, "cluster", false);
   if (!root["nodes"] || !root["nodes"].IsSequence() || root["nodes"].size() == 0)
     r.error(root, "the cluster file needs a non-empty list 'nodes'");
@@ -344,6 +371,7 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
   if (root["pipelines"] && root["pipelines"].IsSequence())
     for (auto n : root["pipelines"]) parse_pipeline(r, n, cfg);
   parse_runtime(r, root["runtime"], cfg.runtime);
+  parse_scheduler(r, root["scheduler"], cfg.scheduler);
   if (root["nodes"] && root["nodes"].IsSequence()) {
     if (cfg.with_role("frontend").empty())
       r.error(root["nodes"], "no node has the frontend role; clients would have nowhere to connect");
@@ -487,6 +515,16 @@ std::string to_yaml(const cluster_config& cfg) {
   e << YAML::Key << "threads" << YAML::Value << o.threads;
   e << YAML::Key << "drop_policy" << YAML::Value << o.drop_policy;
   e << YAML::Key << "balancer" << YAML::Value << o.balancer;
+  e << YAML::EndMap;
+  auto& so = cfg.scheduler;
+  e << YAML::Key << "scheduler" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "policy" << YAML::Value << so.policy;
+  e << YAML::Key << "split" << YAML::Value << so.split;
+  e << YAML::Key << "epoch_s" << YAML::Value << so.epoch_s;
+  e << YAML::Key << "min_epoch_s" << YAML::Value << so.min_epoch_s;
+  e << YAML::Key << "rate_band" << YAML::Value << YAML::Flow << std::vector<double>{so.rate_band_low, so.rate_band_high};
+  e << YAML::Key << "headroom" << YAML::Value << so.headroom;
+  e << YAML::Key << "steps" << YAML::Value << so.steps;
   e << YAML::EndMap << YAML::EndMap;
   return std::string(e.c_str()) + "\n";
 }

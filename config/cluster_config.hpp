@@ -43,6 +43,18 @@ struct runtime_options {
   std::string balancer = "p2c";                // p2c | weighted_random
 };
 
+// The control plane, named as the user writes them under `scheduler:`.
+struct scheduler_options {
+  std::string policy = "nexus";  // nexus | batch-oblivious | static (every device runs every model)
+  std::string split = "dp";      // dp (query analyzer) | even
+  double epoch_s = 30;           // re-plan at least this often
+  double min_epoch_s = 10;       // and never more often than this
+  double rate_band_low = 0.8;    // re-plan early when a pipeline's rate leaves
+  double rate_band_high = 1.1;   // [low, high] x the rate it was planned for
+  double headroom = 0.1;         // plan for measured rate x (1 + headroom)
+  int steps = 100;               // budget grid of the DP
+};
+
 struct cluster_config {
   std::string name = "sloserve";
   std::string file;  // where it was loaded from, for messages
@@ -50,6 +62,7 @@ struct cluster_config {
   std::vector<model_spec> models;
   std::vector<pipeline> pipelines;
   runtime_options runtime;
+  scheduler_options scheduler;
 
   const node_spec* find_node(std::string_view name) const;
   const model_spec* find_model(std::string_view name) const;

@@ -119,6 +119,13 @@ struct encoder {
                o.setQueueLength(s.queue_length);
                o.setMeanLatencyMs(s.mean_latency_ms);
              });
+    put_list(r.initPipelines(static_cast<unsigned>(m.pipelines.size())), m.pipelines,
+             [](wire::PipelineLoad::Builder o, const pipeline_load& pl) {
+               o.setPipeline(pl.pipeline);
+               o.setQueries(pl.queries);
+               auto inv = o.initStageInvocations(static_cast<unsigned>(pl.stage_invocations.size()));
+               for (unsigned i = 0; i < pl.stage_invocations.size(); ++i) inv.set(i, pl.stage_invocations[i]);
+             });
   }
   void operator()(const routing_table& m) {
     auto r = b.initRoutingTable();
@@ -289,6 +296,11 @@ envelope read_envelope(wire::Envelope::Reader r, uint64_t& payload, decode_error
       for (auto s : x.getSessions())
         m.sessions.push_back({text(s.getModel()), s.getDevice(), s.getArrived(), s.getCompleted(),
                               s.getDropped(), s.getQueueLength(), s.getMeanLatencyMs()});
+      for (auto pl : x.getPipelines()) {
+        pipeline_load l{text(pl.getPipeline()), pl.getQueries(), {}};
+        for (auto v : pl.getStageInvocations()) l.stage_invocations.push_back(v);
+        m.pipelines.push_back(std::move(l));
+      }
       e.content = std::move(m);
       break;
     }

@@ -84,10 +84,17 @@ struct SessionLoad {
   meanLatencyMs @6 :Float64;
 }
 
+struct PipelineLoad {
+  pipeline @0 :Text;
+  queries @1 :UInt64;
+  stageInvocations @2 :List(UInt64);
+}
+
 struct LoadReport {
   node @0 :Text;
   windowS @1 :Float64;
   sessions @2 :List(SessionLoad);
+  pipelines @3 :List(PipelineLoad);
 }
 
 struct RouteInstance {

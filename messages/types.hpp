@@ -89,10 +89,19 @@ struct session_load {
   double mean_latency_ms = 0;
 };
 
+// A frontend's view of one pipeline: queries admitted and invocations of each stage (for rates
+// and measured fan-out), since the previous report.
+struct pipeline_load {
+  std::string pipeline;
+  uint64_t queries = 0;
+  std::vector<uint64_t> stage_invocations;
+};
+
 struct load_report {
   std::string node;
   double window_s = 0;
-  std::vector<session_load> sessions;
+  std::vector<session_load> sessions;   // from workers
+  std::vector<pipeline_load> pipelines; // from frontends
 };
 
 struct route_instance {

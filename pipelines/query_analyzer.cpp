@@ -129,7 +129,16 @@ slo_split dp_split(const pipeline& p, const std::vector<double>& rates, const th
     for (auto ch : kids[k]) walk.emplace_back(ch, t - u);
   }
   if (!feasible) return even_split(p);  // nothing fits anywhere: the baseline is as good as any
-  return offsets_from_budgets(p, budget);
+  // The DP takes the least budget that reaches each stage's best throughput; give the slack
+  // back, scaled evenly, so the longest path uses the whole SLO. T never falls as L grows, so
+  // the cost does not rise, and queues get room to absorb bursts.
+  auto split = offsets_from_budgets(p, budget);
+  double longest = *std::max_element(split.finish_offset_ms.begin(), split.finish_offset_ms.end());
+  if (longest > 0 && longest < p.slo_ms) {
+    for (auto& b : budget) b *= p.slo_ms / longest;
+    split = offsets_from_budgets(p, budget);
+  }
+  return split;
 }
 
 }  // namespace sloserve

@@ -36,6 +36,7 @@ double split_cost(const pipeline& p, const std::vector<double>& rates, const std
 // - DAGs with joins: the DAG is unfolded into a tree (a join appears under each parent, its
 //   cost shared among the copies), and the join keeps the smallest budget any copy got, so
 //   every path stays within the SLO. Not always optimal on DAGs; always valid.
+// Budgets are then scaled up evenly until the longest path uses the whole SLO.
 slo_split dp_split(const pipeline& p, const std::vector<double>& rates, const throughput_fn& T, int steps = 100);
 
 }  // namespace sloserve

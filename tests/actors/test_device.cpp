@@ -136,19 +136,28 @@ TEST_F(device_fixture, a_full_queue_answers_overloaded) {
   EXPECT_EQ(results().size(), 4u);
 }
 
-TEST_F(device_fixture, unscheduling_a_session_answers_its_queue) {
+TEST_F(device_fixture, an_unscheduled_session_drains_before_it_goes) {
   invoke(1, 100ms, "n");  // running
-  invoke(2, 100ms, "m");
+  invoke(2, 100ms, "m");  // queued
   caf::anon_send(dev, msg::device_schedule{0, 0, {{"n", 4}}});
   run();
-  auto r = results();
-  ASSERT_EQ(r.size(), 1u);
-  EXPECT_EQ(r[0].id, 2u);
-  EXPECT_NE(r[0].reason.find("unscheduled"), std::string::npos);
+  EXPECT_TRUE(results().empty());  // nothing is failed by the schedule change
   advance(5ms);
+  advance(10ms);
+  auto r = results();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[1].id, 2u);
+  EXPECT_EQ(r[1].code, msg::status::ok);
+  invoke(3, 100ms, "m");  // a frontend that has not seen the new table yet is still served
+  advance(10ms);
   r = results();
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].code, msg::status::ok);
+  advance(2001ms);  // idle for two beacons: the session is gone
+  invoke(4, 100ms, "m");
+  r = results();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_NE(r[0].reason.find("not scheduled"), std::string::npos);
 }
 
 }  // namespace

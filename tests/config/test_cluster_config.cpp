@@ -171,6 +171,19 @@ TEST(cluster_config, unknown_key_and_wrong_type) {
   EXPECT_NE(e.find("c.yaml:15:5: unknown key 'colour' in model"), std::string::npos) << e;
 }
 
+TEST(cluster_config, scheduler_section) {
+  auto ok = parse_cluster_config(nodes + "scheduler: {policy: batch-oblivious, split: even, epoch_s: 20, rate_band: [0.7, 1.2]}\n", "c.yaml");
+  ASSERT_TRUE(ok) << ok.error_text();
+  EXPECT_EQ(ok.config->scheduler.policy, "batch-oblivious");
+  EXPECT_DOUBLE_EQ(ok.config->scheduler.rate_band_high, 1.2);
+  auto again = parse_cluster_config(to_yaml(*ok.config), "again.yaml");
+  ASSERT_TRUE(again) << again.error_text();
+  EXPECT_EQ(again.config->scheduler.split, "even");
+  auto e = errors_of(nodes + "scheduler: {policy: magic, rate_band: [1.5, 2]}\n");
+  EXPECT_NE(e.find("c.yaml:9:21: scheduler policy 'magic' is not nexus"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.yaml:9:39: scheduler rate_band must be"), std::string::npos) << e;
+}
+
 TEST(cluster_config, missing_file_is_named) {
   auto r = load_cluster_config("/nonexistent/cluster.yaml");
   ASSERT_FALSE(r);

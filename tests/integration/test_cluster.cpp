@@ -110,7 +110,8 @@ struct cluster_fixture : ::testing::Test {
     fs::remove_all(dir);
   }
   // Starts `sloserve up` and waits for its resolved config.
-  void start_cluster() {
+  void start_cluster(const std::string& extra_yaml = "") {
+    if (!extra_yaml.empty()) std::ofstream(dir / "cluster.yaml", std::ios::app) << extra_yaml;
     up = spawn({"sloserve", "up", "-c", (dir / "cluster.yaml").string(), "--write-config",
                 (dir / "resolved.yaml").string()},
                dir / "up.log");
@@ -124,11 +125,12 @@ struct cluster_fixture : ::testing::Test {
     if (std::regex_search(text, m, std::regex("node " + node + " pid ([0-9]+)"))) return std::stoi(m[1]);
     return -1;
   }
-  process load(double rate, double seconds) {
-    return spawn({"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "traffic",
-                  "--rate", std::to_string(rate), "--duration", std::to_string(seconds), "--arrival",
-                  "poisson", "--json", (dir / "load.json").string()},
-                 dir / "load.log");
+  process load(double rate, double seconds, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "traffic",
+                                  "--rate", std::to_string(rate), "--duration", std::to_string(seconds), "--arrival",
+                                  "poisson", "--json", (dir / "load.json").string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return spawn(args, dir / "load.log");
   }
   nlohmann::json finish_load(process& p, std::chrono::seconds limit) {
     int status = 0;
@@ -178,6 +180,23 @@ TEST_F(cluster_fixture, kill_9_of_a_worker_loses_nothing_and_the_survivor_serves
   }
 }
 
+TEST_F(cluster_fixture, schedule_changes_under_load_lose_nothing) {
+  // Epochs every 2 s and a rate that steps 60 -> 220 -> 100 req/s: the controller re-plans
+  // several times while requests are in flight.
+  start_cluster("scheduler: {epoch_s: 2, min_epoch_s: 1}\n");
+  std::ofstream(dir / "trace.txt") << "60\n60\n60\n60\n220\n220\n220\n220\n100\n100\n100\n100\n";
+  auto l = load(0, 12, {"--trace", (dir / "trace.txt").string()});
+  auto s = finish_load(l, 60s);
+  std::cout << s.dump().substr(0, 600) << "\n";
+  EXPECT_EQ(s["lost"].get<int>(), 0) << s.dump(2);
+  EXPECT_EQ(s["errors"].get<int>(), 0) << s.dump(2);
+  EXPECT_GE(s["attainment"].get<double>(), 0.98) << s.dump(2);
+  auto log = up.output();
+  size_t epochs = 0;
+  for (size_t at = 0; (at = log.find("ctl: epoch ", at)) != std::string::npos; ++at) ++epochs;
+  EXPECT_GE(epochs, 3u) << log;
+}
+
 TEST_F(cluster_fixture, up_fails_when_a_node_cannot_start) {
   // 192.0.2.1 (TEST-NET-1) is no address of this host: the node cannot bind it.
   std::ofstream(dir / "clash.yaml") << R"(nodes:
@@ -190,6 +209,46 @@ TEST_F(cluster_fixture, up_fails_when_a_node_cannot_start) {
   EXPECT_TRUE(WIFEXITED(status));
   EXPECT_NE(WEXITSTATUS(status), 0) << p.output();
   EXPECT_NE(p.output().find("node 'b' failed to start"), std::string::npos) << p.output();
+}
+
+// `sloserve plan --json` on the Table 3.2 sessions: nexus co-locates A and B, the baseline
+// packs all three on one device that cannot meet their SLOs.
+TEST_F(cluster_fixture, plan_prints_the_pinned_json) {
+  std::ofstream(dir / "t32.yaml") << R"(nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 4}]}
+models:
+  - {name: A, input: {dtype: float32, shape: [1]}, output: {dtype: float32, shape: [1]}, max_batch: 16, profile: {batch: [4, 8, 16], latency_ms: [50, 75, 100]}}
+  - {name: B, input: {dtype: float32, shape: [1]}, output: {dtype: float32, shape: [1]}, max_batch: 16, profile: {batch: [4, 8, 16], latency_ms: [50, 90, 125]}}
+  - {name: C, input: {dtype: float32, shape: [1]}, output: {dtype: float32, shape: [1]}, max_batch: 16, profile: {batch: [4, 8, 16], latency_ms: [60, 95, 125]}}
+pipelines:
+  - {name: a, slo_ms: 200, stages: [{name: s, model: A}]}
+  - {name: b, slo_ms: 250, stages: [{name: s, model: B}]}
+  - {name: c, slo_ms: 250, stages: [{name: s, model: C}]}
+)";
+  auto run_plan = [&](std::string policy) {
+    auto p = spawn({"sloserve", "plan", "-c", (dir / "t32.yaml").string(), "--rate", "a=64", "--rate", "b=32",
+                    "--rate", "c=32", "--policy", policy, "--json"},
+                   dir / ("plan-" + policy + ".json"));
+    int status = 0;
+    EXPECT_TRUE(p.wait_for(10s, status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << p.output();
+    return nlohmann::json::parse(p.output());
+  };
+  auto nexus = run_plan("nexus");
+  for (auto key : {"pipelines", "sessions", "devices", "devices_used"}) EXPECT_TRUE(nexus.contains(key)) << key;
+  EXPECT_EQ(nexus["pipelines"][0]["stages"][0]["budget_ms"].get<double>(), 200);
+  EXPECT_TRUE(nexus["sessions"][0].contains("batch"));
+  EXPECT_TRUE(nexus["devices"][0].contains("duty_cycle_ms"));
+  EXPECT_EQ(nexus["devices"][0]["node"], "w");
+  EXPECT_EQ(nexus["devices_used"].get<int>(), 2);
+  auto baseline = run_plan("batch-oblivious");
+  EXPECT_EQ(baseline["devices_used"].get<int>(), 1);
+  auto bad = spawn({"sloserve", "plan", "-c", (dir / "t32.yaml").string(), "--rate", "nope=3"}, dir / "bad.txt");
+  int status = 0;
+  ASSERT_TRUE(bad.wait_for(10s, status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_NE(bad.output().find("--rate nope=3: expected PIPELINE=RATE"), std::string::npos) << bad.output();
 }
 
 TEST_F(cluster_fixture, config_errors_name_the_place) {

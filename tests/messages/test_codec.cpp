@@ -76,9 +76,10 @@ TEST(codec, control_messages_round_trip) {
   auto hb = std::get<heartbeat>(round_trip({"w", heartbeat{"w", 5, 6}}).content);
   EXPECT_EQ(hb.seq, 6u);
 
-  load_report lr{"w", 1.0, {{"ssd", 1, 10, 9, 1, 3, 4.5}}};
+  load_report lr{"w", 1.0, {{"ssd", 1, 10, 9, 1, 3, 4.5}}, {{"traffic", 100, {100, 150}}}};
   auto l = std::get<load_report>(round_trip({"w", lr}).content);
   EXPECT_EQ(l.sessions[0].dropped, 1u);
+  EXPECT_EQ(l.pipelines[0].stage_invocations, (std::vector<uint64_t>{100, 150}));
   EXPECT_DOUBLE_EQ(l.sessions[0].mean_latency_ms, 4.5);
 
   routing_table t{5, {{"ssd", {{"w1", 0, 1.0}, {"w2", 1, 0.5}}}}, {{"traffic", "detect", 50}}};

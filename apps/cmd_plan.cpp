@@ -1,0 +1,131 @@
+// `sloserve plan`: what the scheduler would apply for given pipeline rates.
+
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/placement.hpp"
+#include "apps/commands.hpp"
+
+namespace sloserve {
+
+void add_plan_command(CLI::App& app, int& rc) {
+  struct opts {
+    std::string config, policy = "nexus", split = "dp";
+    std::vector<std::string> rates;
+    bool json = false;
+    int steps = 100;
+  };
+  auto o = std::make_shared<opts>();
+  auto* cmd = app.add_subcommand("plan", "Print the SLO splits, sessions and device placement for given rates");
+  cmd->add_option("-c,--config", o->config, "cluster file")->required();
+  cmd->add_option("--rate", o->rates, "PIPELINE=QUERIES_PER_S (repeat for each pipeline)")->required();
+  cmd->add_option("--policy", o->policy, "nexus or batch-oblivious")
+      ->check(CLI::IsMember({"nexus", "batch-oblivious"}))->capture_default_str();
+  cmd->add_option("--split", o->split, "dp (query analyzer) or even")->check(CLI::IsMember({"dp", "even"}))->capture_default_str();
+  cmd->add_option("--steps", o->steps, "budget grid of the DP")->capture_default_str();
+  cmd->add_flag("--json", o->json, "print JSON");
+  cmd->callback([o, &rc] {
+    auto cfg = load_config_or_report(o->config);
+    if (!cfg) return void(rc = 2);
+    sched::epoch_input in;
+    in.models = &cfg->models;
+    in.pipelines = &cfg->pipelines;
+    in.rates.assign(cfg->pipelines.size(), 0);
+    in.slots = device_slots(*cfg);
+    in.policy = o->policy;
+    in.split = o->split;
+    in.steps = o->steps;
+    for (auto& r : o->rates) {
+      auto eq = r.find('=');
+      const pipeline* p = eq == std::string::npos ? nullptr : cfg->find_pipeline(r.substr(0, eq));
+      double v = -1;
+      try {
+        if (p) v = std::stod(r.substr(eq + 1));
+      } catch (...) {
+      }
+      if (!p || v < 0) {
+        std::cerr << "--rate " << r << ": expected PIPELINE=RATE with a pipeline of " << o->config << "\n";
+        return void(rc = 2);
+      }
+      in.rates[static_cast<size_t>(p - cfg->pipelines.data())] = v;
+    }
+    sched::epoch_result res;
+    std::string err;
+    if (!sched::plan_epoch(in, nullptr, res, err)) {
+      std::cerr << "sloserve plan: " << err << "\n";
+      return void(rc = 2);
+    }
+    nlohmann::json j;
+    j["policy"] = o->policy;
+    j["split"] = o->split;
+    j["pipelines"] = nlohmann::json::array();
+    for (size_t pi = 0; pi < cfg->pipelines.size(); ++pi) {
+      auto& p = cfg->pipelines[pi];
+      nlohmann::json stages = nlohmann::json::array();
+      for (size_t s = 0; s < p.stages.size(); ++s)
+        stages.push_back({{"name", p.stages[s].name}, {"model", p.stages[s].model}, {"budget_ms", res.splits[pi].budget_ms[s]}});
+      j["pipelines"].push_back({{"name", p.name}, {"slo_ms", p.slo_ms}, {"rate", in.rates[pi]}, {"stages", stages}});
+    }
+    j["sessions"] = nlohmann::json::array();
+    for (size_t i = 0; i < res.sessions.size(); ++i) {
+      int batch = 0;
+      for (auto& d : res.placement.devices)
+        for (auto& a : d.sessions)
+          if (a.session == i) batch = std::max(batch, a.batch);
+      auto& s = res.sessions[i];
+      j["sessions"].push_back({{"model", s.model->name}, {"slo_ms", s.slo_ms}, {"rate", s.rate}, {"batch", batch}});
+    }
+    j["devices"] = nlohmann::json::array();
+    for (size_t k = 0; k < res.placement.devices.size(); ++k) {
+      auto& d = res.placement.devices[k];
+      nlohmann::json sess = nlohmann::json::array();
+      for (auto& a : d.sessions)
+        sess.push_back({{"model", res.sessions[a.session].model->name}, {"slo_ms", res.sessions[a.session].slo_ms},
+                        {"batch", a.batch}, {"rate", a.rate}});
+      nlohmann::json node = nullptr, device = nullptr;
+      if (res.slot_of[k] >= 0) {
+        node = in.slots[static_cast<size_t>(res.slot_of[k])].node;
+        device = in.slots[static_cast<size_t>(res.slot_of[k])].device;
+      }
+      j["devices"].push_back({{"node", node}, {"device", device}, {"duty_cycle_ms", d.duty_cycle_ms},
+                              {"dedicated", d.dedicated}, {"occupancy", d.occupancy}, {"sessions", sess}});
+    }
+    j["devices_used"] = res.placement.devices.size();
+    j["devices_available"] = in.slots.size();
+    j["devices_missing"] = res.devices_missing;
+    j["infeasible"] = nlohmann::json::array();
+    for (auto i : res.placement.infeasible) j["infeasible"].push_back(res.sessions[i].model->name);
+    if (o->json) {
+      std::cout << j.dump(2) << "\n";
+      return;
+    }
+    for (auto& p : j["pipelines"]) {
+      std::printf("pipeline %s  SLO %.1f ms  rate %.1f/s\n", p["name"].get<std::string>().c_str(),
+                  p["slo_ms"].get<double>(), p["rate"].get<double>());
+      for (auto& s : p["stages"])
+        std::printf("  %-16s %-20s budget %7.1f ms\n", s["name"].get<std::string>().c_str(),
+                    s["model"].get<std::string>().c_str(), s["budget_ms"].get<double>());
+    }
+    std::printf("\n%-20s %9s %9s %6s\n", "session", "slo_ms", "rate", "batch");
+    for (auto& s : j["sessions"])
+      std::printf("%-20s %9.1f %9.1f %6d\n", s["model"].get<std::string>().c_str(), s["slo_ms"].get<double>(),
+                  s["rate"].get<double>(), s["batch"].get<int>());
+    std::printf("\n%-10s %6s %10s %6s  %s\n", "node", "device", "duty_ms", "occ", "sessions (model x batch)");
+    for (auto& d : j["devices"]) {
+      std::string sess;
+      for (auto& s : d["sessions"]) sess += s["model"].get<std::string>() + "x" + std::to_string(s["batch"].get<int>()) + " ";
+      std::printf("%-10s %6s %10.1f %6.2f  %s%s\n", d["node"].is_null() ? "-" : d["node"].get<std::string>().c_str(),
+                  d["device"].is_null() ? "-" : std::to_string(d["device"].get<int>()).c_str(),
+                  d["duty_cycle_ms"].get<double>(), d["occupancy"].get<double>(), sess.c_str(),
+                  d["dedicated"].get<bool>() ? "(dedicated)" : "");
+    }
+    std::printf("\ndevices used %zu of %zu available", res.placement.devices.size(), in.slots.size());
+    if (res.devices_missing) std::printf(" (%zu more needed)", res.devices_missing);
+    std::printf("\n");
+    if (!res.placement.infeasible.empty()) std::printf("infeasible sessions: %s\n", j["infeasible"].dump().c_str());
+  });
+}
+
+}  // namespace sloserve

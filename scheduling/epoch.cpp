@@ -1,0 +1,96 @@
+#include "scheduling/epoch.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace sloserve::sched {
+
+namespace {
+
+bool slot_fits(const device_slot& slot, const device_plan& d, const std::vector<session>& ss) {
+  for (auto& a : d.sessions) {
+    auto& name = ss[a.session].model->name;
+    if (!slot.models.empty() && std::find(slot.models.begin(), slot.models.end(), name) == slot.models.end())
+      return false;
+  }
+  return slot.memory_mb <= 0 || d.memory_mb <= slot.memory_mb + 1e-9;
+}
+
+}  // namespace
+
+bool plan_epoch(const epoch_input& in, const epoch_result* previous, epoch_result& out, std::string& error) {
+  auto& pipes = *in.pipelines;
+  auto& models = *in.models;
+  if (in.rates.size() != pipes.size()) {
+    error = "need one rate per pipeline";
+    return false;
+  }
+  auto planner = make_planner(in.policy);
+  if (!planner) {
+    error = "unknown policy '" + in.policy + "' (nexus, batch-oblivious)";
+    return false;
+  }
+  if (in.split != "dp" && in.split != "even") {
+    error = "unknown split '" + in.split + "' (dp, even)";
+    return false;
+  }
+  out = {};
+  // Split and collect (model, budget) sessions. Budgets are rounded to 0.1 ms so that stages
+  // that share a model and an SLO become one session.
+  std::map<std::pair<size_t, long>, size_t> session_of;
+  for (size_t pi = 0; pi < pipes.size(); ++pi) {
+    auto& p = pipes[pi];
+    auto fan = pi < in.fanouts.size() && !in.fanouts[pi].empty() ? in.fanouts[pi] : declared_fanout(p);
+    auto rates = stage_rates(p, in.rates[pi], fan);
+    throughput_fn T = [&](size_t s, double L) { return max_throughput(models[p.stages[s].model_index], L); };
+    out.splits.push_back(in.split == "dp" ? dp_split(p, rates, T, in.steps) : even_split(p));
+    for (size_t s = 0; s < p.stages.size(); ++s) {
+      auto budget = std::floor(out.splits.back().budget_ms[s] * 10) / 10;
+      auto key = std::make_pair(p.stages[s].model_index, static_cast<long>(std::lround(budget * 10)));
+      auto it = session_of.find(key);
+      if (it == session_of.end()) {
+        it = session_of.emplace(key, out.sessions.size()).first;
+        out.sessions.push_back({&models[p.stages[s].model_index], budget, 0});
+        out.members.emplace_back();
+      }
+      out.sessions[it->second].rate += rates[s];
+      out.members[it->second].emplace_back(pi, s);
+    }
+  }
+  device_caps caps;  // per-slot memory is checked when binding to slots
+  out.placement = previous ? planner->make(out.sessions, caps, &previous->placement, &previous->sessions)
+                           : planner->make(out.sessions, caps);
+  // Bind placed devices to slots: keep the previous slot of a device id where it still fits.
+  // Slots are matched by (node, device): the set of live slots may differ between epochs.
+  out.slots = in.slots;
+  out.slot_of.assign(out.placement.devices.size(), -1);
+  std::vector<bool> taken(in.slots.size(), false);
+  auto slot_index = [&](const device_slot& x) -> int {
+    for (size_t s = 0; s < in.slots.size(); ++s)
+      if (in.slots[s].node == x.node && in.slots[s].device == x.device) return static_cast<int>(s);
+    return -1;
+  };
+  if (previous)
+    for (size_t k = 0; k < out.placement.devices.size(); ++k)
+      for (size_t j = 0; j < previous->placement.devices.size(); ++j)
+        if (previous->placement.devices[j].id == out.placement.devices[k].id) {
+          int ps = j < previous->slot_of.size() ? previous->slot_of[j] : -1;
+          int s = ps >= 0 ? slot_index(previous->slots[static_cast<size_t>(ps)]) : -1;
+          if (s >= 0 && !taken[s] && slot_fits(in.slots[s], out.placement.devices[k], out.sessions))
+            out.slot_of[k] = s, taken[s] = true;
+        }
+  for (size_t k = 0; k < out.placement.devices.size(); ++k) {
+    if (out.slot_of[k] >= 0) continue;
+    for (size_t s = 0; s < in.slots.size(); ++s)
+      if (!taken[s] && slot_fits(in.slots[s], out.placement.devices[k], out.sessions)) {
+        out.slot_of[k] = static_cast<int>(s);
+        taken[s] = true;
+        break;
+      }
+    if (out.slot_of[k] < 0) ++out.devices_missing;
+  }
+  return true;
+}
+
+}  // namespace sloserve::sched

@@ -1,0 +1,48 @@
+#pragma once
+// One scheduler epoch, as a pure function: split each pipeline's SLO, turn stages into sessions
+// (merging those that share a model and an SLO), place them, and bind the placed devices to the
+// cluster's physical devices. The scheduler actor, `sloserve plan` and the benchmarks all call it.
+
+#include <string>
+#include <vector>
+
+#include "pipelines/query_analyzer.hpp"
+#include "scheduling/planner.hpp"
+
+namespace sloserve::sched {
+
+// A physical device that can host sessions.
+struct device_slot {
+  std::string node;
+  uint32_t device = 0;
+  std::vector<std::string> models;  // those it may serve; empty: any
+  double memory_mb = 0;             // 0: not limited
+};
+
+struct epoch_input {
+  const std::vector<model_spec>* models = nullptr;
+  const std::vector<pipeline>* pipelines = nullptr;
+  std::vector<double> rates;                 // queries/s per pipeline
+  std::vector<std::vector<double>> fanouts;  // per pipeline and stage; empty: as declared
+  std::vector<device_slot> slots;
+  std::string policy = "nexus";  // nexus | batch-oblivious
+  std::string split = "dp";      // dp | even
+  int steps = 100;               // budget grid of the DP
+};
+
+struct epoch_result {
+  std::vector<slo_split> splits;  // per pipeline
+  std::vector<session> sessions;
+  plan placement;
+  std::vector<device_slot> slots;  // the slots this epoch could use (a copy of the input's)
+  std::vector<int> slot_of;  // per placement device: index into slots, -1 when none was free
+  size_t devices_missing = 0;
+  // Per session, the stages (pipeline, stage) it serves.
+  std::vector<std::vector<std::pair<size_t, size_t>>> members;
+};
+
+// `previous` (same models and pipelines) makes the placement incremental and keeps devices
+// bound to the same slots where it can. Returns false with `error` set on bad input.
+bool plan_epoch(const epoch_input& in, const epoch_result* previous, epoch_result& out, std::string& error);
+
+}  // namespace sloserve::sched
