@@ -14,13 +14,27 @@
 namespace sloserve {
 
 msg::schedule static_schedule(const cluster_config& cfg, const node_spec& node, uint64_t epoch) {
+  // Each model batches up to the saturating size for its tightest even-split budget: a device
+  // that runs several models round-robin then stays within their budgets more often.
+  std::map<std::string, double> budget;
+  for (auto& p : cfg.pipelines) {
+    auto split = even_split(p);
+    for (size_t i = 0; i < p.stages.size(); ++i) {
+      auto& b = budget.try_emplace(p.stages[i].model, split.budget_ms[i]).first->second;
+      b = std::min(b, split.budget_ms[i]);
+    }
+  }
   msg::schedule s;
   s.epoch = epoch;
   for (int d = 0; d < node.device_count(); ++d) {
     msg::device_schedule ds;
     ds.device = static_cast<uint32_t>(d);
-    for (auto& m : cfg.models)
-      if (node.serves(d, m.name)) ds.sessions.push_back({m.name, static_cast<uint32_t>(m.batch_limit())});
+    for (auto& m : cfg.models) {
+      if (!node.serves(d, m.name)) continue;
+      auto it = budget.find(m.name);
+      int b = it == budget.end() ? 0 : saturating_batch(m, it->second);
+      ds.sessions.push_back({m.name, static_cast<uint32_t>(b > 0 ? b : m.batch_limit())});
+    }
     s.devices.push_back(std::move(ds));
   }
   return s;
@@ -181,7 +195,23 @@ void run_epoch(self_ptr self) {
     return;
   }
   double scale = 1;
-  if (res.devices_missing > 0) {
+  if (res.devices_missing == 0 && res.placement.devices.size() < in.slots.size()) {
+    // Devices to spare on a fixed cluster: plan for the largest multiple of the load (up to 4x)
+    // that still fits, so that bursts find capacity instead of idle devices.
+    double lo = 1, hi = 4;
+    auto base = in.rates;
+    auto best_in = in;
+    for (int i = 0; i < 8; ++i) {
+      double mid = lo + (hi - lo) / 2;
+      for (size_t k = 0; k < base.size(); ++k) in.rates[k] = base[k] * mid;
+      sched::epoch_result trial;
+      sched::plan_epoch(in, prev, trial, err);
+      if (trial.devices_missing == 0 && trial.placement.infeasible.empty()) lo = mid, res = std::move(trial), best_in = in;
+      else hi = mid;
+    }
+    in = best_in;
+    scale = lo;
+  } else if (res.devices_missing > 0) {
     double lo = 0, hi = 1;
     auto full = in.rates;
     for (int i = 0; i < 12; ++i) {
@@ -203,21 +233,12 @@ void run_epoch(self_ptr self) {
   st.last_epoch = self->clock().now();
   for (size_t pi = 0; pi < st.rates.size(); ++pi) st.rates[pi].planned = st.rates[pi].rate;
   st.schedules = schedules_from(*st.cfg, st.input, st.result, st.epoch);
-  if (scale < 1) {
-    // Short of devices the plan is for part of the load, but all of it arrives: let every
-    // session batch up to its saturating size so the devices carry as much as they can.
-    for (auto& [node, sch] : st.schedules)
-      for (auto& d : sch.devices)
-        for (auto& ss : d.sessions)
-          for (auto& sess : st.result.sessions)
-            if (sess.model->name == ss.model)
-              ss.batch = std::max<uint32_t>(ss.batch, static_cast<uint32_t>(saturating_batch(*sess.model, sess.slo_ms)));
-  }
   st.table = routing_from(*st.cfg, st.input, st.result, st.epoch);
   add_backups(st);
-  spdlog::info("{}: epoch {}: {} sessions on {} of {} devices ({} moved)", st.net->self_name(),
-               st.epoch - st.epoch_base, st.result.sessions.size(), st.result.placement.devices.size(),
-               in.slots.size(), st.result.placement.moved);
+  spdlog::info("{}: epoch {}: {} sessions on {} of {} devices ({} moved), planned for {:.2f}x the measured load",
+               st.net->self_name(), st.epoch - st.epoch_base, st.result.sessions.size(),
+               st.result.placement.devices.size(), in.slots.size(), st.result.placement.moved,
+               scale * (1 + so.headroom));
   // Workers first: a device keeps serving what it loses until it drains, so frontends that
   // still route there for a moment lose nothing.
   for (auto& [name, w] : st.workers)
@@ -227,7 +248,7 @@ void run_epoch(self_ptr self) {
 
 bool epoch_due(controller_state& st, clock_time now) {
   auto& so = st.cfg->scheduler;
-  if (so.policy == "static" || st.beacons_with_load < 3) return false;
+  if (so.policy == "static" || st.beacons_with_load < 1) return false;
   auto since = std::chrono::duration<double>(now - st.last_epoch).count();
   if (!st.planned) return true;
   if (since >= so.epoch_s) return true;
@@ -251,7 +272,9 @@ void on_beacon(self_ptr self) {
   bool any = false;
   for (size_t pi = 0; pi < st.rates.size(); ++pi) {
     auto& r = st.rates[pi];
-    constexpr double w = 0.5;  // weight of the newest beacon
+    // Moving average with the newest beacon weighted 0.5; the first window with load is taken
+    // as it is rather than averaged with the zero before it.
+    double w = r.rate > 0 ? 0.5 : 1.0;
     r.rate = w * st.window_queries[pi] / window + (1 - w) * r.rate;
     for (size_t s = 0; s < r.stage.size(); ++s) {
       r.stage[s] = w * st.window_stages[pi][s] / window + (1 - w) * r.stage[s];

@@ -49,12 +49,17 @@ std::map<std::string, msg::schedule> schedules_from(const cluster_config& cfg, c
     auto& dev = out[slot.node].devices[slot.device];
     auto& pd = r.placement.devices[k];
     dev.duty_cycle_ms = pd.duty_cycle_ms;
+    // The planned batch fixes placement and duty cycle for arrivals at the planned rate. Real
+    // arrivals come in bursts, so the batch a device may grow to under backlog is the session's
+    // saturating batch (the largest with 2·l(b) within its budget) when that is larger.
     // One session per model on a device: a model under two SLOs runs at the larger batch.
     for (auto& a : pd.sessions) {
-      auto& name = r.sessions[a.session].model->name;
+      auto& sess = r.sessions[a.session];
+      auto& name = sess.model->name;
+      auto cap = static_cast<uint32_t>(std::max(a.batch, saturating_batch(*sess.model, sess.slo_ms)));
       auto it = std::find_if(dev.sessions.begin(), dev.sessions.end(), [&](auto& x) { return x.model == name; });
-      if (it == dev.sessions.end()) dev.sessions.push_back({name, static_cast<uint32_t>(a.batch)});
-      else it->batch = std::max<uint32_t>(it->batch, static_cast<uint32_t>(a.batch));
+      if (it == dev.sessions.end()) dev.sessions.push_back({name, cap});
+      else it->batch = std::max(it->batch, cap);
     }
   }
   return out;

@@ -38,6 +38,7 @@ struct sent_info {
   steady::time_point at;
   bool measured;
   size_t second;
+  double slo_ms;
 };
 
 // Inter-arrival gaps of the configured process at `rate`.
@@ -166,14 +167,26 @@ bool run_load(const load_options& o, load_summary& s, std::string& error) {
   if (!c.connect(error) || !wait_ready(c, o, error)) return false;
   msg::decode_limits limits;
   limits.max_payload_bytes = 1ULL << 32;
-  auto payload = make_tensor(o.input, o.seed, "input");
+  // Pipelines to draw from: the mix, or the one pipeline.
+  auto mix = o.mix;
+  if (mix.empty()) mix.push_back({o.pipeline, 1, o.slo_ms, o.input});
+  std::vector<tensor> payloads;
+  std::vector<double> weights;
+  double max_slo = 0;
+  for (auto& m : mix) {
+    payloads.push_back(make_tensor(m.input, o.seed, "input"));
+    weights.push_back(m.weight);
+    max_slo = std::max(max_slo, m.slo_ms);
+  }
+  std::discrete_distribution<size_t> pick(weights.begin(), weights.end());
+  std::mt19937_64 pick_rng(o.seed ^ 0x5bd1e995);
   arrivals gen(o);
 
   double total_s = o.warmup_s + (o.trace.empty() ? o.duration_s : std::min<double>(o.duration_s, o.trace.size()));
   auto start = steady::now();
   auto measure_from = start + std::chrono::microseconds(static_cast<int64_t>(o.warmup_s * 1e6));
   auto stop_sending = start + std::chrono::microseconds(static_cast<int64_t>(total_s * 1e6));
-  auto slo = std::chrono::microseconds(static_cast<int64_t>(o.slo_ms * 1000));
+  auto slo = std::chrono::microseconds(static_cast<int64_t>(max_slo * 1000));
   auto grace = std::chrono::microseconds(static_cast<int64_t>(o.grace_ms * 1000));
 
   std::unordered_map<uint64_t, sent_info> pending;
@@ -188,15 +201,16 @@ bool run_load(const load_options& o, load_summary& s, std::string& error) {
   };
 
   auto send_one = [&](steady::time_point now) {
+    auto which = mix.size() == 1 ? 0 : pick(pick_rng);
     msg::client_request r;
-    r.pipeline = o.pipeline;
+    r.pipeline = mix[which].pipeline;
     r.request_id = next_id++;
-    r.inputs.push_back(payload);
+    r.inputs.push_back(payloads[which]);
     r.network_ms = o.network_ms;
     bool measured = now >= measure_from;
     auto sec = measured ? static_cast<size_t>(std::chrono::duration<double>(now - measure_from).count()) : 0;
     sec = std::min(sec, buckets.size() - 1);
-    pending.emplace(r.request_id, sent_info{now, measured, sec});
+    pending.emplace(r.request_id, sent_info{now, measured, sec, mix[which].slo_ms});
     expiry.emplace_back(now + slo + grace, r.request_id);
     c.send(msg::encode({{}, std::move(r)}));
     if (measured) {
@@ -235,7 +249,7 @@ bool run_load(const load_options& o, load_summary& s, std::string& error) {
         ++b.ok;
         b.latencies.push_back(static_cast<float>(lat));
         all_latencies.push_back(static_cast<float>(lat));
-        if (lat <= o.slo_ms) ++s.ok_within_slo, ++b.ok_within_slo;
+        if (lat <= info.slo_ms) ++s.ok_within_slo, ++b.ok_within_slo;
         break;
       case msg::status::dropped: ++s.dropped, ++b.dropped; count_reason(r.reason); break;
       case msg::status::overloaded: ++s.overloaded, ++b.errors; count_reason(r.reason); break;

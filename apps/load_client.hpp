@@ -11,11 +11,20 @@
 
 namespace sloserve {
 
+// One pipeline of a traffic mix.
+struct mix_entry {
+  std::string pipeline;
+  double weight = 1;
+  double slo_ms = 0;
+  tensor_spec input;
+};
+
 struct load_options {
   std::string address;   // the frontend's ROUTER
   std::string pipeline;
   double slo_ms = 0;     // for ok_within_slo and lost accounting
   tensor_spec input;     // the pipeline's root input
+  std::vector<mix_entry> mix;  // when set, each request picks its pipeline by weight
   double rate = 100;     // requests/s (open loop)
   double duration_s = 10;
   std::string arrival = "poisson";  // constant | poisson | gamma
