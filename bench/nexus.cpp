@@ -187,7 +187,7 @@ void planner_speed() {
     m.profile.alpha_ms = std::uniform_real_distribution<double>(0.3, 3)(rng);
     m.profile.beta_ms = std::uniform_real_distribution<double>(2, 15)(rng);
     ss.push_back({&m, std::uniform_real_distribution<double>(3, 10)(rng) * m.profile.latency_ms_at(1),
-                  std::exp(std::uniform_real_distribution<double>(1, 4.1)(rng))});
+                  std::exp(std::uniform_real_distribution<double>(1, 3.4)(rng))});
   }
   sched::nexus_planner planner;
   auto t0 = std::chrono::steady_clock::now();

@@ -19,10 +19,14 @@ double l_ms(const session& s, int b) { return s.model->profile.latency_ms_at(b);
 int ceil_batch(double x) { return std::max(1, static_cast<int>(std::ceil(x - 1e-6))); }
 
 double memory_of(const std::vector<assignment>& as, const std::vector<session>& ss) {
-  std::set<const model_spec*> models;
+  // Devices hold a handful of models: a linear scan beats a set here.
   double mb = 0;
-  for (auto& a : as)
-    if (models.insert(ss[a.session].model).second) mb += ss[a.session].model->memory_mb;
+  for (size_t i = 0; i < as.size(); ++i) {
+    auto* m = ss[as[i].session].model;
+    bool seen = false;
+    for (size_t j = 0; j < i && !seen; ++j) seen = ss[as[j].session].model == m;
+    if (!seen) mb += m->memory_mb;
+  }
   return mb;
 }
 
@@ -148,6 +152,7 @@ plan nexus_planner::make_impl(const std::vector<session>& ss, const device_caps&
   };
 
   std::vector<device_plan> shared;
+  std::vector<std::vector<residual>> members_at;  // parallel to `shared`
   std::vector<int> where(ss.size(), -1), was(ss.size(), -1);
   std::vector<bool> placed(ss.size(), false);
   if (previous) {
@@ -182,6 +187,7 @@ plan nexus_planner::make_impl(const std::vector<session>& ss, const device_caps&
       ids.used.insert(dev.id);
       for (auto& m : members) placed[m.s] = true, where[m.s] = dev.id;
       shared.push_back(std::move(*kept));
+      members_at.push_back(std::move(members));
     }
   }
   for (size_t i = 0; i < ss.size(); ++i)
@@ -196,24 +202,24 @@ plan nexus_planner::make_impl(const std::vector<session>& ss, const device_caps&
   for (size_t i = 0; i < ss.size(); ++i)
     if (residuals[i] && !placed[i]) todo.push_back(*residuals[i]);
   std::sort(todo.begin(), todo.end(), [](const residual& a, const residual& b) { return a.occupancy > b.occupancy; });
-  auto members_of = [&](const device_plan& dev) {
-    std::vector<residual> ms;
-    for (auto& a : dev.sessions) ms.push_back(*residuals[a.session]);
-    return ms;
-  };
+  std::vector<residual> trial;
   auto best_fit = [&](const residual& r, const std::vector<size_t>& skip) -> bool {
     std::optional<device_plan> best;
     size_t best_at = 0;
     for (size_t k = 0; k < shared.size(); ++k) {
       if (std::find(skip.begin(), skip.end(), k) != skip.end()) continue;
-      auto ms = members_of(shared[k]);
-      ms.push_back(r);
-      auto merged = shared_device(ms, ss, caps);
+      // Cheap necessary condition: in the merged (shorter) cycle, r's own batch must fit.
+      double d = std::min(shared[k].duty_cycle_ms, r.max_duty_ms);
+      if (l_ms(ss[r.s], ceil_batch(d * r.rate / 1000)) > d) continue;
+      trial = members_at[k];
+      trial.push_back(r);
+      auto merged = shared_device(trial, ss, caps);
       if (merged && (!best || merged->occupancy > best->occupancy)) best = merged, best_at = k;
     }
     if (!best) return false;
     best->id = shared[best_at].id;
     shared[best_at] = std::move(*best);
+    members_at[best_at].push_back(r);
     where[r.s] = shared[best_at].id;
     return true;
   };
@@ -227,6 +233,7 @@ plan nexus_planner::make_impl(const std::vector<session>& ss, const device_caps&
     alone->id = ids.take();
     where[r.s] = alone->id;
     shared.push_back(std::move(*alone));
+    members_at.push_back({r});
   }
   // When load falls, drain the least-used devices into the others where everything fits.
   std::vector<size_t> order(shared.size());
@@ -234,18 +241,20 @@ plan nexus_planner::make_impl(const std::vector<session>& ss, const device_caps&
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return shared[a].occupancy < shared[b].occupancy; });
   std::vector<size_t> gone;
   for (auto k : order) {
+    if (shared[k].occupancy > 0.5) break;  // fuller devices will not empty into the others
     auto backup = shared;
+    auto backup_members = members_at;
     auto backup_where = where;
     std::vector<size_t> skip = gone;
     skip.push_back(k);
     bool all = true;
-    for (auto& m : members_of(shared[k]))
+    for (auto& m : backup_members[k])
       if (!best_fit(m, skip)) {
         all = false;
         break;
       }
     if (all) gone.push_back(k);
-    else shared = std::move(backup), where = std::move(backup_where);
+    else shared = std::move(backup), members_at = std::move(backup_members), where = std::move(backup_where);
   }
   for (size_t k = 0; k < shared.size(); ++k)
     if (std::find(gone.begin(), gone.end(), k) == gone.end()) out.devices.push_back(std::move(shared[k]));
