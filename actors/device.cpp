@@ -39,6 +39,7 @@ struct device_state {
   std::shared_ptr<link> net;
   uint32_t index = 0;
   std::unique_ptr<device_executor> executor;
+  std::string broken;  // why this device's executor could not be made; it then serves nothing
   std::unique_ptr<sched::drop_policy> policy;
   std::vector<session> sessions;
   size_t next = 0;  // round-robin cursor
@@ -161,6 +162,7 @@ void on_invocation(self_ptr self, msg::invocation& inv) {
   for (auto& x : st.sessions)
     if (x.model->name == inv.model) s = &x;
   auto where = "device " + std::to_string(st.index) + " of " + st.net->self_name();
+  if (!st.broken.empty()) return answer(self, inv, msg::status::error, where + ": " + st.broken);
   if (!s) return answer(self, inv, msg::status::error, "model '" + inv.model + "' is not scheduled on " + where);
   if (inv.inputs.empty()) return answer(self, inv, msg::status::error, "invocation carries no input tensor");
   if (auto err = check_tensor(inv.inputs.front(), s->model->input); !err.empty())
@@ -179,6 +181,15 @@ void on_invocation(self_ptr self, msg::invocation& inv) {
 
 void on_schedule(self_ptr self, msg::device_schedule& ds) {
   auto& st = self->state;
+  // New models load (and warm up) before anything the old schedule ran starts to drain.
+  std::vector<std::string> failed;
+  for (auto& ss : ds.sessions)
+    if (auto* m = st.cfg->find_model(ss.model))
+      if (auto err = st.executor->load(*m); !err.empty()) {
+        spdlog::error("{}: device {}: {}", st.net->self_name(), st.index, err);
+        failed.push_back(ss.model);
+      }
+  std::erase_if(ds.sessions, [&](auto& ss) { return std::find(failed.begin(), failed.end(), ss.model) != failed.end(); });
   auto now = self->clock().now();
   for (auto& s : st.sessions) s.draining = true;
   for (auto& ss : ds.sessions) {
@@ -203,16 +214,19 @@ void on_schedule(self_ptr self, msg::device_schedule& ds) {
 }  // namespace
 
 device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index, std::string kind) {
-  return sys.spawn([args, index, kind](self_ptr self) -> device_actor::behavior_type {
+  auto init = [args, index, kind](self_ptr self) -> device_actor::behavior_type {
     auto& st = self->state;
     st.cfg = args.cfg;
     st.net = args.net;
     st.index = index;
+    auto* node = st.cfg->find_node(st.net->self_name());
+    auto* group = node ? node->group_of(static_cast<int>(index)) : nullptr;
     std::string err;
-    st.executor = make_executor(kind, args.incarnation * 1000 + index, err);
+    st.executor = make_executor(kind, args.incarnation * 1000 + index, group ? group->threads : 1, err);
     if (!st.executor) {
-      spdlog::error("{}: device {}: {}; using the emulated executor", args.net->self_name(), index, err);
+      spdlog::error("{}: device {}: {}; it serves nothing", args.net->self_name(), index, err);
       st.executor = make_emulated_executor(index);
+      st.broken = err;
     }
     st.policy = sched::make_drop_policy(args.cfg->runtime.drop_policy);
     return {
@@ -233,7 +247,10 @@ device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t inde
           return out;
         },
     };
-  });
+  };
+  // A real device blocks in forward(): give it its own thread instead of a scheduler worker.
+  if (kind == "emulated") return sys.spawn(init);
+  return sys.spawn<caf::detached>(init);
 }
 
 }  // namespace sloserve

@@ -28,6 +28,14 @@ const std::vector<std::string>& node_spec::device_models(int d) const {
   return none;
 }
 
+const device_group* node_spec::group_of(int d) const {
+  for (auto& g : devices) {
+    if (d < g.count) return &g;
+    d -= g.count;
+  }
+  return nullptr;
+}
+
 bool node_spec::serves(int d, const std::string& model) const {
   auto& ms = device_models(d);
   return ms.empty() || std::find(ms.begin(), ms.end(), model) != ms.end();
@@ -195,7 +203,7 @@ void parse_profile(reader& r, const YAML::Node& n, model_spec& m, const std::str
 void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   model_spec m;
   std::string where = "model";
-  r.known_keys(n, {"name", "input", "output", "max_batch", "profile", "jitter", "memory_mb"}, where);
+  r.known_keys(n, {"name", "input", "output", "max_batch", "profile", "jitter", "memory_mb", "path"}, where);
   if (r.get(n, "name", m.name, where, true)) where = "model '" + m.name + "'";
   if (!n["input"]) r.error(n, where + " is missing 'input'");
   else parse_tensor_spec(r, n["input"], m.input, where + " input");
@@ -207,6 +215,10 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   r.get(n, "jitter", m.jitter, where, false);
   if (m.jitter < 0 || m.jitter >= 1) r.error(n["jitter"], where + " jitter must be in [0, 1)");
   r.get(n, "memory_mb", m.memory_mb, where, false);
+  if (r.get(n, "path", m.path, where, false) && !m.path.empty() && m.path[0] != '/') {
+    auto slash = r.file_.rfind('/');
+    if (slash != std::string::npos) m.path = r.file_.substr(0, slash + 1) + m.path;
+  }
   if (m.memory_mb < 0) r.error(n["memory_mb"], where + " memory_mb cannot be negative");
   if (cfg.find_model(m.name)) r.error(n["name"], "duplicate model name '" + m.name + "'");
   cfg.models.push_back(std::move(m));
@@ -227,8 +239,10 @@ void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
     if (!devs.IsSequence()) r.error(devs, where + " devices must be a list");
     for (auto d : devs) {
       device_group g;
-      r.known_keys(d, {"kind", "count", "models", "memory_mb"}, where + " device");
+      r.known_keys(d, {"kind", "count", "models", "memory_mb", "threads"}, where + " device");
       r.get(d, "memory_mb", g.memory_mb, where + " device", false);
+      r.get(d, "threads", g.threads, where + " device", false);
+      if (g.threads < 1) r.error(d["threads"], where + " device threads must be at least 1");
       r.get(d, "kind", g.kind, where + " device", true);
       if (g.kind != "emulated" && g.kind != "cpu" && g.kind != "cuda")
         r.error(d["kind"], where + " has unknown device kind '" + g.kind + "' (emulated, cpu, cuda)");
@@ -393,6 +407,18 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
           if (!cfg.find_model(m))
             r.error(root["nodes"][i]["devices"][g], "node '" + cfg.nodes[i].name +
                                                         "' device lists unknown model '" + m + "'");
+    // Real devices need a TorchScript file for every model they may serve.
+    for (size_t i = 0; i < cfg.nodes.size(); ++i)
+      for (size_t g = 0; g < cfg.nodes[i].devices.size(); ++g) {
+        auto& grp = cfg.nodes[i].devices[g];
+        if (grp.kind == "emulated") continue;
+        for (auto& m : cfg.models) {
+          bool serves = grp.models.empty() || std::find(grp.models.begin(), grp.models.end(), m.name) != grp.models.end();
+          if (serves && m.path.empty())
+            r.error(root["nodes"][i]["devices"][g], "node '" + cfg.nodes[i].name + "' has " + grp.kind +
+                                                        " devices for model '" + m.name + "', which has no 'path'");
+        }
+      }
     for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi)
       for (auto& s : cfg.pipelines[pi].stages) {
         bool served = false;
@@ -464,6 +490,7 @@ std::string to_yaml(const cluster_config& cfg) {
           << YAML::Key << "count" << YAML::Value << g.count;
         if (!g.models.empty()) e << YAML::Key << "models" << YAML::Value << YAML::Flow << g.models;
         if (g.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << g.memory_mb;
+        if (g.threads != 1) e << YAML::Key << "threads" << YAML::Value << g.threads;
         e << YAML::EndMap;
       }
       e << YAML::EndSeq;
@@ -487,6 +514,7 @@ std::string to_yaml(const cluster_config& cfg) {
     e << YAML::EndMap;
     if (m.jitter > 0) e << YAML::Key << "jitter" << YAML::Value << m.jitter;
     if (m.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << m.memory_mb;
+    if (!m.path.empty()) e << YAML::Key << "path" << YAML::Value << m.path;
     e << YAML::EndMap;
   }
   e << YAML::EndSeq;

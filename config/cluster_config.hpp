@@ -15,6 +15,7 @@ struct device_group {
   int count = 1;
   std::vector<std::string> models;  // models these devices serve; empty: every model
   double memory_mb = 0;             // per device; 0: not limited
+  int threads = 1;                  // intra-op threads of each cpu device
 };
 
 struct node_spec {
@@ -28,6 +29,7 @@ struct node_spec {
   // Models device `d` serves; empty: all.
   const std::vector<std::string>& device_models(int d) const;
   bool serves(int d, const std::string& model) const;
+  const device_group* group_of(int d) const;
 };
 
 // Runtime knobs, named as the user writes them under `runtime:`.

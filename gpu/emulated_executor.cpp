@@ -36,10 +36,20 @@ std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed) {
   return std::make_unique<emulated_executor>(seed);
 }
 
-std::unique_ptr<device_executor> make_executor(std::string_view kind, uint64_t seed,
+#ifdef SLOSERVE_WITH_TORCH
+std::unique_ptr<device_executor> make_torch_executor(std::string_view kind, int threads, std::string& error);
+bool torch_available() { return true; }
+#else
+bool torch_available() { return false; }
+#endif
+
+std::unique_ptr<device_executor> make_executor(std::string_view kind, uint64_t seed, int threads,
                                                std::string& error) {
   if (kind == "emulated") return make_emulated_executor(seed);
-  error = "device kind '" + std::string(kind) + "' is not built into this sloserve (emulated only)";
+#ifdef SLOSERVE_WITH_TORCH
+  if (kind == "cpu" || kind == "cuda") return make_torch_executor(kind, threads, error);
+#endif
+  error = "device kind '" + std::string(kind) + "' is not built into this sloserve (configure with LibTorch)";
   return nullptr;
 }
 

@@ -24,6 +24,13 @@ class device_executor {
  public:
   virtual ~device_executor() = default;
   virtual std::string_view kind() const = 0;
+  // Makes `m` ready to run (a real device loads and warms it up); returns why it failed, or an
+  // empty string. execute() loads on first use when this was not called.
+  virtual std::string load(const model_spec& m) { return {}; }
+  // Intra-op threads for the batches that follow (vertical scaling on cpu devices).
+  virtual void set_threads(int threads) {}
+  // Resident size of a loaded model; 0 when unknown or not loaded.
+  virtual double memory_mb(const std::string& model) const { return 0; }
   // inputs[i] holds request i's tensors; each was checked against m.input beforehand.
   virtual batch_outcome execute(const model_spec& m,
                                 const std::vector<const std::vector<tensor>*>& inputs) = 0;
@@ -33,8 +40,12 @@ class device_executor {
 // returns outputs of the declared shape derived deterministically from each request's input.
 std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed);
 
-// The executor for a config device kind; nullptr with `error` set when it is not available.
-std::unique_ptr<device_executor> make_executor(std::string_view kind, uint64_t seed,
+// The executor for a config device kind (emulated, cpu, cuda); nullptr with `error` set when it
+// is not available in this build or on this machine. `threads`: intra-op threads (cpu).
+std::unique_ptr<device_executor> make_executor(std::string_view kind, uint64_t seed, int threads,
                                                std::string& error);
+
+// Whether this build has the LibTorch executors.
+bool torch_available();
 
 }  // namespace sloserve

@@ -34,6 +34,8 @@ struct model_spec {
   latency_profile profile;
   double jitter = 0;  // emulated devices: l(b) is scaled by a factor in [1 - jitter, 1 + jitter]
   double memory_mb = 0;  // resident size on a device; 0: not accounted
+  std::string path;      // TorchScript file (cpu and cuda devices); relative paths are resolved
+                         // against the cluster file's folder
 
   int batch_limit() const { return profile.max_batch(max_batch); }
 };

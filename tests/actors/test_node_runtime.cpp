@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 #include <zmq.h>
 
+#include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "actors/node_runtime.hpp"
+#include "gpu/executor.hpp"
 #include "messages/codec.hpp"
 
 namespace sloserve {
@@ -120,6 +123,50 @@ TEST_F(node_fixture, malformed_frames_get_errors_and_the_node_keeps_serving) {
   auto ok = reply();
   EXPECT_EQ(ok.request_id, 7u);
   EXPECT_EQ(ok.code, msg::status::ok) << ok.reason;
+}
+
+// A cpu device running a TorchScript model behind the same transport.
+TEST(node_runtime_cpu, serves_a_torchscript_model) {
+  if (!torch_available()) GTEST_SKIP() << "built without LibTorch";
+  std::string dir = SLOSERVE_MODELS_DIR;
+  auto r = parse_cluster_config(R"(nodes:
+  - {name: local, address: "tcp://127.0.0.1:0", roles: [controller, frontend, worker], devices: [{kind: cpu, count: 1, threads: 1}]}
+models:
+  - {name: mlp, path: )" + dir + R"(/tiny_mlp.pt, input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [4]}, max_batch: 8, profile: {alpha_ms: 0.05, beta_ms: 0.5}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: mlp}]}
+)", "cpu.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  auto cfg = std::make_shared<const cluster_config>(std::move(*r.config));
+  node_runtime node(cfg, "local");
+  ASSERT_EQ(node.start(), "");
+  raw_client client(node.endpoint());
+  bool ready = false;
+  for (uint64_t t = 1; t < 200 && !ready; ++t) {
+    client.send(msg::encode({{}, msg::status_request{t}}));
+    auto e = client.recv(200);
+    ready = e && std::get<msg::status_reply>(e->content).ready;
+  }
+  ASSERT_TRUE(ready);
+  std::ifstream in(dir + "/tiny_mlp.input.bin", std::ios::binary);
+  std::string input(16 * 4, '\0'), want(4 * 4, '\0');
+  in.read(input.data(), static_cast<std::streamsize>(input.size()));
+  std::ifstream(dir + "/tiny_mlp.output.bin", std::ios::binary).read(want.data(), static_cast<std::streamsize>(want.size()));
+  client.send(msg::encode({{}, msg::client_request{"p", 1, {tensor{"x", dtype::float32, {16}, input}}, -1}}));
+  auto e = client.recv();
+  ASSERT_TRUE(e);
+  auto& reply = std::get<msg::client_reply>(e->content);
+  ASSERT_EQ(reply.code, msg::status::ok) << reply.reason;
+  ASSERT_EQ(reply.outputs.size(), 1u);
+  std::vector<float> got(4), ref(4);
+  std::memcpy(got.data(), reply.outputs[0].data.data(), 16);
+  std::memcpy(ref.data(), want.data(), 16);
+  for (int k = 0; k < 4; ++k) EXPECT_NEAR(got[k], ref[k], 1e-5);
+  client.send(msg::encode({{}, msg::client_request{"p", 2, {make_tensor({dtype::float32, {15}}, 1)}, -1}}));
+  auto bad = client.recv();
+  ASSERT_TRUE(bad);
+  EXPECT_NE(std::get<msg::client_reply>(bad->content).reason.find("does not match the model's declared input float32[16]"),
+            std::string::npos);
 }
 
 }  // namespace

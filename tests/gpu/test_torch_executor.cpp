@@ -1,0 +1,141 @@
+// The LibTorch cpu executor against PyTorch itself: tools/export_models.py --small writes tiny
+// TorchScript models with a reference batch computed in Python.
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "gpu/executor.hpp"
+
+namespace sloserve {
+namespace {
+
+const std::string dir = SLOSERVE_MODELS_DIR;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+model_spec tiny_mlp() {
+  model_spec m;
+  m.name = "tiny_mlp";
+  m.path = dir + "/tiny_mlp.pt";
+  m.input = {dtype::float32, {16}};
+  m.output = {dtype::float32, {4}};
+  m.max_batch = 8;
+  return m;
+}
+
+model_spec tiny_cnn() {
+  model_spec m;
+  m.name = "tiny_cnn";
+  m.path = dir + "/tiny_cnn.pt";
+  m.input = {dtype::float32, {3, 8, 8}};
+  m.output = {dtype::float32, {5}};
+  m.max_batch = 8;
+  return m;
+}
+
+// Requests made of the reference input rows.
+std::vector<std::vector<tensor>> reference_requests(const model_spec& m, const std::string& stem) {
+  auto bytes = read_file(dir + "/" + stem + ".input.bin");
+  auto row = m.input.byte_size().value();
+  std::vector<std::vector<tensor>> out;
+  for (size_t off = 0; off + row <= bytes.size(); off += row) {
+    tensor t;
+    t.type = m.input.type;
+    t.shape = m.input.shape;
+    t.data = bytes.substr(off, row);
+    out.push_back({t});
+  }
+  return out;
+}
+
+std::vector<float> floats(const std::string& bytes) {
+  std::vector<float> v(bytes.size() / 4);
+  std::memcpy(v.data(), bytes.data(), v.size() * 4);
+  return v;
+}
+
+void expect_reference(device_executor& ex, const model_spec& m, const std::string& stem) {
+  auto reqs = reference_requests(m, stem);
+  ASSERT_FALSE(reqs.empty());
+  std::vector<const std::vector<tensor>*> in;
+  for (auto& r : reqs) in.push_back(&r);
+  auto out = ex.execute(m, in);
+  ASSERT_EQ(out.error, "");
+  ASSERT_EQ(out.outputs.size(), reqs.size());  // one output per request, in order
+  auto want = floats(read_file(dir + "/" + stem + ".output.bin"));
+  auto per = want.size() / reqs.size();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(out.outputs[i][0].shape, m.output.shape);
+    auto got = floats(out.outputs[i][0].data);
+    ASSERT_EQ(got.size(), per);
+    for (size_t k = 0; k < per; ++k) EXPECT_NEAR(got[k], want[i * per + k], 1e-5) << "request " << i << " value " << k;
+  }
+}
+
+TEST(torch_executor, batch_outputs_equal_pytorch_and_split_per_request) {
+  ASSERT_TRUE(torch_available());
+  std::string err;
+  auto ex = make_executor("cpu", 0, 1, err);
+  ASSERT_TRUE(ex) << err;
+  EXPECT_EQ(ex->load(tiny_mlp()), "");
+  EXPECT_GT(ex->memory_mb("tiny_mlp"), 0);
+  expect_reference(*ex, tiny_mlp(), "tiny_mlp");
+  expect_reference(*ex, tiny_cnn(), "tiny_cnn");  // loads on first use
+}
+
+TEST(torch_executor, a_request_alone_gets_what_it_gets_in_a_batch) {
+  std::string err;
+  auto ex = make_executor("cpu", 0, 1, err);
+  auto m = tiny_mlp();
+  auto reqs = reference_requests(m, "tiny_mlp");
+  auto alone = ex->execute(m, {&reqs[1]});
+  ASSERT_EQ(alone.error, "");
+  std::vector<const std::vector<tensor>*> all;
+  for (auto& r : reqs) all.push_back(&r);
+  auto batched = ex->execute(m, all);
+  auto a = floats(alone.outputs[0][0].data), b = floats(batched.outputs[1][0].data);
+  for (size_t k = 0; k < a.size(); ++k) EXPECT_NEAR(a[k], b[k], 1e-5);
+}
+
+TEST(torch_executor, changing_threads_between_batches_keeps_results) {
+  std::string err;
+  auto ex = make_executor("cpu", 0, 1, err);
+  ex->set_threads(2);
+  expect_reference(*ex, tiny_cnn(), "tiny_cnn");
+  ex->set_threads(1);
+  expect_reference(*ex, tiny_cnn(), "tiny_cnn");
+}
+
+TEST(torch_executor, errors_name_the_problem) {
+  std::string err;
+  auto ex = make_executor("cpu", 0, 1, err);
+  auto missing = tiny_mlp();
+  missing.name = "missing";
+  missing.path = dir + "/nope.pt";
+  EXPECT_NE(ex->load(missing).find("cannot load model 'missing' from"), std::string::npos);
+  auto wrong = tiny_mlp();
+  wrong.name = "wrong_output";
+  wrong.output = {dtype::float32, {7}};
+  EXPECT_NE(ex->load(wrong).find("produced float32[4] per request, not the declared output float32[7]"), std::string::npos)
+      << ex->load(wrong);
+  auto nopath = tiny_mlp();
+  nopath.name = "nopath";
+  nopath.path.clear();
+  EXPECT_NE(ex->load(nopath).find("has no TorchScript path"), std::string::npos);
+}
+
+TEST(torch_executor, cuda_kind_says_why_it_is_unavailable_here) {
+  std::string err;
+  auto ex = make_executor("cuda", 0, 1, err);
+  if (ex) GTEST_SKIP() << "this machine has a GPU";
+  EXPECT_NE(err.find("cuda"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace sloserve

@@ -1,0 +1,107 @@
+#!/usr/bin/python3
+"""Writes TorchScript models for sloserve into a build folder, with fixed seeds.
+
+Run with Debian's interpreter (it has python3-torch and python3-torchvision):
+    /usr/bin/python3 tools/export_models.py --out build/models [--small] [--variants N]
+
+--small writes only the tiny models the tests use (seconds, no torchvision). Each tiny model
+comes with a reference batch: NAME.input.bin and NAME.output.bin hold float32 rows computed
+here, so C++ tests can check the executor against PyTorch itself.
+
+Without --small it also writes ResNet-18, ResNet-50, MobileNetV2 and SqueezeNet (randomly
+initialised: there is no model hub) and N transfer-learned ResNet-18 variants that share one
+backbone, both as full models and as one prefix plus per-variant suffixes.
+"""
+import argparse
+import os
+import sys
+
+import torch
+
+
+def save(module, example, path):
+    module.eval()
+    with torch.no_grad():
+        traced = torch.jit.trace(module, example)
+    traced.save(path)
+    return traced
+
+
+def write_reference(traced, batch, stem):
+    with torch.no_grad():
+        out = traced(batch)
+    batch.numpy().astype("float32").tofile(stem + ".input.bin")
+    out.numpy().astype("float32").tofile(stem + ".output.bin")
+
+
+class TinyMLP(torch.nn.Module):
+    """float32[16] -> float32[4]."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class TinyCNN(torch.nn.Module):
+    """float32[3, 8, 8] -> float32[5]."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 6, 3, padding=1)
+        self.head = torch.nn.Linear(6, 5)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x)).mean(dim=(2, 3))
+        return self.head(y)
+
+
+def small(out):
+    torch.manual_seed(1234)
+    mlp = save(TinyMLP(), torch.zeros(1, 16), os.path.join(out, "tiny_mlp.pt"))
+    write_reference(mlp, torch.randn(3, 16), os.path.join(out, "tiny_mlp"))
+    torch.manual_seed(99)
+    cnn = save(TinyCNN(), torch.zeros(1, 3, 8, 8), os.path.join(out, "tiny_cnn.pt"))
+    write_reference(cnn, torch.randn(4, 3, 8, 8), os.path.join(out, "tiny_cnn"))
+
+
+def full(out, variants):
+    import torchvision
+
+    example = torch.zeros(1, 3, 224, 224)
+    for name, ctor in [("resnet18", torchvision.models.resnet18), ("resnet50", torchvision.models.resnet50),
+                       ("mobilenet_v2", torchvision.models.mobilenet_v2),
+                       ("squeezenet", torchvision.models.squeezenet1_1)]:
+        torch.manual_seed(0)
+        save(ctor(), example, os.path.join(out, name + ".pt"))
+    # Transfer learning: one ResNet-18 backbone, a different 10-class head per variant.
+    torch.manual_seed(0)
+    backbone = torchvision.models.resnet18()
+    backbone.fc = torch.nn.Identity()
+    save(backbone, example, os.path.join(out, "resnet18_prefix.pt"))
+    feature = torch.zeros(1, 512)
+    for v in range(variants):
+        torch.manual_seed(100 + v)
+        head = torch.nn.Linear(512, 10)
+        save(head, feature, os.path.join(out, "resnet18_v%d_suffix.pt" % v))
+        save(torch.nn.Sequential(backbone, head), example, os.path.join(out, "resnet18_v%d.pt" % v))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--small", action="store_true")
+    ap.add_argument("--variants", type=int, default=5)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    torch.set_num_threads(1)
+    small(args.out)
+    if not args.small:
+        full(args.out, args.variants)
+    print("exported models to", args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
