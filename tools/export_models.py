@@ -58,7 +58,21 @@ class TinyCNN(torch.nn.Module):
         return self.head(y)
 
 
+def preprocess_reference(out):
+    """A 5x7 uint8 RGB image resized to 4x6 and normalized, as gpu/preprocess.hpp must do it."""
+    g = torch.Generator().manual_seed(7)
+    img = torch.randint(0, 256, (5, 7, 3), dtype=torch.uint8, generator=g)
+    x = img.permute(2, 0, 1).unsqueeze(0).float()
+    y = torch.nn.functional.interpolate(x, size=(4, 6), mode="bilinear", align_corners=False)[0]
+    mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
+    y = (y / 255.0 - mean) / std
+    img.numpy().tofile(os.path.join(out, "preprocess.input.bin"))
+    y.numpy().astype("float32").tofile(os.path.join(out, "preprocess.output.bin"))
+
+
 def small(out):
+    preprocess_reference(out)
     torch.manual_seed(1234)
     mlp = save(TinyMLP(), torch.zeros(1, 16), os.path.join(out, "tiny_mlp.pt"))
     write_reference(mlp, torch.randn(3, 16), os.path.join(out, "tiny_mlp"))

@@ -1,0 +1,80 @@
+// `sloserve profile`: measure a model's l(b) on a device and write it in the cluster file's
+// profile format, with linear and quadratic fits.
+
+#include <fstream>
+#include <iostream>
+
+#include "apps/commands.hpp"
+#include "gpu/profiler.hpp"
+#include "scheduling/profile_fit.hpp"
+
+namespace sloserve {
+
+void add_profile_command(CLI::App& app, int& rc) {
+  struct opts {
+    std::string config, model, device, out;
+    std::vector<int> batches;
+    int threads = 1;
+    profile_options po;
+  };
+  auto o = std::make_shared<opts>();
+  auto* cmd = app.add_subcommand("profile", "Measure a model's batch latencies and write its profile");
+  cmd->add_option("-c,--config", o->config, "cluster file")->required();
+  cmd->add_option("--model", o->model, "model to profile")->required();
+  cmd->add_option("--batches", o->batches, "batch sizes (default 1, 2, 4, ... up to max_batch)")->delimiter(',');
+  cmd->add_option("--device", o->device, "cpu, cuda or emulated (default: cpu when the model has a path)");
+  cmd->add_option("--threads", o->threads, "intra-op threads (cpu)")->capture_default_str();
+  cmd->add_option("--runs", o->po.min_runs, "at least this many runs per batch size")->capture_default_str();
+  cmd->add_option("--seconds", o->po.max_seconds, "at most this long per batch size once --runs are done")->capture_default_str();
+  cmd->add_option("--out", o->out, "write the profile here (YAML, the models[].profile key)");
+  cmd->callback([o, &rc] {
+    auto cfg = load_config_or_report(o->config);
+    if (!cfg) return void(rc = 2);
+    auto* m = cfg->find_model(o->model);
+    if (!m) {
+      std::cerr << o->config << ": has no model '" << o->model << "'\n";
+      return void(rc = 2);
+    }
+    auto kind = o->device.empty() ? (m->path.empty() ? "emulated" : "cpu") : o->device;
+    std::string err;
+    auto ex = make_executor(kind, 1, o->threads, err);
+    if (!ex) {
+      std::cerr << "sloserve profile: " << err << "\n";
+      return void(rc = 1);
+    }
+    o->po.batches = o->batches;
+    o->po.max_runs = std::max(o->po.max_runs, o->po.min_runs);
+    std::vector<profile_point> points;
+    if (!profile_model(*ex, *m, o->po, points, err)) {
+      std::cerr << "sloserve profile: " << err << "\n";
+      return void(rc = 1);
+    }
+    std::printf("%s on %s (%d threads)\n%6s %6s %10s %10s %10s %12s\n", m->name.c_str(), kind.c_str(), o->threads,
+                "batch", "runs", "mean_ms", "p50_ms", "p99_ms", "req/s@p99");
+    std::vector<int> bs;
+    std::vector<double> p99;
+    for (auto& p : points) {
+      std::printf("%6d %6d %10.3f %10.3f %10.3f %12.1f\n", p.batch, p.runs, p.mean_ms, p.p50_ms, p.p99_ms,
+                  p.p99_ms > 0 ? p.batch / p.p99_ms * 1000 : 0.0);
+      bs.push_back(p.batch);
+      p99.push_back(p.p99_ms);
+    }
+    auto lin = sched::fit_linear(bs, p99);
+    auto quad = sched::fit_quadratic(bs, p99);
+    if (lin.ok)
+      std::printf("linear fit    l(b) = %.4g*b + %.4g ms            rms %.3g ms, max error %.1f%%\n", lin.b1, lin.c,
+                  lin.rms_ms, 100 * lin.max_rel_err);
+    if (quad.ok)
+      std::printf("quadratic fit d(b) = %.4g*b^2 + %.4g*b + %.4g ms  rms %.3g ms, max error %.1f%%\n", quad.a, quad.b1,
+                  quad.c, quad.rms_ms, 100 * quad.max_rel_err);
+    auto yaml = to_profile_yaml(points);
+    std::printf("%s\n", yaml.c_str());
+    if (!o->out.empty()) {
+      std::ofstream(o->out) << "# sloserve profile of " << m->name << " on " << kind << ", " << o->threads
+                            << " threads; p99 latency per batch\n"
+                            << yaml << "\n";
+    }
+  });
+}
+
+}  // namespace sloserve

@@ -1,0 +1,59 @@
+// The CPU path of preprocessing against torch.nn.functional.interpolate (reference written by
+// tools/export_models.py --small).
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <cstring>
+#include <iterator>
+#include <vector>
+
+#include "gpu/preprocess.hpp"
+
+namespace sloserve {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+TEST(preprocess, cpu_path_matches_torch_bilinear_and_normalize) {
+  std::string dir = SLOSERVE_MODELS_DIR;
+  auto img = read_file(dir + "/preprocess.input.bin");
+  auto ref = read_file(dir + "/preprocess.output.bin");
+  ASSERT_EQ(img.size(), 5u * 7 * 3);
+  ASSERT_EQ(ref.size(), 3u * 4 * 6 * 4);
+  preprocess_spec s;
+  s.out_h = 4;
+  s.out_w = 6;
+  std::vector<float> out(3 * 4 * 6);
+  preprocess_cpu(reinterpret_cast<const uint8_t*>(img.data()), 5, 7, s, out.data());
+  std::vector<float> want(out.size());
+  std::memcpy(want.data(), ref.data(), ref.size());
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], want[i], 1e-4) << "element " << i;
+}
+
+TEST(preprocess, same_size_is_pure_normalization) {
+  std::vector<uint8_t> img{0, 128, 255, 10, 20, 30};  // 1 x 2 pixels
+  preprocess_spec s;
+  s.out_h = 1;
+  s.out_w = 2;
+  std::vector<float> out(6);
+  preprocess_cpu(img.data(), 1, 2, s, out.data());
+  EXPECT_NEAR(out[0], (0 / 255.0f - 0.485f) / 0.229f, 1e-6);   // c0, x0
+  EXPECT_NEAR(out[1], (10 / 255.0f - 0.485f) / 0.229f, 1e-6);  // c0, x1
+  EXPECT_NEAR(out[4], (255 / 255.0f - 0.406f) / 0.225f, 1e-6); // c2, x0
+}
+
+TEST(preprocess, cuda_path_reports_when_unavailable) {
+  if (cuda_preprocess_available()) GTEST_SKIP() << "a GPU is present";
+  std::vector<uint8_t> img(3);
+  std::vector<float> out(3);
+  preprocess_spec s;
+  s.out_h = s.out_w = 1;
+  EXPECT_FALSE(preprocess_cuda(img.data(), 1, 1, s, out.data()).empty());
+}
+
+}  // namespace
+}  // namespace sloserve
