@@ -46,10 +46,14 @@ struct device_state {
 
   bool busy = false;
   uint64_t token = 0;
-  size_t running_session = 0;
   clock_time started;
-  std::vector<sched::session_queue<pending>::entry> running;
+  // The running batch: each request with the model it ran (one model, or a prefix family).
+  std::vector<std::pair<const model_spec*, sched::session_queue<pending>::entry>> running;
   std::vector<std::vector<tensor>> running_outputs;
+
+  bool is_running(const model_spec* m) const {
+    return std::any_of(running.begin(), running.end(), [&](auto& r) { return r.first == m; });
+  }
 };
 
 using self_ptr = device_actor::stateful_pointer<device_state>;
@@ -71,40 +75,59 @@ void answer(self_ptr self, const msg::invocation& inv, msg::status code, std::st
   st.net->to_node(inv.frontend, {{}, std::move(r)});
 }
 
+// Forms a batch of session `s` by the drop policy at `now`, answering what it drops.
+std::vector<sched::session_queue<pending>::entry> form(self_ptr self, session& s, clock_time now) {
+  auto& st = self->state;
+  auto* m = s.model;
+  auto l = [m](int b) { return nanoseconds(static_cast<int64_t>(m->profile.latency_ms_at(b) * 1e6)); };
+  std::vector<sched::session_queue<pending>::entry> batch, dropped;
+  // The window the policy tried: the scheduled batch, or all that is queued if fewer.
+  auto window = static_cast<int>(std::min<size_t>(static_cast<size_t>(s.batch), s.queue.size()));
+  s.queue.form_batch(*st.policy, now, s.batch, l, batch, dropped);
+  for (auto& d : dropped) {
+    ++s.load.dropped;
+    auto left = std::chrono::duration<double, std::milli>(d.deadline - now).count();
+    answer(self, d.item.inv, msg::status::dropped,
+           fmt::format("early drop by {}: {:.1f} ms left, a batch of {} {} needs {:.1f} ms", st.policy->name(),
+                       left, window, m->name, m->profile.latency_ms_at(window)));
+  }
+  return batch;
+}
+
 void run_next(self_ptr self) {
   auto& st = self->state;
   if (st.busy || st.sessions.empty()) return;
   auto now = self->clock().now();
-  std::vector<sched::session_queue<pending>::entry> batch, dropped;
   for (size_t k = 0; k < st.sessions.size(); ++k) {
     auto idx = (st.next + k) % st.sessions.size();
     auto& s = st.sessions[idx];
     if (s.queue.empty()) continue;
-    auto* m = s.model;
-    auto l = [m](int b) { return nanoseconds(static_cast<int64_t>(m->profile.latency_ms_at(b) * 1e6)); };
-    // The window the policy tried: the scheduled batch, or all that is queued if fewer.
-    auto window = static_cast<int>(std::min<size_t>(static_cast<size_t>(s.batch), s.queue.size()));
-    s.queue.form_batch(*st.policy, now, s.batch, l, batch, dropped);
-    for (auto& d : dropped) {
-      ++s.load.dropped;
-      auto left = std::chrono::duration<double, std::milli>(d.deadline - now).count();
-      answer(self, d.item.inv, msg::status::dropped,
-             fmt::format("early drop by {}: {:.1f} ms left, a batch of {} {} needs {:.1f} ms",
-                         st.policy->name(), left, window, m->name, m->profile.latency_ms_at(window)));
+    // A variant's turn runs its whole prefix family on this device: one pass of the prefix.
+    std::vector<family_group> groups;
+    st.running.clear();
+    for (auto& other : st.sessions) {
+      bool member = &other == &s || (s.model->is_variant() && other.model->prefix == s.model->prefix);
+      if (!member || other.queue.empty()) continue;
+      auto batch = form(self, other, now);
+      if (batch.empty()) continue;
+      for (auto& e : batch) st.running.emplace_back(other.model, std::move(e));
+      groups.push_back({other.model, {}});
     }
-    dropped.clear();
-    if (batch.empty()) continue;
-    std::vector<const std::vector<tensor>*> inputs;
-    inputs.reserve(batch.size());
-    for (auto& e : batch) inputs.push_back(&e.item.inv.inputs);
-    auto outcome = st.executor->execute(*m, inputs);
+    if (st.running.empty()) continue;
+    // Inputs point into `running`, which does not change until the batch is done.
+    size_t g = 0;
+    for (size_t i = 0; i < st.running.size(); ++i) {
+      if (i > 0 && st.running[i].first != st.running[i - 1].first) ++g;
+      groups[g].inputs.push_back(&st.running[i].second.item.inv.inputs);
+    }
+    auto outcome = groups.size() == 1 && !s.model->is_variant()
+                       ? st.executor->execute(*groups[0].model, groups[0].inputs)
+                       : st.executor->execute_family(groups);
     st.busy = true;
-    st.running_session = idx;
     st.started = now;
-    st.running = std::move(batch);
     st.next = idx + 1;
     if (!outcome.error.empty()) {
-      for (auto& e : st.running)
+      for (auto& [m, e] : st.running)
         answer(self, e.item.inv, msg::status::error, "device " + std::to_string(st.index) + ": " + outcome.error);
       st.running.clear();
       st.busy = false;
@@ -122,14 +145,16 @@ void on_done(self_ptr self, uint64_t token) {
   auto& st = self->state;
   if (!st.busy || token != st.token) return;
   auto now = self->clock().now();
-  auto& s = st.sessions[st.running_session];
   auto exec_ns = (now - st.started).count();
   auto b = static_cast<uint32_t>(st.running.size());
   for (size_t i = 0; i < st.running.size(); ++i) {
-    auto& e = st.running[i];
+    auto& [m, e] = st.running[i];
     auto queue_ns = (st.started - e.item.enqueued).count();
-    ++s.load.completed;
-    s.latency_sum_ms += (now - e.item.enqueued).count() / 1e6;
+    for (auto& s : st.sessions)
+      if (s.model == m) {
+        ++s.load.completed;
+        s.latency_sum_ms += (now - e.item.enqueued).count() / 1e6;
+      }
     answer(self, e.item.inv, msg::status::ok, {}, std::move(st.running_outputs[i]), b, queue_ns, exec_ns);
   }
   st.running.clear();
@@ -145,10 +170,8 @@ void prune(self_ptr self) {
   auto idle = std::chrono::milliseconds(2 * st.cfg->runtime.beacon_ms);
   for (size_t i = 0; i < st.sessions.size();) {
     auto& s = st.sessions[i];
-    bool running = st.busy && st.running_session == i;
-    if (s.draining && s.queue.empty() && !running && now - s.last_arrival > idle) {
+    if (s.draining && s.queue.empty() && !st.is_running(s.model) && now - s.last_arrival > idle) {
       st.sessions.erase(st.sessions.begin() + static_cast<std::ptrdiff_t>(i));
-      if (st.busy && st.running_session > i) --st.running_session;
       continue;
     }
     ++i;

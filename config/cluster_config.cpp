@@ -203,7 +203,8 @@ void parse_profile(reader& r, const YAML::Node& n, model_spec& m, const std::str
 void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   model_spec m;
   std::string where = "model";
-  r.known_keys(n, {"name", "input", "output", "max_batch", "profile", "jitter", "memory_mb", "path"}, where);
+  r.known_keys(n, {"name", "input", "output", "max_batch", "profile", "jitter", "memory_mb", "path", "prefix"}, where);
+  r.get(n, "prefix", m.prefix, where, false);
   if (r.get(n, "name", m.name, where, true)) where = "model '" + m.name + "'";
   if (!n["input"]) r.error(n, where + " is missing 'input'");
   else parse_tensor_spec(r, n["input"], m.input, where + " input");
@@ -382,6 +383,27 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
     for (auto n : root["nodes"]) parse_node(r, n, cfg);
   if (root["models"] && root["models"].IsSequence())
     for (auto n : root["models"]) parse_model(r, n, cfg);
+  // Variants take their prefix's path, output and profile.
+  for (size_t i = 0; i < cfg.models.size(); ++i) {
+    auto& m = cfg.models[i];
+    if (!m.is_variant()) continue;
+    auto at = root["models"][i]["prefix"];
+    auto* p = cfg.find_model(m.prefix);
+    if (!p) {
+      r.error(at, "model '" + m.name + "' has unknown prefix model '" + m.prefix + "'");
+      continue;
+    }
+    if (p->is_variant()) {
+      r.error(at, "model '" + m.name + "': its prefix '" + m.prefix + "' is itself a variant");
+      continue;
+    }
+    if (p->input.type != m.input.type || p->input.shape != m.input.shape)
+      r.error(at, "model '" + m.name + "' takes " + m.input.to_string() + " but its prefix '" + m.prefix + "' takes " +
+                      p->input.to_string());
+    m.prefix_path = p->path;
+    m.prefix_output = p->output;
+    m.prefix_profile = p->profile;
+  }
   if (root["pipelines"] && root["pipelines"].IsSequence())
     for (auto n : root["pipelines"]) parse_pipeline(r, n, cfg);
   parse_runtime(r, root["runtime"], cfg.runtime);
@@ -515,6 +537,7 @@ std::string to_yaml(const cluster_config& cfg) {
     if (m.jitter > 0) e << YAML::Key << "jitter" << YAML::Value << m.jitter;
     if (m.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << m.memory_mb;
     if (!m.path.empty()) e << YAML::Key << "path" << YAML::Value << m.path;
+    if (m.is_variant()) e << YAML::Key << "prefix" << YAML::Value << m.prefix;
     e << YAML::EndMap;
   }
   e << YAML::EndSeq;

@@ -3,6 +3,18 @@
 #include "gpu/executor.hpp"
 
 namespace sloserve {
+
+batch_outcome device_executor::execute_family(const std::vector<family_group>& groups) {
+  batch_outcome all;
+  for (auto& g : groups) {
+    auto one = execute(*g.model, g.inputs);
+    if (!one.error.empty()) return one;
+    all.busy += one.busy;
+    for (auto& o : one.outputs) all.outputs.push_back(std::move(o));
+  }
+  return all;
+}
+
 namespace {
 
 class emulated_executor final : public device_executor {
@@ -19,12 +31,37 @@ class emulated_executor final : public device_executor {
     if (m.jitter > 0) ms *= std::uniform_real_distribution<double>(1 - m.jitter, 1 + m.jitter)(rng_);
     out.busy = std::chrono::nanoseconds(static_cast<int64_t>(ms * 1e6));
     out.outputs.reserve(inputs.size());
-    for (auto* in : inputs) {
-      auto seed = in->empty() ? 0 : fingerprint(in->front().data);
-      out.outputs.push_back({make_tensor(m.output, seed ^ fingerprint(m.name), "output")});
-    }
+    for (auto* in : inputs) out.outputs.push_back({output_for(m, *in)});
     return out;
   }
+
+  // The prefix once over every group's requests, then each suffix on its slice; outputs equal
+  // what each variant gives alone.
+  batch_outcome execute_family(const std::vector<family_group>& groups) override {
+    batch_outcome out;
+    if (groups.empty()) return out;
+    int total = 0;
+    double ms = 0;
+    for (auto& g : groups) {
+      int b = static_cast<int>(g.inputs.size());
+      total += b;
+      ms += g.model->suffix_ms_at(b);
+      for (auto* in : g.inputs) out.outputs.push_back({output_for(*g.model, *in)});
+    }
+    ms += groups.front().model->prefix_profile.latency_ms_at(total);
+    double jitter = groups.front().model->jitter;
+    if (jitter > 0) ms *= std::uniform_real_distribution<double>(1 - jitter, 1 + jitter)(rng_);
+    out.busy = std::chrono::nanoseconds(static_cast<int64_t>(ms * 1e6));
+    return out;
+  }
+
+ private:
+  static tensor output_for(const model_spec& m, const std::vector<tensor>& in) {
+    auto seed = in.empty() ? 0 : fingerprint(in.front().data);
+    return make_tensor(m.output, seed ^ fingerprint(m.name), "output");
+  }
+
+ public:
 
  private:
   std::mt19937_64 rng_;

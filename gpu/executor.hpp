@@ -20,6 +20,12 @@ struct batch_outcome {
   std::string error;  // non-empty: the whole batch failed with this reason
 };
 
+// One variant's share of a prefix-batched execution.
+struct family_group {
+  const model_spec* model = nullptr;  // a variant (model_spec::is_variant)
+  std::vector<const std::vector<tensor>*> inputs;
+};
+
 class device_executor {
  public:
   virtual ~device_executor() = default;
@@ -29,6 +35,10 @@ class device_executor {
   virtual std::string load(const model_spec& m) { return {}; }
   // Intra-op threads for the batches that follow (vertical scaling on cpu devices).
   virtual void set_threads(int threads) {}
+  // Prefix batching: variants of one prefix run the prefix once over all groups' requests, then
+  // each suffix on its contiguous slice. Outputs are flattened: group by group, request by
+  // request. By default each group runs on its own (no sharing).
+  virtual batch_outcome execute_family(const std::vector<family_group>& groups);
   // Resident size of a loaded model; 0 when unknown or not loaded.
   virtual double memory_mb(const std::string& model) const { return 0; }
   // inputs[i] holds request i's tensors; each was checked against m.input beforehand.

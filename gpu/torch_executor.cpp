@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <set>
 #include <mutex>
 
 #include "gpu/executor.hpp"
@@ -53,90 +54,83 @@ class torch_executor final : public device_executor {
 
   void set_threads(int threads) override { threads_ = std::max(1, threads); }
 
+  // A variant's own suffix; its prefix is counted once, under the prefix's name.
   double memory_mb(const std::string& model) const override {
-    auto it = loaded_.find(model);
-    return it == loaded_.end() ? 0 : it->second.memory_mb;
+    auto it = modules_.find(model);
+    if (it == modules_.end()) it = modules_.find("prefix:" + model);
+    return it == modules_.end() ? 0 : it->second.memory_mb;
   }
 
   std::string load(const model_spec& m) override {
-    if (loaded_.count(m.name)) return {};
+    if (ready_.count(m.name)) return {};
     if (m.path.empty()) return "model '" + m.name + "' has no TorchScript path (models[].path)";
-    entry e;
-    try {
-      e.module = torch::jit::load(m.path, device_);
-      e.module.eval();
-      size_t bytes = 0;
-      for (const auto& p : e.module.parameters()) bytes += p.numel() * p.element_size();
-      for (const auto& b : e.module.buffers()) bytes += b.numel() * b.element_size();
-      e.memory_mb = bytes / (1024.0 * 1024.0);
-    } catch (const std::exception& ex) {
-      return "cannot load model '" + m.name + "' from " + m.path + ": " + first_line(ex.what());
+    if (m.is_variant()) {
+      if (m.prefix_path.empty()) return "prefix model '" + m.prefix + "' of '" + m.name + "' has no TorchScript path";
+      if (auto e = load_module(prefix_key(m), m.prefix_path, m.prefix); !e.empty()) return e;
     }
-    loaded_.emplace(m.name, std::move(e));
+    if (auto e = load_module(m.name, m.path, m.name); !e.empty()) return e;
     // Warm up: the first forward pays for allocation and JIT; do not let a request pay it.
+    ready_.insert(m.name);
     std::vector<tensor> zeros{make_tensor(m.input, 0)};
     std::vector<const std::vector<tensor>*> one{&zeros};
     auto out = execute(m, one);
     if (!out.error.empty()) {
-      loaded_.erase(m.name);
+      ready_.erase(m.name);
       return "model '" + m.name + "' failed its warm-up batch: " + out.error;
     }
     return {};
   }
 
   batch_outcome execute(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs) override {
+    if (m.is_variant()) return execute_family({{&m, inputs}});
     batch_outcome out;
-    auto it = loaded_.find(m.name);
-    if (it == loaded_.end()) {
-      if (auto err = load(m); !err.empty()) {
+    if (auto err = ensure(m); !err.empty()) {
+      out.error = err;
+      return out;
+    }
+    try {
+      auto batch = stack(m.input, inputs);
+      auto result = forward(modules_.at(m.name).module, batch);
+      if (auto err = split(m, result, 0, static_cast<int64_t>(inputs.size()), out); !err.empty()) out.error = err;
+    } catch (const std::exception& ex) {
+      out.error = "model '" + m.name + "' failed: " + first_line(ex.what());
+    }
+    return out;
+  }
+
+  batch_outcome execute_family(const std::vector<family_group>& groups) override {
+    batch_outcome out;
+    if (groups.empty()) return out;
+    auto& first = *groups.front().model;
+    for (auto& g : groups)
+      if (auto err = ensure(*g.model); !err.empty()) {
         out.error = err;
         return out;
       }
-      it = loaded_.find(m.name);
-    }
-    const auto b = static_cast<int64_t>(inputs.size());
-    std::vector<int64_t> shape{b};
-    shape.insert(shape.end(), m.input.shape.begin(), m.input.shape.end());
-    auto row_bytes = m.input.byte_size().value_or(0);
     try {
-      auto batch = torch::empty(shape, torch::TensorOptions().dtype(scalar_of(m.input.type)));
-      auto* dst = static_cast<char*>(batch.data_ptr());
-      for (int64_t i = 0; i < b; ++i) std::memcpy(dst + i * row_bytes, (*inputs[i])[0].data.data(), row_bytes);
-      torch::Tensor result;
-      {
-        std::lock_guard<std::mutex> lock(intra_op_mutex);
-        if (at::get_num_threads() != threads_) at::set_num_threads(threads_);
-        c10::InferenceMode guard;
-        auto v = it->second.module.forward({batch.to(device_)});
-        if (v.isTuple()) v = v.toTuple()->elements().at(0);
-        result = v.toTensor().to(torch::kCPU).contiguous();
-      }
-      if (result.dim() < 1 || result.size(0) != b) {
-        out.error = "model '" + m.name + "' returned " + std::to_string(result.dim() ? result.size(0) : 0) +
-                    " rows for a batch of " + std::to_string(b);
+      std::vector<const std::vector<tensor>*> all;
+      for (auto& g : groups) all.insert(all.end(), g.inputs.begin(), g.inputs.end());
+      // One pass of the shared prefix over every variant's requests.
+      auto features = forward(modules_.at(prefix_key(first)).module, stack(first.input, all));
+      std::vector<int64_t> want{static_cast<int64_t>(all.size())};
+      want.insert(want.end(), first.prefix_output.shape.begin(), first.prefix_output.shape.end());
+      if (features.sizes().vec() != want) {
+        out.error = "prefix '" + first.prefix + "' produced " + shape_text(features) + ", not the declared " +
+                    first.prefix_output.to_string() + " per request";
         return out;
       }
-      auto t = dtype_of(result.scalar_type());
-      std::vector<int64_t> row_shape(result.sizes().begin() + 1, result.sizes().end());
-      if (!t || *t != m.output.type || row_shape != m.output.shape) {
-        tensor_spec got{t.value_or(dtype::float32), row_shape};
-        out.error = "model '" + m.name + "' produced " + (t ? got.to_string() : std::string("an unsupported dtype")) +
-                    " per request, not the declared output " + m.output.to_string();
-        return out;
-      }
-      auto out_bytes = m.output.byte_size().value_or(0);
-      auto* src = static_cast<const char*>(result.data_ptr());
-      out.outputs.reserve(inputs.size());
-      for (int64_t i = 0; i < b; ++i) {
-        tensor o;
-        o.name = "output";
-        o.type = m.output.type;
-        o.shape = m.output.shape;
-        o.data.assign(src + i * out_bytes, out_bytes);
-        out.outputs.push_back({std::move(o)});
+      int64_t offset = 0;
+      for (auto& g : groups) {
+        auto b = static_cast<int64_t>(g.inputs.size());
+        auto result = forward(modules_.at(g.model->name).module, features.narrow(0, offset, b));
+        if (auto err = split(*g.model, result, 0, b, out); !err.empty()) {
+          out.error = err;
+          return out;
+        }
+        offset += b;
       }
     } catch (const std::exception& ex) {
-      out.error = "model '" + m.name + "' failed: " + first_line(ex.what());
+      out.error = "prefix family '" + first.prefix + "' failed: " + first_line(ex.what());
     }
     return out;
   }
@@ -147,15 +141,89 @@ class torch_executor final : public device_executor {
     double memory_mb = 0;
   };
 
+  static std::string prefix_key(const model_spec& m) { return "prefix:" + m.prefix; }
+
   static std::string first_line(const char* what) {
     std::string s(what);
     auto nl = s.find('\n');
     return nl == std::string::npos ? s : s.substr(0, nl);
   }
 
+  static std::string shape_text(const torch::Tensor& t) {
+    std::string s = "[";
+    for (int64_t i = 0; i < t.dim(); ++i) s += (i ? "," : "") + std::to_string(t.size(i));
+    return s + "]";
+  }
+
+  std::string ensure(const model_spec& m) { return ready_.count(m.name) ? std::string() : load(m); }
+
+  std::string load_module(const std::string& key, const std::string& path, const std::string& what) {
+    if (modules_.count(key)) return {};
+    entry e;
+    try {
+      e.module = torch::jit::load(path, device_);
+      e.module.eval();
+      size_t bytes = 0;
+      for (const auto& p : e.module.parameters()) bytes += p.numel() * p.element_size();
+      for (const auto& b : e.module.buffers()) bytes += b.numel() * b.element_size();
+      e.memory_mb = bytes / (1024.0 * 1024.0);
+    } catch (const std::exception& ex) {
+      return "cannot load model '" + what + "' from " + path + ": " + first_line(ex.what());
+    }
+    modules_.emplace(key, std::move(e));
+    return {};
+  }
+
+  // The requests' first tensors stacked into one [b, ...] batch on the device.
+  torch::Tensor stack(const tensor_spec& spec, const std::vector<const std::vector<tensor>*>& inputs) {
+    std::vector<int64_t> shape{static_cast<int64_t>(inputs.size())};
+    shape.insert(shape.end(), spec.shape.begin(), spec.shape.end());
+    auto row_bytes = spec.byte_size().value_or(0);
+    auto batch = torch::empty(shape, torch::TensorOptions().dtype(scalar_of(spec.type)));
+    auto* dst = static_cast<char*>(batch.data_ptr());
+    for (size_t i = 0; i < inputs.size(); ++i) std::memcpy(dst + i * row_bytes, (*inputs[i])[0].data.data(), row_bytes);
+    return batch.to(device_);
+  }
+
+  torch::Tensor forward(torch::jit::Module& module, const torch::Tensor& batch) {
+    std::lock_guard<std::mutex> lock(intra_op_mutex);
+    if (at::get_num_threads() != threads_) at::set_num_threads(threads_);
+    c10::InferenceMode guard;
+    auto v = module.forward({batch});
+    if (v.isTuple()) v = v.toTuple()->elements().at(0);
+    return v.toTensor();
+  }
+
+  // Appends rows [from, from + b) of `result` to `out` as per-request outputs of `m`.
+  std::string split(const model_spec& m, torch::Tensor result, int64_t from, int64_t b, batch_outcome& out) {
+    result = result.to(torch::kCPU).contiguous();
+    if (result.dim() < 1 || result.size(0) != b)
+      return "model '" + m.name + "' returned " + std::to_string(result.dim() ? result.size(0) : 0) +
+             " rows for a batch of " + std::to_string(b);
+    auto t = dtype_of(result.scalar_type());
+    std::vector<int64_t> row_shape(result.sizes().begin() + 1, result.sizes().end());
+    if (!t || *t != m.output.type || row_shape != m.output.shape) {
+      tensor_spec got{t.value_or(dtype::float32), row_shape};
+      return "model '" + m.name + "' produced " + (t ? got.to_string() : std::string("an unsupported dtype")) +
+             " per request, not the declared output " + m.output.to_string();
+    }
+    auto out_bytes = m.output.byte_size().value_or(0);
+    auto* src = static_cast<const char*>(result.data_ptr());
+    for (int64_t i = from; i < from + b; ++i) {
+      tensor o;
+      o.name = "output";
+      o.type = m.output.type;
+      o.shape = m.output.shape;
+      o.data.assign(src + i * out_bytes, out_bytes);
+      out.outputs.push_back({std::move(o)});
+    }
+    return {};
+  }
+
   torch::Device device_;
   int threads_;
-  std::map<std::string, entry> loaded_;
+  std::map<std::string, entry> modules_;  // by model name; prefixes as "prefix:NAME"
+  std::set<std::string> ready_;           // models loaded and warmed up
 };
 
 }  // namespace

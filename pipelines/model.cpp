@@ -27,4 +27,8 @@ std::vector<int> latency_profile::plannable_batches(int model_max_batch) const {
   return out;
 }
 
+double model_spec::suffix_ms_at(int b) const {
+  return std::max(0.0, profile.latency_ms_at(b) - (is_variant() ? prefix_profile.latency_ms_at(b) : 0.0));
+}
+
 }  // namespace sloserve

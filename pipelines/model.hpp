@@ -35,7 +35,18 @@ struct model_spec {
   double jitter = 0;  // emulated devices: l(b) is scaled by a factor in [1 - jitter, 1 + jitter]
   double memory_mb = 0;  // resident size on a device; 0: not accounted
   std::string path;      // TorchScript file (cpu and cuda devices); relative paths are resolved
-                         // against the cluster file's folder
+                         // against the cluster file's folder. For a variant: its suffix module.
+  // Prefix batching: this model is a variant made of the shared prefix model `prefix` followed
+  // by its own suffix (`path`). Variants of one prefix run the prefix once over their combined
+  // batch. Filled from the prefix model by the config loader:
+  std::string prefix;
+  std::string prefix_path;
+  tensor_spec prefix_output;     // what the prefix emits per request: the suffix's input
+  latency_profile prefix_profile;
+
+  bool is_variant() const { return !prefix.empty(); }
+  // Cost of this variant's suffix on b requests: its full l(b) less the prefix's l(b).
+  double suffix_ms_at(int b) const;
 
   int batch_limit() const { return profile.max_batch(max_batch); }
 };

@@ -71,8 +71,21 @@ def preprocess_reference(out):
     y.numpy().astype("float32").tofile(os.path.join(out, "preprocess.output.bin"))
 
 
+def tiny_family(out):
+    """A prefix float32[16] -> float32[8] and two 3-class suffixes; full variants for comparison."""
+    torch.manual_seed(5)
+    prefix = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU())
+    save(prefix, torch.zeros(1, 16), os.path.join(out, "tiny_prefix.pt"))
+    for v in range(2):
+        torch.manual_seed(50 + v)
+        suffix = torch.nn.Linear(8, 3)
+        save(suffix, torch.zeros(1, 8), os.path.join(out, "tiny_v%d_suffix.pt" % v))
+        save(torch.nn.Sequential(prefix, suffix), torch.zeros(1, 16), os.path.join(out, "tiny_v%d.pt" % v))
+
+
 def small(out):
     preprocess_reference(out)
+    tiny_family(out)
     torch.manual_seed(1234)
     mlp = save(TinyMLP(), torch.zeros(1, 16), os.path.join(out, "tiny_mlp.pt"))
     write_reference(mlp, torch.randn(3, 16), os.path.join(out, "tiny_mlp"))

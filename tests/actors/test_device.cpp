@@ -160,5 +160,61 @@ TEST_F(device_fixture, an_unscheduled_session_drains_before_it_goes) {
   EXPECT_NE(r[0].reason.find("not scheduled"), std::string::npos);
 }
 
+// Prefix batching on an emulated device: variants of one prefix share one pass of it.
+TEST(device_prefix, variants_of_one_prefix_run_as_one_family_batch) {
+  testing::caf_fixture f;
+  auto cfg = testing::parse_or_die(R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated}]}
+models:
+  - {name: backbone, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [4]}, max_batch: 8, profile: {alpha_ms: 1, beta_ms: 10}}
+  - {name: v0, prefix: backbone, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [3]}, max_batch: 8, profile: {alpha_ms: 1.2, beta_ms: 12}}
+  - {name: v1, prefix: backbone, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [3]}, max_batch: 8, profile: {alpha_ms: 1.2, beta_ms: 12}}
+)");
+  auto net = std::make_shared<recording_link>("w");
+  auto dev = f.keep(spawn_device(*f.sys, {cfg, net, 1}, 0, "emulated"));
+  caf::anon_send(dev, msg::device_schedule{0, 0, {{"v0", 8}, {"v1", 8}}});
+  f.run();
+  auto invoke = [&](uint64_t id, std::string model) {
+    caf::anon_send(dev, msg::invocation{id, "fe", std::move(model), 0, std::chrono::nanoseconds(1s).count(),
+                                        {make_tensor({dtype::float32, {2}}, id)}});
+    f.run();
+  };
+  invoke(1, "v0");  // runs alone: l_v0(1) = 13.2 ms
+  invoke(2, "v0");
+  invoke(3, "v1");
+  invoke(4, "v1");
+  invoke(5, "v1");
+  f.advance(13200us);
+  EXPECT_EQ(net->take<msg::invocation_result>().size(), 1u);
+  // One family batch: prefix over 4 requests, l_p(4) = 14 ms, plus suffixes of 1 and 3
+  // requests (l_v - l_p: 2.2 and 2.6 ms) = 18.8 ms. Separately it would take 14.4 + 15.6 ms.
+  f.advance(18799us);
+  EXPECT_TRUE(net->take<msg::invocation_result>().empty());
+  f.advance(1us);
+  auto r = net->take<msg::invocation_result>();
+  ASSERT_EQ(r.size(), 4u);
+  for (auto& [node, x] : r) {
+    EXPECT_EQ(x.code, msg::status::ok);
+    EXPECT_EQ(x.batch, 4u);
+    EXPECT_EQ(x.outputs[0].shape, std::vector<int64_t>{3});
+  }
+}
+
+TEST(device_prefix, config_checks_prefixes) {
+  auto r = parse_cluster_config(R"(nodes:
+  - {name: n, address: "tcp://127.0.0.1:0", roles: [controller, frontend, worker], devices: [{kind: emulated}]}
+models:
+  - {name: a, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [4]}, profile: {alpha_ms: 1, beta_ms: 1}}
+  - {name: b, prefix: nope, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [3]}, profile: {alpha_ms: 1, beta_ms: 1}}
+  - {name: c, prefix: a, input: {dtype: float32, shape: [5]}, output: {dtype: float32, shape: [3]}, profile: {alpha_ms: 1, beta_ms: 1}}
+)", "p.yaml");
+  ASSERT_FALSE(r);
+  auto e = r.error_text();
+  EXPECT_NE(e.find("p.yaml:5:23: model 'b' has unknown prefix model 'nope'"), std::string::npos) << e;
+  EXPECT_NE(e.find("model 'c' takes float32[5] but its prefix 'a' takes float32[2]"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace sloserve

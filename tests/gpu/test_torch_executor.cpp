@@ -130,6 +130,49 @@ TEST(torch_executor, errors_name_the_problem) {
   EXPECT_NE(ex->load(nopath).find("has no TorchScript path"), std::string::npos);
 }
 
+model_spec tiny_variant(int v, bool as_suffix) {
+  model_spec m;
+  m.name = "tiny_v" + std::to_string(v) + (as_suffix ? "" : "_full");
+  m.path = dir + "/tiny_v" + std::to_string(v) + (as_suffix ? "_suffix.pt" : ".pt");
+  m.input = {dtype::float32, {16}};
+  m.output = {dtype::float32, {3}};
+  m.max_batch = 8;
+  if (as_suffix) {
+    m.prefix = "tiny_prefix";
+    m.prefix_path = dir + "/tiny_prefix.pt";
+    m.prefix_output = {dtype::float32, {8}};
+  }
+  return m;
+}
+
+TEST(torch_executor, prefix_batched_outputs_equal_each_full_variant_alone) {
+  std::string err;
+  auto ex = make_executor("cpu", 0, 1, err);
+  auto v0 = tiny_variant(0, true), v1 = tiny_variant(1, true);
+  auto f0 = tiny_variant(0, false), f1 = tiny_variant(1, false);
+  std::vector<std::vector<tensor>> reqs;
+  for (uint64_t i = 0; i < 5; ++i) reqs.push_back({make_tensor({dtype::float32, {16}}, 100 + i)});
+  // Three requests of v0 and two of v1 share one pass of the prefix.
+  std::vector<family_group> groups{{&v0, {&reqs[0], &reqs[1], &reqs[2]}}, {&v1, {&reqs[3], &reqs[4]}}};
+  auto fam = ex->execute_family(groups);
+  ASSERT_EQ(fam.error, "");
+  ASSERT_EQ(fam.outputs.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    auto& full = i < 3 ? f0 : f1;
+    auto alone = ex->execute(full, {&reqs[i]});
+    ASSERT_EQ(alone.error, "");
+    auto a = floats(fam.outputs[i][0].data), b = floats(alone.outputs[0][0].data);
+    ASSERT_EQ(a.size(), 3u);
+    for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(a[k], b[k], 1e-5) << "request " << i;
+  }
+  // A variant on its own runs prefix then suffix too.
+  auto solo = ex->execute(v1, {&reqs[4]});
+  ASSERT_EQ(solo.error, "");
+  EXPECT_EQ(solo.outputs[0][0].data, fam.outputs[4][0].data);
+  // One copy of the prefix, however many variants use it.
+  EXPECT_GT(ex->memory_mb("tiny_prefix"), 0);
+}
+
 TEST(torch_executor, cuda_kind_says_why_it_is_unavailable_here) {
   std::string err;
   auto ex = make_executor("cuda", 0, 1, err);
