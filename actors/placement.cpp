@@ -23,7 +23,13 @@ msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_in
     if (r.slot_of[k] < 0) continue;
     auto& slot = in.slots[static_cast<size_t>(r.slot_of[k])];
     std::map<std::string, double> rate;  // a device may run one model under two SLOs
-    for (auto& a : r.placement.devices[k].sessions) rate[r.sessions[a.session].model->name] += a.rate;
+    for (auto& a : r.placement.devices[k].sessions) {
+      // A merged prefix family shares its rate among its variants as their traffic does.
+      auto& mo = r.models_of[a.session];
+      double total = 0;
+      for (auto& [m, w] : mo) total += w;
+      for (auto& [m, w] : mo) rate[m->name] += total > 0 ? a.rate * w / total : a.rate / mo.size();
+    }
     for (auto& [model, w] : rate) routes[model].instances.push_back({slot.node, slot.device, std::max(w, 1e-3)});
   }
   for (auto& [name, route] : routes) t.routes.push_back(std::move(route));
@@ -55,11 +61,13 @@ std::map<std::string, msg::schedule> schedules_from(const cluster_config& cfg, c
     // One session per model on a device: a model under two SLOs runs at the larger batch.
     for (auto& a : pd.sessions) {
       auto& sess = r.sessions[a.session];
-      auto& name = sess.model->name;
       auto cap = static_cast<uint32_t>(std::max(a.batch, saturating_batch(*sess.model, sess.slo_ms)));
-      auto it = std::find_if(dev.sessions.begin(), dev.sessions.end(), [&](auto& x) { return x.model == name; });
-      if (it == dev.sessions.end()) dev.sessions.push_back({name, cap});
-      else it->batch = std::max(it->batch, cap);
+      for (auto& [model, w] : r.models_of[a.session]) {
+        auto& name = model->name;
+        auto it = std::find_if(dev.sessions.begin(), dev.sessions.end(), [&](auto& x) { return x.model == name; });
+        if (it == dev.sessions.end()) dev.sessions.push_back({name, cap});
+        else it->batch = std::max(it->batch, cap);
+      }
     }
   }
   return out;

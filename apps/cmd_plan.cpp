@@ -75,15 +75,18 @@ void add_plan_command(CLI::App& app, int& rc) {
         for (auto& a : d.sessions)
           if (a.session == i) batch = std::max(batch, a.batch);
       auto& s = res.sessions[i];
-      j["sessions"].push_back({{"model", s.model->name}, {"slo_ms", s.slo_ms}, {"rate", s.rate}, {"batch", batch}});
+      nlohmann::json models = nlohmann::json::array();
+      for (auto& [m, w] : res.models_of[i]) models.push_back(m->name);
+      j["sessions"].push_back({{"model", s.model->is_variant() && models.size() > 1 ? "prefix:" + s.model->prefix : s.model->name},
+                               {"models", models}, {"slo_ms", s.slo_ms}, {"rate", s.rate}, {"batch", batch}});
     }
     j["devices"] = nlohmann::json::array();
     for (size_t k = 0; k < res.placement.devices.size(); ++k) {
       auto& d = res.placement.devices[k];
       nlohmann::json sess = nlohmann::json::array();
       for (auto& a : d.sessions)
-        sess.push_back({{"model", res.sessions[a.session].model->name}, {"slo_ms", res.sessions[a.session].slo_ms},
-                        {"batch", a.batch}, {"rate", a.rate}});
+        for (auto& [m, w] : res.models_of[a.session])
+          sess.push_back({{"model", m->name}, {"slo_ms", res.sessions[a.session].slo_ms}, {"batch", a.batch}, {"rate", a.rate}});
       nlohmann::json node = nullptr, device = nullptr;
       if (res.slot_of[k] >= 0) {
         node = in.slots[static_cast<size_t>(res.slot_of[k])].node;

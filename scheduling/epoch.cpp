@@ -36,9 +36,9 @@ bool plan_epoch(const epoch_input& in, const epoch_result* previous, epoch_resul
     return false;
   }
   out = {};
-  // Split and collect (model, budget) sessions. Budgets are rounded to 0.1 ms so that stages
-  // that share a model and an SLO become one session.
-  std::map<std::pair<size_t, long>, size_t> session_of;
+  // Split and collect sessions. Budgets are rounded to 0.1 ms so that stages that share a model
+  // and an SLO become one session, and so do variants that share a prefix and an SLO.
+  std::map<std::pair<std::string, long>, size_t> session_of;
   for (size_t pi = 0; pi < pipes.size(); ++pi) {
     auto& p = pipes[pi];
     auto fan = pi < in.fanouts.size() && !in.fanouts[pi].empty() ? in.fanouts[pi] : declared_fanout(p);
@@ -47,15 +47,23 @@ bool plan_epoch(const epoch_input& in, const epoch_result* previous, epoch_resul
     out.splits.push_back(in.split == "dp" ? dp_split(p, rates, T, in.steps) : even_split(p));
     for (size_t s = 0; s < p.stages.size(); ++s) {
       auto budget = std::floor(out.splits.back().budget_ms[s] * 10) / 10;
-      auto key = std::make_pair(p.stages[s].model_index, static_cast<long>(std::lround(budget * 10)));
+      auto& model = models[p.stages[s].model_index];
+      auto key = std::make_pair(model.is_variant() ? "prefix:" + model.prefix : model.name,
+                                static_cast<long>(std::lround(budget * 10)));
       auto it = session_of.find(key);
       if (it == session_of.end()) {
         it = session_of.emplace(key, out.sessions.size()).first;
-        out.sessions.push_back({&models[p.stages[s].model_index], budget, 0});
+        // A merged family plans with its first variant's profile: the suffixes are small.
+        out.sessions.push_back({&model, budget, 0});
         out.members.emplace_back();
+        out.models_of.emplace_back();
       }
       out.sessions[it->second].rate += rates[s];
       out.members[it->second].emplace_back(pi, s);
+      auto& mo = out.models_of[it->second];
+      auto m = std::find_if(mo.begin(), mo.end(), [&](auto& x) { return x.first == &model; });
+      if (m == mo.end()) mo.emplace_back(&model, rates[s]);
+      else m->second += rates[s];
     }
   }
   device_caps caps;  // per-slot memory is checked when binding to slots

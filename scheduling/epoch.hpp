@@ -39,6 +39,9 @@ struct epoch_result {
   size_t devices_missing = 0;
   // Per session, the stages (pipeline, stage) it serves.
   std::vector<std::vector<std::pair<size_t, size_t>>> members;
+  // Per session, the models it runs with their rates: one, or the variants of one prefix that
+  // share an SLO (merged so that they land on the same devices and batch the prefix together).
+  std::vector<std::vector<std::pair<const model_spec*, double>>> models_of;
 };
 
 // `previous` (same models and pipelines) makes the placement incremental and keeps devices

@@ -149,3 +149,49 @@ TEST(planner_incremental, a_small_rate_change_keeps_most_sessions_in_place) {
 
 }  // namespace
 }  // namespace sloserve::sched
+
+#include "scheduling/epoch.hpp"
+
+namespace sloserve::sched {
+namespace {
+
+TEST(epoch, variants_sharing_a_prefix_and_an_slo_become_one_session) {
+  std::vector<model_spec> models(5);
+  models[0].name = "backbone";
+  models[0].max_batch = 32;
+  models[0].profile.alpha_ms = 1;
+  models[0].profile.beta_ms = 5;
+  for (int v = 1; v <= 4; ++v) {
+    models[v] = models[0];
+    models[v].name = "v" + std::to_string(v);
+    models[v].prefix = "backbone";
+    models[v].prefix_profile = models[0].profile;
+    models[v].profile.beta_ms = 5.5;
+  }
+  std::vector<pipeline> pipes;
+  for (int v = 1; v <= 4; ++v) {
+    pipeline p;
+    p.name = "p" + std::to_string(v);
+    p.slo_ms = v == 4 ? 200 : 100;  // v4 has another SLO: it must not merge
+    p.stages = {{"s", models[v].name, {}, {}}};
+    EXPECT_TRUE(resolve(p, models).empty());
+    pipes.push_back(p);
+  }
+  epoch_input in;
+  in.models = &models;
+  in.pipelines = &pipes;
+  in.rates = {30, 20, 10, 40};
+  for (uint32_t d = 0; d < 4; ++d) in.slots.push_back({"w", d, {}, 0});
+  epoch_result r;
+  std::string err;
+  ASSERT_TRUE(plan_epoch(in, nullptr, r, err)) << err;
+  ASSERT_EQ(r.sessions.size(), 2u);
+  auto merged = r.models_of[0].size() == 3 ? 0 : 1;
+  EXPECT_EQ(r.models_of[merged].size(), 3u);
+  EXPECT_DOUBLE_EQ(r.sessions[merged].rate, 60);
+  EXPECT_EQ(r.models_of[1 - merged].size(), 1u);
+  EXPECT_TRUE(check_plan(r.placement, r.sessions, {}).empty());
+}
+
+}  // namespace
+}  // namespace sloserve::sched
