@@ -72,7 +72,6 @@ class transport {
   std::mutex mu_;
   std::vector<outbound> queue_;
   std::vector<std::pair<std::string, void*>> peers_;  // owned by the I/O thread
-  std::vector<std::pair<std::string, std::string>> peer_addresses_;
   transport_counters counters_;
 };
 
