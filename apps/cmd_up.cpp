@@ -124,7 +124,7 @@ void add_up_command(CLI::App& app, int& rc) {
         _exit(127);
       }
       close(fds[1]);
-      kids.push_back({n.name, pid, fds[0]});
+      kids.push_back({n.name, pid, fds[0], false, {}});
     }
     // Wait until every node says it is ready; any failure stops them all.
     auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o->timeout * 1000));
