@@ -254,7 +254,10 @@ device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t inde
     st.policy = sched::make_drop_policy(args.cfg->runtime.drop_policy);
     return {
         [=](msg::invocation& inv) { on_invocation(self, inv); },
-        [=](msg::device_schedule& ds) { on_schedule(self, ds); },
+        [=](msg::device_schedule& ds) {
+          on_schedule(self, ds);
+          return true;  // every model it could load is loaded and warm
+        },
         [=](batch_done_atom, uint64_t token) { on_done(self, token); },
         [=](stats_atom) {
           prune(self);

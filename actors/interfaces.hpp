@@ -76,7 +76,7 @@ using frontend_actor = caf::typed_actor<
 // One device: deadline-ordered session queues, early drop, round-robin batches.
 using device_actor = caf::typed_actor<
     caf::reacts_to<msg::invocation>,                         // queue a request for a session
-    caf::reacts_to<msg::device_schedule>,                    // the sessions and batch sizes to run
+    caf::replies_to<msg::device_schedule>::with<bool>,       // run these sessions; true once loaded
     caf::reacts_to<batch_done_atom, uint64_t>,               // the running batch finished
     caf::replies_to<stats_atom>::with<device_load>>;         // counters since the last ask
 

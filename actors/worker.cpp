@@ -88,12 +88,23 @@ worker_actor spawn_worker(caf::actor_system& sys, actor_args args) {
         },
         [=](msg::schedule& s) {
           auto& st = self->state;
+          // Acknowledge the epoch only once every device has loaded what it now runs, so that
+          // no frontend routes to a model still loading.
+          auto epoch = s.epoch;
+          auto remaining = std::make_shared<size_t>(0);
+          for (auto& ds : s.devices) *remaining += ds.device < st.devices.size();
+          auto applied = [=] {
+            auto& st = self->state;
+            if (epoch != st.schedule_epoch) spdlog::info("{}: applied schedule epoch {}", st.node->name, epoch);
+            st.schedule_epoch = epoch;
+            register_self(self);  // tells the controller at once that the schedule is in place
+          };
+          if (*remaining == 0) return applied();
           for (auto& ds : s.devices)
-            if (ds.device < st.devices.size()) self->send(st.devices[ds.device], ds);
-          if (s.epoch != st.schedule_epoch)
-            spdlog::info("{}: applied schedule epoch {}", st.node->name, s.epoch);
-          st.schedule_epoch = s.epoch;
-          register_self(self);  // tells the controller at once that the schedule is in place
+            if (ds.device < st.devices.size())
+              self->request(st.devices[ds.device], caf::infinite, ds).then([=](bool) {
+                if (--*remaining == 0) applied();
+              });
         },
         [=](beacon_atom) {
           register_self(self);

@@ -17,8 +17,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "actors/node_runtime.hpp"
-#include "apps/load_client.hpp"
+#include "bench/harness.hpp"
 #include "scheduling/planner.hpp"
 
 using namespace sloserve;
@@ -98,56 +97,19 @@ load_summary trial(const std::string& yaml, const combo& c, double rate, double 
   if (cfg->scheduler.policy != "static") cfg->scheduler.policy = c.policy;
   cfg->scheduler.split = c.split;
   cfg->runtime.drop_policy = c.drop;
-  node_runtime node(cfg, "local");
-  if (auto e = node.start(); !e.empty()) {
-    fprintf(stderr, "node: %s\n", e.c_str());
-    std::exit(1);
-  }
-  load_options o;
-  o.address = node.endpoint();
-  double zipf_total = 0;
-  for (size_t i = 0; i < cfg->pipelines.size(); ++i) zipf_total += 1 / std::pow(i + 1, 0.9);
-  for (size_t i = 0; i < cfg->pipelines.size(); ++i) {
-    auto& p = cfg->pipelines[i];
-    // Zipf-0.9 popularity over pipelines (one pipeline: weight 1).
-    o.mix.push_back({p.name, 1 / std::pow(i + 1, 0.9) / zipf_total, p.slo_ms,
-                     cfg->models[p.stages[p.roots().front()].model_index].input});
-  }
-  o.pipeline = o.mix.front().pipeline;
-  o.slo_ms = o.mix.front().slo_ms;
-  o.rate = rate;
-  o.arrival = arrival;
-  o.warmup_s = warmup_s;
-  o.duration_s = measure_s;
-  o.grace_ms = 1000;
-  load_summary s;
-  std::string err;
-  if (!run_load(o, s, err)) fprintf(stderr, "load: %s\n", err.c_str());
-  node.stop();
-  return s;
+  return bench::trial(cfg, rate, warmup_s, measure_s, arrival);
 }
 
-// Highest rate with attainment >= 99%: double from `start`, then bisect.
+// Highest rate with attainment >= 99% and nothing lost.
 double max_rate(const std::string& yaml, const combo& c, double start) {
   double warm = quick ? 4 : 5, measure = quick ? 4 : 6;
-  double lo = 0, hi = start;
   auto ok = [&](double r) {
     auto s = trial(yaml, c, r, warm, measure);
     fprintf(stderr, "    %-28s %8.1f req/s -> attainment %.4f (lost %lu)\n", c.label, r, s.attainment,
             (unsigned long)s.lost);
     return s.attainment >= 0.99 && s.lost == 0;
   };
-  while (ok(hi)) {
-    lo = hi;
-    hi *= 2;
-    if (hi > 64 * start) break;
-  }
-  for (int i = 0; i < (quick ? 3 : 5); ++i) {
-    double mid = lo + (hi - lo) / 2;
-    if (ok(mid)) lo = mid;
-    else hi = mid;
-  }
-  return lo;
+  return bench::max_rate(ok, start, quick ? 3 : 5);
 }
 
 void compare(const char* name, const std::string& yaml, double start) {

@@ -94,15 +94,19 @@ def small(out):
     write_reference(cnn, torch.randn(4, 3, 8, 8), os.path.join(out, "tiny_cnn"))
 
 
-def full(out, variants):
+def full(out, variants, only):
     import torchvision
 
     example = torch.zeros(1, 3, 224, 224)
     for name, ctor in [("resnet18", torchvision.models.resnet18), ("resnet50", torchvision.models.resnet50),
                        ("mobilenet_v2", torchvision.models.mobilenet_v2),
                        ("squeezenet", torchvision.models.squeezenet1_1)]:
+        if only and name not in only:
+            continue
         torch.manual_seed(0)
         save(ctor(), example, os.path.join(out, name + ".pt"))
+    if only and "variants" not in only:
+        return
     # Transfer learning: one ResNet-18 backbone, a different 10-class head per variant.
     torch.manual_seed(0)
     backbone = torchvision.models.resnet18()
@@ -121,12 +125,13 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--variants", type=int, default=5)
+    ap.add_argument("--only", default="", help="comma list of resnet18,resnet50,mobilenet_v2,squeezenet,variants")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(1)
     small(args.out)
     if not args.small:
-        full(args.out, args.variants)
+        full(args.out, args.variants, [x for x in args.only.split(",") if x])
     print("exported models to", args.out)
 
 

@@ -1,0 +1,55 @@
+#include "bench/harness.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "actors/node_runtime.hpp"
+
+namespace sloserve::bench {
+
+load_summary trial(std::shared_ptr<cluster_config> cfg, double rate, double warmup_s, double measure_s,
+                   const std::string& arrival) {
+  node_runtime node(cfg, cfg->nodes.front().name);
+  if (auto e = node.start(); !e.empty()) {
+    fprintf(stderr, "node: %s\n", e.c_str());
+    std::exit(1);
+  }
+  load_options o;
+  o.address = node.endpoint();
+  double zipf_total = 0;
+  for (size_t i = 0; i < cfg->pipelines.size(); ++i) zipf_total += 1 / std::pow(i + 1, 0.9);
+  for (size_t i = 0; i < cfg->pipelines.size(); ++i) {
+    auto& p = cfg->pipelines[i];
+    o.mix.push_back({p.name, 1 / std::pow(i + 1, 0.9) / zipf_total, p.slo_ms,
+                     cfg->models[p.stages[p.roots().front()].model_index].input});
+  }
+  o.pipeline = o.mix.front().pipeline;
+  o.slo_ms = o.mix.front().slo_ms;
+  o.rate = rate;
+  o.arrival = arrival;
+  o.warmup_s = warmup_s;
+  o.duration_s = measure_s;
+  o.grace_ms = 1000;
+  load_summary s;
+  std::string err;
+  if (!run_load(o, s, err)) fprintf(stderr, "load: %s\n", err.c_str());
+  node.stop();
+  return s;
+}
+
+double max_rate(const std::function<bool(double)>& ok, double start, int bisections) {
+  double lo = 0, hi = start;
+  while (ok(hi)) {
+    lo = hi;
+    hi *= 2;
+    if (hi > 64 * start) break;
+  }
+  for (int i = 0; i < bisections; ++i) {
+    double mid = lo + (hi - lo) / 2;
+    if (ok(mid)) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+}  // namespace sloserve::bench

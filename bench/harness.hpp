@@ -1,0 +1,23 @@
+#pragma once
+// What the benchmarks share: one load trial against a fresh in-process node, and the search
+// for the highest rate that still meets a target.
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "apps/load_client.hpp"
+#include "config/cluster_config.hpp"
+
+namespace sloserve::bench {
+
+// Starts a node for `cfg` (one node, every role), sends load for warmup + measure seconds over
+// every pipeline (Zipf-0.9 weights in file order; one pipeline gets all), stops the node.
+load_summary trial(std::shared_ptr<cluster_config> cfg, double rate, double warmup_s, double measure_s,
+                   const std::string& arrival = "poisson");
+
+// Highest rate for which `ok` holds: doubling from `start` (at most 64x), then `bisections`
+// halvings of the bracket.
+double max_rate(const std::function<bool(double)>& ok, double start, int bisections);
+
+}  // namespace sloserve::bench
