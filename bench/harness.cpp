@@ -8,7 +8,7 @@
 namespace sloserve::bench {
 
 load_summary trial(std::shared_ptr<cluster_config> cfg, double rate, double warmup_s, double measure_s,
-                   const std::string& arrival) {
+                   const std::string& arrival, bool equal_weights) {
   node_runtime node(cfg, cfg->nodes.front().name);
   if (auto e = node.start(); !e.empty()) {
     fprintf(stderr, "node: %s\n", e.c_str());
@@ -20,7 +20,8 @@ load_summary trial(std::shared_ptr<cluster_config> cfg, double rate, double warm
   for (size_t i = 0; i < cfg->pipelines.size(); ++i) zipf_total += 1 / std::pow(i + 1, 0.9);
   for (size_t i = 0; i < cfg->pipelines.size(); ++i) {
     auto& p = cfg->pipelines[i];
-    o.mix.push_back({p.name, 1 / std::pow(i + 1, 0.9) / zipf_total, p.slo_ms,
+    double w = equal_weights ? 1.0 / cfg->pipelines.size() : 1 / std::pow(i + 1, 0.9) / zipf_total;
+    o.mix.push_back({p.name, w, p.slo_ms,
                      cfg->models[p.stages[p.roots().front()].model_index].input});
   }
   o.pipeline = o.mix.front().pipeline;

@@ -1,0 +1,124 @@
+// bench/prefix: 5 transfer-learned ResNet-18 variants on one cpu device, equal load and one SLO,
+// served with prefix batching (one backbone, 5 suffixes) and without (5 full models).
+// Prints the highest rate at >= 99% attainment of each, and the memory of each.
+//
+// Usage: bench_prefix MODELS_DIR [threads] [seconds]
+// MODELS_DIR needs the variants: /usr/bin/python3 tools/export_models.py --out build/models --only variants
+
+#include <cstdio>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "bench/harness.hpp"
+#include "gpu/profiler.hpp"
+
+using namespace sloserve;
+
+namespace {
+
+constexpr int variants = 5;
+
+model_spec image_model(std::string name, std::string path, tensor_spec out) {
+  model_spec m;
+  m.name = std::move(name);
+  m.path = std::move(path);
+  m.input = {dtype::float32, {3, 224, 224}};
+  m.output = std::move(out);
+  m.max_batch = 8;
+  return m;
+}
+
+std::string yaml_model(const model_spec& m, const std::vector<profile_point>& prof, const std::string& prefix) {
+  return "  - {name: " + m.name + ", path: " + m.path + (prefix.empty() ? "" : ", prefix: " + prefix) +
+         ", input: {dtype: float32, shape: [3, 224, 224]}, output: {dtype: float32, shape: [" +
+         std::to_string(m.output.shape[0]) + "]}, max_batch: 8, " + to_profile_yaml(prof) + "}\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s MODELS_DIR [threads] [seconds]\n", argv[0]);
+    return 2;
+  }
+  std::string dir = argv[1];
+  int threads = argc > 2 ? std::atoi(argv[2]) : 1;
+  double seconds = argc > 3 ? std::atof(argv[3]) : 6;
+  if (!std::filesystem::exists(dir + "/resnet18_prefix.pt")) {
+    fprintf(stderr, "missing variants: /usr/bin/python3 tools/export_models.py --out %s --only variants\n", dir.c_str());
+    return 2;
+  }
+  spdlog::set_level(spdlog::level::warn);
+  std::string err;
+  // Memory: 5 full models against one backbone and 5 suffixes, each set in a fresh executor.
+  auto full = [&](int v) { return image_model("v" + std::to_string(v), dir + "/resnet18_v" + std::to_string(v) + ".pt", {dtype::float32, {10}}); };
+  auto backbone = image_model("backbone", dir + "/resnet18_prefix.pt", {dtype::float32, {512}});
+  auto variant = [&](int v) {
+    auto m = full(v);
+    m.path = dir + "/resnet18_v" + std::to_string(v) + "_suffix.pt";
+    m.prefix = "backbone";
+    m.prefix_path = backbone.path;
+    m.prefix_output = backbone.output;
+    return m;
+  };
+  // Model memory is parameters and buffers as the executor accounts them. (Process RSS is not
+  // comparable here: the second executor reuses pages the first one freed.)
+  double mem_full = 0, mem_prefix = 0;
+  {
+    auto ex = make_executor("cpu", 0, threads, err);
+    for (int v = 0; v < variants; ++v) ex->load(full(v)), mem_full += ex->memory_mb(full(v).name);
+  }
+  {
+    auto ex = make_executor("cpu", 0, threads, err);
+    for (int v = 0; v < variants; ++v) ex->load(variant(v)), mem_prefix += ex->memory_mb(variant(v).name);
+    mem_prefix += ex->memory_mb("backbone");
+  }
+  // Profiles: a full variant, and the backbone alone (for the family's cost model).
+  auto ex = make_executor("cpu", 0, threads, err);
+  profile_options po;
+  po.batches = {1, 2, 4, 8};
+  po.min_runs = 5;
+  po.max_seconds = 1;
+  std::vector<profile_point> pf, pb;
+  if (!profile_model(*ex, full(0), po, pf, err) || !profile_model(*ex, backbone, po, pb, err)) {
+    fprintf(stderr, "%s\n", err.c_str());
+    return 1;
+  }
+  ex.reset();
+  double slo = 4 * pf[0].p99_ms;
+  std::string head = "nodes:\n  - {name: local, address: \"tcp://127.0.0.1:0\", roles: [controller, frontend, worker], devices: "
+                     "[{kind: cpu, count: 1, threads: " + std::to_string(threads) + "}]}\nmodels:\n";
+  std::string pipes = "pipelines:\n";
+  for (int v = 0; v < variants; ++v)
+    pipes += "  - {name: p" + std::to_string(v) + ", slo_ms: " + std::to_string(slo) + ", stages: [{name: s, model: v" +
+             std::to_string(v) + "}]}\n";
+  std::string without = head, with = head + yaml_model(backbone, pb, "");
+  for (int v = 0; v < variants; ++v) {
+    without += yaml_model(full(v), pf, "");
+    with += yaml_model(variant(v), pf, "backbone");
+  }
+  without += pipes + "scheduler: {policy: static}\n";
+  with += pipes + "scheduler: {policy: static}\n";
+  auto search = [&](const std::string& yaml, const char* label) {
+    auto parsed = parse_cluster_config(yaml, "prefix.yaml");
+    if (!parsed) {
+      fprintf(stderr, "%s", parsed.error_text().c_str());
+      std::exit(1);
+    }
+    auto cfg = std::make_shared<cluster_config>(std::move(*parsed.config));
+    auto ok = [&](double r) {
+      auto s = bench::trial(cfg, r, 3, seconds, "constant", true);
+      fprintf(stderr, "    %-22s %6.1f req/s -> attainment %.4f (lost %lu)\n", label, r, s.attainment, (unsigned long)s.lost);
+      return s.attainment >= 0.99 && s.lost == 0;
+    };
+    return bench::max_rate(ok, 8, 4);
+  };
+  double r_without = search(without, "without prefix batching");
+  double r_with = search(with, "with prefix batching");
+  printf("5 ResNet-18 variants, one cpu device (%d threads), SLO %.1f ms, equal load, constant arrivals\n", threads, slo);
+  printf("max rate at >= 99%%: with prefix batching %.1f req/s, without %.1f req/s, ratio %.2fx (target >= 1.5x)\n", r_with,
+         r_without, r_with / r_without);
+  printf("model memory: with %.1f MB, without %.1f MB (%.2fx)\n", mem_prefix, mem_full, mem_prefix / mem_full);
+  return 0;
+}
