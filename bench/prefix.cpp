@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   std::string err;
   // Memory: 5 full models against one backbone and 5 suffixes, each set in a fresh executor.
-  auto full = [&](int v) { return image_model("v" + std::to_string(v), dir + "/resnet18_v" + std::to_string(v) + ".pt", {dtype::float32, {10}}); };
+  auto full = [&](int v) { return image_model(std::string("v").append(std::to_string(v)), dir + "/resnet18_v" + std::to_string(v) + ".pt", {dtype::float32, {10}}); };
   auto backbone = image_model("backbone", dir + "/resnet18_prefix.pt", {dtype::float32, {512}});
   auto variant = [&](int v) {
     auto m = full(v);
