@@ -142,10 +142,12 @@ pipelines:
   ASSERT_EQ(node.start(), "");
   raw_client client(node.endpoint());
   bool ready = false;
-  for (uint64_t t = 1; t < 200 && !ready; ++t) {
+  // Ready once the worker has loaded and warmed the model: poll for up to about 10 s.
+  for (uint64_t t = 1; t < 500 && !ready; ++t) {
     client.send(msg::encode({{}, msg::status_request{t}}));
     auto e = client.recv(200);
     ready = e && std::get<msg::status_reply>(e->content).ready;
+    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_TRUE(ready);
   std::ifstream in(dir + "/tiny_mlp.input.bin", std::ios::binary);
