@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "actors/placement.hpp"
@@ -159,6 +160,27 @@ void add_backups(controller_state& st) {
     }
 }
 
+// Bisects `steps` times for the largest scale in [lo, hi] at which the rates of `in`, scaled,
+// plan so that `fits`. On success `res` holds that plan and `in.rates` its rates; otherwise
+// both are left as they were. Returns the scale found (`lo` when none fit).
+template <class Fits>
+double fit_scale(sched::epoch_input& in, const sched::epoch_result* prev, double lo, double hi, int steps,
+                 sched::epoch_result& res, Fits fits) {
+  auto base = in.rates;
+  std::optional<double> best;
+  std::string err;
+  for (int i = 0; i < steps; ++i) {
+    double mid = lo + (hi - lo) / 2;
+    for (size_t k = 0; k < base.size(); ++k) in.rates[k] = base[k] * mid;
+    sched::epoch_result trial;
+    sched::plan_epoch(in, prev, trial, err);
+    if (fits(trial)) lo = mid, best = mid, res = std::move(trial);
+    else hi = mid;
+  }
+  for (size_t k = 0; k < base.size(); ++k) in.rates[k] = base[k] * best.value_or(1);
+  return lo;
+}
+
 // One scheduler epoch on the smoothed rates; shrinks the load planned for when the cluster
 // has too few devices for all of it.
 void run_epoch(self_ptr self) {
@@ -198,31 +220,11 @@ void run_epoch(self_ptr self) {
   if (res.devices_missing == 0 && res.placement.devices.size() < in.slots.size()) {
     // Devices to spare on a fixed cluster: plan for the largest multiple of the load (up to 4x)
     // that still fits, so that bursts find capacity instead of idle devices.
-    double lo = 1, hi = 4;
-    auto base = in.rates;
-    auto best_in = in;
-    for (int i = 0; i < 8; ++i) {
-      double mid = lo + (hi - lo) / 2;
-      for (size_t k = 0; k < base.size(); ++k) in.rates[k] = base[k] * mid;
-      sched::epoch_result trial;
-      sched::plan_epoch(in, prev, trial, err);
-      if (trial.devices_missing == 0 && trial.placement.infeasible.empty()) lo = mid, res = std::move(trial), best_in = in;
-      else hi = mid;
-    }
-    in = best_in;
-    scale = lo;
+    scale = fit_scale(in, prev, 1, 4, 8, res, [](const sched::epoch_result& r) {
+      return r.devices_missing == 0 && r.placement.infeasible.empty();
+    });
   } else if (res.devices_missing > 0) {
-    double lo = 0, hi = 1;
-    auto full = in.rates;
-    for (int i = 0; i < 12; ++i) {
-      double mid = lo + (hi - lo) / 2;
-      for (size_t k = 0; k < full.size(); ++k) in.rates[k] = full[k] * mid;
-      sched::epoch_result trial;
-      sched::plan_epoch(in, prev, trial, err);
-      if (trial.devices_missing == 0) lo = mid, res = std::move(trial);
-      else hi = mid;
-    }
-    scale = lo;
+    scale = fit_scale(in, prev, 0, 1, 12, res, [](const sched::epoch_result& r) { return r.devices_missing == 0; });
     spdlog::warn("{}: the cluster has {} devices, too few for the measured load; planning for {:.0f}% of it",
                  st.net->self_name(), in.slots.size(), 100 * scale);
   }

@@ -214,6 +214,18 @@ bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, std::vecto
   return true;
 }
 
+// Spawns stage `stage` on its parent's output `src`: one invocation per forwarded row for a
+// fan-out stage, else one on the whole output. False when the query has been answered.
+bool spawn_from(self_ptr self, uint64_t qid, query& q, size_t stage, const tensor& src) {
+  auto& s = self->state.cfg->pipelines[q.pipeline].stages[stage];
+  auto& spec = self->state.cfg->models[s.model_index].input;
+  if (!s.fanout) return spawn_stage(self, qid, q, stage, {adapt(src, spec)});
+  auto k = fanout_rows(qid, stage, *s.fanout, row_count(src));
+  for (int64_t i = 0; i < k; ++i)
+    if (!spawn_stage(self, qid, q, stage, {adapt(row_of(src, i), spec)})) return false;
+  return true;
+}
+
 // Spawns join stages whose parents are all done and marks finished stages; answers the query
 // when every stage has finished.
 void advance(self_ptr self, uint64_t qid) {
@@ -222,7 +234,6 @@ void advance(self_ptr self, uint64_t qid) {
   if (qit == st.queries.end()) return;
   auto& q = qit->second;
   auto& p = st.cfg->pipelines[q.pipeline];
-  auto& models = st.cfg->models;
   bool all = true;
   for (auto v : p.topo) {
     if (q.finished[v]) continue;
@@ -232,16 +243,7 @@ void advance(self_ptr self, uint64_t qid) {
     if (s.parents.size() > 1 && parents_done && !q.spawned[v]) {
       q.spawned[v] = 1;
       auto& src = q.first_output[s.parents.front()];
-      auto& spec = models[s.model_index].input;
-      if (!src.empty()) {
-        if (s.fanout) {
-          auto k = fanout_rows(qid, v, *s.fanout, row_count(src.front()));
-          for (int64_t i = 0; i < k; ++i)
-            if (!spawn_stage(self, qid, q, v, {adapt(row_of(src.front(), i), spec)})) return;
-        } else if (!spawn_stage(self, qid, q, v, {adapt(src.front(), spec)})) {
-          return;
-        }
-      }
+      if (!src.empty() && !spawn_from(self, qid, q, v, src.front())) return;
     }
     if (parents_done && q.outstanding[v] == 0 && (s.parents.size() <= 1 || q.spawned[v]))
       q.finished[v] = 1;
@@ -270,19 +272,10 @@ void on_result(self_ptr self, msg::invocation_result& r) {
   }
   --q.outstanding[f.stage];
   if (q.first_output[f.stage].empty()) q.first_output[f.stage] = r.outputs;
-  auto& models = st.cfg->models;
   for (auto c : s.children) {
     auto& cs = p.stages[c];
     if (cs.parents.size() > 1 || r.outputs.empty()) continue;  // joins wait in advance()
-    auto& spec = models[cs.model_index].input;
-    if (cs.fanout) {
-      auto& out = r.outputs.front();
-      auto k = fanout_rows(f.query, c, *cs.fanout, row_count(out));
-      for (int64_t i = 0; i < k; ++i)
-        if (!spawn_stage(self, f.query, q, c, {adapt(row_of(out, i), spec)})) return;
-    } else if (!spawn_stage(self, f.query, q, c, {adapt(r.outputs.front(), spec)})) {
-      return;
-    }
+    if (!spawn_from(self, f.query, q, c, r.outputs.front())) return;
   }
   if (s.children.empty())
     for (auto& t : r.outputs) {
