@@ -241,6 +241,14 @@ void run_epoch(self_ptr self) {
                st.net->self_name(), st.epoch - st.epoch_base, st.result.sessions.size(),
                st.result.placement.devices.size(), in.slots.size(), st.result.placement.moved,
                scale * (1 + so.headroom));
+  if (spdlog::should_log(spdlog::level::debug))
+    for (auto& [name, sch] : st.schedules)
+      for (auto& d : sch.devices) {
+        std::string line;
+        for (auto& ss : d.sessions) line += fmt::format(" {}x{}", ss.model, ss.batch);
+        spdlog::debug("{}: epoch {}: {} device {} duty {:.1f} ms:{}", st.net->self_name(), st.epoch - st.epoch_base,
+                      name, d.device, d.duty_cycle_ms, line);
+      }
   // Workers first: a device keeps serving what it loses until it drains, so frontends that
   // still route there for a moment lose nothing.
   for (auto& [name, w] : st.workers)
