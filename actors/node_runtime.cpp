@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <random>
 
 #include "actors/link.hpp"
@@ -49,6 +50,33 @@ class zmq_link final : public link {
   transport* transport_;
 };
 
+namespace {
+
+// CURVE settings of `node` from the `security:` section: its own pair, the public keys of every
+// node (its peers dial it and it dials them) and of the listed clients.
+std::string curve_setup(const cluster_config& cfg, const std::string& node, transport_options& t,
+                        std::map<std::string, std::string>& peer_keys) {
+  auto& sec = cfg.security;
+  if (!sec.enabled()) return {};
+  std::string err;
+  if (!read_curve_file(sec.keys + "/" + node + ".key", true, t.curve, err)) return err;
+  for (auto& n : cfg.nodes) {
+    curve_pair pub;
+    if (!read_curve_file(sec.keys + "/" + n.name + ".pub", false, pub, err)) return err;
+    peer_keys[n.name] = pub.public_key;
+    t.allowed.push_back(pub.public_key);
+  }
+  for (auto& c : sec.clients) {
+    curve_pair pub;
+    if (is_z85_key(c)) pub.public_key = c;
+    else if (!read_curve_file(c, false, pub, err)) return err;
+    t.allowed.push_back(pub.public_key);
+  }
+  return {};
+}
+
+}  // namespace
+
 node_runtime::node_runtime(std::shared_ptr<const cluster_config> cfg, std::string node)
     : cfg_(std::move(cfg)), node_(std::move(node)) {}
 
@@ -64,6 +92,13 @@ std::string node_runtime::start() {
   msg::decode_limits limits{static_cast<uint64_t>(cfg_->runtime.max_payload_bytes)};
   transport_options topts;
   topts.bind = spec->address;
+  topts.send_hwm = topts.recv_hwm = cfg_->runtime.zmq_hwm;
+  // Frames up to twice the payload limit are read and answered ERROR with the reason; larger
+  // ones disconnect their sender before they are buffered whole.
+  topts.max_message_bytes = 2 * cfg_->runtime.max_payload_bytes + (1 << 20);
+  std::map<std::string, std::string> peer_keys;
+  if (auto err = curve_setup(*cfg_, node_, topts, peer_keys); !err.empty()) return "security: " + err;
+  topts.on_refused = [node = node_](const std::string& why) { spdlog::warn("{}: {}", node, why); };
   transport_ = std::make_unique<transport>(topts, [this, limits](std::string_view id, std::string_view frame) {
     auto d = msg::decode(frame, limits);
     std::string identity(id);
@@ -101,7 +136,7 @@ std::string node_runtime::start() {
     return err;
   }
   for (auto& n : cfg_->nodes)
-    if (n.name != node_) transport_->connect_peer(n.name, n.address);
+    if (n.name != node_) transport_->connect_peer(n.name, n.address, peer_keys[n.name]);
   // Start order: the controller first, so that registrations find it.
   for (auto h : {caf::actor_cast<caf::actor>(a.controller), caf::actor_cast<caf::actor>(a.agent),
                  caf::actor_cast<caf::actor>(a.worker), caf::actor_cast<caf::actor>(a.frontend)})

@@ -3,6 +3,8 @@
 #include <fstream>
 #include <iostream>
 
+#include <spdlog/spdlog.h>
+
 #include "apps/commands.hpp"
 #include "apps/load_client.hpp"
 
@@ -10,7 +12,7 @@ namespace sloserve {
 
 void add_load_command(CLI::App& app, int& rc) {
   struct opts {
-    std::string config, address, pipeline, json, trace;
+    std::string config, address, pipeline, json, trace, key;
     load_options lo;
   };
   auto o = std::make_shared<opts>();
@@ -31,6 +33,7 @@ void add_load_command(CLI::App& app, int& rc) {
   cmd->add_option("--network-ms", lo.network_ms, "network time to attach to every request");
   cmd->add_option("--seed", lo.seed, "random seed of arrivals and payloads")->capture_default_str();
   cmd->add_option("--wait-ready", lo.wait_ready_s, "seconds to wait for the frontend to be ready")->capture_default_str();
+  cmd->add_option("--key", o->key, "this client's CurveZMQ key pair (NAME.key from `sloserve keys`), when the file has security:");
   cmd->add_option("--json", o->json, "write the summary (and per-second series) here");
   cmd->callback([o, &rc] {
     auto cfg = load_config_or_report(o->config);
@@ -45,12 +48,30 @@ void add_load_command(CLI::App& app, int& rc) {
     lo.slo_ms = p->slo_ms;
     lo.input = cfg->models[p->stages[p->roots().front()].model_index].input;
     lo.address = o->address;
-    if (lo.address.empty()) lo.address = cfg->with_role("frontend").front()->address;
+    auto* frontend = cfg->with_role("frontend").front();
+    for (auto* f : cfg->with_role("frontend"))
+      if (f->address == lo.address) frontend = f;
+    if (lo.address.empty()) lo.address = frontend->address;
+    std::string err;
+    if (!o->key.empty()) {
+      curve_pair server;
+      if (!cfg->security.enabled()) {
+        std::cerr << o->config << ": --key given, but the file has no security: section\n";
+        return void(rc = 2);
+      }
+      if (!read_curve_file(o->key, true, lo.key, err) ||
+          !read_curve_file(cfg->security.keys + "/" + frontend->name + ".pub", false, server, err)) {
+        std::cerr << err << "\n";
+        return void(rc = 2);
+      }
+      lo.server_key = server.public_key;
+    } else if (cfg->security.enabled()) {
+      spdlog::warn("{} enables security; without --key the frontend will refuse this client", o->config);
+    }
     if (lo.address.find("*") != std::string::npos || lo.address.find("0.0.0.0") != std::string::npos) {
       std::cerr << "frontend address " << lo.address << " is a wildcard; pass --address\n";
       return void(rc = 2);
     }
-    std::string err;
     if (!o->trace.empty() && !read_rate_trace(o->trace, lo.trace, err)) {
       std::cerr << err << "\n";
       return void(rc = 2);

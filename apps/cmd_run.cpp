@@ -78,9 +78,18 @@ void add_run_command(CLI::App& app, int& rc) {
     lo.arrival = o->arrival;
     lo.cv = o->cv;
     lo.progress = true;
+    std::string err;
+    if (one->security.enabled()) {
+      // The built-in client is this node: it authenticates with the node's own pair.
+      if (!read_curve_file(one->security.keys + "/local.key", true, lo.key, err)) {
+        std::cerr << "sloserve run: " << err << "\n";
+        node.stop();
+        return void(rc = 1);
+      }
+      lo.server_key = lo.key.public_key;
+    }
     spdlog::info("driving pipeline '{}' (SLO {} ms) at {} req/s for {} s", p->name, p->slo_ms, o->rate, o->duration);
     load_summary s;
-    std::string err;
     if (!run_load(lo, s, err)) {
       std::cerr << "sloserve run: " << err << "\n";
       node.stop();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <deque>
 #include <fstream>
 #include <random>
@@ -72,10 +73,19 @@ class client {
     zmq_setsockopt(sock_, ZMQ_RCVHWM, &v, sizeof v);
   }
   ~client() {
+    if (monitor_) zmq_close(monitor_);
     zmq_close(sock_);
     zmq_ctx_term(ctx_);
   }
   bool connect(std::string& error) {
+    if (!set_curve_client(sock_, o_.key, o_.server_key, error)) return false;
+    // Handshake failures (a refused key, a plain client at a CURVE node) come only as monitor
+    // events; without them a refused client would just see silence.
+    zmq_socket_monitor(sock_, "inproc://load.monitor",
+                       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                           ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
+    monitor_ = zmq_socket(ctx_, ZMQ_PAIR);
+    zmq_connect(monitor_, "inproc://load.monitor");
     if (zmq_connect(sock_, o_.address.c_str()) != 0) {
       error = "cannot connect to " + o_.address + ": " + zmq_strerror(zmq_errno());
       return false;
@@ -84,6 +94,33 @@ class client {
   }
   void send(const std::string& frame) {
     zmq_send(sock_, frame.data(), frame.size(), 0);
+  }
+  // Why the server refused the handshake, or empty.
+  std::string refused() {
+    std::string why;
+    for (;;) {
+      zmq_msg_t ev;
+      zmq_msg_init(&ev);
+      if (zmq_msg_recv(&ev, monitor_, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&ev);
+        return why;
+      }
+      uint16_t event = 0;
+      if (zmq_msg_size(&ev) >= 2) std::memcpy(&event, zmq_msg_data(&ev), 2);
+      bool more = zmq_msg_more(&ev);
+      zmq_msg_close(&ev);
+      if (more) {
+        zmq_msg_t addr;
+        zmq_msg_init(&addr);
+        zmq_msg_recv(&addr, monitor_, 0);
+        zmq_msg_close(&addr);
+      }
+      why = event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                ? "the node refused this client's public key (is it listed under security.clients?)"
+                : o_.key.public_key.empty()
+                      ? "the handshake failed; the node requires CurveZMQ (pass --key)"
+                      : "the CurveZMQ handshake failed (wrong server key, or the node does not use CURVE)";
+    }
   }
   // Waits up to `timeout_ms` for one frame.
   bool recv(std::string& out, int timeout_ms) {
@@ -104,6 +141,7 @@ class client {
   const load_options& o_;
   void* ctx_;
   void* sock_;
+  void* monitor_ = nullptr;
 };
 
 bool wait_ready(client& c, const load_options& o, std::string& error) {
@@ -114,6 +152,10 @@ bool wait_ready(client& c, const load_options& o, std::string& error) {
     c.send(msg::encode({{}, msg::status_request{token}}));
     auto wait_until = steady::now() + std::chrono::milliseconds(200);
     while (steady::now() < wait_until) {
+      if (auto why = c.refused(); !why.empty()) {
+        error = "frontend at " + o.address + ": " + why;
+        return false;
+      }
       if (!c.recv(frame, 50)) continue;
       auto d = msg::decode(frame, limits);
       if (!d.value) continue;

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "messages/curve.hpp"
 #include "pipelines/tensor.hpp"
 
 namespace sloserve {
@@ -37,6 +38,8 @@ struct load_options {
   uint64_t seed = 1;
   bool progress = false;            // live line on stderr
   double wait_ready_s = 20;         // wait for the frontend to be ready first
+  curve_pair key;                   // CurveZMQ: this client's pair; empty: plain connection
+  std::string server_key;           // the frontend node's public key (Z85)
 };
 
 struct load_summary {

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -303,8 +304,13 @@ void parse_runtime(reader& r, const YAML::Node& n, runtime_options& o) {
   if (!n) return;
   const std::string w = "runtime";
   r.known_keys(n, {"heartbeat_ms", "peer_timeout_ms", "beacon_ms", "max_payload_bytes",
-                   "max_queue_length", "reply_grace_ms", "threads", "drop_policy", "balancer"},
+                   "max_queue_length", "reply_grace_ms", "threads", "drop_policy", "balancer",
+                   "max_queued_mb", "zmq_hwm"},
                w);
+  r.get(n, "max_queued_mb", o.max_queued_mb, w, false);
+  r.get(n, "zmq_hwm", o.zmq_hwm, w, false);
+  if (o.max_queued_mb < 1) r.error(n["max_queued_mb"], "runtime max_queued_mb must be at least 1");
+  if (o.zmq_hwm < 1) r.error(n["zmq_hwm"], "runtime zmq_hwm must be at least 1");
   r.get(n, "heartbeat_ms", o.heartbeat_ms, w, false);
   r.get(n, "peer_timeout_ms", o.peer_timeout_ms, w, false);
   r.get(n, "beacon_ms", o.beacon_ms, w, false);
@@ -326,6 +332,29 @@ void parse_runtime(reader& r, const YAML::Node& n, runtime_options& o) {
                                   "' is not sliding_window, earliest_first or maximal_window");
   if (o.balancer != "p2c" && o.balancer != "weighted_random")
     r.error(n["balancer"], "runtime balancer '" + o.balancer + "' is not p2c or weighted_random");
+}
+
+bool looks_like_z85_key(const std::string& s) {
+  static const std::string alphabet =
+      "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+  return s.size() == 40 && s.find_first_not_of(alphabet) == std::string::npos && !s.ends_with(".pub");
+}
+
+void parse_security(reader& r, const YAML::Node& n, security_options& o) {
+  if (!n) return;
+  const std::string w = "security";
+  r.known_keys(n, {"keys", "clients"}, w);
+  r.get(n, "keys", o.keys, w, true);
+  r.get(n, "clients", o.clients, w, false);
+  // Paths are relative to the cluster file, and kept absolute so that `up` can hand them on.
+  auto dir = std::filesystem::path(r.file_).parent_path();
+  auto resolve = [&](std::string& path) { path = std::filesystem::absolute(dir / path).lexically_normal().string(); };
+  if (!o.keys.empty()) resolve(o.keys);
+  for (size_t i = 0; i < o.clients.size(); ++i) {
+    auto& c = o.clients[i];
+    if (c.empty()) r.error(n["clients"][i], "security clients entry is empty");
+    else if (!looks_like_z85_key(c)) resolve(c);
+  }
 }
 
 void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
@@ -375,7 +404,7 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
     res.errors = std::move(r.errors_);
     return res;
   }
-  r.known_keys(root, {"cluster", "nodes", "models", "pipelines", "runtime", "scheduler"}, "the cluster file");
+  r.known_keys(root, {"cluster", "nodes", "models", "pipelines", "runtime", "scheduler", "security"}, "the cluster file");
   if (root["cluster"]) r.get(root["cluster"], "name", cfg.name, "cluster", false);
   if (!root["nodes"] || !root["nodes"].IsSequence() || root["nodes"].size() == 0)
     r.error(root, "the cluster file needs a non-empty list 'nodes'");
@@ -408,6 +437,7 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
     for (auto n : root["pipelines"]) parse_pipeline(r, n, cfg);
   parse_runtime(r, root["runtime"], cfg.runtime);
   parse_scheduler(r, root["scheduler"], cfg.scheduler);
+  parse_security(r, root["security"], cfg.security);
   if (root["nodes"] && root["nodes"].IsSequence()) {
     if (cfg.with_role("frontend").empty())
       r.error(root["nodes"], "no node has the frontend role; clients would have nowhere to connect");
@@ -567,7 +597,15 @@ std::string to_yaml(const cluster_config& cfg) {
   kv("threads", o.threads);
   kv("drop_policy", o.drop_policy);
   kv("balancer", o.balancer);
+  kv("max_queued_mb", o.max_queued_mb);
+  kv("zmq_hwm", o.zmq_hwm);
   e << YAML::EndMap;
+  if (cfg.security.enabled()) {
+    e << YAML::Key << "security" << YAML::Value << YAML::BeginMap;
+    kv("keys", cfg.security.keys);
+    e << YAML::Key << "clients" << YAML::Value << cfg.security.clients;
+    e << YAML::EndMap;
+  }
   auto& so = cfg.scheduler;
   e << YAML::Key << "scheduler" << YAML::Value << YAML::BeginMap;
   kv("policy", so.policy);

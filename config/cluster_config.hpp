@@ -43,6 +43,15 @@ struct runtime_options {
   int threads = 2;                    // CAF scheduler threads per node
   std::string drop_policy = "sliding_window";  // sliding_window | earliest_first | maximal_window
   std::string balancer = "p2c";                // p2c | weighted_random
+  long max_queued_mb = 1024;          // per node: payload bytes queued in its devices and frontend
+  int zmq_hwm = 100000;               // ZeroMQ send and receive high-water marks (messages)
+};
+
+// CurveZMQ, named as the user writes them under `security:`. Off when `keys` is empty.
+struct security_options {
+  std::string keys;                  // directory: <node>.key of this node, <node>.pub of every node
+  std::vector<std::string> clients;  // admitted client public keys: Z85 text or .pub files
+  bool enabled() const { return !keys.empty(); }
 };
 
 // The control plane, named as the user writes them under `scheduler:`.
@@ -65,6 +74,7 @@ struct cluster_config {
   std::vector<pipeline> pipelines;
   runtime_options runtime;
   scheduler_options scheduler;
+  security_options security;
 
   const node_spec* find_node(std::string_view name) const;
   const model_spec* find_model(std::string_view name) const;

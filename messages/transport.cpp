@@ -5,6 +5,7 @@
 #include <zmq.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 namespace sloserve {
@@ -33,21 +34,46 @@ transport::transport(transport_options opts, handler on_frame)
 
 transport::~transport() { stop(); }
 
+bool transport::secure() const { return !opts_.curve.secret_key.empty(); }
+
 std::string transport::start() {
   ctx_ = zmq_ctx_new();
+  auto fail = [this](std::string err) {
+    for (auto** s : {&zap_, &monitor_, &router_})
+      if (*s) zmq_close(*s), *s = nullptr;
+    zmq_ctx_term(ctx_);
+    ctx_ = nullptr;
+    return err;
+  };
+  if (secure()) {
+    // The ZAP handler must be bound before any CURVE socket authenticates (RFC 27).
+    zap_ = zmq_socket(ctx_, ZMQ_REP);
+    set_int(zap_, ZMQ_LINGER, 0);
+    if (zmq_bind(zap_, "inproc://zeromq.zap.01") != 0)
+      return fail(std::string("cannot bind the ZAP handler: ") + zmq_strerror(zmq_errno()));
+  }
   router_ = zmq_socket(ctx_, ZMQ_ROUTER);
   set_int(router_, ZMQ_LINGER, 0);
   set_int(router_, ZMQ_SNDHWM, opts_.send_hwm);
   set_int(router_, ZMQ_RCVHWM, opts_.recv_hwm);
   set_int(router_, ZMQ_ROUTER_MANDATORY, 1);
-  if (zmq_bind(router_, opts_.bind.c_str()) != 0) {
-    std::string err = "cannot bind " + opts_.bind + ": " + zmq_strerror(zmq_errno());
-    zmq_close(router_);
-    router_ = nullptr;
-    zmq_ctx_term(ctx_);
-    ctx_ = nullptr;
-    return err;
+  if (opts_.max_message_bytes > 0)
+    zmq_setsockopt(router_, ZMQ_MAXMSGSIZE, &opts_.max_message_bytes, sizeof opts_.max_message_bytes);
+  if (secure()) {
+    set_int(router_, ZMQ_CURVE_SERVER, 1);
+    zmq_setsockopt(router_, ZMQ_CURVE_SECRETKEY, opts_.curve.secret_key.c_str(), 40);
+    zmq_setsockopt(router_, ZMQ_ZAP_DOMAIN, "sloserve", 8);
+    // Clients that fail the handshake (wrong mechanism, unknown server key) never reach ZAP;
+    // the socket monitor reports them.
+    zmq_socket_monitor(router_, "inproc://sloserve.router.monitor",
+                       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                           ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
+    monitor_ = zmq_socket(ctx_, ZMQ_PAIR);
+    set_int(monitor_, ZMQ_LINGER, 0);
+    zmq_connect(monitor_, "inproc://sloserve.router.monitor");
   }
+  if (zmq_bind(router_, opts_.bind.c_str()) != 0)
+    return fail("cannot bind " + opts_.bind + ": " + zmq_strerror(zmq_errno()));
   char buf[256];
   size_t len = sizeof buf;
   zmq_getsockopt(router_, ZMQ_LAST_ENDPOINT, buf, &len);
@@ -65,6 +91,10 @@ void transport::stop() {
   io_.join();
   for (auto& [name, s] : peers_) zmq_close(s);
   peers_.clear();
+  if (router_ && monitor_) zmq_socket_monitor(router_, nullptr, 0);
+  for (auto* s : {zap_, monitor_})
+    if (s) zmq_close(s);
+  zap_ = monitor_ = nullptr;
   zmq_close(router_);
   zmq_ctx_term(ctx_);
   close(wake_fd_);
@@ -84,8 +114,8 @@ void transport::enqueue(outbound o) {
   }
 }
 
-void transport::connect_peer(const std::string& name, const std::string& address) {
-  enqueue({outbound::connect, name, address});
+void transport::connect_peer(const std::string& name, const std::string& address, const std::string& server_key) {
+  enqueue({outbound::connect, name, address, server_key});
 }
 
 void transport::send_to_peer(const std::string& name, std::string frame) {
@@ -109,6 +139,11 @@ void transport::flush(std::vector<outbound>& batch) {
         set_int(s, ZMQ_SNDHWM, opts_.send_hwm);
         set_int(s, ZMQ_RECONNECT_IVL, 50);
         set_int(s, ZMQ_RECONNECT_IVL_MAX, 500);
+        std::string err;
+        if (secure() && !set_curve_client(s, opts_.curve, o.key, err)) {
+          ++counters_.send_failures;
+          if (opts_.on_refused) opts_.on_refused("peer '" + o.target + "': " + err);
+        }
         zmq_connect(s, o.payload.c_str());
         peers_.emplace_back(o.target, s);
         break;
@@ -168,11 +203,86 @@ void transport::receive_all() {
   }
 }
 
+// RFC 27 (ZAP): a request is version, request id, domain, address, routing id, mechanism and
+// the credentials (for CURVE, the client's 32-byte public key). Admits listed keys only.
+void transport::answer_zap() {
+  std::vector<std::string> req;
+  for (bool more = true; more;) {
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, zap_, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&m);
+      if (req.empty()) return;
+      break;
+    }
+    req.emplace_back(static_cast<const char*>(zmq_msg_data(&m)), zmq_msg_size(&m));
+    more = zmq_msg_more(&m);
+    zmq_msg_close(&m);
+  }
+  std::string status = "400", text = "malformed ZAP request", user;
+  if (req.size() >= 7 && req[0] == "1.0" && req[5] == "CURVE" && req[6].size() == 32) {
+    user = z85_of(req[6].data());
+    bool listed = std::find(opts_.allowed.begin(), opts_.allowed.end(), user) != opts_.allowed.end();
+    status = listed ? "200" : "400";
+    text = listed ? "OK" : "public key not listed";
+    if (!listed) {
+      ++counters_.refused;
+      if (opts_.on_refused)
+        opts_.on_refused("refused a CURVE client from " + req[3] + ": its public key " + user +
+                         " is not listed under security.clients");
+    }
+  } else if (req.size() >= 6) {
+    text = "mechanism " + req[5] + " is not allowed";
+    ++counters_.refused;
+    if (opts_.on_refused) opts_.on_refused("refused a " + req[5] + " client from " + req[3] + ": CURVE required");
+  }
+  std::string reply[6] = {"1.0", req.size() > 1 ? req[1] : "", status, text, status == "200" ? user : "", ""};
+  for (int i = 0; i < 6; ++i) zmq_send(zap_, reply[i].data(), reply[i].size(), i < 5 ? ZMQ_SNDMORE : 0);
+}
+
+// Socket monitor events: a 6-byte frame (event, value) and then the endpoint.
+void transport::read_monitor() {
+  for (;;) {
+    zmq_msg_t ev, addr;
+    zmq_msg_init(&ev);
+    if (zmq_msg_recv(&ev, monitor_, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&ev);
+      return;
+    }
+    uint16_t event = 0;
+    uint32_t value = 0;
+    if (zmq_msg_size(&ev) >= 6) {
+      std::memcpy(&event, zmq_msg_data(&ev), 2);
+      std::memcpy(&value, static_cast<const char*>(zmq_msg_data(&ev)) + 2, 4);
+    }
+    zmq_msg_init(&addr);
+    if (zmq_msg_more(&ev)) zmq_msg_recv(&addr, monitor_, 0);
+    zmq_msg_close(&ev);
+    zmq_msg_close(&addr);
+    // ZAP refusals were reported by answer_zap already.
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) continue;
+    ++counters_.refused;
+    if (opts_.on_refused)
+      opts_.on_refused(std::string("refused a connection: the handshake failed (") +
+                       (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "protocol error " + std::to_string(value)
+                                                                     : std::string("no CURVE handshake")) +
+                       "); the client must use CURVE with this node's public key");
+  }
+}
+
 void transport::run() {
   std::vector<outbound> batch;
-  zmq_pollitem_t items[2] = {{router_, 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+  zmq_pollitem_t items[4] = {{router_, 0, ZMQ_POLLIN, 0},
+                             {nullptr, wake_fd_, ZMQ_POLLIN, 0},
+                             {zap_, 0, ZMQ_POLLIN, 0},
+                             {monitor_, 0, ZMQ_POLLIN, 0}};
+  int n_items = secure() ? 4 : 2;
   while (running_) {
-    if (zmq_poll(items, 2, 100) < 0 && zmq_errno() != EINTR) break;
+    if (zmq_poll(items, n_items, 100) < 0 && zmq_errno() != EINTR) break;
+    if (n_items == 4) {
+      if (items[2].revents & ZMQ_POLLIN) answer_zap();
+      if (items[3].revents & ZMQ_POLLIN) read_monitor();
+    }
     if (items[1].revents & ZMQ_POLLIN) {
       uint64_t v;
       [[maybe_unused]] auto n = read(wake_fd_, &v, sizeof v);

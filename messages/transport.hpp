@@ -11,18 +11,28 @@
 #include <thread>
 #include <vector>
 
+#include "messages/curve.hpp"
+
 namespace sloserve {
 
 struct transport_options {
   std::string bind;  // tcp://host:port; port 0 binds an ephemeral port
   int send_hwm = 100000;
   int recv_hwm = 100000;
+  int64_t max_message_bytes = -1;  // ZMQ_MAXMSGSIZE of the ROUTER: larger frames drop the peer
+  // CurveZMQ: with `curve.secret_key` set, the ROUTER is a CURVE server and a ZAP handler admits
+  // only the public keys in `allowed`; peers are dialled as CURVE clients with the same pair.
+  curve_pair curve;
+  std::vector<std::string> allowed;  // Z85 public keys of clients and peer nodes
+  // Called on the I/O thread for each refused connection, with why.
+  std::function<void(const std::string&)> on_refused;
 };
 
 struct transport_counters {
   std::atomic<uint64_t> received{0};
   std::atomic<uint64_t> sent{0};
   std::atomic<uint64_t> send_failures{0};
+  std::atomic<uint64_t> refused{0};  // connections that failed authentication
 };
 
 class transport {
@@ -43,7 +53,8 @@ class transport {
   const std::string& endpoint() const { return endpoint_; }
 
   // All thread-safe.
-  void connect_peer(const std::string& name, const std::string& address);
+  // `server_key`: the peer's public key (Z85) when CURVE is on.
+  void connect_peer(const std::string& name, const std::string& address, const std::string& server_key = {});
   void send_to_peer(const std::string& name, std::string frame);
   void send_to_identity(std::string identity, std::string frame);
 
@@ -54,17 +65,23 @@ class transport {
     enum kind_t { connect, peer, identity } kind;
     std::string target;  // peer name or routing identity
     std::string payload; // frame, or the address for connect
+    std::string key;     // connect: the peer's public key
   };
 
+  bool secure() const;
   void enqueue(outbound o);
   void run();
   void flush(std::vector<outbound>& batch);
   void receive_all();
+  void answer_zap();
+  void read_monitor();
 
   transport_options opts_;
   handler on_frame_;
   void* ctx_ = nullptr;
   void* router_ = nullptr;
+  void* zap_ = nullptr;      // ZAP handler (REP), when CURVE is on
+  void* monitor_ = nullptr;  // handshake failures of the ROUTER (PAIR), when CURVE is on
   int wake_fd_ = -1;
   std::string endpoint_;
   std::thread io_;

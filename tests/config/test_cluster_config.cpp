@@ -217,3 +217,37 @@ TEST(cluster_config, single_node_pools_every_worker_device) {
 
 }  // namespace
 }  // namespace sloserve
+
+namespace sloserve {
+namespace {
+
+const std::string one_pipeline = "pipelines:\n  - {name: p, slo_ms: 100, stages: [{name: s, model: a}]}\n";
+
+TEST(cluster_config, security_paths_resolve_beside_the_file) {
+  auto r = parse_cluster_config(with_pipelines(one_pipeline) +
+                                    "security: {keys: keys, clients: [c/alice.pub, \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"]}\n",
+                                "/etc/sloserve/cluster.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  auto& s = r.config->security;
+  EXPECT_TRUE(s.enabled());
+  EXPECT_EQ(s.keys, "/etc/sloserve/keys");
+  ASSERT_EQ(s.clients.size(), 2u);
+  EXPECT_EQ(s.clients[0], "/etc/sloserve/c/alice.pub");
+  EXPECT_EQ(s.clients[1], "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7");  // a Z85 key stays as written
+  // Written back and read again, it means the same.
+  auto again = parse_cluster_config(to_yaml(*r.config), "/tmp/elsewhere/resolved.yaml");
+  ASSERT_TRUE(again) << again.error_text();
+  EXPECT_EQ(again.config->security.keys, s.keys);
+  EXPECT_EQ(again.config->security.clients, s.clients);
+}
+
+TEST(cluster_config, security_needs_a_keys_directory) {
+  auto e = errors_of(with_pipelines(one_pipeline) + "security: {clients: [a.pub]}\n");
+  EXPECT_NE(e.find("c.yaml:22:11:"), std::string::npos) << e;
+  EXPECT_NE(e.find("missing 'keys'"), std::string::npos) << e;
+  e = errors_of(with_pipelines(one_pipeline) + "runtime: {max_queued_mb: 0}\n");
+  EXPECT_NE(e.find("max_queued_mb"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace sloserve

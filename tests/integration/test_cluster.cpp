@@ -197,6 +197,38 @@ TEST_F(cluster_fixture, schedule_changes_under_load_lose_nothing) {
   EXPECT_GE(epochs, 3u) << log;
 }
 
+TEST_F(cluster_fixture, curve_admits_listed_clients_and_refuses_others) {
+  // Keys for every node and two clients; only alice is listed.
+  std::ofstream(dir / "cluster.yaml", std::ios::app) << "security: {keys: keys, clients: [keys/alice.pub]}\n";
+  auto keys = spawn({"sloserve", "keys", "-c", (dir / "cluster.yaml").string(), "alice", "mallory"}, dir / "keys.log");
+  int status = 0;
+  ASSERT_TRUE(keys.wait_for(20s, status));
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << keys.output();
+  EXPECT_EQ(fs::status(dir / "keys" / "w1.key").permissions() & fs::perms::others_read, fs::perms::none);
+  start_cluster();
+
+  auto listed = load(100, 3, {"--key", (dir / "keys" / "alice.key").string()});
+  auto s = finish_load(listed, 60s);
+  EXPECT_EQ(s["lost"].get<int>(), 0) << s.dump(2);
+  EXPECT_GE(s["attainment"].get<double>(), 0.99) << s.dump(2);
+
+  for (std::vector<std::string> who : {std::vector<std::string>{"--key", (dir / "keys" / "mallory.key").string()},
+                                       std::vector<std::string>{}}) {
+    bool keyed = !who.empty();
+    who.insert(who.end(), {"--wait-ready", "5"});
+    auto refused = load(100, 3, who);
+    ASSERT_TRUE(refused.wait_for(30s, status));
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << refused.output();
+    auto text = refused.output();
+    EXPECT_NE(text.find(keyed ? "refused this client's public key" : "requires CurveZMQ"), std::string::npos)
+        << text;
+  }
+  // The frontend node logged both refusals.
+  auto log = up.output();
+  EXPECT_NE(log.find("is not listed under security.clients"), std::string::npos) << log;
+  EXPECT_NE(log.find("refused a connection: the handshake failed"), std::string::npos) << log;
+}
+
 TEST_F(cluster_fixture, up_fails_when_a_node_cannot_start) {
   // 192.0.2.1 (TEST-NET-1) is no address of this host: the node cannot bind it.
   std::ofstream(dir / "clash.yaml") << R"(nodes:

@@ -157,3 +157,39 @@ TEST(codec, invocation_errors_carry_the_invocation_id) {
 
 }  // namespace
 }  // namespace sloserve::msg
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "messages/curve.hpp"
+
+namespace sloserve {
+namespace {
+
+TEST(curve, key_files_round_trip_and_errors_name_the_line) {
+  auto dir = std::filesystem::temp_directory_path() / ("curve-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  curve_pair k, back;
+  std::string err;
+  ASSERT_TRUE(generate_curve_pair(k, err)) << err;
+  EXPECT_TRUE(is_z85_key(k.public_key) && is_z85_key(k.secret_key));
+  ASSERT_TRUE(write_curve_files(dir, "n", k, false, err)) << err;
+  EXPECT_FALSE(write_curve_files(dir, "n", k, false, err));  // no silent overwrite
+  EXPECT_NE(err.find("--force"), std::string::npos) << err;
+  ASSERT_TRUE(read_curve_file(dir / "n.key", true, back, err)) << err;
+  EXPECT_EQ(back.public_key, k.public_key);
+  EXPECT_EQ(back.secret_key, k.secret_key);
+  EXPECT_FALSE(read_curve_file(dir / "n.pub", true, back, err));  // a .pub has no secret
+  EXPECT_NE(err.find("no secret key"), std::string::npos) << err;
+  ASSERT_TRUE(read_curve_file(dir / "n.pub", false, back, err)) << err;
+  EXPECT_TRUE(back.secret_key.empty());
+  std::ofstream(dir / "bad.key") << "# comment\npublic: \"tooshort\"\n";
+  EXPECT_FALSE(read_curve_file(dir / "bad.key", false, back, err));
+  EXPECT_NE(err.find("bad.key:2:"), std::string::npos) << err;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace sloserve

@@ -1,0 +1,38 @@
+#pragma once
+// CurveZMQ keys: Z85 key pairs, key files, and the per-socket settings the transport and the
+// load client share. A key file is two lines of YAML written by `sloserve keys`:
+//   public: "<40 Z85 characters>"
+//   secret: "<40 Z85 characters>"     (only in NAME.key, never in NAME.pub)
+
+#include <string>
+#include <vector>
+
+namespace sloserve {
+
+struct curve_pair {
+  std::string public_key;  // Z85, 40 characters
+  std::string secret_key;  // Z85, 40 characters; empty when only the public half is known
+};
+
+// True when `key` is 40 characters of the Z85 alphabet that decode to 32 bytes.
+bool is_z85_key(const std::string& key);
+
+// A fresh key pair from libzmq (needs libsodium/tweetnacl support, which Debian's has).
+bool generate_curve_pair(curve_pair& out, std::string& error);
+
+// Reads a key file; `need_secret` fails on a .pub file. Errors name the file and line.
+bool read_curve_file(const std::string& path, bool need_secret, curve_pair& out, std::string& error);
+
+// Writes DIR/NAME.key (mode 0600, both halves) and DIR/NAME.pub (public half only). Refuses to
+// replace existing files unless `force`.
+bool write_curve_files(const std::string& dir, const std::string& name, const curve_pair& keys, bool force,
+                       std::string& error);
+
+// Client side of a socket: our pair, and the public key of the server it connects to.
+// Applies nothing and returns true when `ours` is empty (plain connection).
+bool set_curve_client(void* socket, const curve_pair& ours, const std::string& server_public, std::string& error);
+
+// The public key of a CURVE peer in the 32-byte binary form ZAP hands over, as Z85.
+std::string z85_of(const void* key32);
+
+}  // namespace sloserve
