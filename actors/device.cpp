@@ -18,6 +18,7 @@ using std::chrono::nanoseconds;
 struct pending {
   msg::invocation inv;
   clock_time enqueued;
+  int64_t bytes = 0;  // charged to the node's payload budget while queued
 };
 
 struct session {
@@ -84,6 +85,8 @@ std::vector<sched::session_queue<pending>::entry> form(self_ptr self, session& s
   // The window the policy tried: the scheduled batch, or all that is queued if fewer.
   auto window = static_cast<int>(std::min<size_t>(static_cast<size_t>(s.batch), s.queue.size()));
   s.queue.form_batch(*st.policy, now, s.batch, l, batch, dropped);
+  for (auto* v : {&batch, &dropped})
+    for (auto& e : *v) st.net->queued.release(e.item.bytes);
   for (auto& d : dropped) {
     ++s.load.dropped;
     auto left = std::chrono::duration<double, std::milli>(d.deadline - now).count();
@@ -195,10 +198,15 @@ void on_invocation(self_ptr self, msg::invocation& inv) {
     return answer(self, inv, msg::status::overloaded,
                   "queue of " + inv.model + " on " + where + " holds " +
                       std::to_string(st.cfg->runtime.max_queue_length) + " requests (runtime.max_queue_length)");
+  auto bytes = payload_bytes(inv.inputs);
+  if (!st.net->queued.try_charge(bytes, st.cfg->runtime.max_queued_mb << 20))
+    return answer(self, inv, msg::status::overloaded,
+                  fmt::format("node '{}' holds {:.1f} MB of queued payloads (runtime.max_queued_mb {})",
+                              st.net->self_name(), st.net->queued.used() / 1048576.0, st.cfg->runtime.max_queued_mb));
   auto now = self->clock().now();
   s->last_arrival = now;
   auto deadline = now + nanoseconds(inv.budget_ns);
-  s->queue.push(deadline, pending{std::move(inv), now});
+  s->queue.push(deadline, pending{std::move(inv), now, bytes});
   run_next(self);
 }
 

@@ -4,6 +4,12 @@
 
 namespace sloserve {
 
+int64_t payload_bytes(const std::vector<tensor>& ts) {
+  int64_t n = 0;
+  for (auto& t : ts) n += static_cast<int64_t>(t.data.size());
+  return n;
+}
+
 namespace {
 template <class Handle, class T>
 bool deliver(const Handle& h, T&& x) {

@@ -42,6 +42,7 @@ struct query {
   std::vector<tensor> results;                    // leaf outputs
   std::vector<msg::stage_timing> timings;
   std::vector<uint64_t> invocations;              // still in flight
+  int64_t bytes = 0;                              // charged to the node's payload budget
 };
 
 struct in_flight {
@@ -148,6 +149,7 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
   r.total_ms = ms_between(q.arrival, self->clock().now());
   r.timings = std::move(q.timings);
   if (code == msg::status::ok) r.outputs = std::move(q.results);
+  st.net->queued.release(q.bytes);
   for (auto inv : q.invocations) {
     auto f = st.invocations.find(inv);
     if (f == st.invocations.end()) continue;
@@ -290,6 +292,7 @@ void on_ingress(self_ptr self, ingress& in) {
   ++st.stats.received;
   auto reject = [&](msg::status code, std::string reason) {
     if (code == msg::status::error) ++st.stats.errors;
+    else if (code == msg::status::overloaded) ++st.stats.overloaded;
     else ++st.stats.dropped;
     st.net->to_client(in.client, msg::client_reply{in.request.request_id, code, std::move(reason), {}, {}, 0});
   };
@@ -309,8 +312,14 @@ void on_ingress(self_ptr self, ingress& in) {
   if (budget_ms <= 0)
     return reject(msg::status::dropped, "network time " + std::to_string(in.request.network_ms) +
                                             " ms leaves nothing of the " + std::to_string(p.slo_ms) + " ms SLO");
+  auto bytes = payload_bytes(in.request.inputs);
+  if (!st.net->queued.try_charge(bytes, st.cfg->runtime.max_queued_mb << 20))
+    return reject(msg::status::overloaded,
+                  fmt::format("node '{}' holds {:.1f} MB of request payloads (runtime.max_queued_mb {})",
+                              st.net->self_name(), st.net->queued.used() / 1048576.0, st.cfg->runtime.max_queued_mb));
   auto qid = st.next_query++;
   query q;
+  q.bytes = bytes;
   q.client = std::move(in.client);
   q.request_id = in.request.request_id;
   q.pipeline = pit->second;

@@ -2,16 +2,42 @@
 // How actors reach other nodes and clients. The ZeroMQ link serializes to peers and short-cuts
 // the node itself with plain CAF messages; tests use an in-process link between many "nodes".
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "actors/interfaces.hpp"
 #include "messages/types.hpp"
 
 namespace sloserve {
 
+// Request payload bytes a node holds (frontend queries in flight, device queues), kept under
+// runtime.max_queued_mb so that a burst is answered OVERLOADED instead of growing memory
+// without bound. Shared by all actors of a node; thread-safe.
+class payload_budget {
+ public:
+  // Charges `bytes` unless that would pass `limit`; false charges nothing.
+  bool try_charge(int64_t bytes, int64_t limit) {
+    auto now = used_.load(std::memory_order_relaxed);
+    do {
+      if (now + bytes > limit) return false;
+    } while (!used_.compare_exchange_weak(now, now + bytes, std::memory_order_relaxed));
+    return true;
+  }
+  void release(int64_t bytes) { used_.fetch_sub(bytes, std::memory_order_relaxed); }
+  int64_t used() const { return used_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<int64_t> used_{0};
+};
+
+int64_t payload_bytes(const std::vector<tensor>& ts);
+
 class link {
  public:
+  payload_budget queued;
+
   virtual ~link() = default;
   virtual const std::string& self_name() const = 0;
   virtual const local_actors& local() const = 0;

@@ -99,7 +99,12 @@ std::string node_runtime::start() {
   std::map<std::string, std::string> peer_keys;
   if (auto err = curve_setup(*cfg_, node_, topts, peer_keys); !err.empty()) return "security: " + err;
   topts.on_refused = [node = node_](const std::string& why) { spdlog::warn("{}: {}", node, why); };
-  transport_ = std::make_unique<transport>(topts, [this, limits](std::string_view id, std::string_view frame) {
+  // Under CURVE, which node each authenticated public key belongs to.
+  std::map<std::string, std::string, std::less<>> node_of_key;
+  for (auto& [name, key] : peer_keys) node_of_key[key] = name;
+  transport_ = std::make_unique<transport>(topts, [this, limits, node_of_key](std::string_view id,
+                                                                              std::string_view frame,
+                                                                              std::string_view user) {
     auto d = msg::decode(frame, limits);
     std::string identity(id);
     if (!d.value) {
@@ -117,7 +122,24 @@ std::string node_runtime::start() {
       }
       return;
     }
-    dispatch(*link_, std::move(*d.value), identity);
+    // Clients may only submit requests and ask for readiness; everything else must come from a
+    // node of the cluster (under CURVE: from the key of the node it names).
+    auto& env = *d.value;
+    bool from_client = std::holds_alternative<msg::client_request>(env.content) ||
+                       std::holds_alternative<msg::status_request>(env.content);
+    if (!from_client) {
+      bool peer = cfg_->find_node(env.from) != nullptr;
+      if (peer && cfg_->security.enabled()) {
+        auto it = node_of_key.find(user);
+        peer = it != node_of_key.end() && it->second == env.from;
+      }
+      if (!peer) {
+        spdlog::warn("{}: refused a control message claiming to be from '{}': not a node of the cluster{}", node_,
+                     env.from, cfg_->security.enabled() ? " (or not its key)" : "");
+        return;
+      }
+    }
+    dispatch(*link_, std::move(env), identity);
   });
   link_ = std::make_shared<zmq_link>(node_, transport_.get());
 

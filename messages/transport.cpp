@@ -195,8 +195,10 @@ void transport::receive_all() {
     }
     if (have) {
       ++counters_.received;
+      const char* user = secure() ? zmq_msg_gets(&frame, "User-Id") : nullptr;
       on_frame_({static_cast<const char*>(zmq_msg_data(&id)), zmq_msg_size(&id)},
-                {static_cast<const char*>(zmq_msg_data(&frame)), zmq_msg_size(&frame)});
+                {static_cast<const char*>(zmq_msg_data(&frame)), zmq_msg_size(&frame)},
+                user ? std::string_view(user) : std::string_view());
     }
     zmq_msg_close(&frame);
     zmq_msg_close(&id);

@@ -37,8 +37,9 @@ struct transport_counters {
 
 class transport {
  public:
-  // Runs on the I/O thread for each frame on the ROUTER; `identity` is the sender's routing id.
-  using handler = std::function<void(std::string_view identity, std::string_view frame)>;
+  // Runs on the I/O thread for each frame on the ROUTER; `identity` is the sender's routing id
+  // and `user` the public key (Z85) it authenticated with under CURVE, else empty.
+  using handler = std::function<void(std::string_view identity, std::string_view frame, std::string_view user)>;
 
   transport(transport_options opts, handler on_frame);
   ~transport();

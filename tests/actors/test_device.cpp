@@ -218,3 +218,51 @@ models:
 
 }  // namespace
 }  // namespace sloserve
+
+namespace sloserve {
+namespace {
+
+// A burst beyond the node's budget for queued payloads is answered OVERLOADED at once; every
+// request gets exactly one answer and the budget is whole again once the queue drains.
+TEST(device_budget, payloads_beyond_max_queued_mb_are_overloaded_and_nothing_is_lost) {
+  testing::caf_fixture f;
+  auto cfg = testing::parse_or_die(R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 2}]}
+models:
+  - {name: big, input: {dtype: float32, shape: [65536]}, output: {dtype: float32, shape: [1]}, max_batch: 2, profile: {alpha_ms: 10, beta_ms: 10}}
+runtime: {max_queued_mb: 1}
+)");
+  auto net = std::make_shared<recording_link>("w");
+  // Two devices on one node share its budget: 1 MB holds four 256 KiB payloads in all.
+  std::vector<device_actor> devs;
+  for (uint32_t d = 0; d < 2; ++d) {
+    devs.push_back(f.keep(spawn_device(*f.sys, {cfg, net, 1}, d, "emulated")));
+    caf::anon_send(devs.back(), msg::device_schedule{d, 0, {{"big", 2}}});
+  }
+  f.run();
+  for (uint64_t id = 1; id <= 10; ++id) {
+    caf::anon_send(devs[id % 2], msg::invocation{id, "fe", "big", static_cast<uint32_t>(id % 2),
+                                                 std::chrono::nanoseconds(10s).count(),
+                                                 {make_tensor({dtype::float32, {65536}}, id)}});
+    f.run();
+  }
+  // Requests 1 and 2 started at once (not queued); 3..6 fill the budget; 7..10 are turned away.
+  auto r = net->take<msg::invocation_result>();
+  ASSERT_EQ(r.size(), 4u);
+  for (auto& [node, x] : r) {
+    EXPECT_EQ(x.code, msg::status::overloaded);
+    EXPECT_GE(x.id, 7u);
+    EXPECT_NE(x.reason.find("runtime.max_queued_mb 1"), std::string::npos) << x.reason;
+  }
+  EXPECT_EQ(net->queued.used(), 4 * 65536 * 4);
+  f.advance(30ms);  // l(1) = 20 ms, then batches of two
+  f.advance(30ms);
+  f.advance(30ms);
+  EXPECT_EQ(net->take<msg::invocation_result>().size(), 6u);
+  EXPECT_EQ(net->queued.used(), 0);
+}
+
+}  // namespace
+}  // namespace sloserve

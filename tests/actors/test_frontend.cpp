@@ -123,6 +123,28 @@ TEST_F(frontend_fixture, walks_a_fan_out_dag_and_answers_once) {
   EXPECT_EQ(replies[0].timings.size(), 4u);
 }
 
+TEST_F(frontend_fixture, a_full_payload_budget_answers_overloaded_and_finishing_frees_it) {
+  route({"w1"});
+  int64_t limit = int64_t{cfg_->runtime.max_queued_mb} << 20;
+  ASSERT_TRUE(net->queued.try_charge(limit - 10, limit));  // the node's devices hold the rest
+  request("traffic", 1, make_tensor({dtype::float32, {4}}, 1));  // 16 bytes: over
+  auto replies = net->client_replies();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].code, msg::status::overloaded);
+  EXPECT_NE(replies[0].reason.find("runtime.max_queued_mb"), std::string::npos) << replies[0].reason;
+  EXPECT_TRUE(net->take<msg::invocation>().empty());
+  net->queued.release(limit - 10);
+  net->replies.clear();
+  request("traffic", 2, make_tensor({dtype::float32, {4}}, 1));
+  EXPECT_EQ(net->queued.used(), 16);  // held while the query is in flight
+  auto inv = net->take<msg::invocation>();
+  ASSERT_EQ(inv.size(), 1u);
+  answer(inv[0].second, *cfg_->find_model("det"));
+  for (auto& [node, x] : net->take<msg::invocation>()) answer(x, *cfg_->find_model("cls"));
+  EXPECT_EQ(net->client_replies().at(0).code, msg::status::ok);
+  EXPECT_EQ(net->queued.used(), 0);
+}
+
 TEST_F(frontend_fixture, join_waits_for_every_parent) {
   route({"w1"});
   request("diamond", 1, make_tensor({dtype::float32, {4}}, 1));

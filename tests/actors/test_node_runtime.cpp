@@ -114,6 +114,19 @@ TEST_F(node_fixture, malformed_frames_get_errors_and_the_node_keeps_serving) {
   EXPECT_EQ(e.request_id, 5u);
   EXPECT_NE(e.reason.find("does not match the model's declared input"), std::string::npos) << e.reason;
 
+  // Well-formed Cap'n Proto whose root is a list of bytes, not an Envelope.
+  std::string wrong_schema("\0\0\0\0\2\0\0\0", 8);
+  uint64_t list_ptr = 1 | (uint64_t{2} << 32) | (uint64_t{8} << 35);
+  wrong_schema.append(reinterpret_cast<const char*>(&list_ptr), 8).append("abcdefgh");
+  client->send(wrong_schema);
+  auto f = reply();
+  EXPECT_EQ(f.code, msg::status::error);
+  EXPECT_NE(f.reason.find("malformed"), std::string::npos) << f.reason;
+
+  // A control message from a client (no cluster node by that name) is ignored, not applied:
+  // this empty routing table would leave the frontend nowhere to send request 7.
+  client->send(msg::encode({"mallory", msg::routing_table{1u << 30, {}, {}}}));
+
   auto unknown = valid(6);
   unknown.pipeline = "nope";
   client->send(msg::encode({{}, unknown}));
