@@ -202,6 +202,10 @@ void parse_profile(reader& r, const YAML::Node& n, model_spec& m, const std::str
 }
 
 void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
+  if (!n.IsMap()) {
+    r.error(n, "each model must be a map");
+    return;
+  }
   model_spec m;
   std::string where = "model";
   r.known_keys(n, {"name", "input", "output", "max_batch", "profile", "jitter", "memory_mb", "path", "prefix"}, where);
@@ -227,6 +231,10 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
 }
 
 void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
+  if (!n.IsMap()) {
+    r.error(n, "each node must be a map");
+    return;
+  }
   node_spec s;
   std::string where = "node";
   r.known_keys(n, {"name", "address", "roles", "devices"}, where);
@@ -261,6 +269,10 @@ void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
 }
 
 void parse_pipeline(reader& r, const YAML::Node& n, cluster_config& cfg) {
+  if (!n.IsMap()) {
+    r.error(n, "each pipeline must be a map");
+    return;
+  }
   pipeline p;
   std::string where = "pipeline";
   r.known_keys(n, {"name", "slo_ms", "stages"}, where);
@@ -404,84 +416,90 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
     res.errors = std::move(r.errors_);
     return res;
   }
-  r.known_keys(root, {"cluster", "nodes", "models", "pipelines", "runtime", "scheduler", "security"}, "the cluster file");
-  if (root["cluster"]) r.get(root["cluster"], "name", cfg.name, "cluster", false);
-  if (!root["nodes"] || !root["nodes"].IsSequence() || root["nodes"].size() == 0)
-    r.error(root, "the cluster file needs a non-empty list 'nodes'");
-  else
-    for (auto n : root["nodes"]) parse_node(r, n, cfg);
-  if (root["models"] && root["models"].IsSequence())
-    for (auto n : root["models"]) parse_model(r, n, cfg);
-  // Variants take their prefix's path, output and profile.
-  for (size_t i = 0; i < cfg.models.size(); ++i) {
-    auto& m = cfg.models[i];
-    if (!m.is_variant()) continue;
-    auto at = root["models"][i]["prefix"];
-    auto* p = cfg.find_model(m.prefix);
-    if (!p) {
-      r.error(at, "model '" + m.name + "' has unknown prefix model '" + m.prefix + "'");
-      continue;
+  // The checks below test node kinds before use; this net catches any they miss, so that a
+  // malformed file is always an error with a place, never an exception (found by fuzz_config).
+  try {
+    r.known_keys(root, {"cluster", "nodes", "models", "pipelines", "runtime", "scheduler", "security"}, "the cluster file");
+    if (root["cluster"]) r.get(root["cluster"], "name", cfg.name, "cluster", false);
+    if (!root["nodes"] || !root["nodes"].IsSequence() || root["nodes"].size() == 0)
+      r.error(root, "the cluster file needs a non-empty list 'nodes'");
+    else
+      for (auto n : root["nodes"]) parse_node(r, n, cfg);
+    if (root["models"] && root["models"].IsSequence())
+      for (auto n : root["models"]) parse_model(r, n, cfg);
+    // Variants take their prefix's path, output and profile.
+    for (size_t i = 0; i < cfg.models.size(); ++i) {
+      auto& m = cfg.models[i];
+      if (!m.is_variant()) continue;
+      auto at = root["models"][i]["prefix"];
+      auto* p = cfg.find_model(m.prefix);
+      if (!p) {
+        r.error(at, "model '" + m.name + "' has unknown prefix model '" + m.prefix + "'");
+        continue;
+      }
+      if (p->is_variant()) {
+        r.error(at, "model '" + m.name + "': its prefix '" + m.prefix + "' is itself a variant");
+        continue;
+      }
+      if (p->input.type != m.input.type || p->input.shape != m.input.shape)
+        r.error(at, "model '" + m.name + "' takes " + m.input.to_string() + " but its prefix '" + m.prefix + "' takes " +
+                        p->input.to_string());
+      m.prefix_path = p->path;
+      m.prefix_output = p->output;
+      m.prefix_profile = p->profile;
     }
-    if (p->is_variant()) {
-      r.error(at, "model '" + m.name + "': its prefix '" + m.prefix + "' is itself a variant");
-      continue;
-    }
-    if (p->input.type != m.input.type || p->input.shape != m.input.shape)
-      r.error(at, "model '" + m.name + "' takes " + m.input.to_string() + " but its prefix '" + m.prefix + "' takes " +
-                      p->input.to_string());
-    m.prefix_path = p->path;
-    m.prefix_output = p->output;
-    m.prefix_profile = p->profile;
-  }
-  if (root["pipelines"] && root["pipelines"].IsSequence())
-    for (auto n : root["pipelines"]) parse_pipeline(r, n, cfg);
-  parse_runtime(r, root["runtime"], cfg.runtime);
-  parse_scheduler(r, root["scheduler"], cfg.scheduler);
-  parse_security(r, root["security"], cfg.security);
-  if (root["nodes"] && root["nodes"].IsSequence()) {
-    if (cfg.with_role("frontend").empty())
-      r.error(root["nodes"], "no node has the frontend role; clients would have nowhere to connect");
-    auto ctls = cfg.with_role("controller");
-    if (ctls.size() != 1)
-      r.error(root["nodes"], "exactly one node must have the controller role (found " +
-                                 std::to_string(ctls.size()) + ")");
-    std::set<std::string> addresses;
-    for (size_t i = 0; i < cfg.nodes.size(); ++i) {
-      auto& a = cfg.nodes[i].address;
-      bool ephemeral = a.size() > 2 && a.compare(a.size() - 2, 2, ":0") == 0;
-      if (!a.empty() && !ephemeral && !addresses.insert(a).second)
-        r.error(root["nodes"][i]["address"], "address '" + a + "' is used by two nodes");
-    }
-    // Every device's model list must name real models; every model in a pipeline needs a device.
-    for (size_t i = 0; i < cfg.nodes.size(); ++i)
-      for (size_t g = 0; g < cfg.nodes[i].devices.size(); ++g)
-        for (auto& m : cfg.nodes[i].devices[g].models)
-          if (!cfg.find_model(m))
-            r.error(root["nodes"][i]["devices"][g], "node '" + cfg.nodes[i].name +
-                                                        "' device lists unknown model '" + m + "'");
-    // Real devices need a TorchScript file for every model they may serve.
-    for (size_t i = 0; i < cfg.nodes.size(); ++i)
-      for (size_t g = 0; g < cfg.nodes[i].devices.size(); ++g) {
-        auto& grp = cfg.nodes[i].devices[g];
-        if (grp.kind == "emulated") continue;
-        for (auto& m : cfg.models) {
-          bool serves = grp.models.empty() || std::find(grp.models.begin(), grp.models.end(), m.name) != grp.models.end();
-          if (serves && m.path.empty())
-            r.error(root["nodes"][i]["devices"][g], "node '" + cfg.nodes[i].name + "' has " + grp.kind +
-                                                        " devices for model '" + m.name + "', which has no 'path'");
+    if (root["pipelines"] && root["pipelines"].IsSequence())
+      for (auto n : root["pipelines"]) parse_pipeline(r, n, cfg);
+    parse_runtime(r, root["runtime"], cfg.runtime);
+    parse_scheduler(r, root["scheduler"], cfg.scheduler);
+    parse_security(r, root["security"], cfg.security);
+    if (root["nodes"] && root["nodes"].IsSequence()) {
+      if (cfg.with_role("frontend").empty())
+        r.error(root["nodes"], "no node has the frontend role; clients would have nowhere to connect");
+      auto ctls = cfg.with_role("controller");
+      if (ctls.size() != 1)
+        r.error(root["nodes"], "exactly one node must have the controller role (found " +
+                                   std::to_string(ctls.size()) + ")");
+      std::set<std::string> addresses;
+      for (size_t i = 0; i < cfg.nodes.size(); ++i) {
+        auto& a = cfg.nodes[i].address;
+        bool ephemeral = a.size() > 2 && a.compare(a.size() - 2, 2, ":0") == 0;
+        if (!a.empty() && !ephemeral && !addresses.insert(a).second)
+          r.error(root["nodes"][i]["address"], "address '" + a + "' is used by two nodes");
+      }
+      // Every device's model list must name real models; every model in a pipeline needs a device.
+      for (size_t i = 0; i < cfg.nodes.size(); ++i)
+        for (size_t g = 0; g < cfg.nodes[i].devices.size(); ++g)
+          for (auto& m : cfg.nodes[i].devices[g].models)
+            if (!cfg.find_model(m))
+              r.error(root["nodes"][i]["devices"][g], "node '" + cfg.nodes[i].name +
+                                                          "' device lists unknown model '" + m + "'");
+      // Real devices need a TorchScript file for every model they may serve.
+      for (size_t i = 0; i < cfg.nodes.size(); ++i)
+        for (size_t g = 0; g < cfg.nodes[i].devices.size(); ++g) {
+          auto& grp = cfg.nodes[i].devices[g];
+          if (grp.kind == "emulated") continue;
+          for (auto& m : cfg.models) {
+            bool serves = grp.models.empty() || std::find(grp.models.begin(), grp.models.end(), m.name) != grp.models.end();
+            if (serves && m.path.empty())
+              r.error(root["nodes"][i]["devices"][g], "node '" + cfg.nodes[i].name + "' has " + grp.kind +
+                                                          " devices for model '" + m.name + "', which has no 'path'");
+          }
         }
-      }
-    for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi)
-      for (auto& s : cfg.pipelines[pi].stages) {
-        bool served = false;
-        for (auto& n : cfg.nodes)
-          if (n.has_role("worker"))
-            for (int d = 0; d < n.device_count(); ++d) served |= n.serves(d, s.model);
-        if (!served && cfg.find_model(s.model))
-          r.error(root["pipelines"][pi], "pipeline '" + cfg.pipelines[pi].name + "' stage '" +
-                                             s.name + "': no worker device serves model '" +
-                                             s.model + "'");
-      }
+      for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi)
+        for (auto& s : cfg.pipelines[pi].stages) {
+          bool served = false;
+          for (auto& n : cfg.nodes)
+            if (n.has_role("worker"))
+              for (int d = 0; d < n.device_count(); ++d) served |= n.serves(d, s.model);
+          if (!served && cfg.find_model(s.model))
+            r.error(root["pipelines"][pi], "pipeline '" + cfg.pipelines[pi].name + "' stage '" +
+                                               s.name + "': no worker device serves model '" +
+                                               s.model + "'");
+        }
+    }
+  } catch (const YAML::Exception& e) {
+    r.error_at(e.mark.is_null() ? r.last_ : e.mark, "unexpected structure: " + e.msg);
   }
   res.errors = std::move(r.errors_);
   if (res.errors.empty()) res.config = std::move(cfg);

@@ -30,6 +30,14 @@ bool read_curve_file(const std::string& path, bool need_secret, curve_pair& out,
     error = path + ": cannot open the key file";
     return false;
   }
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_curve_text(text.str(), path, need_secret, out, error);
+}
+
+bool parse_curve_text(const std::string& text, const std::string& path, bool need_secret, curve_pair& out,
+                      std::string& error) {
+  std::istringstream in(text);
   out = {};
   std::string line;
   for (int no = 1; std::getline(in, line); ++no) {

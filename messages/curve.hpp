@@ -22,6 +22,9 @@ bool generate_curve_pair(curve_pair& out, std::string& error);
 
 // Reads a key file; `need_secret` fails on a .pub file. Errors name the file and line.
 bool read_curve_file(const std::string& path, bool need_secret, curve_pair& out, std::string& error);
+// The same for the file's text; `path` only names it in errors.
+bool parse_curve_text(const std::string& text, const std::string& path, bool need_secret, curve_pair& out,
+                      std::string& error);
 
 // Writes DIR/NAME.key (mode 0600, both halves) and DIR/NAME.pub (public half only). Refuses to
 // replace existing files unless `force`.
