@@ -292,6 +292,8 @@ bool run_load(const load_options& o, load_summary& s, std::string& error) {
         b.latencies.push_back(static_cast<float>(lat));
         all_latencies.push_back(static_cast<float>(lat));
         if (lat <= info.slo_ms) ++s.ok_within_slo, ++b.ok_within_slo;
+        for (auto& t : r.timings)
+          if (!t.node.empty()) s.nodes[t.node] = s.nodes.value(t.node, 0) + 1;
         break;
       case msg::status::dropped: ++s.dropped, ++b.dropped; count_reason(r.reason); break;
       case msg::status::overloaded: ++s.overloaded, ++b.errors; count_reason(r.reason); break;
@@ -378,7 +380,7 @@ nlohmann::json load_summary::to_json(const load_options& o) const {
           {"overloaded", overloaded}, {"errors", errors}, {"lost", lost}, {"late", late},
           {"delayed", delayed}, {"attainment", attainment}, {"goodput_rps", goodput_rps},
           {"latency_ms", {{"p50", p50}, {"p90", p90}, {"p99", p99}, {"max", max}, {"mean", mean}}},
-          {"reasons", reasons}, {"series", series}};
+          {"reasons", reasons}, {"nodes", nodes}, {"series", series}};
 }
 
 std::string load_summary::to_text() const {

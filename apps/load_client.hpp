@@ -49,6 +49,7 @@ struct load_summary {
   double p50 = 0, p90 = 0, p99 = 0, max = 0, mean = 0;
   nlohmann::json series = nlohmann::json::array();
   nlohmann::json reasons = nlohmann::json::object();
+  nlohmann::json nodes = nlohmann::json::object();  // stage runs of OK replies, per worker node
 
   nlohmann::json to_json(const load_options& o) const;
   std::string to_text() const;

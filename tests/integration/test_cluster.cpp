@@ -229,6 +229,89 @@ TEST_F(cluster_fixture, curve_admits_listed_clients_and_refuses_others) {
   EXPECT_NE(log.find("refused a connection: the handshake failed"), std::string::npos) << log;
 }
 
+// Controller, frontend and two workers each in their own process.
+struct split_cluster : cluster_fixture {
+  split_cluster() {
+    std::string y = cluster_yaml;
+    y.replace(y.find("  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}"),
+              std::string("  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}").size(),
+              "  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller]}\n"
+              "  - {name: fe, address: tcp://127.0.0.1:0, roles: [frontend]}");
+    std::ofstream(dir / "cluster.yaml") << y;
+  }
+  // Starts node `name` of the resolved file again, as deploy/ would after a crash.
+  process restart(const std::string& name) {
+    return spawn({"sloserve", "node", "-c", (dir / "resolved.yaml").string(), "--name", name},
+                 dir / (name + "-again.log"));
+  }
+  bool wait_for_log(const std::string& text) {
+    for (int i = 0; i < 100; ++i, std::this_thread::sleep_for(100ms))
+      if (up.output().find(text) != std::string::npos) return true;
+    return false;
+  }
+  std::vector<process> restarted;
+  ~split_cluster() override {
+    for (auto& p : restarted) p.stop();
+  }
+};
+
+TEST_F(split_cluster, losing_the_controller_leaves_the_data_plane_serving) {
+  start_cluster();
+  auto ctl = pid_of("ctl");
+  ASSERT_GT(ctl, 0) << up.output();
+  auto l = load(150, 8);
+  std::this_thread::sleep_for(3s);
+  ASSERT_EQ(kill(ctl, SIGKILL), 0);
+  auto s = finish_load(l, 60s);
+  std::cout << s.dump().substr(0, 600) << "\n";
+  EXPECT_EQ(s["lost"].get<int>(), 0) << s.dump(2);
+  EXPECT_EQ(s["errors"].get<int>(), 0) << s.dump(2);
+  EXPECT_GE(s["attainment"].get<double>(), 0.99) << s.dump(2);
+}
+
+TEST_F(split_cluster, a_restarted_frontend_loses_only_what_it_held_and_serves_again) {
+  start_cluster();
+  auto fe = pid_of("fe");
+  ASSERT_GT(fe, 0) << up.output();
+  auto l = load(100, 12);
+  std::this_thread::sleep_for(3s);
+  ASSERT_EQ(kill(fe, SIGKILL), 0);
+  std::this_thread::sleep_for(500ms);
+  restarted.push_back(restart("fe"));
+  auto s = finish_load(l, 60s);
+  std::cout << s.dump().substr(0, 600) << "\n";
+  // Every request is accounted for; only those the dead frontend held (and those sent while it
+  // was down and not served within SLO + grace) may be lost: a second's worth at most.
+  EXPECT_EQ(s["sent"].get<int>(), s["ok"].get<int>() + s["dropped"].get<int>() + s["errors"].get<int>() +
+                                      s["overloaded"].get<int>() + s["lost"].get<int>());
+  EXPECT_LE(s["lost"].get<int>(), 100) << s.dump(2);
+  // The new frontend serves: the last four seconds are answered within the SLO.
+  auto& series = s["series"];
+  ASSERT_GE(series.size(), 12u);
+  for (size_t t = 8; t < 12; ++t)
+    EXPECT_GE(series[t]["ok_within_slo"].get<double>(), 0.95 * series[t]["sent"].get<double>()) << series[t].dump();
+}
+
+TEST_F(split_cluster, a_worker_that_comes_back_gets_work_again) {
+  start_cluster();
+  auto w2 = pid_of("w2");
+  ASSERT_GT(w2, 0) << up.output();
+  ASSERT_TRUE(wait_for_log("2 serving workers")) << up.output();
+  ASSERT_EQ(kill(w2, SIGKILL), 0);
+  std::this_thread::sleep_for(1s);  // past peer_timeout_ms: the controller takes it out
+  restarted.push_back(restart("w2"));
+  // It re-registers and the controller plans with it again.
+  ASSERT_TRUE(wait_for_log("worker w2 restarted")) << up.output();
+  std::this_thread::sleep_for(2s);
+  auto l = load(200, 5);
+  auto s = finish_load(l, 60s);
+  std::cout << s.dump().substr(0, 600) << "\n";
+  EXPECT_EQ(s["lost"].get<int>(), 0) << s.dump(2);
+  EXPECT_GE(s["attainment"].get<double>(), 0.99) << s.dump(2);
+  EXPECT_GT(s["nodes"].value("w2", 0), 0) << s.dump(2);
+  EXPECT_GT(s["nodes"].value("w1", 0), 0) << s.dump(2);
+}
+
 TEST_F(cluster_fixture, up_fails_when_a_node_cannot_start) {
   // 192.0.2.1 (TEST-NET-1) is no address of this host: the node cannot bind it.
   std::ofstream(dir / "clash.yaml") << R"(nodes:
