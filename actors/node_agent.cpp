@@ -1,5 +1,8 @@
 // The node agent heartbeats every peer and tells the local actors when a peer goes silent
 // (runtime.peer_timeout_ms) or comes back, including as a new incarnation after a restart.
+// A peer is up only while traffic flows both ways: each heartbeat echoes the last one heard
+// from its receiver. After a cut link heals, one direction often recovers seconds before the
+// other (TCP retransmission backoff); work sent down the dead direction would time out.
 
 #include <spdlog/spdlog.h>
 
@@ -15,6 +18,8 @@ using clock_time = caf::actor_clock::time_point;
 struct peer {
   clock_time last_seen;
   uint64_t incarnation = 0;
+  uint64_t last_seq = 0;  // the latest heartbeat heard from it
+  uint64_t heard = 0;     // the latest of ours it says it heard
   bool up = false;
 };
 
@@ -41,16 +46,24 @@ void notify(self_ptr self, const std::string& node, bool up) {
   tell(a.controller);
 }
 
+// Whether `p` heard one of our heartbeats sent within the timeout.
+bool hears_us(const agent_state& st, const peer& p) {
+  auto window = static_cast<uint64_t>(st.cfg->runtime.peer_timeout_ms / st.cfg->runtime.heartbeat_ms);
+  return p.heard > 0 && st.seq - p.heard <= std::max<uint64_t>(window, 1);
+}
+
 void tick(self_ptr self) {
   auto& st = self->state;
   auto now = self->clock().now();
-  msg::heartbeat hb{st.net->self_name(), st.incarnation, ++st.seq};
+  ++st.seq;
   for (auto& [name, p] : st.peers) {
-    st.net->to_node(name, {{}, hb});
-    if (p.up && now - p.last_seen > std::chrono::milliseconds(st.cfg->runtime.peer_timeout_ms)) {
+    st.net->to_node(name, {{}, msg::heartbeat{st.net->self_name(), st.incarnation, st.seq, p.last_seq}});
+    if (!p.up) continue;
+    bool silent = now - p.last_seen > std::chrono::milliseconds(st.cfg->runtime.peer_timeout_ms);
+    if (silent || !hears_us(st, p)) {
       p.up = false;
-      spdlog::warn("{}: peer {} missed heartbeats for {} ms; marked down", st.net->self_name(), name,
-                   st.cfg->runtime.peer_timeout_ms);
+      spdlog::warn("{}: peer {} {} for {} ms; marked down", st.net->self_name(), name,
+                   silent ? "missed heartbeats" : "has not heard ours", st.cfg->runtime.peer_timeout_ms);
       notify(self, name, false);
     }
   }
@@ -76,6 +89,9 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, actor_args args) {
           if (it == self->state.peers.end()) return;
           auto& p = it->second;
           p.last_seen = self->clock().now();
+          if (p.incarnation != hb.incarnation) p.last_seq = p.heard = 0;
+          p.last_seq = std::max(p.last_seq, hb.seq);
+          p.heard = std::max(p.heard, hb.heard);
           if (p.up && p.incarnation != hb.incarnation) {
             // Restarted faster than the timeout: its old work is gone all the same.
             spdlog::warn("{}: peer {} restarted", self->state.net->self_name(), hb.node);
@@ -83,7 +99,7 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, actor_args args) {
             p.up = false;
           }
           p.incarnation = hb.incarnation;
-          if (!p.up) {
+          if (!p.up && hears_us(self->state, p)) {
             p.up = true;
             spdlog::info("{}: peer {} is up", self->state.net->self_name(), hb.node);
             notify(self, hb.node, true);

@@ -104,6 +104,7 @@ struct encoder {
     r.setNode(m.node);
     r.setIncarnation(m.incarnation);
     r.setSeq(m.seq);
+    r.setHeard(m.heard);
   }
   void operator()(const load_report& m) {
     auto r = b.initLoadReport();
@@ -285,7 +286,7 @@ envelope read_envelope(wire::Envelope::Reader r, uint64_t& payload, decode_error
     }
     case wire::Envelope::Body::HEARTBEAT: {
       auto x = b.getHeartbeat();
-      e.content = heartbeat{text(x.getNode()), x.getIncarnation(), x.getSeq()};
+      e.content = heartbeat{text(x.getNode()), x.getIncarnation(), x.getSeq(), x.getHeard()};
       break;
     }
     case wire::Envelope::Body::LOAD_REPORT: {

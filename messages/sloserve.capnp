@@ -72,6 +72,7 @@ struct Heartbeat {
   node @0 :Text;
   incarnation @1 :UInt64;
   seq @2 :UInt64;
+  heard @3 :UInt64;  # seq of the last heartbeat the sender got from the receiver; 0: none
 }
 
 struct SessionLoad {

@@ -77,6 +77,7 @@ struct heartbeat {
   std::string node;
   uint64_t incarnation = 0;
   uint64_t seq = 0;
+  uint64_t heard = 0;  // seq of the last heartbeat the sender got from the receiver; 0: none
 };
 
 struct session_load {

@@ -73,7 +73,7 @@ TEST(codec, control_messages_round_trip) {
   EXPECT_EQ(reg.incarnation, 77u);
   EXPECT_EQ(reg.schedule_epoch, 3u);
 
-  auto hb = std::get<heartbeat>(round_trip({"w", heartbeat{"w", 5, 6}}).content);
+  auto hb = std::get<heartbeat>(round_trip({"w", heartbeat{"w", 5, 6, 4}}).content);
   EXPECT_EQ(hb.seq, 6u);
 
   load_report lr{"w", 1.0, {{"ssd", 1, 10, 9, 1, 3, 4.5}}, {{"traffic", 100, {100, 150}}}};
