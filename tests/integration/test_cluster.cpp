@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/child_process.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -49,54 +51,9 @@ pipelines:
 runtime: {heartbeat_ms: 100, peer_timeout_ms: 500}
 )";
 
-struct process {
-  pid_t pid = -1;
-  fs::path out;
-  bool wait_for(std::chrono::milliseconds limit, int& status) {
-    auto until = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < until) {
-      if (waitpid(pid, &status, WNOHANG) == pid) {
-        pid = -1;
-        return true;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
-  }
-  void stop() {
-    if (pid <= 0) return;
-    kill(pid, SIGTERM);
-    int status;
-    if (!wait_for(10s, status)) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      pid = -1;
-    }
-  }
-  std::string output() const {
-    std::ifstream in(out);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-};
+using process = sloserve::child_process;
 
-process spawn(std::vector<std::string> args, const fs::path& out) {
-  process p;
-  p.out = out;
-  p.pid = fork();
-  if (p.pid == 0) {
-    auto fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(SLOSERVE_BIN, argv.data());
-    _exit(127);
-  }
-  return p;
-}
+process spawn(std::vector<std::string> args, const fs::path& out) { return sloserve::spawn_child(SLOSERVE_BIN, args, out); }
 
 struct cluster_fixture : ::testing::Test {
   cluster_fixture() {

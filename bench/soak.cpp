@@ -1,0 +1,147 @@
+// bench/soak: a long run at 80% of capacity with a rolling worker restart. Reports the resident
+// memory (RSS) of every node at the start and at the end, attainment and lost.
+//
+// Usage: bench_soak [--minutes 10] [--restart-every 60] [--workers 4]
+//
+// The cluster: a controller + frontend node and N worker nodes with one emulated device each,
+// started by `sloserve up` on loopback. One device carries about 250 queries/s of the pipeline
+// below (the derivation is in tests/integration/test_cluster.cpp); the load is 80% of what the
+// N - 1 workers that stay up during a restart carry. Every `--restart-every` seconds the next
+// worker gets SIGTERM and is started again with `sloserve node` a second later.
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/child_process.hpp"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using sloserve::child_process;
+
+namespace {
+
+long rss_kb(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+
+std::string cluster_yaml(int workers) {
+  std::string y = "nodes:\n  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}\n";
+  for (int w = 1; w <= workers; ++w)
+    y += "  - {name: w" + std::to_string(w) +
+         ", address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 1}]}\n";
+  y += R"(models:
+  - {name: det, input: {dtype: float32, shape: [3, 32, 32]}, output: {dtype: float32, shape: [8, 6]}, max_batch: 8, profile: {batch: [1, 2, 4, 8], latency_ms: [8, 10, 14, 22]}}
+  - {name: cls, input: {dtype: float32, shape: [6]}, output: {dtype: float32, shape: [10]}, max_batch: 16, profile: {alpha_ms: 0.5, beta_ms: 4}}
+pipelines:
+  - name: traffic
+    slo_ms: 200
+    stages:
+      - {name: detect, model: det}
+      - {name: classify, model: cls, after: [detect], fanout: 1.5}
+runtime: {heartbeat_ms: 100, peer_timeout_ms: 500}
+scheduler: {epoch_s: 20, min_epoch_s: 5}
+)";
+  return y;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  double minutes = 10, restart_every = 60;
+  int workers = 4;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--minutes")) minutes = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--restart-every")) restart_every = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--workers")) workers = std::atoi(argv[i + 1]);
+    else {
+      fprintf(stderr, "usage: bench_soak [--minutes M] [--restart-every S] [--workers N]\n");
+      return 2;
+    }
+  }
+  double rate = 0.8 * 250 * (workers - 1);
+  auto dir = fs::temp_directory_path() / ("sloserve-soak-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "cluster.yaml") << cluster_yaml(workers);
+  auto up = sloserve::spawn_child(SLOSERVE_BIN,
+                                  {"sloserve", "up", "-c", (dir / "cluster.yaml").string(), "--write-config",
+                                   (dir / "resolved.yaml").string()},
+                                  dir / "up.log");
+  for (int i = 0; i < 300 && up.output().find("cluster up") == std::string::npos; ++i) std::this_thread::sleep_for(50ms);
+  if (up.output().find("cluster up") == std::string::npos) {
+    fprintf(stderr, "cluster did not start:\n%s", up.output().c_str());
+    return 1;
+  }
+  std::map<std::string, pid_t> pids;
+  auto text = up.output();
+  std::regex re("node (\\w+) pid ([0-9]+)");
+  for (std::sregex_iterator it(text.begin(), text.end(), re), end; it != end; ++it)
+    pids[(*it)[1]] = std::stoi((*it)[2]);
+
+  auto seconds = minutes * 60;
+  fprintf(stderr, "soak: %d workers, %.0f queries/s for %.0f s, a worker restarts every %.0f s (logs in %s)\n",
+          workers, rate, seconds, restart_every, dir.c_str());
+  auto load = sloserve::spawn_child(
+      SLOSERVE_BIN,
+      {"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "traffic", "--rate",
+       std::to_string(rate), "--duration", std::to_string(seconds), "--arrival", "poisson", "--json",
+       (dir / "load.json").string()},
+      dir / "load.log");
+  std::this_thread::sleep_for(5s);
+  std::map<std::string, long> rss_start;
+  for (auto& [n, p] : pids) rss_start[n] = rss_kb(p);
+
+  std::vector<child_process> restarted;
+  std::set<std::string> was_restarted;
+  auto start = std::chrono::steady_clock::now();
+  int next = 1, restarts = 0;
+  int status = 0;
+  while (!load.wait_for(200ms, status)) {
+    auto t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (t < (restarts + 1) * restart_every || t > seconds - restart_every / 2) continue;
+    auto name = "w" + std::to_string(next);
+    next = next % workers + 1;
+    ++restarts;
+    kill(pids[name], SIGTERM);
+    std::this_thread::sleep_for(1s);
+    for (auto& r : restarted)
+      if (r.pid == pids[name]) r.stop();
+    auto again = sloserve::spawn_child(SLOSERVE_BIN,
+                                       {"sloserve", "node", "-c", (dir / "resolved.yaml").string(), "--name", name},
+                                       dir / (name + "-" + std::to_string(restarts) + ".log"));
+    pids[name] = again.pid;
+    was_restarted.insert(name);
+    restarted.push_back(again);
+    fprintf(stderr, "soak: t=%.0f s restarted %s\n", t, name.c_str());
+  }
+  std::map<std::string, long> rss_end;
+  for (auto& [n, p] : pids) rss_end[n] = rss_kb(p);
+  for (auto& r : restarted) r.stop();
+  up.stop();
+
+  std::ifstream in(dir / "load.json");
+  if (!in) {
+    fprintf(stderr, "load wrote no summary:\n%s", load.output().c_str());
+    return 1;
+  }
+  auto s = nlohmann::json::parse(in);
+  printf("soak     %.0f s at %.0f queries/s, %d rolling restarts: sent %ld, attainment %.4f, lost %ld, errors %ld, dropped %ld\n",
+         seconds, rate, restarts, s["sent"].get<long>(), s["attainment"].get<double>(), s["lost"].get<long>(),
+         s["errors"].get<long>(), s["dropped"].get<long>());
+  for (auto& [n, kb] : rss_start)
+    printf("soak     RSS %-4s %7.1f MB at start, %7.1f MB at end%s\n", n.c_str(), kb / 1024.0, rss_end[n] / 1024.0,
+           was_restarted.count(n) ? " (a restarted process at the end)" : " (the same process throughout)");
+  fs::remove_all(dir);
+  return s["lost"].get<long>() == 0 ? 0 : 3;
+}
