@@ -40,6 +40,7 @@ struct device_state {
   std::shared_ptr<link> net;
   uint32_t index = 0;
   std::unique_ptr<device_executor> executor;
+  int threads = 1;     // intra-op threads the executor runs with
   std::string broken;  // why this device's executor could not be made; it then serves nothing
   std::unique_ptr<sched::drop_policy> policy;
   std::vector<session> sessions;
@@ -253,7 +254,8 @@ device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t inde
     auto* node = st.cfg->find_node(st.net->self_name());
     auto* group = node ? node->group_of(static_cast<int>(index)) : nullptr;
     std::string err;
-    st.executor = make_executor(kind, args.incarnation * 1000 + index, group ? group->threads : 1, err);
+    st.threads = group ? group->threads : 1;
+    st.executor = make_executor(kind, args.incarnation * 1000 + index, st.threads, err);
     if (!st.executor) {
       spdlog::error("{}: device {}: {}; it serves nothing", args.net->self_name(), index, err);
       st.executor = make_emulated_executor(index);
@@ -265,6 +267,16 @@ device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t inde
         [=](msg::device_schedule& ds) {
           on_schedule(self, ds);
           return true;  // every model it could load is loaded and warm
+        },
+        [=](msg::resize& r) {
+          // Vertical scaling in place: the next batch runs with the new intra-op thread count.
+          // Batches run one at a time on this device, so none is resized while it runs.
+          auto& st = self->state;
+          auto threads = std::max<int>(1, static_cast<int>(r.threads));
+          if (threads == st.threads) return;
+          spdlog::info("{}: device {}: intra-op threads {} -> {}", st.net->self_name(), st.index, st.threads, threads);
+          st.threads = threads;
+          st.executor->set_threads(threads);
         },
         [=](batch_done_atom, uint64_t token) { on_done(self, token); },
         [=](stats_atom) {

@@ -47,7 +47,7 @@ bool dispatch(link& l, msg::envelope&& e, const std::string& client) {
           r.node = l.self_name();
           l.to_node(m.frontend, {{}, std::move(r)});
           return false;
-        } else if constexpr (std::is_same_v<T, msg::schedule>) {
+        } else if constexpr (std::is_same_v<T, msg::schedule> || std::is_same_v<T, msg::resize>) {
           return deliver(a.worker, std::move(m));
         } else if constexpr (std::is_same_v<T, msg::register_node>) {
           return deliver(a.controller, std::move(m));

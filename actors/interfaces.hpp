@@ -77,6 +77,7 @@ using frontend_actor = caf::typed_actor<
 using device_actor = caf::typed_actor<
     caf::reacts_to<msg::invocation>,                         // queue a request for a session
     caf::replies_to<msg::device_schedule>::with<bool>,       // run these sessions; true once loaded
+    caf::reacts_to<msg::resize>,                             // intra-op threads for next batches
     caf::reacts_to<batch_done_atom, uint64_t>,               // the running batch finished
     caf::replies_to<stats_atom>::with<device_load>>;         // counters since the last ask
 
@@ -85,6 +86,7 @@ using worker_actor = caf::typed_actor<
     caf::reacts_to<start_atom>,                              // wiring done: register, start beacons
     caf::reacts_to<msg::invocation>,                         // hand a request to its device
     caf::reacts_to<msg::schedule>,                           // apply the controller's schedule
+    caf::reacts_to<msg::resize>,                             // resize one device's threads
     caf::reacts_to<beacon_atom>,                             // re-register and send a load report
     caf::reacts_to<peer_up_atom, std::string>,               // the controller may be back
     caf::reacts_to<peer_down_atom, std::string>>;
@@ -131,6 +133,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::invocation_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::routing_table)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::schedule)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::device_schedule)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::resize)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::register_node)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::heartbeat)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::load_report)

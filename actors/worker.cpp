@@ -86,6 +86,11 @@ worker_actor spawn_worker(caf::actor_system& sys, actor_args args) {
           }
           self->send(st.devices[inv.device], std::move(inv));
         },
+        [=](msg::resize& r) {
+          auto& st = self->state;
+          if (r.device < st.devices.size()) self->send(st.devices[r.device], std::move(r));
+          else spdlog::warn("{}: resize of device {}, which it does not have", st.node->name, r.device);
+        },
         [=](msg::schedule& s) {
           auto& st = self->state;
           // Acknowledge the epoch only once every device has loaded what it now runs, so that

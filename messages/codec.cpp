@@ -169,6 +169,11 @@ struct encoder {
     r.setReady(m.ready);
     r.setDetail(m.detail);
   }
+  void operator()(const resize& m) {
+    auto r = b.initResize();
+    r.setDevice(m.device);
+    r.setThreads(m.threads);
+  }
 };
 
 size_t payload_estimate(const envelope& e) {
@@ -338,6 +343,11 @@ envelope read_envelope(wire::Envelope::Reader r, uint64_t& payload, decode_error
     case wire::Envelope::Body::STATUS_REPLY: {
       auto x = b.getStatusReply();
       e.content = status_reply{x.getToken(), x.getReady(), text(x.getDetail())};
+      break;
+    }
+    case wire::Envelope::Body::RESIZE: {
+      auto x = b.getResize();
+      e.content = resize{x.getDevice(), x.getThreads()};
       break;
     }
     default:

@@ -137,6 +137,12 @@ struct Schedule {
   devices @1 :List(DeviceSchedule);
 }
 
+# Controller (or scaler) -> worker: vertical scaling in place.
+struct Resize {
+  device @0 :UInt32;
+  threads @1 :UInt32;  # intra-op threads (cores) of the device
+}
+
 struct StatusRequest { token @0 :UInt64; }
 struct StatusReply { token @0 :UInt64; ready @1 :Bool; detail @2 :Text; }
 
@@ -154,5 +160,6 @@ struct Envelope {
     schedule @9 :Schedule;
     statusRequest @10 :StatusRequest;
     statusReply @11 :StatusReply;
+    resize @12 :Resize;
   }
 }

@@ -146,6 +146,13 @@ struct schedule {
   std::vector<device_schedule> devices;
 };
 
+// Controller (or scaler) -> worker: run this device's next batches with `threads` intra-op
+// threads (vertical scaling in place; emulated devices ignore it).
+struct resize {
+  uint32_t device = 0;
+  uint32_t threads = 1;
+};
+
 // Client -> frontend: is the frontend ready to serve?
 struct status_request {
   uint64_t token = 0;
@@ -159,7 +166,7 @@ struct status_reply {
 
 using body = std::variant<client_request, client_reply, invocation, invocation_result,
                           register_node, heartbeat, load_report, routing_table, schedule,
-                          status_request, status_reply>;
+                          status_request, status_reply, resize>;
 
 struct envelope {
   std::string from;  // sending node; empty for clients

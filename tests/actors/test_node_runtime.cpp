@@ -5,7 +5,9 @@
 #include <zmq.h>
 
 #include <cstring>
+#include <atomic>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "actors/node_runtime.hpp"
@@ -138,31 +140,43 @@ TEST_F(node_fixture, malformed_frames_get_errors_and_the_node_keeps_serving) {
   EXPECT_EQ(ok.code, msg::status::ok) << ok.reason;
 }
 
-// A cpu device running a TorchScript model behind the same transport.
-TEST(node_runtime_cpu, serves_a_torchscript_model) {
-  if (!torch_available()) GTEST_SKIP() << "built without LibTorch";
+// A one-node cluster with a cpu device running tiny_mlp.pt, ready to serve.
+struct cpu_node {
   std::string dir = SLOSERVE_MODELS_DIR;
-  auto r = parse_cluster_config(R"(nodes:
+  std::unique_ptr<node_runtime> node;
+  std::unique_ptr<raw_client> client;
+
+  void start() {
+    auto r = parse_cluster_config(R"(nodes:
   - {name: local, address: "tcp://127.0.0.1:0", roles: [controller, frontend, worker], devices: [{kind: cpu, count: 1, threads: 1}]}
 models:
   - {name: mlp, path: )" + dir + R"(/tiny_mlp.pt, input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [4]}, max_batch: 8, profile: {alpha_ms: 0.05, beta_ms: 0.5}}
 pipelines:
   - {name: p, slo_ms: 100, stages: [{name: s, model: mlp}]}
 )", "cpu.yaml");
-  ASSERT_TRUE(r) << r.error_text();
-  auto cfg = std::make_shared<const cluster_config>(std::move(*r.config));
-  node_runtime node(cfg, "local");
-  ASSERT_EQ(node.start(), "");
-  raw_client client(node.endpoint());
-  bool ready = false;
-  // Ready once the worker has loaded and warmed the model: poll for up to about 10 s.
-  for (uint64_t t = 1; t < 500 && !ready; ++t) {
-    client.send(msg::encode({{}, msg::status_request{t}}));
-    auto e = client.recv(200);
-    ready = e && std::get<msg::status_reply>(e->content).ready;
-    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_TRUE(r) << r.error_text();
+    node = std::make_unique<node_runtime>(std::make_shared<const cluster_config>(std::move(*r.config)), "local");
+    ASSERT_EQ(node->start(), "");
+    client = std::make_unique<raw_client>(node->endpoint());
+    bool ready = false;
+    // Ready once the worker has loaded and warmed the model: poll for up to about 10 s.
+    for (uint64_t t = 1; t < 500 && !ready; ++t) {
+      client->send(msg::encode({{}, msg::status_request{t}}));
+      auto e = client->recv(200);
+      ready = e && std::get<msg::status_reply>(e->content).ready;
+      if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_TRUE(ready);
   }
-  ASSERT_TRUE(ready);
+};
+
+// A cpu device running a TorchScript model behind the same transport.
+TEST(node_runtime_cpu, serves_a_torchscript_model) {
+  if (!torch_available()) GTEST_SKIP() << "built without LibTorch";
+  cpu_node n;
+  ASSERT_NO_FATAL_FAILURE(n.start());
+  auto& dir = n.dir;
+  auto& client = *n.client;
   std::ifstream in(dir + "/tiny_mlp.input.bin", std::ios::binary);
   std::string input(16 * 4, '\0'), want(4 * 4, '\0');
   in.read(input.data(), static_cast<std::streamsize>(input.size()));
@@ -182,6 +196,42 @@ pipelines:
   ASSERT_TRUE(bad);
   EXPECT_NE(std::get<msg::client_reply>(bad->content).reason.find("does not match the model's declared input float32[16]"),
             std::string::npos);
+}
+
+// Vertical scaling in place: resize messages that flip the device between 1 and 2 intra-op
+// threads arrive while requests stream in; every request is answered OK.
+TEST(node_runtime_cpu, changing_the_thread_count_while_serving_answers_every_request) {
+  if (!torch_available()) GTEST_SKIP() << "built without LibTorch";
+  cpu_node n;
+  ASSERT_NO_FATAL_FAILURE(n.start());
+  std::atomic<bool> done{false};
+  std::atomic<int> changes{0};
+  std::thread resizer([&] {
+    for (uint32_t i = 0; !done; ++i, ++changes) {
+      caf::anon_send(n.node->actors().worker, msg::resize{0, 1 + i % 2});
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    }
+  });
+  constexpr int requests = 400;
+  for (int i = 1; i <= requests; ++i) {
+    n.client->send(msg::encode({{}, msg::client_request{"p", static_cast<uint64_t>(i),
+                                                        {make_tensor({dtype::float32, {16}}, i)}, -1}}));
+    if (i % 8 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::set<uint64_t> answered;
+  int ok = 0;
+  for (int i = 0; i < requests; ++i) {
+    auto e = n.client->recv();
+    ASSERT_TRUE(e) << "only " << answered.size() << " of " << requests << " answered";
+    auto& r = std::get<msg::client_reply>(e->content);
+    EXPECT_TRUE(answered.insert(r.request_id).second) << "two replies to " << r.request_id;
+    ok += r.code == msg::status::ok;
+    if (r.code != msg::status::ok) ADD_FAILURE() << r.reason;
+  }
+  done = true;
+  resizer.join();
+  EXPECT_EQ(ok, requests);
+  EXPECT_GT(changes.load(), 10);
 }
 
 }  // namespace

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
       schedule{5, {{0, 147, {{"det", 7}, {"cls", 4}}}}},
       status_request{3},
       status_reply{3, true, "ready"},
+      resize{0, 2},
   };
   int i = 0;
   for (auto& b : bodies) {

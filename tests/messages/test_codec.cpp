@@ -93,6 +93,10 @@ TEST(codec, control_messages_round_trip) {
   EXPECT_EQ(ss.devices[0].sessions[0].batch, 8u);
   EXPECT_DOUBLE_EQ(ss.devices[0].duty_cycle_ms, 40);
 
+  auto rs = std::get<resize>(round_trip({"c", resize{1, 4}}).content);
+  EXPECT_EQ(rs.device, 1u);
+  EXPECT_EQ(rs.threads, 4u);
+
   EXPECT_EQ(std::get<status_request>(round_trip({"", status_request{9}}).content).token, 9u);
   auto sr = std::get<status_reply>(round_trip({"", status_reply{9, true, "ready"}}).content);
   EXPECT_TRUE(sr.ready);
