@@ -63,6 +63,9 @@ struct controller_state {
 
   std::shared_ptr<const cluster_config> cfg;
   std::shared_ptr<link> net;
+  // The file's models, with the profiles workers measured for entries that had none.
+  std::vector<model_spec> models;
+  bool told_unprofiled = false;
   std::map<std::string, worker_info> workers;
   std::map<std::string, uint64_t> frontends;  // name -> routing epoch it holds
   uint64_t epoch_base = 0;                    // numbering of this controller's epochs
@@ -186,6 +189,15 @@ double fit_scale(sched::epoch_input& in, const sched::epoch_result* prev, double
 void run_epoch(self_ptr self) {
   auto& st = self->state;
   auto& so = st.cfg->scheduler;
+  // Planning needs l(b) of every model; the static placement serves until workers report them.
+  for (auto& p : st.cfg->pipelines)
+    for (auto& stage : p.stages)
+      if (st.models[stage.model_index].needs_profile) {
+        if (!std::exchange(st.told_unprofiled, true))
+          spdlog::info("{}: not planning yet: model '{}' has no profile until a worker measures it",
+                       st.net->self_name(), stage.model);
+        return;
+      }
   auto in = st.input;
   // Only devices of workers that are up: a failed worker's sessions move to the survivors.
   in.slots.clear();
@@ -314,6 +326,14 @@ void on_register(self_ptr self, msg::register_node& r) {
     spdlog::warn("{}: ignoring registration of unknown worker '{}'", st.net->self_name(), r.node);
     return;
   }
+  for (auto& mp : r.profiles) {
+    auto it = std::find_if(st.models.begin(), st.models.end(), [&](auto& m) { return m.name == mp.model; });
+    if (it == st.models.end() || !it->needs_profile || mp.batch.empty() || mp.batch.size() != mp.latency_ms.size())
+      continue;
+    it->profile = {{mp.batch.begin(), mp.batch.end()}, mp.latency_ms, 0, 0};
+    it->needs_profile = false;
+    spdlog::info("{}: model '{}' planned with the profile worker {} measured", st.net->self_name(), mp.model, r.node);
+  }
   auto& w = st.workers[r.node];
   bool was_serving = serving(st, w);
   if (w.incarnation != r.incarnation && w.incarnation)
@@ -341,7 +361,8 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
     // Epochs of a restarted controller must not collide with its predecessor's.
     st.epoch_base = (args.incarnation % 1000000) * 1000000;
     st.epoch = st.epoch_base + 1;
-    st.input.models = &st.cfg->models;
+    st.models = st.cfg->models;
+    st.input.models = &st.models;
     st.input.pipelines = &st.cfg->pipelines;
     st.all_slots = device_slots(*st.cfg);
     st.input.slots = st.all_slots;

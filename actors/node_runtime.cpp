@@ -9,6 +9,7 @@
 
 #include "actors/link.hpp"
 #include "actors/roles.hpp"
+#include "gpu/profiler.hpp"
 #include "messages/codec.hpp"
 #include "messages/transport.hpp"
 
@@ -75,6 +76,40 @@ std::string curve_setup(const cluster_config& cfg, const std::string& node, tran
   return {};
 }
 
+// Measures l(b) on this node's real devices for the models it serves whose entries have no
+// profile, and returns the configuration with those profiles filled in (or `cfg` itself).
+std::shared_ptr<const cluster_config> with_startup_profiles(std::shared_ptr<const cluster_config> cfg,
+                                                           const node_spec& node, std::string& error) {
+  if (!node.has_role("worker")) return cfg;
+  std::shared_ptr<cluster_config> out;
+  for (size_t i = 0; i < cfg->models.size(); ++i) {
+    auto& m = cfg->models[i];
+    const device_group* group = nullptr;
+    for (int d = 0; m.needs_profile && !group && d < node.device_count(); ++d)
+      if (node.serves(d, m.name) && node.group_of(d)->kind != "emulated") group = node.group_of(d);
+    if (!group) continue;
+    spdlog::info("{}: model '{}' has no profile in {}; profiling it on a {} device ({} threads) at start-up", node.name,
+                 m.name, cfg->file, group->kind, group->threads);
+    std::string err;
+    auto ex = make_executor(group->kind, 1, group->threads, err);
+    profile_options o;
+    o.max_seconds = 1;
+    std::vector<profile_point> points;
+    if (!ex || !profile_model(*ex, m, o, points, err)) {
+      error = "profiling model '" + m.name + "': " + err;
+      return nullptr;
+    }
+    if (!out) out = std::make_shared<cluster_config>(*cfg);
+    auto& mm = out->models[i];
+    mm.profile = profile_of(points);
+    mm.needs_profile = false;
+    mm.measured = true;
+    spdlog::info("{}: model '{}' measured: {}", node.name, m.name, to_profile_yaml(points));
+  }
+  if (out) return out;
+  return cfg;
+}
+
 }  // namespace
 
 node_runtime::node_runtime(std::shared_ptr<const cluster_config> cfg, std::string node)
@@ -85,6 +120,11 @@ node_runtime::~node_runtime() { stop(); }
 std::string node_runtime::start() {
   auto* spec = cfg_->find_node(node_);
   if (!spec) return "node '" + node_ + "' is not in " + cfg_->file;
+  std::string profile_error;
+  auto profiled = with_startup_profiles(cfg_, *spec, profile_error);
+  if (!profiled) return profile_error;
+  cfg_ = std::move(profiled);
+  spec = cfg_->find_node(node_);
   sys_cfg_ = std::make_unique<caf::actor_system_config>();
   sys_cfg_->set("scheduler.max-threads", static_cast<size_t>(cfg_->runtime.threads));
   sys_ = std::make_unique<caf::actor_system>(*sys_cfg_);

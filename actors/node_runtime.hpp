@@ -25,6 +25,8 @@ class node_runtime {
   // The bound ROUTER endpoint (with the real port when the config said 0).
   std::string endpoint() const;
   caf::actor_system& system();
+  // The configuration the node runs with: the file's, plus profiles it measured at start-up.
+  const cluster_config& config() const { return *cfg_; }
   const local_actors& actors() const;
 
  private:

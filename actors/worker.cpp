@@ -32,6 +32,9 @@ void register_self(self_ptr self) {
   r.devices = static_cast<uint32_t>(st.devices.size());
   r.incarnation = st.incarnation;
   r.schedule_epoch = st.schedule_epoch;
+  for (auto& m : st.cfg->models)
+    if (m.measured)
+      r.profiles.push_back({m.name, {m.profile.batch.begin(), m.profile.batch.end()}, m.profile.latency_ms});
   st.net->to_node(ctl->name, {{}, std::move(r)});
 }
 

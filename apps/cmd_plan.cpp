@@ -29,6 +29,12 @@ void add_plan_command(CLI::App& app, int& rc) {
   cmd->callback([o, &rc] {
     auto cfg = load_config_or_report(o->config);
     if (!cfg) return void(rc = 2);
+    for (auto& m : cfg->models)
+      if (m.needs_profile) {
+        std::cerr << o->config << ": model '" << m.name << "' has no profile to plan with; measure it with "
+                  << "`sloserve profile -c " << o->config << " --model " << m.name << "` and add the printed key\n";
+        return void(rc = 2);
+      }
     sched::epoch_input in;
     in.models = &cfg->models;
     in.pipelines = &cfg->pipelines;

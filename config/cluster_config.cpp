@@ -173,7 +173,7 @@ void parse_tensor_spec(reader& r, const YAML::Node& n, tensor_spec& out, const s
 }
 
 void parse_profile(reader& r, const YAML::Node& n, model_spec& m, const std::string& where) {
-  if (!n.IsMap()) {
+  if (!n || !n.IsMap()) {
     r.error(n, where + " is missing 'profile' ({batch, latency_ms} or {alpha_ms, beta_ms})");
     return;
   }
@@ -217,7 +217,9 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   else parse_tensor_spec(r, n["output"], m.output, where + " output");
   r.get(n, "max_batch", m.max_batch, where, false);
   if (m.max_batch < 1) r.error(n["max_batch"], where + " max_batch must be at least 1");
-  parse_profile(r, n["profile"], m, where);
+  // A real model may leave its profile to the worker that serves it (measured at start-up).
+  if (n["profile"] || !n["path"]) parse_profile(r, n["profile"], m, where);
+  else m.needs_profile = true;
   r.get(n, "jitter", m.jitter, where, false);
   if (m.jitter < 0 || m.jitter >= 1) r.error(n["jitter"], where + " jitter must be in [0, 1)");
   r.get(n, "memory_mb", m.memory_mb, where, false);
@@ -444,7 +446,9 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
       if (p->input.type != m.input.type || p->input.shape != m.input.shape)
         r.error(at, "model '" + m.name + "' takes " + m.input.to_string() + " but its prefix '" + m.prefix + "' takes " +
                         p->input.to_string());
-      m.prefix_path = p->path;
+      if (m.needs_profile || p->needs_profile)
+      r.error(at, "model '" + m.name + "': prefix-batched models need a 'profile' (measure them with sloserve profile)");
+    m.prefix_path = p->path;
       m.prefix_output = p->output;
       m.prefix_profile = p->profile;
     }
@@ -474,7 +478,19 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
             if (!cfg.find_model(m))
               r.error(root["nodes"][i]["devices"][g], "node '" + cfg.nodes[i].name +
                                                           "' device lists unknown model '" + m + "'");
-      // Real devices need a TorchScript file for every model they may serve.
+      // Emulated devices wait l(b): they need a profile for every model they may serve.
+    for (size_t i = 0; i < cfg.nodes.size(); ++i)
+      for (size_t g = 0; g < cfg.nodes[i].devices.size(); ++g) {
+        auto& grp = cfg.nodes[i].devices[g];
+        if (grp.kind != "emulated") continue;
+        for (auto& m : cfg.models) {
+          bool serves = grp.models.empty() || std::find(grp.models.begin(), grp.models.end(), m.name) != grp.models.end();
+          if (serves && m.needs_profile)
+            r.error(root["nodes"][i]["devices"][g], "node '" + cfg.nodes[i].name + "' has emulated devices for model '" +
+                                                        m.name + "', which has no 'profile' to emulate");
+        }
+      }
+    // Real devices need a TorchScript file for every model they may serve.
       for (size_t i = 0; i < cfg.nodes.size(); ++i)
         for (size_t g = 0; g < cfg.nodes[i].devices.size(); ++g) {
           auto& grp = cfg.nodes[i].devices[g];

@@ -54,16 +54,24 @@ bool profile_model(device_executor& ex, const model_spec& m, const profile_optio
   return true;
 }
 
+latency_profile profile_of(const std::vector<profile_point>& points) {
+  latency_profile p;
+  double running = 0;
+  for (auto& pt : points) {
+    running = std::max(running, pt.p99_ms);
+    p.batch.push_back(pt.batch);
+    p.latency_ms.push_back(running);
+  }
+  return p;
+}
+
 std::string to_profile_yaml(const std::vector<profile_point>& points) {
-  // Measured tails can dip between neighbouring sizes; the planner needs l(b) non-decreasing,
-  // so each size is written as the largest p99 up to it.
+  auto p = profile_of(points);
   std::ostringstream b, l;
   l.precision(6);
-  double running = 0;
-  for (size_t i = 0; i < points.size(); ++i) {
-    running = std::max(running, points[i].p99_ms);
-    b << (i ? ", " : "") << points[i].batch;
-    l << (i ? ", " : "") << running;
+  for (size_t i = 0; i < p.batch.size(); ++i) {
+    b << (i ? ", " : "") << p.batch[i];
+    l << (i ? ", " : "") << p.latency_ms[i];
   }
   return "profile: {batch: [" + b.str() + "], latency_ms: [" + l.str() + "]}";
 }

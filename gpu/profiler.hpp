@@ -28,7 +28,11 @@ struct profile_point {
 bool profile_model(device_executor& ex, const model_spec& m, const profile_options& o,
                    std::vector<profile_point>& out, std::string& error);
 
-// The measured p99 per batch as the cluster file's `profile:` key, made non-decreasing.
+// The measured p99 per batch as a tabular profile, made non-decreasing (measured tails can dip
+// between neighbouring sizes; the planner needs l(b) non-decreasing).
+latency_profile profile_of(const std::vector<profile_point>& points);
+
+// The same as the cluster file's `profile:` key.
 std::string to_profile_yaml(const std::vector<profile_point>& points);
 
 }  // namespace sloserve

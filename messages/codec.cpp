@@ -98,6 +98,14 @@ struct encoder {
     r.setDevices(m.devices);
     r.setIncarnation(m.incarnation);
     r.setScheduleEpoch(m.schedule_epoch);
+    put_list(r.initProfiles(static_cast<unsigned>(m.profiles.size())), m.profiles,
+             [](wire::MeasuredProfile::Builder o, const measured_profile& p) {
+               o.setModel(p.model);
+               auto b = o.initBatch(static_cast<unsigned>(p.batch.size()));
+               for (unsigned i = 0; i < p.batch.size(); ++i) b.set(i, p.batch[i]);
+               auto l = o.initLatencyMs(static_cast<unsigned>(p.latency_ms.size()));
+               for (unsigned i = 0; i < p.latency_ms.size(); ++i) l.set(i, p.latency_ms[i]);
+             });
   }
   void operator()(const heartbeat& m) {
     auto r = b.initHeartbeat();
@@ -286,6 +294,12 @@ envelope read_envelope(wire::Envelope::Reader r, uint64_t& payload, decode_error
       m.devices = x.getDevices();
       m.incarnation = x.getIncarnation();
       m.schedule_epoch = x.getScheduleEpoch();
+      for (auto p : x.getProfiles()) {
+        measured_profile mp{text(p.getModel()), {}, {}};
+        for (auto v : p.getBatch()) mp.batch.push_back(v);
+        for (auto v : p.getLatencyMs()) mp.latency_ms.push_back(v);
+        m.profiles.push_back(std::move(mp));
+      }
       e.content = std::move(m);
       break;
     }

@@ -60,12 +60,20 @@ struct InvocationResult {
   execNs @8 :Int64;
 }
 
+# l(b) a worker measured at start-up for a model whose entry has no profile.
+struct MeasuredProfile {
+  model @0 :Text;
+  batch @1 :List(UInt32);
+  latencyMs @2 :List(Float64);
+}
+
 struct RegisterNode {
   node @0 :Text;
   roles @1 :List(Text);
   devices @2 :UInt32;
   incarnation @3 :UInt64;
   scheduleEpoch @4 :UInt64;
+  profiles @5 :List(MeasuredProfile);
 }
 
 struct Heartbeat {

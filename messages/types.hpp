@@ -64,6 +64,13 @@ struct invocation_result {
   int64_t exec_ns = 0;
 };
 
+// l(b) a worker measured at start-up for a model whose entry has no profile.
+struct measured_profile {
+  std::string model;
+  std::vector<uint32_t> batch;
+  std::vector<double> latency_ms;
+};
+
 // Any node -> controller: "I exist", repeated every beacon.
 struct register_node {
   std::string node;
@@ -71,6 +78,7 @@ struct register_node {
   uint32_t devices = 0;
   uint64_t incarnation = 0;     // changes when the node restarts
   uint64_t schedule_epoch = 0;  // epoch of the schedule the worker runs; 0: none
+  std::vector<measured_profile> profiles;
 };
 
 struct heartbeat {

@@ -44,6 +44,11 @@ struct model_spec {
   tensor_spec prefix_output;     // what the prefix emits per request: the suffix's input
   latency_profile prefix_profile;
 
+  // No `profile:` in the config: the worker that serves it on a real device measures l(b) at
+  // start-up (`measured` is then set on that node) and reports it to the controller.
+  bool needs_profile = false;
+  bool measured = false;
+
   bool is_variant() const { return !prefix.empty(); }
   // Cost of this variant's suffix on b requests: its full l(b) less the prefix's l(b).
   double suffix_ms_at(int b) const;

@@ -146,11 +146,12 @@ struct cpu_node {
   std::unique_ptr<node_runtime> node;
   std::unique_ptr<raw_client> client;
 
-  void start() {
+  void start(std::string profile = ", profile: {alpha_ms: 0.05, beta_ms: 0.5}") {
     auto r = parse_cluster_config(R"(nodes:
   - {name: local, address: "tcp://127.0.0.1:0", roles: [controller, frontend, worker], devices: [{kind: cpu, count: 1, threads: 1}]}
 models:
-  - {name: mlp, path: )" + dir + R"(/tiny_mlp.pt, input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [4]}, max_batch: 8, profile: {alpha_ms: 0.05, beta_ms: 0.5}}
+  - {name: mlp, path: )" + dir + R"(/tiny_mlp.pt, input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [4]}, max_batch: 8)" +
+                                      profile + R"(}
 pipelines:
   - {name: p, slo_ms: 100, stages: [{name: s, model: mlp}]}
 )", "cpu.yaml");
@@ -196,6 +197,25 @@ TEST(node_runtime_cpu, serves_a_torchscript_model) {
   ASSERT_TRUE(bad);
   EXPECT_NE(std::get<msg::client_reply>(bad->content).reason.find("does not match the model's declared input float32[16]"),
             std::string::npos);
+}
+
+// A model entry without a profile is measured by the worker at start-up, before it serves.
+TEST(node_runtime_cpu, a_model_without_a_profile_is_measured_at_start_up) {
+  if (!torch_available()) GTEST_SKIP() << "built without LibTorch";
+  cpu_node n;
+  ASSERT_NO_FATAL_FAILURE(n.start(""));
+  auto& m = *n.node->config().find_model("mlp");
+  EXPECT_TRUE(m.measured);
+  EXPECT_FALSE(m.needs_profile);
+  ASSERT_EQ(m.profile.batch, (std::vector<int>{1, 2, 4, 8}));
+  for (size_t i = 0; i < m.profile.batch.size(); ++i) {
+    EXPECT_GT(m.profile.latency_ms[i], 0);
+    if (i) EXPECT_GE(m.profile.latency_ms[i], m.profile.latency_ms[i - 1]);
+  }
+  n.client->send(msg::encode({{}, msg::client_request{"p", 1, {make_tensor({dtype::float32, {16}}, 1)}, -1}}));
+  auto e = n.client->recv();
+  ASSERT_TRUE(e);
+  EXPECT_EQ(std::get<msg::client_reply>(e->content).code, msg::status::ok);
 }
 
 // Vertical scaling in place: resize messages that flip the device between 1 and 2 intra-op

@@ -251,3 +251,35 @@ TEST(cluster_config, security_needs_a_keys_directory) {
 
 }  // namespace
 }  // namespace sloserve
+
+namespace sloserve {
+namespace {
+
+const std::string cpu_nodes = R"(nodes:
+  - {name: n, address: "tcp://127.0.0.1:0", roles: [controller, frontend, worker], devices: [{kind: cpu, count: 1}]}
+)";
+
+TEST(cluster_config, a_real_model_may_leave_its_profile_to_the_worker) {
+  auto r = parse_cluster_config(cpu_nodes + R"(models:
+  - {name: a, path: /m/a.pt, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: a}]}
+)", "c.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  EXPECT_TRUE(r.config->models[0].needs_profile);
+  // Without a path there is nothing to measure; emulated devices have nothing to emulate.
+  auto e = errors_of(cpu_nodes + R"(models:
+  - {name: a, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8}
+)");
+  EXPECT_NE(e.find("c.yaml:4:5: model 'a' is missing 'profile'"), std::string::npos) << e;
+  e = errors_of(R"(nodes:
+  - {name: n, address: "tcp://127.0.0.1:0", roles: [controller, frontend, worker], devices: [{kind: emulated}]}
+models:
+  - {name: a, path: /m/a.pt, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8}
+)");
+  EXPECT_NE(e.find("c.yaml:2:94: node 'n' has emulated devices for model 'a', which has no 'profile' to emulate"),
+            std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace sloserve
