@@ -335,6 +335,16 @@ void on_register(self_ptr self, msg::register_node& r) {
     spdlog::info("{}: model '{}' planned with the profile worker {} measured", st.net->self_name(), mp.model, r.node);
   }
   auto& w = st.workers[r.node];
+  if (r.leaving) {
+    // A worker shutting down: plan without it now, while it still serves what it holds.
+    if (!w.up) return;
+    spdlog::info("{}: worker {} is leaving", st.net->self_name(), r.node);
+    bool was = serving(st, w);
+    w.up = false;
+    if (st.planned && st.cfg->scheduler.policy != "static") run_epoch(self);
+    else if (was) publish(self);
+    return;
+  }
   bool was_serving = serving(st, w);
   if (w.incarnation != r.incarnation && w.incarnation)
     spdlog::info("{}: worker {} restarted", st.net->self_name(), r.node);

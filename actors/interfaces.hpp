@@ -18,6 +18,7 @@ using peer_up_atom = caf::atom_constant<caf::atom("peer_up")>;
 using peer_down_atom = caf::atom_constant<caf::atom("peer_down")>;
 using batch_done_atom = caf::atom_constant<caf::atom("batch_done")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
+using leave_atom = caf::atom_constant<caf::atom("leave")>;
 
 // A client request as the frontend receives it: who to answer, and what was asked.
 struct ingress {
@@ -84,6 +85,7 @@ using device_actor = caf::typed_actor<
 // A worker node: owns its devices, applies schedules, reports load.
 using worker_actor = caf::typed_actor<
     caf::reacts_to<start_atom>,                              // wiring done: register, start beacons
+    caf::reacts_to<leave_atom>,                              // shutting down: ask to leave routing
     caf::reacts_to<msg::invocation>,                         // hand a request to its device
     caf::reacts_to<msg::schedule>,                           // apply the controller's schedule
     caf::reacts_to<msg::resize>,                             // resize one device's threads

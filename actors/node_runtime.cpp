@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <map>
+#include <thread>
 #include <random>
 
 #include "actors/link.hpp"
@@ -223,6 +224,16 @@ void node_runtime::stop() {
   transport_.reset();
   sys_cfg_.reset();
   started_ = false;
+}
+
+void node_runtime::drain() {
+  if (!started_ || !link_->actors_.worker) return;
+  caf::anon_send(link_->actors_.worker, leave_atom::value);
+  double longest = 0;
+  for (auto& p : cfg_->pipelines) longest = std::max(longest, p.slo_ms);
+  auto wait = std::chrono::milliseconds(static_cast<int64_t>(longest) + cfg_->runtime.reply_grace_ms);
+  spdlog::info("{}: leaving routing; serving what it holds for {} ms", node_, wait.count());
+  std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(wait, std::chrono::seconds(10)));
 }
 
 std::string node_runtime::endpoint() const { return transport_ ? transport_->endpoint() : ""; }

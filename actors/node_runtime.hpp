@@ -21,6 +21,10 @@ class node_runtime {
   // failed, or an empty string.
   std::string start();
   void stop();
+  // A worker leaves routing before it stops: it asks the controller to plan without it, then
+  // serves what it holds for up to the longest SLO plus runtime.reply_grace_ms. Other roles
+  // return at once.
+  void drain();
 
   // The bound ROUTER endpoint (with the real port when the config said 0).
   std::string endpoint() const;

@@ -18,6 +18,7 @@ struct worker_state {
   std::vector<device_actor> devices;
   uint64_t schedule_epoch = 0;
   caf::actor_clock::time_point last_report;
+  bool leaving = false;
 };
 
 using self_ptr = worker_actor::stateful_pointer<worker_state>;
@@ -32,6 +33,7 @@ void register_self(self_ptr self) {
   r.devices = static_cast<uint32_t>(st.devices.size());
   r.incarnation = st.incarnation;
   r.schedule_epoch = st.schedule_epoch;
+  r.leaving = st.leaving;
   for (auto& m : st.cfg->models)
     if (m.measured)
       r.profiles.push_back({m.name, {m.profile.batch.begin(), m.profile.batch.end()}, m.profile.latency_ms});
@@ -88,6 +90,11 @@ worker_actor spawn_worker(caf::actor_system& sys, actor_args args) {
             return;
           }
           self->send(st.devices[inv.device], std::move(inv));
+        },
+        [=](leave_atom) {
+          // Every registration from now on says so, in case the controller misses one.
+          self->state.leaving = true;
+          register_self(self);
         },
         [=](msg::resize& r) {
           auto& st = self->state;

@@ -131,6 +131,7 @@ void add_node_command(CLI::App& app, int& rc) {
     }
     wait_for_stop();
     spdlog::info("{}: stopping", o->name);
+    node.drain();
     node.stop();
   });
 }

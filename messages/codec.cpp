@@ -98,6 +98,7 @@ struct encoder {
     r.setDevices(m.devices);
     r.setIncarnation(m.incarnation);
     r.setScheduleEpoch(m.schedule_epoch);
+    r.setLeaving(m.leaving);
     put_list(r.initProfiles(static_cast<unsigned>(m.profiles.size())), m.profiles,
              [](wire::MeasuredProfile::Builder o, const measured_profile& p) {
                o.setModel(p.model);
@@ -294,6 +295,7 @@ envelope read_envelope(wire::Envelope::Reader r, uint64_t& payload, decode_error
       m.devices = x.getDevices();
       m.incarnation = x.getIncarnation();
       m.schedule_epoch = x.getScheduleEpoch();
+      m.leaving = x.getLeaving();
       for (auto p : x.getProfiles()) {
         measured_profile mp{text(p.getModel()), {}, {}};
         for (auto v : p.getBatch()) mp.batch.push_back(v);

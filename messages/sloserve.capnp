@@ -74,6 +74,7 @@ struct RegisterNode {
   incarnation @3 :UInt64;
   scheduleEpoch @4 :UInt64;
   profiles @5 :List(MeasuredProfile);
+  leaving @6 :Bool;  # a worker shutting down: take it out of routing, it finishes what it holds
 }
 
 struct Heartbeat {

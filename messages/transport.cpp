@@ -119,11 +119,11 @@ void transport::connect_peer(const std::string& name, const std::string& address
 }
 
 void transport::send_to_peer(const std::string& name, std::string frame) {
-  enqueue({outbound::peer, name, std::move(frame)});
+  enqueue({outbound::peer, name, std::move(frame), {}});
 }
 
 void transport::send_to_identity(std::string identity, std::string frame) {
-  enqueue({outbound::identity, std::move(identity), std::move(frame)});
+  enqueue({outbound::identity, std::move(identity), std::move(frame), {}});
 }
 
 void transport::flush(std::vector<outbound>& batch) {

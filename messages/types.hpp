@@ -79,6 +79,7 @@ struct register_node {
   uint64_t incarnation = 0;     // changes when the node restarts
   uint64_t schedule_epoch = 0;  // epoch of the schedule the worker runs; 0: none
   std::vector<measured_profile> profiles;
+  bool leaving = false;  // a worker shutting down: take it out of routing; it finishes what it holds
 };
 
 struct heartbeat {

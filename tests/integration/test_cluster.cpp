@@ -249,6 +249,22 @@ TEST_F(split_cluster, a_restarted_frontend_loses_only_what_it_held_and_serves_ag
     EXPECT_GE(series[t]["ok_within_slo"].get<double>(), 0.95 * series[t]["sent"].get<double>()) << series[t].dump();
 }
 
+TEST_F(split_cluster, a_worker_stopped_with_sigterm_drains_and_fails_nothing) {
+  start_cluster();
+  auto w2 = pid_of("w2");
+  ASSERT_GT(w2, 0) << up.output();
+  ASSERT_TRUE(wait_for_log("2 serving workers")) << up.output();
+  auto l = load(150, 8);
+  std::this_thread::sleep_for(3s);
+  ASSERT_EQ(kill(w2, SIGTERM), 0);  // a rolling restart's stop
+  auto s = finish_load(l, 60s);
+  std::cout << s.dump().substr(0, 600) << "\n";
+  EXPECT_NE(up.output().find("worker w2 is leaving"), std::string::npos) << up.output();
+  EXPECT_EQ(s["lost"].get<int>(), 0) << s.dump(2);
+  EXPECT_EQ(s["errors"].get<int>(), 0) << s.dump(2);
+  EXPECT_GE(s["attainment"].get<double>(), 0.99) << s.dump(2);
+}
+
 TEST_F(split_cluster, a_worker_that_comes_back_gets_work_again) {
   start_cluster();
   auto w2 = pid_of("w2");
