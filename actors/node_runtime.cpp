@@ -5,8 +5,8 @@
 
 #include <chrono>
 #include <map>
-#include <thread>
 #include <random>
+#include <thread>
 
 #include "actors/link.hpp"
 #include "actors/roles.hpp"
@@ -130,7 +130,7 @@ std::string node_runtime::start() {
   sys_cfg_->set("scheduler.max-threads", static_cast<size_t>(cfg_->runtime.threads));
   sys_ = std::make_unique<caf::actor_system>(*sys_cfg_);
 
-  msg::decode_limits limits{static_cast<uint64_t>(cfg_->runtime.max_payload_bytes)};
+  limits_ = msg::decode_limits{static_cast<uint64_t>(cfg_->runtime.max_payload_bytes)};
   transport_options topts;
   topts.bind = spec->address;
   topts.send_hwm = topts.recv_hwm = cfg_->runtime.zmq_hwm;
@@ -141,47 +141,9 @@ std::string node_runtime::start() {
   if (auto err = curve_setup(*cfg_, node_, topts, peer_keys); !err.empty()) return "security: " + err;
   topts.on_refused = [node = node_](const std::string& why) { spdlog::warn("{}: {}", node, why); };
   // Under CURVE, which node each authenticated public key belongs to.
-  std::map<std::string, std::string, std::less<>> node_of_key;
-  for (auto& [name, key] : peer_keys) node_of_key[key] = name;
-  transport_ = std::make_unique<transport>(topts, [this, limits, node_of_key](std::string_view id,
-                                                                              std::string_view frame,
-                                                                              std::string_view user) {
-    auto d = msg::decode(frame, limits);
-    std::string identity(id);
-    if (!d.value) {
-      auto& e = d.error;
-      spdlog::warn("{}: rejected a message: {}", node_, e.reason);
-      if (e.request_id || e.from.empty())
-        link_->to_client(identity, msg::client_reply{e.request_id.value_or(0), msg::status::error, e.reason, {}, {}, 0});
-      else if (e.invocation_id && cfg_->find_node(e.from)) {
-        msg::invocation_result r;
-        r.id = *e.invocation_id;
-        r.code = msg::status::error;
-        r.reason = e.reason;
-        r.node = node_;
-        link_->to_node(e.from, {{}, std::move(r)});
-      }
-      return;
-    }
-    // Clients may only submit requests and ask for readiness; everything else must come from a
-    // node of the cluster (under CURVE: from the key of the node it names).
-    auto& env = *d.value;
-    bool from_client = std::holds_alternative<msg::client_request>(env.content) ||
-                       std::holds_alternative<msg::status_request>(env.content);
-    if (!from_client) {
-      bool peer = cfg_->find_node(env.from) != nullptr;
-      if (peer && cfg_->security.enabled()) {
-        auto it = node_of_key.find(user);
-        peer = it != node_of_key.end() && it->second == env.from;
-      }
-      if (!peer) {
-        spdlog::warn("{}: refused a control message claiming to be from '{}': not a node of the cluster{}", node_,
-                     env.from, cfg_->security.enabled() ? " (or not its key)" : "");
-        return;
-      }
-    }
-    dispatch(*link_, std::move(env), identity);
-  });
+  for (auto& [name, key] : peer_keys) node_of_key_[key] = name;
+  transport_ = std::make_unique<transport>(topts, [this](std::string_view id, std::string_view frame,
+                                                         std::string_view user) { on_frame(id, frame, user); });
   link_ = std::make_shared<zmq_link>(node_, transport_.get());
 
   actor_args args{cfg_, link_, new_incarnation()};
@@ -224,6 +186,45 @@ void node_runtime::stop() {
   transport_.reset();
   sys_cfg_.reset();
   started_ = false;
+}
+
+// Runs on the transport's I/O thread for every frame the node receives.
+void node_runtime::on_frame(std::string_view id, std::string_view frame, std::string_view user) {
+  auto d = msg::decode(frame, limits_);
+  std::string identity(id);
+  if (!d.value) {
+    auto& e = d.error;
+    spdlog::warn("{}: rejected a message: {}", node_, e.reason);
+    if (e.request_id || e.from.empty())
+      link_->to_client(identity, msg::client_reply{e.request_id.value_or(0), msg::status::error, e.reason, {}, {}, 0});
+    else if (e.invocation_id && cfg_->find_node(e.from)) {
+      msg::invocation_result r;
+      r.id = *e.invocation_id;
+      r.code = msg::status::error;
+      r.reason = e.reason;
+      r.node = node_;
+      link_->to_node(e.from, {{}, std::move(r)});
+    }
+    return;
+  }
+  // Clients may only submit requests and ask for readiness; everything else must come from a
+  // node of the cluster (under CURVE: from the key of the node it names).
+  auto& env = *d.value;
+  bool from_client = std::holds_alternative<msg::client_request>(env.content) ||
+                     std::holds_alternative<msg::status_request>(env.content);
+  if (!from_client) {
+    bool peer = cfg_->find_node(env.from) != nullptr;
+    if (peer && cfg_->security.enabled()) {
+      auto it = node_of_key_.find(user);
+      peer = it != node_of_key_.end() && it->second == env.from;
+    }
+    if (!peer) {
+      spdlog::warn("{}: refused a control message claiming to be from '{}': not a node of the cluster{}", node_,
+                   env.from, cfg_->security.enabled() ? " (or not its key)" : "");
+      return;
+    }
+  }
+  dispatch(*link_, std::move(env), identity);
 }
 
 void node_runtime::drain() {

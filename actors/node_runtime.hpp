@@ -1,11 +1,15 @@
 #pragma once
 // One node: a CAF actor system, a ZeroMQ transport, and the actors of the node's roles.
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "actors/interfaces.hpp"
 #include "config/cluster_config.hpp"
+#include "messages/codec.hpp"
 
 namespace sloserve {
 
@@ -34,7 +38,11 @@ class node_runtime {
   const local_actors& actors() const;
 
  private:
+  void on_frame(std::string_view id, std::string_view frame, std::string_view user);
+
   std::shared_ptr<const cluster_config> cfg_;
+  msg::decode_limits limits_;
+  std::map<std::string, std::string, std::less<>> node_of_key_;  // under CURVE: key -> node
   std::string node_;
   std::unique_ptr<caf::actor_system_config> sys_cfg_;
   std::unique_ptr<caf::actor_system> sys_;

@@ -5,7 +5,7 @@
 //
 // The cluster: a controller + frontend node and N worker nodes with one emulated device each,
 // started by `sloserve up` on loopback. One device carries about 250 queries/s of the pipeline
-// below (the derivation is in tests/integration/test_cluster.cpp); the load is 80% of what the
+// in tests/integration/two_stage.yaml (the derivation is there); the load is 80% of what the
 // N - 1 workers that stay up during a restart carry. Every `--restart-every` seconds the next
 // worker gets SIGTERM and is started again with `sloserve node` a second later.
 
@@ -16,6 +16,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -41,19 +42,10 @@ std::string cluster_yaml(int workers) {
   for (int w = 1; w <= workers; ++w)
     y += "  - {name: w" + std::to_string(w) +
          ", address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 1}]}\n";
-  y += R"(models:
-  - {name: det, input: {dtype: float32, shape: [3, 32, 32]}, output: {dtype: float32, shape: [8, 6]}, max_batch: 8, profile: {batch: [1, 2, 4, 8], latency_ms: [8, 10, 14, 22]}}
-  - {name: cls, input: {dtype: float32, shape: [6]}, output: {dtype: float32, shape: [10]}, max_batch: 16, profile: {alpha_ms: 0.5, beta_ms: 4}}
-pipelines:
-  - name: traffic
-    slo_ms: 200
-    stages:
-      - {name: detect, model: det}
-      - {name: classify, model: cls, after: [detect], fanout: 1.5}
-runtime: {heartbeat_ms: 100, peer_timeout_ms: 500}
-scheduler: {epoch_s: 20, min_epoch_s: 5}
-)";
-  return y;
+  std::ifstream in(SLOSERVE_TWO_STAGE_YAML);
+  std::stringstream shared;
+  shared << in.rdbuf();
+  return y + shared.str() + "scheduler: {epoch_s: 20, min_epoch_s: 5}\n";
 }
 
 }  // namespace

@@ -41,23 +41,16 @@ for n in "${nodes[@]}"; do
   i=$((i + 1))
 done
 
-# Capacity as tests/integration/test_cluster.cpp: about 250 queries/s per worker device.
-cat > "$dir/cluster.yaml" <<YAML
+# Models and pipeline as the other multi-process tests: about 250 queries/s per worker.
+{
+  cat <<YAML
 nodes:
   - {name: ctl, address: tcp://10.77.0.1:7100, roles: [controller, frontend]}
   - {name: w1, address: tcp://10.77.0.2:7100, roles: [worker], devices: [{kind: emulated, count: 1}]}
   - {name: w2, address: tcp://10.77.0.3:7100, roles: [worker], devices: [{kind: emulated, count: 1}]}
-models:
-  - {name: det, input: {dtype: float32, shape: [3, 32, 32]}, output: {dtype: float32, shape: [8, 6]}, max_batch: 8, profile: {batch: [1, 2, 4, 8], latency_ms: [8, 10, 14, 22]}}
-  - {name: cls, input: {dtype: float32, shape: [6]}, output: {dtype: float32, shape: [10]}, max_batch: 16, profile: {alpha_ms: 0.5, beta_ms: 4}}
-pipelines:
-  - name: traffic
-    slo_ms: 200
-    stages:
-      - {name: detect, model: det}
-      - {name: classify, model: cls, after: [detect], fanout: 1.5}
-runtime: {heartbeat_ms: 100, peer_timeout_ms: 500}
 YAML
+  cat "$(dirname "$0")/two_stage.yaml"
+} > "$dir/cluster.yaml"
 
 for n in "${nodes[@]}"; do
   ip netns exec "$tag-$n" "$bin" node -c "$dir/cluster.yaml" --name "$n" > "$dir/$n.log" 2>&1 &
