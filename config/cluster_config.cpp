@@ -321,10 +321,6 @@ void parse_runtime(reader& r, const YAML::Node& n, runtime_options& o) {
                    "max_queue_length", "reply_grace_ms", "threads", "drop_policy", "balancer",
                    "max_queued_mb", "zmq_hwm"},
                w);
-  r.get(n, "max_queued_mb", o.max_queued_mb, w, false);
-  r.get(n, "zmq_hwm", o.zmq_hwm, w, false);
-  if (o.max_queued_mb < 1) r.error(n["max_queued_mb"], "runtime max_queued_mb must be at least 1");
-  if (o.zmq_hwm < 1) r.error(n["zmq_hwm"], "runtime zmq_hwm must be at least 1");
   r.get(n, "heartbeat_ms", o.heartbeat_ms, w, false);
   r.get(n, "peer_timeout_ms", o.peer_timeout_ms, w, false);
   r.get(n, "beacon_ms", o.beacon_ms, w, false);
@@ -334,6 +330,10 @@ void parse_runtime(reader& r, const YAML::Node& n, runtime_options& o) {
   r.get(n, "threads", o.threads, w, false);
   r.get(n, "drop_policy", o.drop_policy, w, false);
   r.get(n, "balancer", o.balancer, w, false);
+  r.get(n, "max_queued_mb", o.max_queued_mb, w, false);
+  r.get(n, "zmq_hwm", o.zmq_hwm, w, false);
+  if (o.max_queued_mb < 1) r.error(n["max_queued_mb"], "runtime max_queued_mb must be at least 1");
+  if (o.zmq_hwm < 1) r.error(n["zmq_hwm"], "runtime zmq_hwm must be at least 1");
   if (o.heartbeat_ms < 1 || o.peer_timeout_ms <= o.heartbeat_ms)
     r.error(n, "runtime needs heartbeat_ms >= 1 and peer_timeout_ms > heartbeat_ms");
   if (o.beacon_ms < 10) r.error(n, "runtime beacon_ms must be at least 10");
@@ -478,28 +478,18 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
             if (!cfg.find_model(m))
               r.error(root["nodes"][i]["devices"][g], "node '" + cfg.nodes[i].name +
                                                           "' device lists unknown model '" + m + "'");
-      // Emulated devices wait l(b): they need a profile for every model they may serve.
-    for (size_t i = 0; i < cfg.nodes.size(); ++i)
-      for (size_t g = 0; g < cfg.nodes[i].devices.size(); ++g) {
-        auto& grp = cfg.nodes[i].devices[g];
-        if (grp.kind != "emulated") continue;
-        for (auto& m : cfg.models) {
-          bool serves = grp.models.empty() || std::find(grp.models.begin(), grp.models.end(), m.name) != grp.models.end();
-          if (serves && m.needs_profile)
-            r.error(root["nodes"][i]["devices"][g], "node '" + cfg.nodes[i].name + "' has emulated devices for model '" +
-                                                        m.name + "', which has no 'profile' to emulate");
-        }
-      }
-    // Real devices need a TorchScript file for every model they may serve.
+      // Every model a device may serve: emulated devices wait l(b), so they need a profile;
+      // real devices run TorchScript, so they need a file.
       for (size_t i = 0; i < cfg.nodes.size(); ++i)
         for (size_t g = 0; g < cfg.nodes[i].devices.size(); ++g) {
           auto& grp = cfg.nodes[i].devices[g];
-          if (grp.kind == "emulated") continue;
+          bool emulated = grp.kind == "emulated";
           for (auto& m : cfg.models) {
             bool serves = grp.models.empty() || std::find(grp.models.begin(), grp.models.end(), m.name) != grp.models.end();
-            if (serves && m.path.empty())
-              r.error(root["nodes"][i]["devices"][g], "node '" + cfg.nodes[i].name + "' has " + grp.kind +
-                                                          " devices for model '" + m.name + "', which has no 'path'");
+            if (!serves || (emulated ? !m.needs_profile : !m.path.empty())) continue;
+            r.error(root["nodes"][i]["devices"][g],
+                    "node '" + cfg.nodes[i].name + "' has " + grp.kind + " devices for model '" + m.name +
+                        (emulated ? "', which has no 'profile' to emulate" : "', which has no 'path'"));
           }
         }
       for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi)
