@@ -17,6 +17,11 @@ struct profile_fit {
   double at(double batch) const { return a * batch * batch + b1 * batch + c; }
 };
 
+// Least squares: the `coef` minimising Σ (rows[i]·coef − y[i])², by the normal equations with
+// partial pivoting. False when the system is singular (too few distinct points).
+bool least_squares(const std::vector<std::vector<double>>& rows, const std::vector<double>& y,
+                   std::vector<double>& coef);
+
 profile_fit fit_linear(const std::vector<int>& batch, const std::vector<double>& latency_ms);
 profile_fit fit_quadratic(const std::vector<int>& batch, const std::vector<double>& latency_ms);
 
