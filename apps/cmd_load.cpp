@@ -12,7 +12,7 @@ namespace sloserve {
 
 void add_load_command(CLI::App& app, int& rc) {
   struct opts {
-    std::string config, address, pipeline, json, trace, key;
+    std::string config, address, pipeline, json, trace, key, bandwidth;
     load_options lo;
   };
   auto o = std::make_shared<opts>();
@@ -31,6 +31,9 @@ void add_load_command(CLI::App& app, int& rc) {
   cmd->add_option("--warmup", lo.warmup_s, "seconds sent before the measured window")->capture_default_str();
   cmd->add_option("--grace-ms", lo.grace_ms, "a request with no reply by send + SLO + this is lost")->capture_default_str();
   cmd->add_option("--network-ms", lo.network_ms, "network time to attach to every request");
+  cmd->add_option("--bandwidth-trace", o->bandwidth,
+                  "file of per-second uplink Mbps: each request carries payload·8/Mbps ms of network time");
+  cmd->add_option("--payload-kb", lo.payload_kb, "payload size for --bandwidth-trace (default: the input tensor's)");
   cmd->add_option("--seed", lo.seed, "random seed of arrivals and payloads")->capture_default_str();
   cmd->add_option("--wait-ready", lo.wait_ready_s, "seconds to wait for the frontend to be ready")->capture_default_str();
   cmd->add_option("--key", o->key, "this client's CurveZMQ key pair (NAME.key from `sloserve keys`), when the file has security:");
@@ -71,6 +74,13 @@ void add_load_command(CLI::App& app, int& rc) {
     if (lo.address.find("*") != std::string::npos || lo.address.find("0.0.0.0") != std::string::npos) {
       std::cerr << "frontend address " << lo.address << " is a wildcard; pass --address\n";
       return void(rc = 2);
+    }
+    if (!o->bandwidth.empty()) {
+      if (!read_rate_trace(o->bandwidth, lo.bandwidth_mbps, err)) {
+        std::cerr << err << "\n";
+        return void(rc = 2);
+      }
+      if (lo.payload_kb <= 0) lo.payload_kb = static_cast<double>(lo.input.byte_size().value_or(0)) / 1024;
     }
     if (!o->trace.empty() && !read_rate_trace(o->trace, lo.trace, err)) {
       std::cerr << err << "\n";

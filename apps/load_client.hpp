@@ -35,6 +35,10 @@ struct load_options {
   double warmup_s = 0;              // sent before the measured window, not counted
   double grace_ms = 2000;           // lost = no reply by send + SLO + grace
   double network_ms = -1;           // attached to every request when >= 0
+  // Per-second uplink bandwidth (Mbps): each request carries network_ms = payload_kb·8 / Mbps
+  // of the second it is sent in. Replaces network_ms when set.
+  std::vector<double> bandwidth_mbps;
+  double payload_kb = 0;
   uint64_t seed = 1;
   bool progress = false;            // live line on stderr
   double wait_ready_s = 20;         // wait for the frontend to be ready first
@@ -55,8 +59,16 @@ struct load_summary {
   std::string to_text() const;
 };
 
-// Reads a rate trace: one number per line (requests/s for that second); '#' starts a comment.
+// Reads a per-second trace: one number per line (requests/s, or Mbps for a bandwidth trace);
+// '#' starts a comment.
 bool read_rate_trace(const std::string& path, std::vector<double>& out, std::string& error);
+
+// Synthetic traces (`sloserve trace`), one value per second:
+// bursty: `base` requests/s, times `factor` for `burst_s` seconds at the start of every
+// `period_s` (thesis 004's ×5 for 5 s every 60 s), with Poisson noise of the given seed.
+std::vector<double> bursty_trace(double base, double factor, int burst_s, int period_s, int duration_s, uint64_t seed);
+// stepped: the levels in turn, each held for `step_s` seconds, cycling (a 4G uplink's steps).
+std::vector<double> stepped_trace(const std::vector<double>& levels, int step_s, int duration_s);
 
 // Runs the load; returns false with `error` set when it could not start.
 bool run_load(const load_options& o, load_summary& out, std::string& error);
