@@ -66,6 +66,9 @@ struct frontend_state {
   std::unordered_map<std::string, size_t> pipeline_index;
   std::vector<std::optional<slo_split>> splits;  // per pipeline, from the routing table
   std::vector<std::string> blockers;             // per pipeline: why it cannot be served
+  // Per client: a moving average of the network time it reports, used for its requests that
+  // report none.
+  std::unordered_map<std::string, double> client_network_ms;
   std::unordered_map<std::string, route> routes;
   std::unordered_set<std::string> down;
   uint64_t routing_epoch = 0;
@@ -308,9 +311,17 @@ void on_ingress(self_ptr self, ingress& in) {
         !err.empty())
       return reject(msg::status::error, "stage '" + p.stages[r].name + "': " + err);
   auto now = self->clock().now();
-  double budget_ms = p.slo_ms - std::max(0.0, in.request.network_ms);
+  double network_ms = in.request.network_ms;
+  if (network_ms >= 0) {
+    if (st.client_network_ms.size() > 100000) st.client_network_ms.clear();  // bound the memory
+    auto [it, fresh] = st.client_network_ms.emplace(in.client, network_ms);
+    if (!fresh) it->second = 0.7 * it->second + 0.3 * network_ms;
+  } else if (auto it = st.client_network_ms.find(in.client); it != st.client_network_ms.end()) {
+    network_ms = it->second;  // estimated from what this client reported before
+  }
+  double budget_ms = p.slo_ms - std::max(0.0, network_ms);
   if (budget_ms <= 0)
-    return reject(msg::status::dropped, "network time " + std::to_string(in.request.network_ms) +
+    return reject(msg::status::dropped, "network time " + std::to_string(network_ms) +
                                             " ms leaves nothing of the " + std::to_string(p.slo_ms) + " ms SLO");
   auto bytes = payload_bytes(in.request.inputs);
   if (!st.net->queued.try_charge(bytes, st.cfg->runtime.max_queued_mb << 20))

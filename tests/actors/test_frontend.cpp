@@ -191,6 +191,17 @@ TEST_F(frontend_fixture, network_time_shortens_the_deadline) {
   ASSERT_EQ(inv.size(), 1u);
   // 100 ms SLO - 40 ms network = 60 ms; the first of two stages gets half.
   EXPECT_EQ(inv[0].second.budget_ns, std::chrono::nanoseconds(30ms).count());
+  // A request that reports no network time is charged what the same client reported before.
+  request("traffic", 2, make_tensor({dtype::float32, {4}}, 1));
+  inv = net->take<msg::invocation>();
+  ASSERT_EQ(inv.size(), 1u);
+  EXPECT_EQ(inv[0].second.budget_ns, std::chrono::nanoseconds(30ms).count());
+  // Another client has reported nothing: it gets the whole SLO.
+  caf::anon_send(fe, ingress{"client-2", msg::client_request{"traffic", 3, {make_tensor({dtype::float32, {4}}, 1)}, -1}});
+  run();
+  inv = net->take<msg::invocation>();
+  ASSERT_EQ(inv.size(), 1u);
+  EXPECT_EQ(inv[0].second.budget_ns, std::chrono::nanoseconds(50ms).count());
 }
 
 TEST_F(frontend_fixture, a_failed_stage_fails_the_query_once) {
