@@ -208,7 +208,8 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   }
   model_spec m;
   std::string where = "model";
-  r.known_keys(n, {"name", "input", "output", "max_batch", "profile", "jitter", "memory_mb", "path", "prefix"}, where);
+  r.known_keys(n, {"name", "input", "output", "max_batch", "profile", "jitter", "memory_mb", "path", "prefix", "cores"},
+               where);
   r.get(n, "prefix", m.prefix, where, false);
   if (r.get(n, "name", m.name, where, true)) where = "model '" + m.name + "'";
   if (!n["input"]) r.error(n, where + " is missing 'input'");
@@ -220,6 +221,17 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   // A real model may leave its profile to the worker that serves it (measured at start-up).
   if (n["profile"] || !n["path"]) parse_profile(r, n["profile"], m, where);
   else m.needs_profile = true;
+  if (auto c = n["cores"]) {
+    core_latency l;
+    auto w = where + " cores";
+    r.known_keys(c, {"gamma_ms", "epsilon_ms", "delta_ms", "eta_ms"}, w);
+    bool all = r.get(c, "gamma_ms", l.gamma, w, true) & r.get(c, "epsilon_ms", l.epsilon, w, true) &
+               r.get(c, "delta_ms", l.delta, w, true) & r.get(c, "eta_ms", l.eta, w, true);
+    if (all && (l.gamma < 0 || l.epsilon < 0 || l.delta < 0 || l.eta < 0 || l.at(1, 1) <= 0))
+      r.error(c, w + ": l(b, c) = gamma_ms*b/c + epsilon_ms/c + delta_ms*b + eta_ms needs non-negative terms");
+    else if (all)
+      m.cores = l;
+  }
   r.get(n, "jitter", m.jitter, where, false);
   if (m.jitter < 0 || m.jitter >= 1) r.error(n["jitter"], where + " jitter must be in [0, 1)");
   r.get(n, "memory_mb", m.memory_mb, where, false);

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <random>
 
 #include "gpu/executor.hpp"
@@ -19,7 +20,8 @@ namespace {
 
 class emulated_executor final : public device_executor {
  public:
-  explicit emulated_executor(uint64_t seed) : rng_(seed) {}
+  emulated_executor(uint64_t seed, int threads) : rng_(seed), threads_(std::max(1, threads)) {}
+  void set_threads(int threads) override { threads_ = std::max(1, threads); }
 
   std::string_view kind() const override { return "emulated"; }
 
@@ -27,7 +29,8 @@ class emulated_executor final : public device_executor {
                         const std::vector<const std::vector<tensor>*>& inputs) override {
     batch_outcome out;
     auto b = static_cast<int>(inputs.size());
-    double ms = m.profile.latency_ms_at(b);
+    // With `cores:`, l(b, c) at the device's current cores; otherwise the profile's l(b).
+    double ms = m.cores ? m.cores->at(b, threads_) : m.profile.latency_ms_at(b);
     if (m.jitter > 0) ms *= std::uniform_real_distribution<double>(1 - m.jitter, 1 + m.jitter)(rng_);
     out.busy = std::chrono::nanoseconds(static_cast<int64_t>(ms * 1e6));
     out.outputs.reserve(inputs.size());
@@ -61,16 +64,15 @@ class emulated_executor final : public device_executor {
     return make_tensor(m.output, seed ^ fingerprint(m.name), "output");
   }
 
- public:
-
  private:
   std::mt19937_64 rng_;
+  int threads_;
 };
 
 }  // namespace
 
-std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed) {
-  return std::make_unique<emulated_executor>(seed);
+std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed, int threads) {
+  return std::make_unique<emulated_executor>(seed, threads);
 }
 
 #ifdef SLOSERVE_WITH_TORCH
@@ -82,7 +84,7 @@ bool torch_available() { return false; }
 
 std::unique_ptr<device_executor> make_executor(std::string_view kind, uint64_t seed, int threads,
                                                std::string& error) {
-  if (kind == "emulated") return make_emulated_executor(seed);
+  if (kind == "emulated") return make_emulated_executor(seed, threads);
 #ifdef SLOSERVE_WITH_TORCH
   if (kind == "cpu" || kind == "cuda") return make_torch_executor(kind, threads, error);
 #endif

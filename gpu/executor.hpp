@@ -48,7 +48,8 @@ class device_executor {
 
 // Waits l(b) from the model's profile (scaled by the model's jitter, drawn from `seed`) and
 // returns outputs of the declared shape derived deterministically from each request's input.
-std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed);
+// With `threads`, models that declare `cores:` take l(b, threads) instead (set_threads changes it).
+std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed, int threads = 1);
 
 // The executor for a config device kind (emulated, cpu, cuda); nullptr with `error` set when it
 // is not available in this build or on this machine. `threads`: intra-op threads (cpu).

@@ -27,6 +27,16 @@ std::vector<int> latency_profile::plannable_batches(int model_max_batch) const {
   return out;
 }
 
+double core_latency::at(int batch, int cores) const {
+  double b = batch, c = cores;
+  return gamma * b / c + epsilon / c + delta * b + eta;
+}
+
+double core_latency::throughput(int batch, int cores) const {
+  double ms = at(batch, cores);
+  return ms > 0 ? batch * 1000.0 / ms : 0;
+}
+
 double model_spec::suffix_ms_at(int b) const {
   return std::max(0.0, profile.latency_ms_at(b) - (is_variant() ? prefix_profile.latency_ms_at(b) : 0.0));
 }

@@ -1,6 +1,7 @@
 #pragma once
 // A model as the cluster file declares it: tensors, batch limit and latency profile.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,14 @@ struct latency_profile {
   std::vector<int> plannable_batches(int model_max_batch) const;
 };
 
+// l(b, c) = γ·b/c + ε/c + δ·b + η in ms: batch b on c cores (Sponge, thesis 004 part II).
+struct core_latency {
+  double gamma = 0, epsilon = 0, delta = 0, eta = 0;
+  double at(int batch, int cores) const;
+  // Requests/s one instance sustains: b / l(b, c).
+  double throughput(int batch, int cores) const;
+};
+
 struct model_spec {
   std::string name;
   tensor_spec input;
@@ -34,6 +43,9 @@ struct model_spec {
   latency_profile profile;
   double jitter = 0;  // emulated devices: l(b) is scaled by a factor in [1 - jitter, 1 + jitter]
   double memory_mb = 0;  // resident size on a device; 0: not accounted
+  // How l(b) scales with a device's cores (`cores:` in the file); emulated devices follow it
+  // when resized. Without it, l(b) does not depend on cores.
+  std::optional<core_latency> cores;
   std::string path;      // TorchScript file (cpu and cuda devices); relative paths are resolved
                          // against the cluster file's folder. For a variant: its suffix module.
   // Prefix batching: this model is a variant made of the shared prefix model `prefix` followed

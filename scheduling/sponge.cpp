@@ -7,16 +7,6 @@
 
 namespace sloserve::sched {
 
-double core_latency::at(int batch, int cores) const {
-  double b = batch, c = cores;
-  return gamma * b / c + epsilon / c + delta * b + eta;
-}
-
-double core_latency::throughput(int batch, int cores) const {
-  double ms = at(batch, cores);
-  return ms > 0 ? batch * 1000.0 / ms : 0;
-}
-
 bool fit_core_latency(const std::vector<grid_point>& grid, core_latency& out) {
   std::set<int> batches, cores;
   std::vector<std::vector<double>> rows;

@@ -4,15 +4,11 @@
 
 #include <vector>
 
+#include "pipelines/model.hpp"
+
 namespace sloserve::sched {
 
-// l(b, c) = γ·b/c + ε/c + δ·b + η in ms: batch b on c cores (Amdahl in c, linear in b).
-struct core_latency {
-  double gamma = 0, epsilon = 0, delta = 0, eta = 0;
-  double at(int batch, int cores) const;
-  // Requests/s one instance sustains: b / l(b, c).
-  double throughput(int batch, int cores) const;
-};
+using sloserve::core_latency;  // l(b, c) = γ·b/c + ε/c + δ·b + η (pipelines/model.hpp)
 
 struct grid_point {
   int batch = 1;

@@ -266,3 +266,42 @@ runtime: {max_queued_mb: 1}
 
 }  // namespace
 }  // namespace sloserve
+
+namespace sloserve {
+namespace {
+
+// An emulated device resized in place runs its next batches at l(b, c) of the new core count.
+TEST(device_resize, an_emulated_device_follows_l_b_c_when_resized) {
+  testing::caf_fixture f;
+  auto cfg = testing::parse_or_die(R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, threads: 1}]}
+models:
+  - {name: m, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [1]}, max_batch: 4, profile: {alpha_ms: 1, beta_ms: 1}, cores: {gamma_ms: 40, epsilon_ms: 20, delta_ms: 2, eta_ms: 5}}
+)");
+  auto net = std::make_shared<recording_link>("w");
+  auto dev = f.keep(spawn_device(*f.sys, {cfg, net, 1}, 0, "emulated"));
+  caf::anon_send(dev, msg::device_schedule{0, 0, {{"m", 4}}});
+  f.run();
+  // The batch of one takes exactly `ms`: nothing before, the result then.
+  auto runs_for = [&](uint64_t id, std::chrono::milliseconds ms) {
+    caf::anon_send(dev, msg::invocation{id, "fe", "m", 0, std::chrono::nanoseconds(1s).count(),
+                                        {make_tensor({dtype::float32, {2}}, id)}});
+    f.run();
+    f.advance(ms - 1us);
+    EXPECT_TRUE(net->take<msg::invocation_result>().empty());
+    f.advance(1us);
+    auto r = net->take<msg::invocation_result>();
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].second.exec_ns, std::chrono::nanoseconds(ms).count());
+  };
+  // l(1, 1) = 40 + 20 + 2 + 5 = 67 ms; l(1, 4) = 10 + 5 + 2 + 5 = 22 ms.
+  runs_for(1, 67ms);
+  caf::anon_send(dev, msg::resize{0, 4});
+  f.run();
+  runs_for(2, 22ms);
+}
+
+}  // namespace
+}  // namespace sloserve

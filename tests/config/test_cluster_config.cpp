@@ -281,5 +281,18 @@ models:
             std::string::npos) << e;
 }
 
+TEST(cluster_config, cores_declares_how_latency_scales_with_cores) {
+  auto r = parse_cluster_config(cpu_nodes + R"(models:
+  - {name: a, path: /m/a.pt, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8, profile: {alpha_ms: 1, beta_ms: 2}, cores: {gamma_ms: 40, epsilon_ms: 20, delta_ms: 2, eta_ms: 5}}
+)", "c.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  ASSERT_TRUE(r.config->models[0].cores);
+  EXPECT_DOUBLE_EQ(r.config->models[0].cores->at(4, 2), 40.0 * 4 / 2 + 20.0 / 2 + 2 * 4 + 5);
+  auto e = errors_of(cpu_nodes + R"(models:
+  - {name: a, path: /m/a.pt, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8, profile: {alpha_ms: 1, beta_ms: 2}, cores: {gamma_ms: 40, epsilon_ms: 20, delta_ms: 2}}
+)");
+  EXPECT_NE(e.find("model 'a' cores is missing 'eta_ms'"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace sloserve
