@@ -82,11 +82,7 @@ class client {
     if (!set_curve_client(sock_, o_.key, o_.server_key, error)) return false;
     // Handshake failures (a refused key, a plain client at a CURVE node) come only as monitor
     // events; without them a refused client would just see silence.
-    zmq_socket_monitor(sock_, "inproc://load.monitor",
-                       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                           ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
-    monitor_ = zmq_socket(ctx_, ZMQ_PAIR);
-    zmq_connect(monitor_, "inproc://load.monitor");
+    monitor_ = watch_handshake_failures(ctx_, sock_, "inproc://load.monitor");
     if (zmq_connect(sock_, o_.address.c_str()) != 0) {
       error = "cannot connect to " + o_.address + ": " + zmq_strerror(zmq_errno());
       return false;
@@ -99,29 +95,15 @@ class client {
   // Why the server refused the handshake, or empty.
   std::string refused() {
     std::string why;
-    for (;;) {
-      zmq_msg_t ev;
-      zmq_msg_init(&ev);
-      if (zmq_msg_recv(&ev, monitor_, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&ev);
-        return why;
-      }
-      uint16_t event = 0;
-      if (zmq_msg_size(&ev) >= 2) std::memcpy(&event, zmq_msg_data(&ev), 2);
-      bool more = zmq_msg_more(&ev);
-      zmq_msg_close(&ev);
-      if (more) {
-        zmq_msg_t addr;
-        zmq_msg_init(&addr);
-        zmq_msg_recv(&addr, monitor_, 0);
-        zmq_msg_close(&addr);
-      }
+    uint16_t event;
+    uint32_t value;
+    while (next_handshake_failure(monitor_, event, value))
       why = event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
                 ? "the node refused this client's public key (is it listed under security.clients?)"
                 : o_.key.public_key.empty()
                       ? "the handshake failed; the node requires CurveZMQ (pass --key)"
                       : "the CurveZMQ handshake failed (wrong server key, or the node does not use CURVE)";
-    }
+    return why;
   }
   // Waits up to `timeout_ms` for one frame.
   bool recv(std::string& out, int timeout_ms) {

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <zmq.h>
 
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -110,6 +111,38 @@ bool set_curve_client(void* socket, const curve_pair& ours, const std::string& s
     error = std::string("cannot set CURVE keys: ") + zmq_strerror(zmq_errno());
     return false;
   }
+  return true;
+}
+
+void* watch_handshake_failures(void* ctx, void* socket, const char* endpoint) {
+  zmq_socket_monitor(socket, endpoint,
+                     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                         ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
+  void* monitor = zmq_socket(ctx, ZMQ_PAIR);
+  int zero = 0;
+  zmq_setsockopt(monitor, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_connect(monitor, endpoint);
+  return monitor;
+}
+
+bool next_handshake_failure(void* monitor, uint16_t& event, uint32_t& value) {
+  // An event is a 6-byte frame (event, value) followed by the endpoint.
+  zmq_msg_t ev, addr;
+  zmq_msg_init(&ev);
+  if (zmq_msg_recv(&ev, monitor, ZMQ_DONTWAIT) < 0) {
+    zmq_msg_close(&ev);
+    return false;
+  }
+  event = 0;
+  value = 0;
+  if (zmq_msg_size(&ev) >= 6) {
+    std::memcpy(&event, zmq_msg_data(&ev), 2);
+    std::memcpy(&value, static_cast<const char*>(zmq_msg_data(&ev)) + 2, 4);
+  }
+  zmq_msg_init(&addr);
+  if (zmq_msg_more(&ev)) zmq_msg_recv(&addr, monitor, 0);
+  zmq_msg_close(&ev);
+  zmq_msg_close(&addr);
   return true;
 }
 

@@ -4,6 +4,7 @@
 //   public: "<40 Z85 characters>"
 //   secret: "<40 Z85 characters>"     (only in NAME.key, never in NAME.pub)
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,14 @@ bool write_curve_files(const std::string& dir, const std::string& name, const cu
 // Client side of a socket: our pair, and the public key of the server it connects to.
 // Applies nothing and returns true when `ours` is empty (plain connection).
 bool set_curve_client(void* socket, const curve_pair& ours, const std::string& server_public, std::string& error);
+
+// Handshake failures (a refused key, a plain client at a CURVE socket, a wrong server key) come
+// only as socket-monitor events. Starts monitoring `socket` for them through `endpoint` (an
+// inproc name unique in `ctx`) and returns the PAIR socket to read them from.
+void* watch_handshake_failures(void* ctx, void* socket, const char* endpoint);
+// The next queued failure, without waiting: its ZMQ_EVENT_HANDSHAKE_FAILED_* event and value.
+// False when none is queued.
+bool next_handshake_failure(void* monitor, uint16_t& event, uint32_t& value);
 
 // The public key of a CURVE peer in the 32-byte binary form ZAP hands over, as Z85.
 std::string z85_of(const void* key32);

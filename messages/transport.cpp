@@ -65,12 +65,7 @@ std::string transport::start() {
     zmq_setsockopt(router_, ZMQ_ZAP_DOMAIN, "sloserve", 8);
     // Clients that fail the handshake (wrong mechanism, unknown server key) never reach ZAP;
     // the socket monitor reports them.
-    zmq_socket_monitor(router_, "inproc://sloserve.router.monitor",
-                       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                           ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
-    monitor_ = zmq_socket(ctx_, ZMQ_PAIR);
-    set_int(monitor_, ZMQ_LINGER, 0);
-    zmq_connect(monitor_, "inproc://sloserve.router.monitor");
+    monitor_ = watch_handshake_failures(ctx_, router_, "inproc://sloserve.router.monitor");
   }
   if (zmq_bind(router_, opts_.bind.c_str()) != 0)
     return fail("cannot bind " + opts_.bind + ": " + zmq_strerror(zmq_errno()));
@@ -244,23 +239,9 @@ void transport::answer_zap() {
 
 // Socket monitor events: a 6-byte frame (event, value) and then the endpoint.
 void transport::read_monitor() {
-  for (;;) {
-    zmq_msg_t ev, addr;
-    zmq_msg_init(&ev);
-    if (zmq_msg_recv(&ev, monitor_, ZMQ_DONTWAIT) < 0) {
-      zmq_msg_close(&ev);
-      return;
-    }
-    uint16_t event = 0;
-    uint32_t value = 0;
-    if (zmq_msg_size(&ev) >= 6) {
-      std::memcpy(&event, zmq_msg_data(&ev), 2);
-      std::memcpy(&value, static_cast<const char*>(zmq_msg_data(&ev)) + 2, 4);
-    }
-    zmq_msg_init(&addr);
-    if (zmq_msg_more(&ev)) zmq_msg_recv(&addr, monitor_, 0);
-    zmq_msg_close(&ev);
-    zmq_msg_close(&addr);
+  uint16_t event;
+  uint32_t value;
+  while (next_handshake_failure(monitor_, event, value)) {
     // ZAP refusals were reported by answer_zap already.
     if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) continue;
     ++counters_.refused;
