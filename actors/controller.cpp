@@ -1,7 +1,12 @@
 // The controller: learns which nodes exist, runs scheduler epochs (query analyzer, session
 // merging, squishy bin packing) on the rates frontends report, and pushes schedules to workers
 // and routing tables to frontends. Until rates are known, and under `scheduler.policy: static`,
-// every device runs every model it may serve and budgets are the even split.
+// every device runs every model it may serve and budgets are the even split. Under a scaler
+// policy the scaler's deployments replace the epochs.
+//
+// An instance enters routing only once its worker acknowledges the schedule that brought it
+// (the worker does so after the model is loaded); until a model has such an instance, the
+// instances of the last published table keep serving it (they drain rather than stop).
 
 #include <spdlog/spdlog.h>
 
@@ -83,27 +88,64 @@ struct controller_state {
   sched::epoch_result result;
   std::map<std::string, msg::schedule> schedules;  // per worker, current
   msg::routing_table table;                        // current, before filtering by readiness
+  msg::routing_table published;                    // the last table frontends were sent
+  // (node, device, model) -> schedule epoch that brought the model to that device.
+  std::map<std::tuple<std::string, uint32_t, std::string>, uint64_t> since;
+
+  // Scaler.
+  deployment deployed;                                     // the latest
+  std::map<std::pair<std::string, uint32_t>, uint32_t> cores;  // threads last sent per device
+  std::vector<std::string> told_up;                        // the worker set the scaler knows
 };
 
 using self_ptr = controller_actor::stateful_pointer<controller_state>;
 
 bool serving(const controller_state& st, const worker_info& w) { return w.up && w.acked > st.epoch_base; }
 
-// The current table, with instances on workers that do not serve yet taken out.
+// Whether instance `i` of `model` may take traffic: its worker is up and runs the schedule that
+// brought the model there.
+bool live(const controller_state& st, const std::string& model, const msg::route_instance& i) {
+  auto it = st.workers.find(i.node);
+  if (it == st.workers.end() || !serving(st, it->second)) return false;
+  auto s = st.since.find({i.node, i.device, model});
+  return s == st.since.end() || it->second.acked >= s->second;
+}
+
+// Records, for every (node, device, model) the schedules run, the epoch that brought it.
+void track_assignments(controller_state& st) {
+  std::set<std::tuple<std::string, uint32_t, std::string>> now;
+  for (auto& [node, s] : st.schedules)
+    for (auto& d : s.devices)
+      for (auto& ss : d.sessions) {
+        std::tuple<std::string, uint32_t, std::string> key{node, d.device, ss.model};
+        now.insert(key);
+        st.since.emplace(key, s.epoch);
+      }
+  std::erase_if(st.since, [&](auto& kv) { return !now.count(kv.first); });
+}
+
+// The current table, with instances that cannot serve yet taken out. A model none of whose
+// instances is ready keeps the ones it had in the last published table.
 msg::routing_table live_table(const controller_state& st) {
   auto t = st.table;
   t.epoch = st.epoch;
-  for (auto& r : t.routes)
-    std::erase_if(r.instances, [&](const msg::route_instance& i) {
-      auto it = st.workers.find(i.node);
-      return it == st.workers.end() || !serving(st, it->second);
-    });
+  for (auto& r : t.routes) {
+    std::erase_if(r.instances, [&](const msg::route_instance& i) { return !live(st, r.model, i); });
+    if (!r.instances.empty()) continue;
+    for (auto& old : st.published.routes)
+      if (old.model == r.model)
+        for (auto& i : old.instances) {
+          auto it = st.workers.find(i.node);
+          if (it != st.workers.end() && serving(st, it->second)) r.instances.push_back(i);
+        }
+  }
   return t;
 }
 
 void publish(self_ptr self) {
   auto& st = self->state;
   auto t = live_table(st);
+  st.published = t;
   size_t ready = 0;
   for (auto& [n, w] : st.workers) ready += serving(st, w);
   spdlog::info("{}: routing epoch {}: {} serving workers", st.net->self_name(), st.epoch - st.epoch_base, ready);
@@ -249,6 +291,7 @@ void run_epoch(self_ptr self) {
   st.schedules = schedules_from(*st.cfg, st.input, st.result, st.epoch);
   st.table = routing_from(*st.cfg, st.input, st.result, st.epoch);
   add_backups(st);
+  track_assignments(st);
   spdlog::info("{}: epoch {}: {} sessions on {} of {} devices ({} moved), planned for {:.2f}x the measured load",
                st.net->self_name(), st.epoch - st.epoch_base, st.result.sessions.size(),
                st.result.placement.devices.size(), in.slots.size(), st.result.placement.moved,
@@ -268,9 +311,84 @@ void run_epoch(self_ptr self) {
   publish(self);
 }
 
+// Tells the scaler which workers are up when that changed.
+void notify_scaler(self_ptr self) {
+  auto& st = self->state;
+  auto scaler = st.net->local().scaler;
+  if (!scaler) return;
+  std::vector<std::string> up;
+  for (auto& [name, w] : st.workers)
+    if (w.up) up.push_back(name);
+  if (up == st.told_up) return;
+  st.told_up = up;
+  self->send(scaler, worker_set{std::move(up)});
+}
+
+// Intra-op threads of the scaler's instances on `node` that it does not run yet (all of them
+// when `force`, e.g. after the worker restarted).
+void send_resizes(self_ptr self, const std::string& node, bool force) {
+  auto& st = self->state;
+  for (auto& i : st.deployed.instances) {
+    if (i.node != node) continue;
+    auto& sent = st.cores[{i.node, i.device}];
+    if (!force && sent == i.cores) continue;
+    sent = i.cores;
+    st.net->to_node(node, {{}, msg::resize{i.device, i.cores}});
+  }
+}
+
+// The scaler's placement: one schedule per worker whose devices changed, new cores in place,
+// and a table weighted by each instance's throughput.
+void on_deployment(self_ptr self, deployment& d) {
+  auto& st = self->state;
+  ++st.epoch;
+  std::map<std::string, msg::schedule> next;
+  for (auto& n : st.cfg->nodes) {
+    if (!n.has_role("worker")) continue;
+    auto& s = next[n.name];
+    s.epoch = st.epoch;
+    for (int k = 0; k < n.device_count(); ++k) s.devices.push_back({static_cast<uint32_t>(k), 0, {}});
+  }
+  std::map<std::string, msg::model_route> routes;
+  for (auto& m : st.cfg->models) routes[m.name].model = m.name;
+  for (auto& i : d.instances) {
+    auto it = next.find(i.node);
+    if (it == next.end() || i.device >= it->second.devices.size()) continue;
+    it->second.devices[i.device].sessions.push_back({i.model, i.batch});
+    auto* m = st.cfg->find_model(i.model);
+    double w = m && m->cores ? m->cores->throughput(static_cast<int>(i.batch), static_cast<int>(i.cores)) : 1.0;
+    routes[i.model].instances.push_back({i.node, i.device, w});
+  }
+  auto same = [](const msg::schedule& a, const msg::schedule& b) {
+    if (a.devices.size() != b.devices.size()) return false;
+    for (size_t k = 0; k < a.devices.size(); ++k) {
+      auto &x = a.devices[k].sessions, &y = b.devices[k].sessions;
+      if (x.size() != y.size()) return false;
+      for (size_t j = 0; j < x.size(); ++j)
+        if (x[j].model != y[j].model || x[j].batch != y[j].batch) return false;
+    }
+    return true;
+  };
+  st.deployed = std::move(d);
+  for (auto& [name, s] : next) {
+    auto old = st.schedules.find(name);
+    bool changed = old == st.schedules.end() || !same(old->second, s);
+    if (changed) st.schedules[name] = s;
+    auto w = st.workers.find(name);
+    bool up = w != st.workers.end() && w->second.up;
+    // The schedule first, then the cores: the worker applies them in that order.
+    if (changed && up) st.net->to_node(name, {{}, st.schedules[name]});
+    if (up) send_resizes(self, name, false);
+  }
+  st.table.routes.clear();
+  for (auto& [m, r] : routes) st.table.routes.push_back(std::move(r));
+  track_assignments(st);
+  publish(self);
+}
+
 bool epoch_due(controller_state& st, clock_time now) {
   auto& so = st.cfg->scheduler;
-  if (so.policy == "static" || st.beacons_with_load < 1) return false;
+  if (so.policy == "static" || st.cfg->scaler.enabled() || st.beacons_with_load < 1) return false;
   auto since = std::chrono::duration<double>(now - st.last_epoch).count();
   if (!st.planned) return true;
   if (since >= so.epoch_s) return true;
@@ -334,6 +452,7 @@ void on_register(self_ptr self, msg::register_node& r) {
     it->needs_profile = false;
     spdlog::info("{}: model '{}' planned with the profile worker {} measured", st.net->self_name(), mp.model, r.node);
   }
+  bool fresh = !st.workers.count(r.node);
   auto& w = st.workers[r.node];
   if (r.leaving) {
     // A worker shutting down: plan without it now, while it still serves what it holds.
@@ -341,24 +460,32 @@ void on_register(self_ptr self, msg::register_node& r) {
     spdlog::info("{}: worker {} is leaving", st.net->self_name(), r.node);
     bool was = serving(st, w);
     w.up = false;
+    notify_scaler(self);
     if (st.planned && st.cfg->scheduler.policy != "static") run_epoch(self);
     else if (was) publish(self);
     return;
   }
   bool was_serving = serving(st, w);
-  if (w.incarnation != r.incarnation && w.incarnation)
-    spdlog::info("{}: worker {} restarted", st.net->self_name(), r.node);
+  auto was_acked = w.acked;
+  bool restarted = w.incarnation != r.incarnation && w.incarnation;
+  if (restarted) spdlog::info("{}: worker {} restarted", st.net->self_name(), r.node);
   w.incarnation = r.incarnation;
   w.acked = r.schedule_epoch;
   bool came_back = !w.up;
   w.up = true;
+  if (came_back || fresh) notify_scaler(self);
   // A worker that returns after the plan was made gets work again at once.
   if (st.planned && came_back && st.cfg->scheduler.policy != "static") {
     run_epoch(self);
     return;
   }
-  if (r.schedule_epoch != st.epoch) st.net->to_node(r.node, {{}, st.schedules[r.node]});
-  if (serving(st, w) != was_serving) publish(self);
+  auto& mine = st.schedules[r.node];
+  if (r.schedule_epoch != mine.epoch) {
+    st.net->to_node(r.node, {{}, mine});
+    // A restarted worker's devices start with the file's threads.
+    send_resizes(self, r.node, restarted || came_back || fresh);
+  }
+  if (serving(st, w) != was_serving || w.acked != was_acked) publish(self);
 }
 
 }  // namespace
@@ -385,12 +512,14 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
       st.window_stages.emplace_back(p.stages.size(), 0);
     }
     static_plan(st);
+    track_assignments(st);
     st.last_beacon = st.last_epoch = self->clock().now();
     return {
         [=](start_atom) {
           self->delayed_send(self, std::chrono::milliseconds(self->state.cfg->runtime.beacon_ms), beacon_atom::value);
         },
         [=](msg::register_node& r) { on_register(self, r); },
+        [=](deployment& d) { on_deployment(self, d); },
         [=](msg::load_report& r) {
           auto& st = self->state;
           for (auto& pl : r.pipelines) {
@@ -411,6 +540,7 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
           if (it == self->state.workers.end() || !it->second.up) return;
           bool was = serving(self->state, it->second);
           it->second.up = false;
+          notify_scaler(self);
           // Re-plan on the survivors now: the failed worker may have held a model's only instances.
           if (self->state.planned && self->state.cfg->scheduler.policy != "static") run_epoch(self);
           else if (was) publish(self);

@@ -31,6 +31,7 @@ struct session {
   sched::session_queue<pending> queue;
   msg::session_load load;  // counters since the last report
   double latency_sum_ms = 0;
+  double budget_sum_ms = 0;
 };
 
 struct device_state {
@@ -41,6 +42,7 @@ struct device_state {
   uint32_t index = 0;
   std::unique_ptr<device_executor> executor;
   int threads = 1;     // intra-op threads the executor runs with
+  std::string executor_kind;
   std::string broken;  // why this device's executor could not be made; it then serves nothing
   std::unique_ptr<sched::drop_policy> policy;
   std::vector<session> sessions;
@@ -77,11 +79,18 @@ void answer(self_ptr self, const msg::invocation& inv, msg::status code, std::st
   st.net->to_node(inv.frontend, {{}, std::move(r)});
 }
 
+// What a batch of `b` takes here: l(b, threads) for models that declare how they scale with
+// cores (emulated devices run that), else the profile's l(b).
+double latency_ms(const device_state& st, const model_spec& m, int b) {
+  if (m.cores && st.executor_kind == "emulated") return m.cores->at(b, st.threads);
+  return m.profile.latency_ms_at(b);
+}
+
 // Forms a batch of session `s` by the drop policy at `now`, answering what it drops.
 std::vector<sched::session_queue<pending>::entry> form(self_ptr self, session& s, clock_time now) {
   auto& st = self->state;
   auto* m = s.model;
-  auto l = [m](int b) { return nanoseconds(static_cast<int64_t>(m->profile.latency_ms_at(b) * 1e6)); };
+  auto l = [&st, m](int b) { return nanoseconds(static_cast<int64_t>(latency_ms(st, *m, b) * 1e6)); };
   std::vector<sched::session_queue<pending>::entry> batch, dropped;
   // The window the policy tried: the scheduled batch, or all that is queued if fewer.
   auto window = static_cast<int>(std::min<size_t>(static_cast<size_t>(s.batch), s.queue.size()));
@@ -93,7 +102,7 @@ std::vector<sched::session_queue<pending>::entry> form(self_ptr self, session& s
     auto left = std::chrono::duration<double, std::milli>(d.deadline - now).count();
     answer(self, d.item.inv, msg::status::dropped,
            fmt::format("early drop by {}: {:.1f} ms left, a batch of {} {} needs {:.1f} ms", st.policy->name(),
-                       left, window, m->name, m->profile.latency_ms_at(window)));
+                       left, window, m->name, latency_ms(st, *m, window)));
   }
   return batch;
 }
@@ -195,6 +204,7 @@ void on_invocation(self_ptr self, msg::invocation& inv) {
   if (auto err = check_tensor(inv.inputs.front(), s->model->input); !err.empty())
     return answer(self, inv, msg::status::error, err);
   ++s->load.arrived;
+  s->budget_sum_ms += static_cast<double>(inv.budget_ns) / 1e6;
   if (static_cast<int>(s->queue.size()) >= st.cfg->runtime.max_queue_length)
     return answer(self, inv, msg::status::overloaded,
                   "queue of " + inv.model + " on " + where + " holds " +
@@ -255,6 +265,7 @@ device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t inde
     auto* group = node ? node->group_of(static_cast<int>(index)) : nullptr;
     std::string err;
     st.threads = group ? group->threads : 1;
+    st.executor_kind = kind;
     st.executor = make_executor(kind, args.incarnation * 1000 + index, st.threads, err);
     if (!st.executor) {
       spdlog::error("{}: device {}: {}; it serves nothing", args.net->self_name(), index, err);
@@ -286,9 +297,10 @@ device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t inde
             auto l = s.load;
             l.queue_length = static_cast<uint32_t>(s.queue.size());
             l.mean_latency_ms = l.completed ? s.latency_sum_ms / l.completed : 0;
+            l.mean_budget_ms = l.arrived ? s.budget_sum_ms / static_cast<double>(l.arrived) : 0;
             out.sessions.push_back(std::move(l));
             s.load.arrived = s.load.completed = s.load.dropped = 0;
-            s.latency_sum_ms = 0;
+            s.latency_sum_ms = s.budget_sum_ms = 0;
           }
           return out;
         },

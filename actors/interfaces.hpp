@@ -53,12 +53,43 @@ struct session_rate {
   uint32_t device = 0;
   std::string model;
   double rate = 0;  // requests/s, moving average over beacons
+  double last_rate = 0;     // requests/s over the latest report alone
+  double budget_ms = 0;     // mean time left to the deadline at arrival, latest report
   double drop_rate = 0;
   double mean_latency_ms = 0;
   uint32_t queue_length = 0;
 };
 struct cluster_load {
   std::vector<session_rate> sessions;
+};
+
+// The scaler's placement, as its provisioner hands it to the controller: every instance is one
+// model on one device slot of a worker, with `cores` intra-op threads.
+struct instance_assignment {
+  std::string node;
+  uint32_t device = 0;
+  std::string model;
+  uint32_t batch = 1;
+  uint32_t cores = 1;
+};
+struct deployment {
+  std::vector<instance_assignment> instances;
+};
+
+// The workers that are up, from the controller to the scaler whenever the set changes.
+struct worker_set {
+  std::vector<std::string> up;
+};
+
+// What the scaler has run so far: its cost, and what it runs now.
+struct scaler_stats {
+  double instance_seconds = 0;
+  double core_seconds = 0;
+  double seconds = 0;
+  uint32_t instances = 0;
+  uint32_t cores = 0;
+  uint64_t vertical_changes = 0;    // resizes in place
+  uint64_t horizontal_changes = 0;  // instances started or stopped
 };
 
 // Client ingress and per-query DAG orchestration.
@@ -104,9 +135,18 @@ using controller_actor = caf::typed_actor<
     caf::reacts_to<start_atom>,
     caf::reacts_to<msg::register_node>,                      // a node (re)announces itself
     caf::reacts_to<msg::load_report>,                        // a frontend's pipeline rates
+    caf::reacts_to<deployment>,                              // the scaler's placement
     caf::reacts_to<beacon_atom>,                             // run an epoch when one is due
     caf::reacts_to<peer_down_atom, std::string>,             // take its instances out of routing
     caf::reacts_to<peer_up_atom, std::string>>;
+
+// Autoscaling (scaler: in the cluster file): a vertical loop and a horizontal loop over the
+// monitor's per-second rates, acting through a provisioner.
+using scaler_actor = caf::typed_actor<
+    caf::reacts_to<start_atom>,                              // wiring done: place and start loops
+    caf::reacts_to<tick_atom>,                               // one vertical period has passed
+    caf::reacts_to<worker_set>,                              // workers up now
+    caf::replies_to<stats_atom>::with<scaler_stats>>;        // cost so far
 
 // Heartbeats to and from every peer; marks peers up and down.
 using node_agent_actor = caf::typed_actor<
@@ -120,6 +160,7 @@ struct local_actors {
   worker_actor worker;
   controller_actor controller;
   monitor_actor monitor;
+  scaler_actor scaler;
   node_agent_actor agent;
 };
 
@@ -130,6 +171,9 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::status_query)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::device_load)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::frontend_stats)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::cluster_load)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::deployment)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::worker_set)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::scaler_stats)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::invocation)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::invocation_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::routing_table)

@@ -32,12 +32,21 @@ monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args) {
     return {
         [=](msg::load_report& r) {
           if (r.window_s <= 0) return;
+          // A worker reports every session its devices hold: the ones it no longer holds are gone.
+          std::erase_if(self->state.sessions, [&](auto& kv) {
+            auto& [node, device, model] = kv.first;
+            return node == r.node && !r.pipelines.size() &&
+                   std::none_of(r.sessions.begin(), r.sessions.end(),
+                                [&](auto& s) { return s.device == device && s.model == model; });
+          });
           for (auto& s : r.sessions) {
             auto& x = self->state.sessions[{r.node, s.device, s.model}];
             x.node = r.node;
             x.device = s.device;
             x.model = s.model;
             x.rate = smoothing * (s.arrived / r.window_s) + (1 - smoothing) * x.rate;
+            x.last_rate = static_cast<double>(s.arrived) / r.window_s;
+            if (s.arrived) x.budget_ms = s.mean_budget_ms;
             x.drop_rate = smoothing * (s.dropped / r.window_s) + (1 - smoothing) * x.drop_rate;
             if (s.completed) x.mean_latency_ms = smoothing * s.mean_latency_ms + (1 - smoothing) * x.mean_latency_ms;
             x.queue_length = s.queue_length;

@@ -152,6 +152,7 @@ std::string node_runtime::start() {
   if (spec->has_role("controller")) {
     a.controller = spawn_controller(*sys_, args);
     a.monitor = spawn_monitor(*sys_, args);
+    if (cfg_->scaler.enabled()) a.scaler = spawn_scaler(*sys_, args);
   }
   if (spec->has_role("frontend")) a.frontend = spawn_frontend(*sys_, args);
   if (spec->has_role("worker")) a.worker = spawn_worker(*sys_, args);
@@ -163,7 +164,8 @@ std::string node_runtime::start() {
   for (auto& n : cfg_->nodes)
     if (n.name != node_) transport_->connect_peer(n.name, n.address, peer_keys[n.name]);
   // Start order: the controller first, so that registrations find it.
-  for (auto h : {caf::actor_cast<caf::actor>(a.controller), caf::actor_cast<caf::actor>(a.agent),
+  for (auto h : {caf::actor_cast<caf::actor>(a.controller), caf::actor_cast<caf::actor>(a.scaler),
+                 caf::actor_cast<caf::actor>(a.agent),
                  caf::actor_cast<caf::actor>(a.worker), caf::actor_cast<caf::actor>(a.frontend)})
     if (h) caf::anon_send(h, start_atom::value);
   started_ = true;
@@ -177,7 +179,7 @@ void node_runtime::stop() {
     auto& a = link_->actors_;
     for (auto h : {caf::actor_cast<caf::actor>(a.controller), caf::actor_cast<caf::actor>(a.agent),
                    caf::actor_cast<caf::actor>(a.worker), caf::actor_cast<caf::actor>(a.frontend),
-                   caf::actor_cast<caf::actor>(a.monitor)})
+                   caf::actor_cast<caf::actor>(a.monitor), caf::actor_cast<caf::actor>(a.scaler)})
       if (h) caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
     a = {};
   }

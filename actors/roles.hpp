@@ -20,6 +20,7 @@ device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t inde
                           std::string kind);
 controller_actor spawn_controller(caf::actor_system& sys, actor_args args);
 monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args);
+scaler_actor spawn_scaler(caf::actor_system& sys, actor_args args);
 node_agent_actor spawn_node_agent(caf::actor_system& sys, actor_args args);
 
 // Static placement used until a scheduler replaces it: every device of `node` runs every model

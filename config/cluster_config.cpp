@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -251,11 +252,12 @@ void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
   }
   node_spec s;
   std::string where = "node";
-  r.known_keys(n, {"name", "address", "roles", "devices"}, where);
+  r.known_keys(n, {"name", "address", "roles", "devices", "cores"}, where);
   if (r.get(n, "name", s.name, where, true)) where = "node '" + s.name + "'";
   if (r.get(n, "address", s.address, where, true))
     if (auto e = check_address(s.address); !e.empty()) r.error(n["address"], where + ": " + e);
   r.get(n, "roles", s.roles, where, true);
+  if (r.get(n, "cores", s.cores, where, false) && s.cores < 1) r.error(n["cores"], where + " cores must be at least 1");
   for (auto& role : s.roles)
     if (role != "controller" && role != "frontend" && role != "worker")
       r.error(n["roles"], where + " has unknown role '" + role + "' (controller, frontend, worker)");
@@ -383,6 +385,48 @@ void parse_security(reader& r, const YAML::Node& n, security_options& o) {
   }
 }
 
+void parse_scaler(reader& r, const YAML::Node& n, cluster_config& cfg) {
+  if (!n) return;
+  auto& o = cfg.scaler;
+  const std::string w = "scaler";
+  r.known_keys(n, {"policy", "vertical_s", "horizontal_s", "predictor", "max_cores", "max_instances", "max_total_cores",
+                   "stable_band"},
+               w);
+  r.get(n, "policy", o.policy, w, false);
+  r.get(n, "vertical_s", o.vertical_s, w, false);
+  r.get(n, "horizontal_s", o.horizontal_s, w, false);
+  r.get(n, "predictor", o.predictor, w, false);
+  r.get(n, "max_cores", o.max_cores, w, false);
+  r.get(n, "max_instances", o.max_instances, w, false);
+  r.get(n, "max_total_cores", o.max_total_cores, w, false);
+  r.get(n, "stable_band", o.stable_band, w, false);
+  if (o.policy != "none" && o.policy != "fa2" && o.policy != "sponge" && o.policy != "biscale")
+    r.error(n["policy"], "scaler policy '" + o.policy + "' is not none, fa2, sponge or biscale");
+  if (o.predictor != "trend" && o.predictor != "recent_max")
+    r.error(n["predictor"], "scaler predictor '" + o.predictor + "' is not trend or recent_max");
+  if (!(o.vertical_s > 0) || o.horizontal_s < o.vertical_s)
+    r.error(n, "scaler needs 0 < vertical_s <= horizontal_s");
+  if (o.max_cores < 1 || o.max_cores > 256) r.error(n["max_cores"], "scaler max_cores must be in [1, 256]");
+  if (o.max_instances < 0) r.error(n["max_instances"], "scaler max_instances cannot be negative");
+  if (o.max_total_cores < 0) r.error(n["max_total_cores"], "scaler max_total_cores cannot be negative");
+  if (!(o.stable_band > 0 && o.stable_band < 1)) r.error(n["stable_band"], "scaler stable_band must be in (0, 1)");
+  if (!o.enabled()) return;
+  // The scaler sizes each stage's model on its own: a model may serve one stage of one pipeline,
+  // and must say how it scales with cores (l(b, c)) or at least how long a batch takes.
+  std::map<std::string, std::string> used;
+  for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi)
+    for (auto& s : cfg.pipelines[pi].stages) {
+      auto [it, fresh] = used.emplace(s.model, cfg.pipelines[pi].name + "." + s.name);
+      if (!fresh)
+        r.error(n["policy"], "scaler policy " + o.policy + " sizes every stage on its own, but model '" + s.model +
+                                 "' serves both " + it->second + " and " + cfg.pipelines[pi].name + "." + s.name);
+    }
+  for (auto& m : cfg.models)
+    if (o.policy != "fa2" && used.count(m.name) && !m.cores)
+      r.error(n["policy"], "scaler policy " + o.policy + " scales cores in place: model '" + m.name +
+                               "' needs 'cores: {gamma_ms, epsilon_ms, delta_ms, eta_ms}'");
+}
+
 void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
   if (!n) return;
   const std::string w = "scheduler";
@@ -433,7 +477,7 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
   // The checks below test node kinds before use; this net catches any they miss, so that a
   // malformed file is always an error with a place, never an exception (found by fuzz_config).
   try {
-    r.known_keys(root, {"cluster", "nodes", "models", "pipelines", "runtime", "scheduler", "security"}, "the cluster file");
+    r.known_keys(root, {"cluster", "nodes", "models", "pipelines", "runtime", "scheduler", "scaler", "security"}, "the cluster file");
     if (root["cluster"]) r.get(root["cluster"], "name", cfg.name, "cluster", false);
     if (!root["nodes"] || !root["nodes"].IsSequence() || root["nodes"].size() == 0)
       r.error(root, "the cluster file needs a non-empty list 'nodes'");
@@ -468,6 +512,7 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
       for (auto n : root["pipelines"]) parse_pipeline(r, n, cfg);
     parse_runtime(r, root["runtime"], cfg.runtime);
     parse_scheduler(r, root["scheduler"], cfg.scheduler);
+    parse_scaler(r, root["scaler"], cfg);
     parse_security(r, root["security"], cfg.security);
     if (root["nodes"] && root["nodes"].IsSequence()) {
       if (cfg.with_role("frontend").empty())
@@ -571,6 +616,7 @@ std::string to_yaml(const cluster_config& cfg) {
   for (auto& n : cfg.nodes) {
     e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << n.name << YAML::Key << "address"
       << YAML::Value << n.address << YAML::Key << "roles" << YAML::Value << YAML::Flow << n.roles;
+    if (n.cores > 0) e << YAML::Key << "cores" << YAML::Value << n.cores;
     if (!n.devices.empty()) {
       e << YAML::Key << "devices" << YAML::Value << YAML::BeginSeq;
       for (auto& g : n.devices) {
@@ -600,6 +646,10 @@ std::string to_yaml(const cluster_config& cfg) {
       e << YAML::Key << "alpha_ms" << YAML::Value << m.profile.alpha_ms << YAML::Key << "beta_ms"
         << YAML::Value << m.profile.beta_ms;
     e << YAML::EndMap;
+    if (m.cores)
+      e << YAML::Key << "cores" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "gamma_ms" << YAML::Value
+        << m.cores->gamma << YAML::Key << "epsilon_ms" << YAML::Value << m.cores->epsilon << YAML::Key << "delta_ms"
+        << YAML::Value << m.cores->delta << YAML::Key << "eta_ms" << YAML::Value << m.cores->eta << YAML::EndMap;
     if (m.jitter > 0) e << YAML::Key << "jitter" << YAML::Value << m.jitter;
     if (m.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << m.memory_mb;
     if (!m.path.empty()) e << YAML::Key << "path" << YAML::Value << m.path;
@@ -651,6 +701,17 @@ std::string to_yaml(const cluster_config& cfg) {
   e << YAML::Key << "rate_band" << YAML::Value << YAML::Flow << std::vector<double>{so.rate_band_low, so.rate_band_high};
   kv("headroom", so.headroom);
   kv("steps", so.steps);
+  e << YAML::EndMap;
+  auto& sc = cfg.scaler;
+  e << YAML::Key << "scaler" << YAML::Value << YAML::BeginMap;
+  kv("policy", sc.policy);
+  kv("vertical_s", sc.vertical_s);
+  kv("horizontal_s", sc.horizontal_s);
+  kv("predictor", sc.predictor);
+  kv("max_cores", sc.max_cores);
+  kv("max_instances", sc.max_instances);
+  kv("max_total_cores", sc.max_total_cores);
+  kv("stable_band", sc.stable_band);
   e << YAML::EndMap << YAML::EndMap;
   return std::string(e.c_str()) + "\n";
 }

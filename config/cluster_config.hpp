@@ -23,6 +23,7 @@ struct node_spec {
   std::string address;  // where this node's ZeroMQ ROUTER binds
   std::vector<std::string> roles;
   std::vector<device_group> devices;
+  int cores = 0;  // cores the scaler may hand out on this node; 0: not limited
 
   bool has_role(std::string_view r) const;
   int device_count() const;
@@ -66,6 +67,22 @@ struct scheduler_options {
   int steps = 100;               // budget grid of the DP
 };
 
+// Autoscaling, named as the user writes them under `scaler:`. With a policy other than none the
+// scaler owns placement: every instance runs one model on one device slot of a worker, with
+// `cores` intra-op threads, and the scheduler's epochs stop.
+struct scaler_options {
+  std::string policy = "none";        // none | fa2 | sponge | biscale
+  double vertical_s = 1;              // period of the vertical loop (sponge, biscale)
+  double horizontal_s = 10;           // period of the horizontal loop (fa2, biscale)
+  std::string predictor = "trend";    // trend | recent_max: next window's largest rate
+  int max_cores = 8;                  // per instance
+  int max_instances = 0;              // in the cluster; 0: every device slot
+  int max_total_cores = 0;            // in the cluster; 0: not limited beyond nodes' cores
+  double stable_band = 0.25;          // biscale: load is stable when the last horizontal period's
+                                      // per-second rates stay within ±band of their mean
+  bool enabled() const { return policy != "none"; }
+};
+
 struct cluster_config {
   std::string name = "sloserve";
   std::string file;  // where it was loaded from, for messages
@@ -74,6 +91,7 @@ struct cluster_config {
   std::vector<pipeline> pipelines;
   runtime_options runtime;
   scheduler_options scheduler;
+  scaler_options scaler;
   security_options security;
 
   const node_spec* find_node(std::string_view name) const;

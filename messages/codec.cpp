@@ -128,6 +128,7 @@ struct encoder {
                o.setDropped(s.dropped);
                o.setQueueLength(s.queue_length);
                o.setMeanLatencyMs(s.mean_latency_ms);
+               o.setMeanBudgetMs(s.mean_budget_ms);
              });
     put_list(r.initPipelines(static_cast<unsigned>(m.pipelines.size())), m.pipelines,
              [](wire::PipelineLoad::Builder o, const pipeline_load& pl) {
@@ -317,7 +318,7 @@ envelope read_envelope(wire::Envelope::Reader r, uint64_t& payload, decode_error
       m.window_s = x.getWindowS();
       for (auto s : x.getSessions())
         m.sessions.push_back({text(s.getModel()), s.getDevice(), s.getArrived(), s.getCompleted(),
-                              s.getDropped(), s.getQueueLength(), s.getMeanLatencyMs()});
+                              s.getDropped(), s.getQueueLength(), s.getMeanLatencyMs(), s.getMeanBudgetMs()});
       for (auto pl : x.getPipelines()) {
         pipeline_load l{text(pl.getPipeline()), pl.getQueries(), {}};
         for (auto v : pl.getStageInvocations()) l.stage_invocations.push_back(v);

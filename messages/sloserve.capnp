@@ -92,6 +92,7 @@ struct SessionLoad {
   dropped @4 :UInt64;
   queueLength @5 :UInt32;
   meanLatencyMs @6 :Float64;
+  meanBudgetMs @7 :Float64;  # mean time left to the deadline when requests arrived
 }
 
 struct PipelineLoad {

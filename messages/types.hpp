@@ -97,6 +97,7 @@ struct session_load {
   uint64_t dropped = 0;
   uint32_t queue_length = 0;
   double mean_latency_ms = 0;
+  double mean_budget_ms = 0;  // time left to the deadline when requests arrived (network time shows here)
 };
 
 // A frontend's view of one pipeline: queries admitted and invocations of each stage (for rates

@@ -141,6 +141,48 @@ TEST_F(cluster_fixture, schedule_changes_under_load_lose_nothing) {
   EXPECT_GE(epochs, 3u) << log;
 }
 
+// The scaler (fa2, horizontal every second) starts instances when the rate steps up and stops
+// them when it falls, while requests are in flight: every request is answered, none fails.
+TEST_F(cluster_fixture, the_scaler_starts_and_stops_instances_under_load_and_loses_nothing) {
+  // l(b, 1) = 2.5·b + 8 ms: one core carries 95 req/s at b = 1 and 286 at b = 8.
+  std::ofstream(dir / "cluster.yaml") << R"(cluster: {name: it}
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], cores: 4, devices: [{kind: emulated, count: 4}]}
+  - {name: w2, address: tcp://127.0.0.1:0, roles: [worker], cores: 4, devices: [{kind: emulated, count: 4}]}
+models:
+  - name: det
+    input: {dtype: float32, shape: [16]}
+    output: {dtype: float32, shape: [4]}
+    max_batch: 8
+    profile: {alpha_ms: 2.5, beta_ms: 8}
+    cores: {gamma_ms: 2, epsilon_ms: 6, delta_ms: 0.5, eta_ms: 2}
+pipelines:
+  - {name: traffic, slo_ms: 100, stages: [{name: detect, model: det}]}
+runtime: {heartbeat_ms: 100, peer_timeout_ms: 500, beacon_ms: 500}
+scaler: {policy: fa2, vertical_s: 0.5, horizontal_s: 1}
+)";
+  start_cluster();
+  std::ofstream(dir / "trace.txt") << "50\n50\n50\n700\n700\n700\n700\n700\n50\n50\n50\n50\n50\n";
+  auto l = load(0, 13, {"--trace", (dir / "trace.txt").string()});
+  auto s = finish_load(l, 60s);
+  std::cout << s.dump().substr(0, 600) << "\n";
+  EXPECT_EQ(s["lost"].get<int>(), 0) << s.dump(2);
+  EXPECT_EQ(s["errors"].get<int>(), 0) << s.dump(2);
+  EXPECT_EQ(s["sent"].get<int>(), s["ok"].get<int>() + s["dropped"].get<int>() + s["overloaded"].get<int>());
+  // It scaled out for the step and back in after it.
+  auto log = up.output();
+  int most = 0, last = 0;
+  std::regex line("scaler fa2: det: ([0-9]+) instance");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), line);
+       it != std::sregex_iterator(); ++it)
+    last = std::stoi((*it)[1]), most = std::max(most, last);
+  EXPECT_GE(most, 3) << log;
+  EXPECT_LT(last, most) << log;
+  // Requests reached more than one worker.
+  EXPECT_GE(s["nodes"].size(), 2u) << s.dump(2);
+}
+
 TEST_F(cluster_fixture, curve_admits_listed_clients_and_refuses_others) {
   // Keys for every node and two clients; only alice is listed.
   std::ofstream(dir / "cluster.yaml", std::ios::app) << "security: {keys: keys, clients: [keys/alice.pub]}\n";

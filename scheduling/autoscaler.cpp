@@ -1,0 +1,128 @@
+#include "scheduling/autoscaler.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "scheduling/biscale.hpp"
+#include "scheduling/fa2.hpp"
+#include "scheduling/sponge.hpp"
+
+namespace sloserve::sched {
+
+std::pair<int, int> one_core_instances(const core_latency& l, double rate, double budget_ms, int max_batch) {
+  int best_n = 0, best_b = 0;
+  for (int b = 1; b <= max_batch; ++b) {
+    if (l.at(b, 1) > budget_ms) break;  // l grows with b
+    int n = rate > 0 ? static_cast<int>(std::ceil(rate / l.throughput(b, 1) - 1e-9)) : 1;
+    n = std::max(n, 1);
+    if (!best_b || n < best_n) best_n = n, best_b = b;
+  }
+  if (!best_b) {
+    // Not even a batch of one fits the budget: the instances that keep up at batch one.
+    best_b = 1;
+    best_n = std::max(1, static_cast<int>(std::ceil(rate / l.throughput(1, 1) - 1e-9)));
+  }
+  return {best_n, best_b};
+}
+
+std::vector<stage_shape> fa2_shapes(const std::vector<scale_stage>& stages, double slo_ms) {
+  std::vector<fa2_stage> fs;
+  for (auto& s : stages) {
+    fa2_stage f;
+    std::vector<int> b;
+    std::vector<double> lat;
+    for (int k = 1; k <= s.max_batch; ++k) b.push_back(k), lat.push_back(s.l.at(k, 1));
+    if (s.max_batch >= 3) f.d = fit_quadratic(b, lat);
+    if (!f.d.ok) f.d = {0, s.l.at(2, 1) - s.l.at(1, 1), 2 * s.l.at(1, 1) - s.l.at(2, 1), 0, 0, true};
+    f.rate = std::max(s.predicted, s.rate);
+    f.max_batch = s.max_batch;
+    f.children = s.children;
+    fs.push_back(std::move(f));
+  }
+  auto plan = fa2_dag(fs, static_cast<int>(std::floor(slo_ms)));
+  std::vector<stage_shape> out(stages.size());
+  for (size_t i = 0; i < stages.size(); ++i) {
+    auto& o = out[i];
+    if (plan.feasible) {
+      o.batch = o.horizontal_batch = std::max(1, plan.batch[i]);
+      o.instances = std::max(1, plan.instances[i]);
+    } else {
+      o.batch = o.horizontal_batch = 1;
+      o.instances = std::max(1, static_cast<int>(std::ceil(fs[i].rate / stages[i].l.throughput(1, 1) - 1e-9)));
+    }
+  }
+  return out;
+}
+
+namespace {
+std::vector<double> queue_budgets(const scale_stage& s) {
+  return std::vector<double>(static_cast<size_t>(std::max(1, s.queued)), s.budget_ms);
+}
+}  // namespace
+
+stage_shape sponge_shape(const scale_stage& s, int max_cores) {
+  auto c = sponge_decide(s.l, s.rate, queue_budgets(s), max_cores, s.max_batch);
+  stage_shape out;
+  out.cores = std::max(1, c.cores);
+  out.batch = out.horizontal_batch = std::max(1, c.batch);
+  return out;
+}
+
+stage_shape biscale_vertical(const scale_stage& s, const stage_shape& now, int max_cores) {
+  auto out = now;
+  out.instances = std::max(1, now.instances);
+  double horizontal = (out.instances - 1) * s.l.throughput(now.horizontal_batch, 1);
+  double excess = std::max(0.0, s.rate - horizontal);
+  auto c = sponge_decide(s.l, excess, queue_budgets(s), max_cores, s.max_batch);
+  if (c.feasible || excess <= 0) {
+    out.cores = std::max(1, c.cores);
+    out.batch = std::max(1, c.batch);
+    return out;
+  }
+  // More than instance 0 can take at max_cores: it takes the most it can, one-core instances
+  // start for the rest now rather than at the next horizontal period.
+  auto b = biscale(s.l, excess, s.budget_ms, max_cores, s.max_batch);
+  if (!b.feasible) {
+    out.cores = std::max(1, c.cores);
+    out.batch = std::max(1, c.batch);
+    auto [n, hb] = one_core_instances(s.l, excess, s.budget_ms, s.max_batch);
+    out.instances += n;
+    out.horizontal_batch = out.instances > 1 && now.instances > 1 ? now.horizontal_batch : hb;
+    return out;
+  }
+  out.cores = std::max(1, b.cores);
+  out.batch = std::max(1, b.batch);
+  if (b.instances > 0) {
+    if (out.instances > 1) {
+      // One-core instances already run at their batch: the new ones join them at it.
+      double rest = excess - b.vertical_rate;
+      out.instances += static_cast<int>(std::ceil(rest / s.l.throughput(out.horizontal_batch, 1) - 1e-9));
+    } else {
+      out.instances += b.instances;
+      out.horizontal_batch = std::max(1, b.instance_batch);
+    }
+  }
+  return out;
+}
+
+stage_shape biscale_horizontal(const scale_stage& s, const stage_shape& now, bool stable) {
+  if (!stable) return now;
+  auto [n, b] = one_core_instances(s.l, std::max(s.predicted, s.rate), s.budget_ms, s.max_batch);
+  stage_shape out;
+  out.instances = n;
+  out.cores = 1;
+  out.batch = out.horizontal_batch = b;
+  return out;
+}
+
+bool stable_load(const std::deque<double>& rates, double band) {
+  if (rates.empty()) return false;
+  double mean = 0;
+  for (auto r : rates) mean += r;
+  mean /= static_cast<double>(rates.size());
+  auto [lo, hi] = std::minmax_element(rates.begin(), rates.end());
+  if (mean <= 0) return true;
+  return *hi <= (1 + band) * mean && *lo >= (1 - band) * mean;
+}
+
+}  // namespace sloserve::sched

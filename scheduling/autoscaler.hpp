@@ -1,0 +1,60 @@
+#pragma once
+// The scaler's per-stage decisions for the fa2, sponge and biscale policies (thesis 004;
+// ../shared/ALGORITHMS.md), on what the monitor measured in the last second. Pure: the scaler
+// actor feeds them and applies what they return through its provisioner.
+//
+// A stage runs `instances` instances of its model. Instance 0 is the one vertical scaling
+// resizes in place (`cores`, `batch`); the others have one core each and run
+// `horizontal_batch`.
+
+#include <deque>
+#include <vector>
+
+#include "pipelines/model.hpp"
+
+namespace sloserve::sched {
+
+struct scale_stage {
+  core_latency l;              // l(b, c); FA2's d(b) is fitted to l(b, 1)
+  int max_batch = 1;
+  double budget_ms = 0;        // the stage's budget now, network time taken out
+  double rate = 0;             // requests/s over the last second (headroom included)
+  double predicted = 0;        // largest rate expected over the next horizontal period
+  int queued = 0;              // requests waiting at instance 0
+  std::vector<size_t> children;  // successors in the pipeline (FA2 plans the whole DAG)
+};
+
+struct stage_shape {
+  int instances = 1;
+  int cores = 1;            // of instance 0
+  int batch = 1;            // of instance 0
+  int horizontal_batch = 1; // of the one-core instances
+  int total_cores() const { return instances > 0 ? cores + instances - 1 : 0; }
+  bool operator==(const stage_shape&) const = default;
+};
+
+// FA2 every horizontal period: d(b) = the quadratic fitted to l(b, 1), and the DAG's fewest
+// one-core instances for the predicted rates within the pipeline SLO. When no plan fits, each
+// stage gets enough batch-1 instances for its rate. Never fewer than one instance a stage.
+std::vector<stage_shape> fa2_shapes(const std::vector<scale_stage>& stages, double slo_ms);
+
+// Sponge every vertical period: one instance, its fewest cores and then smallest batch
+// (sponge_decide) for the rate, with instance 0's queue at the stage's budget.
+stage_shape sponge_shape(const scale_stage& s, int max_cores);
+
+// The fewest one-core instances (and their batch) that carry `rate` within `budget_ms`.
+std::pair<int, int> one_core_instances(const core_latency& l, double rate, double budget_ms, int max_batch);
+
+// Biscale every vertical period: instance 0 absorbs, in place, what the one-core instances
+// cannot carry (Sponge on the excess). When even max_cores cannot, the largest rate it can
+// carry is found by bisection and one-core instances start now for the rest.
+stage_shape biscale_vertical(const scale_stage& s, const stage_shape& now, int max_cores);
+
+// Biscale every horizontal period: once the load is stable, serve the predicted rate with
+// one-core instances only (instance 0 back to one core). While it is not, keep what runs.
+stage_shape biscale_horizontal(const scale_stage& s, const stage_shape& now, bool stable);
+
+// Whether per-second rates stay within ±band of their mean (and there are any).
+bool stable_load(const std::deque<double>& rates, double band);
+
+}  // namespace sloserve::sched

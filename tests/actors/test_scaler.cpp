@@ -1,0 +1,191 @@
+// The scaler on a deterministic scheduler with an injected clock: a rate step makes each policy
+// act within one control period; the local provisioner's placement; and the controller routing
+// to a new instance only once its worker acknowledges the schedule that brought it.
+
+#include <gtest/gtest.h>
+
+#include "actors/provisioner.hpp"
+#include "actors/roles.hpp"
+#include "caf_fixture.hpp"
+
+namespace sloserve {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::caf_fixture;
+using testing::recording_link;
+
+// l(b, c) = 10·b/c + 20/c + b + 2 ms: one core carries 30 req/s at b = 1, 72 at b = 8.
+std::string yaml(const std::string& policy) {
+  return R"(
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], cores: 16, devices: [{kind: emulated, count: 6}]}
+  - {name: w2, address: tcp://127.0.0.1:0, roles: [worker], cores: 4, devices: [{kind: emulated, count: 2}]}
+models:
+  - name: m
+    input: {dtype: float32, shape: [2]}
+    output: {dtype: float32, shape: [2]}
+    max_batch: 8
+    profile: {alpha_ms: 11, beta_ms: 22}
+    cores: {gamma_ms: 10, epsilon_ms: 20, delta_ms: 1, eta_ms: 2}
+pipelines:
+  - {name: p, slo_ms: 200, stages: [{name: s, model: m}]}
+scaler: {policy: )" + policy + R"(, vertical_s: 1, horizontal_s: 10, max_cores: 8}
+)";
+}
+
+double capacity(const deployment& d) {
+  core_latency l{10, 20, 1, 2};
+  double sum = 0;
+  for (auto& i : d.instances) sum += l.throughput(static_cast<int>(i.batch), static_cast<int>(i.cores));
+  return sum;
+}
+
+controller_actor recording_controller(caf::actor_system& sys, std::shared_ptr<std::vector<deployment>> out) {
+  return sys.spawn([out]() -> controller_actor::behavior_type {
+    return {
+        [](start_atom) {},
+        [](msg::register_node&) {},
+        [](msg::load_report&) {},
+        [out](deployment& d) { out->push_back(std::move(d)); },
+        [](beacon_atom) {},
+        [](peer_down_atom, const std::string&) {},
+        [](peer_up_atom, const std::string&) {},
+    };
+  });
+}
+
+struct scaler_fixture : caf_fixture, ::testing::Test {
+  void start(const std::string& policy) {
+    cfg_ = testing::parse_or_die(yaml(policy));
+    net = std::make_shared<recording_link>("ctl");
+    actor_args args{cfg_, net, 1};
+    net->actors.monitor = keep(spawn_monitor(*sys, args));
+    net->actors.controller = keep(recording_controller(*sys, deployments));
+    net->actors.scaler = keep(spawn_scaler(*sys, args));
+    caf::anon_send(net->actors.scaler, start_atom::value);
+    caf::anon_send(net->actors.scaler, worker_set{{"w1", "w2"}});
+    run();
+  }
+  // One second of load as the workers would report it: `rate` arrivals over the instances.
+  void second_at(double rate) {
+    auto& d = deployments->back();
+    msg::load_report r;
+    r.node = "w1";
+    r.window_s = 1;
+    for (size_t k = 0; k < d.instances.size(); ++k)
+      if (d.instances[k].node == "w1")
+        r.sessions.push_back({"m", d.instances[k].device, static_cast<uint64_t>(rate / static_cast<double>(d.instances.size())),
+                              0, 0, 0, 0, 150});
+    caf::anon_send(net->actors.monitor, r);
+    run();
+    advance(1s);
+  }
+  // Seconds after a step from 40 to 300 req/s until the deployment carries 300 req/s.
+  int seconds_to_carry_a_step() {
+    for (int s = 0; s < 12; ++s) second_at(40);
+    EXPECT_LT(capacity(deployments->back()), 300) << "it had capacity for the step before it came";
+    for (int s = 1; s <= 30; ++s) {
+      second_at(300);
+      if (capacity(deployments->back()) >= 300) return s;
+    }
+    return -1;
+  }
+  std::shared_ptr<const cluster_config> cfg_;
+  std::shared_ptr<recording_link> net;
+  std::shared_ptr<std::vector<deployment>> deployments = std::make_shared<std::vector<deployment>>();
+};
+
+TEST_F(scaler_fixture, placement_starts_with_one_instance_per_stage) {
+  start("biscale");
+  ASSERT_FALSE(deployments->empty());
+  ASSERT_EQ(deployments->back().instances.size(), 1u);
+  EXPECT_EQ(deployments->back().instances[0].model, "m");
+  EXPECT_EQ(deployments->back().instances[0].cores, 1u);
+}
+
+TEST_F(scaler_fixture, sponge_acts_on_a_rate_step_within_one_vertical_period) {
+  start("sponge");
+  EXPECT_EQ(seconds_to_carry_a_step(), 1);
+  EXPECT_EQ(deployments->back().instances.size(), 1u);  // in place
+  EXPECT_GT(deployments->back().instances[0].cores, 1u);
+}
+
+TEST_F(scaler_fixture, biscale_acts_on_a_rate_step_within_one_vertical_period_then_goes_horizontal) {
+  start("biscale");
+  EXPECT_EQ(seconds_to_carry_a_step(), 1);
+  auto surge = deployments->back();
+  EXPECT_GT(surge.instances[0].cores, 1u);
+  // Stable at 300 for a horizontal period: one-core instances replace the big one.
+  for (int s = 0; s < 21; ++s) second_at(300);
+  auto settled = deployments->back();
+  EXPECT_GT(settled.instances.size(), surge.instances.size());
+  for (auto& i : settled.instances) EXPECT_EQ(i.cores, 1u);
+  EXPECT_GE(capacity(settled), 300);
+  // And back in when the load falls.
+  for (int s = 0; s < 21; ++s) second_at(40);
+  EXPECT_LT(deployments->back().instances.size(), settled.instances.size());
+}
+
+TEST_F(scaler_fixture, fa2_acts_on_a_rate_step_within_one_horizontal_period) {
+  start("fa2");
+  int s = seconds_to_carry_a_step();
+  EXPECT_GE(s, 1);
+  EXPECT_LE(s, 10);
+  for (auto& i : deployments->back().instances) EXPECT_EQ(i.cores, 1u);
+}
+
+TEST_F(scaler_fixture, lost_workers_lose_their_instances_and_the_cost_is_counted) {
+  start("biscale");
+  for (int s = 0; s < 25; ++s) second_at(300);
+  auto before = deployments->back().instances.size();
+  ASSERT_GT(before, 1u);
+  caf::anon_send(net->actors.scaler, worker_set{{"w2"}});
+  run();
+  // Everything now runs on w2, within its 2 slots.
+  for (auto& i : deployments->back().instances) EXPECT_EQ(i.node, "w2");
+  EXPECT_LE(deployments->back().instances.size(), 2u);
+  caf::scoped_actor self{*sys};
+  // The stats request runs on the test scheduler.
+  scaler_stats got;
+  self->send(net->actors.scaler, stats_atom::value);
+  run();
+  self->receive([&](const scaler_stats& s) { got = s; }, caf::after(0s) >> [] {});
+  EXPECT_NEAR(got.seconds, 25, 1e-6);
+  EXPECT_GT(got.instance_seconds, 25);
+  EXPECT_GE(got.core_seconds, got.instance_seconds);
+  EXPECT_GT(got.horizontal_changes, 0u);
+}
+
+TEST(local_provisioner, places_within_free_slots_node_cores_and_limits) {
+  auto cfg = testing::parse_or_die(yaml("biscale"));
+  std::vector<deployment> published;
+  local_provisioner p(*cfg, [&](deployment d) { published.push_back(std::move(d)); });
+  EXPECT_FALSE(p.start("m", 1, 1)) << "no worker is up yet";
+  p.set_workers_up({"w1", "w2"});
+  // The node with the most free cores first: w1 (16) over w2 (4).
+  auto a = p.start("m", 8, 4);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(p.instances()[0].node, "w1");
+  EXPECT_EQ(p.free_cores("w1"), 8);
+  // Growing in place is granted only up to the node's free cores and max_cores.
+  EXPECT_EQ(p.resize(*a, 12, 4), 8);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(p.start("m", 1, 1));
+  // w1 has 6 slots and 8 + 5 = 13 of 16 cores used; w2 takes the next two.
+  EXPECT_TRUE(p.start("m", 1, 1));
+  EXPECT_TRUE(p.start("m", 1, 1));
+  EXPECT_FALSE(p.start("m", 1, 1)) << "every slot is taken";
+  EXPECT_TRUE(p.commit());
+  EXPECT_FALSE(p.commit()) << "nothing changed";
+  ASSERT_EQ(published.size(), 1u);
+  EXPECT_EQ(published[0].instances.size(), 8u);
+  // Losing w1 loses its six.
+  p.set_workers_up({"w2"});
+  EXPECT_EQ(p.instances().size(), 2u);
+  p.stop(p.instances()[0].id);
+  EXPECT_EQ(p.free_cores("w2"), 3);
+}
+
+}  // namespace
+}  // namespace sloserve

@@ -1,0 +1,100 @@
+// The scaler's per-stage decisions (scheduling/autoscaler) on a model shaped like Table P2.1 of
+// thesis 004: l(b, c) = 10·b/c + 20/c + 1·b + 2 ms.
+
+#include <gtest/gtest.h>
+
+#include "scheduling/autoscaler.hpp"
+
+namespace sloserve::sched {
+namespace {
+
+core_latency model() { return {10, 20, 1, 2}; }
+
+scale_stage stage_at(double rate, double budget_ms = 100) {
+  scale_stage s;
+  s.l = model();
+  s.max_batch = 8;
+  s.budget_ms = budget_ms;
+  s.rate = s.predicted = rate;
+  return s;
+}
+
+TEST(autoscaler, sponge_adds_cores_in_place_as_the_rate_rises) {
+  auto low = sponge_shape(stage_at(20), 8);
+  EXPECT_EQ(low.instances, 1);
+  EXPECT_EQ(low.cores, 1);
+  auto busy = stage_at(150);
+  busy.queued = 4;  // Sponge checks the EDF batches of what is queued
+  auto high = sponge_shape(busy, 8);
+  EXPECT_EQ(high.instances, 1);
+  EXPECT_GT(high.cores, 1);
+  EXPECT_GE(model().throughput(high.batch, high.cores), 150);
+  EXPECT_LE(model().at(high.batch, high.cores), 100);
+  // A smaller budget (more network time) needs more cores for the same rate.
+  auto tight_stage = stage_at(150, 25);
+  tight_stage.queued = 4;
+  auto tight = sponge_shape(tight_stage, 8);
+  EXPECT_GT(tight.cores, high.cores);
+}
+
+TEST(autoscaler, biscale_absorbs_a_surge_vertically_and_goes_horizontal_beyond_max_cores) {
+  // Two one-core instances at batch 4 carry 2 x 60.6 = 121 req/s besides instance 0.
+  stage_shape now{3, 1, 4, 4};
+  auto calm = biscale_vertical(stage_at(110), now, 8);
+  EXPECT_EQ(calm, (stage_shape{3, 1, 1, 4}));
+  auto surge = biscale_vertical(stage_at(300), now, 8);
+  EXPECT_EQ(surge.instances, 3);  // in place: no instance starts
+  EXPECT_GT(surge.cores, 1);
+  EXPECT_GE(model().throughput(surge.batch, surge.cores), 300 - 2 * model().throughput(4, 1));
+  // Beyond what 8 cores carry (about 355 req/s), one-core instances start now for the rest.
+  auto flood = biscale_vertical(stage_at(1500), now, 8);
+  EXPECT_GT(flood.instances, 3);
+  EXPECT_EQ(flood.cores, 8);
+  double carried = model().throughput(flood.batch, flood.cores) +
+                   (flood.instances - 1) * model().throughput(flood.horizontal_batch, 1);
+  EXPECT_GE(carried, 1500);
+}
+
+TEST(autoscaler, biscale_goes_horizontal_only_once_the_load_is_stable) {
+  stage_shape surge{3, 6, 4, 4};
+  EXPECT_EQ(biscale_horizontal(stage_at(300), surge, false), surge);
+  auto settled = biscale_horizontal(stage_at(300), surge, true);
+  EXPECT_EQ(settled.cores, 1);
+  auto [n, b] = one_core_instances(model(), 300, 100, 8);
+  EXPECT_EQ(settled.instances, n);
+  EXPECT_EQ(settled.batch, b);
+  EXPECT_GE(n * model().throughput(b, 1), 300);
+  EXPECT_LE(model().at(b, 1), 100);
+  // Per core, one-core instances carry more than one big instance (Amdahl): 300 req/s take
+  // fewer cores horizontally than in place.
+  auto vertical = sponge_shape(stage_at(300), 64);
+  EXPECT_LT(settled.total_cores(), vertical.total_cores());
+}
+
+TEST(autoscaler, fa2_plans_one_core_instances_for_the_predicted_rate) {
+  std::vector<scale_stage> chain{stage_at(50), stage_at(50)};
+  chain[0].children = {1};
+  auto low = fa2_shapes(chain, 200);
+  for (auto& s : low) EXPECT_EQ(s.cores, 1);
+  chain[0].predicted = chain[1].predicted = 400;
+  auto high = fa2_shapes(chain, 200);
+  ASSERT_EQ(high.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_GT(high[i].instances, low[i].instances);
+    EXPECT_GE(high[i].instances * model().throughput(high[i].batch, 1), 400);
+  }
+  EXPECT_LE(model().at(high[0].batch, 1) + model().at(high[1].batch, 1), 200);
+  // No traffic still keeps one instance per stage.
+  std::vector<scale_stage> idle{stage_at(0)};
+  EXPECT_EQ(fa2_shapes(idle, 200)[0].instances, 1);
+}
+
+TEST(autoscaler, stable_load_is_within_the_band_of_the_mean) {
+  EXPECT_FALSE(stable_load({}, 0.25));
+  EXPECT_TRUE(stable_load({100, 110, 95, 105}, 0.25));
+  EXPECT_FALSE(stable_load({100, 100, 500, 100}, 0.25));
+  EXPECT_TRUE(stable_load({0, 0, 0}, 0.25));
+}
+
+}  // namespace
+}  // namespace sloserve::sched
