@@ -382,6 +382,7 @@ void on_deployment(self_ptr self, deployment& d) {
   }
   st.table.routes.clear();
   for (auto& [m, r] : routes) st.table.routes.push_back(std::move(r));
+  if (!st.deployed.budgets.empty()) st.table.budgets = st.deployed.budgets;
   track_assignments(st);
   publish(self);
 }

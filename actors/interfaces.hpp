@@ -74,6 +74,7 @@ struct instance_assignment {
 };
 struct deployment {
   std::vector<instance_assignment> instances;
+  std::vector<msg::stage_budget> budgets;  // stage budgets the plan assumes; empty: keep them
 };
 
 // The workers that are up, from the controller to the scaler whenever the set changes.

@@ -39,6 +39,8 @@ class provisioner {
   virtual int resize(uint64_t id, int cores, int batch) = 0;
   // Workers up now; instances on the others are gone.
   virtual void set_workers_up(const std::vector<std::string>& up) = 0;
+  // Stage budgets to route with (FA2 plans them with its instances); empty: keep the split.
+  virtual void set_budgets(std::vector<msg::stage_budget> budgets) = 0;
   // Every instance, oldest first.
   virtual std::vector<placed_instance> instances() const = 0;
   // Hands the placement on if it changed since the last commit; true when it did.
@@ -53,6 +55,7 @@ class local_provisioner final : public provisioner {
   void stop(uint64_t id) override;
   int resize(uint64_t id, int cores, int batch) override;
   void set_workers_up(const std::vector<std::string>& up) override;
+  void set_budgets(std::vector<msg::stage_budget> budgets) override { budgets_ = std::move(budgets); }
   std::vector<placed_instance> instances() const override { return instances_; }
   bool commit() override;
 
@@ -68,6 +71,7 @@ class local_provisioner final : public provisioner {
   std::set<std::string> up_;
   std::vector<placed_instance> instances_;
   uint64_t next_id_ = 1;
+  std::vector<msg::stage_budget> budgets_;
   deployment last_;
   bool published_ = false;
 };

@@ -25,6 +25,8 @@ struct stage_info {
   double split_budget_ms = 0;  // even split of the SLO: the budget when nothing was measured
   std::unique_ptr<sched::rate_predictor> predictor;
   std::deque<double> recent;   // per-period rates over the last horizontal period
+  double poll_sum = 0;         // rates seen by the polls of the current vertical period
+  int poll_count = 0;
   sched::stage_shape shape;
   sched::scale_stage last;     // what the policy saw last
 };
@@ -35,8 +37,10 @@ struct scaler_state {
   std::shared_ptr<link> net;
   std::unique_ptr<provisioner> prov;
   std::vector<stage_info> stages;
-  uint64_t ticks = 0;
+  uint64_t ticks = 0;   // vertical periods
   int ticks_per_horizontal = 10;
+  uint64_t polls = 0;   // looks at the monitor: every load report, several per vertical period
+  int polls_per_tick = 1;
   clock_time last_tick;
   bool started = false;
   scaler_stats stats;
@@ -45,8 +49,12 @@ struct scaler_state {
 
 using self_ptr = scaler_actor::stateful_pointer<scaler_state>;
 
-std::chrono::milliseconds vertical_period(const cluster_config& cfg) {
-  return std::chrono::milliseconds(std::max<long>(1, std::lround(cfg.scaler.vertical_s * 1000)));
+// How often the scaler looks at the monitor: at each load report, or each vertical period if
+// that is shorter.
+std::chrono::milliseconds poll_period(const cluster_config& cfg) {
+  auto per = std::max<long>(1, std::lround(cfg.scaler.vertical_s * 1000));
+  auto polls = std::max<long>(1, std::lround(cfg.scaler.vertical_s * 1000 / cfg.runtime.beacon_ms));
+  return std::chrono::milliseconds(std::max<long>(1, per / polls));
 }
 
 // l(b, c) of a model: its `cores` entry, else its profile at any core count.
@@ -99,7 +107,10 @@ void apply(self_ptr self) {
   st.prov->commit();
 }
 
-// One vertical period (and every ticks_per_horizontal-th, a horizontal one) on the monitor's view.
+// One look at the monitor's view. Every polls_per_tick-th is a vertical period (and every
+// ticks_per_horizontal-th of those a horizontal one); in between, the vertical policies may
+// only add capacity: a surge is met at the next load report, while capacity is taken away at
+// most once a vertical period, sized for the largest rate of the last three periods.
 void decide(self_ptr self, const cluster_load& load) {
   auto& st = self->state;
   auto& o = st.cfg->scaler;
@@ -113,7 +124,8 @@ void decide(self_ptr self, const cluster_load& load) {
   st.stats.seconds += dt;
   st.stats.instance_seconds += n * dt;
   st.stats.core_seconds += cores * dt;
-  bool horizontal = ++st.ticks % static_cast<uint64_t>(st.ticks_per_horizontal) == 0;
+  bool full = ++st.polls % static_cast<uint64_t>(st.polls_per_tick) == 0;
+  bool horizontal = full && ++st.ticks % static_cast<uint64_t>(st.ticks_per_horizontal) == 0;
   auto instances = st.prov->instances();
   for (auto& s : st.stages) {
     sched::scale_stage in;
@@ -134,10 +146,21 @@ void decide(self_ptr self, const cluster_load& load) {
         break;
       }
     in.budget_ms = budget_w > 0 ? budget_sum / budget_w : s.split_budget_ms;
-    s.predictor->observe(rate);
-    s.recent.push_back(rate);
-    while (static_cast<int>(s.recent.size()) > st.ticks_per_horizontal) s.recent.pop_front();
-    in.rate = rate * headroom;
+    double sized = rate;
+    s.poll_sum += rate;
+    ++s.poll_count;
+    if (full) {
+      // The period's rate: the mean of its polls.
+      rate = sized = s.poll_sum / s.poll_count;
+      s.poll_sum = 0;
+      s.poll_count = 0;
+      s.predictor->observe(rate);
+      s.recent.push_back(rate);
+      while (static_cast<int>(s.recent.size()) > st.ticks_per_horizontal) s.recent.pop_front();
+      for (size_t k = s.recent.size() >= 3 ? s.recent.size() - 3 : 0; k < s.recent.size(); ++k)
+        sized = std::max(sized, s.recent[k]);
+    }
+    in.rate = sized * headroom;
     in.predicted = s.predictor->predict() * headroom;
     auto& p = st.cfg->pipelines[s.pipeline];
     for (size_t c = 0; c < p.stages.size(); ++c)
@@ -158,12 +181,21 @@ void decide(self_ptr self, const cluster_load& load) {
       auto shapes = sched::fa2_shapes(in, st.cfg->pipelines[pi].slo_ms);
       for (size_t j = 0; j < idx.size(); ++j) st.stages[idx[j]].shape = shapes[j];
     }
-  } else if (o.policy == "sponge") {
-    for (auto& s : st.stages) s.shape = sched::sponge_shape(s.last, o.max_cores);
-  } else if (o.policy == "biscale") {
+    std::vector<msg::stage_budget> budgets;
+    for (auto& s : st.stages)
+      budgets.push_back({st.cfg->pipelines[s.pipeline].name, st.cfg->pipelines[s.pipeline].stages[s.stage].name,
+                         s.shape.budget_ms});
+    st.prov->set_budgets(std::move(budgets));
+  } else if (o.policy == "sponge" || o.policy == "biscale") {
     for (auto& s : st.stages) {
-      if (horizontal) s.shape = sched::biscale_horizontal(s.last, s.shape, sched::stable_load(s.recent, o.stable_band));
-      s.shape = sched::biscale_vertical(s.last, s.shape, o.max_cores);
+      auto next = s.shape;
+      if (horizontal) next = sched::biscale_horizontal(s.last, next, sched::stable_load(s.recent, o.stable_band));
+      next = o.policy == "sponge" ? sched::sponge_shape(s.last, o.max_cores)
+                                  : sched::biscale_vertical(s.last, next, o.max_cores);
+      // Between periods only a surge counts: a rate beyond what runs by more than a report's noise.
+      bool surge = s.last.rate > 1.25 * sched::shape_capacity(s.l, s.shape) &&
+                   sched::shape_capacity(s.l, next) > sched::shape_capacity(s.l, s.shape);
+      if (full || surge) s.shape = next;
     }
   }
   for (size_t k = 0; k < st.stages.size(); ++k) {
@@ -190,6 +222,7 @@ scaler_actor spawn_scaler(caf::actor_system& sys, actor_args args) {
     st.net = args.net;
     auto& o = st.cfg->scaler;
     st.ticks_per_horizontal = std::max(1, static_cast<int>(std::lround(o.horizontal_s / o.vertical_s)));
+    st.polls_per_tick = std::max(1, static_cast<int>(std::lround(o.vertical_s * 1000 / st.cfg->runtime.beacon_ms)));
     st.prov = std::make_unique<local_provisioner>(*st.cfg, [self](deployment d) {
       if (auto ctl = self->state.net->local().controller) self->send(ctl, std::move(d));
     });
@@ -217,11 +250,11 @@ scaler_actor spawn_scaler(caf::actor_system& sys, actor_args args) {
                        st.cfg->scaler.policy, st.cfg->scaler.vertical_s, st.cfg->scaler.horizontal_s,
                        st.cfg->scaler.predictor);
           st.last_tick = self->clock().now();
-          self->delayed_send(self, vertical_period(*st.cfg), tick_atom::value);
+          self->delayed_send(self, poll_period(*st.cfg), tick_atom::value);
         },
         [=](tick_atom) {
           auto& st = self->state;
-          self->delayed_send(self, vertical_period(*st.cfg), tick_atom::value);
+          self->delayed_send(self, poll_period(*st.cfg), tick_atom::value);
           auto mon = st.net->local().monitor;
           if (!mon) return;
           self->request(mon, caf::infinite, stats_atom::value).then([=](const cluster_load& load) { decide(self, load); });

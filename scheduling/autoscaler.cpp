@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "scheduling/biscale.hpp"
 #include "scheduling/fa2.hpp"
@@ -25,6 +26,12 @@ std::pair<int, int> one_core_instances(const core_latency& l, double rate, doubl
   return {best_n, best_b};
 }
 
+int elastic_batch(const core_latency& l, int cores, double budget_ms, int chosen, int max_batch) {
+  int b = std::max(1, chosen);
+  while (b < max_batch && 2 * l.at(b + 1, cores) <= budget_ms) ++b;
+  return b;
+}
+
 std::vector<stage_shape> fa2_shapes(const std::vector<scale_stage>& stages, double slo_ms) {
   std::vector<fa2_stage> fs;
   for (auto& s : stages) {
@@ -41,15 +48,34 @@ std::vector<stage_shape> fa2_shapes(const std::vector<scale_stage>& stages, doub
   }
   auto plan = fa2_dag(fs, static_cast<int>(std::floor(slo_ms)));
   std::vector<stage_shape> out(stages.size());
+  std::vector<double> slots(stages.size(), 0);
   for (size_t i = 0; i < stages.size(); ++i) {
     auto& o = out[i];
     if (plan.feasible) {
       o.batch = o.horizontal_batch = std::max(1, plan.batch[i]);
       o.instances = std::max(1, plan.instances[i]);
+      slots[i] = std::max(1, fa2_slots(fs[i], o.batch));
     } else {
       o.batch = o.horizontal_batch = 1;
       o.instances = std::max(1, static_cast<int>(std::ceil(fs[i].rate / stages[i].l.throughput(1, 1) - 1e-9)));
+      slots[i] = std::max(1.0, stages[i].l.at(1, 1));
     }
+  }
+  // Stage budgets in proportion to the time the plan gives each stage, scaled so that the
+  // longest path takes the whole SLO; every path then fits.
+  std::vector<double> longest(stages.size(), -1);
+  std::function<double(size_t)> down = [&](size_t s) {
+    if (longest[s] >= 0) return longest[s];
+    double below = 0;
+    for (auto c : stages[s].children) below = std::max(below, down(c));
+    return longest[s] = slots[s] + below;
+  };
+  double top = 0;
+  for (size_t s = 0; s < stages.size(); ++s) top = std::max(top, down(s));
+  for (size_t i = 0; i < stages.size(); ++i) {
+    out[i].budget_ms = top > 0 ? slots[i] * slo_ms / top : slo_ms;
+    out[i].batch = out[i].horizontal_batch =
+        elastic_batch(stages[i].l, 1, out[i].budget_ms, out[i].batch, stages[i].max_batch);
   }
   return out;
 }
@@ -64,13 +90,26 @@ stage_shape sponge_shape(const scale_stage& s, int max_cores) {
   auto c = sponge_decide(s.l, s.rate, queue_budgets(s), max_cores, s.max_batch);
   stage_shape out;
   out.cores = std::max(1, c.cores);
-  out.batch = out.horizontal_batch = std::max(1, c.batch);
+  out.batch = out.horizontal_batch = elastic_batch(s.l, out.cores, s.budget_ms, c.batch, s.max_batch);
   return out;
 }
 
+namespace {
+stage_shape biscale_vertical_sized(const scale_stage& s, const stage_shape& now, int max_cores);
+}
+
 stage_shape biscale_vertical(const scale_stage& s, const stage_shape& now, int max_cores) {
+  auto out = biscale_vertical_sized(s, now, max_cores);
+  out.batch = elastic_batch(s.l, out.cores, s.budget_ms, out.batch, s.max_batch);
+  out.horizontal_batch = elastic_batch(s.l, 1, s.budget_ms, out.horizontal_batch, s.max_batch);
+  return out;
+}
+
+namespace {
+stage_shape biscale_vertical_sized(const scale_stage& s, const stage_shape& now, int max_cores) {
   auto out = now;
-  out.instances = std::max(1, now.instances);
+  out.base_instances = std::clamp(now.base_instances, 1, std::max(1, now.instances));
+  out.instances = out.base_instances;
   double horizontal = (out.instances - 1) * s.l.throughput(now.horizontal_batch, 1);
   double excess = std::max(0.0, s.rate - horizontal);
   auto c = sponge_decide(s.l, excess, queue_budgets(s), max_cores, s.max_batch);
@@ -105,14 +144,21 @@ stage_shape biscale_vertical(const scale_stage& s, const stage_shape& now, int m
   return out;
 }
 
+}  // namespace
+
 stage_shape biscale_horizontal(const scale_stage& s, const stage_shape& now, bool stable) {
   if (!stable) return now;
   auto [n, b] = one_core_instances(s.l, std::max(s.predicted, s.rate), s.budget_ms, s.max_batch);
   stage_shape out;
-  out.instances = n;
+  out.instances = out.base_instances = n;
   out.cores = 1;
-  out.batch = out.horizontal_batch = b;
+  out.batch = out.horizontal_batch = elastic_batch(s.l, 1, s.budget_ms, b, s.max_batch);
   return out;
+}
+
+double shape_capacity(const core_latency& l, const stage_shape& s) {
+  if (s.instances < 1) return 0;
+  return l.throughput(s.batch, s.cores) + (s.instances - 1) * l.throughput(s.horizontal_batch, 1);
 }
 
 bool stable_load(const std::deque<double>& rates, double band) {

@@ -29,9 +29,17 @@ struct stage_shape {
   int cores = 1;            // of instance 0
   int batch = 1;            // of instance 0
   int horizontal_batch = 1; // of the one-core instances
+  double budget_ms = 0;     // FA2: the stage budget its plan assumes; 0: keep the split
+  int base_instances = 1;   // biscale: what the horizontal loop planned; instances beyond it
+                            // were started by the vertical loop for a surge and go with it
   int total_cores() const { return instances > 0 ? cores + instances - 1 : 0; }
   bool operator==(const stage_shape&) const = default;
 };
+
+// The batch cap an instance runs with: the policy sizes capacity at `chosen`, and a device
+// batches what is queued up to its cap, so the cap is the largest b whose wait-then-run time
+// 2·l(b, c) fits the budget (never below `chosen`). A burst then finds room in larger batches.
+int elastic_batch(const core_latency& l, int cores, double budget_ms, int chosen, int max_batch);
 
 // FA2 every horizontal period: d(b) = the quadratic fitted to l(b, 1), and the DAG's fewest
 // one-core instances for the predicted rates within the pipeline SLO. When no plan fits, each
@@ -45,14 +53,18 @@ stage_shape sponge_shape(const scale_stage& s, int max_cores);
 // The fewest one-core instances (and their batch) that carry `rate` within `budget_ms`.
 std::pair<int, int> one_core_instances(const core_latency& l, double rate, double budget_ms, int max_batch);
 
-// Biscale every vertical period: instance 0 absorbs, in place, what the one-core instances
-// cannot carry (Sponge on the excess). When even max_cores cannot, the largest rate it can
-// carry is found by bisection and one-core instances start now for the rest.
+// Biscale every vertical period: instance 0 absorbs, in place, what the horizontal loop's
+// one-core instances cannot carry (Sponge on the excess). When even max_cores cannot, the
+// largest rate it can carry is found by bisection and one-core instances start now for the
+// rest; they stop again once instance 0 can carry the excess by itself.
 stage_shape biscale_vertical(const scale_stage& s, const stage_shape& now, int max_cores);
 
 // Biscale every horizontal period: once the load is stable, serve the predicted rate with
 // one-core instances only (instance 0 back to one core). While it is not, keep what runs.
 stage_shape biscale_horizontal(const scale_stage& s, const stage_shape& now, bool stable);
+
+// Requests/s a shape carries when its batches are full.
+double shape_capacity(const core_latency& l, const stage_shape& s);
 
 // Whether per-second rates stay within ±band of their mean (and there are any).
 bool stable_load(const std::deque<double>& rates, double band);

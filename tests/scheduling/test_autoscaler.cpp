@@ -39,9 +39,10 @@ TEST(autoscaler, sponge_adds_cores_in_place_as_the_rate_rises) {
 
 TEST(autoscaler, biscale_absorbs_a_surge_vertically_and_goes_horizontal_beyond_max_cores) {
   // Two one-core instances at batch 4 carry 2 x 60.6 = 121 req/s besides instance 0.
-  stage_shape now{3, 1, 4, 4};
+  stage_shape now{3, 1, 4, 4, 0, 3};  // three instances planned by the horizontal loop
   auto calm = biscale_vertical(stage_at(110), now, 8);
-  EXPECT_EQ(calm, (stage_shape{3, 1, 1, 4}));
+  // Batch cap 2: the largest b with 2·l(b, 1) within the 100 ms budget.
+  EXPECT_EQ(calm, (stage_shape{3, 1, 2, 4, 0, 3}));
   auto surge = biscale_vertical(stage_at(300), now, 8);
   EXPECT_EQ(surge.instances, 3);  // in place: no instance starts
   EXPECT_GT(surge.cores, 1);
@@ -53,6 +54,10 @@ TEST(autoscaler, biscale_absorbs_a_surge_vertically_and_goes_horizontal_beyond_m
   double carried = model().throughput(flood.batch, flood.cores) +
                    (flood.instances - 1) * model().throughput(flood.horizontal_batch, 1);
   EXPECT_GE(carried, 1500);
+  // The instances the surge started stop once instance 0 can carry the excess by itself.
+  auto after = biscale_vertical(stage_at(110), flood, 8);
+  EXPECT_EQ(after.instances, 3);
+  EXPECT_EQ(after.cores, 1);
 }
 
 TEST(autoscaler, biscale_goes_horizontal_only_once_the_load_is_stable) {

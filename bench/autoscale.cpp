@@ -1,0 +1,152 @@
+// Autoscaling policies side by side (issue #5): none (a fixed cluster planned by Nexus), fa2,
+// sponge and biscale, each on a fresh in-process emulated cluster, on two traces:
+//   bursty   100 req/s, x5 for 5 s every 60 s (bursts at 30 s and 90 s of 120 s);
+//   stepped  100 req/s, uplink 20 -> 5 -> 2.5 -> 10 Mbps every 30 s, 25 KB per request
+//            (network time 10, 40, 80, 20 ms taken from a 200 ms SLO).
+// Pipeline det -> cls with l(b, c) = γ·b/c + ε/c + δ·b + η per model. Reports the violation
+// rate (not OK within the SLO, upload included) and the cost in instance-seconds and
+// core-seconds (`none`: its fixed devices the whole time).
+//
+//   build/bench/bench_autoscale [seconds-per-trace=120] [policies=none,fa2,sponge,biscale]
+
+#include <caf/all.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "actors/node_runtime.hpp"
+#include "apps/load_client.hpp"
+
+using namespace sloserve;
+
+namespace {
+
+std::string yaml(const std::string& policy) {
+  bool fixed = policy == "none";
+  // `none` gets a fixed cluster sized for the base load with Nexus planning; the scalers get a
+  // pool of device slots and cores to draw from.
+  std::string devices = fixed ? "[{kind: emulated, count: 6}]" : "[{kind: emulated, count: 24}]";
+  return "cluster: {name: autoscale}\n"
+         "nodes:\n"
+         "  - {name: n, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], cores: 48, devices: " +
+         devices +
+         "}\n"
+         "models:\n"
+         "  - name: det\n"
+         "    input: {dtype: float32, shape: [16]}\n"
+         "    output: {dtype: float32, shape: [4]}\n"
+         "    max_batch: 8\n"
+         "    profile: {batch: [1, 2, 4, 8], latency_ms: [27, 36, 54, 90]}\n"
+         "    cores: {gamma_ms: 8, epsilon_ms: 16, delta_ms: 1, eta_ms: 2}\n"
+         "  - name: cls\n"
+         "    input: {dtype: float32, shape: [4]}\n"
+         "    output: {dtype: float32, shape: [2]}\n"
+         "    max_batch: 8\n"
+         "    profile: {batch: [1, 2, 4, 8], latency_ms: [13.5, 18, 27, 45]}\n"
+         "    cores: {gamma_ms: 4, epsilon_ms: 8, delta_ms: 0.5, eta_ms: 1}\n"
+         "pipelines:\n"
+         "  - {name: p, slo_ms: 200, stages: [{name: det, model: det}, {name: cls, model: cls, after: [det]}]}\n"
+         "runtime: {threads: 2, beacon_ms: 250}\n"
+         "scheduler: {epoch_s: 10, min_epoch_s: 5}\n" +
+         (fixed ? std::string() : "scaler: {policy: " + policy + ", max_cores: 8}\n");
+}
+
+struct result {
+  load_summary load;
+  scaler_stats cost;
+};
+
+result run(const std::string& policy, const std::vector<double>& rates, const std::vector<double>& mbps, double kb) {
+  auto parsed = parse_cluster_config(yaml(policy), "autoscale.yaml");
+  if (!parsed) {
+    fprintf(stderr, "%s\n", parsed.error_text().c_str());
+    std::exit(1);
+  }
+  auto cfg = std::make_shared<cluster_config>(std::move(*parsed.config));
+  node_runtime node(cfg, "n");
+  if (auto e = node.start(); !e.empty()) {
+    fprintf(stderr, "node: %s\n", e.c_str());
+    std::exit(1);
+  }
+  load_options o;
+  o.address = node.endpoint();
+  o.pipeline = "p";
+  o.slo_ms = 200;
+  o.input = cfg->models[0].input;
+  o.trace = rates;
+  o.duration_s = static_cast<double>(rates.size());
+  o.bandwidth_mbps = mbps;
+  o.payload_kb = kb;
+  o.grace_ms = 1000;
+  result r;
+  std::string err;
+  if (!run_load(o, r.load, err)) fprintf(stderr, "load: %s\n", err.c_str());
+  if (auto scaler = node.actors().scaler) {
+    caf::scoped_actor self{node.system()};
+    self->request(scaler, std::chrono::seconds(5), stats_atom::value)
+        .receive([&](const scaler_stats& s) { r.cost = s; }, [](caf::error&) {});
+  } else {
+    double s = static_cast<double>(rates.size());
+    r.cost.seconds = s;
+    r.cost.instance_seconds = r.cost.core_seconds = 6 * s;
+  }
+  node.stop();
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int seconds = argc > 1 ? std::atoi(argv[1]) : 120;
+  std::vector<std::string> policies{"none", "fa2", "sponge", "biscale"};
+  if (argc > 2) {
+    policies.clear();
+    std::stringstream ss(argv[2]);
+    for (std::string p; std::getline(ss, p, ',');) policies.push_back(p);
+  }
+  // Bursts 30 s into each minute (the first after the scalers have settled).
+  auto bursty = bursty_trace(100, 5, 5, 60, seconds, 7);
+  std::rotate(bursty.rbegin(), bursty.rbegin() + std::min(30, seconds), bursty.rend());
+  auto flat = bursty_trace(100, 1, 0, 60, seconds, 8);
+  auto steps = stepped_trace({20, 5, 2.5, 10}, 30, seconds);
+  struct row {
+    std::string trace, policy;
+    result r;
+  };
+  std::vector<row> rows;
+  for (auto& [name, rates, mbps, kb] :
+       std::vector<std::tuple<std::string, std::vector<double>, std::vector<double>, double>>{
+           {"bursty", bursty, {}, 0}, {"stepped", flat, steps, 25}}) {
+    for (auto& p : policies) {
+      fprintf(stderr, "%s / %s ...\n", name.c_str(), p.c_str());
+      rows.push_back({name, p, run(p, rates, mbps, kb)});
+    }
+  }
+  printf("%-8s %-8s %8s %8s %10s %12s %11s %10s %8s\n", "trace", "policy", "sent", "lost", "violation", "instance-s",
+         "core-s", "vertical", "horiz.");
+  for (auto& x : rows) {
+    auto& l = x.r.load;
+    double viol = l.sent ? 1 - static_cast<double>(l.ok_within_slo) / static_cast<double>(l.sent) : 0;
+    printf("%-8s %-8s %8llu %8llu %9.2f%% %12.0f %11.0f %10llu %8llu\n", x.trace.c_str(), x.policy.c_str(),
+           static_cast<unsigned long long>(l.sent), static_cast<unsigned long long>(l.lost), 100 * viol,
+           x.r.cost.instance_seconds, x.r.cost.core_seconds, static_cast<unsigned long long>(x.r.cost.vertical_changes),
+           static_cast<unsigned long long>(x.r.cost.horizontal_changes));
+  }
+  // The issue's targets: biscale against fa2 on each trace.
+  for (auto& t : {"bursty", "stepped"}) {
+    const row *f = nullptr, *b = nullptr;
+    for (auto& x : rows)
+      if (x.trace == t) {
+        if (x.policy == "fa2") f = &x;
+        if (x.policy == "biscale") b = &x;
+      }
+    if (!f || !b) continue;
+    auto v = [](const row* x) {
+      return 1 - static_cast<double>(x->r.load.ok_within_slo) / static_cast<double>(std::max<uint64_t>(1, x->r.load.sent));
+    };
+    printf("%s: biscale/fa2 violations %.2f (target <= 0.20), core-s %.2f, instance-s %.2f (target cost <= 1.10)\n", t,
+           v(f) > 0 ? v(b) / v(f) : 0.0, b->r.cost.core_seconds / std::max(1.0, f->r.cost.core_seconds),
+           b->r.cost.instance_seconds / std::max(1.0, f->r.cost.instance_seconds));
+  }
+}
