@@ -7,7 +7,7 @@
 // rate (not OK within the SLO, upload included) and the cost in instance-seconds and
 // core-seconds (`none`: its fixed devices the whole time).
 //
-//   build/bench/bench_autoscale [seconds-per-trace=120] [policies=none,fa2,sponge,biscale]
+//   build/bench/bench_autoscale [seconds-per-trace=120] [policies=none,fa2,sponge,biscale] [predictor=trend]
 
 #include <caf/all.hpp>
 
@@ -21,6 +21,8 @@
 using namespace sloserve;
 
 namespace {
+
+std::string predictor = "trend";
 
 std::string yaml(const std::string& policy) {
   bool fixed = policy == "none";
@@ -49,7 +51,7 @@ std::string yaml(const std::string& policy) {
          "  - {name: p, slo_ms: 200, stages: [{name: det, model: det}, {name: cls, model: cls, after: [det]}]}\n"
          "runtime: {threads: 2, beacon_ms: 250}\n"
          "scheduler: {epoch_s: 10, min_epoch_s: 5}\n" +
-         (fixed ? std::string() : "scaler: {policy: " + policy + ", max_cores: 8}\n");
+         (fixed ? std::string() : "scaler: {policy: " + policy + ", max_cores: 8, predictor: " + predictor + "}\n");
 }
 
 struct result {
@@ -105,6 +107,8 @@ int main(int argc, char** argv) {
     std::stringstream ss(argv[2]);
     for (std::string p; std::getline(ss, p, ',');) policies.push_back(p);
   }
+  if (argc > 3) predictor = argv[3];
+  printf("predictor %s, %d s per trace\n", predictor.c_str(), seconds);
   // Bursts 30 s into each minute (the first after the scalers have settled).
   auto bursty = bursty_trace(100, 5, 5, 60, seconds, 7);
   std::rotate(bursty.rbegin(), bursty.rbegin() + std::min(30, seconds), bursty.rend());

@@ -13,15 +13,10 @@ namespace sloserve::sched {
 std::pair<int, int> one_core_instances(const core_latency& l, double rate, double budget_ms, int max_batch) {
   int best_n = 0, best_b = 0;
   for (int b = 1; b <= max_batch; ++b) {
-    if (l.at(b, 1) > budget_ms) break;  // l grows with b
+    if (2 * l.at(b, 1) > budget_ms) break;  // a request may wait for one batch, then run in the next
     int n = rate > 0 ? static_cast<int>(std::ceil(rate / l.throughput(b, 1) - 1e-9)) : 1;
     n = std::max(n, 1);
     if (!best_b || n < best_n) best_n = n, best_b = b;
-  }
-  if (!best_b) {
-    // Not even a batch of one fits the budget: the instances that keep up at batch one.
-    best_b = 1;
-    best_n = std::max(1, static_cast<int>(std::ceil(rate / l.throughput(1, 1) - 1e-9)));
   }
   return {best_n, best_b};
 }
@@ -125,6 +120,7 @@ stage_shape biscale_vertical_sized(const scale_stage& s, const stage_shape& now,
     out.cores = std::max(1, c.cores);
     out.batch = std::max(1, c.batch);
     auto [n, hb] = one_core_instances(s.l, excess, s.budget_ms, s.max_batch);
+    if (!n) hb = 1, n = std::max(1, static_cast<int>(std::ceil(excess / s.l.throughput(1, 1) - 1e-9)));
     out.instances += n;
     out.horizontal_batch = out.instances > 1 && now.instances > 1 ? now.horizontal_batch : hb;
     return out;
@@ -149,6 +145,8 @@ stage_shape biscale_vertical_sized(const scale_stage& s, const stage_shape& now,
 stage_shape biscale_horizontal(const scale_stage& s, const stage_shape& now, bool stable) {
   if (!stable) return now;
   auto [n, b] = one_core_instances(s.l, std::max(s.predicted, s.rate), s.budget_ms, s.max_batch);
+  // One core is too slow for the budget (a long upload took most of it): stay vertical.
+  if (!n) return now;
   stage_shape out;
   out.instances = out.base_instances = n;
   out.cores = 1;

@@ -50,7 +50,9 @@ std::vector<stage_shape> fa2_shapes(const std::vector<scale_stage>& stages, doub
 // (sponge_decide) for the rate, with instance 0's queue at the stage's budget.
 stage_shape sponge_shape(const scale_stage& s, int max_cores);
 
-// The fewest one-core instances (and their batch) that carry `rate` within `budget_ms`.
+// The fewest one-core instances (and their batch) that carry `rate` with 2·l(b, 1) within
+// `budget_ms` (a request may wait out one batch, then run in the next); {0, 0} when not even
+// a batch of one fits.
 std::pair<int, int> one_core_instances(const core_latency& l, double rate, double budget_ms, int max_batch);
 
 // Biscale every vertical period: instance 0 absorbs, in place, what the horizontal loop's

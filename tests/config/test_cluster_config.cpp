@@ -294,5 +294,38 @@ TEST(cluster_config, cores_declares_how_latency_scales_with_cores) {
   EXPECT_NE(e.find("model 'a' cores is missing 'eta_ms'"), std::string::npos) << e;
 }
 
+TEST(cluster_config, scaler_section_round_trips_and_names_its_errors) {
+  const std::string cored = R"(models:
+  - {name: a, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8, profile: {alpha_ms: 1, beta_ms: 2}, cores: {gamma_ms: 4, epsilon_ms: 2, delta_ms: 1, eta_ms: 1}}
+  - {name: b, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [1]}, max_batch: 4, profile: {alpha_ms: 1, beta_ms: 4}}
+)";
+  auto two = "pipelines:\n  - {name: p, slo_ms: 100, stages: [{name: s1, model: a}, {name: s2, model: b, after: [s1]}]}\n";
+  auto ok = parse_cluster_config(nodes + cored + two + "scaler: {policy: fa2, horizontal_s: 5, max_total_cores: 12}\n", "c.yaml");
+  ASSERT_TRUE(ok) << ok.error_text();
+  EXPECT_TRUE(ok.config->scaler.enabled());
+  EXPECT_EQ(ok.config->scaler.max_total_cores, 12);
+  auto again = parse_cluster_config(to_yaml(*ok.config), "again.yaml");
+  ASSERT_TRUE(again) << again.error_text();
+  EXPECT_EQ(again.config->scaler.policy, "fa2");
+  EXPECT_DOUBLE_EQ(again.config->scaler.horizontal_s, 5);
+  ASSERT_TRUE(again.config->models[0].cores);  // `up` hands l(b, c) on to its nodes
+  EXPECT_DOUBLE_EQ(again.config->models[0].cores->gamma, 4);
+  // A policy that resizes cores needs l(b, c) of every model it scales.
+  auto e = errors_of(nodes + cored + two + "scaler: {policy: biscale}\n");
+  EXPECT_NE(e.find("c.yaml:14:18: scaler policy biscale scales cores in place: model 'b' needs 'cores"),
+            std::string::npos) << e;
+  e = errors_of(nodes + cored + two + "scaler: {policy: magic, vertical_s: 0}\n");
+  EXPECT_NE(e.find("scaler policy 'magic' is not none, fa2, sponge or biscale"), std::string::npos) << e;
+  EXPECT_NE(e.find("scaler needs 0 < vertical_s <= horizontal_s"), std::string::npos) << e;
+  // Each model sized on its own: one stage each.
+  e = errors_of(nodes + cored + "pipelines:\n  - {name: p, slo_ms: 100, stages: [{name: s1, model: a}, {name: s2, model: a, after: [s1]}]}\n" +
+                "scaler: {policy: fa2}\n");
+  EXPECT_NE(e.find("model 'a' serves both p.s1 and p.s2"), std::string::npos) << e;
+  e = errors_of(R"(nodes:
+  - {name: ctl, address: tcp://127.0.0.1:7100, roles: [controller, frontend, worker], cores: 0, devices: [{kind: emulated}]}
+)");
+  EXPECT_NE(e.find("node 'ctl' cores must be at least 1"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace sloserve
