@@ -29,6 +29,7 @@ struct stage_info {
   int poll_count = 0;
   sched::stage_shape shape;
   sched::scale_stage last;     // what the policy saw last
+  bool told_no_room = false;   // warned that its next instance found no place
 };
 
 struct scaler_state {
@@ -44,7 +45,6 @@ struct scaler_state {
   clock_time last_tick;
   bool started = false;
   scaler_stats stats;
-  bool told_no_room = false;
 };
 
 using self_ptr = scaler_actor::stateful_pointer<scaler_state>;
@@ -90,7 +90,7 @@ void reconcile(self_ptr self, stage_info& s) {
     bool first = mine.empty();
     auto id = st.prov->start(name, first ? s.shape.cores : 1, first ? s.shape.batch : s.shape.horizontal_batch);
     if (!id) {
-      if (!std::exchange(st.told_no_room, true))
+      if (!std::exchange(s.told_no_room, true))
         spdlog::warn("{}: scaler: no room for another instance of '{}' (free device slots, node cores or scaler "
                      "limits)", st.net->self_name(), name);
       return;
@@ -98,7 +98,7 @@ void reconcile(self_ptr self, stage_info& s) {
     mine.push_back({*id, name, {}, 0, 0, 0});
     ++st.stats.horizontal_changes;
   }
-  st.told_no_room = false;
+  s.told_no_room = false;
 }
 
 void apply(self_ptr self) {
