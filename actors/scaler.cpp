@@ -188,10 +188,14 @@ void decide(self_ptr self, const cluster_load& load) {
     st.prov->set_budgets(std::move(budgets));
   } else if (o.policy == "sponge" || o.policy == "biscale") {
     for (auto& s : st.stages) {
-      auto next = s.shape;
-      if (horizontal) next = sched::biscale_horizontal(s.last, next, sched::stable_load(s.recent, o.stable_band));
-      next = o.policy == "sponge" ? sched::sponge_shape(s.last, o.max_cores)
-                                  : sched::biscale_vertical(s.last, next, o.max_cores);
+      sched::stage_shape next;
+      if (o.policy == "sponge") {
+        next = sched::sponge_shape(s.last, o.max_cores);
+      } else {
+        next = horizontal ? sched::biscale_horizontal(s.last, s.shape, sched::stable_load(s.recent, o.stable_band))
+                          : s.shape;
+        next = sched::biscale_vertical(s.last, next, o.max_cores);
+      }
       // Between periods only a surge counts: a rate beyond what runs by more than a report's noise.
       bool surge = s.last.rate > 1.25 * sched::shape_capacity(s.l, s.shape) &&
                    sched::shape_capacity(s.l, next) > sched::shape_capacity(s.l, s.shape);
