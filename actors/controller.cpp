@@ -359,20 +359,10 @@ void on_deployment(self_ptr self, deployment& d) {
     double w = m && m->cores ? m->cores->throughput(static_cast<int>(i.batch), static_cast<int>(i.cores)) : 1.0;
     routes[i.model].instances.push_back({i.node, i.device, w});
   }
-  auto same = [](const msg::schedule& a, const msg::schedule& b) {
-    if (a.devices.size() != b.devices.size()) return false;
-    for (size_t k = 0; k < a.devices.size(); ++k) {
-      auto &x = a.devices[k].sessions, &y = b.devices[k].sessions;
-      if (x.size() != y.size()) return false;
-      for (size_t j = 0; j < x.size(); ++j)
-        if (x[j].model != y[j].model || x[j].batch != y[j].batch) return false;
-    }
-    return true;
-  };
   st.deployed = std::move(d);
   for (auto& [name, s] : next) {
     auto old = st.schedules.find(name);
-    bool changed = old == st.schedules.end() || !same(old->second, s);
+    bool changed = old == st.schedules.end() || old->second.devices != s.devices;
     if (changed) st.schedules[name] = s;
     auto w = st.workers.find(name);
     bool up = w != st.workers.end() && w->second.up;

@@ -71,6 +71,7 @@ struct instance_assignment {
   std::string model;
   uint32_t batch = 1;
   uint32_t cores = 1;
+  bool operator==(const instance_assignment&) const = default;
 };
 struct deployment {
   std::vector<instance_assignment> instances;

@@ -142,12 +142,14 @@ struct routing_table {
 struct session_schedule {
   std::string model;
   uint32_t batch = 1;
+  bool operator==(const session_schedule&) const = default;
 };
 
 struct device_schedule {
   uint32_t device = 0;
   double duty_cycle_ms = 0;  // 0: work-conserving round-robin
   std::vector<session_schedule> sessions;
+  bool operator==(const device_schedule&) const = default;
 };
 
 // Controller -> one worker.
