@@ -86,11 +86,16 @@ double latency_ms(const device_state& st, const model_spec& m, int b) {
   return m.profile.latency_ms_at(b);
 }
 
-// Forms a batch of session `s` by the drop policy at `now`, answering what it drops.
-std::vector<sched::session_queue<pending>::entry> form(self_ptr self, session& s, clock_time now) {
+// Forms a batch of session `s` by the drop policy at `now`, answering what it drops. `family`
+// requests of the other variants of its prefix family run in the same pass: the prefix runs over
+// all of them, so a batch of b costs what b + family costs (the variant's profile covers its
+// prefix and its suffix).
+std::vector<sched::session_queue<pending>::entry> form(self_ptr self, session& s, clock_time now, int family = 0) {
   auto& st = self->state;
   auto* m = s.model;
-  auto l = [&st, m](int b) { return nanoseconds(static_cast<int64_t>(latency_ms(st, *m, b) * 1e6)); };
+  auto l = [&st, m, family](int b) {
+    return nanoseconds(static_cast<int64_t>(latency_ms(st, *m, b + family) * 1e6));
+  };
   std::vector<sched::session_queue<pending>::entry> batch, dropped;
   // The window the policy tried: the scheduled batch, or all that is queued if fewer.
   auto window = static_cast<int>(std::min<size_t>(static_cast<size_t>(s.batch), s.queue.size()));
@@ -102,7 +107,7 @@ std::vector<sched::session_queue<pending>::entry> form(self_ptr self, session& s
     auto left = std::chrono::duration<double, std::milli>(d.deadline - now).count();
     answer(self, d.item.inv, msg::status::dropped,
            fmt::format("early drop by {}: {:.1f} ms left, a batch of {} {} needs {:.1f} ms", st.policy->name(),
-                       left, window, m->name, latency_ms(st, *m, window)));
+                       left, window + family, m->name, latency_ms(st, *m, window + family)));
   }
   return batch;
 }
@@ -118,10 +123,17 @@ void run_next(self_ptr self) {
     // A variant's turn runs its whole prefix family on this device: one pass of the prefix.
     std::vector<family_group> groups;
     st.running.clear();
+    auto member = [&](const session& other) {
+      return &other == &s || (s.model->is_variant() && other.model->prefix == s.model->prefix);
+    };
+    // What each member would bring, for the others' cost: its scheduled batch, or all it has.
+    int family = 0;
+    for (auto& other : st.sessions)
+      if (member(other)) family += static_cast<int>(std::min<size_t>(static_cast<size_t>(other.batch), other.queue.size()));
     for (auto& other : st.sessions) {
-      bool member = &other == &s || (s.model->is_variant() && other.model->prefix == s.model->prefix);
-      if (!member || other.queue.empty()) continue;
-      auto batch = form(self, other, now);
+      if (!member(other) || other.queue.empty()) continue;
+      int own = static_cast<int>(std::min<size_t>(static_cast<size_t>(other.batch), other.queue.size()));
+      auto batch = form(self, other, now, family - own);
       if (batch.empty()) continue;
       for (auto& e : batch) st.running.emplace_back(other.model, std::move(e));
       groups.push_back({other.model, {}});

@@ -1,11 +1,11 @@
-// bench/served: ResNet-18 on a cpu device through a one-worker sloserve node against a raw loop
-// over the same executor at the same batch size, in one run.
+// bench/served: ResNet-18 on a cpu (or cuda) device through a one-worker sloserve node against a
+// raw loop over the same executor at the same batch size, in one run.
 //
-// Usage: bench_served MODELS_DIR [threads] [seconds]
+// Usage: bench_served MODELS_DIR [threads] [seconds] [cpu|cuda]
 // MODELS_DIR must hold resnet18.pt:
 //   /usr/bin/python3 tools/export_models.py --out build/models --only resnet18
 //
-// 1. Profile ResNet-18 (batches 1, 2, 4, 8; p99) and set SLO = 4 x l(1).
+// 1. Profile ResNet-18 (batches 1, 2, 4, 8, and 16, 32 on cuda; p99) and set SLO = 4 x l(1).
 // 2. The batch both sides use is the saturating batch under that SLO (largest b, 2·l(b) <= SLO).
 // 3. Raw: execute that batch back to back; rate = requests per second.
 // 4. Served: the highest rate with >= 99% attainment (constant arrivals; Poisson reported at
@@ -25,12 +25,13 @@ using namespace sloserve;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s MODELS_DIR [threads] [seconds]\n", argv[0]);
+    fprintf(stderr, "usage: %s MODELS_DIR [threads] [seconds] [cpu|cuda]\n", argv[0]);
     return 2;
   }
   std::string dir = argv[1];
   int threads = argc > 2 ? std::atoi(argv[2]) : 2;
   double seconds = argc > 3 ? std::atof(argv[3]) : 8;
+  std::string kind = argc > 4 ? argv[4] : "cpu";
   auto path = dir + "/resnet18.pt";
   if (!std::filesystem::exists(path)) {
     fprintf(stderr, "%s is missing: /usr/bin/python3 tools/export_models.py --out %s --only resnet18\n", path.c_str(),
@@ -43,15 +44,15 @@ int main(int argc, char** argv) {
   m.path = path;
   m.input = {dtype::float32, {3, 224, 224}};
   m.output = {dtype::float32, {1000}};
-  m.max_batch = 8;
+  m.max_batch = kind == "cuda" ? 32 : 8;
   std::string err;
-  auto ex = make_executor("cpu", 0, threads, err);
+  auto ex = make_executor(kind, 0, threads, err);
   if (!ex) {
     fprintf(stderr, "%s\n", err.c_str());
     return 1;
   }
   profile_options po;
-  po.batches = {1, 2, 4, 8};
+  for (int b = 1; b <= m.max_batch; b *= 2) po.batches.push_back(b);
   po.min_runs = 8;
   po.max_seconds = 2;
   std::vector<profile_point> points;
@@ -65,7 +66,7 @@ int main(int argc, char** argv) {
   }
   double slo = 4 * m.profile.latency_ms[0];
   int b = saturating_batch(m, slo);
-  printf("resnet18 on cpu, %d threads: l(1) = %.1f ms p99, SLO = 4 x l(1) = %.1f ms, batch %d (l = %.1f ms)\n", threads,
+  printf("resnet18 on %s, %d threads: l(1) = %.2f ms p99, SLO = 4 x l(1) = %.2f ms, batch %d (l = %.2f ms)\n", kind.c_str(), threads,
          m.profile.latency_ms[0], slo, b, m.profile.latency_ms_at(b));
 
   // Raw: the same executor, the same batch, back to back.
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
   ex.reset();
 
   auto yaml = "nodes:\n  - {name: local, address: \"tcp://127.0.0.1:0\", roles: [controller, frontend, worker], devices: "
-              "[{kind: cpu, count: 1, threads: " + std::to_string(threads) + "}]}\nmodels:\n  - {name: resnet18, path: " +
+              "[{kind: " + kind + ", count: 1, threads: " + std::to_string(threads) + "}]}\nmodels:\n  - {name: resnet18, path: " +
               path + ", input: {dtype: float32, shape: [3, 224, 224]}, output: {dtype: float32, shape: [1000]}, max_batch: " +
               std::to_string(b) + ", " + to_profile_yaml(points) + "}\npipelines:\n  - {name: classify, slo_ms: " +
               std::to_string(slo) + ", stages: [{name: s, model: resnet18}]}\nscheduler: {policy: static}\n";
@@ -95,7 +96,9 @@ int main(int argc, char** argv) {
   auto cfg = std::make_shared<cluster_config>(std::move(*parsed.config));
   auto ok = [&](double r) {
     auto s = bench::trial(cfg, r, 3, seconds, "constant");
-    fprintf(stderr, "    served %6.1f req/s -> attainment %.4f (lost %lu)\n", r, s.attainment, (unsigned long)s.lost);
+    fprintf(stderr, "    served %6.1f req/s -> attainment %.4f (ok %lu, within SLO %lu, dropped %lu, lost %lu, p99 %.1f ms)\n", r,
+            s.attainment, (unsigned long)s.ok, (unsigned long)s.ok_within_slo, (unsigned long)s.dropped,
+            (unsigned long)s.lost, s.p99);
     return s.attainment >= 0.99 && s.lost == 0;
   };
   double served = bench::max_rate(ok, raw / 2, 5);

@@ -84,10 +84,23 @@ class torch_executor final : public device_executor {
     }
     if (auto e = load_module(m.name, m.path, m.name); !e.empty()) return e;
     // Warm up: the first forwards pay for allocation and setup; do not let requests pay them.
-    // Twice at batch 1 and twice at the largest batch the session may run.
+    // On cpu, twice at batch 1 and twice at the largest batch the session may run. On cuda every
+    // padded size a request can meet (below), because cuDNN builds a plan per new input shape:
+    // 5-100 ms that the first request of each size would otherwise wait.
     ready_.insert(m.name);
     std::vector<tensor> zeros{make_tensor(m.input, 0)};
-    for (int b : {1, std::max(1, m.batch_limit())}) {
+    int limit = std::max(1, m.batch_limit());
+    std::vector<int> sizes{1, limit};
+    if (device_.is_cuda()) {
+      // A prefix family runs every loaded variant's batch in one pass of its prefix.
+      if (m.is_variant()) limit *= ++family_size_[m.prefix];
+      sizes.clear();
+      for (int b = 1; b < limit; b <<= 1) sizes.push_back(b);
+      sizes.push_back(static_cast<int>(padded(limit)));
+    }
+    auto& warmed = warmed_[m.is_variant() ? prefix_key(m) : m.name];
+    for (int b : sizes) {
+      if (device_.is_cuda() && !warmed.insert(b).second) continue;
       std::vector<const std::vector<tensor>*> batch(static_cast<size_t>(b), &zeros);
       for (int i = 0; i < 2; ++i) {
         auto out = execute(m, batch);
@@ -108,9 +121,10 @@ class torch_executor final : public device_executor {
       return out;
     }
     try {
-      auto batch = stack(m.input, inputs);
-      auto result = forward(modules_.at(m.name).module, batch);
-      if (auto err = split(m, result, 0, static_cast<int64_t>(inputs.size()), out); !err.empty()) out.error = err;
+      auto n = static_cast<int64_t>(inputs.size());
+      auto result = forward(modules_.at(m.name).module, stack(m.input, inputs));
+      if (result.dim() >= 1 && result.size(0) == padded(n)) result = result.narrow(0, 0, n);
+      if (auto err = split(m, result, 0, n, out); !err.empty()) out.error = err;
     } catch (const std::exception& ex) {
       out.error = "model '" + m.name + "' failed: " + first_line(ex.what());
     }
@@ -130,8 +144,10 @@ class torch_executor final : public device_executor {
       std::vector<const std::vector<tensor>*> all;
       for (auto& g : groups) all.insert(all.end(), g.inputs.begin(), g.inputs.end());
       // One pass of the shared prefix over every variant's requests.
+      auto n = static_cast<int64_t>(all.size());
       auto features = forward(modules_.at(prefix_key(first)).module, stack(first.input, all));
-      std::vector<int64_t> want{static_cast<int64_t>(all.size())};
+      if (features.dim() >= 1 && features.size(0) == padded(n)) features = features.narrow(0, 0, n);
+      std::vector<int64_t> want{n};
       want.insert(want.end(), first.prefix_output.shape.begin(), first.prefix_output.shape.end());
       if (features.sizes().vec() != want) {
         out.error = "prefix '" + first.prefix + "' produced " + shape_text(features) + ", not the declared " +
@@ -193,15 +209,31 @@ class torch_executor final : public device_executor {
     return {};
   }
 
-  // The requests' first tensors stacked into one [b, ...] batch on the device.
+  // Rows a batch of n runs with. On cuda, the next power of two: a few input shapes, each
+  // warmed up at load, instead of a new cuDNN plan for every batch size. Padding costs little
+  // on a GPU, whose time per batch grows slowly with its size; on cpu it would cost in full.
+  int64_t padded(int64_t n) const {
+    if (!device_.is_cuda()) return n;
+    int64_t b = 1;
+    while (b < n) b <<= 1;
+    return b;
+  }
+
+  // The requests' first tensors stacked into one [padded(b), ...] batch on the device (padding
+  // rows are zeros). For a GPU the batch is staged in pinned memory (LibTorch's caching host
+  // allocator keeps the block until the copy is done), so the upload runs at full PCIe speed.
   torch::Tensor stack(const tensor_spec& spec, const std::vector<const std::vector<tensor>*>& inputs) {
-    std::vector<int64_t> shape{static_cast<int64_t>(inputs.size())};
+    auto n = static_cast<int64_t>(inputs.size());
+    std::vector<int64_t> shape{padded(n)};
     shape.insert(shape.end(), spec.shape.begin(), spec.shape.end());
     auto row_bytes = spec.byte_size().value_or(0);
-    auto batch = torch::empty(shape, torch::TensorOptions().dtype(scalar_of(spec.type)));
+    auto options = torch::TensorOptions().dtype(scalar_of(spec.type));
+    if (device_.is_cuda()) options = options.pinned_memory(true);
+    auto batch = torch::empty(shape, options);
     auto* dst = static_cast<char*>(batch.data_ptr());
     for (size_t i = 0; i < inputs.size(); ++i) std::memcpy(dst + i * row_bytes, (*inputs[i])[0].data.data(), row_bytes);
-    return batch.to(device_);
+    std::memset(dst + n * row_bytes, 0, (shape[0] - n) * row_bytes);
+    return device_.is_cuda() ? batch.to(device_, /*non_blocking=*/true) : batch;
   }
 
   torch::Tensor forward(torch::jit::Module& module, const torch::Tensor& batch) {
@@ -243,6 +275,8 @@ class torch_executor final : public device_executor {
   int threads_;
   std::map<std::string, entry> modules_;  // by model name; prefixes as "prefix:NAME"
   std::set<std::string> ready_;           // models loaded and warmed up
+  std::map<std::string, std::set<int>> warmed_;  // cuda: batch sizes run at load, per module
+  std::map<std::string, int> family_size_;       // cuda: variants loaded, per prefix
 };
 
 }  // namespace

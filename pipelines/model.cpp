@@ -12,7 +12,13 @@ int latency_profile::max_batch(int model_max_batch) const {
 double latency_profile::latency_ms_at(int b) const {
   if (!tabular()) return alpha_ms * b + beta_ms;
   auto it = std::lower_bound(batch.begin(), batch.end(), b);
-  if (it == batch.end()) return latency_ms.back();
+  if (it == batch.end()) {
+    // Beyond the table (a prefix family's combined batch): the slope of its last two points.
+    size_t n = batch.size();
+    if (n < 2 || batch[n - 1] == batch[n - 2]) return latency_ms.back();
+    double slope = (latency_ms[n - 1] - latency_ms[n - 2]) / (batch[n - 1] - batch[n - 2]);
+    return latency_ms.back() + std::max(0.0, slope) * (b - batch.back());
+  }
   return latency_ms[static_cast<size_t>(it - batch.begin())];
 }
 

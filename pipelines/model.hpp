@@ -21,7 +21,8 @@ struct latency_profile {
   bool tabular() const { return !batch.empty(); }
   // Largest batch this profile can run (tabular: the last listed size).
   int max_batch(int model_max_batch) const;
-  // l(b) in ms for 1 <= b <= max_batch.
+  // l(b) in ms: a partial batch costs the next listed size; beyond the table, the slope of its
+  // last two points continues.
   double latency_ms_at(int b) const;
   // Batch sizes the planner may choose, ascending, capped at `model_max_batch`.
   std::vector<int> plannable_batches(int model_max_batch) const;

@@ -124,9 +124,23 @@ tensor make_tensor(const tensor_spec& spec, uint64_t seed, std::string name) {
 }
 
 uint64_t fingerprint(std::string_view bytes) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
-  return h;
+  // Four FNV-1a lanes over 8-byte words, folded by splitmix. Byte-wise FNV-1a took 0.6 ms for
+  // a 600 KB image, the whole CPU budget of an emulated stage; this is one multiply per word
+  // with four independent chains.
+  constexpr uint64_t prime = 1099511628211ULL;
+  uint64_t h[4] = {1469598103934665603ULL ^ bytes.size(), 0x84222325cbf29ce4ULL, 0x9e3779b97f4a7c15ULL,
+                   0xbf58476d1ce4e5b9ULL};
+  size_t i = 0;
+  for (; i + 32 <= bytes.size(); i += 32)
+    for (int k = 0; k < 4; ++k) {
+      uint64_t w;
+      std::memcpy(&w, bytes.data() + i + 8 * k, 8);
+      h[k] = (h[k] ^ w) * prime;
+    }
+  for (; i < bytes.size(); ++i) h[0] = (h[0] ^ static_cast<unsigned char>(bytes[i])) * prime;
+  uint64_t out = h[0];
+  for (int k = 1; k < 4; ++k) out ^= splitmix(h[k]) + (out << 6);
+  return splitmix(out);
 }
 
 }  // namespace sloserve

@@ -50,7 +50,7 @@ tensor row_of(const tensor& t, int64_t i);
 // A tensor of `spec` filled deterministically from `seed` (splitmix64 stream).
 tensor make_tensor(const tensor_spec& spec, uint64_t seed, std::string name = {});
 
-// FNV-1a over the bytes; used to derive deterministic outputs from inputs.
+// A 64-bit hash of the bytes (four-lane FNV-1a over words); used to derive deterministic outputs from inputs.
 uint64_t fingerprint(std::string_view bytes);
 
 }  // namespace sloserve

@@ -202,6 +202,51 @@ models:
   }
 }
 
+// A variant's batch is judged at the cost of the family pass it joins, not of its own rows.
+TEST(device_prefix, early_drop_counts_the_whole_family_batch) {
+  testing::caf_fixture f;
+  auto cfg = testing::parse_or_die(R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated}]}
+models:
+  - {name: backbone, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [4]}, max_batch: 8, profile: {alpha_ms: 1, beta_ms: 10}}
+  - {name: v0, prefix: backbone, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [3]}, max_batch: 8, profile: {alpha_ms: 1.2, beta_ms: 12}}
+  - {name: v1, prefix: backbone, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [3]}, max_batch: 8, profile: {alpha_ms: 1.2, beta_ms: 12}}
+)");
+  auto net = std::make_shared<recording_link>("w");
+  auto dev = f.keep(spawn_device(*f.sys, {cfg, net, 1}, 0, "emulated"));
+  caf::anon_send(dev, msg::device_schedule{0, 0, {{"v0", 8}, {"v1", 8}}});
+  f.run();
+  auto invoke = [&](uint64_t id, std::string model, std::chrono::microseconds budget) {
+    caf::anon_send(dev, msg::invocation{id, "fe", std::move(model), 0, std::chrono::nanoseconds(budget).count(),
+                                        {make_tensor({dtype::float32, {2}}, id)}});
+    f.run();
+  };
+  invoke(1, "v0", 1s);          // runs alone: l_v0(1) = 13.2 ms
+  invoke(2, "v0", 28200us);     // 15 ms left when the device frees up
+  for (uint64_t id : {3, 4, 5}) invoke(id, "v1", 1s);
+  f.advance(13200us);
+  // Alone, request 2 would fit (l_v0(1) = 13.2 ms); in a pass with v1's three it needs
+  // l_v0(4) = 16.8 ms, and is dropped rather than answered late.
+  auto r = net->take<msg::invocation_result>();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].second.id, 1u);
+  EXPECT_EQ(r[1].second.id, 2u);
+  EXPECT_EQ(r[1].second.code, msg::status::dropped);
+  EXPECT_NE(r[1].second.reason.find("a batch of 4 v0 needs 16.8 ms"), std::string::npos) << r[1].second.reason;
+  // v1's three run on their own: prefix over 3 (13 ms) plus their suffix (2.6 ms).
+  f.advance(15599us);
+  EXPECT_TRUE(net->take<msg::invocation_result>().empty());
+  f.advance(1us);
+  r = net->take<msg::invocation_result>();
+  ASSERT_EQ(r.size(), 3u);
+  for (auto& [node, x] : r) {
+    EXPECT_EQ(x.code, msg::status::ok);
+    EXPECT_EQ(x.batch, 3u);
+  }
+}
+
 TEST(device_prefix, config_checks_prefixes) {
   auto r = parse_cluster_config(R"(nodes:
   - {name: n, address: "tcp://127.0.0.1:0", roles: [controller, frontend, worker], devices: [{kind: emulated}]}

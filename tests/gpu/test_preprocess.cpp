@@ -1,9 +1,12 @@
 // The CPU path of preprocessing against torch.nn.functional.interpolate (reference written by
-// tools/export_models.py --small).
+// tools/export_models.py --small), and the CUDA kernel against the CPU path where there is a GPU.
 
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <random>
+#include <array>
+#include <cmath>
 #include <cstring>
 #include <iterator>
 #include <vector>
@@ -44,6 +47,24 @@ TEST(preprocess, same_size_is_pure_normalization) {
   EXPECT_NEAR(out[0], (0 / 255.0f - 0.485f) / 0.229f, 1e-6);   // c0, x0
   EXPECT_NEAR(out[1], (10 / 255.0f - 0.485f) / 0.229f, 1e-6);  // c0, x1
   EXPECT_NEAR(out[4], (255 / 255.0f - 0.406f) / 0.225f, 1e-6); // c2, x0
+}
+
+TEST(preprocess, cuda_path_equals_cpu_path) {
+  if (!cuda_preprocess_available()) GTEST_SKIP() << "no GPU (or built without SLOSERVE_WITH_CUDA)";
+  std::mt19937 rng(7);
+  // Downscaling, upscaling and same size, from odd-sized images.
+  for (auto [h, w, oh, ow] : {std::array<int, 4>{37, 53, 224, 224}, {480, 640, 224, 224}, {224, 224, 224, 224}, {5, 7, 4, 6}}) {
+    std::vector<uint8_t> img(static_cast<size_t>(h) * w * 3);
+    for (auto& px : img) px = static_cast<uint8_t>(rng() & 0xff);
+    preprocess_spec s;
+    s.out_h = oh;
+    s.out_w = ow;
+    std::vector<float> cpu(3 * oh * ow), gpu(cpu.size(), std::nanf(""));
+    preprocess_cpu(img.data(), h, w, s, cpu.data());
+    ASSERT_EQ(preprocess_cuda(img.data(), h, w, s, gpu.data()), "");
+    // nvcc contracts multiply-adds into FMAs; the CPU path rounds each step.
+    for (size_t i = 0; i < cpu.size(); ++i) ASSERT_NEAR(gpu[i], cpu[i], 1e-4) << h << "x" << w << " element " << i;
+  }
 }
 
 TEST(preprocess, cuda_path_reports_when_unavailable) {

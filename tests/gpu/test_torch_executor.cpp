@@ -1,11 +1,15 @@
-// The LibTorch cpu executor against PyTorch itself: tools/export_models.py --small writes tiny
-// TorchScript models with a reference batch computed in Python.
+// The LibTorch executors against PyTorch itself: tools/export_models.py --small writes tiny
+// TorchScript models with a reference batch computed in Python. Every test runs on the cpu kind,
+// and again on the cuda kind where the build has CUDA and the machine a GPU (skipped elsewhere).
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <memory>
 
 #include "gpu/executor.hpp"
 
@@ -60,6 +64,9 @@ std::vector<float> floats(const std::string& bytes) {
   return v;
 }
 
+// Float tolerance: cuDNN's convolutions may use TF32 on the GPU.
+double tolerance(const device_executor& ex) { return ex.kind() == "cuda" ? 2e-3 : 1e-5; }
+
 void expect_reference(device_executor& ex, const model_spec& m, const std::string& stem) {
   auto reqs = reference_requests(m, stem);
   ASSERT_FALSE(reqs.empty());
@@ -74,24 +81,34 @@ void expect_reference(device_executor& ex, const model_spec& m, const std::strin
     EXPECT_EQ(out.outputs[i][0].shape, m.output.shape);
     auto got = floats(out.outputs[i][0].data);
     ASSERT_EQ(got.size(), per);
-    for (size_t k = 0; k < per; ++k) EXPECT_NEAR(got[k], want[i * per + k], 1e-5) << "request " << i << " value " << k;
+    for (size_t k = 0; k < per; ++k) EXPECT_NEAR(got[k], want[i * per + k], tolerance(ex) * std::max(1.0f, std::abs(want[i * per + k])))
+          << "request " << i << " value " << k;
   }
 }
 
-TEST(torch_executor, batch_outputs_equal_pytorch_and_split_per_request) {
+class torch_executor_kinds : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::string err;
+    ex = make_executor(GetParam(), 0, 1, err);
+    if (!ex && GetParam() == "cuda") GTEST_SKIP() << err;
+    ASSERT_TRUE(ex) << err;
+  }
+  std::unique_ptr<device_executor> ex;
+};
+
+INSTANTIATE_TEST_SUITE_P(kinds, torch_executor_kinds, ::testing::Values("cpu", "cuda"),
+                         [](const auto& info) { return info.param; });
+
+TEST_P(torch_executor_kinds, batch_outputs_equal_pytorch_and_split_per_request) {
   ASSERT_TRUE(torch_available());
-  std::string err;
-  auto ex = make_executor("cpu", 0, 1, err);
-  ASSERT_TRUE(ex) << err;
   EXPECT_EQ(ex->load(tiny_mlp()), "");
   EXPECT_GT(ex->memory_mb("tiny_mlp"), 0);
   expect_reference(*ex, tiny_mlp(), "tiny_mlp");
   expect_reference(*ex, tiny_cnn(), "tiny_cnn");  // loads on first use
 }
 
-TEST(torch_executor, a_request_alone_gets_what_it_gets_in_a_batch) {
-  std::string err;
-  auto ex = make_executor("cpu", 0, 1, err);
+TEST_P(torch_executor_kinds, a_request_alone_gets_what_it_gets_in_a_batch) {
   auto m = tiny_mlp();
   auto reqs = reference_requests(m, "tiny_mlp");
   auto alone = ex->execute(m, {&reqs[1]});
@@ -100,21 +117,17 @@ TEST(torch_executor, a_request_alone_gets_what_it_gets_in_a_batch) {
   for (auto& r : reqs) all.push_back(&r);
   auto batched = ex->execute(m, all);
   auto a = floats(alone.outputs[0][0].data), b = floats(batched.outputs[1][0].data);
-  for (size_t k = 0; k < a.size(); ++k) EXPECT_NEAR(a[k], b[k], 1e-5);
+  for (size_t k = 0; k < a.size(); ++k) EXPECT_NEAR(a[k], b[k], tolerance(*ex));
 }
 
-TEST(torch_executor, changing_threads_between_batches_keeps_results) {
-  std::string err;
-  auto ex = make_executor("cpu", 0, 1, err);
+TEST_P(torch_executor_kinds, changing_threads_between_batches_keeps_results) {
   ex->set_threads(2);
   expect_reference(*ex, tiny_cnn(), "tiny_cnn");
   ex->set_threads(1);
   expect_reference(*ex, tiny_cnn(), "tiny_cnn");
 }
 
-TEST(torch_executor, errors_name_the_problem) {
-  std::string err;
-  auto ex = make_executor("cpu", 0, 1, err);
+TEST_P(torch_executor_kinds, errors_name_the_problem) {
   auto missing = tiny_mlp();
   missing.name = "missing";
   missing.path = dir + "/nope.pt";
@@ -145,9 +158,7 @@ model_spec tiny_variant(int v, bool as_suffix) {
   return m;
 }
 
-TEST(torch_executor, prefix_batched_outputs_equal_each_full_variant_alone) {
-  std::string err;
-  auto ex = make_executor("cpu", 0, 1, err);
+TEST_P(torch_executor_kinds, prefix_batched_outputs_equal_each_full_variant_alone) {
   auto v0 = tiny_variant(0, true), v1 = tiny_variant(1, true);
   auto f0 = tiny_variant(0, false), f1 = tiny_variant(1, false);
   std::vector<std::vector<tensor>> reqs;
@@ -163,12 +174,14 @@ TEST(torch_executor, prefix_batched_outputs_equal_each_full_variant_alone) {
     ASSERT_EQ(alone.error, "");
     auto a = floats(fam.outputs[i][0].data), b = floats(alone.outputs[0][0].data);
     ASSERT_EQ(a.size(), 3u);
-    for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(a[k], b[k], 1e-5) << "request " << i;
+    for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(a[k], b[k], tolerance(*ex)) << "request " << i;
   }
   // A variant on its own runs prefix then suffix too.
   auto solo = ex->execute(v1, {&reqs[4]});
   ASSERT_EQ(solo.error, "");
-  EXPECT_EQ(solo.outputs[0][0].data, fam.outputs[4][0].data);
+  auto s = floats(solo.outputs[0][0].data), f = floats(fam.outputs[4][0].data);
+  ASSERT_EQ(s.size(), f.size());
+  for (size_t k = 0; k < s.size(); ++k) EXPECT_NEAR(s[k], f[k], tolerance(*ex));
   // One copy of the prefix, however many variants use it.
   EXPECT_GT(ex->memory_mb("tiny_prefix"), 0);
 }
