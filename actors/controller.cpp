@@ -439,7 +439,7 @@ void on_register(self_ptr self, msg::register_node& r) {
     auto it = std::find_if(st.models.begin(), st.models.end(), [&](auto& m) { return m.name == mp.model; });
     if (it == st.models.end() || !it->needs_profile || mp.batch.empty() || mp.batch.size() != mp.latency_ms.size())
       continue;
-    it->profile = {{mp.batch.begin(), mp.batch.end()}, mp.latency_ms, 0, 0};
+    it->profile = {{mp.batch.begin(), mp.batch.end()}, mp.latency_ms, 0, 0, mp.step};
     it->needs_profile = false;
     spdlog::info("{}: model '{}' planned with the profile worker {} measured", st.net->self_name(), mp.model, r.node);
   }

@@ -102,10 +102,10 @@ std::shared_ptr<const cluster_config> with_startup_profiles(std::shared_ptr<cons
     }
     if (!out) out = std::make_shared<cluster_config>(*cfg);
     auto& mm = out->models[i];
-    mm.profile = profile_of(points);
+    mm.profile = profile_of(points, pads_batches(group->kind));
     mm.needs_profile = false;
     mm.measured = true;
-    spdlog::info("{}: model '{}' measured: {}", node.name, m.name, to_profile_yaml(points));
+    spdlog::info("{}: model '{}' measured: {}", node.name, m.name, to_profile_yaml(points, pads_batches(group->kind)));
   }
   if (out) return out;
   return cfg;

@@ -36,7 +36,7 @@ void register_self(self_ptr self) {
   r.leaving = st.leaving;
   for (auto& m : st.cfg->models)
     if (m.measured)
-      r.profiles.push_back({m.name, {m.profile.batch.begin(), m.profile.batch.end()}, m.profile.latency_ms});
+      r.profiles.push_back({m.name, {m.profile.batch.begin(), m.profile.batch.end()}, m.profile.latency_ms, m.profile.step});
   st.net->to_node(ctl->name, {{}, std::move(r)});
 }
 

@@ -67,7 +67,7 @@ void add_profile_command(CLI::App& app, int& rc) {
     if (quad.ok)
       std::printf("quadratic fit d(b) = %.4g*b^2 + %.4g*b + %.4g ms  rms %.3g ms, max error %.1f%%\n", quad.a, quad.b1,
                   quad.c, quad.rms_ms, 100 * quad.max_rel_err);
-    auto yaml = to_profile_yaml(points);
+    auto yaml = to_profile_yaml(points, pads_batches(kind));
     std::printf("%s\n", yaml.c_str());
     if (!o->out.empty()) {
       std::ofstream(o->out) << "# sloserve profile of " << m->name << " on " << kind << ", " << o->threads

@@ -35,11 +35,11 @@ model_spec image_model(std::string name, std::string path, tensor_spec out) {
   return m;
 }
 
-std::string yaml_model(const model_spec& m, const std::vector<profile_point>& prof, const std::string& prefix) {
+std::string yaml_model(const model_spec& m, const std::vector<profile_point>& prof, const std::string& prefix, bool step) {
   return "  - {name: " + m.name + ", path: " + m.path + (prefix.empty() ? "" : ", prefix: " + prefix) +
          ", input: {dtype: float32, shape: [3, 224, 224]}, output: {dtype: float32, shape: [" +
          std::to_string(m.output.shape[0]) + "]}, max_batch: " +
-         std::to_string(m.max_batch) + ", " + to_profile_yaml(prof) + "}\n";
+         std::to_string(m.max_batch) + ", " + to_profile_yaml(prof, step) + "}\n";
 }
 
 }  // namespace
@@ -141,10 +141,10 @@ int main(int argc, char** argv) {
   for (int v = 0; v < variants; ++v)
     pipes += "  - {name: p" + std::to_string(v) + ", slo_ms: " + std::to_string(slo) + ", stages: [{name: s, model: v" +
              std::to_string(v) + "}]}\n";
-  std::string without = head, with = head + yaml_model(backbone, pb, "");
+  std::string without = head, with = head + yaml_model(backbone, pb, "", pads_batches(kind));
   for (int v = 0; v < variants; ++v) {
-    without += yaml_model(full(v), pf, "");
-    with += yaml_model(variant(v), pf, "backbone");
+    without += yaml_model(full(v), pf, "", pads_batches(kind));
+    with += yaml_model(variant(v), pf, "backbone", pads_batches(kind));
   }
   without += pipes + "scheduler: {policy: static}\n";
   with += pipes + "scheduler: {policy: static}\n";

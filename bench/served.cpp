@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
   auto yaml = "nodes:\n  - {name: local, address: \"tcp://127.0.0.1:0\", roles: [controller, frontend, worker], devices: "
               "[{kind: " + kind + ", count: 1, threads: " + std::to_string(threads) + "}]}\nmodels:\n  - {name: resnet18, path: " +
               path + ", input: {dtype: float32, shape: [3, 224, 224]}, output: {dtype: float32, shape: [1000]}, max_batch: " +
-              std::to_string(b) + ", " + to_profile_yaml(points) + "}\npipelines:\n  - {name: classify, slo_ms: " +
+              std::to_string(b) + ", " + to_profile_yaml(points, pads_batches(kind)) + "}\npipelines:\n  - {name: classify, slo_ms: " +
               std::to_string(slo) + ", stages: [{name: s, model: resnet18}]}\nscheduler: {policy: static}\n";
   auto parsed = parse_cluster_config(yaml, "served.yaml");
   if (!parsed) {

@@ -178,7 +178,7 @@ void parse_profile(reader& r, const YAML::Node& n, model_spec& m, const std::str
     r.error(n, where + " is missing 'profile' ({batch, latency_ms} or {alpha_ms, beta_ms})");
     return;
   }
-  r.known_keys(n, {"batch", "latency_ms", "alpha_ms", "beta_ms"}, where + " profile");
+  r.known_keys(n, {"batch", "latency_ms", "alpha_ms", "beta_ms", "step"}, where + " profile");
   auto& p = m.profile;
   if (n["batch"] || n["latency_ms"]) {
     r.get(n, "batch", p.batch, where + " profile", true);
@@ -194,6 +194,7 @@ void parse_profile(reader& r, const YAML::Node& n, model_spec& m, const std::str
       if (!(p.latency_ms[i] >= 0) || (i && p.latency_ms[i] < p.latency_ms[i - 1]))
         r.error(n["latency_ms"], where + " profile latencies must be non-negative and non-decreasing");
     }
+    r.get(n, "step", p.step, where + " profile", false);
   } else {
     bool a = r.get(n, "alpha_ms", p.alpha_ms, where + " profile", true);
     bool b = r.get(n, "beta_ms", p.beta_ms, where + " profile", true);
@@ -639,12 +640,14 @@ std::string to_yaml(const cluster_config& cfg) {
     emit_tensor(e, "output", m.output);
     e << YAML::Key << "max_batch" << YAML::Value << m.max_batch;
     e << YAML::Key << "profile" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    if (m.profile.tabular())
+    if (m.profile.tabular()) {
       e << YAML::Key << "batch" << YAML::Value << YAML::Flow << m.profile.batch << YAML::Key
         << "latency_ms" << YAML::Value << YAML::Flow << m.profile.latency_ms;
-    else
+      if (m.profile.step) e << YAML::Key << "step" << YAML::Value << true;
+    } else {
       e << YAML::Key << "alpha_ms" << YAML::Value << m.profile.alpha_ms << YAML::Key << "beta_ms"
         << YAML::Value << m.profile.beta_ms;
+    }
     e << YAML::EndMap;
     if (m.cores)
       e << YAML::Key << "cores" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "gamma_ms" << YAML::Value

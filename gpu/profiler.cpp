@@ -54,8 +54,9 @@ bool profile_model(device_executor& ex, const model_spec& m, const profile_optio
   return true;
 }
 
-latency_profile profile_of(const std::vector<profile_point>& points) {
+latency_profile profile_of(const std::vector<profile_point>& points, bool step) {
   latency_profile p;
+  p.step = step;
   double running = 0;
   for (auto& pt : points) {
     running = std::max(running, pt.p99_ms);
@@ -65,7 +66,7 @@ latency_profile profile_of(const std::vector<profile_point>& points) {
   return p;
 }
 
-std::string to_profile_yaml(const std::vector<profile_point>& points) {
+std::string to_profile_yaml(const std::vector<profile_point>& points, bool step) {
   auto p = profile_of(points);
   std::ostringstream b, l;
   l.precision(6);
@@ -73,7 +74,7 @@ std::string to_profile_yaml(const std::vector<profile_point>& points) {
     b << (i ? ", " : "") << p.batch[i];
     l << (i ? ", " : "") << p.latency_ms[i];
   }
-  return "profile: {batch: [" + b.str() + "], latency_ms: [" + l.str() + "]}";
+  return "profile: {batch: [" + b.str() + "], latency_ms: [" + l.str() + "]" + (step ? ", step: true" : "") + "}";
 }
 
 }  // namespace sloserve

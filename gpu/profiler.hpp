@@ -2,6 +2,7 @@
 // Measuring l(b) of a model on a device executor, for the profiles the planner uses.
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpu/executor.hpp"
@@ -30,9 +31,14 @@ bool profile_model(device_executor& ex, const model_spec& m, const profile_optio
 
 // The measured p99 per batch as a tabular profile, made non-decreasing (measured tails can dip
 // between neighbouring sizes; the planner needs l(b) non-decreasing).
-latency_profile profile_of(const std::vector<profile_point>& points);
+// `step`: the device pads batches to the measured sizes (the cuda kind), so partial batches cost
+// the next measured size.
+latency_profile profile_of(const std::vector<profile_point>& points, bool step = false);
 
 // The same as the cluster file's `profile:` key.
-std::string to_profile_yaml(const std::vector<profile_point>& points);
+std::string to_profile_yaml(const std::vector<profile_point>& points, bool step = false);
+
+// Whether a device of this kind pads batches to the profiled sizes (see torch_executor.cpp).
+inline bool pads_batches(std::string_view kind) { return kind == "cuda"; }
 
 }  // namespace sloserve

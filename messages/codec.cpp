@@ -106,6 +106,7 @@ struct encoder {
                for (unsigned i = 0; i < p.batch.size(); ++i) b.set(i, p.batch[i]);
                auto l = o.initLatencyMs(static_cast<unsigned>(p.latency_ms.size()));
                for (unsigned i = 0; i < p.latency_ms.size(); ++i) l.set(i, p.latency_ms[i]);
+               o.setStep(p.step);
              });
   }
   void operator()(const heartbeat& m) {
@@ -298,7 +299,7 @@ envelope read_envelope(wire::Envelope::Reader r, uint64_t& payload, decode_error
       m.schedule_epoch = x.getScheduleEpoch();
       m.leaving = x.getLeaving();
       for (auto p : x.getProfiles()) {
-        measured_profile mp{text(p.getModel()), {}, {}};
+        measured_profile mp{text(p.getModel()), {}, {}, p.getStep()};
         for (auto v : p.getBatch()) mp.batch.push_back(v);
         for (auto v : p.getLatencyMs()) mp.latency_ms.push_back(v);
         m.profiles.push_back(std::move(mp));

@@ -65,6 +65,7 @@ struct MeasuredProfile {
   model @0 :Text;
   batch @1 :List(UInt32);
   latencyMs @2 :List(Float64);
+  step @3 :Bool;  # the device pads batches to the listed sizes
 }
 
 struct RegisterNode {

@@ -69,6 +69,7 @@ struct measured_profile {
   std::string model;
   std::vector<uint32_t> batch;
   std::vector<double> latency_ms;
+  bool step = false;  // the device pads batches to the listed sizes
 };
 
 // Any node -> controller: "I exist", repeated every beacon.

@@ -10,19 +10,23 @@
 namespace sloserve {
 
 // l(b) of one batch on one device, in milliseconds.
-// Tabular: the planner may choose only the listed sizes; at run time a partial batch costs what
-// the next listed size costs (below the first size: the first size's cost). Linear: l(b) = alpha_ms * b + beta_ms for every b up to max_batch.
+// Tabular: measured points, linear between them, so the planner may choose any size from the
+// first listed to the last (below the first size: the first size's cost). With `step`, the
+// device pads a batch to the next listed size (the cuda kind does: see gpu/torch_executor.cpp),
+// so a partial batch costs what that size costs and the planner chooses only listed sizes.
+// Linear: l(b) = alpha_ms * b + beta_ms for every b up to max_batch.
 struct latency_profile {
   std::vector<int> batch;           // tabular, ascending
   std::vector<double> latency_ms;   // tabular, same length
   double alpha_ms = 0;              // linear
   double beta_ms = 0;               // linear
+  bool step = false;                // tabular: partial batches cost the next listed size
 
   bool tabular() const { return !batch.empty(); }
   // Largest batch this profile can run (tabular: the last listed size).
   int max_batch(int model_max_batch) const;
-  // l(b) in ms: a partial batch costs the next listed size; beyond the table, the slope of its
-  // last two points continues.
+  // l(b) in ms: between listed sizes linear (with `step`, the next listed size's cost); beyond
+  // the table, the slope of its last two points continues.
   double latency_ms_at(int b) const;
   // Batch sizes the planner may choose, ascending, capped at `model_max_batch`.
   std::vector<int> plannable_batches(int model_max_batch) const;

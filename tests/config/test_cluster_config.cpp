@@ -198,6 +198,13 @@ TEST(cluster_config, embedded_default_and_yaml_round_trip) {
   EXPECT_EQ(again.config->models.size(), d.config->models.size());
   EXPECT_EQ(again.config->pipelines[0].stages[1].fanout, d.config->pipelines[0].stages[1].fanout);
   EXPECT_EQ(again.config->nodes[0].address, d.config->nodes[0].address);
+  // A step profile (a device that pads batches) keeps its flag.
+  auto s = default_config();
+  s.config->models[0].profile = {{1, 2, 4}, {3, 4, 6}, 0, 0, true};
+  auto back = parse_cluster_config(to_yaml(*s.config), "step.yaml");
+  ASSERT_TRUE(back) << back.error_text();
+  EXPECT_TRUE(back.config->models[0].profile.step);
+  EXPECT_FALSE(again.config->models[0].profile.step);
 }
 
 TEST(cluster_config, single_node_pools_every_worker_device) {

@@ -68,7 +68,7 @@ TEST(codec, reply_invocation_and_result_round_trip) {
 }
 
 TEST(codec, control_messages_round_trip) {
-  auto reg = std::get<register_node>(round_trip({"w", register_node{"w", {"worker"}, 4, 77, 3, {{"det", {1, 4}, {2.5, 6}}}}}).content);
+  auto reg = std::get<register_node>(round_trip({"w", register_node{"w", {"worker"}, 4, 77, 3, {{"det", {1, 4}, {2.5, 6}, true}}}}).content);
   EXPECT_EQ(reg.roles, std::vector<std::string>{"worker"});
   EXPECT_EQ(reg.incarnation, 77u);
   EXPECT_EQ(reg.schedule_epoch, 3u);
@@ -76,6 +76,7 @@ TEST(codec, control_messages_round_trip) {
   EXPECT_EQ(reg.profiles[0].model, "det");
   EXPECT_EQ(reg.profiles[0].batch, (std::vector<uint32_t>{1, 4}));
   EXPECT_EQ(reg.profiles[0].latency_ms, (std::vector<double>{2.5, 6}));
+  EXPECT_TRUE(reg.profiles[0].step);
 
   auto hb = std::get<heartbeat>(round_trip({"w", heartbeat{"w", 5, 6, 4}}).content);
   EXPECT_EQ(hb.seq, 6u);

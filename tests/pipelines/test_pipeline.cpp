@@ -57,10 +57,23 @@ TEST(pipeline, even_split_keeps_every_path_within_the_slo) {
   EXPECT_DOUBLE_EQ(s.finish_offset_ms[3], 90);
 }
 
-TEST(pipeline, tabular_profile_charges_the_next_listed_size) {
+TEST(pipeline, tabular_profile_is_linear_between_listed_sizes) {
+  latency_profile p;
+  p.batch = {2, 4, 8};
+  p.latency_ms = {12, 16, 24};
+  EXPECT_DOUBLE_EQ(p.latency_ms_at(1), 12);  // below the first size: its cost
+  EXPECT_DOUBLE_EQ(p.latency_ms_at(3), 14);
+  EXPECT_DOUBLE_EQ(p.latency_ms_at(5), 18);
+  EXPECT_DOUBLE_EQ(p.latency_ms_at(12), 32);  // beyond the table: the last slope goes on
+  EXPECT_EQ(p.max_batch(32), 8);
+  EXPECT_EQ(p.plannable_batches(5), (std::vector<int>{2, 3, 4, 5}));
+}
+
+TEST(pipeline, a_step_profile_charges_the_next_listed_size) {
   latency_profile p;
   p.batch = {1, 2, 4, 8};
   p.latency_ms = {10, 12, 16, 24};
+  p.step = true;  // a device that pads batches (cuda)
   EXPECT_DOUBLE_EQ(p.latency_ms_at(3), 16);
   EXPECT_DOUBLE_EQ(p.latency_ms_at(5), 24);
   EXPECT_EQ(p.max_batch(32), 8);
