@@ -161,9 +161,10 @@ TEST_F(device_fixture, an_unscheduled_session_drains_before_it_goes) {
 }
 
 // Prefix batching on an emulated device: variants of one prefix share one pass of it.
-TEST(device_prefix, variants_of_one_prefix_run_as_one_family_batch) {
-  testing::caf_fixture f;
-  auto cfg = testing::parse_or_die(R"(
+// One emulated device serving two variants of one prefix, both scheduled at batch 8.
+struct family_fixture : caf_fixture, ::testing::Test {
+  family_fixture() {
+    auto cfg = testing::parse_or_die(R"(
 nodes:
   - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
   - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated}]}
@@ -172,27 +173,32 @@ models:
   - {name: v0, prefix: backbone, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [3]}, max_batch: 8, profile: {alpha_ms: 1.2, beta_ms: 12}}
   - {name: v1, prefix: backbone, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [3]}, max_batch: 8, profile: {alpha_ms: 1.2, beta_ms: 12}}
 )");
-  auto net = std::make_shared<recording_link>("w");
-  auto dev = f.keep(spawn_device(*f.sys, {cfg, net, 1}, 0, "emulated"));
-  caf::anon_send(dev, msg::device_schedule{0, 0, {{"v0", 8}, {"v1", 8}}});
-  f.run();
-  auto invoke = [&](uint64_t id, std::string model) {
-    caf::anon_send(dev, msg::invocation{id, "fe", std::move(model), 0, std::chrono::nanoseconds(1s).count(),
+    dev = keep(spawn_device(*sys, {cfg, net, 1}, 0, "emulated"));
+    caf::anon_send(dev, msg::device_schedule{0, 0, {{"v0", 8}, {"v1", 8}}});
+    run();
+  }
+  void invoke(uint64_t id, std::string model, std::chrono::microseconds budget = 1s) {
+    caf::anon_send(dev, msg::invocation{id, "fe", std::move(model), 0, std::chrono::nanoseconds(budget).count(),
                                         {make_tensor({dtype::float32, {2}}, id)}});
-    f.run();
-  };
+    run();
+  }
+  std::shared_ptr<recording_link> net = std::make_shared<recording_link>("w");
+  device_actor dev;
+};
+
+TEST_F(family_fixture, variants_of_one_prefix_run_as_one_family_batch) {
   invoke(1, "v0");  // runs alone: l_v0(1) = 13.2 ms
   invoke(2, "v0");
   invoke(3, "v1");
   invoke(4, "v1");
   invoke(5, "v1");
-  f.advance(13200us);
+  advance(13200us);
   EXPECT_EQ(net->take<msg::invocation_result>().size(), 1u);
   // One family batch: prefix over 4 requests, l_p(4) = 14 ms, plus suffixes of 1 and 3
   // requests (l_v - l_p: 2.2 and 2.6 ms) = 18.8 ms. Separately it would take 14.4 + 15.6 ms.
-  f.advance(18799us);
+  advance(18799us);
   EXPECT_TRUE(net->take<msg::invocation_result>().empty());
-  f.advance(1us);
+  advance(1us);
   auto r = net->take<msg::invocation_result>();
   ASSERT_EQ(r.size(), 4u);
   for (auto& [node, x] : r) {
@@ -203,30 +209,11 @@ models:
 }
 
 // A variant's batch is judged at the cost of the family pass it joins, not of its own rows.
-TEST(device_prefix, early_drop_counts_the_whole_family_batch) {
-  testing::caf_fixture f;
-  auto cfg = testing::parse_or_die(R"(
-nodes:
-  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
-  - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated}]}
-models:
-  - {name: backbone, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [4]}, max_batch: 8, profile: {alpha_ms: 1, beta_ms: 10}}
-  - {name: v0, prefix: backbone, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [3]}, max_batch: 8, profile: {alpha_ms: 1.2, beta_ms: 12}}
-  - {name: v1, prefix: backbone, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [3]}, max_batch: 8, profile: {alpha_ms: 1.2, beta_ms: 12}}
-)");
-  auto net = std::make_shared<recording_link>("w");
-  auto dev = f.keep(spawn_device(*f.sys, {cfg, net, 1}, 0, "emulated"));
-  caf::anon_send(dev, msg::device_schedule{0, 0, {{"v0", 8}, {"v1", 8}}});
-  f.run();
-  auto invoke = [&](uint64_t id, std::string model, std::chrono::microseconds budget) {
-    caf::anon_send(dev, msg::invocation{id, "fe", std::move(model), 0, std::chrono::nanoseconds(budget).count(),
-                                        {make_tensor({dtype::float32, {2}}, id)}});
-    f.run();
-  };
+TEST_F(family_fixture, early_drop_counts_the_whole_family_batch) {
   invoke(1, "v0", 1s);          // runs alone: l_v0(1) = 13.2 ms
   invoke(2, "v0", 28200us);     // 15 ms left when the device frees up
   for (uint64_t id : {3, 4, 5}) invoke(id, "v1", 1s);
-  f.advance(13200us);
+  advance(13200us);
   // Alone, request 2 would fit (l_v0(1) = 13.2 ms); in a pass with v1's three it needs
   // l_v0(4) = 16.8 ms, and is dropped rather than answered late.
   auto r = net->take<msg::invocation_result>();
@@ -236,9 +223,9 @@ models:
   EXPECT_EQ(r[1].second.code, msg::status::dropped);
   EXPECT_NE(r[1].second.reason.find("a batch of 4 v0 needs 16.8 ms"), std::string::npos) << r[1].second.reason;
   // v1's three run on their own: prefix over 3 (13 ms) plus their suffix (2.6 ms).
-  f.advance(15599us);
+  advance(15599us);
   EXPECT_TRUE(net->take<msg::invocation_result>().empty());
-  f.advance(1us);
+  advance(1us);
   r = net->take<msg::invocation_result>();
   ASSERT_EQ(r.size(), 3u);
   for (auto& [node, x] : r) {
