@@ -54,6 +54,7 @@ struct worker_info {
   uint64_t incarnation = 0;
   uint64_t acked = 0;  // schedule epoch the worker runs
   bool up = true;
+  bool draining = false;  // left with SIGTERM: planned without, still serves what it holds
 };
 
 // Smoothed per-pipeline load from frontends' reports.
@@ -125,7 +126,8 @@ void track_assignments(controller_state& st) {
 }
 
 // The current table, with instances that cannot serve yet taken out. A model none of whose
-// instances is ready keeps the ones it had in the last published table.
+// instances is ready keeps the ones it had in the last published table, on workers that still
+// serve: up, or draining after SIGTERM (until their replacements have loaded the model).
 msg::routing_table live_table(const controller_state& st) {
   auto t = st.table;
   t.epoch = st.epoch;
@@ -136,7 +138,9 @@ msg::routing_table live_table(const controller_state& st) {
       if (old.model == r.model)
         for (auto& i : old.instances) {
           auto it = st.workers.find(i.node);
-          if (it != st.workers.end() && serving(st, it->second)) r.instances.push_back(i);
+          if (it == st.workers.end()) continue;
+          auto& w = it->second;
+          if (serving(st, w) || (w.draining && w.acked > st.epoch_base)) r.instances.push_back(i);
         }
   }
   return t;
@@ -451,6 +455,7 @@ void on_register(self_ptr self, msg::register_node& r) {
     spdlog::info("{}: worker {} is leaving", st.net->self_name(), r.node);
     bool was = serving(st, w);
     w.up = false;
+    w.draining = true;
     notify_scaler(self);
     if (st.planned && st.cfg->scheduler.policy != "static") run_epoch(self);
     else if (was) publish(self);
@@ -464,6 +469,7 @@ void on_register(self_ptr self, msg::register_node& r) {
   w.acked = r.schedule_epoch;
   bool came_back = !w.up;
   w.up = true;
+  w.draining = false;
   if (came_back || fresh) notify_scaler(self);
   // A worker that returns after the plan was made gets work again at once.
   if (st.planned && came_back && st.cfg->scheduler.policy != "static") {
@@ -528,7 +534,12 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
         },
         [=](peer_down_atom, const std::string& node) {
           auto it = self->state.workers.find(node);
-          if (it == self->state.workers.end() || !it->second.up) return;
+          if (it == self->state.workers.end()) return;
+          if (!it->second.up) {
+            // A draining worker that is gone no longer stands in for its replacements.
+            if (std::exchange(it->second.draining, false)) publish(self);
+            return;
+          }
           bool was = serving(self->state, it->second);
           it->second.up = false;
           notify_scaler(self);
