@@ -381,9 +381,15 @@ void on_deployment(self_ptr self, deployment& d) {
   publish(self);
 }
 
+// Beacon windows with load before the first plan: one partial window and about a second of
+// full ones, so that the rate the first plan is made for is not one window's Poisson noise.
+int first_plan_windows(const controller_state& st) {
+  return 1 + std::max(1, static_cast<int>(std::lround(1000.0 / std::max(1, st.cfg->runtime.beacon_ms))));
+}
+
 bool epoch_due(controller_state& st, clock_time now) {
   auto& so = st.cfg->scheduler;
-  if (so.policy == "static" || st.cfg->scaler.enabled() || st.beacons_with_load < 1) return false;
+  if (so.policy == "static" || st.cfg->scaler.enabled() || st.beacons_with_load < first_plan_windows(st)) return false;
   auto since = std::chrono::duration<double>(now - st.last_epoch).count();
   if (!st.planned) return true;
   if (since >= so.epoch_s) return true;
@@ -407,9 +413,11 @@ void on_beacon(self_ptr self) {
   bool any = false;
   for (size_t pi = 0; pi < st.rates.size(); ++pi) {
     auto& r = st.rates[pi];
-    // Moving average with the newest beacon weighted 0.5; the first window with load is taken
-    // as it is rather than averaged with the zero before it.
-    double w = r.rate > 0 ? 0.5 : 1.0;
+    // Moving average with the newest beacon weighted 0.5. Before the first plan, which stands
+    // for at least min_epoch_s, the rate is the plain mean of the full windows: the first window
+    // with load is dropped (load that starts mid-window makes it a fraction of the rate).
+    int n = st.beacons_with_load;
+    double w = n < 1 ? 1.0 : n < first_plan_windows(st) ? 1.0 / n : 0.5;
     r.rate = w * st.window_queries[pi] / window + (1 - w) * r.rate;
     for (size_t s = 0; s < r.stage.size(); ++s) {
       r.stage[s] = w * st.window_stages[pi][s] / window + (1 - w) * r.stage[s];
