@@ -219,21 +219,25 @@ class torch_executor final : public device_executor {
     return b;
   }
 
-  // The requests' first tensors stacked into one [padded(b), ...] batch on the device (padding
-  // rows are zeros). For a GPU the batch is staged in pinned memory (LibTorch's caching host
-  // allocator keeps the block until the copy is done), so the upload runs at full PCIe speed.
+  // The requests' first tensors stacked into one [padded(b), ...] batch on the device. For a
+  // GPU the rows are staged in pinned memory (LibTorch's caching host allocator keeps the block
+  // until the copy is done) and uploaded at full PCIe speed; padding rows are zeroed on the GPU,
+  // not uploaded.
   torch::Tensor stack(const tensor_spec& spec, const std::vector<const std::vector<tensor>*>& inputs) {
     auto n = static_cast<int64_t>(inputs.size());
-    std::vector<int64_t> shape{padded(n)};
+    std::vector<int64_t> shape{n};
     shape.insert(shape.end(), spec.shape.begin(), spec.shape.end());
     auto row_bytes = spec.byte_size().value_or(0);
     auto options = torch::TensorOptions().dtype(scalar_of(spec.type));
-    if (device_.is_cuda()) options = options.pinned_memory(true);
-    auto batch = torch::empty(shape, options);
-    auto* dst = static_cast<char*>(batch.data_ptr());
+    auto host = torch::empty(shape, device_.is_cuda() ? options.pinned_memory(true) : options);
+    auto* dst = static_cast<char*>(host.data_ptr());
     for (size_t i = 0; i < inputs.size(); ++i) std::memcpy(dst + i * row_bytes, (*inputs[i])[0].data.data(), row_bytes);
-    std::memset(dst + n * row_bytes, 0, (shape[0] - n) * row_bytes);
-    return device_.is_cuda() ? batch.to(device_, /*non_blocking=*/true) : batch;
+    if (!device_.is_cuda()) return host;
+    shape[0] = padded(n);
+    auto batch = torch::empty(shape, options.device(device_));
+    batch.narrow(0, 0, n).copy_(host, /*non_blocking=*/true);
+    if (shape[0] > n) batch.narrow(0, n, shape[0] - n).zero_();
+    return batch;
   }
 
   torch::Tensor forward(torch::jit::Module& module, const torch::Tensor& batch) {
