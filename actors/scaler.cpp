@@ -10,6 +10,7 @@
 
 #include "actors/provisioner.hpp"
 #include "actors/roles.hpp"
+#include "pipelines/query_analyzer.hpp"
 #include "scheduling/autoscaler.hpp"
 #include "scheduling/predictor.hpp"
 
@@ -22,7 +23,7 @@ struct stage_info {
   size_t pipeline = 0, stage = 0;
   const model_spec* model = nullptr;
   core_latency l;
-  double split_budget_ms = 0;  // even split of the SLO: the budget when nothing was measured
+  double split_budget_ms = 0;  // the stage's share of the SLO: the budget when nothing was measured
   std::unique_ptr<sched::rate_predictor> predictor;
   std::deque<double> recent;   // per-period rates over the last horizontal period
   double poll_sum = 0;         // rates seen by the polls of the current vertical period
@@ -65,6 +66,38 @@ core_latency latency_of(const model_spec& m) {
   l.delta = m.profile.latency_ms_at(2) - m.profile.latency_ms_at(1);
   l.eta = m.profile.latency_ms_at(1) - l.delta;
   return l;
+}
+
+// Sponge and biscale: each pipeline's SLO split by the query analyzer (pipelines/) so that the
+// one-core instances it needs, sum of rate_i / T_i(budget_i), are fewest, at the stages'
+// measured rates (1 each before any). The budgets go to the routing table with the next
+// deployment; they change only when a stage's moves by more than 2% of the SLO.
+void split_budgets(self_ptr self) {
+  auto& st = self->state;
+  bool changed = false;
+  for (size_t pi = 0; pi < st.cfg->pipelines.size(); ++pi) {
+    auto& p = st.cfg->pipelines[pi];
+    std::vector<stage_info*> by_stage(p.stages.size(), nullptr);
+    for (auto& s : st.stages)
+      if (s.pipeline == pi) by_stage[s.stage] = &s;
+    std::vector<double> rates;
+    for (auto* s : by_stage) rates.push_back(s && s->last.rate > 0 ? s->last.rate : 1.0);
+    auto split = dp_split(p, rates, [&](size_t k, double budget) {
+      auto* s = by_stage[k];
+      return s ? sched::one_core_throughput(s->l, budget, s->model->batch_limit()) : 0.0;
+    });
+    for (size_t k = 0; k < by_stage.size(); ++k) {
+      if (!by_stage[k] || !(split.budget_ms[k] > 0)) continue;
+      double& b = by_stage[k]->split_budget_ms;
+      if (std::abs(split.budget_ms[k] - b) > 0.02 * p.slo_ms) b = split.budget_ms[k], changed = true;
+    }
+  }
+  if (!changed) return;
+  std::vector<msg::stage_budget> budgets;
+  for (auto& s : st.stages)
+    budgets.push_back({st.cfg->pipelines[s.pipeline].name, st.cfg->pipelines[s.pipeline].stages[s.stage].name,
+                       s.split_budget_ms});
+  st.prov->set_budgets(std::move(budgets));
 }
 
 // Brings the instances of a stage's model to `shape`: the newest go first, instance 0 is the
@@ -187,6 +220,7 @@ void decide(self_ptr self, const cluster_load& load) {
                          s.shape.budget_ms});
     st.prov->set_budgets(std::move(budgets));
   } else if (o.policy == "sponge" || o.policy == "biscale") {
+    if (horizontal) split_budgets(self);
     for (auto& s : st.stages) {
       sched::stage_shape next;
       if (o.policy == "sponge") {
@@ -254,6 +288,8 @@ scaler_actor spawn_scaler(caf::actor_system& sys, actor_args args) {
                        st.cfg->scaler.policy, st.cfg->scaler.vertical_s, st.cfg->scaler.horizontal_s,
                        st.cfg->scaler.predictor);
           st.last_tick = self->clock().now();
+          // Routed with the first deployment (once the workers are known).
+          if (st.cfg->scaler.policy == "sponge" || st.cfg->scaler.policy == "biscale") split_budgets(self);
           self->delayed_send(self, poll_period(*st.cfg), tick_atom::value);
         },
         [=](tick_atom) {

@@ -1,7 +1,7 @@
 // bench/nexus: Nexus's control plane against a batch-oblivious baseline on emulated devices,
 // the drop policies of thesis 002 §3.5.1, and planner speed. Every figure comes from this run.
 //
-// Usage: bench_nexus [all|traffic|game|drop|speed] [--quick]
+// Usage: bench_nexus [all|traffic|game|drop|speed] [--quick] [--window SECONDS]
 //
 // For a workload and a policy combination, the highest rate whose attainment is >= 99% is found
 // by doubling and then bisection. Each trial starts a fresh in-process node with 8 emulated
@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -25,6 +26,7 @@ using namespace sloserve;
 namespace {
 
 bool quick = false;
+double window_s = 0;  // measured window of each trial; 0: 6 s (4 s with --quick)
 
 std::string traffic_yaml() {
   // Profiles as config/examples/cluster.yaml: SSD from thesis 002 Table 3.6, car and face
@@ -102,7 +104,7 @@ load_summary trial(const std::string& yaml, const combo& c, double rate, double 
 
 // Highest rate with attainment >= 99% and nothing lost.
 double max_rate(const std::string& yaml, const combo& c, double start) {
-  double warm = quick ? 4 : 5, measure = quick ? 4 : 6;
+  double warm = quick ? 4 : 5, measure = window_s > 0 ? window_s : quick ? 4 : 6;
   auto ok = [&](double r) {
     auto s = trial(yaml, c, r, warm, measure);
     fprintf(stderr, "    %-28s %8.1f req/s -> attainment %.4f (lost %lu)\n", c.label, r, s.attainment,
@@ -170,6 +172,7 @@ int main(int argc, char** argv) {
   std::string what = "all";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--window") && i + 1 < argc) window_s = std::atof(argv[++i]);
     else what = argv[i];
   }
   spdlog::set_level(spdlog::level::warn);

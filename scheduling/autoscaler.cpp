@@ -21,6 +21,18 @@ std::pair<int, int> one_core_instances(const core_latency& l, double rate, doubl
   return {best_n, best_b};
 }
 
+int one_core_batch(const core_latency& l, double budget_ms, int cap) {
+  int b = 0;
+  while (b < cap && 2 * l.at(b + 1, 1) <= budget_ms) ++b;
+  return b;
+}
+
+double one_core_throughput(const core_latency& l, double budget_ms, int max_batch) {
+  double best = 0;
+  for (int b = 1; b <= max_batch && 2 * l.at(b, 1) <= budget_ms; ++b) best = std::max(best, l.throughput(b, 1));
+  return best;
+}
+
 int elastic_batch(const core_latency& l, int cores, double budget_ms, int chosen, int max_batch) {
   int b = std::max(1, chosen);
   while (b < max_batch && 2 * l.at(b + 1, cores) <= budget_ms) ++b;
@@ -96,7 +108,9 @@ stage_shape biscale_vertical_sized(const scale_stage& s, const stage_shape& now,
 stage_shape biscale_vertical(const scale_stage& s, const stage_shape& now, int max_cores) {
   auto out = biscale_vertical_sized(s, now, max_cores);
   out.batch = elastic_batch(s.l, out.cores, s.budget_ms, out.batch, s.max_batch);
-  out.horizontal_batch = elastic_batch(s.l, 1, s.budget_ms, out.horizontal_batch, s.max_batch);
+  // Never above what the budget allows one core (the excess went to instance 0 above).
+  if (int fit = one_core_batch(s.l, s.budget_ms, s.max_batch); fit >= out.horizontal_batch)
+    out.horizontal_batch = elastic_batch(s.l, 1, s.budget_ms, out.horizontal_batch, s.max_batch);
   return out;
 }
 
@@ -105,7 +119,11 @@ stage_shape biscale_vertical_sized(const scale_stage& s, const stage_shape& now,
   auto out = now;
   out.base_instances = std::clamp(now.base_instances, 1, std::max(1, now.instances));
   out.instances = out.base_instances;
-  double horizontal = (out.instances - 1) * s.l.throughput(now.horizontal_batch, 1);
+  // The one-core instances run the largest batch the budget now allows (it shrinks when uploads
+  // take longer); when not even one fits, they carry nothing and instance 0 carries it all.
+  int fits = one_core_batch(s.l, s.budget_ms, std::max(1, now.horizontal_batch));
+  out.horizontal_batch = std::max(1, fits);
+  double horizontal = fits ? (out.instances - 1) * s.l.throughput(fits, 1) : 0;
   double excess = std::max(0.0, s.rate - horizontal);
   auto c = sponge_decide(s.l, excess, queue_budgets(s), max_cores, s.max_batch);
   if (c.feasible || excess <= 0) {
@@ -122,7 +140,7 @@ stage_shape biscale_vertical_sized(const scale_stage& s, const stage_shape& now,
     auto [n, hb] = one_core_instances(s.l, excess, s.budget_ms, s.max_batch);
     if (!n) hb = 1, n = std::max(1, static_cast<int>(std::ceil(excess / s.l.throughput(1, 1) - 1e-9)));
     out.instances += n;
-    out.horizontal_batch = out.instances > 1 && now.instances > 1 ? now.horizontal_batch : hb;
+    if (now.instances <= 1) out.horizontal_batch = hb;
     return out;
   }
   out.cores = std::max(1, b.cores);

@@ -65,6 +65,14 @@ stage_shape biscale_vertical(const scale_stage& s, const stage_shape& now, int m
 // one-core instances only (instance 0 back to one core). While it is not, keep what runs.
 stage_shape biscale_horizontal(const scale_stage& s, const stage_shape& now, bool stable);
 
+// The largest batch a one-core instance may run under `budget_ms` (2·l(b, 1) within it), at most
+// `cap`; 0 when not even a batch of one fits.
+int one_core_batch(const core_latency& l, double budget_ms, int cap);
+
+// Requests/s one one-core instance carries under `budget_ms` at its best batch; 0 when none fits.
+// The scaler splits each pipeline's SLO with the query analyzer on this throughput.
+double one_core_throughput(const core_latency& l, double budget_ms, int max_batch);
+
 // Requests/s a shape carries when its batches are full.
 double shape_capacity(const core_latency& l, const stage_shape& s);
 

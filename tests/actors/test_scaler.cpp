@@ -57,8 +57,9 @@ controller_actor recording_controller(caf::actor_system& sys, std::shared_ptr<st
 }
 
 struct scaler_fixture : caf_fixture, ::testing::Test {
-  void start(const std::string& policy) {
-    cfg_ = testing::parse_or_die(yaml(policy));
+  void start(const std::string& policy) { start_with(yaml(policy)); }
+  void start_with(const std::string& text) {
+    cfg_ = testing::parse_or_die(text);
     net = std::make_shared<recording_link>("ctl");
     actor_args args{cfg_, net, 1};
     net->actors.monitor = keep(spawn_monitor(*sys, args));
@@ -103,6 +104,36 @@ TEST_F(scaler_fixture, placement_starts_with_one_instance_per_stage) {
   ASSERT_EQ(deployments->back().instances.size(), 1u);
   EXPECT_EQ(deployments->back().instances[0].model, "m");
   EXPECT_EQ(deployments->back().instances[0].cores, 1u);
+}
+
+TEST_F(scaler_fixture, sponge_and_biscale_split_the_slo_by_the_query_analyzer) {
+  // det costs four times what cls does: the split gives det the larger share, where the even
+  // split gave each 100 ms.
+  for (auto policy : {"sponge", "biscale"}) {
+    deployments->clear();
+    start_with(R"(
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], cores: 16, devices: [{kind: emulated, count: 6}]}
+models:
+  - {name: det, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 11, beta_ms: 22}, cores: {gamma_ms: 10, epsilon_ms: 20, delta_ms: 1, eta_ms: 2}}
+  - {name: cls, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 2.75, beta_ms: 5.5}, cores: {gamma_ms: 2.5, epsilon_ms: 5, delta_ms: 0.25, eta_ms: 0.5}}
+pipelines:
+  - {name: p, slo_ms: 200, stages: [{name: det, model: det}, {name: cls, model: cls, after: [det]}]}
+scaler: {policy: )" + std::string(policy) + R"(, max_cores: 8}
+)");
+    ASSERT_FALSE(deployments->empty()) << policy;
+    auto& budgets = deployments->back().budgets;
+    ASSERT_EQ(budgets.size(), 2u) << policy;
+    double det = budgets[0].stage == "det" ? budgets[0].budget_ms : budgets[1].budget_ms;
+    double cls = budgets[0].stage == "det" ? budgets[1].budget_ms : budgets[0].budget_ms;
+    EXPECT_GT(det, 120) << policy;
+    EXPECT_NEAR(det + cls, 200, 1e-6) << policy;
+    // Each share still lets a one-core instance run a batch of one.
+    EXPECT_LE(2 * (core_latency{2.5, 5, 0.25, 0.5}.at(1, 1)), cls) << policy;
+  }
 }
 
 TEST_F(scaler_fixture, sponge_acts_on_a_rate_step_within_one_vertical_period) {

@@ -38,15 +38,16 @@ TEST(autoscaler, sponge_adds_cores_in_place_as_the_rate_rises) {
 }
 
 TEST(autoscaler, biscale_absorbs_a_surge_vertically_and_goes_horizontal_beyond_max_cores) {
-  // Two one-core instances at batch 4 carry 2 x 60.6 = 121 req/s besides instance 0.
-  stage_shape now{3, 1, 4, 4, 0, 3};  // three instances planned by the horizontal loop
+  // Two one-core instances at batch 2 carry 2 x 45.5 = 91 req/s besides instance 0.
+  stage_shape now{3, 1, 2, 2, 0, 3};  // three instances planned by the horizontal loop
   auto calm = biscale_vertical(stage_at(110), now, 8);
-  // Batch cap 2: the largest b with 2·l(b, 1) within the 100 ms budget.
-  EXPECT_EQ(calm, (stage_shape{3, 1, 2, 4, 0, 3}));
+  // Instance 0 carries the other 19 req/s on one core; batch cap 2: the largest b with
+  // 2·l(b, 1) within the 100 ms budget.
+  EXPECT_EQ(calm, (stage_shape{3, 1, 2, 2, 0, 3}));
   auto surge = biscale_vertical(stage_at(300), now, 8);
   EXPECT_EQ(surge.instances, 3);  // in place: no instance starts
   EXPECT_GT(surge.cores, 1);
-  EXPECT_GE(model().throughput(surge.batch, surge.cores), 300 - 2 * model().throughput(4, 1));
+  EXPECT_GE(model().throughput(surge.batch, surge.cores), 300 - 2 * model().throughput(2, 1));
   // Beyond what 8 cores carry (about 355 req/s), one-core instances start now for the rest.
   auto flood = biscale_vertical(stage_at(1500), now, 8);
   EXPECT_GT(flood.instances, 3);
@@ -58,6 +59,32 @@ TEST(autoscaler, biscale_absorbs_a_surge_vertically_and_goes_horizontal_beyond_m
   auto after = biscale_vertical(stage_at(110), flood, 8);
   EXPECT_EQ(after.instances, 3);
   EXPECT_EQ(after.cores, 1);
+}
+
+TEST(autoscaler, biscale_takes_in_place_what_one_core_batches_lose_when_the_budget_shrinks) {
+  // Two one-core instances at batch 4 carry 121 req/s under a 100 ms budget. A longer upload
+  // leaves 80 ms: 2·l(4, 1) = 132 ms no longer fits, only batch 1 does (2 x 30.3 req/s).
+  stage_shape now{3, 1, 4, 4, 0, 3};
+  auto tight = biscale_vertical(stage_at(110, 80), now, 8);
+  EXPECT_EQ(tight.instances, 3);
+  EXPECT_EQ(tight.horizontal_batch, 1);
+  EXPECT_LE(model().at(tight.batch, tight.cores), 80);  // Sponge's check on instance 0
+  EXPECT_GE(model().throughput(tight.batch, tight.cores), 110 - 2 * model().throughput(1, 1));
+  EXPECT_GE(shape_capacity(model(), tight), 110);
+  // The budget back: the one-core instances batch again and instance 0 returns to one core.
+  auto calm = biscale_vertical(stage_at(110, 100), tight, 8);
+  EXPECT_EQ(calm.cores, 1);
+  EXPECT_EQ(calm.horizontal_batch, 2);
+  EXPECT_GE(shape_capacity(model(), calm), 110);
+}
+
+TEST(autoscaler, one_core_throughput_is_the_best_batch_within_the_budget) {
+  // 2·l(2, 1) = 88 ms fits 100 ms, 2·l(3, 1) = 110 ms does not.
+  EXPECT_EQ(one_core_batch(model(), 100, 8), 2);
+  EXPECT_NEAR(one_core_throughput(model(), 100, 8), 2 / 0.044, 1e-9);
+  EXPECT_EQ(one_core_batch(model(), 100, 1), 1);
+  EXPECT_EQ(one_core_batch(model(), 60, 8), 0);
+  EXPECT_EQ(one_core_throughput(model(), 60, 8), 0);
 }
 
 TEST(autoscaler, biscale_goes_horizontal_only_once_the_load_is_stable) {
