@@ -28,9 +28,9 @@ int one_core_batch(const core_latency& l, double budget_ms, int cap) {
 }
 
 double one_core_throughput(const core_latency& l, double budget_ms, int max_batch) {
-  double best = 0;
-  for (int b = 1; b <= max_batch && 2 * l.at(b, 1) <= budget_ms; ++b) best = std::max(best, l.throughput(b, 1));
-  return best;
+  // b / l(b, 1) grows with b (l is affine in b), so the largest batch that fits is the best.
+  int b = one_core_batch(l, budget_ms, max_batch);
+  return b ? l.throughput(b, 1) : 0;
 }
 
 int elastic_batch(const core_latency& l, int cores, double budget_ms, int chosen, int max_batch) {
