@@ -68,6 +68,16 @@ core_latency latency_of(const model_spec& m) {
   return l;
 }
 
+// Hands the provisioner every stage's budget, `budget(stage)`, for the next deployment's table.
+template <class F>
+void route_budgets(scaler_state& st, F budget) {
+  std::vector<msg::stage_budget> budgets;
+  for (auto& s : st.stages)
+    budgets.push_back({st.cfg->pipelines[s.pipeline].name, st.cfg->pipelines[s.pipeline].stages[s.stage].name,
+                       budget(s)});
+  st.prov->set_budgets(std::move(budgets));
+}
+
 // Sponge and biscale: each pipeline's SLO split by the query analyzer (pipelines/) so that the
 // one-core instances it needs, sum of rate_i / T_i(budget_i), are fewest, at the stages'
 // measured rates (1 each before any). The budgets go to the routing table with the next
@@ -92,12 +102,7 @@ void split_budgets(self_ptr self) {
       if (std::abs(split.budget_ms[k] - b) > 0.02 * p.slo_ms) b = split.budget_ms[k], changed = true;
     }
   }
-  if (!changed) return;
-  std::vector<msg::stage_budget> budgets;
-  for (auto& s : st.stages)
-    budgets.push_back({st.cfg->pipelines[s.pipeline].name, st.cfg->pipelines[s.pipeline].stages[s.stage].name,
-                       s.split_budget_ms});
-  st.prov->set_budgets(std::move(budgets));
+  if (changed) route_budgets(st, [](const stage_info& s) { return s.split_budget_ms; });
 }
 
 // Brings the instances of a stage's model to `shape`: the newest go first, instance 0 is the
@@ -214,11 +219,7 @@ void decide(self_ptr self, const cluster_load& load) {
       auto shapes = sched::fa2_shapes(in, st.cfg->pipelines[pi].slo_ms);
       for (size_t j = 0; j < idx.size(); ++j) st.stages[idx[j]].shape = shapes[j];
     }
-    std::vector<msg::stage_budget> budgets;
-    for (auto& s : st.stages)
-      budgets.push_back({st.cfg->pipelines[s.pipeline].name, st.cfg->pipelines[s.pipeline].stages[s.stage].name,
-                         s.shape.budget_ms});
-    st.prov->set_budgets(std::move(budgets));
+    route_budgets(st, [](const stage_info& s) { return s.shape.budget_ms; });
   } else if (o.policy == "sponge" || o.policy == "biscale") {
     if (horizontal) split_budgets(self);
     for (auto& s : st.stages) {

@@ -17,10 +17,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
 #include "actors/node_runtime.hpp"
 #include "apps/load_client.hpp"
+#include "scheduling/autoscaler.hpp"
 
 using namespace sloserve;
 
@@ -172,8 +174,7 @@ int main(int argc, char** argv) {
     double least = 0;
     for (auto r : rates)
       for (auto& m : parsed.config->models) {
-        double best = 0;
-        for (int b = 1; b <= m.batch_limit(); ++b) best = std::max(best, m.cores->throughput(b, 1));
+        double best = sched::one_core_throughput(*m.cores, std::numeric_limits<double>::infinity(), m.batch_limit());
         least += std::ceil(r / best - 1e-9);
       }
     printf("%s: least core-s that serves every request (one-core instances, best batch, latency ignored): %.0f\n",

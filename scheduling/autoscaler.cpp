@@ -108,9 +108,9 @@ stage_shape biscale_vertical_sized(const scale_stage& s, const stage_shape& now,
 stage_shape biscale_vertical(const scale_stage& s, const stage_shape& now, int max_cores) {
   auto out = biscale_vertical_sized(s, now, max_cores);
   out.batch = elastic_batch(s.l, out.cores, s.budget_ms, out.batch, s.max_batch);
-  // Never above what the budget allows one core (the excess went to instance 0 above).
-  if (int fit = one_core_batch(s.l, s.budget_ms, s.max_batch); fit >= out.horizontal_batch)
-    out.horizontal_batch = elastic_batch(s.l, 1, s.budget_ms, out.horizontal_batch, s.max_batch);
+  // Up to the largest batch the budget allows one core, never above it unless already there
+  // (what they cannot carry went to instance 0 above).
+  out.horizontal_batch = std::max(out.horizontal_batch, one_core_batch(s.l, s.budget_ms, s.max_batch));
   return out;
 }
 
