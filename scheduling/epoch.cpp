@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 namespace sloserve::sched {
 
@@ -19,34 +20,21 @@ bool slot_fits(const device_slot& slot, const device_plan& d, const std::vector<
 
 }  // namespace
 
-bool plan_epoch(const epoch_input& in, const epoch_result* previous, epoch_result& out, std::string& error) {
+namespace {
+
+// Sessions from the splits. Budgets are rounded to 0.1 ms so that stages that share a model and
+// an SLO become one session, and so do variants that share a prefix and an SLO.
+void collect_sessions(const epoch_input& in, const std::vector<std::vector<double>>& rates, epoch_result& out) {
   auto& pipes = *in.pipelines;
   auto& models = *in.models;
-  if (in.rates.size() != pipes.size()) {
-    error = "need one rate per pipeline";
-    return false;
-  }
-  auto planner = make_planner(in.policy);
-  if (!planner) {
-    error = "unknown policy '" + in.policy + "' (nexus, batch-oblivious)";
-    return false;
-  }
-  if (in.split != "dp" && in.split != "even") {
-    error = "unknown split '" + in.split + "' (dp, even)";
-    return false;
-  }
-  out = {};
-  // Split and collect sessions. Budgets are rounded to 0.1 ms so that stages that share a model
-  // and an SLO become one session, and so do variants that share a prefix and an SLO.
+  out.sessions.clear();
+  out.members.clear();
+  out.models_of.clear();
   std::map<std::pair<std::string, long>, size_t> session_of;
   for (size_t pi = 0; pi < pipes.size(); ++pi) {
     auto& p = pipes[pi];
-    auto fan = pi < in.fanouts.size() && !in.fanouts[pi].empty() ? in.fanouts[pi] : declared_fanout(p);
-    auto rates = stage_rates(p, in.rates[pi], fan);
-    throughput_fn T = [&](size_t s, double L) { return max_throughput(models[p.stages[s].model_index], L); };
-    out.splits.push_back(in.split == "dp" ? dp_split(p, rates, T, in.steps) : even_split(p));
     for (size_t s = 0; s < p.stages.size(); ++s) {
-      auto budget = std::floor(out.splits.back().budget_ms[s] * 10) / 10;
+      auto budget = std::floor(out.splits[pi].budget_ms[s] * 10) / 10;
       auto& model = models[p.stages[s].model_index];
       auto key = std::make_pair(model.is_variant() ? "prefix:" + model.prefix : model.name,
                                 static_cast<long>(std::lround(budget * 10)));
@@ -58,21 +46,26 @@ bool plan_epoch(const epoch_input& in, const epoch_result* previous, epoch_resul
         out.members.emplace_back();
         out.models_of.emplace_back();
       }
-      out.sessions[it->second].rate += rates[s];
+      out.sessions[it->second].rate += rates[pi][s];
       out.members[it->second].emplace_back(pi, s);
       auto& mo = out.models_of[it->second];
       auto m = std::find_if(mo.begin(), mo.end(), [&](auto& x) { return x.first == &model; });
-      if (m == mo.end()) mo.emplace_back(&model, rates[s]);
-      else m->second += rates[s];
+      if (m == mo.end()) mo.emplace_back(&model, rates[pi][s]);
+      else m->second += rates[pi][s];
     }
   }
+}
+
+// Places out.sessions and binds the placed devices to slots: a device keeps the previous slot of
+// its id where it still fits. Slots are matched by (node, device): the set of live slots may
+// differ between epochs.
+void place(const epoch_input& in, const planner& planner, const epoch_result* previous, epoch_result& out) {
   device_caps caps;  // per-slot memory is checked when binding to slots
-  out.placement = previous ? planner->make(out.sessions, caps, &previous->placement, &previous->sessions)
-                           : planner->make(out.sessions, caps);
-  // Bind placed devices to slots: keep the previous slot of a device id where it still fits.
-  // Slots are matched by (node, device): the set of live slots may differ between epochs.
+  out.placement = previous ? planner.make(out.sessions, caps, &previous->placement, &previous->sessions)
+                           : planner.make(out.sessions, caps);
   out.slots = in.slots;
   out.slot_of.assign(out.placement.devices.size(), -1);
+  out.devices_missing = 0;
   std::vector<bool> taken(in.slots.size(), false);
   auto slot_index = [&](const device_slot& x) -> int {
     for (size_t s = 0; s < in.slots.size(); ++s)
@@ -97,6 +90,76 @@ bool plan_epoch(const epoch_input& in, const epoch_result* previous, epoch_resul
         break;
       }
     if (out.slot_of[k] < 0) ++out.devices_missing;
+  }
+}
+
+// What a plan costs, compared lexicographically: sessions it cannot serve, devices it lacks,
+// devices it uses.
+std::tuple<size_t, size_t, size_t> plan_cost(const epoch_result& r) {
+  return {r.placement.infeasible.size(), r.devices_missing, r.placement.devices.size()};
+}
+
+}  // namespace
+
+bool plan_epoch(const epoch_input& in, const epoch_result* previous, epoch_result& out, std::string& error) {
+  auto& pipes = *in.pipelines;
+  auto& models = *in.models;
+  if (in.rates.size() != pipes.size()) {
+    error = "need one rate per pipeline";
+    return false;
+  }
+  auto planner = make_planner(in.policy);
+  if (!planner) {
+    error = "unknown policy '" + in.policy + "' (nexus, batch-oblivious)";
+    return false;
+  }
+  if (in.split != "dp" && in.split != "even") {
+    error = "unknown split '" + in.split + "' (dp, even)";
+    return false;
+  }
+  out = {};
+  std::vector<std::vector<double>> rates;
+  std::vector<throughput_fn> T;
+  for (size_t pi = 0; pi < pipes.size(); ++pi) {
+    auto& p = pipes[pi];
+    auto fan = pi < in.fanouts.size() && !in.fanouts[pi].empty() ? in.fanouts[pi] : declared_fanout(p);
+    rates.push_back(stage_rates(p, in.rates[pi], fan));
+    T.push_back([&models, &p](size_t s, double L) { return max_throughput(models[p.stages[s].model_index], L); });
+    out.splits.push_back(in.split == "dp" ? dp_split(p, rates[pi], T[pi], in.steps) : even_split(p));
+  }
+  collect_sessions(in, rates, out);
+  place(in, *planner, previous, out);
+  if (in.split != "dp" || in.neighbours <= 0) return true;
+  // The DP counts devices fractionally, sum of rate / T; they come whole, and the packing merges
+  // only residues whose duty cycles fit together. So the DP's split is compared with its
+  // neighbours: the DP re-run with one stage held at a batch within `neighbours` of the one it
+  // got. One that packs into fewer devices (serving every session) replaces it; one pass over
+  // the stages in order.
+  for (size_t pi = 0; pi < pipes.size(); ++pi) {
+    auto& p = pipes[pi];
+    for (size_t s = 0; s < p.stages.size(); ++s) {
+      if (rates[pi][s] <= 0) continue;
+      auto& m = models[p.stages[s].model_index];
+      int got = saturating_batch(m, out.splits[pi].budget_ms[s]);
+      for (int b : m.profile.plannable_batches(m.max_batch)) {
+        if (b == got || std::abs(b - got) > in.neighbours) continue;
+        double l = m.profile.latency_ms_at(b);
+        if (l <= 0) continue;
+        throughput_fn held = [&, s, b, l](size_t k, double L) {
+          if (k != s) return T[pi](k, L);
+          return 2 * l <= L ? b / l * 1000.0 : 0.0;
+        };
+        auto split = dp_split(p, rates[pi], held, in.steps);
+        // dp_split falls back to the even split when nothing fits: no neighbour then.
+        if (!std::isfinite(split_cost(p, rates[pi], split.budget_ms, held))) continue;
+        epoch_result trial;
+        trial.splits = out.splits;
+        trial.splits[pi] = std::move(split);
+        collect_sessions(in, rates, trial);
+        place(in, *planner, previous, trial);
+        if (plan_cost(trial) < plan_cost(out)) out = std::move(trial);
+      }
+    }
   }
   return true;
 }

@@ -28,6 +28,9 @@ struct epoch_input {
   std::string policy = "nexus";  // nexus | batch-oblivious
   std::string split = "dp";      // dp | even
   int steps = 100;               // budget grid of the DP
+  // dp: also try the DP with one stage held at a batch up to this far from the one it chose,
+  // and keep a split that packs into fewer devices (plan_epoch); 0: the DP's split as it is.
+  int neighbours = 2;
 };
 
 struct epoch_result {

@@ -193,5 +193,62 @@ TEST(epoch, variants_sharing_a_prefix_and_an_slo_become_one_session) {
   EXPECT_TRUE(check_plan(r.placement, r.sessions, {}).empty());
 }
 
+// The traffic pipeline of thesis 002 (config/examples/cluster.yaml) at 140 queries/s. The DP
+// gives SSD 272 ms (batch 6) and the classifiers 128/120 ms: 3.15 + 2.19 + 0.88 fractional
+// devices, but the packing needs 8, since the three residues cannot share a duty cycle. A
+// neighbour of the split (SSD held at another batch) packs into 7.
+struct traffic_epoch : ::testing::Test {
+  std::vector<model_spec> models{tabular("ssd", {1, 3, 7, 11}, {73, 98, 147, 216}, 11),
+                                 tabular("car", {4, 8, 16}, {50, 75, 100}, 16),
+                                 tabular("face", {4, 8, 16}, {50, 90, 125}, 16)};
+  std::vector<pipeline> pipes;
+  epoch_input in;
+  void SetUp() override {
+    pipeline p;
+    p.name = "traffic";
+    p.slo_ms = 400;
+    p.stages = {{"detect", "ssd", {}, {}}, {"car", "car", {"detect"}, 1.5}, {"face", "face", {"detect"}, 0.5}};
+    ASSERT_TRUE(resolve(p, models).empty());
+    pipes.push_back(p);
+    in.models = &models;
+    in.pipelines = &pipes;
+    for (uint32_t d = 0; d < 8; ++d) in.slots.push_back({"w", d, {}, 0});
+  }
+  epoch_result plan(double rate, int neighbours) {
+    in.rates = {rate};
+    in.neighbours = neighbours;
+    epoch_result r;
+    std::string err;
+    EXPECT_TRUE(plan_epoch(in, nullptr, r, err)) << err;
+    return r;
+  }
+};
+
+TEST_F(traffic_epoch, a_neighbour_of_the_dp_split_that_packs_into_fewer_devices_replaces_it) {
+  auto dp = plan(140, 0);
+  auto refined = plan(140, 2);
+  EXPECT_EQ(dp.placement.devices.size(), 8u);
+  EXPECT_EQ(refined.placement.devices.size(), 7u);
+  EXPECT_EQ(refined.devices_missing, 0u);
+  EXPECT_TRUE(check_plan(refined.placement, refined.sessions, {}).empty());
+  // Still a split of the SLO: both paths within 400 ms.
+  auto& b = refined.splits[0].budget_ms;
+  EXPECT_LE(b[0] + b[1], 400 + 1e-6);
+  EXPECT_LE(b[0] + b[2], 400 + 1e-6);
+  EXPECT_NE(saturating_batch(models[0], b[0]), saturating_batch(models[0], dp.splits[0].budget_ms[0]));
+}
+
+TEST_F(traffic_epoch, the_neighbours_never_pack_into_more_devices_than_the_dp_split) {
+  for (double rate = 10; rate <= 300; rate += 7.5) {
+    auto dp = plan(rate, 0);
+    auto refined = plan(rate, 2);
+    EXPECT_LE(refined.placement.infeasible.size(), dp.placement.infeasible.size()) << rate;
+    EXPECT_LE(refined.devices_missing, dp.devices_missing) << rate;
+    if (refined.devices_missing == dp.devices_missing)
+      EXPECT_LE(refined.placement.devices.size(), dp.placement.devices.size()) << rate;
+    EXPECT_TRUE(check_plan(refined.placement, refined.sessions, {}).empty()) << rate;
+  }
+}
+
 }  // namespace
 }  // namespace sloserve::sched
