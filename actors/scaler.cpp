@@ -227,7 +227,7 @@ void decide(self_ptr self, const cluster_load& load) {
       if (o.policy == "sponge") {
         next = sched::sponge_shape(s.last, o.max_cores);
       } else {
-        next = horizontal ? sched::biscale_horizontal(s.last, s.shape, sched::stable_load(s.recent, o.stable_band))
+        next = horizontal ? sched::biscale_horizontal(s.last, s.shape, sched::stable_load(s.recent, o.stable_band), o.max_cores)
                           : s.shape;
         next = sched::biscale_vertical(s.last, next, o.max_cores);
       }

@@ -160,16 +160,39 @@ stage_shape biscale_vertical_sized(const scale_stage& s, const stage_shape& now,
 
 }  // namespace
 
-stage_shape biscale_horizontal(const scale_stage& s, const stage_shape& now, bool stable) {
+stage_shape biscale_horizontal(const scale_stage& s, const stage_shape& now, bool stable, int max_cores) {
   if (!stable) return now;
-  auto [n, b] = one_core_instances(s.l, std::max(s.predicted, s.rate), s.budget_ms, s.max_batch);
-  // One core is too slow for the budget (a long upload took most of it): stay vertical.
-  if (!n) return now;
-  stage_shape out;
-  out.instances = out.base_instances = n;
-  out.cores = 1;
-  out.batch = out.horizontal_batch = elastic_batch(s.l, 1, s.budget_ms, b, s.max_batch);
-  return out;
+  double rate = std::max(s.predicted, s.rate);
+  // n one-core instances at their best batch beside instance 0, which takes the rest in place
+  // at its fewest cores: the n with the fewest cores in all, then the most spare capacity.
+  int b1 = one_core_batch(s.l, s.budget_ms, s.max_batch);
+  double t1 = b1 ? s.l.throughput(b1, 1) : 0;
+  int most = t1 > 0 ? static_cast<int>(std::ceil(rate / t1 - 1e-9)) : 0;
+  stage_shape best;
+  double best_spare = -1;
+  int best_cost = 0;
+  for (int n = 0; n <= most; ++n) {
+    double rest = std::max(0.0, rate - n * t1);
+    int c0 = 0, b0 = 0;
+    for (int c = 1; c <= std::max(1, max_cores) && !c0; ++c) {
+      int b = 0;
+      while (b < s.max_batch && 2 * s.l.at(b + 1, c) <= s.budget_ms) ++b;
+      if (b && (rest <= 0 || s.l.throughput(b, c) >= rest)) c0 = c, b0 = b;
+    }
+    if (!c0) continue;
+    double spare = s.l.throughput(b0, c0) + n * t1 - rate;
+    int cost = c0 + n;
+    if (best_spare < 0 || cost < best_cost || (cost == best_cost && spare > best_spare + 1e-9)) {
+      best.instances = best.base_instances = n + 1;
+      best.cores = c0;
+      best.batch = b0;
+      best.horizontal_batch = std::max(1, b1);
+      best_cost = cost;
+      best_spare = spare;
+    }
+  }
+  // Not even max_cores in place carries what one core cannot: keep what runs.
+  return best_spare < 0 ? now : best;
 }
 
 double shape_capacity(const core_latency& l, const stage_shape& s) {

@@ -62,8 +62,12 @@ std::pair<int, int> one_core_instances(const core_latency& l, double rate, doubl
 stage_shape biscale_vertical(const scale_stage& s, const stage_shape& now, int max_cores);
 
 // Biscale every horizontal period: once the load is stable, serve the predicted rate with
-// one-core instances only (instance 0 back to one core). While it is not, keep what runs.
-stage_shape biscale_horizontal(const scale_stage& s, const stage_shape& now, bool stable);
+// one-core instances at their best batch beside instance 0, which takes the rest in place:
+// the mix with the fewest cores in all (then the most spare capacity). One-core instances give
+// more per core (Amdahl) when the budget lets them batch; when a short budget caps their batch,
+// a few cores in place carry more per core, and the mix says so. While the load is not stable,
+// or nothing fits the budget, keep what runs.
+stage_shape biscale_horizontal(const scale_stage& s, const stage_shape& now, bool stable, int max_cores);
 
 // The largest batch a one-core instance may run under `budget_ms` (2·l(b, 1) within it), at most
 // `cap`; 0 when not even a batch of one fits.

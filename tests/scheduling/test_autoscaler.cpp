@@ -89,21 +89,44 @@ TEST(autoscaler, one_core_throughput_is_the_best_batch_within_the_budget) {
 
 TEST(autoscaler, biscale_goes_horizontal_only_once_the_load_is_stable) {
   stage_shape surge{3, 6, 4, 4};
-  EXPECT_EQ(biscale_horizontal(stage_at(300), surge, false), surge);
-  auto settled = biscale_horizontal(stage_at(300), surge, true);
-  EXPECT_EQ(settled.cores, 1);
-  auto [n, b] = one_core_instances(model(), 300, 100, 8);
-  EXPECT_EQ(settled.instances, n);
-  EXPECT_EQ(settled.batch, b);
-  EXPECT_GE(n * model().throughput(b, 1), 300);
-  EXPECT_LE(2 * model().at(b, 1), 100);
-  // With most of the budget gone to the upload, one core is too slow: it stays vertical.
-  EXPECT_EQ(one_core_instances(model(), 300, 60, 8), (std::pair<int, int>{0, 0}));
-  EXPECT_EQ(biscale_horizontal(stage_at(300, 60), surge, true), surge);
+  EXPECT_EQ(biscale_horizontal(stage_at(300, 200), surge, false, 8), surge);
   // Per core, one-core instances carry more than one big instance (Amdahl): with a 200 ms
-  // budget, 300 req/s take fewer cores horizontally than in place.
+  // budget they batch 7 (2·l(7, 1) = 198 ms), 70.7 req/s a core, and 300 req/s take five
+  // one-core instances: instance 0 back to one core.
+  auto settled = biscale_horizontal(stage_at(300, 200), surge, true, 8);
+  EXPECT_EQ(settled.cores, 1);
+  EXPECT_EQ(settled.instances, 5);
+  EXPECT_EQ(settled.base_instances, 5);
+  EXPECT_EQ(settled.horizontal_batch, 7);
+  EXPECT_GE(shape_capacity(model(), settled), 300);
   auto vertical = sponge_shape(stage_at(300, 200), 64);
-  EXPECT_LT(biscale_horizontal(stage_at(300, 200), surge, true).total_cores(), vertical.total_cores());
+  EXPECT_LT(settled.total_cores(), vertical.total_cores());
+}
+
+TEST(autoscaler, biscale_keeps_cores_in_place_where_a_short_budget_caps_one_core_batches) {
+  // Under 100 ms one core batches 2 (45.5 req/s a core); two cores in place batch 6
+  // (2·l(6, 2) = 96 ms), 62.5 req/s a core. 120 req/s: one-core instances only need three
+  // cores; instance 0 at two cores carries 125 req/s by itself.
+  auto settled = biscale_horizontal(stage_at(120, 100), stage_shape{3, 1, 2, 2, 0, 3}, true, 8);
+  EXPECT_EQ(settled.instances, 1);
+  EXPECT_EQ(settled.cores, 2);
+  EXPECT_EQ(settled.batch, 6);
+  EXPECT_GE(shape_capacity(model(), settled), 120);
+  EXPECT_LT(settled.total_cores(), one_core_instances(model(), 120, 100, 8).first);
+  // 300 req/s: a mix of both takes six cores, one fewer than seven one-core instances, and
+  // keeps every batch within the budget.
+  auto mixed = biscale_horizontal(stage_at(300, 100), stage_shape{}, true, 8);
+  EXPECT_EQ(mixed.total_cores(), 6);
+  EXPECT_EQ(one_core_instances(model(), 300, 100, 8).first, 7);
+  EXPECT_GE(shape_capacity(model(), mixed), 300);
+  EXPECT_LE(2 * model().at(mixed.batch, mixed.cores), 100);
+  EXPECT_LE(2 * model().at(mixed.horizontal_batch, 1), 100);
+  // With most of the budget gone to the upload one core cannot batch at all: instance 0 takes
+  // everything in place, or, beyond max_cores, what runs stays.
+  auto tight = biscale_horizontal(stage_at(100, 60), stage_shape{3, 6, 4, 4}, true, 8);
+  EXPECT_EQ(tight.instances, 1);
+  EXPECT_GE(shape_capacity(model(), tight), 100);
+  EXPECT_EQ(biscale_horizontal(stage_at(900, 60), stage_shape{3, 6, 4, 4}, true, 8), (stage_shape{3, 6, 4, 4}));
 }
 
 TEST(autoscaler, fa2_plans_one_core_instances_for_the_predicted_rate) {
