@@ -148,7 +148,8 @@ void apply(self_ptr self) {
 // One look at the monitor's view. Every polls_per_tick-th is a vertical period (and every
 // ticks_per_horizontal-th of those a horizontal one); in between, the vertical policies may
 // only add capacity: a surge is met at the next load report, while capacity is taken away at
-// most once a vertical period, sized for the largest rate of the last three periods.
+// most once a vertical period, sized for the largest rate of the last three periods and of the
+// latest report.
 void decide(self_ptr self, const cluster_load& load) {
   auto& st = self->state;
   auto& o = st.cfg->scaler;
@@ -188,8 +189,10 @@ void decide(self_ptr self, const cluster_load& load) {
     s.poll_sum += rate;
     ++s.poll_count;
     if (full) {
-      // The period's rate: the mean of its polls.
-      rate = sized = s.poll_sum / s.poll_count;
+      // The period's rate: the mean of its polls. It is sized for no less than this poll's
+      // rate either: a surge that began within the period is not averaged away.
+      rate = s.poll_sum / s.poll_count;
+      sized = std::max(sized, rate);
       s.poll_sum = 0;
       s.poll_count = 0;
       s.predictor->observe(rate);

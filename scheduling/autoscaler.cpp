@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 
 #include "scheduling/biscale.hpp"
 #include "scheduling/fa2.hpp"
@@ -160,17 +161,16 @@ stage_shape biscale_vertical_sized(const scale_stage& s, const stage_shape& now,
 
 }  // namespace
 
-stage_shape biscale_horizontal(const scale_stage& s, const stage_shape& now, bool stable, int max_cores) {
-  if (!stable) return now;
-  double rate = std::max(s.predicted, s.rate);
-  // n one-core instances at their best batch beside instance 0, which takes the rest in place
-  // at its fewest cores: the n with the fewest cores in all, then the most spare capacity.
+namespace {
+// n one-core instances at their best batch beside instance 0, which takes the rest in place at
+// its fewest cores: the n with the fewest cores in all, then the most spare capacity. Nullopt
+// when not even max_cores in place carries what one core cannot.
+std::optional<stage_shape> cheapest_mix(const scale_stage& s, double rate, int max_cores) {
   int b1 = one_core_batch(s.l, s.budget_ms, s.max_batch);
   double t1 = b1 ? s.l.throughput(b1, 1) : 0;
   int most = t1 > 0 ? static_cast<int>(std::ceil(rate / t1 - 1e-9)) : 0;
-  stage_shape best;
-  double best_spare = -1;
-  int best_cost = 0;
+  std::optional<stage_shape> best;
+  double best_spare = 0;
   for (int n = 0; n <= most; ++n) {
     double rest = std::max(0.0, rate - n * t1);
     int c0 = 0, b0 = 0;
@@ -181,18 +181,24 @@ stage_shape biscale_horizontal(const scale_stage& s, const stage_shape& now, boo
     }
     if (!c0) continue;
     double spare = s.l.throughput(b0, c0) + n * t1 - rate;
-    int cost = c0 + n;
-    if (best_spare < 0 || cost < best_cost || (cost == best_cost && spare > best_spare + 1e-9)) {
-      best.instances = best.base_instances = n + 1;
-      best.cores = c0;
-      best.batch = b0;
-      best.horizontal_batch = std::max(1, b1);
-      best_cost = cost;
-      best_spare = spare;
-    }
+    if (best && (c0 + n > best->total_cores() || (c0 + n == best->total_cores() && spare <= best_spare + 1e-9)))
+      continue;
+    best = stage_shape{n + 1, c0, b0, std::max(1, b1), 0, n + 1};
+    best_spare = spare;
   }
-  // Not even max_cores in place carries what one core cannot: keep what runs.
-  return best_spare < 0 ? now : best;
+  return best;
+}
+}  // namespace
+
+stage_shape biscale_horizontal(const scale_stage& s, const stage_shape& now, bool stable, int max_cores) {
+  if (!stable) return now;
+  auto predicted = cheapest_mix(s, std::max(s.predicted, s.rate), max_cores);
+  auto current = cheapest_mix(s, s.rate, max_cores);
+  // Stable also means that the predicted rate gives the plan the current one does; while it
+  // asks for more (a burst still in the predictor's memory), instance 0 carries the load in
+  // place and the surge, if it comes, is met vertically.
+  if (!predicted || !current || predicted->total_cores() != current->total_cores()) return now;
+  return *predicted;
 }
 
 double shape_capacity(const core_latency& l, const stage_shape& s) {

@@ -66,7 +66,8 @@ stage_shape biscale_vertical(const scale_stage& s, const stage_shape& now, int m
 // the mix with the fewest cores in all (then the most spare capacity). One-core instances give
 // more per core (Amdahl) when the budget lets them batch; when a short budget caps their batch,
 // a few cores in place carry more per core, and the mix says so. While the load is not stable,
-// or nothing fits the budget, keep what runs.
+// or nothing fits the budget, keep what runs. Stable, as in the thesis: the rates stayed within
+// the band (`stable`) and the predicted rate gives the same plan as the current one.
 stage_shape biscale_horizontal(const scale_stage& s, const stage_shape& now, bool stable, int max_cores);
 
 // The largest batch a one-core instance may run under `budget_ms` (2·l(b, 1) within it), at most

@@ -71,17 +71,22 @@ struct scaler_fixture : caf_fixture, ::testing::Test {
   }
   // One second of load as the workers would report it: `rate` arrivals over the instances.
   void second_at(double rate) {
+    report(rate, 1);
+    advance(1s);
+  }
+  // A load report over the last `window_s` seconds, with the clock left where it is.
+  void report(double rate, double window_s) {
     auto& d = deployments->back();
     msg::load_report r;
     r.node = "w1";
-    r.window_s = 1;
+    r.window_s = window_s;
     for (size_t k = 0; k < d.instances.size(); ++k)
       if (d.instances[k].node == "w1")
-        r.sessions.push_back({"m", d.instances[k].device, static_cast<uint64_t>(rate / static_cast<double>(d.instances.size())),
-                              0, 0, 0, 0, 150});
+        r.sessions.push_back({"m", d.instances[k].device,
+                              static_cast<uint64_t>(rate * window_s / static_cast<double>(d.instances.size())), 0, 0, 0,
+                              0, 150});
     caf::anon_send(net->actors.monitor, r);
     run();
-    advance(1s);
   }
   // Seconds after a step from 40 to 300 req/s until the deployment carries 300 req/s.
   int seconds_to_carry_a_step() {
@@ -166,6 +171,23 @@ TEST_F(scaler_fixture, biscale_acts_on_a_rate_step_within_one_vertical_period_th
   // And back in when the load falls.
   for (int s = 0; s < 21; ++s) second_at(40);
   EXPECT_LT(deployments->back().instances.size(), settled.instances.size());
+}
+
+TEST_F(scaler_fixture, a_surge_seen_late_in_a_vertical_period_is_not_averaged_away_at_its_end) {
+  // Polls every 250 ms, four to a vertical period. Whichever poll of the period first sees the
+  // step, the shape stays sized for it through the period's end, where the polls' mean is far
+  // below it.
+  for (int offset = 0; offset < 4; ++offset) {
+    deployments->clear();
+    start_with(yaml("sponge") + "runtime: {beacon_ms: 250}\n");
+    for (int s = 0; s < 6; ++s) second_at(40);
+    for (int k = 0; k < offset; ++k) advance(250ms);
+    report(300, 0.25);
+    for (int k = 0; k < 5; ++k) {
+      advance(250ms);
+      EXPECT_GE(capacity(deployments->back()), 300) << "step seen " << offset << " polls in, " << k << " polls after";
+    }
+  }
 }
 
 TEST_F(scaler_fixture, fa2_acts_on_a_rate_step_within_one_horizontal_period) {

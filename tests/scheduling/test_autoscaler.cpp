@@ -101,6 +101,15 @@ TEST(autoscaler, biscale_goes_horizontal_only_once_the_load_is_stable) {
   EXPECT_GE(shape_capacity(model(), settled), 300);
   auto vertical = sponge_shape(stage_at(300, 200), 64);
   EXPECT_LT(settled.total_cores(), vertical.total_cores());
+  // A predictor that still remembers a burst asks for more than the current rate needs: not
+  // stable yet, what runs stays (instance 0 carries it in place, and the next surge).
+  auto remembering = stage_at(300, 200);
+  remembering.predicted = 600;
+  EXPECT_EQ(biscale_horizontal(remembering, surge, true, 8), surge);
+  // A prediction below the current rate plans for the current rate.
+  auto falling = stage_at(300, 200);
+  falling.predicted = 150;
+  EXPECT_EQ(biscale_horizontal(falling, surge, true, 8), settled);
 }
 
 TEST(autoscaler, biscale_keeps_cores_in_place_where_a_short_budget_caps_one_core_batches) {
