@@ -8,8 +8,10 @@
 // core-seconds (`none`: its fixed devices the whole time). Workers report load every 100 ms,
 // the same for every policy: a surge is seen within 100 ms of its start.
 //
-//   build/bench/bench_autoscale [seconds-per-trace=120] [policies=none,fa2,sponge,biscale] [predictor=trend]
-//                               [traces=bursty,stepped]
+//   build/bench/bench_autoscale [seconds-per-trace=120] [policies=none,fa2,sponge,biscale]
+//                               [predictors=recent_max,trend] [traces=bursty,stepped]
+// fa2 and biscale plan with a rate predictor: they run once per predictor, side by side, and
+// the targets are checked per predictor (the same one for both). none and sponge use none.
 // SLOSERVE_SERIES=1 also prints each run's violations and drops per second, and the drop
 // reasons, on stderr.
 
@@ -30,9 +32,8 @@ using namespace sloserve;
 
 namespace {
 
-std::string predictor = "trend";
 
-std::string yaml(const std::string& policy) {
+std::string yaml(const std::string& policy, const std::string& predictor) {
   bool fixed = policy == "none";
   // `none` gets a fixed cluster sized for the base load with Nexus planning; the scalers get a
   // pool of device slots and cores to draw from.
@@ -81,8 +82,8 @@ struct result {
   }
 };
 
-result run(const std::string& policy, const std::vector<double>& rates, const std::vector<double>& mbps, double kb) {
-  auto parsed = parse_cluster_config(yaml(policy), "autoscale.yaml");
+result run(const std::string& policy, const std::string& predictor, const std::vector<double>& rates, const std::vector<double>& mbps, double kb) {
+  auto parsed = parse_cluster_config(yaml(policy, predictor), "autoscale.yaml");
   if (!parsed) {
     fprintf(stderr, "%s\n", parsed.error_text().c_str());
     std::exit(1);
@@ -138,16 +139,21 @@ int main(int argc, char** argv) {
     std::stringstream ss(argv[2]);
     for (std::string p; std::getline(ss, p, ',');) policies.push_back(p);
   }
-  if (argc > 3) predictor = argv[3];
+  std::vector<std::string> predictors{"recent_max", "trend"};
+  if (argc > 3) {
+    predictors.clear();
+    std::stringstream ss(argv[3]);
+    for (std::string p; std::getline(ss, p, ',');) predictors.push_back(p);
+  }
   std::string traces = argc > 4 ? argv[4] : "bursty,stepped";
-  printf("predictor %s, %d s per trace\n", predictor.c_str(), seconds);
+  printf("%d s per trace\n", seconds);
   // Bursts 30 s into each minute (the first after the scalers have settled).
   auto bursty = bursty_trace(100, 5, 5, 60, seconds, 7);
   std::rotate(bursty.rbegin(), bursty.rbegin() + std::min(30, seconds), bursty.rend());
   auto flat = bursty_trace(100, 1, 0, 60, seconds, 8);
   auto steps = stepped_trace({20, 5, 2.5, 10}, 30, seconds);
   struct row {
-    std::string trace, policy;
+    std::string trace, policy, predictor;  // predictor: empty for a policy that uses none
     result r;
   };
   std::vector<row> rows;
@@ -156,24 +162,28 @@ int main(int argc, char** argv) {
            {"bursty", bursty, {}, 0}, {"stepped", flat, steps, 25}}) {
     if (("," + traces + ",").find("," + name + ",") == std::string::npos) continue;
     for (auto& p : policies) {
-      fprintf(stderr, "%s / %s ...\n", name.c_str(), p.c_str());
-      rows.push_back({name, p, run(p, rates, mbps, kb)});
+      bool predicts = p == "fa2" || p == "biscale";
+      for (auto& pr : predicts ? predictors : std::vector<std::string>{predictors.front()}) {
+        fprintf(stderr, "%s / %s %s ...\n", name.c_str(), p.c_str(), predicts ? pr.c_str() : "");
+        rows.push_back({name, p, predicts ? pr : "", run(p, pr, rates, mbps, kb)});
+      }
     }
   }
-  printf("%-8s %-8s %8s %8s %10s %10s %12s %11s %10s %8s\n", "trace", "policy", "sent", "lost", "violation",
+  printf("%-8s %-8s %-11s %8s %8s %10s %10s %12s %11s %10s %8s\n", "trace", "policy", "predictor", "sent", "lost",
+         "violation",
          "(all)", "instance-s", "core-s", "vertical", "horiz.");
   for (auto& x : rows) {
     auto& l = x.r.load;
     double all = l.sent ? 1 - static_cast<double>(l.ok_within_slo) / static_cast<double>(l.sent) : 0;
-    printf("%-8s %-8s %8llu %8llu %9.2f%% %9.2f%% %12.0f %11.0f %10llu %8llu\n", x.trace.c_str(), x.policy.c_str(),
-           static_cast<unsigned long long>(l.sent), static_cast<unsigned long long>(l.lost), 100 * x.r.violation(), 100 * all,
+    printf("%-8s %-8s %-11s %8llu %8llu %9.2f%% %9.2f%% %12.0f %11.0f %10llu %8llu\n", x.trace.c_str(),
+           x.policy.c_str(), x.predictor.empty() ? "-" : x.predictor.c_str(), static_cast<unsigned long long>(l.sent), static_cast<unsigned long long>(l.lost), 100 * x.r.violation(), 100 * all,
            x.r.cost.instance_seconds, x.r.cost.core_seconds, static_cast<unsigned long long>(x.r.cost.vertical_changes),
            static_cast<unsigned long long>(x.r.cost.horizontal_changes));
   }
   // What serving a whole trace costs at least: every second's rate on one-core instances at
   // their best batch (the latency limit ignored), in whole instances. On `bursty` this is above
   // 1.1x of a policy that never provisions for the bursts.
-  auto parsed = parse_cluster_config(yaml("fa2"), "autoscale.yaml");
+  auto parsed = parse_cluster_config(yaml("fa2", "trend"), "autoscale.yaml");
   for (auto& [name, rates] : std::vector<std::pair<std::string, std::vector<double>>>{{"bursty", bursty}, {"stepped", flat}}) {
     double least = 0;
     for (auto r : rates)
@@ -184,18 +194,19 @@ int main(int argc, char** argv) {
     printf("%s: least core-s that serves every request (one-core instances, best batch, latency ignored): %.0f\n",
            name.c_str(), least);
   }
-  // The targets: biscale against fa2 on each trace.
-  for (auto& t : {"bursty", "stepped"}) {
-    const row *f = nullptr, *b = nullptr;
-    for (auto& x : rows)
-      if (x.trace == t) {
-        if (x.policy == "fa2") f = &x;
-        if (x.policy == "biscale") b = &x;
-      }
-    if (!f || !b) continue;
-    auto v = [](const row* x) { return x->r.violation(); };
-    printf("%s: biscale/fa2 violations %.2f (target <= 0.20), core-s %.2f, instance-s %.2f (target cost <= 1.10)\n", t,
-           v(f) > 0 ? v(b) / v(f) : 0.0, b->r.cost.core_seconds / std::max(1.0, f->r.cost.core_seconds),
-           b->r.cost.instance_seconds / std::max(1.0, f->r.cost.instance_seconds));
-  }
+  // The targets: biscale against fa2 on each trace, both with the same predictor.
+  for (auto& pr : predictors)
+    for (auto& t : {"bursty", "stepped"}) {
+      const row *f = nullptr, *b = nullptr;
+      for (auto& x : rows)
+        if (x.trace == t && x.predictor == pr) {
+          if (x.policy == "fa2") f = &x;
+          if (x.policy == "biscale") b = &x;
+        }
+      if (!f || !b) continue;
+      auto v = [](const row* x) { return x->r.violation(); };
+      printf("%s, %s: biscale/fa2 violations %.2f (target <= 0.20), core-s %.2f, instance-s %.2f (target cost <= 1.10)\n",
+             t, pr.c_str(), v(f) > 0 ? v(b) / v(f) : 0.0, b->r.cost.core_seconds / std::max(1.0, f->r.cost.core_seconds),
+             b->r.cost.instance_seconds / std::max(1.0, f->r.cost.instance_seconds));
+    }
 }
