@@ -32,7 +32,6 @@ using namespace sloserve;
 
 namespace {
 
-
 std::string yaml(const std::string& policy, const std::string& predictor) {
   bool fixed = policy == "none";
   // `none` gets a fixed cluster sized for the base load with Nexus planning; the scalers get a
@@ -170,13 +169,13 @@ int main(int argc, char** argv) {
     }
   }
   printf("%-8s %-8s %-11s %8s %8s %10s %10s %12s %11s %10s %8s\n", "trace", "policy", "predictor", "sent", "lost",
-         "violation",
-         "(all)", "instance-s", "core-s", "vertical", "horiz.");
+         "violation", "(all)", "instance-s", "core-s", "vertical", "horiz.");
   for (auto& x : rows) {
     auto& l = x.r.load;
     double all = l.sent ? 1 - static_cast<double>(l.ok_within_slo) / static_cast<double>(l.sent) : 0;
     printf("%-8s %-8s %-11s %8llu %8llu %9.2f%% %9.2f%% %12.0f %11.0f %10llu %8llu\n", x.trace.c_str(),
-           x.policy.c_str(), x.predictor.empty() ? "-" : x.predictor.c_str(), static_cast<unsigned long long>(l.sent), static_cast<unsigned long long>(l.lost), 100 * x.r.violation(), 100 * all,
+           x.policy.c_str(), x.predictor.empty() ? "-" : x.predictor.c_str(), static_cast<unsigned long long>(l.sent),
+           static_cast<unsigned long long>(l.lost), 100 * x.r.violation(), 100 * all,
            x.r.cost.instance_seconds, x.r.cost.core_seconds, static_cast<unsigned long long>(x.r.cost.vertical_changes),
            static_cast<unsigned long long>(x.r.cost.horizontal_changes));
   }

@@ -22,11 +22,17 @@ std::pair<int, int> one_core_instances(const core_latency& l, double rate, doubl
   return {best_n, best_b};
 }
 
-int one_core_batch(const core_latency& l, double budget_ms, int cap) {
+namespace {
+// The largest batch, at most `cap`, whose wait-then-run time 2·l(b, cores) fits the budget; 0
+// when not even one fits.
+int batch_within(const core_latency& l, int cores, double budget_ms, int cap) {
   int b = 0;
-  while (b < cap && 2 * l.at(b + 1, 1) <= budget_ms) ++b;
+  while (b < cap && 2 * l.at(b + 1, cores) <= budget_ms) ++b;
   return b;
 }
+}  // namespace
+
+int one_core_batch(const core_latency& l, double budget_ms, int cap) { return batch_within(l, 1, budget_ms, cap); }
 
 double one_core_throughput(const core_latency& l, double budget_ms, int max_batch) {
   // b / l(b, 1) grows with b (l is affine in b), so the largest batch that fits is the best.
@@ -175,15 +181,18 @@ std::optional<stage_shape> cheapest_mix(const scale_stage& s, double rate, int m
     double rest = std::max(0.0, rate - n * t1);
     int c0 = 0, b0 = 0;
     for (int c = 1; c <= std::max(1, max_cores) && !c0; ++c) {
-      int b = 0;
-      while (b < s.max_batch && 2 * s.l.at(b + 1, c) <= s.budget_ms) ++b;
+      int b = batch_within(s.l, c, s.budget_ms, s.max_batch);
       if (b && (rest <= 0 || s.l.throughput(b, c) >= rest)) c0 = c, b0 = b;
     }
     if (!c0) continue;
     double spare = s.l.throughput(b0, c0) + n * t1 - rate;
     if (best && (c0 + n > best->total_cores() || (c0 + n == best->total_cores() && spare <= best_spare + 1e-9)))
       continue;
-    best = stage_shape{n + 1, c0, b0, std::max(1, b1), 0, n + 1};
+    best = stage_shape{};
+    best->instances = best->base_instances = n + 1;
+    best->cores = c0;
+    best->batch = b0;
+    best->horizontal_batch = std::max(1, b1);
     best_spare = spare;
   }
   return best;
