@@ -22,7 +22,8 @@ void add_load_command(CLI::App& app, int& rc) {
   cmd->add_option("--address", o->address, "frontend address (default: the first frontend of the file)");
   cmd->add_option("--pipeline", o->pipeline, "pipeline name")->required();
   cmd->add_option("--rate", lo.rate, "requests/s (open loop)")->capture_default_str();
-  cmd->add_option("--duration", lo.duration_s, "seconds of measured load")->capture_default_str();
+  auto* duration = cmd->add_option("--duration", lo.duration_s, "seconds of measured load (with --trace: the whole trace)")
+                       ->capture_default_str();
   cmd->add_option("--arrival", lo.arrival, "constant, poisson or gamma")
       ->check(CLI::IsMember({"constant", "poisson", "gamma"}))->capture_default_str();
   cmd->add_option("--cv", lo.cv, "gamma arrivals: coefficient of variation of the gaps")->capture_default_str();
@@ -38,7 +39,7 @@ void add_load_command(CLI::App& app, int& rc) {
   cmd->add_option("--wait-ready", lo.wait_ready_s, "seconds to wait for the frontend to be ready")->capture_default_str();
   cmd->add_option("--key", o->key, "this client's CurveZMQ key pair (NAME.key from `sloserve keys`), when the file has security:");
   cmd->add_option("--json", o->json, "write the summary (and per-second series) here");
-  cmd->callback([o, &rc] {
+  cmd->callback([o, duration, &rc] {
     auto cfg = load_config_or_report(o->config);
     if (!cfg) return void(rc = 2);
     auto& lo = o->lo;
@@ -86,6 +87,8 @@ void add_load_command(CLI::App& app, int& rc) {
       std::cerr << err << "\n";
       return void(rc = 2);
     }
+    // A trace is replayed whole unless --duration cuts it short.
+    if (!lo.trace.empty() && duration->count() == 0) lo.duration_s = static_cast<double>(lo.trace.size());
     lo.progress = true;
     load_summary s;
     if (!run_load(lo, s, err)) {

@@ -70,9 +70,11 @@ struct cluster_fixture : ::testing::Test {
     return -1;
   }
   process load(double rate, double seconds, std::vector<std::string> extra = {}) {
+    // seconds <= 0: no --duration (a --trace is then replayed whole).
     std::vector<std::string> args{"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "traffic",
-                                  "--rate", std::to_string(rate), "--duration", std::to_string(seconds), "--arrival",
-                                  "poisson", "--json", (dir / "load.json").string()};
+                                  "--rate", std::to_string(rate), "--arrival", "poisson", "--json",
+                                  (dir / "load.json").string()};
+    if (seconds > 0) args.insert(args.end(), {"--duration", std::to_string(seconds)});
     args.insert(args.end(), extra.begin(), extra.end());
     return spawn(args, dir / "load.log");
   }
@@ -129,9 +131,10 @@ TEST_F(cluster_fixture, schedule_changes_under_load_lose_nothing) {
   // several times while requests are in flight.
   start_cluster("scheduler: {epoch_s: 2, min_epoch_s: 1}\n");
   std::ofstream(dir / "trace.txt") << "60\n60\n60\n60\n220\n220\n220\n220\n100\n100\n100\n100\n";
-  auto l = load(0, 12, {"--trace", (dir / "trace.txt").string()});
+  auto l = load(0, 0, {"--trace", (dir / "trace.txt").string()});
   auto s = finish_load(l, 60s);
   std::cout << s.dump().substr(0, 600) << "\n";
+  EXPECT_EQ(s["duration_s"].get<double>(), 12) << "the whole trace, without --duration";
   EXPECT_EQ(s["lost"].get<int>(), 0) << s.dump(2);
   EXPECT_EQ(s["errors"].get<int>(), 0) << s.dump(2);
   EXPECT_GE(s["attainment"].get<double>(), 0.98) << s.dump(2);
