@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "actors/roles.hpp"
@@ -54,6 +56,13 @@ struct device_state {
   // The running batch: each request with the model it ran (one model, or a prefix family).
   std::vector<std::pair<const model_spec*, sched::session_queue<pending>::entry>> running;
   std::vector<std::vector<tensor>> running_outputs;
+
+  // An emulated cold start: the latest schedule waits, with the replies owed, until the models
+  // it brings are loaded (ready_at); the old sessions serve meanwhile.
+  std::optional<msg::device_schedule> loading;
+  std::vector<caf::typed_response_promise<bool>> owed;
+  std::map<const model_spec*, clock_time> ready_at;
+  uint64_t schedule_seq = 0;  // schedules received; a timer for an older one does nothing
 
   bool is_running(const model_spec* m) const {
     return std::any_of(running.begin(), running.end(), [&](auto& r) { return r.first == m; });
@@ -265,6 +274,41 @@ void on_schedule(self_ptr self, msg::device_schedule& ds) {
   run_next(self);
 }
 
+// How long this device must still wait before `ds` can run: an emulated device that holds no
+// session of a model takes the model's load_ms to load it. Loads the new schedule no longer asks
+// for are abandoned; one already under way goes on.
+nanoseconds cold_start(self_ptr self, const msg::device_schedule& ds) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  std::map<const model_spec*, clock_time> still;
+  nanoseconds wait{0};
+  if (st.executor->kind() == "emulated")
+    for (auto& ss : ds.sessions) {
+      auto* m = st.cfg->find_model(ss.model);
+      if (!m || m->load_ms <= 0) continue;
+      if (std::any_of(st.sessions.begin(), st.sessions.end(), [&](const session& s) { return s.model == m; }))
+        continue;
+      auto it = st.ready_at.find(m);
+      if (it == st.ready_at.end())
+        spdlog::info("{}: device {}: loading '{}' ({:.0f} ms)", st.net->self_name(), st.index, m->name, m->load_ms);
+      auto ready = it != st.ready_at.end() ? it->second : now + nanoseconds(static_cast<int64_t>(m->load_ms * 1e6));
+      still[m] = ready;
+      wait = std::max(wait, std::chrono::duration_cast<nanoseconds>(ready - now));
+    }
+  st.ready_at = std::move(still);
+  return wait;
+}
+
+// Runs `ds` and answers every schedule that waited for it.
+void apply_schedule(self_ptr self, msg::device_schedule& ds) {
+  auto& st = self->state;
+  on_schedule(self, ds);
+  st.loading.reset();
+  st.ready_at.clear();
+  for (auto& p : st.owed) p.deliver(true);
+  st.owed.clear();
+}
+
 }  // namespace
 
 device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index, std::string kind) {
@@ -287,9 +331,25 @@ device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t inde
     st.policy = sched::make_drop_policy(args.cfg->runtime.drop_policy);
     return {
         [=](msg::invocation& inv) { on_invocation(self, inv); },
-        [=](msg::device_schedule& ds) {
-          on_schedule(self, ds);
-          return true;  // every model it could load is loaded and warm
+        [=](msg::device_schedule& ds) -> caf::result<bool> {
+          // The reply says that every model it could load is loaded and warm.
+          auto& st = self->state;
+          ++st.schedule_seq;
+          auto wait = cold_start(self, ds);
+          if (wait.count() <= 0) {
+            apply_schedule(self, ds);
+            return true;
+          }
+          st.loading = std::move(ds);
+          st.owed.push_back(self->make_response_promise<bool>());
+          self->delayed_send(self, wait, loaded_atom::value, st.schedule_seq);
+          return st.owed.back();
+        },
+        [=](loaded_atom, uint64_t seq) {
+          auto& st = self->state;
+          if (seq != st.schedule_seq || !st.loading) return;  // a later schedule replaced it
+          auto ds = std::move(*st.loading);
+          apply_schedule(self, ds);
         },
         [=](msg::resize& r) {
           // Vertical scaling in place: the next batch runs with the new intra-op thread count.

@@ -19,6 +19,7 @@ using peer_down_atom = caf::atom_constant<caf::atom("peer_down")>;
 using batch_done_atom = caf::atom_constant<caf::atom("batch_done")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using leave_atom = caf::atom_constant<caf::atom("leave")>;
+using loaded_atom = caf::atom_constant<caf::atom("loaded")>;
 
 // A client request as the frontend receives it: who to answer, and what was asked.
 struct ingress {
@@ -111,6 +112,7 @@ using frontend_actor = caf::typed_actor<
 using device_actor = caf::typed_actor<
     caf::reacts_to<msg::invocation>,                         // queue a request for a session
     caf::replies_to<msg::device_schedule>::with<bool>,       // run these sessions; true once loaded
+    caf::reacts_to<loaded_atom, uint64_t>,                   // an emulated cold start is over
     caf::reacts_to<msg::resize>,                             // intra-op threads for next batches
     caf::reacts_to<batch_done_atom, uint64_t>,               // the running batch finished
     caf::replies_to<stats_atom>::with<device_load>>;         // counters since the last ask

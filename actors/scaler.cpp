@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <deque>
+#include <set>
 
 #include "actors/provisioner.hpp"
 #include "actors/roles.hpp"
@@ -46,6 +47,9 @@ struct scaler_state {
   clock_time last_tick;
   bool started = false;
   scaler_stats stats;
+  // Instances seen serving in a load report. One that is not yet (its model still loading)
+  // carries nothing, so instance 0 of its stage keeps its cores until it does.
+  std::set<uint64_t> serving;
 };
 
 using self_ptr = scaler_actor::stateful_pointer<scaler_state>;
@@ -106,7 +110,8 @@ void split_budgets(self_ptr self) {
 }
 
 // Brings the instances of a stage's model to `shape`: the newest go first, instance 0 is the
-// oldest.
+// oldest. Make before break: while an instance of the stage is starting (its model loading),
+// instance 0 gives up no cores.
 void reconcile(self_ptr self, stage_info& s) {
   auto& st = self->state;
   auto& name = s.model->name;
@@ -118,9 +123,12 @@ void reconcile(self_ptr self, stage_info& s) {
     mine.pop_back();
     ++st.stats.horizontal_changes;
   }
+  bool starting = static_cast<int>(mine.size()) < s.shape.instances ||
+                  std::any_of(mine.begin(), mine.end(), [&](auto& i) { return !st.serving.count(i.id); });
   for (size_t k = 0; k < mine.size(); ++k) {
     int cores = k == 0 ? s.shape.cores : 1;
     int batch = k == 0 ? s.shape.batch : s.shape.horizontal_batch;
+    if (k == 0 && starting && cores < mine[0].cores) cores = mine[0].cores, batch = mine[0].batch;
     if (mine[k].cores == cores && mine[k].batch == batch) continue;
     if (st.prov->resize(mine[k].id, cores, batch) != mine[k].cores) ++st.stats.vertical_changes;
   }
@@ -163,6 +171,13 @@ void decide(self_ptr self, const cluster_load& load) {
   st.stats.seconds += dt;
   st.stats.instance_seconds += n * dt;
   st.stats.core_seconds += cores * dt;
+  std::set<uint64_t> serving;
+  for (auto& i : st.prov->instances())
+    if (st.serving.count(i.id) || std::any_of(load.sessions.begin(), load.sessions.end(), [&](auto& x) {
+          return x.node == i.node && x.device == i.device && x.model == i.model;
+        }))
+      serving.insert(i.id);
+  st.serving = std::move(serving);
   bool full = ++st.polls % static_cast<uint64_t>(st.polls_per_tick) == 0;
   bool horizontal = full && ++st.ticks % static_cast<uint64_t>(st.ticks_per_horizontal) == 0;
   auto instances = st.prov->instances();

@@ -210,7 +210,7 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   }
   model_spec m;
   std::string where = "model";
-  r.known_keys(n, {"name", "input", "output", "max_batch", "profile", "jitter", "memory_mb", "path", "prefix", "cores"},
+  r.known_keys(n, {"name", "input", "output", "max_batch", "profile", "jitter", "load_ms", "memory_mb", "path", "prefix", "cores"},
                where);
   r.get(n, "prefix", m.prefix, where, false);
   if (r.get(n, "name", m.name, where, true)) where = "model '" + m.name + "'";
@@ -236,6 +236,8 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   }
   r.get(n, "jitter", m.jitter, where, false);
   if (m.jitter < 0 || m.jitter >= 1) r.error(n["jitter"], where + " jitter must be in [0, 1)");
+  r.get(n, "load_ms", m.load_ms, where, false);
+  if (m.load_ms < 0) r.error(n["load_ms"], where + " load_ms cannot be negative");
   r.get(n, "memory_mb", m.memory_mb, where, false);
   if (r.get(n, "path", m.path, where, false) && !m.path.empty() && m.path[0] != '/') {
     auto slash = r.file_.rfind('/');
@@ -654,6 +656,7 @@ std::string to_yaml(const cluster_config& cfg) {
         << m.cores->gamma << YAML::Key << "epsilon_ms" << YAML::Value << m.cores->epsilon << YAML::Key << "delta_ms"
         << YAML::Value << m.cores->delta << YAML::Key << "eta_ms" << YAML::Value << m.cores->eta << YAML::EndMap;
     if (m.jitter > 0) e << YAML::Key << "jitter" << YAML::Value << m.jitter;
+    if (m.load_ms > 0) e << YAML::Key << "load_ms" << YAML::Value << m.load_ms;
     if (m.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << m.memory_mb;
     if (!m.path.empty()) e << YAML::Key << "path" << YAML::Value << m.path;
     if (m.is_variant()) e << YAML::Key << "prefix" << YAML::Value << m.prefix;

@@ -47,6 +47,10 @@ struct model_spec {
   int max_batch = 1;
   latency_profile profile;
   double jitter = 0;  // emulated devices: l(b) is scaled by a factor in [1 - jitter, 1 + jitter]
+  // Emulated devices: a device that does not hold the model takes this long to load it (cold
+  // start) before it acknowledges the schedule that brings it. Real devices take what loading
+  // and warming up take.
+  double load_ms = 0;
   double memory_mb = 0;  // resident size on a device; 0: not accounted
   // How l(b) scales with a device's cores (`cores:` in the file); emulated devices follow it
   // when resized. Without it, l(b) does not depend on cores.

@@ -337,3 +337,96 @@ models:
 
 }  // namespace
 }  // namespace sloserve
+
+namespace sloserve {
+namespace {
+
+// An emulated cold start: a device that holds no session of a model with load_ms takes that long
+// to load it. It acknowledges the schedule only then, and serves its old sessions meanwhile.
+struct cold_start_fixture : testing::caf_fixture, ::testing::Test {
+  cold_start_fixture() {
+    cfg = testing::parse_or_die(R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated}]}
+models:
+  - {name: m, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [1]}, max_batch: 4, profile: {batch: [1, 4], latency_ms: [10, 16]}, load_ms: 300}
+  - {name: k, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [1]}, max_batch: 4, profile: {batch: [1, 4], latency_ms: [10, 16]}, load_ms: 500}
+)");
+    net = std::make_shared<recording_link>("w");
+    dev = keep(spawn_device(*sys, {cfg, net, 1}, 0, "emulated"));
+  }
+  // Sends `models` as the device's schedule; the flag turns true when the device acknowledges.
+  std::shared_ptr<bool> schedule(std::vector<std::string> models) {
+    msg::device_schedule ds{0, 0, {}};
+    for (auto& m : models) ds.sessions.push_back({m, 4});
+    auto done = std::make_shared<bool>(false);
+    auto d = dev;
+    keep(sys->spawn([d, ds, done](caf::event_based_actor* self) {
+      self->request(d, caf::infinite, ds).then([done](bool ok) { *done = ok; });
+    }));
+    run();
+    return done;
+  }
+  msg::status serve(uint64_t id, const std::string& model) {
+    caf::anon_send(dev, msg::invocation{id, "fe", model, 0, std::chrono::nanoseconds(1s).count(),
+                                        {make_tensor({dtype::float32, {2}}, id)}});
+    run();
+    advance(10ms);
+    auto r = net->take<msg::invocation_result>();
+    EXPECT_EQ(r.size(), 1u);
+    return r.empty() ? msg::status::error : r[0].second.code;
+  }
+  std::shared_ptr<const cluster_config> cfg;
+  std::shared_ptr<recording_link> net;
+  device_actor dev;
+};
+
+TEST_F(cold_start_fixture, a_new_model_is_acknowledged_only_once_loaded_and_old_sessions_serve_meanwhile) {
+  auto first = schedule({"m"});
+  advance(299ms);
+  EXPECT_FALSE(*first);
+  advance(1ms);
+  ASSERT_TRUE(*first);
+  auto second = schedule({"m", "k"});  // m is held: only k loads, 500 ms
+  EXPECT_EQ(serve(1, "m"), msg::status::ok);  // the old schedule serves while k loads
+  EXPECT_FALSE(*second);
+  advance(489ms);  // 499 ms since the schedule
+  EXPECT_FALSE(*second);
+  advance(1ms);
+  ASSERT_TRUE(*second);
+  EXPECT_EQ(serve(2, "k"), msg::status::ok);
+  // Models it holds cost nothing: dropping k and taking it back while k's session still drains.
+  EXPECT_TRUE(*schedule({"m"}));
+  EXPECT_TRUE(*schedule({"m", "k"}));
+}
+
+TEST_F(cold_start_fixture, a_schedule_that_replaces_a_loading_one_waits_for_the_load_under_way_not_a_new_one) {
+  auto first = schedule({"k"});
+  advance(200ms);
+  auto second = schedule({"k", "m"});  // k has 300 ms left; m starts now and needs 300
+  advance(299ms);
+  EXPECT_FALSE(*first);
+  EXPECT_FALSE(*second);
+  advance(1ms);
+  EXPECT_TRUE(*first);  // the replaced schedule is answered when its successor runs
+  EXPECT_TRUE(*second);
+  EXPECT_EQ(serve(1, "k"), msg::status::ok);
+  EXPECT_EQ(serve(2, "m"), msg::status::ok);
+}
+
+TEST_F(cold_start_fixture, a_schedule_without_the_loading_model_runs_at_once_and_the_load_is_abandoned) {
+  auto first = schedule({"k"});
+  advance(400ms);
+  auto none = schedule({});
+  EXPECT_TRUE(*none);
+  EXPECT_TRUE(*first);
+  auto again = schedule({"k"});  // the abandoned load starts over
+  advance(499ms);
+  EXPECT_FALSE(*again);
+  advance(1ms);
+  EXPECT_TRUE(*again);
+}
+
+}  // namespace
+}  // namespace sloserve

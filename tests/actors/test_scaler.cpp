@@ -74,20 +74,25 @@ struct scaler_fixture : caf_fixture, ::testing::Test {
     report(rate, 1);
     advance(1s);
   }
-  // A load report over the last `window_s` seconds, with the clock left where it is.
+  // Load reports over the last `window_s` seconds from each worker, with the clock left where it
+  // is: `rate` arrivals spread over the instances that serve. With `loading`, only the oldest
+  // instance serves; the others are still loading their model and report nothing.
   void report(double rate, double window_s) {
     auto& d = deployments->back();
-    msg::load_report r;
-    r.node = "w1";
-    r.window_s = window_s;
-    for (size_t k = 0; k < d.instances.size(); ++k)
-      if (d.instances[k].node == "w1")
-        r.sessions.push_back({"m", d.instances[k].device,
-                              static_cast<uint64_t>(rate * window_s / static_cast<double>(d.instances.size())), 0, 0, 0,
-                              0, 150});
-    caf::anon_send(net->actors.monitor, r);
+    size_t serving = loading ? 1 : d.instances.size();
+    for (std::string node : {"w1", "w2"}) {
+      msg::load_report r;
+      r.node = node;
+      r.window_s = window_s;
+      for (size_t k = 0; k < serving; ++k)
+        if (d.instances[k].node == node)
+          r.sessions.push_back({"m", d.instances[k].device,
+                                static_cast<uint64_t>(rate * window_s / static_cast<double>(serving)), 0, 0, 0, 0, 150});
+      caf::anon_send(net->actors.monitor, r);
+    }
     run();
   }
+  bool loading = false;
   // Seconds after a step from 40 to 300 req/s until the deployment carries 300 req/s.
   int seconds_to_carry_a_step() {
     for (int s = 0; s < 12; ++s) second_at(40);
@@ -171,6 +176,25 @@ TEST_F(scaler_fixture, biscale_acts_on_a_rate_step_within_one_vertical_period_th
   // And back in when the load falls.
   for (int s = 0; s < 21; ++s) second_at(40);
   EXPECT_LT(deployments->back().instances.size(), settled.instances.size());
+}
+
+// Make before break: when the horizontal loop moves load from instance 0 to new one-core
+// instances, instance 0 keeps its cores until they serve (their models load first).
+TEST_F(scaler_fixture, biscale_keeps_instance_0_s_cores_until_the_instances_it_starts_serve) {
+  start("biscale");
+  EXPECT_EQ(seconds_to_carry_a_step(), 1);
+  auto surge = deployments->back();
+  loading = true;
+  for (int s = 0; s < 21; ++s) second_at(300);
+  auto waiting = deployments->back();
+  ASSERT_GT(waiting.instances.size(), surge.instances.size()) << "it went horizontal";
+  EXPECT_EQ(waiting.instances[0].cores, surge.instances[0].cores) << "instance 0 shrank before the others served";
+  loading = false;
+  second_at(300);
+  auto settled = deployments->back();
+  EXPECT_LT(settled.instances[0].cores, surge.instances[0].cores);
+  EXPECT_EQ(settled.instances.size(), waiting.instances.size());
+  EXPECT_GE(capacity(settled), 300);
 }
 
 TEST_F(scaler_fixture, a_surge_seen_late_in_a_vertical_period_is_not_averaged_away_at_its_end) {

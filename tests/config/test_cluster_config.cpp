@@ -301,6 +301,23 @@ TEST(cluster_config, cores_declares_how_latency_scales_with_cores) {
   EXPECT_NE(e.find("model 'a' cores is missing 'eta_ms'"), std::string::npos) << e;
 }
 
+TEST(cluster_config, load_ms_emulates_a_cold_start_and_round_trips) {
+  const std::string p = "pipelines:\n  - {name: p, slo_ms: 100, stages: [{name: s, model: a}]}\n";
+  auto with_load = [&](const std::string& v) {
+    auto m = models;
+    return nodes + m.insert(m.find("  - name: b"), "    load_ms: " + v + "\n") + p;
+  };
+  auto ok = parse_cluster_config(with_load("2500"), "c.yaml");
+  ASSERT_TRUE(ok) << ok.error_text();
+  EXPECT_DOUBLE_EQ(ok.config->models[0].load_ms, 2500);
+  EXPECT_DOUBLE_EQ(ok.config->models[1].load_ms, 0);
+  auto again = parse_cluster_config(to_yaml(*ok.config), "again.yaml");  // `up` hands it on
+  ASSERT_TRUE(again) << again.error_text();
+  EXPECT_DOUBLE_EQ(again.config->models[0].load_ms, 2500);
+  auto e = errors_of(with_load("-1"));
+  EXPECT_NE(e.find("c.yaml:15:14: model 'a' load_ms cannot be negative"), std::string::npos) << e;
+}
+
 TEST(cluster_config, scaler_section_round_trips_and_names_its_errors) {
   const std::string cored = R"(models:
   - {name: a, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8, profile: {alpha_ms: 1, beta_ms: 2}, cores: {gamma_ms: 4, epsilon_ms: 2, delta_ms: 1, eta_ms: 1}}

@@ -145,7 +145,8 @@ TEST_F(cluster_fixture, schedule_changes_under_load_lose_nothing) {
 }
 
 // The scaler (fa2, horizontal every second) starts instances when the rate steps up and stops
-// them when it falls, while requests are in flight: every request is answered, none fails.
+// them when it falls, while requests are in flight: every request is answered, none fails. New
+// instances load for 300 ms first (load_ms), and nothing is routed to one still loading.
 TEST_F(cluster_fixture, the_scaler_starts_and_stops_instances_under_load_and_loses_nothing) {
   // l(b, 1) = 2.5·b + 8 ms: one core carries 95 req/s at b = 1 and 286 at b = 8.
   std::ofstream(dir / "cluster.yaml") << R"(cluster: {name: it}
@@ -160,6 +161,7 @@ models:
     max_batch: 8
     profile: {alpha_ms: 2.5, beta_ms: 8}
     cores: {gamma_ms: 2, epsilon_ms: 6, delta_ms: 0.5, eta_ms: 2}
+    load_ms: 300
 pipelines:
   - {name: traffic, slo_ms: 100, stages: [{name: detect, model: det}]}
 runtime: {heartbeat_ms: 100, peer_timeout_ms: 500, beacon_ms: 500}
