@@ -165,14 +165,15 @@ void decide(self_ptr self, const cluster_load& load) {
   auto now = self->clock().now();
   double dt = std::chrono::duration<double>(now - st.last_tick).count();
   st.last_tick = now;
+  auto instances = st.prov->instances();
   // Cost of what ran during the period that just ended.
-  uint32_t n = 0, cores = 0;
-  for (auto& i : st.prov->instances()) ++n, cores += static_cast<uint32_t>(i.cores);
+  uint32_t n = static_cast<uint32_t>(instances.size()), cores = 0;
+  for (auto& i : instances) cores += static_cast<uint32_t>(i.cores);
   st.stats.seconds += dt;
   st.stats.instance_seconds += n * dt;
   st.stats.core_seconds += cores * dt;
   std::set<uint64_t> serving;
-  for (auto& i : st.prov->instances())
+  for (auto& i : instances)
     if (st.serving.count(i.id) || std::any_of(load.sessions.begin(), load.sessions.end(), [&](auto& x) {
           return x.node == i.node && x.device == i.device && x.model == i.model;
         }))
@@ -180,7 +181,6 @@ void decide(self_ptr self, const cluster_load& load) {
   st.serving = std::move(serving);
   bool full = ++st.polls % static_cast<uint64_t>(st.polls_per_tick) == 0;
   bool horizontal = full && ++st.ticks % static_cast<uint64_t>(st.ticks_per_horizontal) == 0;
-  auto instances = st.prov->instances();
   for (auto& s : st.stages) {
     sched::scale_stage in;
     in.l = s.l;

@@ -41,9 +41,8 @@ double one_core_throughput(const core_latency& l, double budget_ms, int max_batc
 }
 
 int elastic_batch(const core_latency& l, int cores, double budget_ms, int chosen, int max_batch) {
-  int b = std::max(1, chosen);
-  while (b < max_batch && 2 * l.at(b + 1, cores) <= budget_ms) ++b;
-  return b;
+  // l(b, c) grows with b, so the batches that fit are 1..batch_within.
+  return std::max({1, chosen, batch_within(l, cores, budget_ms, max_batch)});
 }
 
 std::vector<stage_shape> fa2_shapes(const std::vector<scale_stage>& stages, double slo_ms) {
@@ -165,9 +164,6 @@ stage_shape biscale_vertical_sized(const scale_stage& s, const stage_shape& now,
   return out;
 }
 
-}  // namespace
-
-namespace {
 // n one-core instances at their best batch beside instance 0, which takes the rest in place at
 // its fewest cores: the n with the fewest cores in all, then the most spare capacity. Nullopt
 // when not even max_cores in place carries what one core cannot.
