@@ -38,11 +38,11 @@ class zmq_link final : public link {
       dispatch(*this, std::move(e), {});
       return;
     }
-    transport_->send_to_peer(node, msg::encode(e));
+    transport_->send_to_peer(node, msg::encode_frame(e));
   }
 
   void to_client(const std::string& client, msg::body b) override {
-    transport_->send_to_identity(client, msg::encode({self_, std::move(b)}));
+    transport_->send_to_identity(client, msg::encode_frame({self_, std::move(b)}));
   }
 
   local_actors actors_;
@@ -142,8 +142,8 @@ std::string node_runtime::start() {
   topts.on_refused = [node = node_](const std::string& why) { spdlog::warn("{}: {}", node, why); };
   // Under CURVE, which node each authenticated public key belongs to.
   for (auto& [name, key] : peer_keys) node_of_key_[key] = name;
-  transport_ = std::make_unique<transport>(topts, [this](std::string_view id, std::string_view frame,
-                                                         std::string_view user) { on_frame(id, frame, user); });
+  transport_ = std::make_unique<transport>(
+      topts, [this](std::string_view id, const bytes& frame, std::string_view user) { on_frame(id, frame, user); });
   link_ = std::make_shared<zmq_link>(node_, transport_.get());
 
   actor_args args{cfg_, link_, new_incarnation()};
@@ -191,8 +191,8 @@ void node_runtime::stop() {
 }
 
 // Runs on the transport's I/O thread for every frame the node receives.
-void node_runtime::on_frame(std::string_view id, std::string_view frame, std::string_view user) {
-  auto d = msg::decode(frame, limits_);
+void node_runtime::on_frame(std::string_view id, const bytes& frame, std::string_view user) {
+  auto d = msg::decode_frame(frame, limits_);
   std::string identity(id);
   if (!d.value) {
     auto& e = d.error;

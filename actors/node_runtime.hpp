@@ -38,7 +38,7 @@ class node_runtime {
   const local_actors& actors() const;
 
  private:
-  void on_frame(std::string_view id, std::string_view frame, std::string_view user);
+  void on_frame(std::string_view id, const bytes& frame, std::string_view user);
 
   std::shared_ptr<const cluster_config> cfg_;
   msg::decode_limits limits_;

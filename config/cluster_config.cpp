@@ -150,6 +150,12 @@ class reader {
     }
   }
 
+  // `path` relative to the cluster file's folder, absolute and normalized.
+  std::string resolve(const std::string& path) const {
+    auto dir = std::filesystem::path(file_).parent_path();
+    return std::filesystem::absolute(dir / path).lexically_normal().string();
+  }
+
   std::string file_;
   std::vector<config_error> errors_;
   YAML::Mark last_ = YAML::Mark::null_mark();
@@ -239,10 +245,8 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   r.get(n, "load_ms", m.load_ms, where, false);
   if (m.load_ms < 0) r.error(n["load_ms"], where + " load_ms cannot be negative");
   r.get(n, "memory_mb", m.memory_mb, where, false);
-  if (r.get(n, "path", m.path, where, false) && !m.path.empty() && m.path[0] != '/') {
-    auto slash = r.file_.rfind('/');
-    if (slash != std::string::npos) m.path = r.file_.substr(0, slash + 1) + m.path;
-  }
+  // Relative to the cluster file, made absolute once so that a resolved copy (`up`) names the same file.
+  if (r.get(n, "path", m.path, where, false) && !m.path.empty()) m.path = r.resolve(m.path);
   if (m.memory_mb < 0) r.error(n["memory_mb"], where + " memory_mb cannot be negative");
   if (cfg.find_model(m.name)) r.error(n["name"], "duplicate model name '" + m.name + "'");
   cfg.models.push_back(std::move(m));
@@ -378,8 +382,7 @@ void parse_security(reader& r, const YAML::Node& n, security_options& o) {
   r.get(n, "keys", o.keys, w, true);
   r.get(n, "clients", o.clients, w, false);
   // Paths are relative to the cluster file, and kept absolute so that `up` can hand them on.
-  auto dir = std::filesystem::path(r.file_).parent_path();
-  auto resolve = [&](std::string& path) { path = std::filesystem::absolute(dir / path).lexically_normal().string(); };
+  auto resolve = [&](std::string& path) { path = r.resolve(path); };
   if (!o.keys.empty()) resolve(o.keys);
   for (size_t i = 0; i < o.clients.size(); ++i) {
     auto& c = o.clients[i];
@@ -608,6 +611,17 @@ void emit_tensor(YAML::Emitter& e, const char* key, const tensor_spec& t) {
     << YAML::Value << std::string(dtype_name(t.type)) << YAML::Key << "shape" << YAML::Value
     << YAML::Flow << t.shape << YAML::EndMap;
 }
+void emit_profile(YAML::Emitter& e, const latency_profile& p) {
+  e << YAML::Key << "profile" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  if (p.tabular()) {
+    e << YAML::Key << "batch" << YAML::Value << YAML::Flow << p.batch << YAML::Key << "latency_ms" << YAML::Value
+      << YAML::Flow << p.latency_ms;
+    if (p.step) e << YAML::Key << "step" << YAML::Value << true;
+  } else {
+    e << YAML::Key << "alpha_ms" << YAML::Value << p.alpha_ms << YAML::Key << "beta_ms" << YAML::Value << p.beta_ms;
+  }
+  e << YAML::EndMap;
+}
 }  // namespace
 
 std::string to_yaml(const cluster_config& cfg) {
@@ -641,16 +655,8 @@ std::string to_yaml(const cluster_config& cfg) {
     emit_tensor(e, "input", m.input);
     emit_tensor(e, "output", m.output);
     e << YAML::Key << "max_batch" << YAML::Value << m.max_batch;
-    e << YAML::Key << "profile" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    if (m.profile.tabular()) {
-      e << YAML::Key << "batch" << YAML::Value << YAML::Flow << m.profile.batch << YAML::Key
-        << "latency_ms" << YAML::Value << YAML::Flow << m.profile.latency_ms;
-      if (m.profile.step) e << YAML::Key << "step" << YAML::Value << true;
-    } else {
-      e << YAML::Key << "alpha_ms" << YAML::Value << m.profile.alpha_ms << YAML::Key << "beta_ms"
-        << YAML::Value << m.profile.beta_ms;
-    }
-    e << YAML::EndMap;
+    // A model left to be profiled at start-up stays so: its nodes measure it.
+    if (!m.needs_profile) emit_profile(e, m.profile);
     if (m.cores)
       e << YAML::Key << "cores" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "gamma_ms" << YAML::Value
         << m.cores->gamma << YAML::Key << "epsilon_ms" << YAML::Value << m.cores->epsilon << YAML::Key << "delta_ms"

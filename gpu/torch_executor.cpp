@@ -264,12 +264,14 @@ class torch_executor final : public device_executor {
     }
     auto out_bytes = m.output.byte_size().value_or(0);
     auto* src = static_cast<const char*>(result.data_ptr());
+    // Each request's output is a view of its row; the host tensor lives while any is held.
+    std::shared_ptr<const void> owner = std::make_shared<torch::Tensor>(result);
     for (int64_t i = from; i < from + b; ++i) {
       tensor o;
       o.name = "output";
       o.type = m.output.type;
       o.shape = m.output.shape;
-      o.data.assign(src + i * out_bytes, out_bytes);
+      o.data = bytes(src + i * out_bytes, out_bytes, owner);
       out.outputs.push_back({std::move(o)});
     }
     return {};

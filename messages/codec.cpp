@@ -187,19 +187,28 @@ struct encoder {
   }
 };
 
+// Bytes the encoded message will about take: a frame built in one segment of this size needs no
+// second copy. Over-estimates are cheap (pages never touched are never paid for).
 size_t payload_estimate(const envelope& e) {
-  size_t n = 256;
+  size_t n = 512 + e.from.size();
   auto add = [&](const std::vector<tensor>& ts) {
-    for (auto& t : ts) n += t.data.size() + 64;
+    for (auto& t : ts) n += t.data.size() + t.name.size() + 8 * t.shape.size() + 96;
   };
   std::visit(
       [&](auto& m) {
         using T = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<T, client_request> || std::is_same_v<T, invocation>)
+        if constexpr (std::is_same_v<T, client_request> || std::is_same_v<T, invocation>) {
           add(m.inputs);
-        else if constexpr (std::is_same_v<T, client_reply> ||
-                           std::is_same_v<T, invocation_result>)
+        } else if constexpr (std::is_same_v<T, client_reply>) {
           add(m.outputs);
+          n += m.reason.size();
+          for (auto& t : m.timings) n += 128 + t.stage.size() + t.node.size();
+        } else if constexpr (std::is_same_v<T, invocation_result>) {
+          add(m.outputs);
+          n += m.reason.size() + m.node.size();
+        } else {
+          n += 64 << 10;  // control messages: small, and rare
+        }
       },
       e.content);
   return n;
@@ -209,7 +218,9 @@ size_t payload_estimate(const envelope& e) {
 
 std::string text(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
 
-std::vector<tensor> get_tensors(capnp::List<wire::Tensor>::Reader in, uint64_t& payload) {
+// Tensors share the frame's bytes and keep `owner` (the frame's) alive.
+std::vector<tensor> get_tensors(capnp::List<wire::Tensor>::Reader in, uint64_t& payload,
+                                const std::shared_ptr<const void>& owner) {
   std::vector<tensor> out;
   out.reserve(in.size());
   for (auto t : in) {
@@ -221,7 +232,7 @@ std::vector<tensor> get_tensors(capnp::List<wire::Tensor>::Reader in, uint64_t& 
     x.type = static_cast<dtype>(dt);
     for (auto d : t.getShape()) x.shape.push_back(d);
     auto data = t.getData();
-    x.data.assign(reinterpret_cast<const char*>(data.begin()), data.size());
+    x.data = bytes(reinterpret_cast<const char*>(data.begin()), data.size(), owner);
     payload += data.size();
     if (auto err = check_tensor_bytes(x); !err.empty()) throw std::runtime_error(err);
     out.push_back(std::move(x));
@@ -229,7 +240,8 @@ std::vector<tensor> get_tensors(capnp::List<wire::Tensor>::Reader in, uint64_t& 
   return out;
 }
 
-envelope read_envelope(wire::Envelope::Reader r, uint64_t& payload, decode_error& partial) {
+envelope read_envelope(wire::Envelope::Reader r, uint64_t& payload, decode_error& partial,
+                       const std::shared_ptr<const void>& owner) {
   envelope e;
   e.from = text(r.getFrom());
   partial.from = e.from;
@@ -242,7 +254,7 @@ envelope read_envelope(wire::Envelope::Reader r, uint64_t& payload, decode_error
       partial.request_id = m.request_id;
       m.pipeline = text(x.getPipeline());
       m.network_ms = x.getNetworkMs();
-      m.inputs = get_tensors(x.getInputs(), payload);
+      m.inputs = get_tensors(x.getInputs(), payload, owner);
       e.content = std::move(m);
       break;
     }
@@ -253,7 +265,7 @@ envelope read_envelope(wire::Envelope::Reader r, uint64_t& payload, decode_error
       m.code = static_cast<status>(x.getStatus());
       m.reason = text(x.getReason());
       m.total_ms = x.getTotalMs();
-      m.outputs = get_tensors(x.getOutputs(), payload);
+      m.outputs = get_tensors(x.getOutputs(), payload, owner);
       for (auto t : x.getTimings())
         m.timings.push_back({text(t.getStage()), text(t.getNode()), t.getDevice(), t.getBatch(),
                              t.getQueueMs(), t.getExecMs()});
@@ -269,7 +281,7 @@ envelope read_envelope(wire::Envelope::Reader r, uint64_t& payload, decode_error
       m.model = text(x.getModel());
       m.device = x.getDevice();
       m.budget_ns = x.getBudgetNs();
-      m.inputs = get_tensors(x.getInputs(), payload);
+      m.inputs = get_tensors(x.getInputs(), payload, owner);
       e.content = std::move(m);
       break;
     }
@@ -285,7 +297,7 @@ envelope read_envelope(wire::Envelope::Reader r, uint64_t& payload, decode_error
       m.batch = x.getBatch();
       m.queue_ns = x.getQueueNs();
       m.exec_ns = x.getExecNs();
-      m.outputs = get_tensors(x.getOutputs(), payload);
+      m.outputs = get_tensors(x.getOutputs(), payload, owner);
       e.content = std::move(m);
       break;
     }
@@ -374,51 +386,87 @@ envelope read_envelope(wire::Envelope::Reader r, uint64_t& payload, decode_error
   return e;
 }
 
+// A message builder whose first segment is a buffer the caller keeps: the frame itself, after
+// one word for the segment table. Further segments (only when the estimate fell short) are its own.
+class frame_builder final : public capnp::MessageBuilder {
+ public:
+  explicit frame_builder(kj::ArrayPtr<capnp::word> first) : first_(first) {}
+  kj::ArrayPtr<capnp::word> allocateSegment(uint minimum) override {
+    if (!gave_first_ && first_.size() >= minimum) {
+      gave_first_ = true;
+      return first_;
+    }
+    more_.push_back(kj::heapArray<capnp::word>(std::max<size_t>(minimum, 1024)));
+    auto& a = more_.back();
+    std::memset(a.begin(), 0, a.size() * sizeof(capnp::word));
+    return a.asPtr();
+  }
+
+ private:
+  kj::ArrayPtr<capnp::word> first_;
+  bool gave_first_ = false;
+  std::vector<kj::Array<capnp::word>> more_;
+};
+
 }  // namespace
 
-std::string encode(const envelope& e) {
-  capnp::MallocMessageBuilder builder(static_cast<unsigned>(payload_estimate(e) / 8 + 64));
+bytes encode_frame(const envelope& e) {
+  auto words = payload_estimate(e) / sizeof(capnp::word) + 64;
+  char* buf = nullptr;
+  auto frame = bytes::allocate((words + 1) * sizeof(capnp::word), buf);
+  auto* first = reinterpret_cast<capnp::word*>(buf) + 1;
+  frame_builder builder(kj::arrayPtr(first, words));
   auto root = builder.initRoot<wire::Envelope>();
   root.setFrom(e.from);
   std::visit(encoder{root.initBody()}, e.content);
-  auto words = capnp::computeSerializedSizeInWords(builder);
-  std::string out(words * sizeof(capnp::word), '\0');
+  auto segments = builder.getSegmentsForOutput();
+  if (segments.size() == 1 && segments[0].begin() == first) {
+    // The segment table of a one-segment message: (count - 1, size in words).
+    uint32_t table[2] = {0, static_cast<uint32_t>(segments[0].size())};
+    std::memcpy(buf, table, sizeof table);
+    return frame.substr(0, (segments[0].size() + 1) * sizeof(capnp::word));
+  }
+  std::string out(capnp::computeSerializedSizeInWords(builder) * sizeof(capnp::word), '\0');
   kj::ArrayOutputStream os(kj::arrayPtr(reinterpret_cast<kj::byte*>(out.data()), out.size()));
   capnp::writeMessage(os, builder);
-  return out;
+  return bytes(std::move(out));
 }
 
+std::string encode(const envelope& e) { return encode_frame(e).str(); }
+
 decoded decode(std::string_view frame, const decode_limits& limits) {
+  return decode_frame(bytes::copy_of(frame), limits);
+}
+
+decoded decode_frame(const bytes& frame_in, const decode_limits& limits) {
   decoded res;
-  if (frame.size() > limits.max_frame_bytes()) {
-    res.error.reason = "message of " + std::to_string(frame.size()) +
+  if (frame_in.size() > limits.max_frame_bytes()) {
+    res.error.reason = "message of " + std::to_string(frame_in.size()) +
                        " bytes exceeds the limit of " + std::to_string(limits.max_frame_bytes()) +
                        " bytes (runtime.max_payload_bytes)";
     return res;
   }
-  if (frame.empty() || frame.size() % sizeof(capnp::word) != 0) {
-    res.error.reason = "malformed message: " + std::to_string(frame.size()) +
+  if (frame_in.empty() || frame_in.size() % sizeof(capnp::word) != 0) {
+    res.error.reason = "malformed message: " + std::to_string(frame_in.size()) +
                        " bytes is not a whole number of Cap'n Proto words";
     return res;
   }
   // FlatArrayMessageReader needs word alignment; copy only when the frame lacks it.
-  kj::Array<capnp::word> copy;
-  kj::ArrayPtr<const capnp::word> words;
-  if (reinterpret_cast<uintptr_t>(frame.data()) % alignof(capnp::word) == 0) {
-    words = kj::arrayPtr(reinterpret_cast<const capnp::word*>(frame.data()),
-                         frame.size() / sizeof(capnp::word));
-  } else {
-    copy = kj::heapArray<capnp::word>(frame.size() / sizeof(capnp::word));
-    std::memcpy(copy.begin(), frame.data(), frame.size());
-    words = copy.asPtr();
+  auto frame = frame_in;
+  if (reinterpret_cast<uintptr_t>(frame.data()) % alignof(capnp::word) != 0) {
+    char* buf = nullptr;
+    auto aligned = bytes::allocate(frame.size(), buf);
+    std::memcpy(buf, frame.data(), frame.size());
+    frame = std::move(aligned);
   }
+  auto words = kj::arrayPtr(reinterpret_cast<const capnp::word*>(frame.data()), frame.size() / sizeof(capnp::word));
   capnp::ReaderOptions opts;
   opts.traversalLimitInWords = 2 * words.size() + 1024;
   opts.nestingLimit = 16;
   uint64_t payload = 0;
   try {
     capnp::FlatArrayMessageReader reader(words, opts);
-    res.value = read_envelope(reader.getRoot<wire::Envelope>(), payload, res.error);
+    res.value = read_envelope(reader.getRoot<wire::Envelope>(), payload, res.error, frame.owner());
   } catch (const kj::Exception& e) {
     res.error.reason = "malformed message: " + std::string(e.getDescription().cStr());
     return res;

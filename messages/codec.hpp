@@ -28,6 +28,12 @@ struct decoded {
   decode_error error;  // meaningful when !value
 };
 
+// The wire frame of `e`, built in place: tensor bytes are copied once, into the frame.
+bytes encode_frame(const envelope& e);
+// Tensors of the result share `frame`'s bytes (no copy) and keep it alive.
+decoded decode_frame(const bytes& frame, const decode_limits& limits);
+
+// The same over plain strings, for tools and tests (one more copy each).
 std::string encode(const envelope& e);
 decoded decode(std::string_view frame, const decode_limits& limits);
 

@@ -13,18 +13,36 @@ namespace {
 
 void set_int(void* s, int opt, int v) { zmq_setsockopt(s, opt, &v, sizeof v); }
 
-// Hands a std::string's buffer to ZeroMQ without copying it.
-bool send_string(void* sock, std::string&& frame, int flags) {
-  auto* owned = new std::string(std::move(frame));
+// Hands a frame's bytes to ZeroMQ by reference: the message holds a share of their owner.
+bool send_frame(void* sock, bytes&& frame, int flags) {
   zmq_msg_t msg;
-  zmq_msg_init_data(
-      &msg, owned->data(), owned->size(),
-      [](void*, void* hint) { delete static_cast<std::string*>(hint); }, owned);
+  if (frame.owner()) {
+    auto* share = new std::shared_ptr<const void>(frame.owner());
+    zmq_msg_init_data(
+        &msg, const_cast<char*>(frame.data()), frame.size(),
+        [](void*, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }, share);
+  } else {
+    zmq_msg_init_size(&msg, frame.size());
+    if (frame.size()) std::memcpy(zmq_msg_data(&msg), frame.data(), frame.size());
+  }
   if (zmq_msg_send(&msg, sock, flags) < 0) {
     zmq_msg_close(&msg);
     return false;
   }
   return true;
+}
+
+// A received ZeroMQ message as bytes that own it: it is closed when the last share goes.
+bytes hold(zmq_msg_t& m) {
+  auto* held = new zmq_msg_t;
+  zmq_msg_init(held);
+  zmq_msg_move(held, &m);
+  std::shared_ptr<const void> owner(held, [](const void* p) {
+    auto* x = static_cast<zmq_msg_t*>(const_cast<void*>(p));
+    zmq_msg_close(x);
+    delete x;
+  });
+  return bytes(static_cast<const char*>(zmq_msg_data(held)), zmq_msg_size(held), std::move(owner));
 }
 
 }  // namespace
@@ -110,15 +128,15 @@ void transport::enqueue(outbound o) {
 }
 
 void transport::connect_peer(const std::string& name, const std::string& address, const std::string& server_key) {
-  enqueue({outbound::connect, name, address, server_key});
+  enqueue({outbound::connect, name, address, server_key, {}});
 }
 
-void transport::send_to_peer(const std::string& name, std::string frame) {
-  enqueue({outbound::peer, name, std::move(frame), {}});
+void transport::send_to_peer(const std::string& name, bytes frame) {
+  enqueue({outbound::peer, name, {}, {}, std::move(frame)});
 }
 
-void transport::send_to_identity(std::string identity, std::string frame) {
-  enqueue({outbound::identity, std::move(identity), std::move(frame), {}});
+void transport::send_to_identity(std::string identity, bytes frame) {
+  enqueue({outbound::identity, std::move(identity), {}, {}, std::move(frame)});
 }
 
 void transport::flush(std::vector<outbound>& batch) {
@@ -139,7 +157,7 @@ void transport::flush(std::vector<outbound>& batch) {
           ++counters_.send_failures;
           if (opts_.on_refused) opts_.on_refused("peer '" + o.target + "': " + err);
         }
-        zmq_connect(s, o.payload.c_str());
+        zmq_connect(s, o.address.c_str());
         peers_.emplace_back(o.target, s);
         break;
       }
@@ -147,7 +165,7 @@ void transport::flush(std::vector<outbound>& batch) {
         void* s = nullptr;
         for (auto& [n, sock] : peers_)
           if (n == o.target) s = sock;
-        if (s && send_string(s, std::move(o.payload), ZMQ_DONTWAIT)) ++counters_.sent;
+        if (s && send_frame(s, std::move(o.frame), ZMQ_DONTWAIT)) ++counters_.sent;
         else ++counters_.send_failures;
         break;
       }
@@ -160,7 +178,7 @@ void transport::flush(std::vector<outbound>& batch) {
           ++counters_.send_failures;  // the client is gone
           break;
         }
-        if (send_string(router_, std::move(o.payload), ZMQ_DONTWAIT)) ++counters_.sent;
+        if (send_frame(router_, std::move(o.frame), ZMQ_DONTWAIT)) ++counters_.sent;
         else ++counters_.send_failures;
         break;
       }
@@ -190,10 +208,9 @@ void transport::receive_all() {
     }
     if (have) {
       ++counters_.received;
-      const char* user = secure() ? zmq_msg_gets(&frame, "User-Id") : nullptr;
-      on_frame_({static_cast<const char*>(zmq_msg_data(&id)), zmq_msg_size(&id)},
-                {static_cast<const char*>(zmq_msg_data(&frame)), zmq_msg_size(&frame)},
-                user ? std::string_view(user) : std::string_view());
+      const char* user_id = secure() ? zmq_msg_gets(&frame, "User-Id") : nullptr;
+      std::string user = user_id ? user_id : "";  // the property belongs to the message, moved below
+      on_frame_({static_cast<const char*>(zmq_msg_data(&id)), zmq_msg_size(&id)}, hold(frame), user);
     }
     zmq_msg_close(&frame);
     zmq_msg_close(&id);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "messages/curve.hpp"
+#include "pipelines/bytes.hpp"
 
 namespace sloserve {
 
@@ -38,8 +39,9 @@ struct transport_counters {
 class transport {
  public:
   // Runs on the I/O thread for each frame on the ROUTER; `identity` is the sender's routing id
-  // and `user` the public key (Z85) it authenticated with under CURVE, else empty.
-  using handler = std::function<void(std::string_view identity, std::string_view frame, std::string_view user)>;
+  // and `user` the public key (Z85) it authenticated with under CURVE, else empty. `frame`
+  // holds the ZeroMQ message itself (no copy), for as long as anything shares it.
+  using handler = std::function<void(std::string_view identity, const bytes& frame, std::string_view user)>;
 
   transport(transport_options opts, handler on_frame);
   ~transport();
@@ -56,8 +58,9 @@ class transport {
   // All thread-safe.
   // `server_key`: the peer's public key (Z85) when CURVE is on.
   void connect_peer(const std::string& name, const std::string& address, const std::string& server_key = {});
-  void send_to_peer(const std::string& name, std::string frame);
-  void send_to_identity(std::string identity, std::string frame);
+  // The frame's bytes go to ZeroMQ by reference (no copy).
+  void send_to_peer(const std::string& name, bytes frame);
+  void send_to_identity(std::string identity, bytes frame);
 
   const transport_counters& counters() const { return counters_; }
 
@@ -65,8 +68,9 @@ class transport {
   struct outbound {
     enum kind_t { connect, peer, identity } kind;
     std::string target;  // peer name or routing identity
-    std::string payload; // frame, or the address for connect
+    std::string address; // connect: where the peer listens
     std::string key;     // connect: the peer's public key
+    bytes frame;         // peer, identity: what to send
   };
 
   bool secure() const;

@@ -105,21 +105,22 @@ tensor make_tensor(const tensor_spec& spec, uint64_t seed, std::string name) {
   t.name = std::move(name);
   t.type = spec.type;
   t.shape = spec.shape;
-  auto bytes = spec.byte_size().value_or(0);
-  t.data.resize(bytes);
+  auto n_bytes = spec.byte_size().value_or(0);
+  std::string data(n_bytes, '\0');
   if (spec.type == dtype::float32) {
     // Values in [0, 1) so emulated outputs look like scores.
-    auto n = bytes / 4;
+    auto n = n_bytes / 4;
     for (size_t i = 0; i < n; ++i) {
       float v = static_cast<float>(splitmix(seed) >> 40) / static_cast<float>(1 << 24);
-      std::memcpy(t.data.data() + i * 4, &v, 4);
+      std::memcpy(data.data() + i * 4, &v, 4);
     }
-    return t;
+  } else {
+    for (size_t i = 0; i < n_bytes; i += 8) {
+      uint64_t v = splitmix(seed);
+      std::memcpy(data.data() + i, &v, std::min<size_t>(8, n_bytes - i));
+    }
   }
-  for (size_t i = 0; i < bytes; i += 8) {
-    uint64_t v = splitmix(seed);
-    std::memcpy(t.data.data() + i, &v, std::min<size_t>(8, bytes - i));
-  }
+  t.data = std::move(data);
   return t;
 }
 

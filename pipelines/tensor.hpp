@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "pipelines/bytes.hpp"
+
 namespace sloserve {
 
 enum class dtype : uint8_t { float32, float16, int64, int32, uint8 };
@@ -31,7 +33,7 @@ struct tensor {
   std::string name;
   dtype type = dtype::float32;
   std::vector<int64_t> shape;
-  std::string data;  // little-endian elements, row-major
+  bytes data;  // little-endian elements, row-major; shared by reference, never copied in flight
 
   tensor_spec spec() const { return {type, shape}; }
 };
@@ -44,7 +46,7 @@ std::string check_tensor_bytes(const tensor& t);
 
 // Number of rows (the first dimension); 1 for a scalar.
 int64_t row_count(const tensor& t);
-// Row i of `t`: shape without the first dimension.
+// Row i of `t`: shape without the first dimension; shares the bytes of `t`.
 tensor row_of(const tensor& t, int64_t i);
 
 // A tensor of `spec` filled deterministically from `seed` (splitmix64 stream).

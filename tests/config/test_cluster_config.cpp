@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <filesystem>
 
 #include "config/cluster_config.hpp"
 
@@ -266,6 +267,25 @@ const std::string cpu_nodes = R"(nodes:
   - {name: n, address: "tcp://127.0.0.1:0", roles: [controller, frontend, worker], devices: [{kind: cpu, count: 1}]}
 )";
 
+// A model path is relative to the file that names it, resolved once: the copy `up` writes
+// elsewhere names the same file, and a model without a profile stays without one.
+TEST(cluster_config, model_paths_resolve_beside_the_file_and_round_trip_without_a_profile) {
+  auto r = parse_cluster_config(cpu_nodes + R"(models:
+  - {name: a, path: models/../models/a.pt, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: a}]}
+)", "/srv/project/cluster.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  EXPECT_EQ(r.config->models[0].path, "/srv/project/models/a.pt");
+  auto text = to_yaml(*r.config);
+  EXPECT_EQ(text.find("profile"), std::string::npos) << text;
+  auto again = parse_cluster_config(text, "/tmp/sloserve-up-1.yaml");
+  ASSERT_TRUE(again) << again.error_text();
+  EXPECT_EQ(again.config->models[0].path, "/srv/project/models/a.pt");
+  EXPECT_TRUE(again.config->models[0].needs_profile);
+  EXPECT_EQ(to_yaml(*again.config), text);
+}
+
 TEST(cluster_config, a_real_model_may_leave_its_profile_to_the_worker) {
   auto r = parse_cluster_config(cpu_nodes + R"(models:
   - {name: a, path: /m/a.pt, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8}
@@ -349,6 +369,24 @@ TEST(cluster_config, scaler_section_round_trips_and_names_its_errors) {
   - {name: ctl, address: tcp://127.0.0.1:7100, roles: [controller, frontend, worker], cores: 0, devices: [{kind: emulated}]}
 )");
   EXPECT_NE(e.find("node 'ctl' cores must be at least 1"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace sloserve
+
+namespace sloserve {
+namespace {
+
+// Every example a user may start from loads as it is.
+TEST(cluster_config, every_example_loads) {
+  int n = 0;
+  for (auto& e : std::filesystem::directory_iterator(SLOSERVE_EXAMPLES_DIR)) {
+    if (e.path().extension() != ".yaml") continue;
+    auto r = load_cluster_config(e.path().string());
+    EXPECT_TRUE(r) << e.path() << ": " << r.error_text();
+    ++n;
+  }
+  EXPECT_GE(n, 5);
 }
 
 }  // namespace

@@ -58,7 +58,7 @@ std::vector<std::vector<tensor>> reference_requests(const model_spec& m, const s
   return out;
 }
 
-std::vector<float> floats(const std::string& bytes) {
+std::vector<float> floats(std::string_view bytes) {
   std::vector<float> v(bytes.size() / 4);
   std::memcpy(v.data(), bytes.data(), v.size() * 4);
   return v;

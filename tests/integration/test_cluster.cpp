@@ -373,6 +373,44 @@ pipelines:
   EXPECT_NE(bad.output().find("--rate nope=3: expected PIPELINE=RATE"), std::string::npos) << bad.output();
 }
 
+// A user's own folder: the cluster file names a real TorchScript model by a path relative to
+// itself and gives no profile; `up` runs from another folder with a relative -c. The worker
+// measures the model at start-up and the load is served.
+TEST_F(cluster_fixture, up_serves_a_real_model_named_by_a_relative_path_and_profiles_it) {
+  if (std::string(SLOSERVE_MODELS_DIR).empty()) GTEST_SKIP() << "built without LibTorch";
+  fs::create_directories(dir / "project" / "models");
+  fs::create_directories(dir / "elsewhere");
+  fs::copy_file(fs::path(SLOSERVE_MODELS_DIR) / "tiny_mlp.pt", dir / "project" / "models" / "tiny_mlp.pt");
+  std::ofstream(dir / "project" / "cluster.yaml") << R"(nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: cpu, count: 1}]}
+models:
+  - {name: mlp, path: models/tiny_mlp.pt, input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [4]}, max_batch: 8}
+pipelines:
+  - {name: traffic, slo_ms: 200, stages: [{name: s, model: mlp}]}
+)";
+  auto here = fs::current_path();
+  fs::current_path(dir / "elsewhere");
+  up = spawn({"sloserve", "up", "-c", "../project/cluster.yaml", "--write-config", "resolved.yaml"}, dir / "up.log");
+  auto l = [&] {
+    for (int i = 0; i < 600 && up.output().find("cluster up") == std::string::npos; ++i)
+      std::this_thread::sleep_for(50ms);
+    return spawn({"sloserve", "load", "-c", "resolved.yaml", "--pipeline", "traffic", "--rate", "100", "--duration",
+                  "3", "--arrival", "poisson", "--json", (dir / "load.json").string()},
+                 dir / "load.log");
+  }();
+  fs::current_path(here);
+  ASSERT_NE(up.output().find("cluster up"), std::string::npos) << up.output();
+  auto resolved = read_text(dir / "elsewhere" / "resolved.yaml");
+  EXPECT_NE(resolved.find((dir / "project" / "models" / "tiny_mlp.pt").string()), std::string::npos) << resolved;
+  auto s = finish_load(l, 60s);
+  EXPECT_NE(up.output().find("has no profile"), std::string::npos) << up.output();
+  EXPECT_NE(up.output().find("model 'mlp' measured"), std::string::npos) << up.output();
+  EXPECT_GT(s["sent"].get<int>(), 200);
+  EXPECT_EQ(s["ok"].get<int>(), s["sent"].get<int>()) << s.dump(2);
+  EXPECT_EQ(s["lost"].get<int>(), 0);
+}
+
 TEST_F(cluster_fixture, config_errors_name_the_place) {
   std::ofstream(dir / "bad.yaml") << "nodes:\n  - {name: a, address: nowhere, roles: [frontend]}\n";
   auto p = spawn({"sloserve", "up", "-c", (dir / "bad.yaml").string()}, dir / "bad.log");
