@@ -25,15 +25,25 @@ namespace {
 
 // ---- encoding ----
 
-void put_tensors(capnp::List<wire::Tensor>::Builder out, const std::vector<tensor>& in) {
+// Large tensors are referenced, not copied, while the message is built: their bytes are copied
+// once, when the message is flattened into its frame.
+void put_tensors(capnp::List<wire::Tensor>::Builder out, const std::vector<tensor>& in, capnp::Orphanage orphans) {
   for (unsigned i = 0; i < in.size(); ++i) {
     auto t = out[i];
-    t.setName(in[i].name);
-    t.setDtype(static_cast<wire::DType>(in[i].type));
-    auto shape = t.initShape(static_cast<unsigned>(in[i].shape.size()));
-    for (unsigned k = 0; k < in[i].shape.size(); ++k) shape.set(k, in[i].shape[k]);
-    auto data = t.initData(static_cast<unsigned>(in[i].data.size()));
-    if (!in[i].data.empty()) std::memcpy(data.begin(), in[i].data.data(), in[i].data.size());
+    auto& x = in[i];
+    t.setName(x.name);
+    t.setDtype(static_cast<wire::DType>(x.type));
+    auto shape = t.initShape(static_cast<unsigned>(x.shape.size()));
+    for (unsigned k = 0; k < x.shape.size(); ++k) shape.set(k, x.shape[k]);
+    auto* p = reinterpret_cast<const kj::byte*>(x.data.data());
+    bool by_reference = x.data.size() >= 4096 && x.data.size() % sizeof(capnp::word) == 0 &&
+                        reinterpret_cast<uintptr_t>(p) % alignof(capnp::word) == 0;
+    if (by_reference) {
+      t.adoptData(orphans.referenceExternalData(capnp::Data::Reader(p, x.data.size())));
+    } else {
+      auto data = t.initData(static_cast<unsigned>(x.data.size()));
+      if (!x.data.empty()) std::memcpy(data.begin(), p, x.data.size());
+    }
   }
 }
 
@@ -44,13 +54,14 @@ void put_list(List out, const Vec& in, Fn fn) {
 
 struct encoder {
   wire::Envelope::Body::Builder b;
+  capnp::Orphanage orphans;
 
   void operator()(const client_request& m) {
     auto r = b.initClientRequest();
     r.setPipeline(m.pipeline);
     r.setRequestId(m.request_id);
     r.setNetworkMs(m.network_ms);
-    put_tensors(r.initInputs(static_cast<unsigned>(m.inputs.size())), m.inputs);
+    put_tensors(r.initInputs(static_cast<unsigned>(m.inputs.size())), m.inputs, orphans);
   }
   void operator()(const client_reply& m) {
     auto r = b.initClientReply();
@@ -58,7 +69,7 @@ struct encoder {
     r.setStatus(static_cast<wire::Status>(m.code));
     r.setReason(m.reason);
     r.setTotalMs(m.total_ms);
-    put_tensors(r.initOutputs(static_cast<unsigned>(m.outputs.size())), m.outputs);
+    put_tensors(r.initOutputs(static_cast<unsigned>(m.outputs.size())), m.outputs, orphans);
     put_list(r.initTimings(static_cast<unsigned>(m.timings.size())), m.timings,
              [](wire::StageTiming::Builder o, const stage_timing& t) {
                o.setStage(t.stage);
@@ -76,7 +87,7 @@ struct encoder {
     r.setModel(m.model);
     r.setDevice(m.device);
     r.setBudgetNs(m.budget_ns);
-    put_tensors(r.initInputs(static_cast<unsigned>(m.inputs.size())), m.inputs);
+    put_tensors(r.initInputs(static_cast<unsigned>(m.inputs.size())), m.inputs, orphans);
   }
   void operator()(const invocation_result& m) {
     auto r = b.initInvocationResult();
@@ -88,7 +99,7 @@ struct encoder {
     r.setBatch(m.batch);
     r.setQueueNs(m.queue_ns);
     r.setExecNs(m.exec_ns);
-    put_tensors(r.initOutputs(static_cast<unsigned>(m.outputs.size())), m.outputs);
+    put_tensors(r.initOutputs(static_cast<unsigned>(m.outputs.size())), m.outputs, orphans);
   }
   void operator()(const register_node& m) {
     auto r = b.initRegisterNode();
@@ -186,33 +197,6 @@ struct encoder {
     r.setThreads(m.threads);
   }
 };
-
-// Bytes the encoded message will about take: a frame built in one segment of this size needs no
-// second copy. Over-estimates are cheap (pages never touched are never paid for).
-size_t payload_estimate(const envelope& e) {
-  size_t n = 512 + e.from.size();
-  auto add = [&](const std::vector<tensor>& ts) {
-    for (auto& t : ts) n += t.data.size() + t.name.size() + 8 * t.shape.size() + 96;
-  };
-  std::visit(
-      [&](auto& m) {
-        using T = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<T, client_request> || std::is_same_v<T, invocation>) {
-          add(m.inputs);
-        } else if constexpr (std::is_same_v<T, client_reply>) {
-          add(m.outputs);
-          n += m.reason.size();
-          for (auto& t : m.timings) n += 128 + t.stage.size() + t.node.size();
-        } else if constexpr (std::is_same_v<T, invocation_result>) {
-          add(m.outputs);
-          n += m.reason.size() + m.node.size();
-        } else {
-          n += 64 << 10;  // control messages: small, and rare
-        }
-      },
-      e.content);
-  return n;
-}
 
 // ---- decoding ----
 
@@ -386,50 +370,16 @@ envelope read_envelope(wire::Envelope::Reader r, uint64_t& payload, decode_error
   return e;
 }
 
-// A message builder whose first segment is a buffer the caller keeps: the frame itself, after
-// one word for the segment table. Further segments (only when the estimate fell short) are its own.
-class frame_builder final : public capnp::MessageBuilder {
- public:
-  explicit frame_builder(kj::ArrayPtr<capnp::word> first) : first_(first) {}
-  kj::ArrayPtr<capnp::word> allocateSegment(uint minimum) override {
-    if (!gave_first_ && first_.size() >= minimum) {
-      gave_first_ = true;
-      return first_;
-    }
-    more_.push_back(kj::heapArray<capnp::word>(std::max<size_t>(minimum, 1024)));
-    auto& a = more_.back();
-    std::memset(a.begin(), 0, a.size() * sizeof(capnp::word));
-    return a.asPtr();
-  }
-
- private:
-  kj::ArrayPtr<capnp::word> first_;
-  bool gave_first_ = false;
-  std::vector<kj::Array<capnp::word>> more_;
-};
-
 }  // namespace
 
 bytes encode_frame(const envelope& e) {
-  auto words = payload_estimate(e) / sizeof(capnp::word) + 64;
-  char* buf = nullptr;
-  auto frame = bytes::allocate((words + 1) * sizeof(capnp::word), buf);
-  auto* first = reinterpret_cast<capnp::word*>(buf) + 1;
-  frame_builder builder(kj::arrayPtr(first, words));
+  capnp::MallocMessageBuilder builder;
   auto root = builder.initRoot<wire::Envelope>();
   root.setFrom(e.from);
-  std::visit(encoder{root.initBody()}, e.content);
-  auto segments = builder.getSegmentsForOutput();
-  if (segments.size() == 1 && segments[0].begin() == first) {
-    // The segment table of a one-segment message: (count - 1, size in words).
-    uint32_t table[2] = {0, static_cast<uint32_t>(segments[0].size())};
-    std::memcpy(buf, table, sizeof table);
-    return frame.substr(0, (segments[0].size() + 1) * sizeof(capnp::word));
-  }
-  std::string out(capnp::computeSerializedSizeInWords(builder) * sizeof(capnp::word), '\0');
-  kj::ArrayOutputStream os(kj::arrayPtr(reinterpret_cast<kj::byte*>(out.data()), out.size()));
-  capnp::writeMessage(os, builder);
-  return bytes(std::move(out));
+  std::visit(encoder{root.initBody(), builder.getOrphanage()}, e.content);
+  auto flat = std::make_shared<kj::Array<capnp::word>>(capnp::messageToFlatArray(builder));
+  auto b = flat->asBytes();
+  return bytes(reinterpret_cast<const char*>(b.begin()), b.size(), std::move(flat));
 }
 
 std::string encode(const envelope& e) { return encode_frame(e).str(); }

@@ -34,6 +34,35 @@ TEST(codec, client_request_round_trip) {
   EXPECT_EQ(r.inputs[0].data, sample_request().inputs[0].data);
 }
 
+// Image-sized tensors travel by reference: the frame holds their bytes once, and decoding
+// leaves them in the frame. Small, odd-sized and unaligned tensors are copied and equal too.
+TEST(codec, large_tensors_are_shared_with_the_frame_and_small_ones_copied) {
+  client_request r;
+  r.request_id = 7;
+  r.pipeline = "p";
+  auto big = make_tensor({dtype::float32, {3, 32, 32}}, 2, "image");
+  auto odd = make_tensor({dtype::uint8, {13}}, 3, "odd");
+  auto rows = make_tensor({dtype::uint8, {3, 4097}}, 4, "rows");
+  r.inputs = {big, odd, row_of(rows, 1)};  // row 1 starts 4097 bytes in: unaligned
+  auto frame = encode_frame({"", r});
+  auto d = decode_frame(frame, limits);
+  ASSERT_TRUE(d.value) << d.error.reason;
+  auto& back = std::get<client_request>(d.value->content);
+  ASSERT_EQ(back.inputs.size(), 3u);
+  EXPECT_EQ(back.inputs[0].data, big.data);
+  EXPECT_EQ(back.inputs[1].data, odd.data);
+  EXPECT_EQ(back.inputs[2].data, row_of(rows, 1).data);
+  for (auto& t : back.inputs) {
+    EXPECT_GE(t.data.data(), frame.data());
+    EXPECT_LE(t.data.data() + t.data.size(), frame.data() + frame.size());
+  }
+  // The decoded tensors keep the frame alive on their own.
+  auto kept = back.inputs[0];
+  frame = bytes();
+  d = {};
+  EXPECT_EQ(kept.data, big.data);
+}
+
 TEST(codec, unset_network_time_stays_unknown) {
   auto r = sample_request();
   r.network_ms = -1;
