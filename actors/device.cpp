@@ -9,6 +9,7 @@
 
 #include "actors/roles.hpp"
 #include "gpu/executor.hpp"
+#include "gpu/image.hpp"
 #include "scheduling/session_queue.hpp"
 
 namespace sloserve {
@@ -56,6 +57,7 @@ struct device_state {
   // The running batch: each request with the model it ran (one model, or a prefix family).
   std::vector<std::pair<const model_spec*, sched::session_queue<pending>::entry>> running;
   std::vector<std::vector<tensor>> running_outputs;
+  std::vector<std::string> running_failed;  // per request of the running batch, when some failed alone
 
   // An emulated cold start: the latest schedule waits, with the replies owed, until the models
   // it brings are loaded (ready_at); the old sessions serve meanwhile.
@@ -168,6 +170,7 @@ void run_next(self_ptr self) {
       continue;
     }
     st.running_outputs = std::move(outcome.outputs);
+    st.running_failed = std::move(outcome.failed);
     auto token = ++st.token;
     if (outcome.busy.count() > 0) self->delayed_send(self, outcome.busy, batch_done_atom::value, token);
     else self->send(self, batch_done_atom::value, token);
@@ -189,10 +192,15 @@ void on_done(self_ptr self, uint64_t token) {
         ++s.load.completed;
         s.latency_sum_ms += (now - e.item.enqueued).count() / 1e6;
       }
-    answer(self, e.item.inv, msg::status::ok, {}, std::move(st.running_outputs[i]), b, queue_ns, exec_ns);
+    if (i < st.running_failed.size() && !st.running_failed[i].empty())
+      answer(self, e.item.inv, msg::status::error, "device " + std::to_string(st.index) + ": " + st.running_failed[i], {},
+             b, queue_ns, exec_ns);
+    else
+      answer(self, e.item.inv, msg::status::ok, {}, std::move(st.running_outputs[i]), b, queue_ns, exec_ns);
   }
   st.running.clear();
   st.running_outputs.clear();
+  st.running_failed.clear();
   st.busy = false;
   run_next(self);
 }
@@ -222,8 +230,16 @@ void on_invocation(self_ptr self, msg::invocation& inv) {
   if (!st.broken.empty()) return answer(self, inv, msg::status::error, where + ": " + st.broken);
   if (!s) return answer(self, inv, msg::status::error, "model '" + inv.model + "' is not scheduled on " + where);
   if (inv.inputs.empty()) return answer(self, inv, msg::status::error, "invocation carries no input tensor");
-  if (auto err = check_tensor(inv.inputs.front(), s->model->input); !err.empty())
-    return answer(self, inv, msg::status::error, err);
+  std::string err;
+  auto form = input_form_of(inv.inputs.front(), *s->model, err);
+  if (!form) return answer(self, inv, msg::status::error, err);
+  if (*form == input_form::encoded_image) {
+    // A damaged or oversize image is refused before it queues; its header is enough to tell.
+    int h = 0, w = 0;
+    auto& t = inv.inputs.front();
+    if (err = jpeg_size(reinterpret_cast<const uint8_t*>(t.data.data()), t.data.size(), h, w); !err.empty())
+      return answer(self, inv, msg::status::error, err);
+  }
   ++s->load.arrived;
   s->budget_sum_ms += static_cast<double>(inv.budget_ns) / 1e6;
   if (static_cast<int>(s->queue.size()) >= st.cfg->runtime.max_queue_length)

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <limits>
 #include <queue>
 #include <random>
 #include <unordered_map>
@@ -55,6 +56,30 @@ struct in_flight {
   std::vector<tensor> inputs;  // kept to re-route when the node fails
 };
 
+// What a client's send times say about its clock. The least time any of its recent requests took
+// to arrive is what the network takes at best, plus the difference between the clocks: within
+// runtime.clock_tolerance_ms (and not negative) the clocks are taken to agree, and send times
+// count as they are; beyond it that least time is an offset, and only what a request took
+// beyond it counts.
+struct client_clock {
+  double low_ms = std::numeric_limits<double>::infinity();       // since `since`
+  double prev_low_ms = std::numeric_limits<double>::infinity();  // the window before
+  clock_time since;
+
+  // `waited_ms`: the frontend's wall clock at arrival minus the client's send time. Returns the
+  // offset to take off it (0 when the clocks agree).
+  double offset_ms(double waited_ms, clock_time now, double tolerance_ms) {
+    if (now - since > std::chrono::seconds(10)) {
+      prev_low_ms = low_ms;
+      low_ms = std::numeric_limits<double>::infinity();
+      since = now;
+    }
+    low_ms = std::min(low_ms, waited_ms);
+    double floor = std::min(low_ms, prev_low_ms);
+    return floor < 0 || floor > tolerance_ms ? floor : 0;
+  }
+};
+
 struct frontend_state {
   static inline const char* name = "frontend";
 
@@ -69,6 +94,8 @@ struct frontend_state {
   // Per client: a moving average of the network time it reports, used for its requests that
   // report none.
   std::unordered_map<std::string, double> client_network_ms;
+  std::unordered_map<std::string, client_clock> client_clocks;
+  std::function<int64_t()> wall_us;
   std::unordered_map<std::string, route> routes;
   std::unordered_set<std::string> down;
   uint64_t routing_epoch = 0;
@@ -306,10 +333,12 @@ void on_ingress(self_ptr self, ingress& in) {
   if (auto& why = st.blockers[pit->second]; !why.empty())
     return reject(msg::status::error, "not ready: " + why);
   if (in.request.inputs.empty()) return reject(msg::status::error, "request carries no input tensor");
-  for (auto r : p.roots())
-    if (auto err = check_tensor(in.request.inputs.front(), st.cfg->models[p.stages[r].model_index].input);
-        !err.empty())
+  // The declared tensor, or an image for a model that preprocesses (its device decodes it).
+  for (auto r : p.roots()) {
+    std::string err;
+    if (!input_form_of(in.request.inputs.front(), st.cfg->models[p.stages[r].model_index], err))
       return reject(msg::status::error, "stage '" + p.stages[r].name + "': " + err);
+  }
   auto now = self->clock().now();
   double network_ms = in.request.network_ms;
   if (network_ms >= 0) {
@@ -319,10 +348,27 @@ void on_ingress(self_ptr self, ingress& in) {
   } else if (auto it = st.client_network_ms.find(in.client); it != st.client_network_ms.end()) {
     network_ms = it->second;  // estimated from what this client reported before
   }
-  double budget_ms = p.slo_ms - std::max(0.0, network_ms);
-  if (budget_ms <= 0)
+  // What the SLO has already lost: the network time, or the time since the client meant to send
+  // (its send time by its own clock, less any offset between the clocks, plus the network).
+  double spent_ms = std::max(0.0, network_ms);
+  double waited_ms = -1;
+  if (in.request.sent_at_us > 0) {
+    if (st.client_clocks.size() > 100000) st.client_clocks.clear();  // bound the memory
+    waited_ms = static_cast<double>(st.wall_us() - in.request.sent_at_us) / 1000.0;
+    auto [it, fresh] = st.client_clocks.try_emplace(in.client);
+    if (fresh) it->second.since = now;
+    double offset = it->second.offset_ms(waited_ms, now, st.cfg->runtime.clock_tolerance_ms);
+    waited_ms -= offset;
+    spent_ms = offset == 0 ? std::max(spent_ms, waited_ms) : std::max(0.0, waited_ms) + spent_ms;
+  }
+  double budget_ms = p.slo_ms - spent_ms;
+  if (budget_ms <= 0) {
+    if (waited_ms > network_ms)
+      return reject(msg::status::dropped, fmt::format("stale on arrival: sent {:.1f} ms ago, beyond the {} ms SLO",
+                                                      spent_ms, p.slo_ms));
     return reject(msg::status::dropped, "network time " + std::to_string(network_ms) +
                                             " ms leaves nothing of the " + std::to_string(p.slo_ms) + " ms SLO");
+  }
   auto bytes = payload_bytes(in.request.inputs);
   if (!st.net->queued.try_charge(bytes, st.cfg->runtime.max_queued_mb << 20))
     return reject(msg::status::overloaded,
@@ -466,6 +512,7 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
     auto& st = self->state;
     st.cfg = args.cfg;
     st.net = args.net;
+    st.wall_us = args.wall_us;
     st.balancer = sched::make_balancer(args.cfg->runtime.balancer);
     for (size_t i = 0; i < st.cfg->pipelines.size(); ++i)
       st.pipeline_index.emplace(st.cfg->pipelines[i].name, i);

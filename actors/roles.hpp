@@ -1,6 +1,8 @@
 #pragma once
 // Spawning the actors of each role.
 
+#include <chrono>
+#include <functional>
 #include <memory>
 
 #include "actors/link.hpp"
@@ -8,10 +10,17 @@
 
 namespace sloserve {
 
+inline int64_t system_wall_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 struct actor_args {
   std::shared_ptr<const cluster_config> cfg;
   std::shared_ptr<link> net;
   uint64_t incarnation = 1;  // differs on every start of the node
+  // The node's wall clock (µs since the Unix epoch), for clients' send times; tests inject one.
+  std::function<int64_t()> wall_us = system_wall_us;
 };
 
 frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args);

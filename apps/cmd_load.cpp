@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include <spdlog/spdlog.h>
 
@@ -12,7 +13,7 @@ namespace sloserve {
 
 void add_load_command(CLI::App& app, int& rc) {
   struct opts {
-    std::string config, address, pipeline, json, trace, key, bandwidth;
+    std::string config, address, pipeline, json, trace, key, bandwidth, images, image_size;
     load_options lo;
   };
   auto o = std::make_shared<opts>();
@@ -39,6 +40,9 @@ void add_load_command(CLI::App& app, int& rc) {
   cmd->add_option("--wait-ready", lo.wait_ready_s, "seconds to wait for the frontend to be ready")->capture_default_str();
   cmd->add_option("--key", o->key, "this client's CurveZMQ key pair (NAME.key from `sloserve keys`), when the file has security:");
   cmd->add_option("--json", o->json, "write the summary (and per-second series) here");
+  cmd->add_option("--threads", lo.threads, "sending threads, each with its own connection (default: enough for the rate)");
+  cmd->add_option("--images", o->images, "send these JPEG files (a file, or a folder of *.jpg) in turn; the model needs preprocess:");
+  cmd->add_option("--image-size", o->image_size, "send random uint8 HxW RGB images (e.g. 480x640); the model needs preprocess:");
   cmd->callback([o, duration, &rc] {
     auto cfg = load_config_or_report(o->config);
     if (!cfg) return void(rc = 2);
@@ -89,6 +93,20 @@ void add_load_command(CLI::App& app, int& rc) {
     }
     // A trace is replayed whole unless --duration cuts it short.
     if (!lo.trace.empty() && duration->count() == 0) lo.duration_s = static_cast<double>(lo.trace.size());
+    if (!o->images.empty() && !read_images(o->images, lo.images, err)) {
+      std::cerr << err << "\n";
+      return void(rc = 2);
+    }
+    if (!o->image_size.empty()) {
+      int h = 0, w = 0;
+      char x = 0;
+      std::istringstream in(o->image_size);
+      if (!(in >> h >> x >> w) || x != 'x' || h < 1 || w < 1 || h > 16384 || w > 16384) {
+        std::cerr << "--image-size " << o->image_size << ": expected HxW, e.g. 480x640\n";
+        return void(rc = 2);
+      }
+      for (uint64_t i = 0; i < 8; ++i) lo.images.push_back(make_tensor({dtype::uint8, {h, w, 3}}, lo.seed + i, "image"));
+    }
     lo.progress = true;
     load_summary s;
     if (!run_load(lo, s, err)) {

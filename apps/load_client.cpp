@@ -8,9 +8,11 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <memory>
 #include <thread>
 #include <unordered_map>
 
@@ -20,6 +22,9 @@ namespace sloserve {
 namespace {
 
 using steady = std::chrono::steady_clock;
+
+// A request sent later than this after its arrival time counts as sent late by the generator.
+constexpr std::chrono::milliseconds late_after{2};
 
 double ms(steady::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
@@ -89,8 +94,13 @@ class client {
     }
     return true;
   }
-  void send(const std::string& frame) {
-    zmq_send(sock_, frame.data(), frame.size(), 0);
+  // The frame's bytes go to ZeroMQ by reference.
+  void send(bytes frame) {
+    auto* held = new bytes(std::move(frame));
+    zmq_msg_t m;
+    zmq_msg_init_data(&m, const_cast<char*>(held->data()), held->size(),
+                      [](void*, void* hint) { delete static_cast<bytes*>(hint); }, held);
+    if (zmq_msg_send(&m, sock_, 0) < 0) zmq_msg_close(&m);
   }
   // Why the server refused the handshake, or empty.
   std::string refused() {
@@ -132,7 +142,7 @@ bool wait_ready(client& c, const load_options& o, std::string& error) {
   std::string detail = "no answer", frame;
   msg::decode_limits limits;
   for (uint64_t token = 1; steady::now() < until; ++token) {
-    c.send(msg::encode({{}, msg::status_request{token}}));
+    c.send(msg::encode_frame({{}, msg::status_request{token}}));
     auto wait_until = steady::now() + std::chrono::milliseconds(200);
     while (steady::now() < wait_until) {
       if (auto why = c.refused(); !why.empty()) {
@@ -173,6 +183,45 @@ std::vector<double> stepped_trace(const std::vector<double>& levels, int step_s,
   return out;
 }
 
+bool read_images(const std::string& path, std::vector<tensor>& out, std::string& error) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> files;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    for (auto& e : fs::directory_iterator(path, ec)) {
+      auto ext = e.path().extension().string();
+      std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return std::tolower(ch); });
+      if (e.is_regular_file() && (ext == ".jpg" || ext == ".jpeg")) files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    if (files.empty()) {
+      error = path + ": the folder has no .jpg or .jpeg files";
+      return false;
+    }
+  } else {
+    files.push_back(path);
+  }
+  for (auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    if (!in) {
+      error = f.string() + ": cannot open the image";
+      return false;
+    }
+    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (data.size() < 4 || static_cast<unsigned char>(data[0]) != 0xFF || static_cast<unsigned char>(data[1]) != 0xD8) {
+      error = f.string() + ": not a JPEG file";
+      return false;
+    }
+    tensor t;
+    t.name = "image";
+    t.type = dtype::uint8;
+    t.shape = {static_cast<int64_t>(data.size())};
+    t.data = std::move(data);
+    out.push_back(std::move(t));
+  }
+  return true;
+}
+
 bool read_rate_trace(const std::string& path, std::vector<double>& out, std::string& error) {
   std::ifstream in(path);
   if (!in) {
@@ -204,28 +253,37 @@ bool read_rate_trace(const std::string& path, std::vector<double>& out, std::str
   return true;
 }
 
-bool run_load(const load_options& o, load_summary& s, std::string& error) {
-  client c(o);
-  if (!c.connect(error) || !wait_ready(c, o, error)) return false;
+namespace {
+
+// What one lane (one thread, one connection) saw; lanes are merged at the end.
+struct lane_result {
+  load_summary s;
+  std::vector<bucket> buckets;
+  std::vector<float> latencies;
+};
+
+// One lane of the load: its share of the arrivals (rate / lanes, an independent process) or of
+// the closed loop's outstanding requests, over its own connection. Request ids are lane + k·lanes.
+void run_lane(const load_options& o, size_t lane, size_t lanes, client& c, steady::time_point start,
+              int64_t start_wall_us, const std::vector<mix_entry>& mix, const std::vector<tensor>& payloads,
+              lane_result& out) {
+  auto& s = out.s;
   msg::decode_limits limits;
   limits.max_payload_bytes = 1ULL << 32;
-  // Pipelines to draw from: the mix, or the one pipeline.
-  auto mix = o.mix;
-  if (mix.empty()) mix.push_back({o.pipeline, 1, o.slo_ms, o.input});
-  std::vector<tensor> payloads;
   std::vector<double> weights;
   double max_slo = 0;
   for (auto& m : mix) {
-    payloads.push_back(make_tensor(m.input, o.seed, "input"));
     weights.push_back(m.weight);
     max_slo = std::max(max_slo, m.slo_ms);
   }
   std::discrete_distribution<size_t> pick(weights.begin(), weights.end());
-  std::mt19937_64 pick_rng(o.seed ^ 0x5bd1e995);
-  arrivals gen(o);
+  std::mt19937_64 pick_rng((o.seed + lane) ^ 0x5bd1e995);
+  load_options lane_o = o;
+  lane_o.seed = o.seed + 7919 * lane;
+  arrivals gen(lane_o);
+  double share = 1.0 / static_cast<double>(lanes);
 
   double total_s = o.warmup_s + (o.trace.empty() ? o.duration_s : std::min<double>(o.duration_s, o.trace.size()));
-  auto start = steady::now();
   auto measure_from = start + std::chrono::microseconds(static_cast<int64_t>(o.warmup_s * 1e6));
   auto stop_sending = start + std::chrono::microseconds(static_cast<int64_t>(total_s * 1e6));
   auto slo = std::chrono::microseconds(static_cast<int64_t>(max_slo * 1000));
@@ -233,17 +291,19 @@ bool run_load(const load_options& o, load_summary& s, std::string& error) {
 
   std::unordered_map<uint64_t, sent_info> pending;
   std::deque<std::pair<steady::time_point, uint64_t>> expiry;  // send order = deadline order
-  std::vector<bucket> buckets(static_cast<size_t>(std::ceil(total_s)) + 1);
-  std::vector<float> all_latencies;
-  uint64_t next_id = 1;
+  auto& buckets = out.buckets;
+  buckets.assign(static_cast<size_t>(std::ceil(total_s)) + 1, bucket{});
+  auto& all_latencies = out.latencies;
+  uint64_t next_id = lane + 1;
+  size_t next_payload = lane;
   // The second of the measured window `t` falls in (0 during warm-up).
   auto second_of = [&](steady::time_point t) {
     return t < measure_from ? size_t{0}
                             : static_cast<size_t>(std::chrono::duration<double>(t - measure_from).count());
   };
   auto rate_at = [&](steady::time_point t) {
-    if (o.trace.empty()) return o.rate;
-    return o.trace[std::min(second_of(t), o.trace.size() - 1)];
+    if (o.trace.empty()) return o.rate * share;
+    return o.trace[std::min(second_of(t), o.trace.size() - 1)] * share;
   };
   // Upload time of the request's payload over that second's bandwidth, or the fixed time.
   auto network_at = [&](steady::time_point t) {
@@ -252,18 +312,23 @@ bool run_load(const load_options& o, load_summary& s, std::string& error) {
     return mbps > 0 ? o.payload_kb * 8 / mbps : 1e9;
   };
 
-  auto send_one = [&](steady::time_point now) {
+  // `intended`: when the arrival process meant to send it; latency and the deadline count from
+  // there, and the request carries it as its send time.
+  auto send_one = [&](steady::time_point intended) {
     auto which = mix.size() == 1 ? 0 : pick(pick_rng);
     msg::client_request r;
     r.pipeline = mix[which].pipeline;
-    r.request_id = next_id++;
-    r.inputs.push_back(payloads[which]);
-    r.network_ms = network_at(now);
-    bool measured = now >= measure_from;
-    auto sec = std::min(second_of(now), buckets.size() - 1);
-    pending.emplace(r.request_id, sent_info{now, measured, sec, mix[which].slo_ms, std::max(0.0, r.network_ms)});
-    expiry.emplace_back(now + slo + grace, r.request_id);
-    c.send(msg::encode({{}, std::move(r)}));
+    r.request_id = next_id;
+    next_id += lanes;
+    if (!o.images.empty()) r.inputs.push_back(o.images[next_payload++ % o.images.size()]);
+    else r.inputs.push_back(payloads[which]);
+    r.network_ms = network_at(intended);
+    r.sent_at_us = start_wall_us + std::chrono::duration_cast<std::chrono::microseconds>(intended - start).count();
+    bool measured = intended >= measure_from;
+    auto sec = std::min(second_of(intended), buckets.size() - 1);
+    pending.emplace(r.request_id, sent_info{intended, measured, sec, mix[which].slo_ms, std::max(0.0, r.network_ms)});
+    expiry.emplace_back(intended + slo + grace, r.request_id);
+    c.send(msg::encode_frame({{}, std::move(r)}));
     if (measured) {
       ++s.sent;
       ++buckets[sec].sent;
@@ -311,22 +376,23 @@ bool run_load(const load_options& o, load_summary& s, std::string& error) {
     }
   };
 
-  double next_gap = 0;
+  // Constant arrivals of several lanes interleave: lane k starts k/lanes of a gap later.
   auto next_send = start;
-  if (o.concurrency > 0)
-    for (int i = 0; i < o.concurrency; ++i) send_one(start);
+  if (o.arrival == "constant" && lanes > 1 && o.rate > 0)
+    next_send += std::chrono::nanoseconds(static_cast<int64_t>(1e9 / o.rate * static_cast<double>(lane)));
+  int closed = o.concurrency > 0 ? static_cast<int>((o.concurrency + lanes - 1 - lane) / lanes) : 0;
+  for (int i = 0; i < closed; ++i) send_one(start);
   auto last_progress = start;
   std::string frame;
-  bool tty = o.progress && isatty(2);
+  bool tty = lane == 0 && o.progress && isatty(2);
   while (true) {
     auto now = steady::now();
     bool sending = now < stop_sending;
     if (o.concurrency <= 0 && sending) {
       while (next_send <= now && next_send < stop_sending) {
-        if (now - next_send > std::chrono::milliseconds(2) && next_send >= measure_from) ++s.delayed;
-        send_one(now);
-        next_gap = gen.gap_s(rate_at(next_send));
-        next_send += std::chrono::nanoseconds(static_cast<int64_t>(next_gap * 1e9));
+        if (now - next_send > late_after && next_send >= measure_from) ++s.delayed;
+        send_one(next_send);
+        next_send += std::chrono::nanoseconds(static_cast<int64_t>(gen.gap_s(rate_at(next_send)) * 1e9));
       }
     }
     while (!expiry.empty() && expiry.front().first <= now) {
@@ -351,20 +417,93 @@ bool run_load(const load_options& o, load_summary& s, std::string& error) {
       auto t = steady::now();
       on_reply(*r, t);
       if (o.concurrency > 0 && t < stop_sending) send_one(t);
+      // An open loop must not fall behind its arrivals while replies pour in.
+      if (o.concurrency <= 0 && t >= next_send && t < stop_sending) break;
     }
     if (tty && now - last_progress >= std::chrono::seconds(1)) {
       last_progress = now;
       double el = std::chrono::duration<double>(now - start).count();
       auto lat = all_latencies;
       fprintf(stderr, "\r[%5.1fs] sent %lu  rate %.0f/s  attainment %.2f%%  p99 %.1f ms   ", el,
-              static_cast<unsigned long>(s.sent), s.sent / std::max(1e-9, el - o.warmup_s),
+              static_cast<unsigned long>(s.sent * lanes),
+              static_cast<double>(s.sent * lanes) / std::max(1e-9, el - o.warmup_s),
               s.sent ? 100.0 * s.ok_within_slo / s.sent : 0.0, percentile(lat, 0.99));
     }
   }
   if (tty) fprintf(stderr, "\n");
+}
+
+}  // namespace
+
+size_t default_lanes(const load_options& o) {
+  // One lane sends about 20,000 small requests/s, or about 300 MB/s of payload, on one core.
+  double bytes = 0;
+  for (auto& t : o.images) bytes = std::max(bytes, static_cast<double>(t.data.size()));
+  if (o.images.empty()) bytes = static_cast<double>(o.input.byte_size().value_or(0));
+  for (auto& m : o.mix) bytes = std::max(bytes, static_cast<double>(m.input.byte_size().value_or(0)));
+  double peak = o.rate;
+  for (auto r : o.trace) peak = std::max(peak, r);
+  double need = std::max(peak / 20000, peak * bytes / 300e6);
+  if (o.concurrency > 0) need = std::min<double>(need, o.concurrency);
+  auto cap = std::max<size_t>(1, std::thread::hardware_concurrency() / 2);
+  return std::clamp<size_t>(static_cast<size_t>(std::ceil(need)), 1, cap);
+}
+
+bool run_load(const load_options& o, load_summary& s, std::string& error) {
+  size_t lanes = o.threads > 0 ? static_cast<size_t>(o.threads) : default_lanes(o);
+  if (o.concurrency > 0) lanes = std::min(lanes, static_cast<size_t>(o.concurrency));
+  std::vector<std::unique_ptr<client>> clients;
+  for (size_t i = 0; i < lanes; ++i) {
+    clients.push_back(std::make_unique<client>(o));
+    if (!clients.back()->connect(error)) return false;
+  }
+  if (!wait_ready(*clients.front(), o, error)) return false;
+  // Pipelines to draw from: the mix, or the one pipeline.
+  auto mix = o.mix;
+  if (mix.empty()) mix.push_back({o.pipeline, 1, o.slo_ms, o.input});
+  std::vector<tensor> payloads;
+  for (auto& m : mix) payloads.push_back(make_tensor(m.input, o.seed, "input"));
+
+  auto start = steady::now() + std::chrono::milliseconds(20);  // every lane starts at once
+  auto start_wall_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                           (std::chrono::system_clock::now() + std::chrono::milliseconds(20)).time_since_epoch())
+                           .count();
+  std::vector<lane_result> results(lanes);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < lanes; ++i)
+    threads.emplace_back([&, i] {
+      std::this_thread::sleep_until(start);
+      run_lane(o, i, lanes, *clients[i], start, start_wall_us, mix, payloads, results[i]);
+    });
+  for (auto& t : threads) t.join();
+
+  // Merge the lanes.
+  s = {};
+  s.lanes = lanes;
+  std::vector<bucket> buckets;
+  std::vector<float> all_latencies;
+  for (auto& r : results) {
+    using counter = uint64_t load_summary::*;
+    for (counter f : {&load_summary::sent, &load_summary::ok, &load_summary::ok_within_slo, &load_summary::dropped,
+                    &load_summary::overloaded, &load_summary::errors, &load_summary::lost, &load_summary::late,
+                    &load_summary::delayed})
+      s.*f += r.s.*f;
+    for (auto& [k, v] : r.s.reasons.items()) s.reasons[k] = s.reasons.value(k, 0) + v.get<long>();
+    for (auto& [k, v] : r.s.nodes.items()) s.nodes[k] = s.nodes.value(k, 0) + v.get<long>();
+    all_latencies.insert(all_latencies.end(), r.latencies.begin(), r.latencies.end());
+    if (buckets.size() < r.buckets.size()) buckets.resize(r.buckets.size());
+    for (size_t i = 0; i < r.buckets.size(); ++i) {
+      auto& a = buckets[i];
+      auto& b = r.buckets[i];
+      a.sent += b.sent, a.ok += b.ok, a.ok_within_slo += b.ok_within_slo, a.dropped += b.dropped, a.errors += b.errors;
+      a.latencies.insert(a.latencies.end(), b.latencies.begin(), b.latencies.end());
+    }
+  }
+  double total_s = o.warmup_s + (o.trace.empty() ? o.duration_s : std::min<double>(o.duration_s, o.trace.size()));
   s.measured_s = total_s - o.warmup_s;
   s.attainment = s.sent ? static_cast<double>(s.ok_within_slo) / s.sent : 0;
   s.goodput_rps = s.measured_s > 0 ? s.ok_within_slo / s.measured_s : 0;
+  s.generator_late_fraction = s.sent ? static_cast<double>(s.delayed) / s.sent : 0;
   if (!all_latencies.empty()) {
     double sum = 0;
     for (auto x : all_latencies) sum += x;
@@ -388,7 +527,8 @@ nlohmann::json load_summary::to_json(const load_options& o) const {
           {"rate", o.rate}, {"duration_s", measured_s}, {"slo_ms", o.slo_ms},
           {"sent", sent}, {"ok", ok}, {"ok_within_slo", ok_within_slo}, {"dropped", dropped},
           {"overloaded", overloaded}, {"errors", errors}, {"lost", lost}, {"late", late},
-          {"delayed", delayed}, {"attainment", attainment}, {"goodput_rps", goodput_rps},
+          {"delayed", delayed}, {"generator_late_fraction", generator_late_fraction}, {"threads", lanes},
+          {"warnings", warnings()}, {"attainment", attainment}, {"goodput_rps", goodput_rps},
           {"latency_ms", {{"p50", p50}, {"p90", p90}, {"p99", p99}, {"max", max}, {"mean", mean}}},
           {"reasons", reasons}, {"nodes", nodes}, {"series", series}};
 }
@@ -403,6 +543,20 @@ std::string load_summary::to_text() const {
            (unsigned long)lost, 100 * attainment, goodput_rps, p50, p90, p99, max);
   std::string out = buf;
   for (auto& [reason, n] : reasons.items()) out += "  " + std::to_string(n.get<long>()) + "x " + reason + "\n";
+  for (auto& w : warnings()) out += "warning: " + w + "\n";
+  return out;
+}
+
+std::vector<std::string> load_summary::warnings() const {
+  std::vector<std::string> out;
+  if (generator_late_fraction > 0.01) {
+    char buf[256];
+    snprintf(buf, sizeof buf,
+             "the load client sent %.1f%% of the requests more than %lld ms after their arrival time (%zu threads): "
+             "these figures measure the client, not the server; raise --threads or lower the rate",
+             100 * generator_late_fraction, static_cast<long long>(late_after.count()), lanes);
+    out.push_back(buf);
+  }
   return out;
 }
 

@@ -44,11 +44,21 @@ struct load_options {
   double wait_ready_s = 20;         // wait for the frontend to be ready first
   curve_pair key;                   // CurveZMQ: this client's pair; empty: plain connection
   std::string server_key;           // the frontend node's public key (Z85)
+  // Sending threads, each with its own connection and an independent share of the arrivals;
+  // 0: enough for the rate and the payload size.
+  int threads = 0;
+  // When set, requests carry these inputs in turn instead of a generated tensor of `input`
+  // (images: uint8 HWC, or encoded JPEG as uint8[N]).
+  std::vector<tensor> images;
 };
 
 struct load_summary {
+  // late: replies after a request was counted lost; delayed: requests the generator sent more
+  // than 2 ms after their arrival time (generator_late_fraction of those sent).
   uint64_t sent = 0, ok = 0, ok_within_slo = 0, dropped = 0, overloaded = 0, errors = 0,
            lost = 0, late = 0, delayed = 0;
+  double generator_late_fraction = 0;
+  size_t lanes = 1;  // sending threads used
   double attainment = 0, goodput_rps = 0, measured_s = 0;
   double p50 = 0, p90 = 0, p99 = 0, max = 0, mean = 0;
   nlohmann::json series = nlohmann::json::array();
@@ -57,6 +67,8 @@ struct load_summary {
 
   nlohmann::json to_json(const load_options& o) const;
   std::string to_text() const;
+  // What makes the figures doubtful (a generator that fell behind), one sentence each.
+  std::vector<std::string> warnings() const;
 };
 
 // Reads a per-second trace: one number per line (requests/s, or Mbps for a bandwidth trace);
@@ -69,6 +81,13 @@ bool read_rate_trace(const std::string& path, std::vector<double>& out, std::str
 std::vector<double> bursty_trace(double base, double factor, int burst_s, int period_s, int duration_s, uint64_t seed);
 // stepped: the levels in turn, each held for `step_s` seconds, cycling (a 4G uplink's steps).
 std::vector<double> stepped_trace(const std::vector<double>& levels, int step_s, int duration_s);
+
+// JPEG files as request inputs (uint8[N] each): `path` is one file, or a folder whose *.jpg and
+// *.jpeg files are read in name order.
+bool read_images(const std::string& path, std::vector<tensor>& out, std::string& error);
+
+// Sending threads `run_load` uses when `threads` is 0.
+size_t default_lanes(const load_options& o);
 
 // Runs the load; returns false with `error` set when it could not start.
 bool run_load(const load_options& o, load_summary& out, std::string& error);

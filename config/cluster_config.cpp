@@ -209,6 +209,34 @@ void parse_profile(reader& r, const YAML::Node& n, model_spec& m, const std::str
   }
 }
 
+// preprocess: {from: image, mean: [r, g, b], std: [r, g, b]} on a model that takes float32[3, H, W].
+void parse_preprocess(reader& r, const YAML::Node& n, model_spec& m, const std::string& where) {
+  auto w = where + " preprocess";
+  if (!n.IsMap()) {
+    r.error(n, w + " must be a map {from: image, mean, std}");
+    return;
+  }
+  r.known_keys(n, {"from", "mean", "std"}, w);
+  std::string from;
+  if (r.get(n, "from", from, w, true) && from != "image") r.error(n["from"], w + ": 'from' must be image");
+  image_preprocess p;
+  for (auto [key, out] : {std::pair{"mean", &p.mean}, std::pair{"std", &p.stddev}}) {
+    std::vector<float> v;
+    if (!r.get(n, key, v, w, false)) continue;
+    if (v.size() != 3) {
+      r.error(n[key], w + " " + key + " needs 3 values (R, G, B)");
+      continue;
+    }
+    std::copy(v.begin(), v.end(), out->begin());
+  }
+  for (int c = 0; c < 3; ++c)
+    if (!(p.stddev[static_cast<size_t>(c)] > 0)) r.error(n["std"], w + " std values must be positive");
+  auto& in = m.input;
+  if (in.type != dtype::float32 || in.shape.size() != 3 || in.shape[0] != 3 || in.shape[1] < 1 || in.shape[2] < 1)
+    r.error(n, w + ": the model's input must be float32[3, H, W] to take images, not " + in.to_string());
+  m.preprocess = p;
+}
+
 void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   if (!n.IsMap()) {
     r.error(n, "each model must be a map");
@@ -216,7 +244,8 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   }
   model_spec m;
   std::string where = "model";
-  r.known_keys(n, {"name", "input", "output", "max_batch", "profile", "jitter", "load_ms", "memory_mb", "path", "prefix", "cores"},
+  r.known_keys(n, {"name", "input", "output", "max_batch", "profile", "jitter", "load_ms", "memory_mb", "path", "prefix", "cores",
+                   "preprocess"},
                where);
   r.get(n, "prefix", m.prefix, where, false);
   if (r.get(n, "name", m.name, where, true)) where = "model '" + m.name + "'";
@@ -240,6 +269,7 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
     else if (all)
       m.cores = l;
   }
+  if (n["preprocess"] && n["input"]) parse_preprocess(r, n["preprocess"], m, where);
   r.get(n, "jitter", m.jitter, where, false);
   if (m.jitter < 0 || m.jitter >= 1) r.error(n["jitter"], where + " jitter must be in [0, 1)");
   r.get(n, "load_ms", m.load_ms, where, false);
@@ -340,7 +370,7 @@ void parse_runtime(reader& r, const YAML::Node& n, runtime_options& o) {
   const std::string w = "runtime";
   r.known_keys(n, {"heartbeat_ms", "peer_timeout_ms", "beacon_ms", "max_payload_bytes",
                    "max_queue_length", "reply_grace_ms", "threads", "drop_policy", "balancer",
-                   "max_queued_mb", "zmq_hwm"},
+                   "max_queued_mb", "zmq_hwm", "clock_tolerance_ms"},
                w);
   r.get(n, "heartbeat_ms", o.heartbeat_ms, w, false);
   r.get(n, "peer_timeout_ms", o.peer_timeout_ms, w, false);
@@ -353,6 +383,8 @@ void parse_runtime(reader& r, const YAML::Node& n, runtime_options& o) {
   r.get(n, "balancer", o.balancer, w, false);
   r.get(n, "max_queued_mb", o.max_queued_mb, w, false);
   r.get(n, "zmq_hwm", o.zmq_hwm, w, false);
+  r.get(n, "clock_tolerance_ms", o.clock_tolerance_ms, w, false);
+  if (o.clock_tolerance_ms < 0) r.error(n["clock_tolerance_ms"], "runtime clock_tolerance_ms cannot be negative");
   if (o.max_queued_mb < 1) r.error(n["max_queued_mb"], "runtime max_queued_mb must be at least 1");
   if (o.zmq_hwm < 1) r.error(n["zmq_hwm"], "runtime zmq_hwm must be at least 1");
   if (o.heartbeat_ms < 1 || o.peer_timeout_ms <= o.heartbeat_ms)
@@ -666,6 +698,12 @@ std::string to_yaml(const cluster_config& cfg) {
     if (m.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << m.memory_mb;
     if (!m.path.empty()) e << YAML::Key << "path" << YAML::Value << m.path;
     if (m.is_variant()) e << YAML::Key << "prefix" << YAML::Value << m.prefix;
+    if (m.preprocess) {
+      auto list = [](const std::array<float, 3>& a) { return std::vector<float>(a.begin(), a.end()); };
+      e << YAML::Key << "preprocess" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "from"
+        << YAML::Value << "image" << YAML::Key << "mean" << YAML::Value << YAML::Flow << list(m.preprocess->mean)
+        << YAML::Key << "std" << YAML::Value << YAML::Flow << list(m.preprocess->stddev) << YAML::EndMap;
+    }
     e << YAML::EndMap;
   }
   e << YAML::EndSeq;
@@ -697,6 +735,7 @@ std::string to_yaml(const cluster_config& cfg) {
   kv("balancer", o.balancer);
   kv("max_queued_mb", o.max_queued_mb);
   kv("zmq_hwm", o.zmq_hwm);
+  kv("clock_tolerance_ms", o.clock_tolerance_ms);
   e << YAML::EndMap;
   if (cfg.security.enabled()) {
     e << YAML::Key << "security" << YAML::Value << YAML::BeginMap;

@@ -46,6 +46,9 @@ struct runtime_options {
   std::string balancer = "p2c";                // p2c | weighted_random
   long max_queued_mb = 1024;          // per node: payload bytes queued in its devices and frontend
   int zmq_hwm = 100000;               // ZeroMQ send and receive high-water marks (messages)
+  // A client whose requests all seem to take longer than this (or less than 0) to arrive has a
+  // clock that differs from the frontend's: its send times then count only beyond that offset.
+  double clock_tolerance_ms = 100;
 };
 
 // CurveZMQ, named as the user writes them under `security:`. Off when `keys` is empty.

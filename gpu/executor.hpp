@@ -18,6 +18,9 @@ struct batch_outcome {
   // wall time and reports l(b) here; a real device reports 0 after running for real.
   std::chrono::nanoseconds busy{0};
   std::string error;  // non-empty: the whole batch failed with this reason
+  // Per request when some failed alone (a bad image): non-empty is why, and that request's
+  // output is to be dropped. Empty when every request ran.
+  std::vector<std::string> failed;
 };
 
 // One variant's share of a prefix-batched execution.

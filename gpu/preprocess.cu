@@ -32,6 +32,13 @@ bool cuda_preprocess_available() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
+std::string preprocess_cuda_device(const uint8_t* d_hwc, int h, int w, const preprocess_spec& s, float* d_chw) {
+  spec_args a{s.out_h, s.out_w, {s.mean[0], s.mean[1], s.mean[2]}, {s.stddev[0], s.stddev[1], s.stddev[2]}};
+  int total = 3 * s.out_h * s.out_w, threads = 256, blocks = (total + threads - 1) / threads;
+  preprocess_kernel<<<blocks, threads>>>(d_hwc, h, w, a, d_chw);
+  return check(cudaGetLastError(), "kernel launch");
+}
+
 std::string preprocess_cuda(const uint8_t* hwc, int h, int w, const preprocess_spec& s, float* chw) {
   size_t in_bytes = static_cast<size_t>(h) * w * 3, out_n = 3 * static_cast<size_t>(s.out_h) * s.out_w;
   uint8_t* d_in = nullptr;
@@ -39,12 +46,7 @@ std::string preprocess_cuda(const uint8_t* hwc, int h, int w, const preprocess_s
   std::string err = check(cudaMalloc(&d_in, in_bytes), "cudaMalloc");
   if (err.empty()) err = check(cudaMalloc(&d_out, out_n * sizeof(float)), "cudaMalloc");
   if (err.empty()) err = check(cudaMemcpy(d_in, hwc, in_bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
-  if (err.empty()) {
-    spec_args a{s.out_h, s.out_w, {s.mean[0], s.mean[1], s.mean[2]}, {s.stddev[0], s.stddev[1], s.stddev[2]}};
-    int threads = 256, blocks = static_cast<int>((out_n + threads - 1) / threads);
-    preprocess_kernel<<<blocks, threads>>>(d_in, h, w, a, d_out);
-    err = check(cudaGetLastError(), "kernel launch");
-  }
+  if (err.empty()) err = preprocess_cuda_device(d_in, h, w, s, d_out);
   if (err.empty()) err = check(cudaMemcpy(chw, d_out, out_n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
   cudaFree(d_in);
   cudaFree(d_out);

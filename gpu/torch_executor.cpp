@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "gpu/executor.hpp"
+#include "gpu/image.hpp"
 
 namespace sloserve {
 namespace {
@@ -122,7 +123,7 @@ class torch_executor final : public device_executor {
     }
     try {
       auto n = static_cast<int64_t>(inputs.size());
-      auto result = forward(modules_.at(m.name).module, stack(m.input, inputs));
+      auto result = forward(modules_.at(m.name).module, stack(m, inputs, out.failed));
       if (result.dim() >= 1 && result.size(0) == padded(n)) result = result.narrow(0, 0, n);
       if (auto err = split(m, result, 0, n, out); !err.empty()) out.error = err;
     } catch (const std::exception& ex) {
@@ -145,7 +146,7 @@ class torch_executor final : public device_executor {
       for (auto& g : groups) all.insert(all.end(), g.inputs.begin(), g.inputs.end());
       // One pass of the shared prefix over every variant's requests.
       auto n = static_cast<int64_t>(all.size());
-      auto features = forward(modules_.at(prefix_key(first)).module, stack(first.input, all));
+      auto features = forward(modules_.at(prefix_key(first)).module, stack(first, all, out.failed));
       if (features.dim() >= 1 && features.size(0) == padded(n)) features = features.narrow(0, 0, n);
       std::vector<int64_t> want{n};
       want.insert(want.end(), first.prefix_output.shape.begin(), first.prefix_output.shape.end());
@@ -219,11 +220,16 @@ class torch_executor final : public device_executor {
     return b;
   }
 
-  // The requests' first tensors stacked into one [padded(b), ...] batch on the device. For a
+  // The requests' first tensors stacked into one [padded(b), ...] batch on the device: each
+  // request's bytes are copied once, from the frame they arrived in into the batch buffer. For a
   // GPU the rows are staged in pinned memory (LibTorch's caching host allocator keeps the block
   // until the copy is done) and uploaded at full PCIe speed; padding rows are zeroed on the GPU,
-  // not uploaded.
-  torch::Tensor stack(const tensor_spec& spec, const std::vector<const std::vector<tensor>*>& inputs) {
+  // not uploaded. Images (models with preprocess) are decoded, resized and normalized straight
+  // into their rows: on the CPU for cpu devices, on the GPU for cuda. A request whose image
+  // fails gets its reason in `failed`; the others run.
+  torch::Tensor stack(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs,
+                      std::vector<std::string>& failed) {
+    auto& spec = m.input;
     auto n = static_cast<int64_t>(inputs.size());
     std::vector<int64_t> shape{n};
     shape.insert(shape.end(), spec.shape.begin(), spec.shape.end());
@@ -231,13 +237,52 @@ class torch_executor final : public device_executor {
     auto options = torch::TensorOptions().dtype(scalar_of(spec.type));
     auto host = torch::empty(shape, device_.is_cuda() ? options.pinned_memory(true) : options);
     auto* dst = static_cast<char*>(host.data_ptr());
-    for (size_t i = 0; i < inputs.size(); ++i) std::memcpy(dst + i * row_bytes, (*inputs[i])[0].data.data(), row_bytes);
+    std::vector<std::pair<size_t, input_form>> images;  // rows a GPU preprocesses
+    auto fail = [&](size_t i, std::string why) {
+      if (failed.empty()) failed.resize(inputs.size());
+      failed[i] = std::move(why);
+      std::memset(dst + i * row_bytes, 0, row_bytes);
+    };
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      auto& t = (*inputs[i])[0];
+      std::string err;
+      auto form = input_form_of(t, m, err);
+      if (!form) fail(i, err);
+      else if (*form != input_form::tensor && device_.is_cuda()) images.emplace_back(i, *form);
+      else if (err = input_row(t, *form, m, reinterpret_cast<float*>(dst + i * row_bytes)); !err.empty()) fail(i, err);
+    }
     if (!device_.is_cuda()) return host;
     shape[0] = padded(n);
     auto batch = torch::empty(shape, options.device(device_));
     batch.narrow(0, 0, n).copy_(host, /*non_blocking=*/true);
     if (shape[0] > n) batch.narrow(0, n, shape[0] - n).zero_();
+    for (auto [i, form] : images)
+      if (auto err = preprocess_on_device(m, (*inputs[i])[0], form, batch[static_cast<int64_t>(i)]); !err.empty()) {
+        if (failed.empty()) failed.resize(inputs.size());
+        failed[i] = err;
+      }
     return batch;
+  }
+
+  // An image row on the GPU: only its uint8 pixels travel (decoded on the CPU when JPEG), then
+  // the bilinear resize and the normalization run on the device into `row` (float32[3, H, W]).
+  std::string preprocess_on_device(const model_spec& m, const tensor& t, input_form form, torch::Tensor row) {
+    thread_local std::vector<uint8_t> scratch;
+    const uint8_t* rgb = nullptr;
+    int h = 0, w = 0;
+    if (auto err = image_pixels(t, form, scratch, rgb, h, w); !err.empty()) return err;
+    auto pixels = torch::from_blob(const_cast<uint8_t*>(rgb), {h, w, 3}, torch::kUInt8).to(device_);
+    auto s = preprocess_of(m);
+#ifdef SLOSERVE_WITH_CUDA
+    return preprocess_cuda_device(pixels.data_ptr<uint8_t>(), h, w, s, row.data_ptr<float>());
+#else
+    auto x = pixels.permute({2, 0, 1}).unsqueeze(0).to(torch::kFloat32);
+    x = at::upsample_bilinear2d(x, {s.out_h, s.out_w}, /*align_corners=*/false);
+    auto mean = torch::tensor({s.mean[0], s.mean[1], s.mean[2]}).view({1, 3, 1, 1}).to(device_);
+    auto stddev = torch::tensor({s.stddev[0], s.stddev[1], s.stddev[2]}).view({1, 3, 1, 1}).to(device_);
+    row.copy_(((x / 255.0) - mean).div_(stddev)[0]);
+    return {};
+#endif
   }
 
   torch::Tensor forward(torch::jit::Module& module, const torch::Tensor& batch) {

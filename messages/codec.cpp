@@ -61,6 +61,7 @@ struct encoder {
     r.setPipeline(m.pipeline);
     r.setRequestId(m.request_id);
     r.setNetworkMs(m.network_ms);
+    r.setSentAtUs(m.sent_at_us);
     put_tensors(r.initInputs(static_cast<unsigned>(m.inputs.size())), m.inputs, orphans);
   }
   void operator()(const client_reply& m) {
@@ -238,6 +239,7 @@ envelope read_envelope(wire::Envelope::Reader r, uint64_t& payload, decode_error
       partial.request_id = m.request_id;
       m.pipeline = text(x.getPipeline());
       m.network_ms = x.getNetworkMs();
+      m.sent_at_us = x.getSentAtUs();
       m.inputs = get_tensors(x.getInputs(), payload, owner);
       e.content = std::move(m);
       break;

@@ -19,6 +19,7 @@ struct ClientRequest {
   requestId @1 :UInt64;
   inputs @2 :List(Tensor);
   networkMs @3 :Float64 = -1;
+  sentAtUs @4 :Int64;  # the client's wall clock when it meant to send (us since the Unix epoch); 0: unknown
 }
 
 struct StageTiming {

@@ -20,6 +20,9 @@ struct client_request {
   uint64_t request_id = 0;
   std::vector<tensor> inputs;
   double network_ms = -1;  // the client's measured network time; < 0 when unknown
+  // The client's wall clock when it meant to send (µs since the Unix epoch); 0 when unknown.
+  // The frontend counts the time since then as spent from the SLO.
+  int64_t sent_at_us = 0;
 };
 
 struct stage_timing {

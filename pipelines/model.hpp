@@ -1,6 +1,7 @@
 #pragma once
 // A model as the cluster file declares it: tensors, batch limit and latency profile.
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,21 @@ struct core_latency {
   double throughput(int batch, int cores) const;
 };
 
+// `preprocess: {from: image, mean, std}`: requests carry images, which the device turns into the
+// model's float32[3, H, W] input (decode, bilinear resize, (x / 255 - mean) / std).
+struct image_preprocess {
+  std::array<float, 3> mean{0.485f, 0.456f, 0.406f};
+  std::array<float, 3> stddev{0.229f, 0.224f, 0.225f};
+};
+
+// The largest image side a request may carry (raw or encoded), and the most pixels.
+constexpr int64_t max_image_side = 16384;
+constexpr int64_t max_image_pixels = int64_t{64} << 20;
+
+// What a request's input to `m` is: the declared tensor itself, or (with preprocess) a raw
+// uint8[H, W, 3] image of any size, or encoded image bytes (JPEG) as uint8[N].
+enum class input_form { tensor, raw_image, encoded_image };
+
 struct model_spec {
   std::string name;
   tensor_spec input;
@@ -69,6 +85,7 @@ struct model_spec {
   // start-up (`measured` is then set on that node) and reports it to the controller.
   bool needs_profile = false;
   bool measured = false;
+  std::optional<image_preprocess> preprocess;
 
   bool is_variant() const { return !prefix.empty(); }
   // Cost of this variant's suffix on b requests: its full l(b) less the prefix's l(b).
@@ -76,5 +93,9 @@ struct model_spec {
 
   int batch_limit() const { return profile.max_batch(max_batch); }
 };
+
+// The form of `t` as an input of `m`, or why it is not one (`error` set). Checks the declared
+// tensor exactly; images only by shape and size (the device decodes them).
+std::optional<input_form> input_form_of(const tensor& t, const model_spec& m, std::string& error);
 
 }  // namespace sloserve

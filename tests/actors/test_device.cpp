@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "actors/roles.hpp"
 #include "caf_fixture.hpp"
 
@@ -20,6 +22,7 @@ nodes:
 models:
   - {name: m, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [3]}, max_batch: 4, profile: {batch: [1, 2, 4], latency_ms: [10, 12, 16]}}
   - {name: n, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [1]}, max_batch: 4, profile: {batch: [1, 2, 4], latency_ms: [5, 6, 8]}}
+  - {name: img, input: {dtype: float32, shape: [3, 4, 4]}, output: {dtype: float32, shape: [1]}, max_batch: 4, profile: {alpha_ms: 1, beta_ms: 1}, preprocess: {from: image}}
 runtime: {max_queue_length: 3}
 )";
 
@@ -67,6 +70,29 @@ TEST_F(device_fixture, batches_form_while_the_device_is_busy) {
   EXPECT_EQ(r[0].queue_ns, std::chrono::nanoseconds(10ms).count());
   EXPECT_EQ(r[1].outputs[0].shape, std::vector<int64_t>{3});
   EXPECT_EQ(r[0].code, msg::status::ok);
+}
+
+// A model that preprocesses takes images; one that is no JPEG is answered ERROR with why before it
+// queues, and the good ones run.
+TEST_F(device_fixture, a_bad_image_is_refused_alone) {
+  caf::anon_send(dev, msg::device_schedule{0, 0, {{"img", 4}}});
+  run();
+  invoke(1, 100ms, "img", make_tensor({dtype::uint8, {5, 6, 3}}, 1));
+  invoke(2, 100ms, "img", make_tensor({dtype::uint8, {100}}, 2));  // random bytes, not a JPEG
+  invoke(3, 100ms, "img", make_tensor({dtype::float32, {3, 4, 4}}, 3));
+  invoke(4, 100ms, "img", make_tensor({dtype::uint8, {5, 6, 4}}, 4));  // four channels
+  advance(10ms);  // request 1 ran alone
+  advance(10ms);  // then request 3
+  auto r = results();
+  ASSERT_EQ(r.size(), 4u);
+  std::map<uint64_t, msg::invocation_result> by_id;
+  for (auto& x : r) by_id[x.id] = x;
+  EXPECT_EQ(by_id[1].code, msg::status::ok);
+  EXPECT_EQ(by_id[2].code, msg::status::error);
+  EXPECT_NE(by_id[2].reason.find("bad JPEG image"), std::string::npos) << by_id[2].reason;
+  EXPECT_EQ(by_id[3].code, msg::status::ok);
+  EXPECT_EQ(by_id[4].code, msg::status::error);
+  EXPECT_NE(by_id[4].reason.find("nor an image"), std::string::npos) << by_id[4].reason;
 }
 
 TEST_F(device_fixture, outputs_are_deterministic_in_the_input) {

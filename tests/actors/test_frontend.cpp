@@ -41,7 +41,7 @@ struct frontend_fixture : caf_fixture, ::testing::Test {
   frontend_fixture() {
     cfg_ = testing::parse_or_die(yaml);
     net = std::make_shared<recording_link>("fe");
-    fe = keep(spawn_frontend(*sys, {cfg_, net, 1}));
+    fe = keep(spawn_frontend(*sys, {cfg_, net, 1, [this] { return wall_us; }}));
     net->actors.frontend = fe;
     caf::anon_send(fe, start_atom::value);  // arms the expiry tick, as the node runtime does
     run();
@@ -81,9 +81,22 @@ struct frontend_fixture : caf_fixture, ::testing::Test {
     run();
   }
 
+  // A request of `client` that its client meant to send at `sent_at_us` by its own clock.
+  void request_sent_at(const std::string& client, uint64_t id, int64_t sent_at_us) {
+    msg::client_request r{"traffic", id, {make_tensor({dtype::float32, {4}}, 1)}, -1, sent_at_us};
+    caf::anon_send(fe, ingress{client, std::move(r)});
+    run();
+  }
+  // The budget of the one invocation the last request sent, in ms; -1 when it sent none.
+  double first_budget_ms() {
+    auto inv = net->take<msg::invocation>();
+    return inv.size() == 1 ? static_cast<double>(inv[0].second.budget_ns) / 1e6 : -1;
+  }
+
   std::shared_ptr<const cluster_config> cfg_;
   std::shared_ptr<recording_link> net;
   frontend_actor fe;
+  int64_t wall_us = 1'800'000'000'000'000;  // the frontend's wall clock, set by each test
 };
 
 TEST_F(frontend_fixture, not_ready_without_a_routing_table) {
@@ -182,6 +195,38 @@ TEST_F(frontend_fixture, rejects_bad_input_with_a_reason) {
   EXPECT_NE(r[2].reason.find("int32[4] does not match"), std::string::npos);
   EXPECT_EQ(r[3].code, msg::status::dropped);
   EXPECT_TRUE(net->take<msg::invocation>().empty());
+}
+
+// The deadline starts when the client meant to send: time spent in the client's queues and on
+// the way counts against the SLO, and work already past it is not started.
+TEST_F(frontend_fixture, the_deadline_starts_at_the_clients_send_time) {
+  route({"w1"});
+  request_sent_at("client-1", 1, wall_us - 30'000);  // 30 ms ago: 70 ms left, the first stage half
+  EXPECT_DOUBLE_EQ(first_budget_ms(), 35);
+  request_sent_at("client-1", 2, wall_us - 150'000);  // 150 ms ago, SLO 100 ms
+  EXPECT_EQ(first_budget_ms(), -1);
+  auto replies = net->client_replies();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].request_id, 2u);
+  EXPECT_EQ(replies[0].code, msg::status::dropped);
+  EXPECT_NE(replies[0].reason.find("stale on arrival: sent 150.0 ms ago"), std::string::npos) << replies[0].reason;
+}
+
+// A client whose clock differs from the frontend's by seconds: its least delay is taken as the
+// offset between the clocks, and only what a request took beyond it counts.
+TEST_F(frontend_fixture, a_client_clock_off_by_seconds_counts_only_delay_beyond_the_offset) {
+  route({"w1"});
+  int64_t behind = 5'000'000;  // the client's clock is 5 s behind
+  request_sent_at("slow-clock", 1, wall_us - behind);
+  EXPECT_DOUBLE_EQ(first_budget_ms(), 50);
+  request_sent_at("slow-clock", 2, wall_us - behind - 40'000);  // sat 40 ms in its queues
+  EXPECT_DOUBLE_EQ(first_budget_ms(), 30);
+  int64_t ahead = -3'000'000;  // another client's clock is 3 s ahead: requests seem to arrive early
+  request_sent_at("fast-clock", 3, wall_us - ahead);
+  EXPECT_DOUBLE_EQ(first_budget_ms(), 50);
+  request_sent_at("fast-clock", 4, wall_us - ahead - 20'000);
+  EXPECT_DOUBLE_EQ(first_budget_ms(), 40);
+  EXPECT_TRUE(net->client_replies().empty());
 }
 
 TEST_F(frontend_fixture, network_time_shortens_the_deadline) {

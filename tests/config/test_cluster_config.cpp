@@ -286,6 +286,33 @@ pipelines:
   EXPECT_EQ(to_yaml(*again.config), text);
 }
 
+// preprocess: requests carry images; the model must take float32[3, H, W].
+TEST(cluster_config, preprocess_takes_images_and_round_trips) {
+  auto r = parse_cluster_config(cpu_nodes + R"(models:
+  - {name: a, path: /m/a.pt, input: {dtype: float32, shape: [3, 224, 224]}, output: {dtype: float32, shape: [10]}, max_batch: 8,
+     preprocess: {from: image, mean: [0.5, 0.5, 0.5], std: [0.25, 0.25, 0.25]}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: a}]}
+)", "c.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  auto& m = r.config->models[0];
+  ASSERT_TRUE(m.preprocess);
+  EXPECT_FLOAT_EQ(m.preprocess->mean[1], 0.5f);
+  EXPECT_FLOAT_EQ(m.preprocess->stddev[2], 0.25f);
+  auto again = parse_cluster_config(to_yaml(*r.config), "again.yaml");
+  ASSERT_TRUE(again) << again.error_text();
+  ASSERT_TRUE(again.config->models[0].preprocess);
+  EXPECT_FLOAT_EQ(again.config->models[0].preprocess->stddev[2], 0.25f);
+  auto e = errors_of(cpu_nodes + R"(models:
+  - {name: a, path: /m/a.pt, input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     preprocess: {from: video, std: [1, 0, 1], mean: [1, 2]}}
+)");
+  EXPECT_NE(e.find("c.yaml:5:25: model 'a' preprocess: 'from' must be image"), std::string::npos) << e;
+  EXPECT_NE(e.find("model 'a' preprocess mean needs 3 values"), std::string::npos) << e;
+  EXPECT_NE(e.find("model 'a' preprocess std values must be positive"), std::string::npos) << e;
+  EXPECT_NE(e.find("the model's input must be float32[3, H, W] to take images, not float32[16]"), std::string::npos) << e;
+}
+
 TEST(cluster_config, a_real_model_may_leave_its_profile_to_the_worker) {
   auto r = parse_cluster_config(cpu_nodes + R"(models:
   - {name: a, path: /m/a.pt, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8}

@@ -11,7 +11,10 @@
 #include <iterator>
 #include <memory>
 
+#include <turbojpeg.h>
+
 #include "gpu/executor.hpp"
+#include "gpu/image.hpp"
 
 namespace sloserve {
 namespace {
@@ -184,6 +187,77 @@ TEST_P(torch_executor_kinds, prefix_batched_outputs_equal_each_full_variant_alon
   for (size_t k = 0; k < s.size(); ++k) EXPECT_NEAR(s[k], f[k], tolerance(*ex));
   // One copy of the prefix, however many variants use it.
   EXPECT_GT(ex->memory_mb("tiny_prefix"), 0);
+}
+
+// A JPEG of `rgb` (h x w x 3), written with libjpeg-turbo at quality 95.
+std::string jpeg_of(const std::vector<uint8_t>& rgb, int h, int w) {
+  tjhandle tj = tjInitCompress();
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  EXPECT_EQ(tjCompress2(tj, rgb.data(), w, 0, h, TJPF_RGB, &buf, &size, TJSAMP_444, 95, TJFLAG_ACCURATEDCT), 0);
+  std::string out(reinterpret_cast<char*>(buf), size);
+  tjFree(buf);
+  tjDestroy(tj);
+  return out;
+}
+
+tensor uint8_tensor(std::string bytes, std::vector<int64_t> shape) {
+  tensor t;
+  t.name = "image";
+  t.type = dtype::uint8;
+  t.shape = std::move(shape);
+  t.data = std::move(bytes);
+  return t;
+}
+
+// Images in, the model's float32[3, 8, 8] made on the device: a raw uint8 image of another size
+// gives what the model gives on its preprocessed tensor (the CPU reference path), a JPEG what it
+// gives on the decoded pixels, and a damaged image fails alone while the others in its batch run.
+TEST_P(torch_executor_kinds, images_are_preprocessed_on_the_device_and_a_bad_one_fails_alone) {
+  auto m = tiny_cnn();
+  m.preprocess = image_preprocess{};
+  int h = 13, w = 17;
+  auto pixels = make_tensor({dtype::uint8, {h, w, 3}}, 5, "image");
+  std::vector<uint8_t> rgb(pixels.data.begin(), pixels.data.end());
+  // What the model should see, made on the host.
+  auto by_hand = [&](const std::vector<uint8_t>& img) {
+    std::string row(m.input.byte_size().value(), '\0');
+    preprocess_cpu(img.data(), h, w, preprocess_of(m), reinterpret_cast<float*>(row.data()));
+    tensor t;
+    t.type = m.input.type;
+    t.shape = m.input.shape;
+    t.data = std::move(row);
+    return t;
+  };
+  auto jpeg = jpeg_of(rgb, h, w);
+  std::vector<uint8_t> decoded;
+  int dh = 0, dw = 0;
+  ASSERT_EQ(decode_jpeg(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), decoded, dh, dw), "");
+  ASSERT_EQ(dh, h);
+  ASSERT_EQ(dw, w);
+  auto damaged = jpeg.substr(0, 40) + std::string(200, '\x11');
+  std::vector<std::vector<tensor>> reqs{{pixels},
+                                        {uint8_tensor(jpeg, {static_cast<int64_t>(jpeg.size())})},
+                                        {uint8_tensor(damaged, {static_cast<int64_t>(damaged.size())})},
+                                        {by_hand(rgb)}};
+  std::vector<std::vector<tensor>> want_reqs{{by_hand(rgb)}, {by_hand(decoded)}};
+  std::vector<const std::vector<tensor>*> in, want_in;
+  for (auto& r : reqs) in.push_back(&r);
+  for (auto& r : want_reqs) want_in.push_back(&r);
+  auto out = ex->execute(m, in);
+  auto want = ex->execute(m, want_in);
+  ASSERT_EQ(out.error, "");
+  ASSERT_EQ(want.error, "");
+  ASSERT_EQ(out.failed.size(), 4u);
+  EXPECT_EQ(out.failed[0], "");
+  EXPECT_EQ(out.failed[1], "");
+  EXPECT_NE(out.failed[2].find("JPEG"), std::string::npos) << out.failed[2];
+  EXPECT_EQ(out.failed[3], "");
+  for (auto [got, ref] : {std::pair{0, 0}, std::pair{1, 1}, std::pair{3, 0}}) {
+    auto a = floats(out.outputs[static_cast<size_t>(got)][0].data), b = floats(want.outputs[static_cast<size_t>(ref)][0].data);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k) EXPECT_NEAR(a[k], b[k], 1e-3 * std::max(1.0f, std::abs(b[k]))) << got << " " << k;
+  }
 }
 
 TEST(torch_executor, cuda_kind_says_why_it_is_unavailable_here) {

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include <nlohmann/json.hpp>
+#include <turbojpeg.h>
 
 #include "apps/child_process.hpp"
 
@@ -39,6 +40,18 @@ nodes:
 )" + read_text(SLOSERVE_TWO_STAGE_YAML);
 
 using process = sloserve::child_process;
+
+// A JPEG of `rgb` (h x w x 3), written with libjpeg-turbo.
+std::string jpeg_of(const std::vector<uint8_t>& rgb, int h, int w) {
+  tjhandle tj = tjInitCompress();
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  EXPECT_EQ(tjCompress2(tj, rgb.data(), w, 0, h, TJPF_RGB, &buf, &size, TJSAMP_444, 90, 0), 0);
+  std::string out(reinterpret_cast<char*>(buf), size);
+  tjFree(buf);
+  tjDestroy(tj);
+  return out;
+}
 
 process spawn(std::vector<std::string> args, const fs::path& out) { return sloserve::spawn_child(SLOSERVE_BIN, args, out); }
 
@@ -380,14 +393,18 @@ TEST_F(cluster_fixture, up_serves_a_real_model_named_by_a_relative_path_and_prof
   if (std::string(SLOSERVE_MODELS_DIR).empty()) GTEST_SKIP() << "built without LibTorch";
   fs::create_directories(dir / "project" / "models");
   fs::create_directories(dir / "elsewhere");
-  fs::copy_file(fs::path(SLOSERVE_MODELS_DIR) / "tiny_mlp.pt", dir / "project" / "models" / "tiny_mlp.pt");
+  for (auto m : {"tiny_mlp.pt", "tiny_cnn.pt"})
+    fs::copy_file(fs::path(SLOSERVE_MODELS_DIR) / m, dir / "project" / "models" / m);
   std::ofstream(dir / "project" / "cluster.yaml") << R"(nodes:
   - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
   - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: cpu, count: 1}]}
 models:
   - {name: mlp, path: models/tiny_mlp.pt, input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [4]}, max_batch: 8}
+  - {name: cnn, path: models/tiny_cnn.pt, input: {dtype: float32, shape: [3, 8, 8]}, output: {dtype: float32, shape: [5]}, max_batch: 8,
+     preprocess: {from: image}}
 pipelines:
   - {name: traffic, slo_ms: 200, stages: [{name: s, model: mlp}]}
+  - {name: images, slo_ms: 200, stages: [{name: s, model: cnn}]}
 )";
   auto here = fs::current_path();
   fs::current_path(dir / "elsewhere");
@@ -409,6 +426,32 @@ pipelines:
   EXPECT_GT(s["sent"].get<int>(), 200);
   EXPECT_EQ(s["ok"].get<int>(), s["sent"].get<int>()) << s.dump(2);
   EXPECT_EQ(s["lost"].get<int>(), 0);
+
+  // Images for a model that preprocesses: random raw ones of another size, then JPEG files, one
+  // of them damaged, which alone gets ERROR.
+  auto load_images = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"sloserve", "load", "-c", (dir / "elsewhere" / "resolved.yaml").string(), "--pipeline",
+                                  "images", "--rate", "50", "--duration", "2", "--arrival", "constant", "--json",
+                                  (dir / "load.json").string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto p = spawn(args, dir / "load.log");
+    return finish_load(p, 60s);
+  };
+  s = load_images({"--image-size", "24x32"});
+  EXPECT_GE(s["sent"].get<int>(), 90);
+  EXPECT_EQ(s["ok"].get<int>(), s["sent"].get<int>()) << s.dump(2);
+  fs::create_directories(dir / "jpegs");
+  std::vector<uint8_t> rgb(20 * 30 * 3);
+  for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>(i * 7);
+  auto jpeg = jpeg_of(rgb, 20, 30);
+  std::ofstream(dir / "jpegs" / "a.jpg", std::ios::binary) << jpeg;
+  std::ofstream(dir / "jpegs" / "b.jpg", std::ios::binary) << jpeg.substr(0, 30) + std::string(100, '\x11');
+  s = load_images({"--images", (dir / "jpegs").string()});
+  EXPECT_GE(s["sent"].get<int>(), 90);
+  EXPECT_EQ(s["lost"].get<int>(), 0);
+  EXPECT_EQ(s["ok"].get<int>() + s["errors"].get<int>(), s["sent"].get<int>()) << s.dump(2);
+  EXPECT_NEAR(s["errors"].get<double>(), s["sent"].get<double>() / 2, 1) << s.dump(2);
+  EXPECT_NE(s["reasons"].dump().find("JPEG image"), std::string::npos) << s.dump(2);
 }
 
 TEST_F(cluster_fixture, config_errors_name_the_place) {

@@ -18,6 +18,7 @@ client_request sample_request() {
   r.pipeline = "traffic";
   r.request_id = 42;
   r.network_ms = 12.5;
+  r.sent_at_us = 1795000000123456;
   r.inputs.push_back(make_tensor({dtype::float32, {3, 4}}, 1, "image"));
   return r;
 }
@@ -28,6 +29,7 @@ TEST(codec, client_request_round_trip) {
   EXPECT_EQ(r.pipeline, "traffic");
   EXPECT_EQ(r.request_id, 42u);
   EXPECT_DOUBLE_EQ(r.network_ms, 12.5);
+  EXPECT_EQ(r.sent_at_us, 1795000000123456);
   ASSERT_EQ(r.inputs.size(), 1u);
   EXPECT_EQ(r.inputs[0].name, "image");
   EXPECT_EQ(r.inputs[0].shape, (std::vector<int64_t>{3, 4}));

@@ -96,3 +96,33 @@ TEST(tensor, rows_and_checks) {
 
 }  // namespace
 }  // namespace sloserve
+
+namespace sloserve {
+namespace {
+
+// A model that preprocesses takes its declared tensor, a raw uint8 image of any size, or encoded
+// bytes; anything else is refused with the forms it would take.
+TEST(input_form, images_are_accepted_only_where_the_model_preprocesses) {
+  model_spec m;
+  m.input = {dtype::float32, {3, 8, 8}};
+  std::string err;
+  auto image = make_tensor({dtype::uint8, {30, 40, 3}}, 1);
+  EXPECT_FALSE(input_form_of(image, m, err));
+  EXPECT_NE(err.find("does not match"), std::string::npos) << err;
+  m.preprocess = image_preprocess{};
+  EXPECT_EQ(input_form_of(image, m, err), input_form::raw_image) << err;
+  EXPECT_EQ(input_form_of(make_tensor({dtype::uint8, {500}}, 1), m, err), input_form::encoded_image) << err;
+  EXPECT_EQ(input_form_of(make_tensor(m.input, 1), m, err), input_form::tensor) << err;
+  EXPECT_FALSE(input_form_of(make_tensor({dtype::uint8, {30, 40, 4}}, 1), m, err));
+  EXPECT_NE(err.find("nor an image"), std::string::npos) << err;
+  EXPECT_FALSE(input_form_of(make_tensor({dtype::float32, {30, 40, 3}}, 1), m, err));
+  EXPECT_FALSE(input_form_of(make_tensor({dtype::uint8, {20000, 2, 3}}, 1), m, err));
+  EXPECT_NE(err.find("larger than 16384"), std::string::npos) << err;
+  auto short_bytes = make_tensor({dtype::uint8, {500}}, 1);
+  short_bytes.data.resize(499);
+  EXPECT_FALSE(input_form_of(short_bytes, m, err));
+  EXPECT_NE(err.find("needs 500 bytes but carries 499"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace sloserve
