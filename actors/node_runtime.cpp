@@ -94,6 +94,7 @@ std::shared_ptr<const cluster_config> with_startup_profiles(std::shared_ptr<cons
     std::string err;
     auto ex = make_executor(group->kind, 1, group->threads, err);
     profile_options o;
+    o.min_runs = 10;
     o.max_seconds = 1;
     std::vector<profile_point> points;
     if (!ex || !profile_model(*ex, m, o, points, err)) {
@@ -105,6 +106,11 @@ std::shared_ptr<const cluster_config> with_startup_profiles(std::shared_ptr<cons
     mm.profile = profile_of(points, pads_batches(group->kind));
     mm.needs_profile = false;
     mm.measured = true;
+    for (auto& p : points)
+      if (p.disagreed)
+        spdlog::warn("{}: model '{}' at batch {}: two profiling passes disagreed ({:.3f} and {:.3f} ms); a third gave "
+                     "{:.3f} ms, planned {:.3f} ms", node.name, m.name, p.batch, p.passes_ms[0], p.passes_ms[1],
+                     p.passes_ms.back(), p.ms);
     spdlog::info("{}: model '{}' measured: {}", node.name, m.name, to_profile_yaml(points, pads_batches(group->kind)));
   }
   if (out) return out;

@@ -24,7 +24,11 @@ void add_profile_command(CLI::App& app, int& rc) {
   cmd->add_option("--batches", o->batches, "batch sizes (default 1, 2, 4, ... up to max_batch)")->delimiter(',');
   cmd->add_option("--device", o->device, "cpu, cuda or emulated (default: cpu when the model has a path)");
   cmd->add_option("--threads", o->threads, "intra-op threads (cpu)")->capture_default_str();
-  cmd->add_option("--runs", o->po.min_runs, "at least this many runs per batch size")->capture_default_str();
+  cmd->add_option("--runs", o->po.min_runs, "at least this many runs per batch size and pass")->capture_default_str();
+  cmd->add_option("--quantile", o->po.quantile, "plan with this quantile of the runs (outliers set aside)")
+      ->check(CLI::Range(0.5, 0.999))->capture_default_str();
+  cmd->add_option("--passes", o->po.passes, "independent passes over all sizes (a third settles a disagreement)")
+      ->check(CLI::Range(1, 10))->capture_default_str();
   cmd->add_option("--seconds", o->po.max_seconds, "at most this long per batch size once --runs are done")->capture_default_str();
   cmd->add_option("--out", o->out, "write the profile here (YAML, the models[].profile key)");
   cmd->callback([o, &rc] {
@@ -49,15 +53,18 @@ void add_profile_command(CLI::App& app, int& rc) {
       std::cerr << "sloserve profile: " << err << "\n";
       return void(rc = 1);
     }
-    std::printf("%s on %s (%d threads)\n%6s %6s %10s %10s %10s %12s\n", m->name.c_str(), kind.c_str(), o->threads,
-                "batch", "runs", "mean_ms", "p50_ms", "p99_ms", "req/s@p99");
+    std::printf("%s on %s (%d threads); planned latency = p%.0f of the runs, outliers set aside, median of the passes\n"
+                "%6s %6s %10s %10s %10s %10s %10s %8s %12s\n",
+                m->name.c_str(), kind.c_str(), o->threads, 100 * o->po.quantile, "batch", "runs", "mean_ms", "p50_ms",
+                "p99_ms", "planned_ms", "+-ms", "outliers", "req/s");
     std::vector<int> bs;
     std::vector<double> p99;
     for (auto& p : points) {
-      std::printf("%6d %6d %10.3f %10.3f %10.3f %12.1f\n", p.batch, p.runs, p.mean_ms, p.p50_ms, p.p99_ms,
-                  p.p99_ms > 0 ? p.batch / p.p99_ms * 1000 : 0.0);
+      std::printf("%6d %6d %10.3f %10.3f %10.3f %10.3f %10.3f %8d %12.1f%s\n", p.batch, p.runs, p.mean_ms, p.p50_ms,
+                  p.p99_ms, p.ms, p.error_ms, p.outliers, p.ms > 0 ? p.batch / p.ms * 1000 : 0.0,
+                  p.disagreed ? "  (passes disagreed; a third settled it)" : "");
       bs.push_back(p.batch);
-      p99.push_back(p.p99_ms);
+      p99.push_back(p.ms);
     }
     auto lin = sched::fit_linear(bs, p99);
     auto quad = sched::fit_quadratic(bs, p99);
@@ -71,7 +78,7 @@ void add_profile_command(CLI::App& app, int& rc) {
     std::printf("%s\n", yaml.c_str());
     if (!o->out.empty()) {
       std::ofstream(o->out) << "# sloserve profile of " << m->name << " on " << kind << ", " << o->threads
-                            << " threads; p99 latency per batch\n"
+                            << " threads; planned latency per batch\n"
                             << yaml << "\n";
     }
   });

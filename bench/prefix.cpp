@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
     printf("  k=%-2d family %7.2f   separate %7.2f   (%.2fx)\n", k, fam, sep, sep / fam);
   }
   ex.reset();
-  double slo = slo_arg > 0 ? slo_arg : 4 * pf[0].p99_ms;
+  double slo = slo_arg > 0 ? slo_arg : 4 * pf[0].ms;
   std::string head = "nodes:\n  - {name: local, address: \"tcp://127.0.0.1:0\", roles: [controller, frontend, worker], devices: "
                      "[{kind: " + kind + ", count: 1, threads: " + std::to_string(threads) + "}]}\nmodels:\n";
   std::string pipes = "pipelines:\n";
@@ -163,16 +163,16 @@ int main(int argc, char** argv) {
       return s.attainment >= 0.99 && s.lost == 0;
     };
     // From half the batch-1 rate of one full variant: 8.6 req/s on the 2-core CPU, ~300 on an H100.
-    return bench::max_rate(ok, 500 / pf[0].p99_ms, 4);
+    return bench::max_rate(ok, 500 / pf[0].ms, 4);
   };
   double r_without = search(without, "without prefix batching");
   double r_with = search(with, "with prefix batching");
   printf("5 ResNet-18 variants, one %s device (%d threads), SLO %.1f ms (l(1) = %.2f ms p99), equal load, constant arrivals\n",
-         kind.c_str(), threads, slo, pf[0].p99_ms);
+         kind.c_str(), threads, slo, pf[0].ms);
   printf("profile p99 ms, full variant:");
-  for (auto& p : pf) printf(" b=%d %.2f", p.batch, p.p99_ms);
+  for (auto& p : pf) printf(" b=%d %.2f", p.batch, p.ms);
   printf("\nprofile p99 ms, backbone:    ");
-  for (auto& p : pb) printf(" b=%d %.2f", p.batch, p.p99_ms);
+  for (auto& p : pb) printf(" b=%d %.2f", p.batch, p.ms);
   printf("\n");
   printf("max rate at >= 99%%: with prefix batching %.1f req/s, without %.1f req/s, ratio %.2fx (target >= 1.5x)\n", r_with,
          r_without, r_with / r_without);

@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   }
   for (auto& p : points) {
     m.profile.batch.push_back(p.batch);
-    m.profile.latency_ms.push_back(std::max(p.p99_ms, m.profile.latency_ms.empty() ? 0 : m.profile.latency_ms.back()));
+    m.profile.latency_ms.push_back(std::max(p.ms, m.profile.latency_ms.empty() ? 0 : m.profile.latency_ms.back()));
   }
   double slo = 4 * m.profile.latency_ms[0];
   int b = saturating_batch(m, slo);

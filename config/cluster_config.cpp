@@ -245,7 +245,7 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   model_spec m;
   std::string where = "model";
   r.known_keys(n, {"name", "input", "output", "max_batch", "profile", "jitter", "load_ms", "memory_mb", "path", "prefix", "cores",
-                   "preprocess"},
+                   "preprocess", "precision"},
                where);
   r.get(n, "prefix", m.prefix, where, false);
   if (r.get(n, "name", m.name, where, true)) where = "model '" + m.name + "'";
@@ -270,6 +270,10 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
       m.cores = l;
   }
   if (n["preprocess"] && n["input"]) parse_preprocess(r, n["preprocess"], m, where);
+  if (std::string p; r.get(n, "precision", p, where, false)) {
+    if (auto v = parse_precision(p)) m.precision = *v;
+    else r.error(n["precision"], where + " precision '" + p + "' must be fp32, fp16 or bf16");
+  }
   r.get(n, "jitter", m.jitter, where, false);
   if (m.jitter < 0 || m.jitter >= 1) r.error(n["jitter"], where + " jitter must be in [0, 1)");
   r.get(n, "load_ms", m.load_ms, where, false);
@@ -698,6 +702,8 @@ std::string to_yaml(const cluster_config& cfg) {
     if (m.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << m.memory_mb;
     if (!m.path.empty()) e << YAML::Key << "path" << YAML::Value << m.path;
     if (m.is_variant()) e << YAML::Key << "prefix" << YAML::Value << m.prefix;
+    if (m.precision != precision::fp32)
+      e << YAML::Key << "precision" << YAML::Value << std::string(precision_name(m.precision));
     if (m.preprocess) {
       auto list = [](const std::array<float, 3>& a) { return std::vector<float>(a.begin(), a.end()); };
       e << YAML::Key << "preprocess" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "from"

@@ -7,6 +7,80 @@
 
 namespace sloserve {
 
+double robust_quantile(std::vector<double> runs, double q, double& error_ms, int& outliers) {
+  error_ms = 0;
+  outliers = 0;
+  if (runs.empty()) return 0;
+  std::sort(runs.begin(), runs.end());
+  auto median_of = [](const std::vector<double>& v) { return v[v.size() / 2]; };
+  double median = median_of(runs);
+  std::vector<double> dev;
+  for (auto x : runs) dev.push_back(std::abs(x - median));
+  std::sort(dev.begin(), dev.end());
+  double mad = 1.4826 * median_of(dev);
+  double cutoff = median + std::max(6 * mad, 0.2 * median);
+  auto kept = static_cast<size_t>(std::upper_bound(runs.begin(), runs.end(), cutoff) - runs.begin());
+  outliers = static_cast<int>(runs.size() - kept);
+  runs.resize(kept);
+  auto n = static_cast<double>(kept);
+  auto rank = [&](double r) { return runs[static_cast<size_t>(std::clamp(std::ceil(r), 1.0, n)) - 1]; };
+  // Ranks n·q ± 1.96·sqrt(n·q·(1 - q)) bound the quantile with 95% confidence.
+  double spread = 1.96 * std::sqrt(n * q * (1 - q));
+  error_ms = (rank(n * q + spread + 1) - rank(n * q - spread)) / 2;
+  return rank(n * q);
+}
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// One pass at batch `b`: warm-up, then runs until the quantile is tight or the budget is spent.
+bool measure_pass(device_executor& ex, const model_spec& m, const profile_options& o, int b, profile_point& p,
+                  std::vector<double>& all, std::string& error) {
+  std::vector<std::vector<tensor>> reqs;
+  for (int i = 0; i < b; ++i) reqs.push_back({make_tensor(m.input, static_cast<uint64_t>(i), "input")});
+  std::vector<const std::vector<tensor>*> in;
+  for (auto& r : reqs) in.push_back(&r);
+  auto run = [&]() -> double {
+    auto t0 = clock_type::now();
+    auto res = ex.execute(m, in);
+    auto wall = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+    if (!res.error.empty()) error = res.error;
+    return wall + std::chrono::duration<double, std::milli>(res.busy).count();
+  };
+  // Warm up this shape on its own: allocator, caches, and on cuda cuDNN's choice for the shape.
+  double warm = 0;
+  for (int i = 0; i < o.warmup_runs || (warm < o.warmup_ms && i < 10 * o.warmup_runs); ++i) {
+    warm += run();
+    if (!error.empty()) return false;
+  }
+  std::vector<double> ms;
+  auto start = clock_type::now();
+  double err = 0, q = 0;
+  int outliers = 0;
+  while (static_cast<int>(ms.size()) < o.max_runs) {
+    ms.push_back(run());
+    if (!error.empty()) return false;
+    auto n = static_cast<int>(ms.size());
+    auto elapsed = std::chrono::duration<double>(clock_type::now() - start).count();
+    if (n < o.min_runs || elapsed < o.min_seconds) continue;
+    if (elapsed >= o.max_seconds) break;
+    if (n % 10 == 0) {
+      q = robust_quantile(ms, o.quantile, err, outliers);
+      if (err <= o.target_error * q) break;
+    }
+  }
+  q = robust_quantile(ms, o.quantile, err, outliers);
+  p.passes_ms.push_back(q);
+  p.error_ms = std::max(p.error_ms, err);
+  p.outliers += outliers;
+  p.runs += static_cast<int>(ms.size());
+  all.insert(all.end(), ms.begin(), ms.end());
+  return true;
+}
+
+}  // namespace
+
 bool profile_model(device_executor& ex, const model_spec& m, const profile_options& o,
                    std::vector<profile_point>& out, std::string& error) {
   if (auto e = ex.load(m); !e.empty()) {
@@ -16,41 +90,36 @@ bool profile_model(device_executor& ex, const model_spec& m, const profile_optio
   auto batches = o.batches;
   if (batches.empty())
     for (int b = 1; b <= m.max_batch; b *= 2) batches.push_back(b);
-  using clock = std::chrono::steady_clock;
-  for (int b : batches) {
+  for (int b : batches)
     if (b < 1 || b > m.max_batch) {
       error = "batch " + std::to_string(b) + " is outside 1.." + std::to_string(m.max_batch) + " (max_batch of " + m.name + ")";
       return false;
     }
-    std::vector<std::vector<tensor>> reqs;
-    for (int i = 0; i < b; ++i) reqs.push_back({make_tensor(m.input, static_cast<uint64_t>(i), "input")});
-    std::vector<const std::vector<tensor>*> in;
-    for (auto& r : reqs) in.push_back(&r);
-    auto run = [&]() -> double {
-      auto t0 = clock::now();
-      auto res = ex.execute(m, in);
-      auto wall = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-      if (!res.error.empty()) error = res.error;
-      return wall + std::chrono::duration<double, std::milli>(res.busy).count();
-    };
-    for (int i = 0; i < o.warmup_runs; ++i) run();
-    std::vector<double> ms;
-    auto start = clock::now();
-    while (static_cast<int>(ms.size()) < o.max_runs &&
-           (static_cast<int>(ms.size()) < o.min_runs ||
-            std::chrono::duration<double>(clock::now() - start).count() < o.max_seconds)) {
-      ms.push_back(run());
-      if (!error.empty()) return false;
+  std::vector<profile_point> points(batches.size());
+  std::vector<std::vector<double>> all(batches.size());
+  // Whole passes over every size, so that a slow spell of the machine hits one pass, not a size.
+  for (int pass = 0; pass < std::max(1, o.passes); ++pass)
+    for (size_t i = 0; i < batches.size(); ++i) {
+      points[i].batch = batches[i];
+      if (!measure_pass(ex, m, o, batches[i], points[i], all[i], error)) return false;
     }
-    std::sort(ms.begin(), ms.end());
-    profile_point p;
-    p.batch = b;
-    p.runs = static_cast<int>(ms.size());
-    for (auto x : ms) p.mean_ms += x / ms.size();
-    p.p50_ms = ms[ms.size() / 2];
-    p.p99_ms = ms[std::min(ms.size() - 1, static_cast<size_t>(std::ceil(0.99 * ms.size())) - 1)];
-    out.push_back(p);
+  for (size_t i = 0; i < batches.size(); ++i) {
+    auto& p = points[i];
+    auto& v = p.passes_ms;
+    if (v.size() >= 2 && std::abs(v[0] - v[1]) > o.agree * std::min(v[0], v[1])) {
+      p.disagreed = true;  // a third pass settles it: the median of three
+      if (!measure_pass(ex, m, o, p.batch, p, all[i], error)) return false;
+    }
+    auto sorted = v;
+    std::sort(sorted.begin(), sorted.end());
+    p.ms = sorted.size() % 2 ? sorted[sorted.size() / 2] : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
+    auto& runs = all[i];
+    std::sort(runs.begin(), runs.end());
+    for (auto x : runs) p.mean_ms += x / static_cast<double>(runs.size());
+    p.p50_ms = runs[runs.size() / 2];
+    p.p99_ms = runs[std::min(runs.size() - 1, static_cast<size_t>(std::ceil(0.99 * runs.size())) - 1)];
   }
+  out.insert(out.end(), points.begin(), points.end());
   return true;
 }
 
@@ -59,7 +128,7 @@ latency_profile profile_of(const std::vector<profile_point>& points, bool step) 
   p.step = step;
   double running = 0;
   for (auto& pt : points) {
-    running = std::max(running, pt.p99_ms);
+    running = std::max(running, pt.ms);
     p.batch.push_back(pt.batch);
     p.latency_ms.push_back(running);
   }
@@ -67,7 +136,7 @@ latency_profile profile_of(const std::vector<profile_point>& points, bool step) 
 }
 
 std::string to_profile_yaml(const std::vector<profile_point>& points, bool step) {
-  auto p = profile_of(points);
+  auto p = profile_of(points, step);
   std::ostringstream b, l;
   l.precision(6);
   for (size_t i = 0; i < p.batch.size(); ++i) {

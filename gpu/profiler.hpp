@@ -11,25 +11,43 @@ namespace sloserve {
 
 struct profile_options {
   std::vector<int> batches;  // empty: 1, 2, 4, ... up to the model's max_batch
-  int warmup_runs = 3;       // per batch size, not measured
-  int min_runs = 20;         // per batch size
-  int max_runs = 200;        // enough for a stable p99 when the model is fast
-  double max_seconds = 3;    // per batch size, once min_runs are done
+  int warmup_runs = 3;       // per batch size and pass, not measured (and at least warmup_ms of them)
+  double warmup_ms = 20;
+  int min_runs = 20;         // per batch size and pass
+  double min_seconds = 0.2;  // and at least this long: a fast model gets enough runs for its tail
+  int max_runs = 500;
+  double max_seconds = 3;    // per batch size and pass, once min_runs are done
+  double quantile = 0.95;    // the latency planned with: this quantile of the runs, outliers set aside
+  double target_error = 0.03;  // stop early once the quantile's 95% confidence bound is this tight
+  int passes = 2;            // independent passes over all sizes; a third settles a disagreement
+  double agree = 0.10;       // passes agree when within this fraction of each other
 };
 
 struct profile_point {
   int batch = 0;
   int runs = 0;
-  double mean_ms = 0, p50_ms = 0, p99_ms = 0;
+  double mean_ms = 0, p50_ms = 0, p99_ms = 0;  // of every run, outliers included
+  double ms = 0;        // the latency to plan with: the quantile, the median of the passes
+  double error_ms = 0;  // half-width of its 95% confidence interval (distribution-free)
+  int outliers = 0;     // runs set aside (far above the median: preemption, page faults)
+  std::vector<double> passes_ms;  // the quantile of each pass
+  bool disagreed = false;         // the first two passes differed by more than `agree`
 };
 
-// Runs each batch size on `ex` and measures it. A run's time is its wall time plus the time
-// the executor reports the device stays busy (an emulated device runs in zero wall time).
-// Returns false with `error` set when the model fails to load or run.
+// Runs each batch size on `ex` and measures it: warm-up runs of each size on its own, then
+// runs until the quantile is tight or the budget is spent, in `passes` passes over all sizes.
+// A run's time is its wall time plus the time the executor reports the device stays busy (an
+// emulated device runs in zero wall time). Returns false with `error` set when the model fails
+// to load or run.
 bool profile_model(device_executor& ex, const model_spec& m, const profile_options& o,
                    std::vector<profile_point>& out, std::string& error);
 
-// The measured p99 per batch as a tabular profile, made non-decreasing (measured tails can dip
+// The quantile `q` of `runs` with outliers set aside: runs above median + max(6 MAD, 20% of the
+// median). `error_ms` gets the half-width of its 95% confidence interval by order statistics,
+// `outliers` how many were set aside.
+double robust_quantile(std::vector<double> runs, double q, double& error_ms, int& outliers);
+
+// The planned latency (`ms`) per batch as a tabular profile, made non-decreasing (measured tails can dip
 // between neighbouring sizes; the planner needs l(b) non-decreasing).
 // `step`: the device pads batches to the measured sizes (the cuda kind), so partial batches cost
 // the next measured size.

@@ -63,7 +63,12 @@ void plain_graph_executor() {
 
 class torch_executor final : public device_executor {
  public:
-  torch_executor(torch::Device device, int threads) : device_(device), threads_(threads) { plain_graph_executor(); }
+  torch_executor(torch::Device device, int threads) : device_(device), threads_(threads) {
+    plain_graph_executor();
+    // cuDNN picks its algorithm per shape by heuristics, the same on every load: profiles and
+    // serving then time the same kernels (benchmark mode would re-time and may pick others).
+    if (device_.is_cuda()) at::globalContext().setBenchmarkCuDNN(false);
+  }
 
   std::string_view kind() const override { return device_.is_cuda() ? "cuda" : "cpu"; }
 
@@ -79,11 +84,13 @@ class torch_executor final : public device_executor {
   std::string load(const model_spec& m) override {
     if (ready_.count(m.name)) return {};
     if (m.path.empty()) return "model '" + m.name + "' has no TorchScript path (models[].path)";
+    if (m.precision == precision::fp16 && !device_.is_cuda())
+      return "model '" + m.name + "': precision fp16 needs a cuda device (cpu devices run fp32 or bf16)";
     if (m.is_variant()) {
       if (m.prefix_path.empty()) return "prefix model '" + m.prefix + "' of '" + m.name + "' has no TorchScript path";
-      if (auto e = load_module(prefix_key(m), m.prefix_path, m.prefix); !e.empty()) return e;
+      if (auto e = load_module(prefix_key(m), m.prefix_path, m.prefix, m.precision); !e.empty()) return e;
     }
-    if (auto e = load_module(m.name, m.path, m.name); !e.empty()) return e;
+    if (auto e = load_module(m.name, m.path, m.name, m.precision); !e.empty()) return e;
     // Warm up: the first forwards pay for allocation and setup; do not let requests pay them.
     // On cpu, twice at batch 1 and twice at the largest batch the session may run. On cuda every
     // padded size a request can meet (below), because cuDNN builds a plan per new input shape:
@@ -123,7 +130,7 @@ class torch_executor final : public device_executor {
     }
     try {
       auto n = static_cast<int64_t>(inputs.size());
-      auto result = forward(modules_.at(m.name).module, stack(m, inputs, out.failed));
+      auto result = forward(modules_.at(m.name).module, in_precision(m, stack(m, inputs, out.failed)));
       if (result.dim() >= 1 && result.size(0) == padded(n)) result = result.narrow(0, 0, n);
       if (auto err = split(m, result, 0, n, out); !err.empty()) out.error = err;
     } catch (const std::exception& ex) {
@@ -146,7 +153,7 @@ class torch_executor final : public device_executor {
       for (auto& g : groups) all.insert(all.end(), g.inputs.begin(), g.inputs.end());
       // One pass of the shared prefix over every variant's requests.
       auto n = static_cast<int64_t>(all.size());
-      auto features = forward(modules_.at(prefix_key(first)).module, stack(first, all, out.failed));
+      auto features = forward(modules_.at(prefix_key(first)).module, in_precision(first, stack(first, all, out.failed)));
       if (features.dim() >= 1 && features.size(0) == padded(n)) features = features.narrow(0, 0, n);
       std::vector<int64_t> want{n};
       want.insert(want.end(), first.prefix_output.shape.begin(), first.prefix_output.shape.end());
@@ -193,12 +200,23 @@ class torch_executor final : public device_executor {
 
   std::string ensure(const model_spec& m) { return ready_.count(m.name) ? std::string() : load(m); }
 
-  std::string load_module(const std::string& key, const std::string& path, const std::string& what) {
+  static c10::ScalarType compute_type(precision p) {
+    return p == precision::fp16 ? torch::kFloat16 : p == precision::bf16 ? torch::kBFloat16 : torch::kFloat32;
+  }
+
+  // A floating batch in the model's arithmetic (the cast runs where the batch is, on the GPU).
+  static torch::Tensor in_precision(const model_spec& m, torch::Tensor batch) {
+    if (m.precision == precision::fp32 || !batch.is_floating_point()) return batch;
+    return batch.to(compute_type(m.precision));
+  }
+
+  std::string load_module(const std::string& key, const std::string& path, const std::string& what, precision p) {
     if (modules_.count(key)) return {};
     entry e;
     try {
       e.module = torch::jit::load(path, device_);
       e.module.eval();
+      if (p != precision::fp32) e.module.to(compute_type(p));  // weights converted once, at load
       size_t bytes = 0;
       for (const auto& p : e.module.parameters()) bytes += p.numel() * p.element_size();
       for (const auto& b : e.module.buffers()) bytes += b.numel() * b.element_size();
@@ -296,6 +314,9 @@ class torch_executor final : public device_executor {
 
   // Appends rows [from, from + b) of `result` to `out` as per-request outputs of `m`.
   std::string split(const model_spec& m, torch::Tensor result, int64_t from, int64_t b, batch_outcome& out) {
+    // Reduced precision computes in half or bfloat16; the reply keeps the declared dtype.
+    if (m.precision != precision::fp32 && result.scalar_type() == compute_type(m.precision))
+      result = result.to(scalar_of(m.output.type));
     result = result.to(torch::kCPU).contiguous();
     if (result.dim() < 1 || result.size(0) != b)
       return "model '" + m.name + "' returned " + std::to_string(result.dim() ? result.size(0) : 0) +

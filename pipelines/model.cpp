@@ -91,4 +91,19 @@ std::optional<input_form> input_form_of(const tensor& t, const model_spec& m, st
   return input_form::raw_image;
 }
 
+std::string_view precision_name(precision p) {
+  switch (p) {
+    case precision::fp32: return "fp32";
+    case precision::fp16: return "fp16";
+    case precision::bf16: return "bf16";
+  }
+  return "?";
+}
+
+std::optional<precision> parse_precision(std::string_view name) {
+  for (auto p : {precision::fp32, precision::fp16, precision::bf16})
+    if (precision_name(p) == name) return p;
+  return std::nullopt;
+}
+
 }  // namespace sloserve

@@ -4,6 +4,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pipelines/tensor.hpp"
@@ -56,6 +57,12 @@ constexpr int64_t max_image_pixels = int64_t{64} << 20;
 // uint8[H, W, 3] image of any size, or encoded image bytes (JPEG) as uint8[N].
 enum class input_form { tensor, raw_image, encoded_image };
 
+// `precision:` the arithmetic a real device runs a model in; inputs and outputs keep their
+// declared dtypes (the device casts).
+enum class precision { fp32, fp16, bf16 };
+std::string_view precision_name(precision p);
+std::optional<precision> parse_precision(std::string_view name);
+
 struct model_spec {
   std::string name;
   tensor_spec input;
@@ -86,6 +93,7 @@ struct model_spec {
   bool needs_profile = false;
   bool measured = false;
   std::optional<image_preprocess> preprocess;
+  sloserve::precision precision = sloserve::precision::fp32;
 
   bool is_variant() const { return !prefix.empty(); }
   // Cost of this variant's suffix on b requests: its full l(b) less the prefix's l(b).

@@ -313,6 +313,23 @@ pipelines:
   EXPECT_NE(e.find("the model's input must be float32[3, H, W] to take images, not float32[16]"), std::string::npos) << e;
 }
 
+TEST(cluster_config, precision_is_fp32_fp16_or_bf16_and_round_trips) {
+  auto r = parse_cluster_config(cpu_nodes + R"(models:
+  - {name: a, path: /m/a.pt, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8, precision: bf16}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: a}]}
+)", "c.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  EXPECT_EQ(r.config->models[0].precision, precision::bf16);
+  auto again = parse_cluster_config(to_yaml(*r.config), "again.yaml");
+  ASSERT_TRUE(again) << again.error_text();
+  EXPECT_EQ(again.config->models[0].precision, precision::bf16);
+  auto e = errors_of(cpu_nodes + R"(models:
+  - {name: a, path: /m/a.pt, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8, precision: int4}
+)");
+  EXPECT_NE(e.find("c.yaml:4:130: model 'a' precision 'int4' must be fp32, fp16 or bf16"), std::string::npos) << e;
+}
+
 TEST(cluster_config, a_real_model_may_leave_its_profile_to_the_worker) {
   auto r = parse_cluster_config(cpu_nodes + R"(models:
   - {name: a, path: /m/a.pt, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8}

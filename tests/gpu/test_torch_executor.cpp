@@ -260,6 +260,32 @@ TEST_P(torch_executor_kinds, images_are_preprocessed_on_the_device_and_a_bad_one
   }
 }
 
+// Reduced precision: the module runs in bfloat16 (half on cuda), inputs are cast on the device
+// and outputs come back in the declared float32, close to PyTorch's float32 reference.
+TEST_P(torch_executor_kinds, reduced_precision_keeps_the_declared_dtypes) {
+  auto m = tiny_mlp();
+  m.precision = ex->kind() == "cuda" ? precision::fp16 : precision::bf16;
+  auto reqs = reference_requests(m, "tiny_mlp");
+  std::vector<const std::vector<tensor>*> in;
+  for (auto& r : reqs) in.push_back(&r);
+  auto out = ex->execute(m, in);
+  ASSERT_EQ(out.error, "");
+  auto want = floats(read_file(dir + "/tiny_mlp.output.bin"));
+  auto per = want.size() / reqs.size();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(out.outputs[i][0].type, dtype::float32);
+    auto got = floats(out.outputs[i][0].data);
+    ASSERT_EQ(got.size(), per);
+    for (size_t k = 0; k < per; ++k) EXPECT_NEAR(got[k], want[i * per + k], 0.05 * std::max(1.0f, std::abs(want[i * per + k])));
+  }
+  if (ex->kind() == "cpu") {
+    auto half = tiny_mlp();
+    half.name = "tiny_mlp_fp16";
+    half.precision = precision::fp16;
+    EXPECT_NE(ex->load(half).find("precision fp16 needs a cuda device"), std::string::npos);
+  }
+}
+
 TEST(torch_executor, cuda_kind_says_why_it_is_unavailable_here) {
   std::string err;
   auto ex = make_executor("cuda", 0, 1, err);
