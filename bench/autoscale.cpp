@@ -1,4 +1,4 @@
-// Autoscaling policies side by side (issue #5): none (a fixed cluster planned by Nexus), fa2,
+// Autoscaling policies side by side: none (a fixed cluster planned by Nexus), fa2,
 // sponge and biscale, each on a fresh in-process emulated cluster, on two traces:
 //   bursty   100 req/s, x5 for 5 s every 60 s (bursts at 30 s and 90 s of 120 s);
 //   stepped  100 req/s, uplink 20 -> 5 -> 2.5 -> 10 Mbps every 30 s, 25 KB per request

@@ -1,6 +1,6 @@
 #pragma once
-// The scaler's per-stage decisions for the fa2, sponge and biscale policies (thesis 004;
-// ../shared/ALGORITHMS.md), on what the monitor measured in the last second. Pure: the scaler
+// The scaler's per-stage decisions for the fa2, sponge and biscale policies (thesis 004), on
+// what the monitor measured in the last second. Pure: the scaler
 // actor feeds them and applies what they return through its provisioner.
 //
 // A stage runs `instances` instances of its model. Instance 0 is the one vertical scaling

@@ -1,5 +1,5 @@
 #pragma once
-// Biscale (thesis 004 part III; ../shared/ALGORITHMS.md): one in-place vertically scaled
+// Biscale (thesis 004 part III): one in-place vertically scaled
 // instance absorbs what it can of a stage's load; the rest is served horizontally by one-core
 // instances, which give more throughput per core (Amdahl). Pure: no clocks, no I/O.
 

@@ -1,5 +1,5 @@
 #pragma once
-// FA2 (thesis 004 part I; ../shared/ALGORITHMS.md): the fewest instances for a pipeline tree
+// FA2 (thesis 004 part I): the fewest instances for a pipeline tree
 // under an end-to-end SLO, choosing each stage's batch size. Pure: no clocks, no I/O.
 //
 // A stage at batch b takes l(b) = d(b) + q(b): d is the quadratic fitted on its p99 profile and

@@ -1,5 +1,5 @@
 #pragma once
-// Sponge (thesis 004 part II; ../shared/ALGORITHMS.md): in-place vertical scaling of one model
+// Sponge (thesis 004 part II): in-place vertical scaling of one model
 // under per-request budgets. Pure: no clocks, no I/O.
 
 #include <vector>
