@@ -128,7 +128,7 @@ sched::backend_load* load_of(frontend_state& st, const std::string& model, const
 // declared shape derived from the parent's row (it stands in for crop-and-resize).
 tensor adapt(const tensor& t, const tensor_spec& spec) {
   if (t.type == spec.type && t.shape == spec.shape) return t;
-  return make_tensor(spec, fingerprint(t.data), t.name);
+  return make_tensor(spec, sample_fingerprint(t.data), t.name);
 }
 
 // Rows forwarded along a fan-out edge: floor(f) plus one more with probability frac(f), drawn

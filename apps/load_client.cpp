@@ -4,6 +4,7 @@
 #include <zmq.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -260,7 +261,13 @@ struct lane_result {
   load_summary s;
   std::vector<bucket> buckets;
   std::vector<float> latencies;
+  std::array<std::vector<float>, 4> parts;  // of OK replies: client, frontend, queue, exec (ms)
 };
+
+// Where an OK reply's latency went: in the client and on the wire (latency less the frontend's
+// total), in the frontend and between nodes (its total less the stages' own times), queued at
+// the devices, and executing. The stage times add up along a chain; branches of a DAG overlap.
+const std::array<const char*, 4> part_names{"client", "frontend", "queue", "exec"};
 
 // One lane of the load: its share of the arrivals (rate / lanes, an independent process) or of
 // the closed loop's outstanding requests, over its own connection. Request ids are lane + k·lanes.
@@ -365,6 +372,12 @@ void run_lane(const load_options& o, size_t lane, size_t lanes, client& c, stead
         ++b.ok;
         b.latencies.push_back(static_cast<float>(lat));
         all_latencies.push_back(static_cast<float>(lat));
+        {
+          double queue = 0, exec = 0;
+          for (auto& t : r.timings) queue += t.queue_ms, exec += t.exec_ms;
+          double part[4] = {lat - r.total_ms, r.total_ms - queue - exec, queue, exec};
+          for (size_t k = 0; k < 4; ++k) out.parts[k].push_back(static_cast<float>(std::max(0.0, part[k])));
+        }
         // The user waits for the upload too.
         if (lat + info.network_ms <= info.slo_ms) ++s.ok_within_slo, ++b.ok_within_slo;
         for (auto& t : r.timings)
@@ -482,6 +495,7 @@ bool run_load(const load_options& o, load_summary& s, std::string& error) {
   s.lanes = lanes;
   std::vector<bucket> buckets;
   std::vector<float> all_latencies;
+  std::array<std::vector<float>, 4> parts;
   for (auto& r : results) {
     using counter = uint64_t load_summary::*;
     for (counter f : {&load_summary::sent, &load_summary::ok, &load_summary::ok_within_slo, &load_summary::dropped,
@@ -491,6 +505,7 @@ bool run_load(const load_options& o, load_summary& s, std::string& error) {
     for (auto& [k, v] : r.s.reasons.items()) s.reasons[k] = s.reasons.value(k, 0) + v.get<long>();
     for (auto& [k, v] : r.s.nodes.items()) s.nodes[k] = s.nodes.value(k, 0) + v.get<long>();
     all_latencies.insert(all_latencies.end(), r.latencies.begin(), r.latencies.end());
+    for (size_t k = 0; k < r.parts.size(); ++k) parts[k].insert(parts[k].end(), r.parts[k].begin(), r.parts[k].end());
     if (buckets.size() < r.buckets.size()) buckets.resize(r.buckets.size());
     for (size_t i = 0; i < r.buckets.size(); ++i) {
       auto& a = buckets[i];
@@ -513,6 +528,8 @@ bool run_load(const load_options& o, load_summary& s, std::string& error) {
     s.p90 = percentile(all_latencies, 0.90);
     s.p99 = percentile(all_latencies, 0.99);
   }
+  for (size_t k = 0; k < parts.size(); ++k)
+    s.breakdown[part_names[k]] = {{"p50", percentile(parts[k], 0.50)}, {"p99", percentile(parts[k], 0.99)}};
   for (size_t i = 0; i + 1 < buckets.size() || (i < buckets.size() && buckets[i].sent); ++i) {
     auto& b = buckets[i];
     s.series.push_back({{"t", i}, {"sent", b.sent}, {"ok", b.ok}, {"ok_within_slo", b.ok_within_slo},
@@ -530,8 +547,16 @@ nlohmann::json load_summary::to_json(const load_options& o) const {
           {"delayed", delayed}, {"generator_late_fraction", generator_late_fraction}, {"threads", lanes},
           {"warnings", warnings()}, {"attainment", attainment}, {"goodput_rps", goodput_rps},
           {"latency_ms", {{"p50", p50}, {"p90", p90}, {"p99", p99}, {"max", max}, {"mean", mean}}},
-          {"reasons", reasons}, {"nodes", nodes}, {"series", series}};
+          {"latency_breakdown_ms", breakdown}, {"reasons", reasons}, {"nodes", nodes}, {"series", series}};
 }
+
+namespace {
+std::string fmt_part(const char* name, double p50, double p99) {
+  char buf[96];
+  snprintf(buf, sizeof buf, "  %s %.2f/%.2f", name, p50, p99);
+  return buf;
+}
+}  // namespace
 
 std::string load_summary::to_text() const {
   char buf[512];
@@ -542,6 +567,13 @@ std::string load_summary::to_text() const {
            (unsigned long)dropped, (unsigned long)overloaded, (unsigned long)errors,
            (unsigned long)lost, 100 * attainment, goodput_rps, p50, p90, p99, max);
   std::string out = buf;
+  if (ok) {
+    out += "where the time went, ms p50/p99:";
+    for (auto name : part_names)
+      if (breakdown.contains(name))
+        out += fmt_part(name, breakdown[name]["p50"].get<double>(), breakdown[name]["p99"].get<double>());
+    out += "\n";
+  }
   for (auto& [reason, n] : reasons.items()) out += "  " + std::to_string(n.get<long>()) + "x " + reason + "\n";
   for (auto& w : warnings()) out += "warning: " + w + "\n";
   return out;

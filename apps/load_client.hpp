@@ -64,6 +64,8 @@ struct load_summary {
   nlohmann::json series = nlohmann::json::array();
   nlohmann::json reasons = nlohmann::json::object();
   nlohmann::json nodes = nlohmann::json::object();  // stage runs of OK replies, per worker node
+  // Where OK replies' latency went: {client, frontend, queue, exec: {p50, p99}} in ms.
+  nlohmann::json breakdown = nlohmann::json::object();
 
   nlohmann::json to_json(const load_options& o) const;
   std::string to_text() const;

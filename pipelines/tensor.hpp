@@ -54,5 +54,8 @@ tensor make_tensor(const tensor_spec& spec, uint64_t seed, std::string name = {}
 
 // A 64-bit hash of the bytes (four-lane FNV-1a over words); used to derive deterministic outputs from inputs.
 uint64_t fingerprint(std::string_view bytes);
+// The same for up to 64 KB; beyond, 64 evenly spread blocks of 1 KB and the size: outputs that
+// emulated devices derive from inputs stay deterministic without a pass over every byte of an image.
+uint64_t sample_fingerprint(std::string_view bytes);
 
 }  // namespace sloserve

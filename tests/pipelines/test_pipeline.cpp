@@ -126,3 +126,23 @@ TEST(input_form, images_are_accepted_only_where_the_model_preprocesses) {
 
 }  // namespace
 }  // namespace sloserve
+
+namespace sloserve {
+namespace {
+
+TEST(fingerprint, samples_large_inputs_and_hashes_small_ones_whole) {
+  auto small = make_tensor({dtype::uint8, {1000}}, 1);
+  EXPECT_EQ(sample_fingerprint(small.data), fingerprint(small.data));
+  auto big = make_tensor({dtype::uint8, {600000}}, 2).data.str();
+  auto a = sample_fingerprint(big);
+  EXPECT_EQ(a, sample_fingerprint(big));  // deterministic
+  big[0] ^= 1;                            // the first block is sampled
+  EXPECT_NE(sample_fingerprint(big), a);
+  big[0] ^= 1;
+  big.back() ^= 1;                        // so is the last
+  EXPECT_NE(sample_fingerprint(big), a);
+  EXPECT_NE(sample_fingerprint(big.substr(1)), a);  // and the size
+}
+
+}  // namespace
+}  // namespace sloserve
