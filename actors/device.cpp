@@ -253,8 +253,11 @@ void on_invocation(self_ptr self, msg::invocation& inv) {
                               st.net->self_name(), st.net->queued.used() / 1048576.0, st.cfg->runtime.max_queued_mb));
   auto now = self->clock().now();
   s->last_arrival = now;
-  auto deadline = now + nanoseconds(inv.budget_ns);
-  s->queue.push(deadline, pending{std::move(inv), now, bytes});
+  // A real device reads its mailbox only between batches: time the invocation waited there
+  // counts as queueing, and its deadline runs from when the worker took it in.
+  auto arrived = inv.received_ns > 0 ? std::min(now, clock_time(nanoseconds(inv.received_ns))) : now;
+  auto deadline = arrived + nanoseconds(inv.budget_ns);
+  s->queue.push(deadline, pending{std::move(inv), arrived, bytes});
   run_next(self);
 }
 

@@ -89,6 +89,7 @@ worker_actor spawn_worker(caf::actor_system& sys, actor_args args) {
             st.net->to_node(inv.frontend, {{}, std::move(r)});
             return;
           }
+          inv.received_ns = self->clock().now().time_since_epoch().count();
           self->send(st.devices[inv.device], std::move(inv));
         },
         [=](leave_atom) {

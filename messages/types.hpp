@@ -52,6 +52,9 @@ struct invocation {
   uint32_t device = 0;
   int64_t budget_ns = 0;   // time left until this stage's deadline when sent
   std::vector<tensor> inputs;
+  // Not on the wire: when the worker took it in (its actor clock, ns since the clock's epoch).
+  // The deadline runs from there, not from when a busy device gets to its mailbox.
+  int64_t received_ns = 0;
 };
 
 // Worker -> frontend.

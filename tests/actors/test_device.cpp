@@ -124,6 +124,30 @@ TEST_F(device_fixture, early_drop_answers_what_cannot_make_it) {
   EXPECT_EQ(r[0].code, msg::status::ok);
 }
 
+// A real device reads its mailbox only between batches. An invocation the worker took in 12 ms
+// before the device got to it has 12 ms less: with 15 ms of budget and l(1) = 10 ms it cannot
+// make it and is dropped at once, and the wait counts as queueing for one that can.
+TEST_F(device_fixture, the_deadline_runs_from_when_the_worker_took_the_invocation_in) {
+  advance(20ms);
+  auto took_in = (now() - 12ms).time_since_epoch().count();
+  msg::invocation late{1, "fe", "m", 0, std::chrono::nanoseconds(15ms).count(), {make_tensor({dtype::float32, {2}}, 1)}};
+  late.received_ns = took_in;
+  caf::anon_send(dev, late);
+  run();
+  auto r = results();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].code, msg::status::dropped);
+  msg::invocation fine{2, "fe", "m", 0, std::chrono::nanoseconds(100ms).count(), {make_tensor({dtype::float32, {2}}, 2)}};
+  fine.received_ns = took_in;
+  caf::anon_send(dev, fine);
+  run();
+  advance(10ms);
+  r = results();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].code, msg::status::ok);
+  EXPECT_EQ(r[0].queue_ns, std::chrono::nanoseconds(12ms).count());
+}
+
 TEST_F(device_fixture, sessions_take_turns) {
   invoke(1, 100ms, "m");  // running
   invoke(2, 100ms, "m");
