@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <deque>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -51,13 +52,19 @@ struct device_state {
   std::vector<session> sessions;
   size_t next = 0;  // round-robin cursor
 
-  bool busy = false;
+  // Batches started and not yet answered, oldest first. One at a time, except on pipelined
+  // executors (depth() > 1): there the next full batch is staged (stacked and uploaded) while
+  // the one before computes.
+  struct batch_run {
+    uint64_t token = 0;
+    clock_time started;
+    clock_time expected_done;  // started (or the previous batch's end) + l(b)
+    // Each request with the model it runs (one model, or a prefix family).
+    std::vector<std::pair<const model_spec*, sched::session_queue<pending>::entry>> entries;
+    std::optional<batch_outcome> outcome;  // known at start, except on pipelined executors
+  };
+  std::deque<batch_run> runs;
   uint64_t token = 0;
-  clock_time started;
-  // The running batch: each request with the model it ran (one model, or a prefix family).
-  std::vector<std::pair<const model_spec*, sched::session_queue<pending>::entry>> running;
-  std::vector<std::vector<tensor>> running_outputs;
-  std::vector<std::string> running_failed;  // per request of the running batch, when some failed alone
 
   // An emulated cold start: the latest schedule waits, with the replies owed, until the models
   // it brings are loaded (ready_at); the old sessions serve meanwhile.
@@ -67,7 +74,9 @@ struct device_state {
   uint64_t schedule_seq = 0;  // schedules received; a timer for an older one does nothing
 
   bool is_running(const model_spec* m) const {
-    return std::any_of(running.begin(), running.end(), [&](auto& r) { return r.first == m; });
+    return std::any_of(runs.begin(), runs.end(), [&](auto& r) {
+      return std::any_of(r.entries.begin(), r.entries.end(), [&](auto& e) { return e.first == m; });
+    });
   }
 };
 
@@ -123,17 +132,23 @@ std::vector<sched::session_queue<pending>::entry> form(self_ptr self, session& s
   return batch;
 }
 
-void run_next(self_ptr self) {
+// Starts the next batch, round-robin over the sessions; false when none could start. With a
+// batch in flight (pipelined executors), only a session that has a full batch queued may stage
+// its next one, and the drop policy judges it at the time the running batch should end.
+bool start_next(self_ptr self) {
   auto& st = self->state;
-  if (st.busy || st.sessions.empty()) return;
+  if (st.sessions.empty() || static_cast<int>(st.runs.size()) >= std::max(1, st.executor->depth())) return false;
   auto now = self->clock().now();
+  bool staging = !st.runs.empty();
+  auto at = staging ? std::max(now, st.runs.back().expected_done) : now;
   for (size_t k = 0; k < st.sessions.size(); ++k) {
     auto idx = (st.next + k) % st.sessions.size();
     auto& s = st.sessions[idx];
     if (s.queue.empty()) continue;
+    if (staging && (s.model->is_variant() || s.queue.size() < static_cast<size_t>(s.batch))) continue;
     // A variant's turn runs its whole prefix family on this device: one pass of the prefix.
     std::vector<family_group> groups;
-    st.running.clear();
+    device_state::batch_run run;
     auto member = [&](const session& other) {
       return &other == &s || (s.model->is_variant() && other.model->prefix == s.model->prefix);
     };
@@ -144,64 +159,75 @@ void run_next(self_ptr self) {
     for (auto& other : st.sessions) {
       if (!member(other) || other.queue.empty()) continue;
       int own = static_cast<int>(std::min<size_t>(static_cast<size_t>(other.batch), other.queue.size()));
-      auto batch = form(self, other, now, family - own);
+      auto batch = form(self, other, at, family - own);
       if (batch.empty()) continue;
-      for (auto& e : batch) st.running.emplace_back(other.model, std::move(e));
+      for (auto& e : batch) run.entries.emplace_back(other.model, std::move(e));
       groups.push_back({other.model, {}});
     }
-    if (st.running.empty()) continue;
-    // Inputs point into `running`, which does not change until the batch is done.
-    size_t g = 0;
-    for (size_t i = 0; i < st.running.size(); ++i) {
-      if (i > 0 && st.running[i].first != st.running[i - 1].first) ++g;
-      groups[g].inputs.push_back(&st.running[i].second.item.inv.inputs);
-    }
-    auto outcome = groups.size() == 1 && !s.model->is_variant()
-                       ? st.executor->execute(*groups[0].model, groups[0].inputs)
-                       : st.executor->execute_family(groups);
-    st.busy = true;
-    st.started = now;
+    if (run.entries.empty()) continue;
+    run.token = ++st.token;
+    run.started = now;
+    run.expected_done =
+        at + nanoseconds(static_cast<int64_t>(latency_ms(st, *s.model, static_cast<int>(run.entries.size())) * 1e6));
     st.next = idx + 1;
-    if (!outcome.error.empty()) {
-      for (auto& [m, e] : st.running)
-        answer(self, e.item.inv, msg::status::error, "device " + std::to_string(st.index) + ": " + outcome.error);
-      st.running.clear();
-      st.busy = false;
+    // Inputs point into the run's entries, which stay put (a deque keeps its elements) until done.
+    auto& r = st.runs.emplace_back(std::move(run));
+    size_t g = 0;
+    for (size_t i = 0; i < r.entries.size(); ++i) {
+      if (i > 0 && r.entries[i].first != r.entries[i - 1].first) ++g;
+      groups[g].inputs.push_back(&r.entries[i].second.item.inv.inputs);
+    }
+    auto outcome = groups.size() == 1 && !s.model->is_variant() ? st.executor->start(*groups[0].model, groups[0].inputs)
+                                                                 : st.executor->start_family(groups);
+    if (outcome && !outcome->error.empty()) {
+      for (auto& [m, e] : r.entries)
+        answer(self, e.item.inv, msg::status::error, "device " + std::to_string(st.index) + ": " + outcome->error);
+      st.runs.pop_back();
       continue;
     }
-    st.running_outputs = std::move(outcome.outputs);
-    st.running_failed = std::move(outcome.failed);
-    auto token = ++st.token;
-    if (outcome.busy.count() > 0) self->delayed_send(self, outcome.busy, batch_done_atom::value, token);
-    else self->send(self, batch_done_atom::value, token);
-    return;
+    auto busy = outcome ? outcome->busy : nanoseconds(0);
+    r.outcome = std::move(outcome);
+    if (busy.count() > 0) self->delayed_send(self, busy, batch_done_atom::value, r.token);
+    else self->send(self, batch_done_atom::value, r.token);  // a pipelined executor finishes it there
+    return true;
+  }
+  return false;
+}
+
+void run_next(self_ptr self) {
+  while (start_next(self)) {
   }
 }
 
 void on_done(self_ptr self, uint64_t token) {
   auto& st = self->state;
-  if (!st.busy || token != st.token) return;
+  if (st.runs.empty() || st.runs.front().token != token) return;
+  auto& r = st.runs.front();
+  if (!r.outcome) r.outcome = st.executor->finish();  // waits for the oldest pipelined batch
+  auto& outcome = *r.outcome;
   auto now = self->clock().now();
-  auto exec_ns = (now - st.started).count();
-  auto b = static_cast<uint32_t>(st.running.size());
-  for (size_t i = 0; i < st.running.size(); ++i) {
-    auto& [m, e] = st.running[i];
-    auto queue_ns = (st.started - e.item.enqueued).count();
+  auto exec_ns = (now - r.started).count();
+  auto b = static_cast<uint32_t>(r.entries.size());
+  for (size_t i = 0; i < r.entries.size(); ++i) {
+    auto& [m, e] = r.entries[i];
+    auto queue_ns = (r.started - e.item.enqueued).count();
     for (auto& s : st.sessions)
       if (s.model == m) {
         ++s.load.completed;
         s.latency_sum_ms += (now - e.item.enqueued).count() / 1e6;
       }
-    if (i < st.running_failed.size() && !st.running_failed[i].empty())
-      answer(self, e.item.inv, msg::status::error, "device " + std::to_string(st.index) + ": " + st.running_failed[i], {},
-             b, queue_ns, exec_ns);
+    auto where = "device " + std::to_string(st.index) + ": ";
+    if (!outcome.error.empty())
+      answer(self, e.item.inv, msg::status::error, where + outcome.error, {}, b, queue_ns, exec_ns);
+    else if (i < outcome.failed.size() && !outcome.failed[i].empty())
+      answer(self, e.item.inv, msg::status::error, where + outcome.failed[i], {}, b, queue_ns, exec_ns);
+    else if (i < outcome.outputs.size())
+      answer(self, e.item.inv, msg::status::ok, {}, std::move(outcome.outputs[i]), b, queue_ns, exec_ns);
     else
-      answer(self, e.item.inv, msg::status::ok, {}, std::move(st.running_outputs[i]), b, queue_ns, exec_ns);
+      answer(self, e.item.inv, msg::status::error, where + "the executor returned no output for this request", {}, b,
+             queue_ns, exec_ns);
   }
-  st.running.clear();
-  st.running_outputs.clear();
-  st.running_failed.clear();
-  st.busy = false;
+  st.runs.pop_front();
   run_next(self);
 }
 
@@ -330,8 +356,10 @@ void apply_schedule(self_ptr self, msg::device_schedule& ds) {
 
 }  // namespace
 
-device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index, std::string kind) {
-  auto init = [args, index, kind](self_ptr self) -> device_actor::behavior_type {
+namespace {
+device_actor spawn_device_with(caf::actor_system& sys, actor_args args, uint32_t index, std::string kind,
+                               std::function<std::unique_ptr<device_executor>()> make) {
+  auto init = [args, index, kind, make](self_ptr self) -> device_actor::behavior_type {
     auto& st = self->state;
     st.cfg = args.cfg;
     st.net = args.net;
@@ -341,7 +369,7 @@ device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t inde
     std::string err;
     st.threads = group ? group->threads : 1;
     st.executor_kind = kind;
-    st.executor = make_executor(kind, args.incarnation * 1000 + index, st.threads, err);
+    st.executor = make ? make() : make_executor(kind, args.incarnation * 1000 + index, st.threads, err);
     if (!st.executor) {
       spdlog::error("{}: device {}: {}; it serves nothing", args.net->self_name(), index, err);
       st.executor = make_emulated_executor(index);
@@ -398,8 +426,18 @@ device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t inde
     };
   };
   // A real device blocks in forward(): give it its own thread instead of a scheduler worker.
-  if (kind == "emulated") return sys.spawn(init);
+  if (kind == "emulated" || make) return sys.spawn(init);
   return sys.spawn<caf::detached>(init);
+}
+}  // namespace
+
+device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index, std::string kind) {
+  return spawn_device_with(sys, std::move(args), index, std::move(kind), nullptr);
+}
+
+device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index,
+                          std::function<std::unique_ptr<device_executor>()> make) {
+  return spawn_device_with(sys, std::move(args), index, "test", std::move(make));
 }
 
 }  // namespace sloserve

@@ -10,6 +10,8 @@
 
 namespace sloserve {
 
+class device_executor;
+
 inline int64_t system_wall_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -27,6 +29,10 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args);
 worker_actor spawn_worker(caf::actor_system& sys, actor_args args);
 device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index,
                           std::string kind);
+// A device whose executor `make` builds (tests: executors with a given behaviour). It runs on the
+// scheduler like an emulated device.
+device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index,
+                          std::function<std::unique_ptr<device_executor>()> make);
 controller_actor spawn_controller(caf::actor_system& sys, actor_args args);
 monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args);
 scaler_actor spawn_scaler(caf::actor_system& sys, actor_args args);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,20 @@ class device_executor {
   // inputs[i] holds request i's tensors; each was checked against m.input beforehand.
   virtual batch_outcome execute(const model_spec& m,
                                 const std::vector<const std::vector<tensor>*>& inputs) = 0;
+
+  // Pipelining (the device actor's interface). start() begins a batch: an executor that runs it
+  // at once returns its outcome (the default: execute()); a pipelined one (depth() > 1) copies
+  // the inputs in, queues the work on the device, returns nothing, and hands the outcome over in
+  // finish(), which waits for the oldest batch started. Up to depth() batches may be started
+  // and not yet finished: the next batch's upload then overlaps the running one's compute.
+  virtual int depth() const { return 1; }
+  virtual std::optional<batch_outcome> start(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs) {
+    return execute(m, inputs);
+  }
+  virtual std::optional<batch_outcome> start_family(const std::vector<family_group>& groups) {
+    return execute_family(groups);
+  }
+  virtual batch_outcome finish() { return {{}, {}, "no batch was started on this device", {}}; }
 };
 
 // Waits l(b) from the model's profile (scaled by the model's jitter, drawn from `seed`) and

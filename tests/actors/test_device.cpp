@@ -3,10 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <deque>
 #include <map>
 
 #include "actors/roles.hpp"
 #include "caf_fixture.hpp"
+#include "gpu/executor.hpp"
 
 namespace sloserve {
 namespace {
@@ -476,6 +479,75 @@ TEST_F(cold_start_fixture, a_schedule_without_the_loading_model_runs_at_once_and
   EXPECT_FALSE(*again);
   advance(1ms);
   EXPECT_TRUE(*again);
+}
+
+}  // namespace
+}  // namespace sloserve
+
+namespace sloserve {
+namespace {
+
+// A pipelined executor (depth 2) that logs what the device asks of it. A batch's requests are
+// named by the first float of their input.
+class pipelined_executor final : public device_executor {
+ public:
+  explicit pipelined_executor(std::shared_ptr<std::vector<std::string>> log) : log_(std::move(log)) {}
+  std::string_view kind() const override { return "pipelined"; }
+  int depth() const override { return 2; }
+  batch_outcome execute(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs) override {
+    batch_outcome out;
+    for (auto* in : inputs) out.outputs.push_back({make_tensor(m.output, 7, "output")});
+    return out;
+  }
+  std::optional<batch_outcome> start(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs) override {
+    std::string names;
+    for (auto* in : inputs) {
+      float v;
+      std::memcpy(&v, (*in)[0].data.data(), 4);
+      names += (names.empty() ? "" : ",") + std::to_string(static_cast<int>(v));
+    }
+    log_->push_back("start " + names);
+    started_.push_back(execute(m, inputs));
+    return std::nullopt;
+  }
+  batch_outcome finish() override {
+    log_->push_back("finish");
+    auto out = std::move(started_.front());
+    started_.pop_front();
+    return out;
+  }
+
+ private:
+  std::shared_ptr<std::vector<std::string>> log_;
+  std::deque<batch_outcome> started_;
+};
+
+// On a pipelined executor a full batch is staged while the one before runs, a partial one waits
+// for the device, and every request gets one answer.
+TEST(pipelined_device, stages_the_next_full_batch_while_one_runs) {
+  caf_fixture f;
+  auto cfg = testing::parse_or_die(yaml);
+  auto net = std::make_shared<recording_link>("w");
+  auto log = std::make_shared<std::vector<std::string>>();
+  auto dev = f.keep(spawn_device(*f.sys, {cfg, net, 1}, 0, [log] { return std::make_unique<pipelined_executor>(log); }));
+  caf::anon_send(dev, msg::device_schedule{0, 0, {{"m", 2}}});
+  f.run();
+  for (uint64_t id = 1; id <= 5; ++id) {  // all in the mailbox before the device reads any
+    tensor in = make_tensor({dtype::float32, {2}}, id);
+    float v = static_cast<float>(id);
+    std::string data = in.data.str();
+    std::memcpy(data.data(), &v, 4);
+    in.data = std::move(data);
+    caf::anon_send(dev, msg::invocation{id, "fe", "m", 0, std::chrono::nanoseconds(1s).count(), {in}});
+  }
+  f.run();
+  EXPECT_EQ(*log, (std::vector<std::string>{"start 1", "start 2,3", "finish", "start 4,5", "finish", "finish"}));
+  auto results = net->take<msg::invocation_result>();
+  ASSERT_EQ(results.size(), 5u);
+  for (size_t i = 0; i < results.size(); ++i) {
+    EXPECT_EQ(results[i].second.id, i + 1);
+    EXPECT_EQ(results[i].second.code, msg::status::ok) << results[i].second.reason;
+  }
 }
 
 }  // namespace
