@@ -17,7 +17,7 @@ std::string preprocess_cuda(const uint8_t*, int, int, const preprocess_spec&, fl
   return "this sloserve was built without CUDA (configure with -DSLOSERVE_WITH_CUDA=ON)";
 }
 bool cuda_preprocess_available() { return false; }
-std::string preprocess_cuda_device(const uint8_t*, int, int, const preprocess_spec&, float*) {
+std::string preprocess_cuda_device(const uint8_t*, int, int, const preprocess_spec&, float*, void*) {
   return "this sloserve was built without CUDA (configure with -DSLOSERVE_WITH_CUDA=ON)";
 }
 #endif

@@ -32,10 +32,11 @@ bool cuda_preprocess_available() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-std::string preprocess_cuda_device(const uint8_t* d_hwc, int h, int w, const preprocess_spec& s, float* d_chw) {
+std::string preprocess_cuda_device(const uint8_t* d_hwc, int h, int w, const preprocess_spec& s, float* d_chw,
+                                   void* stream) {
   spec_args a{s.out_h, s.out_w, {s.mean[0], s.mean[1], s.mean[2]}, {s.stddev[0], s.stddev[1], s.stddev[2]}};
   int total = 3 * s.out_h * s.out_w, threads = 256, blocks = (total + threads - 1) / threads;
-  preprocess_kernel<<<blocks, threads>>>(d_hwc, h, w, a, d_chw);
+  preprocess_kernel<<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(d_hwc, h, w, a, d_chw);
   return check(cudaGetLastError(), "kernel launch");
 }
 

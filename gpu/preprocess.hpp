@@ -22,8 +22,10 @@ void preprocess_cpu(const uint8_t* hwc, int h, int w, const preprocess_spec& s, 
 std::string preprocess_cuda(const uint8_t* hwc, int h, int w, const preprocess_spec& s, float* chw);
 bool cuda_preprocess_available();
 
-// The same on buffers already on the GPU (`d_hwc` in, `d_chw` out), launched on the default
-// stream, after what it already holds (the batch upload). What a cuda device serves images with.
-std::string preprocess_cuda_device(const uint8_t* d_hwc, int h, int w, const preprocess_spec& s, float* d_chw);
+// The same on buffers already on the GPU (`d_hwc` in, `d_chw` out), launched on `stream` (a
+// cudaStream_t; null: the default stream) after what it already holds (the batch upload). What a
+// cuda device serves images with.
+std::string preprocess_cuda_device(const uint8_t* d_hwc, int h, int w, const preprocess_spec& s, float* d_chw,
+                                   void* stream = nullptr);
 
 }  // namespace sloserve

@@ -7,9 +7,15 @@
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/cuda.h>
 #include <torch/script.h>
+#ifdef SLOSERVE_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <set>
 #include <mutex>
@@ -68,7 +74,67 @@ class torch_executor final : public device_executor {
     // cuDNN picks its algorithm per shape by heuristics, the same on every load: profiles and
     // serving then time the same kernels (benchmark mode would re-time and may pick others).
     if (device_.is_cuda()) at::globalContext().setBenchmarkCuDNN(false);
+#ifdef SLOSERVE_WITH_CUDA
+    if (device_.is_cuda()) {
+      upload_.emplace(c10::cuda::getStreamFromPool(false, device_.index()));
+      compute_.emplace(c10::cuda::getStreamFromPool(false, device_.index()));
+    }
+#endif
   }
+
+#ifdef SLOSERVE_WITH_CUDA
+  // Two batches in flight on a GPU: batch k+1 is stacked into pinned memory and uploaded on the
+  // upload stream while batch k computes on the compute stream; its results come back to pinned
+  // host memory asynchronously, and finish() waits for them.
+  int depth() const override { return device_.is_cuda() ? 2 : 1; }
+
+  std::optional<batch_outcome> start(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs) override {
+    if (!device_.is_cuda() || m.is_variant()) return execute(m, inputs);  // prefix families: one at a time
+    in_flight f;
+    f.model = &m;
+    f.rows = static_cast<int64_t>(inputs.size());
+    if (auto err = ensure(m); !err.empty()) {
+      f.out.error = err;
+    } else {
+      try {
+        torch::Tensor batch;
+        at::cuda::CUDAEvent uploaded;
+        {
+          c10::cuda::CUDAStreamGuard on_upload(*upload_);
+          batch = stack(m, inputs, f.out.failed);
+          uploaded.record(*upload_);
+        }
+        c10::cuda::CUDAStreamGuard on_compute(*compute_);
+        uploaded.block(*compute_);
+        batch.record_stream(*compute_);  // the allocator must not reuse it before compute is done
+        auto result = forward(modules_.at(m.name).module, in_precision(m, batch));
+        if (result.dim() >= 1 && result.size(0) == padded(f.rows)) result = result.narrow(0, 0, f.rows);
+        if (m.precision != precision::fp32 && result.scalar_type() == compute_type(m.precision))
+          result = result.to(scalar_of(m.output.type));
+        f.result = result.to(torch::kCPU, /*non_blocking=*/true);  // into pinned memory, on the compute stream
+        f.done.record(*compute_);
+      } catch (const std::exception& ex) {
+        f.out.error = "model '" + m.name + "' failed: " + first_line(ex.what());
+      }
+    }
+    flight_.push_back(std::move(f));
+    return std::nullopt;
+  }
+
+  batch_outcome finish() override {
+    if (flight_.empty()) return device_executor::finish();
+    auto f = std::move(flight_.front());
+    flight_.pop_front();
+    if (!f.out.error.empty()) return std::move(f.out);
+    try {
+      f.done.synchronize();
+      if (auto err = split(*f.model, f.result, 0, f.rows, f.out); !err.empty()) f.out.error = err;
+    } catch (const std::exception& ex) {
+      f.out.error = "model '" + f.model->name + "' failed: " + first_line(ex.what());
+    }
+    return std::move(f.out);
+  }
+#endif
 
   std::string_view kind() const override { return device_.is_cuda() ? "cuda" : "cpu"; }
 
@@ -292,7 +358,8 @@ class torch_executor final : public device_executor {
     auto pixels = torch::from_blob(const_cast<uint8_t*>(rgb), {h, w, 3}, torch::kUInt8).to(device_);
     auto s = preprocess_of(m);
 #ifdef SLOSERVE_WITH_CUDA
-    return preprocess_cuda_device(pixels.data_ptr<uint8_t>(), h, w, s, row.data_ptr<float>());
+    return preprocess_cuda_device(pixels.data_ptr<uint8_t>(), h, w, s, row.data_ptr<float>(),
+                                  c10::cuda::getCurrentCUDAStream().stream());
 #else
     auto x = pixels.permute({2, 0, 1}).unsqueeze(0).to(torch::kFloat32);
     x = at::upsample_bilinear2d(x, {s.out_h, s.out_w}, /*align_corners=*/false);
@@ -343,6 +410,17 @@ class torch_executor final : public device_executor {
     return {};
   }
 
+#ifdef SLOSERVE_WITH_CUDA
+  struct in_flight {
+    const model_spec* model = nullptr;
+    int64_t rows = 0;
+    torch::Tensor result;  // on the host, filled when `done` has passed
+    at::cuda::CUDAEvent done;
+    batch_outcome out;
+  };
+  std::optional<c10::cuda::CUDAStream> upload_, compute_;
+  std::deque<in_flight> flight_;
+#endif
   torch::Device device_;
   int threads_;
   std::map<std::string, entry> modules_;  // by model name; prefixes as "prefix:NAME"
