@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Builds the cuda device kind and checks it on a machine with an NVIDIA GPU: the executor tests on
-# the cuda kind, the preprocessing kernel against the CPU path, then bench_served and bench_prefix
-# on cuda. CI never runs this (CI has no GPU); it is how the CUDA path is checked when one is lent.
+# the cuda kind, the preprocessing kernel against the CPU path, bench_served and bench_prefix on
+# cuda, and ResNet-50 end to end (stage "serve": `sloserve up` + `sloserve load` against raw
+# PyTorch in the same run, float32 and JPEG requests, fp32 and fp16, SLO 100 and 15 ms). CI never
+# runs this (CI has no GPU); it is how the CUDA path is checked when one is lent.
 #
 #   scripts/gpu_check.sh --fetch-deps DIR     on Debian 12: download sloserve's non-torch
 #                                             dependencies (.deb files) into DIR
 #   scripts/gpu_check.sh [DEPS_DIR] [OUT_DIR] on the GPU machine
 #
-# STAGES (default "build test bench") picks the steps, so that a short lease can build and test in
+# STAGES (default "build test bench serve") picks the steps, so that a short lease can build and test in
 # one call and run the benchmarks in the next.
 #
 # The GPU machine needs a CUDA-enabled PyTorch (its python3, or $PYTHON) and nvcc. Its LibTorch is
@@ -62,7 +64,7 @@ if [[ -n "$DEPS_DIR" ]]; then
                -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$D/usr/lib/x86_64-linux-gnu:$D/lib/x86_64-linux-gnu")
 fi
 
-STAGES="${STAGES:-build test bench}"
+STAGES="${STAGES:-build test bench serve}"
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 status=0
 
@@ -73,10 +75,10 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSLOSERVE_WITH_CUDA=
   -DSLOSERVE_PYTHON="$(command -v "$PY")" "${CMAKE_ARGS[@]}" >"$OUT_DIR/configure.log" 2>&1 ||
   { tail -40 "$OUT_DIR/configure.log"; exit 1; }
 log "build"
-cmake --build "$BUILD" -j"$(nproc)" --target test_torch_executor test_preprocess bench_served bench_prefix -- -k 0 \
+cmake --build "$BUILD" -j"$(nproc)" --target sloserve test_torch_executor test_preprocess bench_served bench_prefix -- -k 0 \
   >"$OUT_DIR/build.log" 2>&1 || { grep -E "error|undefined" "$OUT_DIR/build.log" | sort | uniq -c | sort -rn | head -40; exit 1; }
-log "export ResNet-18 and its variants"
-"$PY" tools/export_models.py --out "$BUILD/models" --only resnet18,variants >"$OUT_DIR/export.log" 2>&1 ||
+log "export ResNet-18 and its variants, and ResNet-50"
+"$PY" tools/export_models.py --out "$BUILD/models" --only resnet18,resnet50,variants >"$OUT_DIR/export.log" 2>&1 ||
   { tail -20 "$OUT_DIR/export.log"; exit 1; }
 
 fi
@@ -97,5 +99,87 @@ log "bench_served cuda"
 log "bench_prefix cuda"
 "$BUILD/bench/bench_prefix" "$BUILD/models" 1 "$SECONDS_PER_TRIAL" cuda 2>"$OUT_DIR/bench_prefix.trials" |
   tee -a "$OUT_DIR/summary.txt" || status=1
+fi
+if has serve; then
+SERVE="$OUT_DIR/serve"
+mkdir -p "$SERVE/images"
+log "raw PyTorch ResNet-50, a host-to-device copy per batch"
+"$PY" - "$BUILD/models/resnet50.pt" "$SERVE/images" >"$SERVE/raw.txt" 2>&1 <<'PYEOF' || status=1
+import sys, time, torch, torchvision
+m = torch.jit.load(sys.argv[1]).cuda().eval()
+for i in range(16):  # JPEG requests for the served side: 480x640 noise, quality 90
+    img = (torch.rand(3, 480, 640) * 255).to(torch.uint8)
+    torchvision.io.write_jpeg(img, "%s/%02d.jpg" % (sys.argv[2], i), quality=90)
+for name, dtype in (("fp32", torch.float32), ("fp16", torch.float16)):
+    mm = m.half() if dtype == torch.float16 else m.float()
+    best = 0
+    for b in (8, 16, 32, 64):
+        host = torch.randn(b, 3, 224, 224).pin_memory()
+        with torch.inference_mode():
+            for _ in range(5): mm(host.cuda(non_blocking=True).to(dtype)).float().cpu()
+            torch.cuda.synchronize(); t = time.perf_counter(); n = 50
+            for _ in range(n): mm(host.cuda(non_blocking=True).to(dtype)).float().cpu()
+            torch.cuda.synchronize(); rate = n * b / (time.perf_counter() - t)
+        print("raw %s batch %d: %.0f img/s" % (name, b, rate)); best = max(best, rate)
+    print("raw %s best %.0f" % (name, best))
+PYEOF
+tee -a "$OUT_DIR/summary.txt" <"$SERVE/raw.txt"
+R50="$(realpath "$BUILD/models/resnet50.pt")"
+cat >"$SERVE/cluster.yaml" <<YAML
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: gpu, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: cuda, count: 1}]}
+models:
+  - {name: r50, path: $R50, input: {dtype: float32, shape: [3, 224, 224]}, output: {dtype: float32, shape: [1000]}, max_batch: 64}
+  - {name: r50jpeg, path: $R50, input: {dtype: float32, shape: [3, 224, 224]}, output: {dtype: float32, shape: [1000]}, max_batch: 64, preprocess: {from: image}}
+  - {name: r50fp16, path: $R50, input: {dtype: float32, shape: [3, 224, 224]}, output: {dtype: float32, shape: [1000]}, max_batch: 64, precision: fp16}
+pipelines:
+  - {name: fp32_100, slo_ms: 100, stages: [{name: s, model: r50}]}
+  - {name: fp32_15, slo_ms: 15, stages: [{name: s, model: r50}]}
+  - {name: jpeg_100, slo_ms: 100, stages: [{name: s, model: r50jpeg}]}
+  - {name: jpeg_15, slo_ms: 15, stages: [{name: s, model: r50jpeg}]}
+  - {name: fp16_100, slo_ms: 100, stages: [{name: s, model: r50fp16}]}
+  - {name: fp16_15, slo_ms: 15, stages: [{name: s, model: r50fp16}]}
+runtime: {threads: 4}
+YAML
+"$BUILD/sloserve" up -c "$SERVE/cluster.yaml" --write-config "$SERVE/resolved.yaml" >"$SERVE/up.log" 2>&1 &
+UP=$!
+for _ in $(seq 600); do grep -q "cluster up" "$SERVE/up.log" && break; sleep 0.5; done
+grep -E "measured|disagreed" "$SERVE/up.log" | tee -a "$OUT_DIR/summary.txt" || true
+# PIPELINE RATE [load args]: prints the attainment and the generator's late fraction.
+attain() {
+  local p=$1 r=$2
+  shift 2
+  "$BUILD/sloserve" --log-level warn load -c "$SERVE/resolved.yaml" --pipeline "$p" --rate "$r" --duration 6 \
+    --arrival poisson --warmup 1 --json "$SERVE/$p-$r.json" "$@" >/dev/null 2>&1 || true
+  "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['attainment'], d['generator_late_fraction'])" \
+    "$SERVE/$p-$r.json" 2>/dev/null || echo "0 0"
+}
+# The highest Poisson rate with >= 99% attainment: doubling from 250, then 4 bisection steps.
+max_rate() {
+  local p=$1 lo=0 hi=250 a late mid
+  shift
+  while :; do
+    read -r a late < <(attain "$p" "$hi" "$@")
+    echo "  $p $hi req/s: attainment $a (generator late $late)" >>"$SERVE/trials.txt"
+    if awk "BEGIN{exit !($a >= 0.99)}"; then lo=$hi; hi=$((hi * 2)); [[ $hi -gt 32000 ]] && break; else break; fi
+  done
+  for _ in 1 2 3 4; do
+    mid=$(((lo + hi) / 2))
+    read -r a late < <(attain "$p" "$mid" "$@")
+    echo "  $p $mid req/s: attainment $a (generator late $late)" >>"$SERVE/trials.txt"
+    if awk "BEGIN{exit !($a >= 0.99)}"; then lo=$mid; else hi=$mid; fi
+  done
+  echo "$lo"
+}
+for p in fp32_100 fp32_15 fp16_100 fp16_15; do
+  log "served $p: $(max_rate "$p") req/s at >= 99% (float32 requests)"
+done
+for p in jpeg_100 jpeg_15; do
+  log "served $p: $(max_rate "$p" --images "$SERVE/images") req/s at >= 99% (JPEG requests, decoded on the worker)"
+done
+kill "$UP" 2>/dev/null || true
+wait "$UP" 2>/dev/null || true
+log "ratios: each served rate over the raw best of its precision above (JPEG against raw fp32)"
 fi
 exit $status
