@@ -58,6 +58,22 @@ class TinyCNN(torch.nn.Module):
         return self.head(y)
 
 
+class SmallCNN(torch.nn.Module):
+    """float32[3, 64, 64] -> float32[10]: a few milliseconds per batch on one CPU core, enough
+    work for timing tests (profiles) to measure the model rather than the machine's noise."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(),
+            torch.nn.Conv2d(32, 64, 3, stride=2, padding=1), torch.nn.ReLU(),
+            torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(64, 10))
+
+    def forward(self, x):
+        return self.net(x)
+
+
 def preprocess_reference(out):
     """A 5x7 uint8 RGB image resized to 4x6 and normalized, as gpu/preprocess.hpp must do it."""
     g = torch.Generator().manual_seed(7)
@@ -89,6 +105,8 @@ def small(out):
     torch.manual_seed(1234)
     mlp = save(TinyMLP(), torch.zeros(1, 16), os.path.join(out, "tiny_mlp.pt"))
     write_reference(mlp, torch.randn(3, 16), os.path.join(out, "tiny_mlp"))
+    torch.manual_seed(7)
+    save(SmallCNN(), torch.zeros(1, 3, 64, 64), os.path.join(out, "small_cnn.pt"))
     torch.manual_seed(99)
     cnn = save(TinyCNN(), torch.zeros(1, 3, 8, 8), os.path.join(out, "tiny_cnn.pt"))
     write_reference(cnn, torch.randn(4, 3, 8, 8), os.path.join(out, "tiny_cnn"))
