@@ -82,14 +82,15 @@ void stop_all(std::vector<child>& kids, int sig) {
 void add_up_command(CLI::App& app, int& rc) {
   struct opts {
     std::string config, write_config, level = "info";
-    double timeout = 20;
+    double timeout = 0;  // 0: 20 s, plus 10 minutes when a worker profiles models at start-up
   };
   auto o = std::make_shared<opts>();
   auto* cmd = app.add_subcommand("up", "Start one OS process per node of a cluster file on this host");
   cmd->add_option("-c,--config", o->config, "cluster file")->required();
   cmd->add_option("--write-config", o->write_config,
                   "write the cluster file with port-0 addresses resolved here (for `sloserve load -c`)");
-  cmd->add_option("--start-timeout", o->timeout, "seconds to wait for every node to start")->capture_default_str();
+  cmd->add_option("--start-timeout", o->timeout,
+                  "seconds to wait for every node to start (default 20, or 620 when a worker profiles models at start-up)");
   cmd->callback([o, &rc] {
     auto cfg = load_config_or_report(o->config);
     if (!cfg) return void(rc = 2);
@@ -126,7 +127,22 @@ void add_up_command(CLI::App& app, int& rc) {
       close(fds[1]);
       kids.push_back({n.name, pid, fds[0], false, {}});
     }
-    // Wait until every node says it is ready; any failure stops them all.
+    // Wait until every node says it is ready; any failure stops them all. A worker that measures
+    // models at start-up takes as long as the models take (tens of seconds for ResNet-50 on a CPU).
+    if (o->timeout <= 0) {
+      int profiled = 0;
+      for (auto& n : cfg->nodes)
+        for (auto& m : cfg->models)
+          for (int d = 0; m.needs_profile && d < n.device_count(); ++d)
+            if (n.serves(d, m.name) && n.group_of(d)->kind != "emulated") {
+              ++profiled;
+              break;
+            }
+      o->timeout = profiled ? 620 : 20;
+      if (profiled)
+        std::cerr << "sloserve up: " << profiled << " model" << (profiled > 1 ? "s are" : " is")
+                  << " profiled at start-up; waiting up to " << o->timeout << " s for the nodes\n";
+    }
     auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o->timeout * 1000));
     size_t ready = 0;
     while (ready < kids.size()) {
