@@ -109,9 +109,7 @@ class torch_executor final : public device_executor {
         batch.record_stream(*compute_);  // the allocator must not reuse it before compute is done
         auto result = forward(modules_.at(m.name).module, in_precision(m, batch));
         if (result.dim() >= 1 && result.size(0) == padded(f.rows)) result = result.narrow(0, 0, f.rows);
-        if (m.precision != precision::fp32 && result.scalar_type() == compute_type(m.precision))
-          result = result.to(scalar_of(m.output.type));
-        f.result = result.to(torch::kCPU, /*non_blocking=*/true);  // into pinned memory, on the compute stream
+        f.result = in_declared_type(m, result).to(torch::kCPU, /*non_blocking=*/true);  // into pinned memory, on the compute stream
         f.done.record(*compute_);
       } catch (const std::exception& ex) {
         f.out.error = "model '" + m.name + "' failed: " + first_line(ex.what());
@@ -276,6 +274,13 @@ class torch_executor final : public device_executor {
     return batch.to(compute_type(m.precision));
   }
 
+  // Reduced precision computes in half or bfloat16; the reply keeps the declared dtype (cast
+  // where the result is, before it leaves the GPU).
+  static torch::Tensor in_declared_type(const model_spec& m, torch::Tensor result) {
+    if (m.precision == precision::fp32 || result.scalar_type() != compute_type(m.precision)) return result;
+    return result.to(scalar_of(m.output.type));
+  }
+
   std::string load_module(const std::string& key, const std::string& path, const std::string& what, precision p) {
     if (modules_.count(key)) return {};
     entry e;
@@ -381,10 +386,7 @@ class torch_executor final : public device_executor {
 
   // Appends rows [from, from + b) of `result` to `out` as per-request outputs of `m`.
   std::string split(const model_spec& m, torch::Tensor result, int64_t from, int64_t b, batch_outcome& out) {
-    // Reduced precision computes in half or bfloat16; the reply keeps the declared dtype.
-    if (m.precision != precision::fp32 && result.scalar_type() == compute_type(m.precision))
-      result = result.to(scalar_of(m.output.type));
-    result = result.to(torch::kCPU).contiguous();
+    result = in_declared_type(m, result).to(torch::kCPU).contiguous();
     if (result.dim() < 1 || result.size(0) != b)
       return "model '" + m.name + "' returned " + std::to_string(result.dim() ? result.size(0) : 0) +
              " rows for a batch of " + std::to_string(b);

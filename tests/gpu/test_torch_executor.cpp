@@ -11,10 +11,9 @@
 #include <iterator>
 #include <memory>
 
-#include <turbojpeg.h>
-
 #include "gpu/executor.hpp"
 #include "gpu/image.hpp"
+#include "tests/jpeg_writer.hpp"
 
 namespace sloserve {
 namespace {
@@ -189,18 +188,6 @@ TEST_P(torch_executor_kinds, prefix_batched_outputs_equal_each_full_variant_alon
   EXPECT_GT(ex->memory_mb("tiny_prefix"), 0);
 }
 
-// A JPEG of `rgb` (h x w x 3), written with libjpeg-turbo at quality 95.
-std::string jpeg_of(const std::vector<uint8_t>& rgb, int h, int w) {
-  tjhandle tj = tjInitCompress();
-  unsigned char* buf = nullptr;
-  unsigned long size = 0;
-  EXPECT_EQ(tjCompress2(tj, rgb.data(), w, 0, h, TJPF_RGB, &buf, &size, TJSAMP_444, 95, TJFLAG_ACCURATEDCT), 0);
-  std::string out(reinterpret_cast<char*>(buf), size);
-  tjFree(buf);
-  tjDestroy(tj);
-  return out;
-}
-
 tensor uint8_tensor(std::string bytes, std::vector<int64_t> shape) {
   tensor t;
   t.name = "image";
@@ -229,7 +216,7 @@ TEST_P(torch_executor_kinds, images_are_preprocessed_on_the_device_and_a_bad_one
     t.data = std::move(row);
     return t;
   };
-  auto jpeg = jpeg_of(rgb, h, w);
+  auto jpeg = testing::jpeg_of(rgb, h, w, 95);
   std::vector<uint8_t> decoded;
   int dh = 0, dw = 0;
   ASSERT_EQ(decode_jpeg(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), decoded, dh, dw), "");

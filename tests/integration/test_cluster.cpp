@@ -15,9 +15,9 @@
 #include <thread>
 
 #include <nlohmann/json.hpp>
-#include <turbojpeg.h>
 
 #include "apps/child_process.hpp"
+#include "tests/jpeg_writer.hpp"
 
 namespace {
 
@@ -41,17 +41,6 @@ nodes:
 
 using process = sloserve::child_process;
 
-// A JPEG of `rgb` (h x w x 3), written with libjpeg-turbo.
-std::string jpeg_of(const std::vector<uint8_t>& rgb, int h, int w) {
-  tjhandle tj = tjInitCompress();
-  unsigned char* buf = nullptr;
-  unsigned long size = 0;
-  EXPECT_EQ(tjCompress2(tj, rgb.data(), w, 0, h, TJPF_RGB, &buf, &size, TJSAMP_444, 90, 0), 0);
-  std::string out(reinterpret_cast<char*>(buf), size);
-  tjFree(buf);
-  tjDestroy(tj);
-  return out;
-}
 
 process spawn(std::vector<std::string> args, const fs::path& out) { return sloserve::spawn_child(SLOSERVE_BIN, args, out); }
 
@@ -443,7 +432,7 @@ pipelines:
   fs::create_directories(dir / "jpegs");
   std::vector<uint8_t> rgb(20 * 30 * 3);
   for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>(i * 7);
-  auto jpeg = jpeg_of(rgb, 20, 30);
+  auto jpeg = sloserve::testing::jpeg_of(rgb, 20, 30);
   std::ofstream(dir / "jpegs" / "a.jpg", std::ios::binary) << jpeg;
   std::ofstream(dir / "jpegs" / "b.jpg", std::ios::binary) << jpeg.substr(0, 30) + std::string(100, '\x11');
   s = load_images({"--images", (dir / "jpegs").string()});
