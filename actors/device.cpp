@@ -8,35 +8,16 @@
 #include <optional>
 #include <unordered_map>
 
+#include "actors/device_sessions.hpp"
 #include "actors/roles.hpp"
 #include "gpu/executor.hpp"
 #include "gpu/image.hpp"
-#include "scheduling/session_queue.hpp"
 
 namespace sloserve {
 namespace {
 
 using clock_time = caf::actor_clock::time_point;
 using std::chrono::nanoseconds;
-
-struct pending {
-  msg::invocation inv;
-  clock_time enqueued;
-  int64_t bytes = 0;  // charged to the node's payload budget while queued
-};
-
-struct session {
-  const model_spec* model = nullptr;
-  int batch = 1;
-  // No longer scheduled here: still served (frontends may route here until their new table
-  // arrives) and removed once idle for two beacons.
-  bool draining = false;
-  clock_time last_arrival;
-  sched::session_queue<pending> queue;
-  msg::session_load load;  // counters since the last report
-  double latency_sum_ms = 0;
-  double budget_sum_ms = 0;
-};
 
 struct device_state {
   static inline const char* name = "device";
@@ -46,10 +27,9 @@ struct device_state {
   uint32_t index = 0;
   std::unique_ptr<device_executor> executor;
   int threads = 1;     // intra-op threads the executor runs with
-  std::string executor_kind;
   std::string broken;  // why this device's executor could not be made; it then serves nothing
   std::unique_ptr<sched::drop_policy> policy;
-  std::vector<session> sessions;
+  device_sessions sessions;
   size_t next = 0;  // round-robin cursor
 
   // Batches started and not yet answered, oldest first. One at a time, except on pipelined
@@ -86,24 +66,12 @@ void answer(self_ptr self, const msg::invocation& inv, msg::status code, std::st
             std::vector<tensor> outputs = {}, uint32_t batch = 0, int64_t queue_ns = 0,
             int64_t exec_ns = 0) {
   auto& st = self->state;
-  msg::invocation_result r;
-  r.id = inv.id;
-  r.code = code;
-  r.reason = std::move(reason);
+  auto r = msg::failed_invocation(inv.id, code, std::move(reason), st.net->self_name(), st.index);
   r.outputs = std::move(outputs);
-  r.node = st.net->self_name();
-  r.device = st.index;
   r.batch = batch;
   r.queue_ns = queue_ns;
   r.exec_ns = exec_ns;
   st.net->to_node(inv.frontend, {{}, std::move(r)});
-}
-
-// What a batch of `b` takes here: l(b, threads) for models that declare how they scale with
-// cores (emulated devices run that), else the profile's l(b).
-double latency_ms(const device_state& st, const model_spec& m, int b) {
-  if (m.cores && st.executor_kind == "emulated") return m.cores->at(b, st.threads);
-  return m.profile.latency_ms_at(b);
 }
 
 // Forms a batch of session `s` by the drop policy at `now`, answering what it drops. `family`
@@ -114,7 +82,7 @@ std::vector<sched::session_queue<pending>::entry> form(self_ptr self, session& s
   auto& st = self->state;
   auto* m = s.model;
   auto l = [&st, m, family](int b) {
-    return nanoseconds(static_cast<int64_t>(latency_ms(st, *m, b + family) * 1e6));
+    return nanoseconds(static_cast<int64_t>(st.executor->latency_ms(*m, b + family) * 1e6));
   };
   std::vector<sched::session_queue<pending>::entry> batch, dropped;
   // The window the policy tried: the scheduled batch, or all that is queued if fewer.
@@ -127,7 +95,7 @@ std::vector<sched::session_queue<pending>::entry> form(self_ptr self, session& s
     auto left = std::chrono::duration<double, std::milli>(d.deadline - now).count();
     answer(self, d.item.inv, msg::status::dropped,
            fmt::format("early drop by {}: {:.1f} ms left, a batch of {} {} needs {:.1f} ms", st.policy->name(),
-                       left, window + family, m->name, latency_ms(st, *m, window + family)));
+                       left, window + family, m->name, st.executor->latency_ms(*m, window + family)));
   }
   return batch;
 }
@@ -137,13 +105,14 @@ std::vector<sched::session_queue<pending>::entry> form(self_ptr self, session& s
 // its next one, and the drop policy judges it at the time the running batch should end.
 bool start_next(self_ptr self) {
   auto& st = self->state;
-  if (st.sessions.empty() || static_cast<int>(st.runs.size()) >= std::max(1, st.executor->depth())) return false;
+  auto& sessions = st.sessions.all();
+  if (sessions.empty() || static_cast<int>(st.runs.size()) >= std::max(1, st.executor->depth())) return false;
   auto now = self->clock().now();
   bool staging = !st.runs.empty();
   auto at = staging ? std::max(now, st.runs.back().expected_done) : now;
-  for (size_t k = 0; k < st.sessions.size(); ++k) {
-    auto idx = (st.next + k) % st.sessions.size();
-    auto& s = st.sessions[idx];
+  for (size_t k = 0; k < sessions.size(); ++k) {
+    auto idx = (st.next + k) % sessions.size();
+    auto& s = sessions[idx];
     if (s.queue.empty()) continue;
     if (staging && (s.model->is_variant() || s.queue.size() < static_cast<size_t>(s.batch))) continue;
     // A variant's turn runs its whole prefix family on this device: one pass of the prefix.
@@ -154,9 +123,9 @@ bool start_next(self_ptr self) {
     };
     // What each member would bring, for the others' cost: its scheduled batch, or all it has.
     int family = 0;
-    for (auto& other : st.sessions)
+    for (auto& other : sessions)
       if (member(other)) family += static_cast<int>(std::min<size_t>(static_cast<size_t>(other.batch), other.queue.size()));
-    for (auto& other : st.sessions) {
+    for (auto& other : sessions) {
       if (!member(other) || other.queue.empty()) continue;
       int own = static_cast<int>(std::min<size_t>(static_cast<size_t>(other.batch), other.queue.size()));
       auto batch = form(self, other, at, family - own);
@@ -168,7 +137,7 @@ bool start_next(self_ptr self) {
     run.token = ++st.token;
     run.started = now;
     run.expected_done =
-        at + nanoseconds(static_cast<int64_t>(latency_ms(st, *s.model, static_cast<int>(run.entries.size())) * 1e6));
+        at + nanoseconds(static_cast<int64_t>(st.executor->latency_ms(*s.model, static_cast<int>(run.entries.size())) * 1e6));
     st.next = idx + 1;
     // Inputs point into the run's entries, which stay put (a deque keeps its elements) until done.
     auto& r = st.runs.emplace_back(std::move(run));
@@ -211,7 +180,7 @@ void on_done(self_ptr self, uint64_t token) {
   for (size_t i = 0; i < r.entries.size(); ++i) {
     auto& [m, e] = r.entries[i];
     auto queue_ns = (r.started - e.item.enqueued).count();
-    for (auto& s : st.sessions)
+    for (auto& s : st.sessions.all())
       if (s.model == m) {
         ++s.load.completed;
         s.latency_sum_ms += (now - e.item.enqueued).count() / 1e6;
@@ -234,38 +203,22 @@ void on_done(self_ptr self, uint64_t token) {
 // Drops draining sessions that have been idle long enough for every frontend to have moved on.
 void prune(self_ptr self) {
   auto& st = self->state;
-  auto now = self->clock().now();
-  auto idle = std::chrono::milliseconds(2 * st.cfg->runtime.beacon_ms);
-  for (size_t i = 0; i < st.sessions.size();) {
-    auto& s = st.sessions[i];
-    if (s.draining && s.queue.empty() && !st.is_running(s.model) && now - s.last_arrival > idle) {
-      st.sessions.erase(st.sessions.begin() + static_cast<std::ptrdiff_t>(i));
-      continue;
-    }
-    ++i;
-  }
+  st.sessions.prune(self->clock().now(), std::chrono::milliseconds(2 * st.cfg->runtime.beacon_ms),
+                    [&](const model_spec* m) { return st.is_running(m); });
 }
 
 void on_invocation(self_ptr self, msg::invocation& inv) {
   auto& st = self->state;
   prune(self);
-  session* s = nullptr;
-  for (auto& x : st.sessions)
-    if (x.model->name == inv.model) s = &x;
+  auto* s = st.sessions.find(inv.model);
   auto where = "device " + std::to_string(st.index) + " of " + st.net->self_name();
   if (!st.broken.empty()) return answer(self, inv, msg::status::error, where + ": " + st.broken);
   if (!s) return answer(self, inv, msg::status::error, "model '" + inv.model + "' is not scheduled on " + where);
   if (inv.inputs.empty()) return answer(self, inv, msg::status::error, "invocation carries no input tensor");
-  std::string err;
-  auto form = input_form_of(inv.inputs.front(), *s->model, err);
-  if (!form) return answer(self, inv, msg::status::error, err);
-  if (*form == input_form::encoded_image) {
-    // A damaged or oversize image is refused before it queues; its header is enough to tell.
-    int h = 0, w = 0;
-    auto& t = inv.inputs.front();
-    if (err = jpeg_size(reinterpret_cast<const uint8_t*>(t.data.data()), t.data.size(), h, w); !err.empty())
+  // Once per node: inputs the frontend of this node checked at ingress are not checked again.
+  if (!inv.checked)
+    if (auto err = check_input(inv.inputs.front(), *s->model); !err.empty())
       return answer(self, inv, msg::status::error, err);
-  }
   ++s->load.arrived;
   s->budget_sum_ms += static_cast<double>(inv.budget_ns) / 1e6;
   if (static_cast<int>(s->queue.size()) >= st.cfg->runtime.max_queue_length)
@@ -298,48 +251,30 @@ void on_schedule(self_ptr self, msg::device_schedule& ds) {
         failed.push_back(ss.model);
       }
   std::erase_if(ds.sessions, [&](auto& ss) { return std::find(failed.begin(), failed.end(), ss.model) != failed.end(); });
-  auto now = self->clock().now();
-  for (auto& s : st.sessions) s.draining = true;
-  for (auto& ss : ds.sessions) {
-    auto* m = st.cfg->find_model(ss.model);
-    if (!m) continue;
-    auto it = std::find_if(st.sessions.begin(), st.sessions.end(), [&](const session& x) { return x.model == m; });
-    if (it == st.sessions.end()) {
-      it = st.sessions.emplace(st.sessions.end());
-      it->model = m;
-      it->load.model = m->name;
-      it->load.device = st.index;
-      it->last_arrival = now;
-    }
-    it->draining = false;
-    it->batch = std::clamp<int>(static_cast<int>(ss.batch), 1, m->batch_limit());
-  }
-  for (auto& s : st.sessions)
-    if (s.draining) s.last_arrival = std::max(s.last_arrival, now);  // the idle clock starts now
+  st.sessions.apply(ds, self->clock().now());
   run_next(self);
 }
 
-// How long this device must still wait before `ds` can run: an emulated device that holds no
-// session of a model takes the model's load_ms to load it. Loads the new schedule no longer asks
-// for are abandoned; one already under way goes on.
+// How long this device must still wait before `ds` can run: a model it holds no session of takes
+// the executor's load delay (an emulated cold start; 0 on a real device, whose load() is the
+// wait). Loads the new schedule no longer asks for are abandoned; one already under way goes on.
 nanoseconds cold_start(self_ptr self, const msg::device_schedule& ds) {
   auto& st = self->state;
   auto now = self->clock().now();
   std::map<const model_spec*, clock_time> still;
   nanoseconds wait{0};
-  if (st.executor->kind() == "emulated")
-    for (auto& ss : ds.sessions) {
-      auto* m = st.cfg->find_model(ss.model);
-      if (!m || m->load_ms <= 0) continue;
-      if (std::any_of(st.sessions.begin(), st.sessions.end(), [&](const session& s) { return s.model == m; }))
-        continue;
-      auto it = st.ready_at.find(m);
-      if (it == st.ready_at.end())
-        spdlog::info("{}: device {}: loading '{}' ({:.0f} ms)", st.net->self_name(), st.index, m->name, m->load_ms);
-      auto ready = it != st.ready_at.end() ? it->second : now + nanoseconds(static_cast<int64_t>(m->load_ms * 1e6));
-      still[m] = ready;
-      wait = std::max(wait, std::chrono::duration_cast<nanoseconds>(ready - now));
-    }
+  for (auto& ss : ds.sessions) {
+    auto* m = st.cfg->find_model(ss.model);
+    double delay_ms = m ? st.executor->load_delay_ms(*m) : 0;
+    if (delay_ms <= 0) continue;
+    if (st.sessions.find(m->name)) continue;
+    auto it = st.ready_at.find(m);
+    if (it == st.ready_at.end())
+      spdlog::info("{}: device {}: loading '{}' ({:.0f} ms)", st.net->self_name(), st.index, m->name, delay_ms);
+    auto ready = it != st.ready_at.end() ? it->second : now + nanoseconds(static_cast<int64_t>(delay_ms * 1e6));
+    still[m] = ready;
+    wait = std::max(wait, std::chrono::duration_cast<nanoseconds>(ready - now));
+  }
   st.ready_at = std::move(still);
   return wait;
 }
@@ -357,24 +292,22 @@ void apply_schedule(self_ptr self, msg::device_schedule& ds) {
 }  // namespace
 
 namespace {
-device_actor spawn_device_with(caf::actor_system& sys, actor_args args, uint32_t index, std::string kind,
-                               std::function<std::unique_ptr<device_executor>()> make) {
-  auto init = [args, index, kind, make](self_ptr self) -> device_actor::behavior_type {
+
+device_actor spawn_device_with(caf::actor_system& sys, actor_args args, uint32_t index,
+                               std::unique_ptr<device_executor> made, std::string broken) {
+  auto executor = std::make_shared<std::unique_ptr<device_executor>>(std::move(made));
+  bool blocks = (*executor)->blocks();
+  auto init = [args, index, executor, broken](self_ptr self) -> device_actor::behavior_type {
     auto& st = self->state;
     st.cfg = args.cfg;
     st.net = args.net;
     st.index = index;
+    st.sessions = device_sessions(*st.cfg, index);
     auto* node = st.cfg->find_node(st.net->self_name());
     auto* group = node ? node->group_of(static_cast<int>(index)) : nullptr;
-    std::string err;
     st.threads = group ? group->threads : 1;
-    st.executor_kind = kind;
-    st.executor = make ? make() : make_executor(kind, args.incarnation * 1000 + index, st.threads, err);
-    if (!st.executor) {
-      spdlog::error("{}: device {}: {}; it serves nothing", args.net->self_name(), index, err);
-      st.executor = make_emulated_executor(index);
-      st.broken = err;
-    }
+    st.executor = std::move(*executor);
+    st.broken = broken;
     st.policy = sched::make_drop_policy(args.cfg->runtime.drop_policy);
     return {
         [=](msg::invocation& inv) { on_invocation(self, inv); },
@@ -411,33 +344,33 @@ device_actor spawn_device_with(caf::actor_system& sys, actor_args args, uint32_t
         [=](batch_done_atom, uint64_t token) { on_done(self, token); },
         [=](stats_atom) {
           prune(self);
-          device_load out;
-          for (auto& s : self->state.sessions) {
-            auto l = s.load;
-            l.queue_length = static_cast<uint32_t>(s.queue.size());
-            l.mean_latency_ms = l.completed ? s.latency_sum_ms / l.completed : 0;
-            l.mean_budget_ms = l.arrived ? s.budget_sum_ms / static_cast<double>(l.arrived) : 0;
-            out.sessions.push_back(std::move(l));
-            s.load.arrived = s.load.completed = s.load.dropped = 0;
-            s.latency_sum_ms = s.budget_sum_ms = 0;
-          }
+          device_load out{self->state.sessions.take_load()};
           return out;
         },
     };
   };
-  // A real device blocks in forward(): give it its own thread instead of a scheduler worker.
-  if (kind == "emulated" || make) return sys.spawn(init);
+  // An executor that blocks in execute() gets a thread of its own instead of a scheduler worker.
+  if (!blocks) return sys.spawn(init);
   return sys.spawn<caf::detached>(init);
 }
+
 }  // namespace
 
 device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index, std::string kind) {
-  return spawn_device_with(sys, std::move(args), index, std::move(kind), nullptr);
+  auto* node = args.cfg->find_node(args.net->self_name());
+  auto* group = node ? node->group_of(static_cast<int>(index)) : nullptr;
+  std::string err;
+  auto executor = make_executor(kind, args.incarnation * 1000 + index, group ? group->threads : 1, err);
+  if (!executor) {
+    spdlog::error("{}: device {}: {}; it serves nothing", args.net->self_name(), index, err);
+    return spawn_device_with(sys, std::move(args), index, make_emulated_executor(index), err);
+  }
+  return spawn_device_with(sys, std::move(args), index, std::move(executor), {});
 }
 
 device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index,
-                          std::function<std::unique_ptr<device_executor>()> make) {
-  return spawn_device_with(sys, std::move(args), index, "test", std::move(make));
+                          std::unique_ptr<device_executor> executor) {
+  return spawn_device_with(sys, std::move(args), index, std::move(executor), {});
 }
 
 }  // namespace sloserve

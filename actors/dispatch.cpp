@@ -39,22 +39,22 @@ bool dispatch(link& l, msg::envelope&& e, const std::string& client) {
                              std::is_same_v<T, msg::routing_table>) {
           return deliver(a.frontend, std::move(m));
         } else if constexpr (std::is_same_v<T, msg::invocation>) {
-          if (deliver(a.worker, std::move(m))) return true;
-          msg::invocation_result r;
-          r.id = m.id;
-          r.code = msg::status::error;
-          r.reason = "node '" + l.self_name() + "' is not a worker";
-          r.node = l.self_name();
-          l.to_node(m.frontend, {{}, std::move(r)});
+          // Straight to its device; the deadline runs from now, not from when the device gets
+          // to its mailbox.
+          if (m.device < a.devices.size()) {
+            if (!m.received_ns) m.received_ns = l.now_ns();
+            return deliver(a.devices[m.device], std::move(m));
+          }
+          auto why = a.devices.empty() ? "node '" + l.self_name() + "' is not a worker"
+                                       : "node '" + l.self_name() + "' has no device " + std::to_string(m.device);
+          l.to_node(m.frontend, {{}, msg::failed_invocation(m.id, msg::status::error, why, l.self_name())});
           return false;
         } else if constexpr (std::is_same_v<T, msg::schedule> || std::is_same_v<T, msg::resize>) {
           return deliver(a.worker, std::move(m));
         } else if constexpr (std::is_same_v<T, msg::register_node>) {
           return deliver(a.controller, std::move(m));
         } else if constexpr (std::is_same_v<T, msg::load_report>) {
-          // Frontends' pipeline counts drive the scheduler; everything feeds the monitor.
-          if (!m.pipelines.empty()) deliver(a.controller, m);
-          return deliver(a.monitor, std::move(m));
+          return deliver(a.monitor, std::move(m));  // the controller and the scaler read it there
         } else if constexpr (std::is_same_v<T, msg::heartbeat>) {
           return deliver(a.agent, std::move(m));
         } else {

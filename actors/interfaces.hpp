@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "messages/types.hpp"
+#include "scheduling/pipeline_load.hpp"
+#include "scheduling/placement.hpp"
 
 namespace sloserve {
 
@@ -20,6 +22,7 @@ using batch_done_atom = caf::atom_constant<caf::atom("batch_done")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using leave_atom = caf::atom_constant<caf::atom("leave")>;
 using loaded_atom = caf::atom_constant<caf::atom("loaded")>;
+using rates_atom = caf::atom_constant<caf::atom("rates")>;
 
 // A client request as the frontend receives it: who to answer, and what was asked.
 struct ingress {
@@ -64,24 +67,11 @@ struct cluster_load {
   std::vector<session_rate> sessions;
 };
 
-// The scaler's placement, as its provisioner hands it to the controller: every instance is one
-// model on one device slot of a worker, with `cores` intra-op threads.
-struct instance_assignment {
-  std::string node;
-  uint32_t device = 0;
-  std::string model;
-  uint32_t batch = 1;
-  uint32_t cores = 1;
-  bool operator==(const instance_assignment&) const = default;
-};
-struct deployment {
-  std::vector<instance_assignment> instances;
-  std::vector<msg::stage_budget> budgets;  // stage budgets the plan assumes; empty: keep them
-};
-
-// The workers that are up, from the controller to the scaler whenever the set changes.
+// From the controller to the scaler whenever either changes: the workers that are up, and the
+// instances whose workers have acknowledged (loaded) them.
 struct worker_set {
   std::vector<std::string> up;
+  std::vector<instance_key> acknowledged;
 };
 
 // What the scaler has run so far: its cost, and what it runs now.
@@ -117,20 +107,22 @@ using device_actor = caf::typed_actor<
     caf::reacts_to<batch_done_atom, uint64_t>,               // the running batch finished
     caf::replies_to<stats_atom>::with<device_load>>;         // counters since the last ask
 
-// A worker node: owns its devices, applies schedules, reports load.
+// A worker node: owns its devices (invocations reach them directly), applies schedules, resizes
+// devices, registers with the controller and reports load.
 using worker_actor = caf::typed_actor<
     caf::reacts_to<start_atom>,                              // wiring done: register, start beacons
     caf::reacts_to<leave_atom>,                              // shutting down: ask to leave routing
-    caf::reacts_to<msg::invocation>,                         // hand a request to its device
     caf::reacts_to<msg::schedule>,                           // apply the controller's schedule
     caf::reacts_to<msg::resize>,                             // resize one device's threads
     caf::reacts_to<beacon_atom>,                             // re-register and send a load report
     caf::reacts_to<peer_up_atom, std::string>,               // the controller may be back
     caf::reacts_to<peer_down_atom, std::string>>;
 
-// Per-session rates, latencies and drops from load reports.
+// The one place measurements land: per-session rates, latencies and drops from workers' load
+// reports, and per-pipeline rates from frontends'. The controller and the scaler read it.
 using monitor_actor = caf::typed_actor<
-    caf::reacts_to<msg::load_report>,                        // fold a worker's report in
+    caf::reacts_to<msg::load_report>,                        // fold a node's report in
+    caf::replies_to<rates_atom>::with<sched::pipeline_rates>,  // close the window: pipeline rates
     caf::reacts_to<beacon_atom>,                             // log a summary line
     caf::replies_to<stats_atom>::with<cluster_load>>;        // the current view
 
@@ -138,7 +130,6 @@ using monitor_actor = caf::typed_actor<
 using controller_actor = caf::typed_actor<
     caf::reacts_to<start_atom>,
     caf::reacts_to<msg::register_node>,                      // a node (re)announces itself
-    caf::reacts_to<msg::load_report>,                        // a frontend's pipeline rates
     caf::reacts_to<deployment>,                              // the scaler's placement
     caf::reacts_to<beacon_atom>,                             // run an epoch when one is due
     caf::reacts_to<peer_down_atom, std::string>,             // take its instances out of routing
@@ -166,6 +157,7 @@ struct local_actors {
   monitor_actor monitor;
   scaler_actor scaler;
   node_agent_actor agent;
+  std::vector<device_actor> devices;  // a worker's, by index: invocations go straight to them
 };
 
 }  // namespace sloserve
@@ -175,6 +167,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::status_query)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::device_load)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::frontend_stats)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::cluster_load)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::sched::pipeline_rates)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::deployment)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::worker_set)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::scaler_stats)

@@ -3,6 +3,7 @@
 // the node itself with plain CAF messages; tests use an in-process link between many "nodes".
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,9 @@ class link {
   virtual void to_node(const std::string& node, msg::envelope e) = 0;
   // Answers a client (a client_reply or status_reply).
   virtual void to_client(const std::string& client, msg::body b) = 0;
+  // The node's steady clock (ns since its epoch), which actors' clocks run on; 0 where actors run
+  // on a clock of their own (tests' deterministic scheduler).
+  virtual int64_t now_ns() const { return std::chrono::steady_clock::now().time_since_epoch().count(); }
 };
 
 // Delivers `e` to the local actor that handles its kind. Returns false when this node has no

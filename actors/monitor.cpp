@@ -1,9 +1,11 @@
-// The monitor folds workers' load reports into smoothed per-session rates for the scheduler and
-// for operators.
+// The monitor folds load reports into what the control plane plans on: workers' per-session
+// rates, latencies and drops (for the scaler and operators) and frontends' per-pipeline query and
+// stage counts (for the controller's epochs). Nothing else smooths measurements.
 
 #include <spdlog/spdlog.h>
 
 #include <map>
+#include <optional>
 
 #include "actors/roles.hpp"
 
@@ -15,6 +17,8 @@ struct monitor_state {
   std::shared_ptr<const cluster_config> cfg;
   std::shared_ptr<link> net;
   std::map<std::tuple<std::string, uint32_t, std::string>, session_rate> sessions;
+  std::optional<sched::pipeline_load> pipelines;
+  caf::actor_clock::time_point window_start;
 };
 
 using self_ptr = monitor_actor::stateful_pointer<monitor_state>;
@@ -26,11 +30,20 @@ constexpr double smoothing = 0.5;
 
 monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args) {
   return sys.spawn([args](self_ptr self) -> monitor_actor::behavior_type {
-    self->state.cfg = args.cfg;
-    self->state.net = args.net;
+    auto& st = self->state;
+    st.cfg = args.cfg;
+    st.net = args.net;
+    std::vector<size_t> stages;
+    for (auto& p : st.cfg->pipelines) stages.push_back(p.stages.size());
+    st.pipelines.emplace(stages, sched::settle_windows(st.cfg->runtime.beacon_ms));
+    st.window_start = self->clock().now();
     self->delayed_send(self, std::chrono::seconds(10), beacon_atom::value);
     return {
         [=](msg::load_report& r) {
+          auto& st = self->state;
+          for (auto& pl : r.pipelines)
+            if (auto* p = st.cfg->find_pipeline(pl.pipeline))
+              st.pipelines->count(static_cast<size_t>(p - st.cfg->pipelines.data()), pl.queries, pl.stage_invocations);
           if (r.window_s <= 0) return;
           // A worker reports every session its devices hold: the ones it no longer holds are gone.
           std::erase_if(self->state.sessions, [&](auto& kv) {
@@ -59,6 +72,13 @@ monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args) {
             spdlog::info("{}: monitor: {:.1f} invocations/s across {} sessions, {:.1f} drops/s",
                          self->state.net->self_name(), total, self->state.sessions.size(), drops);
           self->delayed_send(self, std::chrono::seconds(10), beacon_atom::value);
+        },
+        [=](rates_atom) {
+          auto& st = self->state;
+          auto now = self->clock().now();
+          st.pipelines->close_window(std::chrono::duration<double>(now - st.window_start).count());
+          st.window_start = now;
+          return st.pipelines->rates();
         },
         [=](stats_atom) {
           cluster_load out;

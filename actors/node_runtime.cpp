@@ -161,7 +161,10 @@ std::string node_runtime::start() {
     if (cfg_->scaler.enabled()) a.scaler = spawn_scaler(*sys_, args);
   }
   if (spec->has_role("frontend")) a.frontend = spawn_frontend(*sys_, args);
-  if (spec->has_role("worker")) a.worker = spawn_worker(*sys_, args);
+  if (spec->has_role("worker")) {
+    a.devices = spawn_devices(*sys_, args);
+    a.worker = spawn_worker(*sys_, args, a.devices);
+  }
 
   if (auto err = transport_->start(); !err.empty()) {
     stop();
@@ -206,12 +209,7 @@ void node_runtime::on_frame(std::string_view id, const bytes& frame, std::string
     if (e.request_id || e.from.empty())
       link_->to_client(identity, msg::client_reply{e.request_id.value_or(0), msg::status::error, e.reason, {}, {}, 0});
     else if (e.invocation_id && cfg_->find_node(e.from)) {
-      msg::invocation_result r;
-      r.id = *e.invocation_id;
-      r.code = msg::status::error;
-      r.reason = e.reason;
-      r.node = node_;
-      link_->to_node(e.from, {{}, std::move(r)});
+      link_->to_node(e.from, {{}, msg::failed_invocation(*e.invocation_id, msg::status::error, e.reason, node_)});
     }
     return;
   }

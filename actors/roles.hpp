@@ -26,20 +26,20 @@ struct actor_args {
 };
 
 frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args);
-worker_actor spawn_worker(caf::actor_system& sys, actor_args args);
+// The devices of this node's worker, by index (node: nodes[].devices, in order).
+std::vector<device_actor> spawn_devices(caf::actor_system& sys, const actor_args& args);
+// The worker over `devices`; they stop with it.
+worker_actor spawn_worker(caf::actor_system& sys, actor_args args, std::vector<device_actor> devices);
+// A device of `kind` (emulated, cpu, cuda). One whose executor cannot be made serves nothing and
+// answers every invocation with the reason.
 device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index,
                           std::string kind);
-// A device whose executor `make` builds (tests: executors with a given behaviour). It runs on the
-// scheduler like an emulated device.
+// A device over a given executor (tests: executors with a given behaviour).
 device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index,
-                          std::function<std::unique_ptr<device_executor>()> make);
+                          std::unique_ptr<device_executor> executor);
 controller_actor spawn_controller(caf::actor_system& sys, actor_args args);
 monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args);
 scaler_actor spawn_scaler(caf::actor_system& sys, actor_args args);
 node_agent_actor spawn_node_agent(caf::actor_system& sys, actor_args args);
-
-// Static placement used until a scheduler replaces it: every device of `node` runs every model
-// it may serve, at the model's largest batch.
-msg::schedule static_schedule(const cluster_config& cfg, const node_spec& node, uint64_t epoch);
 
 }  // namespace sloserve

@@ -11,7 +11,7 @@
 
 #include "actors/provisioner.hpp"
 #include "actors/roles.hpp"
-#include "pipelines/query_analyzer.hpp"
+#include "scheduling/query_analyzer.hpp"
 #include "scheduling/autoscaler.hpp"
 #include "scheduling/predictor.hpp"
 
@@ -47,9 +47,11 @@ struct scaler_state {
   clock_time last_tick;
   bool started = false;
   scaler_stats stats;
-  // Instances seen serving in a load report. One that is not yet (its model still loading)
-  // carries nothing, so instance 0 of its stage keeps its cores until it does.
+  // Instances that have served: their workers acknowledged them (loaded the model). One that
+  // has not yet carries nothing, so instance 0 of its stage keeps its cores until it does.
   std::set<uint64_t> serving;
+  std::vector<std::string> up;             // workers up, as the controller last said
+  std::set<instance_key> acknowledged;     // instances the controller routes to
 };
 
 using self_ptr = scaler_actor::stateful_pointer<scaler_state>;
@@ -147,6 +149,14 @@ void reconcile(self_ptr self, stage_info& s) {
   s.told_no_room = false;
 }
 
+// Instances the controller has acknowledged serve from then on (a resize keeps them serving).
+void mark_serving(scaler_state& st) {
+  std::set<uint64_t> serving;
+  for (auto& i : st.prov->instances())
+    if (st.serving.count(i.id) || st.acknowledged.count({i.node, i.device, i.model})) serving.insert(i.id);
+  st.serving = std::move(serving);
+}
+
 void apply(self_ptr self) {
   auto& st = self->state;
   for (auto& s : st.stages) reconcile(self, s);
@@ -165,6 +175,7 @@ void decide(self_ptr self, const cluster_load& load) {
   auto now = self->clock().now();
   double dt = std::chrono::duration<double>(now - st.last_tick).count();
   st.last_tick = now;
+  mark_serving(st);
   auto instances = st.prov->instances();
   // Cost of what ran during the period that just ended.
   uint32_t n = static_cast<uint32_t>(instances.size()), cores = 0;
@@ -172,13 +183,6 @@ void decide(self_ptr self, const cluster_load& load) {
   st.stats.seconds += dt;
   st.stats.instance_seconds += n * dt;
   st.stats.core_seconds += cores * dt;
-  std::set<uint64_t> serving;
-  for (auto& i : instances)
-    if (st.serving.count(i.id) || std::any_of(load.sessions.begin(), load.sessions.end(), [&](auto& x) {
-          return x.node == i.node && x.device == i.device && x.model == i.model;
-        }))
-      serving.insert(i.id);
-  st.serving = std::move(serving);
   bool full = ++st.polls % static_cast<uint64_t>(st.polls_per_tick) == 0;
   bool horizontal = full && ++st.ticks % static_cast<uint64_t>(st.ticks_per_horizontal) == 0;
   for (auto& s : st.stages) {
@@ -319,8 +323,13 @@ scaler_actor spawn_scaler(caf::actor_system& sys, actor_args args) {
           self->request(mon, caf::infinite, stats_atom::value).then([=](const cluster_load& load) { decide(self, load); });
         },
         [=](worker_set& w) {
+          auto& st = self->state;
+          st.acknowledged = {w.acknowledged.begin(), w.acknowledged.end()};
+          mark_serving(st);
+          if (w.up == st.up) return;
           // Instances on workers that went away are gone; the shapes bring them back elsewhere.
-          self->state.prov->set_workers_up(w.up);
+          st.up = std::move(w.up);
+          st.prov->set_workers_up(st.up);
           apply(self);
         },
         [=](stats_atom) {

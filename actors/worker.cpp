@@ -1,5 +1,6 @@
-// A worker node: spawns its devices, applies the controller's schedule, registers every beacon
-// and reports per-session load.
+// A worker node: applies the controller's schedules and resizes to its devices, registers every
+// beacon and reports per-session load. Invocations do not pass through it: the node hands them
+// straight to their device.
 
 #include <spdlog/spdlog.h>
 
@@ -60,37 +61,29 @@ void report_load(self_ptr self) {
 
 }  // namespace
 
-worker_actor spawn_worker(caf::actor_system& sys, actor_args args) {
-  return sys.spawn([args](self_ptr self) -> worker_actor::behavior_type {
+std::vector<device_actor> spawn_devices(caf::actor_system& sys, const actor_args& args) {
+  std::vector<device_actor> out;
+  auto* node = args.cfg->find_node(args.net->self_name());
+  uint32_t index = 0;
+  for (auto& g : node->devices)
+    for (int i = 0; i < g.count; ++i) out.push_back(spawn_device(sys, args, index++, g.kind));
+  return out;
+}
+
+worker_actor spawn_worker(caf::actor_system& sys, actor_args args, std::vector<device_actor> devices) {
+  return sys.spawn([args, devices](self_ptr self) -> worker_actor::behavior_type {
     auto& st = self->state;
     st.cfg = args.cfg;
     st.net = args.net;
     st.incarnation = args.incarnation;
     st.node = st.cfg->find_node(st.net->self_name());
-    uint32_t index = 0;
-    for (auto& g : st.node->devices)
-      for (int i = 0; i < g.count; ++i)
-        st.devices.push_back(spawn_device(self->home_system(), args, index++, g.kind));
+    st.devices = devices;
     for (auto& d : st.devices) self->link_to(d);  // devices stop with their worker
     st.last_report = self->clock().now();
     return {
         [=](start_atom) {
           register_self(self);
           self->delayed_send(self, std::chrono::milliseconds(self->state.cfg->runtime.beacon_ms), beacon_atom::value);
-        },
-        [=](msg::invocation& inv) {
-          auto& st = self->state;
-          if (inv.device >= st.devices.size()) {
-            msg::invocation_result r;
-            r.id = inv.id;
-            r.code = msg::status::error;
-            r.reason = "node '" + st.node->name + "' has no device " + std::to_string(inv.device);
-            r.node = st.node->name;
-            st.net->to_node(inv.frontend, {{}, std::move(r)});
-            return;
-          }
-          inv.received_ns = self->clock().now().time_since_epoch().count();
-          self->send(st.devices[inv.device], std::move(inv));
         },
         [=](leave_atom) {
           // Every registration from now on says so, in case the controller misses one.

@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "apps/commands.hpp"
-#include "apps/load_client.hpp"
+#include "loadgen/load.hpp"
 
 namespace sloserve {
 

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/placement.hpp"
+#include "scheduling/placement.hpp"
 #include "apps/commands.hpp"
 
 namespace sloserve {

@@ -9,7 +9,7 @@
 
 #include "actors/node_runtime.hpp"
 #include "apps/commands.hpp"
-#include "apps/load_client.hpp"
+#include "loadgen/load.hpp"
 
 namespace sloserve {
 namespace {

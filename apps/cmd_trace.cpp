@@ -10,7 +10,7 @@
 #include <iostream>
 
 #include "apps/commands.hpp"
-#include "apps/load_client.hpp"
+#include "loadgen/load.hpp"
 
 namespace sloserve {
 

@@ -26,7 +26,7 @@
 #include <sstream>
 
 #include "actors/node_runtime.hpp"
-#include "apps/load_client.hpp"
+#include "loadgen/load.hpp"
 #include "scheduling/autoscaler.hpp"
 
 using namespace sloserve;

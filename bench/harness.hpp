@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "apps/load_client.hpp"
+#include "loadgen/load.hpp"
 #include "config/cluster_config.hpp"
 
 namespace sloserve::bench {

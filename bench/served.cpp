@@ -19,7 +19,7 @@
 
 #include "bench/harness.hpp"
 #include "gpu/profiler.hpp"
-#include "pipelines/query_analyzer.hpp"
+#include "scheduling/query_analyzer.hpp"
 
 using namespace sloserve;
 

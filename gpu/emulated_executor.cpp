@@ -24,13 +24,17 @@ class emulated_executor final : public device_executor {
   void set_threads(int threads) override { threads_ = std::max(1, threads); }
 
   std::string_view kind() const override { return "emulated"; }
+  // With `cores:`, l(b, c) at the device's current cores; otherwise the profile's l(b).
+  double latency_ms(const model_spec& m, int b) const override {
+    return m.cores ? m.cores->at(b, threads_) : m.profile.latency_ms_at(b);
+  }
+  double load_delay_ms(const model_spec& m) const override { return std::max(0.0, m.load_ms); }
 
   batch_outcome execute(const model_spec& m,
                         const std::vector<const std::vector<tensor>*>& inputs) override {
     batch_outcome out;
     auto b = static_cast<int>(inputs.size());
-    // With `cores:`, l(b, c) at the device's current cores; otherwise the profile's l(b).
-    double ms = m.cores ? m.cores->at(b, threads_) : m.profile.latency_ms_at(b);
+    double ms = latency_ms(m, b);
     if (m.jitter > 0) ms *= std::uniform_real_distribution<double>(1 - m.jitter, 1 + m.jitter)(rng_);
     out.busy = std::chrono::nanoseconds(static_cast<int64_t>(ms * 1e6));
     out.outputs.reserve(inputs.size());

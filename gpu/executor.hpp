@@ -34,6 +34,16 @@ class device_executor {
  public:
   virtual ~device_executor() = default;
   virtual std::string_view kind() const = 0;
+
+  // The cost model the device actor plans its batches with. l(b) of `m` here: the profile's by
+  // default; an executor whose speed follows its intra-op threads says so.
+  virtual double latency_ms(const model_spec& m, int b) const { return m.profile.latency_ms_at(b); }
+  // How long `m` takes to become ready after load() returns: 0 for a real device, whose load()
+  // itself loads and warms the model; an emulated cold start otherwise.
+  virtual double load_delay_ms(const model_spec& m) const { return 0; }
+  // Whether execute() holds its thread for the batch's duration (a real device in forward()):
+  // its actor then gets a thread of its own instead of a scheduler worker.
+  virtual bool blocks() const { return false; }
   // Makes `m` ready to run (a real device loads and warms it up); returns why it failed, or an
   // empty string. execute() loads on first use when this was not called.
   virtual std::string load(const model_spec& m) { return {}; }

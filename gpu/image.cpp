@@ -47,6 +47,16 @@ std::string decode_jpeg(const uint8_t* data, size_t n, std::vector<uint8_t>& rgb
   return {};
 }
 
+std::string check_input(const tensor& t, const model_spec& m) {
+  std::string err;
+  auto form = input_form_of(t, m, err);
+  if (!form) return err;
+  if (*form != input_form::encoded_image) return {};
+  // A damaged or oversize image is refused before it queues; its header is enough to tell.
+  int h = 0, w = 0;
+  return jpeg_size(reinterpret_cast<const uint8_t*>(t.data.data()), t.data.size(), h, w);
+}
+
 preprocess_spec preprocess_of(const model_spec& m) {
   preprocess_spec s;
   s.out_h = static_cast<int>(m.input.shape.at(1));

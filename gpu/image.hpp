@@ -19,6 +19,11 @@ std::string jpeg_size(const uint8_t* data, size_t n, int& h, int& w);
 // Decodes JPEG bytes to RGB, h x w x 3. Returns why it failed, or an empty string.
 std::string decode_jpeg(const uint8_t* data, size_t n, std::vector<uint8_t>& rgb, int& h, int& w);
 
+// Checks a request's input for model `m` as a device will take it: the declared tensor, or (for
+// a model with `preprocess:`) a raw image or a JPEG whose header is sound and within the limits.
+// Returns why not, or an empty string.
+std::string check_input(const tensor& t, const model_spec& m);
+
 // The preprocessing of `m` for its declared input size.
 preprocess_spec preprocess_of(const model_spec& m);
 

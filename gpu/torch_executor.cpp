@@ -135,6 +135,7 @@ class torch_executor final : public device_executor {
 #endif
 
   std::string_view kind() const override { return device_.is_cuda() ? "cuda" : "cpu"; }
+  bool blocks() const override { return true; }
 
   void set_threads(int threads) override { threads_ = std::max(1, threads); }
 

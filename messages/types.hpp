@@ -52,9 +52,11 @@ struct invocation {
   uint32_t device = 0;
   int64_t budget_ns = 0;   // time left until this stage's deadline when sent
   std::vector<tensor> inputs;
-  // Not on the wire: when the worker took it in (its actor clock, ns since the clock's epoch).
+  // Not on the wire: when the node took it in (its steady clock, ns since the clock's epoch).
   // The deadline runs from there, not from when a busy device gets to its mailbox.
   int64_t received_ns = 0;
+  // Not on the wire: its inputs were checked on this node already (by the frontend, at ingress).
+  bool checked = false;
 };
 
 // Worker -> frontend.
@@ -69,6 +71,19 @@ struct invocation_result {
   int64_t queue_ns = 0;
   int64_t exec_ns = 0;
 };
+
+// The reply to invocation `id` from device `device` of `node` that failed (or was dropped, or
+// refused) for `reason`: every node answers an invocation it cannot run with one of these.
+inline invocation_result failed_invocation(uint64_t id, status code, std::string reason, std::string node,
+                                           uint32_t device = 0) {
+  invocation_result r;
+  r.id = id;
+  r.code = code;
+  r.reason = std::move(reason);
+  r.node = std::move(node);
+  r.device = device;
+  return r;
+}
 
 // l(b) a worker measured at start-up for a model whose entry has no profile.
 struct measured_profile {

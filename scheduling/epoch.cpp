@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <tuple>
 
 namespace sloserve::sched {
@@ -162,6 +163,42 @@ bool plan_epoch(const epoch_input& in, const epoch_result* previous, epoch_resul
     }
   }
   return true;
+}
+
+namespace {
+
+// Bisects `steps` times for the largest scale in [lo, hi] at which the rates of `in`, scaled,
+// plan so that `fits`. On success `res` holds that plan and `in.rates` its rates; otherwise
+// both are left as they were. Returns the scale found (`lo` when none fit).
+template <class Fits>
+double fit_scale(epoch_input& in, const epoch_result* prev, double lo, double hi, int steps, epoch_result& res,
+                 Fits fits) {
+  auto base = in.rates;
+  std::optional<double> best;
+  std::string err;
+  for (int i = 0; i < steps; ++i) {
+    double mid = lo + (hi - lo) / 2;
+    for (size_t k = 0; k < base.size(); ++k) in.rates[k] = base[k] * mid;
+    epoch_result trial;
+    plan_epoch(in, prev, trial, err);
+    if (fits(trial)) lo = mid, best = mid, res = std::move(trial);
+    else hi = mid;
+  }
+  for (size_t k = 0; k < base.size(); ++k) in.rates[k] = base[k] * best.value_or(1);
+  return lo;
+}
+
+}  // namespace
+
+double plan_scaled_epoch(epoch_input& in, const epoch_result* previous, epoch_result& out, std::string& error) {
+  if (!plan_epoch(in, previous, out, error)) return -1;
+  if (out.devices_missing == 0 && out.placement.devices.size() < in.slots.size())
+    return fit_scale(in, previous, 1, 4, 8, out, [](const epoch_result& r) {
+      return r.devices_missing == 0 && r.placement.infeasible.empty();
+    });
+  if (out.devices_missing > 0)
+    return fit_scale(in, previous, 0, 1, 12, out, [](const epoch_result& r) { return r.devices_missing == 0; });
+  return 1;
 }
 
 }  // namespace sloserve::sched

@@ -6,7 +6,7 @@
 #include <optional>
 #include <set>
 
-#include "pipelines/query_analyzer.hpp"
+#include "scheduling/query_analyzer.hpp"
 
 namespace sloserve::sched {
 namespace {

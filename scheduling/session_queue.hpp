@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <utility>
 
 #include "scheduling/drop_policy.hpp"
 

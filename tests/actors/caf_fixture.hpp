@@ -23,6 +23,7 @@ class recording_link final : public link {
     else sent.emplace_back(node, std::move(e));
   }
   void to_client(const std::string& client, msg::body b) override { replies.emplace_back(client, std::move(b)); }
+  int64_t now_ns() const override { return 0; }  // actors run on the test scheduler's clock
 
   // Recorded messages of type T to other nodes, removed from the record.
   template <class T>

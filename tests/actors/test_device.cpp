@@ -529,7 +529,7 @@ TEST(pipelined_device, stages_the_next_full_batch_while_one_runs) {
   auto cfg = testing::parse_or_die(yaml);
   auto net = std::make_shared<recording_link>("w");
   auto log = std::make_shared<std::vector<std::string>>();
-  auto dev = f.keep(spawn_device(*f.sys, {cfg, net, 1}, 0, [log] { return std::make_unique<pipelined_executor>(log); }));
+  auto dev = f.keep(spawn_device(*f.sys, {cfg, net, 1}, 0, std::make_unique<pipelined_executor>(log)));
   caf::anon_send(dev, msg::device_schedule{0, 0, {{"m", 2}}});
   f.run();
   for (uint64_t id = 1; id <= 5; ++id) {  // all in the mailbox before the device reads any

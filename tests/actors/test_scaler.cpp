@@ -47,7 +47,6 @@ controller_actor recording_controller(caf::actor_system& sys, std::shared_ptr<st
     return {
         [](start_atom) {},
         [](msg::register_node&) {},
-        [](msg::load_report&) {},
         [out](deployment& d) { out->push_back(std::move(d)); },
         [](beacon_atom) {},
         [](peer_down_atom, const std::string&) {},
@@ -76,10 +75,14 @@ struct scaler_fixture : caf_fixture, ::testing::Test {
   }
   // Load reports over the last `window_s` seconds from each worker, with the clock left where it
   // is: `rate` arrivals spread over the instances that serve. With `loading`, only the oldest
-  // instance serves; the others are still loading their model and report nothing.
+  // instance serves; the others are still loading their model: the controller has not had
+  // their workers' acknowledgements, and they report nothing.
   void report(double rate, double window_s) {
     auto& d = deployments->back();
     size_t serving = loading ? 1 : d.instances.size();
+    worker_set status{up, {}};
+    for (size_t k = 0; k < serving; ++k) status.acknowledged.push_back({d.instances[k].node, d.instances[k].device, "m"});
+    caf::anon_send(net->actors.scaler, status);
     for (std::string node : {"w1", "w2"}) {
       msg::load_report r;
       r.node = node;
@@ -93,6 +96,7 @@ struct scaler_fixture : caf_fixture, ::testing::Test {
     run();
   }
   bool loading = false;
+  std::vector<std::string> up{"w1", "w2"};
   // Seconds after a step from 40 to 300 req/s until the deployment carries 300 req/s.
   int seconds_to_carry_a_step() {
     for (int s = 0; s < 12; ++s) second_at(40);
@@ -227,7 +231,8 @@ TEST_F(scaler_fixture, lost_workers_lose_their_instances_and_the_cost_is_counted
   for (int s = 0; s < 25; ++s) second_at(300);
   auto before = deployments->back().instances.size();
   ASSERT_GT(before, 1u);
-  caf::anon_send(net->actors.scaler, worker_set{{"w2"}});
+  up = {"w2"};
+  caf::anon_send(net->actors.scaler, worker_set{up, {}});
   run();
   // Everything now runs on w2, within its 2 slots.
   for (auto& i : deployments->back().instances) EXPECT_EQ(i.node, "w2");

@@ -4,7 +4,7 @@
 
 #include <numeric>
 
-#include "apps/load_client.hpp"
+#include "loadgen/load.hpp"
 
 namespace sloserve {
 namespace {

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <random>
 
-#include "pipelines/query_analyzer.hpp"
+#include "scheduling/query_analyzer.hpp"
 #include "scheduling/planner.hpp"
 
 namespace sloserve::sched {

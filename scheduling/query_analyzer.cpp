@@ -1,4 +1,4 @@
-#include "pipelines/query_analyzer.hpp"
+#include "scheduling/query_analyzer.hpp"
 
 #include <algorithm>
 #include <limits>

@@ -4,7 +4,7 @@
 #include <limits>
 #include <random>
 
-#include "pipelines/query_analyzer.hpp"
+#include "scheduling/query_analyzer.hpp"
 
 namespace sloserve {
 namespace {

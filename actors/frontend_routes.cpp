@@ -1,0 +1,101 @@
+#include "actors/frontend_routes.hpp"
+
+#include <algorithm>
+
+namespace sloserve {
+
+frontend_routes::frontend_routes(const cluster_config& cfg, std::unique_ptr<sched::balancer> balancer)
+    : cfg_(&cfg), balancer_(std::move(balancer)), splits_(cfg.pipelines.size()), blockers_(cfg.pipelines.size()) {
+  refresh();
+}
+
+sched::backend_load* frontend_routes::load_of(const std::string& model, const std::string& node, uint32_t device) {
+  auto it = routes_.find(model);
+  if (it == routes_.end()) return nullptr;
+  for (size_t i = 0; i < it->second.backends.size(); ++i)
+    if (it->second.backends[i].node == node && it->second.backends[i].device == device) return &it->second.loads[i];
+  return nullptr;
+}
+
+void frontend_routes::apply(const msg::routing_table& t) {
+  // Tables come from the one controller in order; a restarted controller numbers afresh.
+  epoch_ = t.epoch;
+  std::unordered_map<std::string, route> fresh;
+  for (auto& mr : t.routes) {
+    auto& r = fresh[mr.model];
+    for (auto& inst : mr.instances) {
+      r.backends.push_back({inst.node, inst.device});
+      sched::backend_load l;
+      l.weight = inst.weight;
+      l.live = !down_.count(inst.node);
+      if (auto* old = load_of(mr.model, inst.node, inst.device)) l.outstanding = old->outstanding;
+      r.loads.push_back(l);
+    }
+  }
+  routes_ = std::move(fresh);
+  for (size_t pi = 0; pi < cfg_->pipelines.size(); ++pi) {
+    auto& p = cfg_->pipelines[pi];
+    std::vector<double> budget(p.stages.size(), -1);
+    for (auto& b : t.budgets)
+      if (b.pipeline == p.name)
+        if (auto s = p.find_stage(b.stage)) budget[*s] = b.budget_ms;
+    if (std::none_of(budget.begin(), budget.end(), [](double b) { return b < 0; }))
+      splits_[pi] = offsets_from_budgets(p, budget);
+  }
+  refresh();
+}
+
+bool frontend_routes::set_live(const std::string& node, bool live) {
+  if (live ? !down_.erase(node) : !down_.insert(node).second) return false;
+  for (auto& [m, r] : routes_)
+    for (size_t i = 0; i < r.backends.size(); ++i)
+      if (r.backends[i].node == node) r.loads[i].live = live;
+  refresh();
+  return true;
+}
+
+std::optional<frontend_routes::backend> frontend_routes::pick(const std::string& model, std::mt19937_64& rng) {
+  auto it = routes_.find(model);
+  if (it == routes_.end()) return std::nullopt;
+  auto k = balancer_->pick(it->second.loads, rng);
+  if (!k) return std::nullopt;
+  ++it->second.loads[*k].outstanding;
+  return it->second.backends[*k];
+}
+
+void frontend_routes::release(const std::string& model, const std::string& node, uint32_t device) {
+  if (auto* l = load_of(model, node, device); l && l->outstanding) --l->outstanding;
+}
+
+void frontend_routes::refresh() {
+  for (size_t pi = 0; pi < cfg_->pipelines.size(); ++pi) {
+    auto& p = cfg_->pipelines[pi];
+    auto& why = blockers_[pi];
+    why.clear();
+    if (epoch_ == 0) {
+      why = "no routing table from the controller yet";
+      continue;
+    }
+    if (!splits_[pi]) {
+      why = "no stage budgets for pipeline '" + p.name + "'";
+      continue;
+    }
+    for (auto& s : p.stages) {
+      auto it = routes_.find(s.model);
+      bool live = it != routes_.end() &&
+                  std::any_of(it->second.loads.begin(), it->second.loads.end(), [](auto& l) { return l.live; });
+      if (!live) {
+        why = "no live instance serves model '" + s.model + "'";
+        break;
+      }
+    }
+  }
+}
+
+std::string frontend_routes::readiness() const {
+  for (auto& b : blockers_)
+    if (!b.empty()) return b;
+  return {};
+}
+
+}  // namespace sloserve

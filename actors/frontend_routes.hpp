@@ -1,0 +1,65 @@
+#pragma once
+// A frontend's view of where it may send work: the instances of every model with their weights,
+// outstanding invocations and liveness, each pipeline's stage deadlines, and why a pipeline cannot
+// be served now. Built from the controller's routing tables and the node agent's peer events;
+// CAF-free, the frontend actor owns one.
+
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "config/cluster_config.hpp"
+#include "messages/types.hpp"
+#include "scheduling/balancer.hpp"
+
+namespace sloserve {
+
+class frontend_routes {
+ public:
+  struct backend {
+    std::string node;
+    uint32_t device = 0;
+  };
+
+  frontend_routes(const cluster_config& cfg, std::unique_ptr<sched::balancer> balancer);
+
+  // Adopts a routing table; outstanding counts carry over to instances it keeps.
+  void apply(const msg::routing_table& t);
+  uint64_t epoch() const { return epoch_; }
+  // A node stopped (false) or resumed (true) heartbeating. False when that changes nothing.
+  bool set_live(const std::string& node, bool live);
+
+  // Picks a live instance of `model` by the balancer and counts an invocation on it.
+  std::optional<backend> pick(const std::string& model, std::mt19937_64& rng);
+  // An invocation on (node, device) of `model` is over.
+  void release(const std::string& model, const std::string& node, uint32_t device);
+
+  // Stage budgets of pipeline `pi` as finish offsets; null before a table gave them all.
+  const slo_split* split(size_t pi) const { return splits_[pi] ? &*splits_[pi] : nullptr; }
+  // Why pipeline `pi` cannot be served now; empty when it can.
+  const std::string& blocker(size_t pi) const { return blockers_[pi]; }
+  // Why some pipeline cannot be served now; empty when all can.
+  std::string readiness() const;
+
+ private:
+  struct route {
+    std::vector<backend> backends;
+    std::vector<sched::backend_load> loads;  // parallel to backends
+  };
+  sched::backend_load* load_of(const std::string& model, const std::string& node, uint32_t device);
+  void refresh();  // blockers, recomputed when routes or peers change so requests only read them
+
+  const cluster_config* cfg_;
+  std::unique_ptr<sched::balancer> balancer_;
+  uint64_t epoch_ = 0;
+  std::unordered_map<std::string, route> routes_;
+  std::unordered_set<std::string> down_;
+  std::vector<std::optional<slo_split>> splits_;
+  std::vector<std::string> blockers_;
+};
+
+}  // namespace sloserve

@@ -1,0 +1,57 @@
+#include "actors/route_publisher.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace sloserve {
+
+void route_publisher::adopt(const cluster_placement& p) {
+  std::set<instance_key> now;
+  for (auto& [node, s] : p.schedules)
+    for (auto& d : s.devices)
+      for (auto& ss : d.sessions) {
+        instance_key key{node, d.device, ss.model};
+        now.insert(key);
+        since_.emplace(std::move(key), s.epoch);
+      }
+  std::erase_if(since_, [&](auto& kv) { return !now.count(kv.first); });
+}
+
+bool route_publisher::live(const worker_registry& w, const std::string& model, const msg::route_instance& i) const {
+  if (!w.serving(i.node)) return false;
+  auto s = since_.find({i.node, i.device, model});
+  return s == since_.end() || w.acked(i.node) >= s->second;
+}
+
+msg::routing_table route_publisher::live_table(const cluster_placement& p, const worker_registry& w,
+                                               uint64_t epoch) const {
+  auto t = p.table;
+  t.epoch = epoch;
+  for (auto& r : t.routes) {
+    std::erase_if(r.instances, [&](const msg::route_instance& i) { return !live(w, r.model, i); });
+    if (!r.instances.empty()) continue;
+    for (auto& old : published_.routes)
+      if (old.model == r.model)
+        for (auto& i : old.instances)
+          if (w.standing_in(i.node)) r.instances.push_back(i);
+  }
+  return t;
+}
+
+const msg::routing_table& route_publisher::publish(const cluster_placement& p, const worker_registry& w,
+                                                   uint64_t epoch) {
+  published_ = live_table(p, w, epoch);
+  return published_;
+}
+
+std::vector<instance_key> route_publisher::acknowledged(const cluster_placement& p, const worker_registry& w) const {
+  std::vector<instance_key> out;
+  for (auto& r : p.table.routes)
+    for (auto& i : r.instances)
+      if (live(w, r.model, i)) out.push_back({i.node, i.device, r.model});
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+}  // namespace sloserve

@@ -1,0 +1,67 @@
+#include "loadgen/arrivals.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+namespace sloserve {
+
+double arrivals::gap_s(double rate) {
+  if (rate <= 0) return 0.1;
+  if (kind_ == "constant") return 1 / rate;
+  if (kind_ == "gamma") {
+    double k = 1 / std::max(cv_ * cv_, 1e-6);
+    return std::gamma_distribution<double>(k, 1 / (rate * k))(rng_);
+  }
+  return std::exponential_distribution<double>(rate)(rng_);
+}
+
+std::vector<double> bursty_trace(double base, double factor, int burst_s, int period_s, int duration_s, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<double> out;
+  for (int t = 0; t < duration_s; ++t) {
+    double mean = base * (period_s > 0 && t % period_s < burst_s ? factor : 1);
+    out.push_back(mean > 0 ? static_cast<double>(std::poisson_distribution<long>(mean)(rng)) : 0);
+  }
+  return out;
+}
+
+std::vector<double> stepped_trace(const std::vector<double>& levels, int step_s, int duration_s) {
+  std::vector<double> out;
+  for (int t = 0; t < duration_s && !levels.empty() && step_s > 0; ++t)
+    out.push_back(levels[static_cast<size_t>(t / step_s) % levels.size()]);
+  return out;
+}
+
+bool read_rate_trace(const std::string& path, std::vector<double>& out, std::string& error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = path + ": cannot open the trace";
+    return false;
+  }
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (auto h = line.find('#'); h != std::string::npos) line.resize(h);
+    std::istringstream ss(line);
+    double r;
+    if (!(ss >> r)) {
+      if (line.find_first_not_of(" \t\r") != std::string::npos) {
+        error = path + ":" + std::to_string(n) + ": expected a rate (requests/s)";
+        return false;
+      }
+      continue;
+    }
+    if (r < 0) {
+      error = path + ":" + std::to_string(n) + ": a rate cannot be negative";
+      return false;
+    }
+    out.push_back(r);
+  }
+  if (out.empty()) {
+    error = path + ": the trace has no rates";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace sloserve

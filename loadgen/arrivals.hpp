@@ -1,0 +1,35 @@
+#pragma once
+// When requests are sent: inter-arrival gaps of an arrival process, and per-second rate traces
+// (read from a file, or synthetic for `sloserve trace`).
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace sloserve {
+
+// Inter-arrival gaps of `kind` (constant | poisson | gamma, with coefficient of variation `cv`)
+// at a given rate.
+class arrivals {
+ public:
+  arrivals(std::string kind, double cv, uint64_t seed) : kind_(std::move(kind)), cv_(cv), rng_(seed) {}
+  double gap_s(double rate);
+
+ private:
+  std::string kind_;
+  double cv_;
+  std::mt19937_64 rng_;
+};
+
+// Reads a per-second trace: one number per line (requests/s, or Mbps for a bandwidth trace);
+// '#' starts a comment.
+bool read_rate_trace(const std::string& path, std::vector<double>& out, std::string& error);
+
+// bursty: `base` requests/s, times `factor` for `burst_s` seconds at the start of every
+// `period_s` (thesis 004's ×5 for 5 s every 60 s), with Poisson noise of the given seed.
+std::vector<double> bursty_trace(double base, double factor, int burst_s, int period_s, int duration_s, uint64_t seed);
+// stepped: the levels in turn, each held for `step_s` seconds, cycling (a 4G uplink's steps).
+std::vector<double> stepped_trace(const std::vector<double>& levels, int step_s, int duration_s);
+
+}  // namespace sloserve

@@ -1,0 +1,252 @@
+#include "loadgen/load.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <thread>
+#include <unordered_map>
+
+#include "loadgen/socket.hpp"
+#include "messages/codec.hpp"
+
+namespace sloserve {
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+double ms(steady::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+struct sent_info {
+  steady::time_point at;
+  bool measured;
+  size_t second;
+  double slo_ms;
+  double network_ms;  // attached to the request: the client's share of the SLO
+};
+
+// One lane of the load: its share of the arrivals (rate / lanes, an independent process) or of
+// the closed loop's outstanding requests, over its own connection. Request ids are lane + k·lanes.
+void run_lane(const load_options& o, size_t lane, size_t lanes, load_socket& c, steady::time_point start,
+              int64_t start_wall_us, const std::vector<mix_entry>& mix, const std::vector<tensor>& payloads,
+              lane_tally& out) {
+  msg::decode_limits limits;
+  limits.max_payload_bytes = 1ULL << 32;
+  std::vector<double> weights;
+  double max_slo = 0;
+  for (auto& m : mix) {
+    weights.push_back(m.weight);
+    max_slo = std::max(max_slo, m.slo_ms);
+  }
+  std::discrete_distribution<size_t> pick(weights.begin(), weights.end());
+  std::mt19937_64 pick_rng((o.seed + lane) ^ 0x5bd1e995);
+  arrivals gen(o.arrival, o.cv, o.seed + 7919 * lane);
+  double share = 1.0 / static_cast<double>(lanes);
+
+  double total_s = o.warmup_s + (o.trace.empty() ? o.duration_s : std::min<double>(o.duration_s, o.trace.size()));
+  auto measure_from = start + std::chrono::microseconds(static_cast<int64_t>(o.warmup_s * 1e6));
+  auto stop_sending = start + std::chrono::microseconds(static_cast<int64_t>(total_s * 1e6));
+  auto slo = std::chrono::microseconds(static_cast<int64_t>(max_slo * 1000));
+  auto grace = std::chrono::microseconds(static_cast<int64_t>(o.grace_ms * 1000));
+
+  std::unordered_map<uint64_t, sent_info> pending;
+  std::deque<std::pair<steady::time_point, uint64_t>> expiry;  // send order = deadline order
+  out = lane_tally(static_cast<size_t>(std::ceil(total_s)));
+  uint64_t next_id = lane + 1;
+  size_t next_payload = lane;
+  // The second of the measured window `t` falls in (0 during warm-up).
+  auto second_of = [&](steady::time_point t) {
+    return t < measure_from ? size_t{0}
+                            : static_cast<size_t>(std::chrono::duration<double>(t - measure_from).count());
+  };
+  auto rate_at = [&](steady::time_point t) {
+    if (o.trace.empty()) return o.rate * share;
+    return o.trace[std::min(second_of(t), o.trace.size() - 1)] * share;
+  };
+  // Upload time of the request's payload over that second's bandwidth, or the fixed time.
+  auto network_at = [&](steady::time_point t) {
+    if (o.bandwidth_mbps.empty()) return o.network_ms;
+    double mbps = o.bandwidth_mbps[std::min(second_of(t), o.bandwidth_mbps.size() - 1)];
+    return mbps > 0 ? o.payload_kb * 8 / mbps : 1e9;
+  };
+
+  // `intended`: when the arrival process meant to send it; latency and the deadline count from
+  // there, and the request carries it as its send time.
+  auto send_one = [&](steady::time_point intended) {
+    auto which = mix.size() == 1 ? 0 : pick(pick_rng);
+    msg::client_request r;
+    r.pipeline = mix[which].pipeline;
+    r.request_id = next_id;
+    next_id += lanes;
+    if (!o.images.empty()) r.inputs.push_back(o.images[next_payload++ % o.images.size()]);
+    else r.inputs.push_back(payloads[which]);
+    r.network_ms = network_at(intended);
+    r.sent_at_us = start_wall_us + std::chrono::duration_cast<std::chrono::microseconds>(intended - start).count();
+    bool measured = intended >= measure_from;
+    auto sec = second_of(intended);
+    pending.emplace(r.request_id, sent_info{intended, measured, sec, mix[which].slo_ms, std::max(0.0, r.network_ms)});
+    expiry.emplace_back(intended + slo + grace, r.request_id);
+    c.send(msg::encode_frame({{}, std::move(r)}));
+    if (measured) out.sent(sec);
+  };
+
+  auto on_reply = [&](const msg::client_reply& r, steady::time_point now) {
+    auto it = pending.find(r.request_id);
+    if (it == pending.end()) return out.late();
+    auto info = it->second;
+    pending.erase(it);
+    if (info.measured) out.reply(r, info.second, ms(now - info.at), info.network_ms, info.slo_ms);
+  };
+
+  // Constant arrivals of several lanes interleave: lane k starts k/lanes of a gap later.
+  auto next_send = start;
+  if (o.arrival == "constant" && lanes > 1 && o.rate > 0)
+    next_send += std::chrono::nanoseconds(static_cast<int64_t>(1e9 / o.rate * static_cast<double>(lane)));
+  int closed = o.concurrency > 0 ? static_cast<int>((o.concurrency + lanes - 1 - lane) / lanes) : 0;
+  for (int i = 0; i < closed; ++i) send_one(start);
+  auto last_progress = start;
+  std::string frame;
+  bool tty = lane == 0 && o.progress && isatty(2);
+  while (true) {
+    auto now = steady::now();
+    bool sending = now < stop_sending;
+    if (o.concurrency <= 0 && sending) {
+      while (next_send <= now && next_send < stop_sending) {
+        if (now - next_send > late_after && next_send >= measure_from) out.delayed();
+        send_one(next_send);
+        next_send += std::chrono::nanoseconds(static_cast<int64_t>(gen.gap_s(rate_at(next_send)) * 1e9));
+      }
+    }
+    while (!expiry.empty() && expiry.front().first <= now) {
+      auto it = pending.find(expiry.front().second);
+      if (it != pending.end()) {
+        if (it->second.measured) out.lost();
+        pending.erase(it);
+      }
+      expiry.pop_front();
+    }
+    if (!sending && pending.empty()) break;
+    int timeout = 0;
+    if (o.concurrency > 0 || !sending) timeout = 20;
+    else timeout = static_cast<int>(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(next_send - now).count()));
+    timeout = std::min(timeout, 20);
+    int got = 0;
+    for (int wait = timeout; c.recv(frame, wait) && got < 10000; wait = 0, ++got) {
+      auto d = msg::decode(frame, limits);
+      if (!d.value) continue;
+      auto* r = std::get_if<msg::client_reply>(&d.value->content);
+      if (!r) continue;
+      auto t = steady::now();
+      on_reply(*r, t);
+      if (o.concurrency > 0 && t < stop_sending) send_one(t);
+      // An open loop must not fall behind its arrivals while replies pour in.
+      if (o.concurrency <= 0 && t >= next_send && t < stop_sending) break;
+    }
+    if (tty && now - last_progress >= std::chrono::seconds(1)) {
+      last_progress = now;
+      double el = std::chrono::duration<double>(now - start).count();
+      auto& s = out.counts();
+      fprintf(stderr, "\r[%5.1fs] sent %lu  rate %.0f/s  attainment %.2f%%  p99 %.1f ms   ", el,
+              static_cast<unsigned long>(s.sent * lanes),
+              static_cast<double>(s.sent * lanes) / std::max(1e-9, el - o.warmup_s),
+              s.sent ? 100.0 * s.ok_within_slo / s.sent : 0.0, out.p99_ms());
+    }
+  }
+  if (tty) fprintf(stderr, "\n");
+}
+
+}  // namespace
+
+bool read_images(const std::string& path, std::vector<tensor>& out, std::string& error) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> files;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    for (auto& e : fs::directory_iterator(path, ec)) {
+      auto ext = e.path().extension().string();
+      std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return std::tolower(ch); });
+      if (e.is_regular_file() && (ext == ".jpg" || ext == ".jpeg")) files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    if (files.empty()) {
+      error = path + ": the folder has no .jpg or .jpeg files";
+      return false;
+    }
+  } else {
+    files.push_back(path);
+  }
+  for (auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    if (!in) {
+      error = f.string() + ": cannot open the image";
+      return false;
+    }
+    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (data.size() < 4 || static_cast<unsigned char>(data[0]) != 0xFF || static_cast<unsigned char>(data[1]) != 0xD8) {
+      error = f.string() + ": not a JPEG file";
+      return false;
+    }
+    tensor t;
+    t.name = "image";
+    t.type = dtype::uint8;
+    t.shape = {static_cast<int64_t>(data.size())};
+    t.data = std::move(data);
+    out.push_back(std::move(t));
+  }
+  return true;
+}
+
+size_t default_lanes(const load_options& o) {
+  // One lane sends about 20,000 small requests/s, or about 300 MB/s of payload, on one core.
+  double bytes = 0;
+  for (auto& t : o.images) bytes = std::max(bytes, static_cast<double>(t.data.size()));
+  if (o.images.empty()) bytes = static_cast<double>(o.input.byte_size().value_or(0));
+  for (auto& m : o.mix) bytes = std::max(bytes, static_cast<double>(m.input.byte_size().value_or(0)));
+  double peak = o.rate;
+  for (auto r : o.trace) peak = std::max(peak, r);
+  double need = std::max(peak / 20000, peak * bytes / 300e6);
+  if (o.concurrency > 0) need = std::min<double>(need, o.concurrency);
+  auto cap = std::max<size_t>(1, std::thread::hardware_concurrency() / 2);
+  return std::clamp<size_t>(static_cast<size_t>(std::ceil(need)), 1, cap);
+}
+
+bool run_load(const load_options& o, load_summary& s, std::string& error) {
+  size_t lanes = o.threads > 0 ? static_cast<size_t>(o.threads) : default_lanes(o);
+  if (o.concurrency > 0) lanes = std::min(lanes, static_cast<size_t>(o.concurrency));
+  std::vector<std::unique_ptr<load_socket>> clients;
+  for (size_t i = 0; i < lanes; ++i) {
+    clients.push_back(std::make_unique<load_socket>(o));
+    if (!clients.back()->connect(error)) return false;
+  }
+  if (!wait_ready(*clients.front(), o, error)) return false;
+  // Pipelines to draw from: the mix, or the one pipeline.
+  auto mix = o.mix;
+  if (mix.empty()) mix.push_back({o.pipeline, 1, o.slo_ms, o.input});
+  std::vector<tensor> payloads;
+  for (auto& m : mix) payloads.push_back(make_tensor(m.input, o.seed, "input"));
+
+  auto start = steady::now() + std::chrono::milliseconds(20);  // every lane starts at once
+  auto start_wall_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                           (std::chrono::system_clock::now() + std::chrono::milliseconds(20)).time_since_epoch())
+                           .count();
+  std::vector<lane_tally> results(lanes);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < lanes; ++i)
+    threads.emplace_back([&, i] {
+      std::this_thread::sleep_until(start);
+      run_lane(o, i, lanes, *clients[i], start, start_wall_us, mix, payloads, results[i]);
+    });
+  for (auto& t : threads) t.join();
+
+  double total_s = o.warmup_s + (o.trace.empty() ? o.duration_s : std::min<double>(o.duration_s, o.trace.size()));
+  s = merge_lanes(results, total_s - o.warmup_s);
+  return true;
+}
+
+}  // namespace sloserve

@@ -1,0 +1,25 @@
+#pragma once
+// The built-in load generator: open loop (constant, Poisson, gamma, or a per-second rate trace)
+// or closed loop, over one or more ZeroMQ DEALERs (lanes), with exact accounting of every
+// request. Its parts: arrivals (when to send), socket (one connection), tally (what came back).
+
+#include <string>
+#include <vector>
+
+#include "loadgen/arrivals.hpp"
+#include "loadgen/options.hpp"
+#include "loadgen/tally.hpp"
+
+namespace sloserve {
+
+// JPEG files as request inputs (uint8[N] each): `path` is one file, or a folder whose *.jpg and
+// *.jpeg files are read in name order.
+bool read_images(const std::string& path, std::vector<tensor>& out, std::string& error);
+
+// Sending threads `run_load` uses when `threads` is 0.
+size_t default_lanes(const load_options& o);
+
+// Runs the load; returns false with `error` set when it could not start.
+bool run_load(const load_options& o, load_summary& out, std::string& error);
+
+}  // namespace sloserve

@@ -1,0 +1,52 @@
+#pragma once
+// What a load run sends: where, which pipelines, at what rate and by which arrival process.
+
+#include <string>
+#include <vector>
+
+#include "messages/curve.hpp"
+#include "pipelines/tensor.hpp"
+
+namespace sloserve {
+
+// One pipeline of a traffic mix.
+struct mix_entry {
+  std::string pipeline;
+  double weight = 1;
+  double slo_ms = 0;
+  tensor_spec input;
+};
+
+struct load_options {
+  std::string address;   // the frontend's ROUTER
+  std::string pipeline;
+  double slo_ms = 0;     // for ok_within_slo and lost accounting
+  tensor_spec input;     // the pipeline's root input
+  std::vector<mix_entry> mix;  // when set, each request picks its pipeline by weight
+  double rate = 100;     // requests/s (open loop)
+  double duration_s = 10;
+  std::string arrival = "poisson";  // constant | poisson | gamma
+  double cv = 1;                    // gamma: coefficient of variation of inter-arrival times
+  std::vector<double> trace;        // per-second rates; replaces `rate` when set
+  int concurrency = 0;              // > 0: closed loop with this many outstanding
+  double warmup_s = 0;              // sent before the measured window, not counted
+  double grace_ms = 2000;           // lost = no reply by send + SLO + grace
+  double network_ms = -1;           // attached to every request when >= 0
+  // Per-second uplink bandwidth (Mbps): each request carries network_ms = payload_kb·8 / Mbps
+  // of the second it is sent in. Replaces network_ms when set.
+  std::vector<double> bandwidth_mbps;
+  double payload_kb = 0;
+  uint64_t seed = 1;
+  bool progress = false;            // live line on stderr
+  double wait_ready_s = 20;         // wait for the frontend to be ready first
+  curve_pair key;                   // CurveZMQ: this client's pair; empty: plain connection
+  std::string server_key;           // the frontend node's public key (Z85)
+  // Sending threads, each with its own connection and an independent share of the arrivals;
+  // 0: enough for the rate and the payload size.
+  int threads = 0;
+  // When set, requests carry these inputs in turn instead of a generated tensor of `input`
+  // (images: uint8 HWC, or encoded JPEG as uint8[N]).
+  std::vector<tensor> images;
+};
+
+}  // namespace sloserve

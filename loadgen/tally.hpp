@@ -1,0 +1,85 @@
+#pragma once
+// Exact accounting of a load run: every request sent in the measured window ends as OK (within
+// its SLO or not), DROPPED, OVERLOADED, ERROR or lost; latencies, where they went, per-second
+// series and reasons. Each sending lane keeps a tally; the run merges them into a summary.
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "loadgen/options.hpp"
+#include "messages/types.hpp"
+
+namespace sloserve {
+
+// A request sent later than this after its arrival time counts as sent late by the generator.
+constexpr std::chrono::milliseconds late_after{2};
+
+struct load_summary {
+  // late: replies after a request was counted lost; delayed: requests the generator sent more
+  // than late_after after their arrival time (generator_late_fraction of those sent).
+  uint64_t sent = 0, ok = 0, ok_within_slo = 0, dropped = 0, overloaded = 0, errors = 0,
+           lost = 0, late = 0, delayed = 0;
+  double generator_late_fraction = 0;
+  size_t lanes = 1;  // sending threads used
+  double attainment = 0, goodput_rps = 0, measured_s = 0;
+  double p50 = 0, p90 = 0, p99 = 0, max = 0, mean = 0;
+  nlohmann::json series = nlohmann::json::array();
+  nlohmann::json reasons = nlohmann::json::object();
+  nlohmann::json nodes = nlohmann::json::object();  // stage runs of OK replies, per worker node
+  // Where OK replies' latency went: {client, frontend, queue, exec: {p50, p99}} in ms.
+  nlohmann::json breakdown = nlohmann::json::object();
+
+  nlohmann::json to_json(const load_options& o) const;
+  std::string to_text() const;
+  // What makes the figures doubtful (a generator that fell behind), one sentence each.
+  std::vector<std::string> warnings() const;
+};
+
+// One lane's counts.
+class lane_tally {
+ public:
+  // `seconds`: length of the run, for the per-second series.
+  explicit lane_tally(size_t seconds = 0);
+
+  // A measured request was sent in second `second` of the measured window.
+  void sent(size_t second);
+  // A measured request was sent more than late_after after its arrival time.
+  void delayed() { ++s_.delayed; }
+  // A measured request got no reply by its SLO plus grace.
+  void lost() { ++s_.lost; }
+  // A reply came for a request already counted lost.
+  void late() { ++s_.late; }
+  // The reply to a measured request sent in `second`, `latency_ms` after its intended send time,
+  // with `network_ms` of upload the user also waited for, under `slo_ms`.
+  void reply(const msg::client_reply& r, size_t second, double latency_ms, double network_ms, double slo_ms);
+
+  const load_summary& counts() const { return s_; }
+  // p99 latency so far, for a progress line.
+  double p99_ms() const;
+
+ private:
+  friend load_summary merge_lanes(std::vector<lane_tally>& lanes, double measured_s);
+  struct bucket {
+    uint64_t sent = 0, ok = 0, ok_within_slo = 0, dropped = 0, errors = 0;
+    std::vector<float> latencies;
+  };
+  void count_reason(const std::string& reason);
+
+  load_summary s_;
+  std::vector<bucket> buckets_;
+  std::vector<float> latencies_;
+  std::array<std::vector<float>, 4> parts_;  // of OK replies: client, frontend, queue, exec (ms)
+};
+
+// The run's summary over `measured_s` seconds from every lane's tally.
+load_summary merge_lanes(std::vector<lane_tally>& lanes, double measured_s);
+
+// The p-quantile (0..1) of `v` (reordered); 0 when empty.
+double percentile(std::vector<float>& v, double p);
+
+}  // namespace sloserve

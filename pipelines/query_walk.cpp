@@ -1,0 +1,95 @@
+#include "pipelines/query_walk.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+
+namespace sloserve {
+namespace {
+
+// A stage whose declared input differs from what its parent emits gets a tensor of its own
+// declared shape derived from the parent's row (it stands in for crop-and-resize).
+tensor adapt(const tensor& t, const tensor_spec& spec) {
+  if (t.type == spec.type && t.shape == spec.shape) return t;
+  return make_tensor(spec, sample_fingerprint(t.data), t.name);
+}
+
+}  // namespace
+
+int64_t fanout_rows(uint64_t query_id, size_t stage, double f, int64_t rows) {
+  uint64_t h = fingerprint(std::string_view(reinterpret_cast<const char*>(&query_id), 8)) ^
+               (stage * 0x9e3779b97f4a7c15ULL);
+  double u = static_cast<double>(h >> 11) / static_cast<double>(1ULL << 53);
+  auto k = static_cast<int64_t>(std::floor(f)) + (u < f - std::floor(f) ? 1 : 0);
+  return std::min(k, rows);
+}
+
+query_walk::query_walk(const pipeline& p, const std::vector<model_spec>& models, uint64_t query_id)
+    : p_(&p),
+      models_(&models),
+      query_id_(query_id),
+      outstanding_(p.stages.size(), 0),
+      finished_(p.stages.size(), 0),
+      joined_(p.stages.size(), 0),
+      first_output_(p.stages.size()) {}
+
+std::vector<query_walk::spawn> query_walk::start(std::vector<tensor> inputs) {
+  std::vector<spawn> out;
+  auto roots = p_->roots();
+  for (size_t i = 0; i < roots.size(); ++i) {
+    ++outstanding_[roots[i]];
+    out.push_back({roots[i], i + 1 == roots.size() ? std::move(inputs) : inputs});
+  }
+  return out;
+}
+
+void query_walk::spawn_from(size_t stage, const tensor& src, std::vector<spawn>& out) {
+  auto& s = p_->stages[stage];
+  auto& spec = (*models_)[s.model_index].input;
+  if (!s.fanout) {
+    ++outstanding_[stage];
+    out.push_back({stage, {adapt(src, spec)}});
+    return;
+  }
+  auto k = fanout_rows(query_id_, stage, *s.fanout, row_count(src));
+  for (int64_t i = 0; i < k; ++i) {
+    ++outstanding_[stage];
+    out.push_back({stage, {adapt(row_of(src, i), spec)}});
+  }
+}
+
+std::vector<query_walk::spawn> query_walk::on_result(size_t stage, std::vector<tensor> outputs) {
+  std::vector<spawn> out;
+  auto& s = p_->stages[stage];
+  if (outstanding_[stage]) --outstanding_[stage];
+  if (first_output_[stage].empty()) first_output_[stage] = outputs;
+  for (auto c : s.children)
+    if (p_->stages[c].parents.size() == 1 && !outputs.empty()) spawn_from(c, outputs.front(), out);  // joins: settle
+  if (s.children.empty())
+    for (auto& t : outputs) {
+      t.name = s.name;
+      results_.push_back(std::move(t));
+    }
+  settle(out);
+  return out;
+}
+
+void query_walk::settle(std::vector<spawn>& out) {
+  bool all = true;
+  for (auto v : p_->topo) {
+    if (finished_[v]) continue;
+    auto& s = p_->stages[v];
+    bool parents_done = std::all_of(s.parents.begin(), s.parents.end(), [&](size_t u) { return finished_[u] != 0; });
+    bool join = s.parents.size() > 1;
+    if (join && parents_done && !joined_[v]) {
+      joined_[v] = 1;
+      auto& src = first_output_[s.parents.front()];
+      if (!src.empty()) spawn_from(v, src.front(), out);
+    }
+    if (parents_done && outstanding_[v] == 0 && (!join || joined_[v])) finished_[v] = 1;
+    all &= finished_[v] != 0;
+  }
+  done_ = all;
+}
+
+}  // namespace sloserve

@@ -1,0 +1,68 @@
+#include "scheduling/pipeline_load.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "scheduling/query_analyzer.hpp"
+
+namespace sloserve::sched {
+
+pipeline_load::pipeline_load(const std::vector<size_t>& stages, int settle_windows)
+    : settle_windows_(settle_windows), queries_(stages.size(), 0) {
+  for (auto n : stages) {
+    rates_.pipelines.push_back({0, std::vector<double>(n, 0)});
+    stages_.emplace_back(n, 0);
+  }
+}
+
+void pipeline_load::count(size_t p, uint64_t queries, const std::vector<uint64_t>& stage_invocations) {
+  if (p >= queries_.size()) return;
+  queries_[p] += queries;
+  for (size_t s = 0; s < stage_invocations.size() && s < stages_[p].size(); ++s) stages_[p][s] += stage_invocations[s];
+}
+
+void pipeline_load::close_window(double window_s) {
+  if (!(window_s > 0)) return;
+  int n = rates_.windows_with_load;
+  double w = n < 1 ? 1.0 : n < settle_windows_ ? 1.0 / n : 0.5;
+  bool any = false;
+  for (size_t p = 0; p < queries_.size(); ++p) {
+    auto& r = rates_.pipelines[p];
+    r.rate = w * static_cast<double>(queries_[p]) / window_s + (1 - w) * r.rate;
+    for (size_t s = 0; s < r.stage.size(); ++s) {
+      r.stage[s] = w * static_cast<double>(stages_[p][s]) / window_s + (1 - w) * r.stage[s];
+      stages_[p][s] = 0;
+    }
+    any |= queries_[p] > 0;
+    queries_[p] = 0;
+  }
+  if (any) ++rates_.windows_with_load;
+}
+
+int settle_windows(int beacon_ms) {
+  return 1 + std::max(1, static_cast<int>(std::lround(1000.0 / std::max(1, beacon_ms))));
+}
+
+std::vector<double> measured_fanout(const pipeline& p, const pipeline_rate& r) {
+  auto fan = declared_fanout(p);
+  for (size_t s = 0; s < p.stages.size() && s < r.stage.size(); ++s) {
+    auto& parents = p.stages[s].parents;
+    double base = parents.size() == 1 ? r.stage[parents[0]] : r.rate;
+    if (base > 1e-6 && r.stage[s] > 0) fan[s] = r.stage[s] / base;
+  }
+  return fan;
+}
+
+bool epoch_due(const epoch_rule& rule, const pipeline_rates& rates, const std::vector<double>* planned,
+               double since_s) {
+  if (rates.windows_with_load < rule.settle_windows) return false;
+  if (!planned || since_s >= rule.epoch_s) return true;
+  if (since_s < rule.min_epoch_s) return false;
+  for (size_t pi = 0; pi < rates.pipelines.size() && pi < planned->size(); ++pi) {
+    double rate = rates.pipelines[pi].rate, was = (*planned)[pi];
+    if (was <= 0 ? rate > 0.5 : rate < rule.band_low * was || rate > rule.band_high * was) return true;
+  }
+  return false;
+}
+
+}  // namespace sloserve::sched

@@ -1,0 +1,62 @@
+#pragma once
+// Per-pipeline load as the scheduler plans for it: queries/s and invocations/s of every stage,
+// smoothed over windows of the frontends' counts, and the fan-out they imply.
+
+#include <cstdint>
+#include <vector>
+
+#include "pipelines/pipeline.hpp"
+
+namespace sloserve::sched {
+
+struct pipeline_rate {
+  double rate = 0;            // queries/s
+  std::vector<double> stage;  // invocations/s per stage
+};
+
+struct pipeline_rates {
+  std::vector<pipeline_rate> pipelines;  // in the config's order
+  int windows_with_load = 0;             // windows closed so far that counted any query
+};
+
+class pipeline_load {
+ public:
+  // `stages[i]`: stage count of pipeline i. The first `settle_windows` windows with load are
+  // averaged plainly, the first of them dropped (load that starts mid-window makes it a fraction
+  // of the rate); after them the newest window weighs 0.5.
+  pipeline_load(const std::vector<size_t>& stages, int settle_windows);
+
+  // A frontend's counts for pipeline `p` since its last report.
+  void count(size_t p, uint64_t queries, const std::vector<uint64_t>& stage_invocations);
+  // Folds the counts of the last `window_s` seconds into the rates and starts a new window.
+  void close_window(double window_s);
+  const pipeline_rates& rates() const { return rates_; }
+
+ private:
+  int settle_windows_;
+  pipeline_rates rates_;
+  std::vector<uint64_t> queries_;
+  std::vector<std::vector<uint64_t>> stages_;
+};
+
+// Beacon windows with load before the first plan: one partial window and about a second of full
+// ones, so that the rate the first plan is made for is not one window's Poisson noise.
+int settle_windows(int beacon_ms);
+
+// When the scheduler plans again (scheduler: in the cluster file).
+struct epoch_rule {
+  double epoch_s = 30;      // at least this often
+  double min_epoch_s = 10;  // never more often, unless a rate left its band
+  double band_low = 0.8, band_high = 1.1;  // of the rate the plan was made for
+  int settle_windows = 2;   // windows with load before the first plan
+};
+// Whether an epoch is due `since_s` after the last one: the first once `rates` have settled,
+// then every epoch_s, or after min_epoch_s when a pipeline's rate left the band around the rate
+// it was planned for (`planned`; null before the first plan).
+bool epoch_due(const epoch_rule& rule, const pipeline_rates& rates, const std::vector<double>* planned, double since_s);
+
+// Measured fan-out per stage: invocations of a stage per invocation of its parent (per query for
+// roots and joins); the declared value where nothing was measured.
+std::vector<double> measured_fanout(const pipeline& p, const pipeline_rate& r);
+
+}  // namespace sloserve::sched

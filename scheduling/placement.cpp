@@ -1,0 +1,204 @@
+#include "scheduling/placement.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <set>
+
+#include "scheduling/query_analyzer.hpp"
+
+namespace sloserve {
+
+std::vector<sched::device_slot> device_slots(const cluster_config& cfg) {
+  std::vector<sched::device_slot> out;
+  for (auto& n : cfg.nodes) {
+    if (!n.has_role("worker")) continue;
+    uint32_t d = 0;
+    for (auto& g : n.devices)
+      for (int i = 0; i < g.count; ++i) out.push_back({n.name, d++, g.models, g.memory_mb});
+  }
+  return out;
+}
+
+msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_input& in,
+                                const sched::epoch_result& r, uint64_t epoch) {
+  msg::routing_table t;
+  t.epoch = epoch;
+  std::map<std::string, msg::model_route> routes;
+  for (auto& m : cfg.models) routes[m.name].model = m.name;
+  for (size_t k = 0; k < r.placement.devices.size(); ++k) {
+    if (r.slot_of[k] < 0) continue;
+    auto& slot = in.slots[static_cast<size_t>(r.slot_of[k])];
+    std::map<std::string, double> rate;  // a device may run one model under two SLOs
+    for (auto& a : r.placement.devices[k].sessions) {
+      // A merged prefix family shares its rate among its variants as their traffic does.
+      auto& mo = r.models_of[a.session];
+      double total = 0;
+      for (auto& [m, w] : mo) total += w;
+      for (auto& [m, w] : mo) rate[m->name] += total > 0 ? a.rate * w / total : a.rate / mo.size();
+    }
+    for (auto& [model, w] : rate) routes[model].instances.push_back({slot.node, slot.device, std::max(w, 1e-3)});
+  }
+  for (auto& [name, route] : routes) t.routes.push_back(std::move(route));
+  for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi) {
+    auto& p = cfg.pipelines[pi];
+    for (size_t s = 0; s < p.stages.size(); ++s) t.budgets.push_back({p.name, p.stages[s].name, r.splits[pi].budget_ms[s]});
+  }
+  return t;
+}
+
+std::map<std::string, msg::schedule> schedules_from(const cluster_config& cfg, const sched::epoch_input& in,
+                                                    const sched::epoch_result& r, uint64_t epoch) {
+  std::map<std::string, msg::schedule> out;
+  for (auto& n : cfg.nodes) {
+    if (!n.has_role("worker")) continue;
+    auto& s = out[n.name];
+    s.epoch = epoch;
+    for (int d = 0; d < n.device_count(); ++d) s.devices.push_back({static_cast<uint32_t>(d), 0, {}});
+  }
+  for (size_t k = 0; k < r.placement.devices.size(); ++k) {
+    if (r.slot_of[k] < 0) continue;
+    auto& slot = in.slots[static_cast<size_t>(r.slot_of[k])];
+    auto& dev = out[slot.node].devices[slot.device];
+    auto& pd = r.placement.devices[k];
+    dev.duty_cycle_ms = pd.duty_cycle_ms;
+    // The planned batch fixes placement and duty cycle for arrivals at the planned rate. Real
+    // arrivals come in bursts, so the batch a device may grow to under backlog is the session's
+    // saturating batch (the largest with 2·l(b) within its budget) when that is larger.
+    // One session per model on a device: a model under two SLOs runs at the larger batch.
+    for (auto& a : pd.sessions) {
+      auto& sess = r.sessions[a.session];
+      auto cap = static_cast<uint32_t>(std::max(a.batch, saturating_batch(*sess.model, sess.slo_ms)));
+      for (auto& [model, w] : r.models_of[a.session]) {
+        auto& name = model->name;
+        auto it = std::find_if(dev.sessions.begin(), dev.sessions.end(), [&](auto& x) { return x.model == name; });
+        if (it == dev.sessions.end()) dev.sessions.push_back({name, cap});
+        else it->batch = std::max(it->batch, cap);
+      }
+    }
+  }
+  return out;
+}
+
+msg::schedule static_schedule(const cluster_config& cfg, const node_spec& node, uint64_t epoch) {
+  // Each model batches up to the saturating size for its tightest even-split budget: a device
+  // that runs several models round-robin then stays within their budgets more often.
+  std::map<std::string, double> budget;
+  for (auto& p : cfg.pipelines) {
+    auto split = even_split(p);
+    for (size_t i = 0; i < p.stages.size(); ++i) {
+      auto& b = budget.try_emplace(p.stages[i].model, split.budget_ms[i]).first->second;
+      b = std::min(b, split.budget_ms[i]);
+    }
+  }
+  msg::schedule s;
+  s.epoch = epoch;
+  for (int d = 0; d < node.device_count(); ++d) {
+    msg::device_schedule ds;
+    ds.device = static_cast<uint32_t>(d);
+    for (auto& m : cfg.models) {
+      if (!node.serves(d, m.name)) continue;
+      auto it = budget.find(m.name);
+      int b = it == budget.end() ? 0 : saturating_batch(m, it->second);
+      ds.sessions.push_back({m.name, static_cast<uint32_t>(b > 0 ? b : m.batch_limit())});
+    }
+    s.devices.push_back(std::move(ds));
+  }
+  return s;
+}
+
+cluster_placement static_placement(const cluster_config& cfg, uint64_t epoch) {
+  cluster_placement out;
+  out.table.epoch = epoch;
+  for (auto& n : cfg.nodes)
+    if (n.has_role("worker")) out.schedules[n.name] = static_schedule(cfg, n, epoch);
+  for (auto& m : cfg.models) {
+    msg::model_route r{m.name, {}};
+    for (auto& n : cfg.nodes)
+      for (int d = 0; n.has_role("worker") && d < n.device_count(); ++d)
+        if (n.serves(d, m.name)) r.instances.push_back({n.name, static_cast<uint32_t>(d), 1.0});
+    out.table.routes.push_back(std::move(r));
+  }
+  for (auto& p : cfg.pipelines) {
+    auto split = even_split(p);
+    for (size_t i = 0; i < p.stages.size(); ++i) out.table.budgets.push_back({p.name, p.stages[i].name, split.budget_ms[i]});
+  }
+  return out;
+}
+
+namespace {
+
+// Gives every model a pipeline uses that has no instance a backup session (see epoch_placement).
+void add_backups(const cluster_config& cfg, const std::vector<sched::device_slot>& slots, cluster_placement& pl) {
+  std::set<std::string> routed;
+  for (auto& r : pl.table.routes)
+    if (!r.instances.empty()) routed.insert(r.model);
+  for (auto& p : cfg.pipelines)
+    for (auto& stage : p.stages) {
+      if (routed.count(stage.model)) continue;
+      const sched::device_slot* best = nullptr;
+      size_t best_load = SIZE_MAX;
+      for (auto& slot : slots) {
+        if (!cfg.find_node(slot.node)->serves(static_cast<int>(slot.device), stage.model)) continue;
+        size_t load = pl.schedules[slot.node].devices[slot.device].sessions.size();
+        if (load < best_load) best = &slot, best_load = load;
+      }
+      if (!best) continue;
+      auto* m = cfg.find_model(stage.model);
+      pl.schedules[best->node].devices[best->device].sessions.push_back({m->name, static_cast<uint32_t>(m->batch_limit())});
+      for (auto& r : pl.table.routes)
+        if (r.model == stage.model) r.instances.push_back({best->node, best->device, 1.0});
+      routed.insert(stage.model);
+    }
+}
+
+}  // namespace
+
+cluster_placement epoch_placement(const cluster_config& cfg, const sched::epoch_input& in,
+                                  const sched::epoch_result& r, uint64_t epoch) {
+  cluster_placement out{schedules_from(cfg, in, r, epoch), routing_from(cfg, in, r, epoch)};
+  add_backups(cfg, in.slots, out);
+  return out;
+}
+
+cluster_placement deployment_placement(const cluster_config& cfg, const deployment& d, uint64_t epoch,
+                                       const std::vector<msg::stage_budget>& budgets) {
+  cluster_placement out;
+  for (auto& n : cfg.nodes) {
+    if (!n.has_role("worker")) continue;
+    auto& s = out.schedules[n.name];
+    s.epoch = epoch;
+    for (int k = 0; k < n.device_count(); ++k) s.devices.push_back({static_cast<uint32_t>(k), 0, {}});
+  }
+  std::map<std::string, msg::model_route> routes;
+  for (auto& m : cfg.models) routes[m.name].model = m.name;
+  for (auto& i : d.instances) {
+    auto it = out.schedules.find(i.node);
+    if (it == out.schedules.end() || i.device >= it->second.devices.size()) continue;
+    it->second.devices[i.device].sessions.push_back({i.model, i.batch});
+    auto* m = cfg.find_model(i.model);
+    double w = m && m->cores ? m->cores->throughput(static_cast<int>(i.batch), static_cast<int>(i.cores)) : 1.0;
+    routes[i.model].instances.push_back({i.node, i.device, w});
+  }
+  out.table.epoch = epoch;
+  for (auto& [m, r] : routes) out.table.routes.push_back(std::move(r));
+  out.table.budgets = d.budgets.empty() ? budgets : d.budgets;
+  return out;
+}
+
+const model_spec* unprofiled_model(const cluster_config& cfg, const std::vector<model_spec>& models) {
+  for (auto& p : cfg.pipelines)
+    for (auto& stage : p.stages)
+      if (models[stage.model_index].needs_profile) return &models[stage.model_index];
+  return nullptr;
+}
+
+bool adopt_measured_profile(std::vector<model_spec>& models, const msg::measured_profile& mp) {
+  auto it = std::find_if(models.begin(), models.end(), [&](auto& m) { return m.name == mp.model; });
+  if (it == models.end() || !it->needs_profile || mp.batch.empty() || mp.batch.size() != mp.latency_ms.size())
+    return false;
+  it->profile = {{mp.batch.begin(), mp.batch.end()}, mp.latency_ms, 0, 0, mp.step};
+  it->needs_profile = false;
+  return true;
+}
+
+}  // namespace sloserve

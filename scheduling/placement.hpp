@@ -1,0 +1,79 @@
+#pragma once
+// From a cluster file and a plan to what nodes receive. Every way the cluster is planned (the
+// static placement, a scheduler epoch, a scaler's deployment) produces one `cluster_placement`:
+// a schedule per worker and the routing table that goes with it. Pure: no actors, no I/O.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/cluster_config.hpp"
+#include "messages/types.hpp"
+#include "scheduling/epoch.hpp"
+
+namespace sloserve {
+
+// One model on one device of a worker.
+struct instance_key {
+  std::string node;
+  uint32_t device = 0;
+  std::string model;
+  auto operator<=>(const instance_key&) const = default;
+};
+
+// The scaler's placement, as its provisioner hands it over: every instance is one model on one
+// device slot of a worker, with `cores` intra-op threads.
+struct instance_assignment {
+  std::string node;
+  uint32_t device = 0;
+  std::string model;
+  uint32_t batch = 1;
+  uint32_t cores = 1;
+  bool operator==(const instance_assignment&) const = default;
+};
+struct deployment {
+  std::vector<instance_assignment> instances;
+  std::vector<msg::stage_budget> budgets;  // stage budgets the plan assumes; empty: keep them
+};
+
+// What the cluster runs, and how frontends route to it.
+struct cluster_placement {
+  std::map<std::string, msg::schedule> schedules;  // per worker node, every device listed
+  msg::routing_table table;                        // instances per model and stage budgets
+};
+
+// Every device of every worker node, in config order.
+std::vector<sched::device_slot> device_slots(const cluster_config& cfg);
+
+// The placement before any plan: every device runs every model it may serve, at the batch that
+// saturates its tightest even-split budget; budgets are the even split.
+cluster_placement static_placement(const cluster_config& cfg, uint64_t epoch);
+msg::schedule static_schedule(const cluster_config& cfg, const node_spec& node, uint64_t epoch);
+
+// A scheduler epoch's plan on the devices of `in.slots`. Every model a pipeline uses keeps at
+// least one instance: one the plan left out (no traffic yet, or no room) runs as a backup on a
+// free device, else beside the least busy device that may serve it.
+cluster_placement epoch_placement(const cluster_config& cfg, const sched::epoch_input& in,
+                                  const sched::epoch_result& r, uint64_t epoch);
+
+// A scaler's deployment: instances weighted by their throughput at their batch and cores; the
+// stage budgets are the deployment's, or `budgets` when it carries none.
+cluster_placement deployment_placement(const cluster_config& cfg, const deployment& d, uint64_t epoch,
+                                       const std::vector<msg::stage_budget>& budgets);
+
+// The first model a pipeline uses that has no profile yet (planning waits for it); null when
+// none. `models`: the config's, with profiles measured since.
+const model_spec* unprofiled_model(const cluster_config& cfg, const std::vector<model_spec>& models);
+// Takes a worker's measured profile for a model of `models` that has none; false when it had one
+// or the measurement is unusable.
+bool adopt_measured_profile(std::vector<model_spec>& models, const msg::measured_profile& mp);
+
+// Instances per model weighted by the rate each takes, and the epoch's stage budgets.
+msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_input& in,
+                                const sched::epoch_result& r, uint64_t epoch);
+
+// Per worker node: each of its devices with the sessions it runs (none when unused).
+std::map<std::string, msg::schedule> schedules_from(const cluster_config& cfg, const sched::epoch_input& in,
+                                                    const sched::epoch_result& r, uint64_t epoch);
+
+}  // namespace sloserve

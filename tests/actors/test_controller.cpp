@@ -1,0 +1,233 @@
+// The controller on the deterministic scheduler, with the monitor beside it and a recording link
+// standing in for the other nodes: acknowledgements gate routing, a draining worker serves until
+// its replacement has loaded, a restarted worker leaves routing until it acknowledges again, and
+// a worker lost in the middle of an epoch loses its sessions to the survivors. Its pure parts
+// (the worker registry and the route publisher) are tested alone below.
+
+#include <gtest/gtest.h>
+
+#include "actors/roles.hpp"
+#include "actors/route_publisher.hpp"
+#include "actors/worker_registry.hpp"
+#include "caf_fixture.hpp"
+
+namespace sloserve {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::caf_fixture;
+using testing::recording_link;
+
+std::string yaml(const std::string& policy) {
+  return R"(
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller]}
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 1}]}
+  - {name: w2, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 1}]}
+models:
+  - {name: m, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 5, beta_ms: 5}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: m}]}
+scheduler: {policy: )" + policy + R"(, epoch_s: 30, min_epoch_s: 5}
+)";
+}
+
+struct controller_fixture : caf_fixture, ::testing::Test {
+  void start(const std::string& policy) {
+    cfg_ = testing::parse_or_die(yaml(policy));
+    net = std::make_shared<recording_link>("ctl");
+    actor_args args{cfg_, net, 1};
+    net->actors.monitor = keep(spawn_monitor(*sys, args));
+    net->actors.controller = keep(spawn_controller(*sys, args));
+    caf::anon_send(net->actors.controller, start_atom::value);
+    run();
+    reg("fe", {"frontend"}, 1, 0);
+  }
+  void reg(const std::string& node, std::vector<std::string> roles, uint64_t incarnation, uint64_t epoch,
+           bool leaving = false) {
+    msg::register_node r;
+    r.node = node;
+    r.roles = std::move(roles);
+    r.devices = 1;
+    r.incarnation = incarnation;
+    r.schedule_epoch = epoch;
+    r.leaving = leaving;
+    caf::anon_send(net->actors.controller, r);
+    run();
+  }
+  // The latest schedule sent to `node` since the last call for it (epoch 0 when none).
+  msg::schedule schedule_of(const std::string& node) {
+    for (auto& x : net->take<msg::schedule>()) pending.push_back(std::move(x));
+    msg::schedule out;
+    for (auto& [to, s] : pending)
+      if (to == node) out = s;
+    std::erase_if(pending, [&](auto& x) { return x.first == node; });
+    return out;
+  }
+  // The nodes that the latest table sent to the frontend routes model m to; "-" when no table
+  // was sent since the last call.
+  std::string routed() {
+    auto tables = net->take<msg::routing_table>();
+    if (tables.empty()) return "-";
+    std::string out;
+    for (auto& r : tables.back().second.routes)
+      for (auto& i : r.instances) out += (out.empty() ? "" : ",") + i.node;
+    return out;
+  }
+  // A second of frontend counts at `rate` queries/s, then a beacon.
+  void second_at(double rate) {
+    msg::load_report r;
+    r.node = "fe";
+    r.window_s = 1;
+    r.pipelines.push_back({"p", static_cast<uint64_t>(rate), {static_cast<uint64_t>(rate)}});
+    caf::anon_send(net->actors.monitor, r);
+    run();
+    advance(1s);
+  }
+
+  std::shared_ptr<const cluster_config> cfg_;
+  std::shared_ptr<recording_link> net;
+  std::vector<std::pair<std::string, msg::schedule>> pending;
+};
+
+TEST_F(controller_fixture, routes_to_a_worker_only_once_it_acknowledges_its_schedule) {
+  start("static");
+  EXPECT_EQ(routed(), "") << "a frontend gets a table at once, empty while no worker serves";
+  reg("w1", {"worker"}, 7, 0);
+  auto s = schedule_of("w1");
+  ASSERT_GT(s.epoch, 0u) << "a new worker gets its schedule";
+  ASSERT_EQ(s.devices.size(), 1u);
+  ASSERT_EQ(s.devices[0].sessions.size(), 1u);
+  EXPECT_EQ(s.devices[0].sessions[0].model, "m");
+  EXPECT_EQ(routed(), "-") << "not routed before it acknowledges";
+  reg("w1", {"worker"}, 7, s.epoch);
+  EXPECT_EQ(routed(), "w1");
+  reg("w2", {"worker"}, 3, 0);
+  auto s2 = schedule_of("w2");
+  EXPECT_EQ(routed(), "-");
+  reg("w2", {"worker"}, 3, s2.epoch);
+  EXPECT_EQ(routed(), "w1,w2");
+  reg("w2", {"worker"}, 3, s2.epoch);
+  EXPECT_EQ(routed(), "-") << "a registration that changes nothing publishes nothing";
+}
+
+TEST_F(controller_fixture, a_draining_worker_serves_until_its_replacement_has_loaded) {
+  start("static");
+  reg("w1", {"worker"}, 7, 0);
+  reg("w1", {"worker"}, 7, schedule_of("w1").epoch);
+  EXPECT_EQ(routed(), "w1");
+  reg("w1", {"worker"}, 7, 0, true);
+  EXPECT_EQ(routed(), "w1") << "the only instance keeps serving while it drains";
+  reg("w2", {"worker"}, 3, 0);
+  reg("w2", {"worker"}, 3, schedule_of("w2").epoch);
+  EXPECT_EQ(routed(), "w2") << "the replacement takes over once it acknowledges";
+  caf::anon_send(net->actors.controller, peer_down_atom::value, std::string("w1"));
+  run();
+  EXPECT_EQ(routed(), "w2");
+}
+
+TEST_F(controller_fixture, a_restarted_worker_leaves_routing_until_it_acknowledges_again) {
+  start("static");
+  for (std::string w : {"w1", "w2"}) {
+    reg(w, {"worker"}, 7, 0);
+    reg(w, {"worker"}, 7, schedule_of(w).epoch);
+  }
+  EXPECT_EQ(routed(), "w1,w2");
+  reg("w1", {"worker"}, 8, 0);  // a new incarnation runs no schedule yet
+  auto s = schedule_of("w1");
+  EXPECT_GT(s.epoch, 0u) << "the restarted worker gets its schedule again";
+  EXPECT_EQ(routed(), "w2");
+  reg("w1", {"worker"}, 8, s.epoch);
+  EXPECT_EQ(routed(), "w1,w2");
+}
+
+TEST_F(controller_fixture, a_worker_lost_in_the_middle_of_an_epoch_loses_its_sessions_to_the_survivors) {
+  start("nexus");
+  for (std::string w : {"w1", "w2"}) {
+    reg(w, {"worker"}, 7, 0);
+    reg(w, {"worker"}, 7, schedule_of(w).epoch);
+  }
+  EXPECT_EQ(routed(), "w1,w2");
+  // Load settles, then the first epoch plans it (one device carries 300 req/s at SLO 100 ms).
+  uint64_t planned = 0;
+  for (int s = 0; s < 5 && !planned; ++s) {
+    second_at(300);
+    planned = schedule_of("w1").epoch;
+  }
+  ASSERT_GT(planned, 0u) << "an epoch ran";
+  EXPECT_EQ(schedule_of("w2").epoch, planned);
+  // w1 is lost before it acknowledges the epoch: the controller re-plans on w2 at once.
+  caf::anon_send(net->actors.controller, peer_down_atom::value, std::string("w1"));
+  run();
+  EXPECT_EQ(schedule_of("w1").epoch, 0u) << "nothing is sent to a lost worker";
+  auto s2 = schedule_of("w2");
+  ASSERT_GT(s2.epoch, planned);
+  ASSERT_EQ(s2.devices.size(), 1u);
+  ASSERT_EQ(s2.devices[0].sessions.size(), 1u) << "the survivor runs the model";
+  auto table = routed();
+  EXPECT_EQ(table.find("w1"), std::string::npos) << table;
+  reg("w2", {"worker"}, 7, s2.epoch);
+  EXPECT_EQ(routed(), "w2");
+}
+
+TEST(worker_registry, serves_only_on_a_schedule_of_this_controller) {
+  worker_registry r(1000);
+  auto j = r.on_register("w", 5, 0);
+  EXPECT_TRUE(j.fresh);
+  EXPECT_FALSE(j.changed);
+  EXPECT_FALSE(r.serving("w"));
+  EXPECT_TRUE(r.up("w"));
+  EXPECT_TRUE(r.on_register("w", 5, 999).changed) << "the epoch it runs changed";
+  EXPECT_FALSE(r.serving("w")) << "an epoch of an earlier controller serves nothing";
+  j = r.on_register("w", 5, 1001);
+  EXPECT_TRUE(j.changed);
+  EXPECT_FALSE(j.fresh);
+  EXPECT_TRUE(r.serving("w"));
+  EXPECT_EQ(r.serving_count(), 1u);
+  EXPECT_TRUE(r.on_register("w", 6, 0).restarted);
+  EXPECT_FALSE(r.serving("w"));
+}
+
+TEST(worker_registry, a_leaving_worker_stands_in_until_it_is_gone) {
+  worker_registry r(1000);
+  r.on_register("w", 5, 1001);
+  auto left = r.on_leave("w");
+  EXPECT_TRUE(left.was_up);
+  EXPECT_TRUE(left.was_serving);
+  EXPECT_FALSE(r.up("w"));
+  EXPECT_FALSE(r.serving("w"));
+  EXPECT_TRUE(r.standing_in("w"));
+  EXPECT_FALSE(r.on_leave("w").was_up) << "a second request to leave changes nothing";
+  EXPECT_TRUE(r.on_lost("w").stopped_draining);
+  EXPECT_FALSE(r.standing_in("w"));
+  EXPECT_TRUE(r.on_register("w", 5, 1001).came_back);
+  EXPECT_TRUE(r.up_workers() == std::vector<std::string>{"w"});
+  EXPECT_FALSE(r.on_lost("nobody").was_up);
+}
+
+TEST(route_publisher, an_instance_routes_from_the_epoch_that_brought_it) {
+  cluster_placement p;
+  p.schedules["w"] = {5, {{0, 0, {{"m", 4}}}}};
+  p.table.routes = {{"m", {{"w", 0, 1.0}}}};
+  route_publisher pub;
+  pub.adopt(p);
+  worker_registry r(0);
+  r.on_register("w", 1, 4);
+  EXPECT_TRUE(pub.live_table(p, r, 9).routes[0].instances.empty()) << "runs epoch 4, the model came with 5";
+  EXPECT_TRUE(pub.acknowledged(p, r).empty());
+  r.on_register("w", 1, 5);
+  auto t = pub.publish(p, r, 9);
+  EXPECT_EQ(t.epoch, 9u);
+  ASSERT_EQ(t.routes[0].instances.size(), 1u);
+  ASSERT_EQ(pub.acknowledged(p, r).size(), 1u);
+  EXPECT_EQ(pub.acknowledged(p, r)[0].node, "w");
+  // A later epoch that keeps the model there does not take it out of routing.
+  p.schedules["w"].epoch = 6;
+  pub.adopt(p);
+  EXPECT_EQ(pub.live_table(p, r, 10).routes[0].instances.size(), 1u);
+}
+
+}  // namespace
+}  // namespace sloserve

@@ -1,0 +1,128 @@
+// The per-query DAG walk alone: chains, fan-out edges, joins, several roots, and adapted inputs.
+
+#include <gtest/gtest.h>
+
+#include "pipelines/query_walk.hpp"
+
+namespace sloserve {
+namespace {
+
+model_spec model(const std::string& name, std::vector<int64_t> in, std::vector<int64_t> out) {
+  model_spec m;
+  m.name = name;
+  m.input = {dtype::float32, std::move(in)};
+  m.output = {dtype::float32, std::move(out)};
+  return m;
+}
+
+stage make_stage(const std::string& name, const std::string& m, std::vector<std::string> after = {},
+                 std::optional<double> fanout = std::nullopt) {
+  stage s;
+  s.name = name;
+  s.model = m;
+  s.after = std::move(after);
+  s.fanout = fanout;
+  return s;
+}
+
+struct walk_test : ::testing::Test {
+  void SetUp() override {
+    models = {model("det", {4}, {3, 2}), model("cls", {2}, {5}), model("big", {7}, {1})};
+  }
+  pipeline make(std::vector<stage> stages) {
+    pipeline p;
+    p.name = "p";
+    p.slo_ms = 100;
+    p.stages = std::move(stages);
+    EXPECT_TRUE(resolve(p, models).empty());
+    return p;
+  }
+  tensor of(const std::string& m, uint64_t seed) {
+    for (auto& x : models)
+      if (x.name == m) return make_tensor(x.output, seed);
+    return {};
+  }
+  std::vector<model_spec> models;
+};
+
+std::vector<size_t> stages_of(const std::vector<query_walk::spawn>& s) {
+  std::vector<size_t> out;
+  for (auto& x : s) out.push_back(x.stage);
+  return out;
+}
+
+TEST_F(walk_test, a_chain_runs_stage_after_stage_and_names_the_leaf_output) {
+  auto p = make({make_stage("a", "det"), make_stage("b", "det", {"a"})});
+  query_walk w(p, models, 1);
+  auto in = make_tensor(models[0].input, 3);
+  auto first = w.start({in});
+  ASSERT_EQ(stages_of(first), std::vector<size_t>{0});
+  EXPECT_EQ(first[0].inputs[0].data, in.data) << "a root runs on the request's own tensor";
+  EXPECT_FALSE(w.done());
+  auto next = w.on_result(0, {of("det", 1)});
+  ASSERT_EQ(stages_of(next), std::vector<size_t>{1});
+  EXPECT_EQ(next[0].inputs[0].shape, models[0].input.shape) << "adapted to the stage's declared input";
+  EXPECT_FALSE(w.done());
+  EXPECT_TRUE(w.on_result(1, {of("det", 2)}).empty());
+  ASSERT_TRUE(w.done());
+  auto results = w.take_results();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].name, "b");
+}
+
+TEST_F(walk_test, a_fan_out_edge_spawns_one_invocation_per_row_and_waits_for_all) {
+  auto p = make({make_stage("det", "det"), make_stage("cls", "cls", {"det"}, 2.0)});
+  query_walk w(p, models, 7);
+  w.start({make_tensor(models[0].input, 1)});
+  auto rows = w.on_result(0, {of("det", 1)});  // det emits 3 rows; the edge forwards 2
+  ASSERT_EQ(stages_of(rows), (std::vector<size_t>{1, 1}));
+  EXPECT_EQ(rows[0].inputs[0].shape, (std::vector<int64_t>{2})) << "one row of the parent's output";
+  w.on_result(1, {of("cls", 1)});
+  EXPECT_FALSE(w.done()) << "one row is still out";
+  w.on_result(1, {of("cls", 2)});
+  EXPECT_TRUE(w.done());
+  EXPECT_EQ(w.take_results().size(), 2u);
+}
+
+TEST_F(walk_test, fractional_fan_out_is_the_same_for_the_same_query) {
+  for (uint64_t q = 0; q < 50; ++q) {
+    auto k = fanout_rows(q, 1, 1.5, 10);
+    EXPECT_TRUE(k == 1 || k == 2);
+    EXPECT_EQ(k, fanout_rows(q, 1, 1.5, 10));
+  }
+  EXPECT_EQ(fanout_rows(3, 1, 8, 3), 3) << "never more rows than the parent emitted";
+}
+
+TEST_F(walk_test, a_join_runs_once_after_every_parent_on_its_first_parent_s_output) {
+  auto p = make({make_stage("a", "det"), make_stage("b", "cls", {"a"}), make_stage("c", "big", {"a"}),
+                 make_stage("j", "det", {"b", "c"})});
+  query_walk w(p, models, 1);
+  w.start({make_tensor(models[0].input, 1)});
+  auto both = w.on_result(0, {of("det", 1)});
+  ASSERT_EQ(stages_of(both), (std::vector<size_t>{1, 2}));
+  EXPECT_TRUE(w.on_result(2, {of("big", 1)}).empty()) << "the join waits for b";
+  auto join = w.on_result(1, {of("cls", 1)});
+  ASSERT_EQ(stages_of(join), std::vector<size_t>{3});
+  EXPECT_EQ(join[0].inputs[0].shape, models[0].input.shape);
+  EXPECT_FALSE(w.done());
+  EXPECT_TRUE(w.on_result(3, {of("det", 9)}).empty());
+  EXPECT_TRUE(w.done());
+  auto r = w.take_results();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].name, "j");
+}
+
+TEST_F(walk_test, several_roots_all_start_and_a_stage_without_output_ends_its_branch) {
+  auto p = make({make_stage("a", "det"), make_stage("b", "det"), make_stage("c", "cls", {"a"})});
+  query_walk w(p, models, 1);
+  auto first = w.start({make_tensor(models[0].input, 1)});
+  ASSERT_EQ(stages_of(first), (std::vector<size_t>{0, 1}));
+  EXPECT_TRUE(w.on_result(0, {}).empty()) << "no output: nothing for c to run on";
+  EXPECT_FALSE(w.done());
+  w.on_result(1, {of("det", 1)});
+  EXPECT_TRUE(w.done());
+  EXPECT_EQ(w.take_results().size(), 1u);
+}
+
+}  // namespace
+}  // namespace sloserve
