@@ -46,7 +46,7 @@ struct controller_state {
 
 using self_ptr = controller_actor::stateful_pointer<controller_state>;
 
-bool replans(const controller_state& st) { return st.planned && st.cfg->scheduler.policy != "static"; }
+bool replans(const controller_state& st) { return st.planned && st.cfg->scheduler.policy != scheduler_policy::static_plan; }
 
 // Tells the scaler which workers are up and which instances they acknowledged, when that changed.
 void tell_scaler(self_ptr self) {
@@ -151,7 +151,7 @@ void on_deployment(self_ptr self, deployment& d) {
 
 bool epoch_due(const controller_state& st, clock_time now) {
   auto& so = st.cfg->scheduler;
-  if (so.policy == "static" || st.cfg->scaler.enabled()) return false;
+  if (so.policy == scheduler_policy::static_plan || st.cfg->scaler.enabled()) return false;
   sched::epoch_rule rule{so.epoch_s, so.min_epoch_s, so.rate_band_low, so.rate_band_high,
                          sched::settle_windows(st.cfg->runtime.beacon_ms)};
   auto since = std::chrono::duration<double>(now - st.last_epoch).count();
@@ -160,14 +160,14 @@ bool epoch_due(const controller_state& st, clock_time now) {
 
 void on_register(self_ptr self, msg::register_node& r) {
   auto& st = self->state;
-  auto has = [&](const char* role) { return std::find(r.roles.begin(), r.roles.end(), role) != r.roles.end(); };
-  if (has("frontend") && (!st.frontends.count(r.node) || r.schedule_epoch != st.epoch)) {
+  auto has = [&](role x) { return std::find(r.roles.begin(), r.roles.end(), knob_name(x)) != r.roles.end(); };
+  if (has(role::frontend) && (!st.frontends.count(r.node) || r.schedule_epoch != st.epoch)) {
     st.frontends.insert(r.node);
     st.net->to_node(r.node, {{}, st.publisher.live_table(st.current, st.workers, st.epoch)});
   }
-  if (!has("worker")) return;
+  if (!has(role::worker)) return;
   auto* node = st.cfg->find_node(r.node);
-  if (!node || !node->has_role("worker"))
+  if (!node || !node->has_role(role::worker))
     return spdlog::warn("{}: ignoring registration of unknown worker '{}'", st.net->self_name(), r.node);
   for (auto& mp : r.profiles)
     if (adopt_measured_profile(st.models, mp))
@@ -220,7 +220,7 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
     st.input.pipelines = &st.cfg->pipelines;
     st.all_slots = device_slots(*st.cfg);
     st.input.slots = st.all_slots;
-    st.input.policy = st.cfg->scheduler.policy == "static" ? "nexus" : st.cfg->scheduler.policy;
+    st.input.policy = st.cfg->scheduler.policy;
     st.input.split = st.cfg->scheduler.split;
     st.input.steps = st.cfg->scheduler.steps;
     st.rates.pipelines.resize(st.cfg->pipelines.size());

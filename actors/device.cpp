@@ -356,7 +356,7 @@ device_actor spawn_device_with(caf::actor_system& sys, actor_args args, uint32_t
 
 }  // namespace
 
-device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index, std::string kind) {
+device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index, device_kind kind) {
   auto* node = args.cfg->find_node(args.net->self_name());
   auto* group = node ? node->group_of(static_cast<int>(index)) : nullptr;
   std::string err;

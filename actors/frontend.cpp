@@ -305,7 +305,7 @@ void register_with_controller(self_ptr self) {
   if (!ctl) return;
   msg::register_node r;
   r.node = st.net->self_name();
-  r.roles = {"frontend"};
+  r.roles = {std::string(knob_name(role::frontend))};
   r.schedule_epoch = st.routes->epoch();
   st.net->to_node(ctl->name, {{}, std::move(r)});
 }

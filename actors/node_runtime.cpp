@@ -81,13 +81,13 @@ std::string curve_setup(const cluster_config& cfg, const std::string& node, tran
 // profile, and returns the configuration with those profiles filled in (or `cfg` itself).
 std::shared_ptr<const cluster_config> with_startup_profiles(std::shared_ptr<const cluster_config> cfg,
                                                            const node_spec& node, std::string& error) {
-  if (!node.has_role("worker")) return cfg;
+  if (!node.has_role(role::worker)) return cfg;
   std::shared_ptr<cluster_config> out;
   for (size_t i = 0; i < cfg->models.size(); ++i) {
     auto& m = cfg->models[i];
     const device_group* group = nullptr;
     for (int d = 0; m.needs_profile && !group && d < node.device_count(); ++d)
-      if (node.serves(d, m.name) && node.group_of(d)->kind != "emulated") group = node.group_of(d);
+      if (node.serves(d, m.name) && node.group_of(d)->kind != device_kind::emulated) group = node.group_of(d);
     if (!group) continue;
     spdlog::info("{}: model '{}' has no profile in {}; profiling it on a {} device ({} threads) at start-up", node.name,
                  m.name, cfg->file, group->kind, group->threads);
@@ -155,13 +155,13 @@ std::string node_runtime::start() {
   actor_args args{cfg_, link_, new_incarnation()};
   auto& a = link_->actors_;
   a.agent = spawn_node_agent(*sys_, args);
-  if (spec->has_role("controller")) {
+  if (spec->has_role(role::controller)) {
     a.controller = spawn_controller(*sys_, args);
     a.monitor = spawn_monitor(*sys_, args);
     if (cfg_->scaler.enabled()) a.scaler = spawn_scaler(*sys_, args);
   }
-  if (spec->has_role("frontend")) a.frontend = spawn_frontend(*sys_, args);
-  if (spec->has_role("worker")) {
+  if (spec->has_role(role::frontend)) a.frontend = spawn_frontend(*sys_, args);
+  if (spec->has_role(role::worker)) {
     a.devices = spawn_devices(*sys_, args);
     a.worker = spawn_worker(*sys_, args, a.devices);
   }

@@ -36,7 +36,7 @@ std::optional<uint64_t> local_provisioner::start(const std::string& model, int c
   const node_spec* best = nullptr;
   int best_slot = -1, best_free = 0;
   for (auto& n : cfg_.nodes) {
-    if (!n.has_role("worker") || !up_.count(n.name)) continue;
+    if (!n.has_role(role::worker) || !up_.count(n.name)) continue;
     int free = free_cores(n.name);
     if (free < 1 || (best && free <= best_free)) continue;
     for (int d = 0; d < n.device_count(); ++d) {

@@ -7,6 +7,7 @@
 
 #include "actors/link.hpp"
 #include "config/cluster_config.hpp"
+#include "config/knob_format.hpp"
 
 namespace sloserve {
 
@@ -32,8 +33,7 @@ std::vector<device_actor> spawn_devices(caf::actor_system& sys, const actor_args
 worker_actor spawn_worker(caf::actor_system& sys, actor_args args, std::vector<device_actor> devices);
 // A device of `kind` (emulated, cpu, cuda). One whose executor cannot be made serves nothing and
 // answers every invocation with the reason.
-device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index,
-                          std::string kind);
+device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index, device_kind kind);
 // A device over a given executor (tests: executors with a given behaviour).
 device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index,
                           std::unique_ptr<device_executor> executor);

@@ -230,7 +230,7 @@ void decide(self_ptr self, const cluster_load& load) {
   }
   std::vector<sched::stage_shape> before;
   for (auto& s : st.stages) before.push_back(s.shape);
-  if (o.policy == "fa2" && horizontal) {
+  if (o.policy == scaler_policy::fa2 && horizontal) {
     // FA2 plans each pipeline's DAG at once; stage k of pipeline p is st.stages' entry with it.
     for (size_t pi = 0; pi < st.cfg->pipelines.size(); ++pi) {
       std::vector<size_t> idx(st.cfg->pipelines[pi].stages.size(), SIZE_MAX);
@@ -242,11 +242,11 @@ void decide(self_ptr self, const cluster_load& load) {
       for (size_t j = 0; j < idx.size(); ++j) st.stages[idx[j]].shape = shapes[j];
     }
     route_budgets(st, [](const stage_info& s) { return s.shape.budget_ms; });
-  } else if (o.policy == "sponge" || o.policy == "biscale") {
+  } else if (o.policy == scaler_policy::sponge || o.policy == scaler_policy::biscale) {
     if (horizontal) split_budgets(self);
     for (auto& s : st.stages) {
       sched::stage_shape next;
-      if (o.policy == "sponge") {
+      if (o.policy == scaler_policy::sponge) {
         next = sched::sponge_shape(s.last, o.max_cores);
       } else {
         next = horizontal ? sched::biscale_horizontal(s.last, s.shape, sched::stable_load(s.recent, o.stable_band), o.max_cores)
@@ -298,7 +298,6 @@ scaler_actor spawn_scaler(caf::actor_system& sys, actor_args args) {
         s.l = latency_of(*s.model);
         s.split_budget_ms = split.budget_ms[k];
         s.predictor = sched::make_rate_predictor(o.predictor);
-        if (!s.predictor) s.predictor = sched::make_rate_predictor("trend");
         st.stages.push_back(std::move(s));
       }
     }
@@ -312,7 +311,7 @@ scaler_actor spawn_scaler(caf::actor_system& sys, actor_args args) {
                        st.cfg->scaler.predictor);
           st.last_tick = self->clock().now();
           // Routed with the first deployment (once the workers are known).
-          if (st.cfg->scaler.policy == "sponge" || st.cfg->scaler.policy == "biscale") split_budgets(self);
+          if (st.cfg->scaler.policy == scaler_policy::sponge || st.cfg->scaler.policy == scaler_policy::biscale) split_budgets(self);
           self->delayed_send(self, poll_period(*st.cfg), tick_atom::value);
         },
         [=](tick_atom) {

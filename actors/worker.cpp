@@ -30,7 +30,7 @@ void register_self(self_ptr self) {
   if (!ctl) return;
   msg::register_node r;
   r.node = st.node->name;
-  r.roles = {"worker"};  // the node's frontend registers for itself
+  r.roles = {std::string(knob_name(role::worker))};  // the node's frontend registers for itself
   r.devices = static_cast<uint32_t>(st.devices.size());
   r.incarnation = st.incarnation;
   r.schedule_epoch = st.schedule_epoch;

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "apps/knob_option.hpp"
 #include "apps/commands.hpp"
 #include "loadgen/load.hpp"
 
@@ -25,8 +26,7 @@ void add_load_command(CLI::App& app, int& rc) {
   cmd->add_option("--rate", lo.rate, "requests/s (open loop)")->capture_default_str();
   auto* duration = cmd->add_option("--duration", lo.duration_s, "seconds of measured load (with --trace: the whole trace)")
                        ->capture_default_str();
-  cmd->add_option("--arrival", lo.arrival, "constant, poisson or gamma")
-      ->check(CLI::IsMember({"constant", "poisson", "gamma"}))->capture_default_str();
+  add_knob_option(cmd, "--arrival", lo.arrival, "arrival process");
   cmd->add_option("--cv", lo.cv, "gamma arrivals: coefficient of variation of the gaps")->capture_default_str();
   cmd->add_option("--trace", o->trace, "file of per-second rates, one per line (replaces --rate)");
   cmd->add_option("--concurrency", lo.concurrency, "closed loop: keep this many requests outstanding");
@@ -56,8 +56,8 @@ void add_load_command(CLI::App& app, int& rc) {
     lo.slo_ms = p->slo_ms;
     lo.input = cfg->models[p->stages[p->roots().front()].model_index].input;
     lo.address = o->address;
-    auto* frontend = cfg->with_role("frontend").front();
-    for (auto* f : cfg->with_role("frontend"))
+    auto* frontend = cfg->with_role(role::frontend).front();
+    for (auto* f : cfg->with_role(role::frontend))
       if (f->address == lo.address) frontend = f;
     if (lo.address.empty()) lo.address = frontend->address;
     std::string err;

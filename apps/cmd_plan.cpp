@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/knob_option.hpp"
 #include "scheduling/placement.hpp"
 #include "apps/commands.hpp"
 
@@ -12,7 +13,9 @@ namespace sloserve {
 
 void add_plan_command(CLI::App& app, int& rc) {
   struct opts {
-    std::string config, policy = "nexus", split = "dp";
+    std::string config;
+    scheduler_policy policy = scheduler_policy::nexus;
+    split_policy split = split_policy::dp;
     std::vector<std::string> rates;
     bool json = false;
     int steps = 100;
@@ -21,9 +24,8 @@ void add_plan_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand("plan", "Print the SLO splits, sessions and device placement for given rates");
   cmd->add_option("-c,--config", o->config, "cluster file")->required();
   cmd->add_option("--rate", o->rates, "PIPELINE=QUERIES_PER_S (repeat for each pipeline)")->required();
-  cmd->add_option("--policy", o->policy, "nexus or batch-oblivious")
-      ->check(CLI::IsMember({"nexus", "batch-oblivious"}))->capture_default_str();
-  cmd->add_option("--split", o->split, "dp (query analyzer) or even")->check(CLI::IsMember({"dp", "even"}))->capture_default_str();
+  add_knob_option(cmd, "--policy", o->policy, "packing (static packs as nexus)");
+  add_knob_option(cmd, "--split", o->split, "SLO split (dp: the query analyzer)");
   cmd->add_option("--steps", o->steps, "budget grid of the DP")->capture_default_str();
   cmd->add_flag("--json", o->json, "print JSON");
   cmd->callback([o, &rc] {
@@ -64,8 +66,8 @@ void add_plan_command(CLI::App& app, int& rc) {
       return void(rc = 2);
     }
     nlohmann::json j;
-    j["policy"] = o->policy;
-    j["split"] = o->split;
+    j["policy"] = knob_name(o->policy);
+    j["split"] = knob_name(o->split);
     j["pipelines"] = nlohmann::json::array();
     for (size_t pi = 0; pi < cfg->pipelines.size(); ++pi) {
       auto& p = cfg->pipelines[pi];

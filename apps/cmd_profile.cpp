@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "apps/knob_option.hpp"
 #include "apps/commands.hpp"
 #include "gpu/profiler.hpp"
 #include "scheduling/profile_fit.hpp"
@@ -12,7 +13,9 @@ namespace sloserve {
 
 void add_profile_command(CLI::App& app, int& rc) {
   struct opts {
-    std::string config, model, device, out;
+    std::string config, model, out;
+    device_kind device = device_kind::cpu;
+    CLI::Option* device_given = nullptr;
     std::vector<int> batches;
     int threads = 1;
     profile_options po;
@@ -22,7 +25,7 @@ void add_profile_command(CLI::App& app, int& rc) {
   cmd->add_option("-c,--config", o->config, "cluster file")->required();
   cmd->add_option("--model", o->model, "model to profile")->required();
   cmd->add_option("--batches", o->batches, "batch sizes (default 1, 2, 4, ... up to max_batch)")->delimiter(',');
-  cmd->add_option("--device", o->device, "cpu, cuda or emulated (default: cpu when the model has a path)");
+  o->device_given = add_knob_option(cmd, "--device", o->device, "device kind (default: cpu when the model has a path)");
   cmd->add_option("--threads", o->threads, "intra-op threads (cpu)")->capture_default_str();
   cmd->add_option("--runs", o->po.min_runs, "at least this many runs per batch size and pass")->capture_default_str();
   cmd->add_option("--quantile", o->po.quantile, "plan with this quantile of the runs (outliers set aside)")
@@ -39,7 +42,7 @@ void add_profile_command(CLI::App& app, int& rc) {
       std::cerr << o->config << ": has no model '" << o->model << "'\n";
       return void(rc = 2);
     }
-    auto kind = o->device.empty() ? (m->path.empty() ? "emulated" : "cpu") : o->device;
+    auto kind = o->device_given->count() ? o->device : m->path.empty() ? device_kind::emulated : device_kind::cpu;
     std::string err;
     auto ex = make_executor(kind, 1, o->threads, err);
     if (!ex) {
@@ -55,7 +58,7 @@ void add_profile_command(CLI::App& app, int& rc) {
     }
     std::printf("%s on %s (%d threads); planned latency = p%.0f of the runs, outliers set aside, median of the passes\n"
                 "%6s %6s %10s %10s %10s %10s %10s %8s %12s\n",
-                m->name.c_str(), kind.c_str(), o->threads, 100 * o->po.quantile, "batch", "runs", "mean_ms", "p50_ms",
+                m->name.c_str(), std::string(knob_name(kind)).c_str(), o->threads, 100 * o->po.quantile, "batch", "runs", "mean_ms", "p50_ms",
                 "p99_ms", "planned_ms", "+-ms", "outliers", "req/s");
     std::vector<int> bs;
     std::vector<double> p99;
@@ -77,7 +80,7 @@ void add_profile_command(CLI::App& app, int& rc) {
     auto yaml = to_profile_yaml(points, pads_batches(kind));
     std::printf("%s\n", yaml.c_str());
     if (!o->out.empty()) {
-      std::ofstream(o->out) << "# sloserve profile of " << m->name << " on " << kind << ", " << o->threads
+      std::ofstream(o->out) << "# sloserve profile of " << m->name << " on " << knob_name(kind) << ", " << o->threads
                             << " threads; planned latency per batch\n"
                             << yaml << "\n";
     }

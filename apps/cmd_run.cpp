@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "apps/knob_option.hpp"
 #include "actors/node_runtime.hpp"
 #include "apps/commands.hpp"
 #include "loadgen/load.hpp"
@@ -25,7 +26,8 @@ std::string connectable(std::string ep) {
 
 void add_run_command(CLI::App& app, int& rc) {
   struct opts {
-    std::string config, address, pipeline, arrival = "poisson", json;
+    std::string config, address, pipeline, json;
+    arrival_kind arrival = arrival_kind::poisson;
     double rate = 0, duration = 10, cv = 1;
   };
   auto o = std::make_shared<opts>();
@@ -35,8 +37,7 @@ void add_run_command(CLI::App& app, int& rc) {
   cmd->add_option("--load", o->rate, "drive the pipeline at this many requests/s with the built-in client, then exit");
   cmd->add_option("--duration", o->duration, "seconds of load")->capture_default_str();
   cmd->add_option("--pipeline", o->pipeline, "pipeline to load (default: the first)");
-  cmd->add_option("--arrival", o->arrival, "constant, poisson or gamma")
-      ->check(CLI::IsMember({"constant", "poisson", "gamma"}))->capture_default_str();
+  add_knob_option(cmd, "--arrival", o->arrival, "arrival process");
   cmd->add_option("--cv", o->cv, "gamma arrivals: coefficient of variation")->capture_default_str();
   cmd->add_option("--json", o->json, "write the load summary here");
   cmd->callback([o, &rc] {

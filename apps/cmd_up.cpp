@@ -14,6 +14,7 @@
 #include <iostream>
 #include <map>
 
+#include "apps/knob_option.hpp"
 #include "apps/commands.hpp"
 
 namespace sloserve {
@@ -134,7 +135,7 @@ void add_up_command(CLI::App& app, int& rc) {
       for (auto& n : cfg->nodes)
         for (auto& m : cfg->models)
           for (int d = 0; m.needs_profile && d < n.device_count(); ++d)
-            if (n.serves(d, m.name) && n.group_of(d)->kind != "emulated") {
+            if (n.serves(d, m.name) && n.group_of(d)->kind != device_kind::emulated) {
               ++profiled;
               break;
             }

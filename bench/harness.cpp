@@ -8,7 +8,7 @@
 namespace sloserve::bench {
 
 load_summary trial(std::shared_ptr<cluster_config> cfg, double rate, double warmup_s, double measure_s,
-                   const std::string& arrival, bool equal_weights) {
+                   arrival_kind arrival, bool equal_weights) {
   node_runtime node(cfg, cfg->nodes.front().name);
   if (auto e = node.start(); !e.empty()) {
     fprintf(stderr, "node: %s\n", e.c_str());

@@ -14,7 +14,7 @@ namespace sloserve::bench {
 // Starts a node for `cfg` (one node, every role), sends load for warmup + measure seconds over
 // every pipeline (Zipf-0.9 weights in file order, or equal; one pipeline gets all), stops the node.
 load_summary trial(std::shared_ptr<cluster_config> cfg, double rate, double warmup_s, double measure_s,
-                   const std::string& arrival = "poisson", bool equal_weights = false);
+                   arrival_kind arrival = arrival_kind::poisson, bool equal_weights = false);
 
 // Highest rate for which `ok` holds: doubling from `start` (at most 64x), then `bisections`
 // halvings of the bracket.

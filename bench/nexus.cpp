@@ -85,18 +85,20 @@ scheduler: {policy: static}
 
 struct combo {
   const char* label;
-  std::string policy, split, drop;
+  scheduler_policy policy;
+  split_policy split;
+  drop_policy_kind drop;
 };
 
 load_summary trial(const std::string& yaml, const combo& c, double rate, double warmup_s, double measure_s,
-                   const std::string& arrival = "poisson") {
+                   arrival_kind arrival = arrival_kind::poisson) {
   auto parsed = parse_cluster_config(yaml, "bench.yaml");
   if (!parsed) {
     fprintf(stderr, "%s", parsed.error_text().c_str());
     std::exit(1);
   }
   auto cfg = std::make_shared<cluster_config>(std::move(*parsed.config));
-  if (cfg->scheduler.policy != "static") cfg->scheduler.policy = c.policy;
+  if (cfg->scheduler.policy != scheduler_policy::static_plan) cfg->scheduler.policy = c.policy;
   cfg->scheduler.split = c.split;
   cfg->runtime.drop_policy = c.drop;
   return bench::trial(cfg, rate, warmup_s, measure_s, arrival);
@@ -115,8 +117,9 @@ double max_rate(const std::string& yaml, const combo& c, double start) {
 }
 
 void compare(const char* name, const std::string& yaml, double start) {
-  combo nexus{"nexus + dp split", "nexus", "dp", "sliding_window"};
-  combo base{"batch-oblivious + even split", "batch-oblivious", "even", "sliding_window"};
+  combo nexus{"nexus + dp split", scheduler_policy::nexus, split_policy::dp, drop_policy_kind::sliding_window};
+  combo base{"batch-oblivious + even split", scheduler_policy::batch_oblivious, split_policy::even,
+             drop_policy_kind::sliding_window};
   fprintf(stderr, "%s workload:\n", name);
   double a = max_rate(yaml, nexus, start);
   double b = max_rate(yaml, base, start);
@@ -128,12 +131,12 @@ void compare(const char* name, const std::string& yaml, double start) {
 void drop_policies(double rate) {
   auto y = inception_yaml();
   fprintf(stderr, "drop policies (one device, SLO 100 ms, %.0f req/s):\n", rate);
-  for (auto arrival : {"constant", "poisson"}) {
-    for (auto drop : {"sliding_window", "earliest_first", "maximal_window"}) {
-      combo c{drop, "static", "even", drop};
+  for (auto arrival : {arrival_kind::constant, arrival_kind::poisson}) {
+    for (auto& [drop, drop_name] : knob<drop_policy_kind>::names) {
+      combo c{drop_name.data(), scheduler_policy::static_plan, split_policy::even, drop};
       auto s = trial(y, c, rate, 2, quick ? 5 : 8, arrival);
-      printf("drop     %4.0f/s %-8s %-15s missed %.2f%% of %lu (dropped %lu, late %lu, lost %lu)\n", rate, arrival,
-             drop, 100 * (1 - s.attainment), (unsigned long)s.sent, (unsigned long)s.dropped,
+      printf("drop     %4.0f/s %-8s %-15s missed %.2f%% of %lu (dropped %lu, late %lu, lost %lu)\n", rate,
+             knob_name(arrival).data(), drop_name.data(), 100 * (1 - s.attainment), (unsigned long)s.sent, (unsigned long)s.dropped,
              (unsigned long)(s.ok - s.ok_within_slo), (unsigned long)s.lost);
       fflush(stdout);
     }

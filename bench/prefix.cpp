@@ -52,9 +52,15 @@ int main(int argc, char** argv) {
   std::string dir = argv[1];
   int threads = argc > 2 ? std::atoi(argv[2]) : 1;
   double seconds = argc > 3 ? std::atof(argv[3]) : 6;
-  std::string kind = argc > 4 ? argv[4] : "cpu";
+  std::string kind_name = argc > 4 ? argv[4] : "cpu";
+  auto parsed_kind = parse_knob<device_kind>(kind_name);
+  if (!parsed_kind) {
+    fprintf(stderr, "unknown device kind '%s' (%s)\n", kind_name.c_str(), knob_alternatives<device_kind>().c_str());
+    return 2;
+  }
+  auto kind = *parsed_kind;
   double slo_arg = argc > 5 ? std::atof(argv[5]) : 0;
-  if (kind == "cuda") max_batch = 16;
+  if (kind == device_kind::cuda) max_batch = 16;
   if (!std::filesystem::exists(dir + "/resnet18_prefix.pt")) {
     fprintf(stderr, "missing variants: /usr/bin/python3 tools/export_models.py --out %s --only variants\n", dir.c_str());
     return 2;
@@ -136,7 +142,7 @@ int main(int argc, char** argv) {
   ex.reset();
   double slo = slo_arg > 0 ? slo_arg : 4 * pf[0].ms;
   std::string head = "nodes:\n  - {name: local, address: \"tcp://127.0.0.1:0\", roles: [controller, frontend, worker], devices: "
-                     "[{kind: " + kind + ", count: 1, threads: " + std::to_string(threads) + "}]}\nmodels:\n";
+                     "[{kind: " + kind_name + ", count: 1, threads: " + std::to_string(threads) + "}]}\nmodels:\n";
   std::string pipes = "pipelines:\n";
   for (int v = 0; v < variants; ++v)
     pipes += "  - {name: p" + std::to_string(v) + ", slo_ms: " + std::to_string(slo) + ", stages: [{name: s, model: v" +
@@ -156,7 +162,7 @@ int main(int argc, char** argv) {
     }
     auto cfg = std::make_shared<cluster_config>(std::move(*parsed.config));
     auto ok = [&](double r) {
-      auto s = bench::trial(cfg, r, 3, seconds, "constant", true);
+      auto s = bench::trial(cfg, r, 3, seconds, arrival_kind::constant, true);
       fprintf(stderr, "    %-22s %6.1f req/s -> attainment %.4f (ok %lu, within SLO %lu, dropped %lu, lost %lu, p99 %.1f ms)\n",
               label, r, s.attainment, (unsigned long)s.ok, (unsigned long)s.ok_within_slo, (unsigned long)s.dropped,
               (unsigned long)s.lost, s.p99);
@@ -168,7 +174,7 @@ int main(int argc, char** argv) {
   double r_without = search(without, "without prefix batching");
   double r_with = search(with, "with prefix batching");
   printf("5 ResNet-18 variants, one %s device (%d threads), SLO %.1f ms (l(1) = %.2f ms p99), equal load, constant arrivals\n",
-         kind.c_str(), threads, slo, pf[0].ms);
+         kind_name.c_str(), threads, slo, pf[0].ms);
   printf("profile p99 ms, full variant:");
   for (auto& p : pf) printf(" b=%d %.2f", p.batch, p.ms);
   printf("\nprofile p99 ms, backbone:    ");

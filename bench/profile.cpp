@@ -23,7 +23,13 @@ int main(int argc, char** argv) {
   }
   std::string dir = argv[1];
   int runs = argc > 2 ? std::atoi(argv[2]) : 4;
-  std::string kind = argc > 3 ? argv[3] : "cpu";
+  std::string kind_name = argc > 3 ? argv[3] : "cpu";
+  auto parsed_kind = parse_knob<device_kind>(kind_name);
+  if (!parsed_kind) {
+    fprintf(stderr, "unknown device kind '%s' (%s)\n", kind_name.c_str(), knob_alternatives<device_kind>().c_str());
+    return 2;
+  }
+  auto kind = *parsed_kind;
   std::string name = argc > 4 ? argv[4] : "small_cnn";
   model_spec m;
   m.name = name;
@@ -31,7 +37,7 @@ int main(int argc, char** argv) {
   bool small = name == "small_cnn";
   m.input = {dtype::float32, small ? std::vector<int64_t>{3, 64, 64} : std::vector<int64_t>{3, 224, 224}};
   m.output = {dtype::float32, {small ? 10 : 1000}};
-  m.max_batch = kind == "cuda" ? 32 : 8;
+  m.max_batch = kind == device_kind::cuda ? 32 : 8;
   if (!std::filesystem::exists(m.path)) {
     fprintf(stderr, "%s is missing\n", m.path.c_str());
     return 2;
@@ -61,7 +67,7 @@ int main(int argc, char** argv) {
   }
   double worst = 0;
   printf("%s on %s, %d start-up profiles in a row: spread (max/min - 1) of the planned latency per batch:", name.c_str(),
-         kind.c_str(), runs);
+         kind_name.c_str(), runs);
   for (size_t i = 0; i < all[0].size(); ++i) {
     double lo = 1e18, hi = 0;
     for (auto& pts : all) lo = std::min(lo, pts[i].ms), hi = std::max(hi, pts[i].ms);

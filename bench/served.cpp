@@ -31,7 +31,13 @@ int main(int argc, char** argv) {
   std::string dir = argv[1];
   int threads = argc > 2 ? std::atoi(argv[2]) : 2;
   double seconds = argc > 3 ? std::atof(argv[3]) : 8;
-  std::string kind = argc > 4 ? argv[4] : "cpu";
+  std::string kind_name = argc > 4 ? argv[4] : "cpu";
+  auto parsed_kind = parse_knob<device_kind>(kind_name);
+  if (!parsed_kind) {
+    fprintf(stderr, "unknown device kind '%s' (%s)\n", kind_name.c_str(), knob_alternatives<device_kind>().c_str());
+    return 2;
+  }
+  auto kind = *parsed_kind;
   auto path = dir + "/resnet18.pt";
   if (!std::filesystem::exists(path)) {
     fprintf(stderr, "%s is missing: /usr/bin/python3 tools/export_models.py --out %s --only resnet18\n", path.c_str(),
@@ -44,7 +50,7 @@ int main(int argc, char** argv) {
   m.path = path;
   m.input = {dtype::float32, {3, 224, 224}};
   m.output = {dtype::float32, {1000}};
-  m.max_batch = kind == "cuda" ? 32 : 8;
+  m.max_batch = kind == device_kind::cuda ? 32 : 8;
   std::string err;
   auto ex = make_executor(kind, 0, threads, err);
   if (!ex) {
@@ -66,7 +72,7 @@ int main(int argc, char** argv) {
   }
   double slo = 4 * m.profile.latency_ms[0];
   int b = saturating_batch(m, slo);
-  printf("resnet18 on %s, %d threads: l(1) = %.2f ms p99, SLO = 4 x l(1) = %.2f ms, batch %d (l = %.2f ms)\n", kind.c_str(), threads,
+  printf("resnet18 on %s, %d threads: l(1) = %.2f ms p99, SLO = 4 x l(1) = %.2f ms, batch %d (l = %.2f ms)\n", kind_name.c_str(), threads,
          m.profile.latency_ms[0], slo, b, m.profile.latency_ms_at(b));
 
   // Raw: the same executor, the same batch, back to back.
@@ -84,7 +90,7 @@ int main(int argc, char** argv) {
   ex.reset();
 
   auto yaml = "nodes:\n  - {name: local, address: \"tcp://127.0.0.1:0\", roles: [controller, frontend, worker], devices: "
-              "[{kind: " + kind + ", count: 1, threads: " + std::to_string(threads) + "}]}\nmodels:\n  - {name: resnet18, path: " +
+              "[{kind: " + kind_name + ", count: 1, threads: " + std::to_string(threads) + "}]}\nmodels:\n  - {name: resnet18, path: " +
               path + ", input: {dtype: float32, shape: [3, 224, 224]}, output: {dtype: float32, shape: [1000]}, max_batch: " +
               std::to_string(b) + ", " + to_profile_yaml(points, pads_batches(kind)) + "}\npipelines:\n  - {name: classify, slo_ms: " +
               std::to_string(slo) + ", stages: [{name: s, model: resnet18}]}\nscheduler: {policy: static}\n";
@@ -95,14 +101,14 @@ int main(int argc, char** argv) {
   }
   auto cfg = std::make_shared<cluster_config>(std::move(*parsed.config));
   auto ok = [&](double r) {
-    auto s = bench::trial(cfg, r, 3, seconds, "constant");
+    auto s = bench::trial(cfg, r, 3, seconds, arrival_kind::constant);
     fprintf(stderr, "    served %6.1f req/s -> attainment %.4f (ok %lu, within SLO %lu, dropped %lu, lost %lu, p99 %.1f ms)\n", r,
             s.attainment, (unsigned long)s.ok, (unsigned long)s.ok_within_slo, (unsigned long)s.dropped,
             (unsigned long)s.lost, s.p99);
     return s.attainment >= 0.99 && s.lost == 0;
   };
   double served = bench::max_rate(ok, raw / 2, 5);
-  auto poisson = bench::trial(cfg, served, 3, seconds, "poisson");
+  auto poisson = bench::trial(cfg, served, 3, seconds, arrival_kind::poisson);
   printf("raw loop at batch %d: %.1f req/s\n", b, raw);
   printf("served, >= 99%% attainment, constant arrivals: %.1f req/s = %.2fx raw (target >= 0.9x)\n", served, served / raw);
   printf("served at that rate with Poisson arrivals: attainment %.4f\n", poisson.attainment);

@@ -11,7 +11,7 @@
 
 namespace sloserve {
 
-bool node_spec::has_role(std::string_view r) const {
+bool node_spec::has_role(role r) const {
   return std::find(roles.begin(), roles.end(), r) != roles.end();
 }
 
@@ -60,13 +60,13 @@ const pipeline* cluster_config::find_pipeline(std::string_view n) const {
 }
 const node_spec* cluster_config::controller() const {
   for (auto& x : nodes)
-    if (x.has_role("controller")) return &x;
+    if (x.has_role(role::controller)) return &x;
   return nullptr;
 }
-std::vector<const node_spec*> cluster_config::with_role(std::string_view role) const {
+std::vector<const node_spec*> cluster_config::with_role(role r) const {
   std::vector<const node_spec*> out;
   for (auto& x : nodes)
-    if (x.has_role(role)) out.push_back(&x);
+    if (x.has_role(r)) out.push_back(&x);
   return out;
 }
 
@@ -99,6 +99,32 @@ std::string check_address(std::string_view a) {
   return {};
 }
 
+const std::vector<config_section>& config_keys() {
+  static const std::vector<config_section> all = {
+      {"", {"cluster", "nodes", "models", "pipelines", "runtime", "scheduler", "scaler", "security"}},
+      {"cluster", {"name"}},
+      {"nodes[]", {"name", "address", "roles", "devices", "cores"}},
+      {"nodes[].devices[]", {"kind", "count", "models", "memory_mb", "threads"}},
+      {"models[]", {"name", "input", "output", "max_batch", "profile", "jitter", "load_ms", "memory_mb", "path", "prefix",
+                    "cores", "preprocess", "precision"}},
+      {"models[].input", {"dtype", "shape"}},
+      {"models[].output", {"dtype", "shape"}},
+      {"models[].profile", {"batch", "latency_ms", "alpha_ms", "beta_ms", "step"}},
+      {"models[].cores", {"gamma_ms", "epsilon_ms", "delta_ms", "eta_ms"}},
+      {"models[].preprocess", {"from", "mean", "std"}},
+      {"pipelines[]", {"name", "slo_ms", "stages"}},
+      {"pipelines[].stages[]", {"name", "model", "after", "fanout"}},
+      {"runtime", {"heartbeat_ms", "peer_timeout_ms", "beacon_ms", "max_payload_bytes", "max_queue_length",
+                   "reply_grace_ms", "threads", "drop_policy", "balancer", "max_queued_mb", "zmq_hwm",
+                   "clock_tolerance_ms"}},
+      {"scheduler", {"policy", "split", "epoch_s", "min_epoch_s", "rate_band", "headroom", "steps"}},
+      {"scaler", {"policy", "vertical_s", "horizontal_s", "predictor", "max_cores", "max_instances", "max_total_cores",
+                  "stable_band"}},
+      {"security", {"keys", "clients"}},
+  };
+  return all;
+}
+
 namespace {
 
 std::string number(double x) {
@@ -121,13 +147,14 @@ class reader {
     errors_.push_back({file_, m.line + 1, m.column + 1, std::move(msg)});
   }
 
-  // Reports keys of `map` that are not in `known`.
-  void known_keys(const YAML::Node& map, std::initializer_list<const char*> known,
-                  const std::string& where) {
+  // Reports keys of `map` that section `section` of config_keys() does not list.
+  void known_keys(const YAML::Node& map, std::string_view section, const std::string& where) {
     if (!map.IsMap()) return;
+    auto& all = config_keys();
+    auto it = std::find_if(all.begin(), all.end(), [&](auto& x) { return x.path == section; });
     for (auto kv : map) {
       auto k = kv.first.as<std::string>("");
-      if (std::none_of(known.begin(), known.end(), [&](const char* x) { return k == x; }))
+      if (it == all.end() || std::find(it->keys.begin(), it->keys.end(), k) == it->keys.end())
         error(kv.first, "unknown key '" + k + "' in " + where);
     }
   }
@@ -150,6 +177,20 @@ class reader {
     }
   }
 
+  // A knob by its name (config/knobs.hpp); an unknown name is an error naming the choices.
+  template <class E>
+  bool get_knob(const YAML::Node& map, const char* key, E& out, const std::string& where, bool required,
+                const std::string& what) {
+    std::string name;
+    if (!get(map, key, name, where, required)) return false;
+    if (auto v = parse_knob<E>(name)) {
+      out = *v;
+      return true;
+    }
+    error(map[key], what + " '" + name + "' is not " + knob_alternatives<E>());
+    return false;
+  }
+
   // `path` relative to the cluster file's folder, absolute and normalized.
   std::string resolve(const std::string& path) const {
     auto dir = std::filesystem::path(file_).parent_path();
@@ -161,12 +202,13 @@ class reader {
   YAML::Mark last_ = YAML::Mark::null_mark();
 };
 
-void parse_tensor_spec(reader& r, const YAML::Node& n, tensor_spec& out, const std::string& where) {
+void parse_tensor_spec(reader& r, const YAML::Node& n, tensor_spec& out, const std::string& where,
+                       std::string_view section) {
   if (!n.IsMap()) {
     r.error(n, where + " must be a map {dtype, shape}");
     return;
   }
-  r.known_keys(n, {"dtype", "shape"}, where);
+  r.known_keys(n, section, where);
   std::string dt = "float32";
   r.get(n, "dtype", dt, where, false);
   if (auto t = parse_dtype(dt))
@@ -184,7 +226,7 @@ void parse_profile(reader& r, const YAML::Node& n, model_spec& m, const std::str
     r.error(n, where + " is missing 'profile' ({batch, latency_ms} or {alpha_ms, beta_ms})");
     return;
   }
-  r.known_keys(n, {"batch", "latency_ms", "alpha_ms", "beta_ms", "step"}, where + " profile");
+  r.known_keys(n, "models[].profile", where + " profile");
   auto& p = m.profile;
   if (n["batch"] || n["latency_ms"]) {
     r.get(n, "batch", p.batch, where + " profile", true);
@@ -216,7 +258,7 @@ void parse_preprocess(reader& r, const YAML::Node& n, model_spec& m, const std::
     r.error(n, w + " must be a map {from: image, mean, std}");
     return;
   }
-  r.known_keys(n, {"from", "mean", "std"}, w);
+  r.known_keys(n, "models[].preprocess", w);
   std::string from;
   if (r.get(n, "from", from, w, true) && from != "image") r.error(n["from"], w + ": 'from' must be image");
   image_preprocess p;
@@ -244,15 +286,13 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   }
   model_spec m;
   std::string where = "model";
-  r.known_keys(n, {"name", "input", "output", "max_batch", "profile", "jitter", "load_ms", "memory_mb", "path", "prefix", "cores",
-                   "preprocess", "precision"},
-               where);
+  r.known_keys(n, "models[]", where);
   r.get(n, "prefix", m.prefix, where, false);
   if (r.get(n, "name", m.name, where, true)) where = "model '" + m.name + "'";
   if (!n["input"]) r.error(n, where + " is missing 'input'");
-  else parse_tensor_spec(r, n["input"], m.input, where + " input");
+  else parse_tensor_spec(r, n["input"], m.input, where + " input", "models[].input");
   if (!n["output"]) r.error(n, where + " is missing 'output'");
-  else parse_tensor_spec(r, n["output"], m.output, where + " output");
+  else parse_tensor_spec(r, n["output"], m.output, where + " output", "models[].output");
   r.get(n, "max_batch", m.max_batch, where, false);
   if (m.max_batch < 1) r.error(n["max_batch"], where + " max_batch must be at least 1");
   // A real model may leave its profile to the worker that serves it (measured at start-up).
@@ -261,7 +301,7 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   if (auto c = n["cores"]) {
     core_latency l;
     auto w = where + " cores";
-    r.known_keys(c, {"gamma_ms", "epsilon_ms", "delta_ms", "eta_ms"}, w);
+    r.known_keys(c, "models[].cores", w);
     bool all = r.get(c, "gamma_ms", l.gamma, w, true) & r.get(c, "epsilon_ms", l.epsilon, w, true) &
                r.get(c, "delta_ms", l.delta, w, true) & r.get(c, "eta_ms", l.eta, w, true);
     if (all && (l.gamma < 0 || l.epsilon < 0 || l.delta < 0 || l.eta < 0 || l.at(1, 1) <= 0))
@@ -293,33 +333,32 @@ void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
   }
   node_spec s;
   std::string where = "node";
-  r.known_keys(n, {"name", "address", "roles", "devices", "cores"}, where);
+  r.known_keys(n, "nodes[]", where);
   if (r.get(n, "name", s.name, where, true)) where = "node '" + s.name + "'";
   if (r.get(n, "address", s.address, where, true))
     if (auto e = check_address(s.address); !e.empty()) r.error(n["address"], where + ": " + e);
-  r.get(n, "roles", s.roles, where, true);
+  std::vector<std::string> roles;
+  r.get(n, "roles", roles, where, true);
   if (r.get(n, "cores", s.cores, where, false) && s.cores < 1) r.error(n["cores"], where + " cores must be at least 1");
-  for (auto& role : s.roles)
-    if (role != "controller" && role != "frontend" && role != "worker")
-      r.error(n["roles"], where + " has unknown role '" + role + "' (controller, frontend, worker)");
+  for (auto& name : roles)
+    if (auto x = parse_knob<role>(name)) s.roles.push_back(*x);
+    else r.error(n["roles"], where + " has unknown role '" + name + "' (" + knob_choices<role>(", ") + ")");
   if (auto devs = n["devices"]; devs) {
     if (!devs.IsSequence()) r.error(devs, where + " devices must be a list");
     for (auto d : devs) {
       device_group g;
-      r.known_keys(d, {"kind", "count", "models", "memory_mb", "threads"}, where + " device");
+      r.known_keys(d, "nodes[].devices[]", where + " device");
       r.get(d, "memory_mb", g.memory_mb, where + " device", false);
       r.get(d, "threads", g.threads, where + " device", false);
       if (g.threads < 1) r.error(d["threads"], where + " device threads must be at least 1");
-      r.get(d, "kind", g.kind, where + " device", true);
-      if (g.kind != "emulated" && g.kind != "cpu" && g.kind != "cuda")
-        r.error(d["kind"], where + " has unknown device kind '" + g.kind + "' (emulated, cpu, cuda)");
+      r.get_knob(d, "kind", g.kind, where + " device", true, where + " device kind");
       r.get(d, "count", g.count, where + " device", false);
       if (g.count < 1) r.error(d["count"], where + " device count must be at least 1");
       r.get(d, "models", g.models, where + " device", false);
       s.devices.push_back(std::move(g));
     }
   }
-  if (s.has_role("worker") && s.devices.empty())
+  if (s.has_role(role::worker) && s.devices.empty())
     r.error(n, where + " has role worker but no devices");
   if (cfg.find_node(s.name)) r.error(n["name"], "duplicate node name '" + s.name + "'");
   cfg.nodes.push_back(std::move(s));
@@ -332,7 +371,7 @@ void parse_pipeline(reader& r, const YAML::Node& n, cluster_config& cfg) {
   }
   pipeline p;
   std::string where = "pipeline";
-  r.known_keys(n, {"name", "slo_ms", "stages"}, where);
+  r.known_keys(n, "pipelines[]", where);
   if (r.get(n, "name", p.name, where, true)) where = "pipeline '" + p.name + "'";
   if (r.get(n, "slo_ms", p.slo_ms, where, true) && !(p.slo_ms > 0))
     r.error(n["slo_ms"], where + " slo_ms must be positive");
@@ -342,7 +381,7 @@ void parse_pipeline(reader& r, const YAML::Node& n, cluster_config& cfg) {
   } else {
     for (auto sn : n["stages"]) {
       stage s;
-      r.known_keys(sn, {"name", "model", "after", "fanout"}, where + " stage");
+      r.known_keys(sn, "pipelines[].stages[]", where + " stage");
       r.get(sn, "name", s.name, where + " stage", true);
       r.get(sn, "model", s.model, where + " stage '" + s.name + "'", true);
       if (sn["after"] && sn["after"].IsScalar()) s.after.push_back(sn["after"].as<std::string>());
@@ -372,10 +411,7 @@ void parse_pipeline(reader& r, const YAML::Node& n, cluster_config& cfg) {
 void parse_runtime(reader& r, const YAML::Node& n, runtime_options& o) {
   if (!n) return;
   const std::string w = "runtime";
-  r.known_keys(n, {"heartbeat_ms", "peer_timeout_ms", "beacon_ms", "max_payload_bytes",
-                   "max_queue_length", "reply_grace_ms", "threads", "drop_policy", "balancer",
-                   "max_queued_mb", "zmq_hwm", "clock_tolerance_ms"},
-               w);
+  r.known_keys(n, "runtime", w);
   r.get(n, "heartbeat_ms", o.heartbeat_ms, w, false);
   r.get(n, "peer_timeout_ms", o.peer_timeout_ms, w, false);
   r.get(n, "beacon_ms", o.beacon_ms, w, false);
@@ -383,8 +419,8 @@ void parse_runtime(reader& r, const YAML::Node& n, runtime_options& o) {
   r.get(n, "max_queue_length", o.max_queue_length, w, false);
   r.get(n, "reply_grace_ms", o.reply_grace_ms, w, false);
   r.get(n, "threads", o.threads, w, false);
-  r.get(n, "drop_policy", o.drop_policy, w, false);
-  r.get(n, "balancer", o.balancer, w, false);
+  r.get_knob(n, "drop_policy", o.drop_policy, w, false, "runtime drop_policy");
+  r.get_knob(n, "balancer", o.balancer, w, false, "runtime balancer");
   r.get(n, "max_queued_mb", o.max_queued_mb, w, false);
   r.get(n, "zmq_hwm", o.zmq_hwm, w, false);
   r.get(n, "clock_tolerance_ms", o.clock_tolerance_ms, w, false);
@@ -397,12 +433,6 @@ void parse_runtime(reader& r, const YAML::Node& n, runtime_options& o) {
   if (o.max_payload_bytes < 1024) r.error(n, "runtime max_payload_bytes must be at least 1024");
   if (o.max_queue_length < 1) r.error(n, "runtime max_queue_length must be at least 1");
   if (o.threads < 1) r.error(n, "runtime threads must be at least 1");
-  if (o.drop_policy != "sliding_window" && o.drop_policy != "earliest_first" &&
-      o.drop_policy != "maximal_window")
-    r.error(n["drop_policy"], "runtime drop_policy '" + o.drop_policy +
-                                  "' is not sliding_window, earliest_first or maximal_window");
-  if (o.balancer != "p2c" && o.balancer != "weighted_random")
-    r.error(n["balancer"], "runtime balancer '" + o.balancer + "' is not p2c or weighted_random");
 }
 
 bool looks_like_z85_key(const std::string& s) {
@@ -414,7 +444,7 @@ bool looks_like_z85_key(const std::string& s) {
 void parse_security(reader& r, const YAML::Node& n, security_options& o) {
   if (!n) return;
   const std::string w = "security";
-  r.known_keys(n, {"keys", "clients"}, w);
+  r.known_keys(n, "security", w);
   r.get(n, "keys", o.keys, w, true);
   r.get(n, "clients", o.clients, w, false);
   // Paths are relative to the cluster file, and kept absolute so that `up` can hand them on.
@@ -431,21 +461,15 @@ void parse_scaler(reader& r, const YAML::Node& n, cluster_config& cfg) {
   if (!n) return;
   auto& o = cfg.scaler;
   const std::string w = "scaler";
-  r.known_keys(n, {"policy", "vertical_s", "horizontal_s", "predictor", "max_cores", "max_instances", "max_total_cores",
-                   "stable_band"},
-               w);
-  r.get(n, "policy", o.policy, w, false);
+  r.known_keys(n, "scaler", w);
+  r.get_knob(n, "policy", o.policy, w, false, "scaler policy");
   r.get(n, "vertical_s", o.vertical_s, w, false);
   r.get(n, "horizontal_s", o.horizontal_s, w, false);
-  r.get(n, "predictor", o.predictor, w, false);
+  r.get_knob(n, "predictor", o.predictor, w, false, "scaler predictor");
   r.get(n, "max_cores", o.max_cores, w, false);
   r.get(n, "max_instances", o.max_instances, w, false);
   r.get(n, "max_total_cores", o.max_total_cores, w, false);
   r.get(n, "stable_band", o.stable_band, w, false);
-  if (o.policy != "none" && o.policy != "fa2" && o.policy != "sponge" && o.policy != "biscale")
-    r.error(n["policy"], "scaler policy '" + o.policy + "' is not none, fa2, sponge or biscale");
-  if (o.predictor != "trend" && o.predictor != "recent_max")
-    r.error(n["predictor"], "scaler predictor '" + o.predictor + "' is not trend or recent_max");
   if (!(o.vertical_s > 0) || o.horizontal_s < o.vertical_s)
     r.error(n, "scaler needs 0 < vertical_s <= horizontal_s");
   if (o.max_cores < 1 || o.max_cores > 256) r.error(n["max_cores"], "scaler max_cores must be in [1, 256]");
@@ -460,21 +484,21 @@ void parse_scaler(reader& r, const YAML::Node& n, cluster_config& cfg) {
     for (auto& s : cfg.pipelines[pi].stages) {
       auto [it, fresh] = used.emplace(s.model, cfg.pipelines[pi].name + "." + s.name);
       if (!fresh)
-        r.error(n["policy"], "scaler policy " + o.policy + " sizes every stage on its own, but model '" + s.model +
+        r.error(n["policy"], "scaler policy " + std::string(knob_name(o.policy)) + " sizes every stage on its own, but model '" + s.model +
                                  "' serves both " + it->second + " and " + cfg.pipelines[pi].name + "." + s.name);
     }
   for (auto& m : cfg.models)
-    if (o.policy != "fa2" && used.count(m.name) && !m.cores)
-      r.error(n["policy"], "scaler policy " + o.policy + " scales cores in place: model '" + m.name +
+    if (o.policy != scaler_policy::fa2 && used.count(m.name) && !m.cores)
+      r.error(n["policy"], "scaler policy " + std::string(knob_name(o.policy)) + " scales cores in place: model '" + m.name +
                                "' needs 'cores: {gamma_ms, epsilon_ms, delta_ms, eta_ms}'");
 }
 
 void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
   if (!n) return;
   const std::string w = "scheduler";
-  r.known_keys(n, {"policy", "split", "epoch_s", "min_epoch_s", "rate_band", "headroom", "steps"}, w);
-  r.get(n, "policy", o.policy, w, false);
-  r.get(n, "split", o.split, w, false);
+  r.known_keys(n, "scheduler", w);
+  r.get_knob(n, "policy", o.policy, w, false, "scheduler policy");
+  r.get_knob(n, "split", o.split, w, false, "scheduler split");
   r.get(n, "epoch_s", o.epoch_s, w, false);
   r.get(n, "min_epoch_s", o.min_epoch_s, w, false);
   r.get(n, "headroom", o.headroom, w, false);
@@ -486,10 +510,6 @@ void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
     else
       o.rate_band_low = band[0], o.rate_band_high = band[1];
   }
-  if (o.policy != "nexus" && o.policy != "batch-oblivious" && o.policy != "static")
-    r.error(n["policy"], "scheduler policy '" + o.policy + "' is not nexus, batch-oblivious or static");
-  if (o.split != "dp" && o.split != "even")
-    r.error(n["split"], "scheduler split '" + o.split + "' is not dp or even");
   if (!(o.min_epoch_s > 0) || o.epoch_s < o.min_epoch_s)
     r.error(n, "scheduler needs 0 < min_epoch_s <= epoch_s");
   if (o.headroom < 0) r.error(n["headroom"], "scheduler headroom cannot be negative");
@@ -519,7 +539,8 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
   // The checks below test node kinds before use; this net catches any they miss, so that a
   // malformed file is always an error with a place, never an exception (found by fuzz_config).
   try {
-    r.known_keys(root, {"cluster", "nodes", "models", "pipelines", "runtime", "scheduler", "scaler", "security"}, "the cluster file");
+    r.known_keys(root, "", "the cluster file");
+    r.known_keys(root["cluster"], "cluster", "cluster");
     if (root["cluster"]) r.get(root["cluster"], "name", cfg.name, "cluster", false);
     if (!root["nodes"] || !root["nodes"].IsSequence() || root["nodes"].size() == 0)
       r.error(root, "the cluster file needs a non-empty list 'nodes'");
@@ -557,9 +578,9 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
     parse_scaler(r, root["scaler"], cfg);
     parse_security(r, root["security"], cfg.security);
     if (root["nodes"] && root["nodes"].IsSequence()) {
-      if (cfg.with_role("frontend").empty())
+      if (cfg.with_role(role::frontend).empty())
         r.error(root["nodes"], "no node has the frontend role; clients would have nowhere to connect");
-      auto ctls = cfg.with_role("controller");
+      auto ctls = cfg.with_role(role::controller);
       if (ctls.size() != 1)
         r.error(root["nodes"], "exactly one node must have the controller role (found " +
                                    std::to_string(ctls.size()) + ")");
@@ -582,12 +603,12 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
       for (size_t i = 0; i < cfg.nodes.size(); ++i)
         for (size_t g = 0; g < cfg.nodes[i].devices.size(); ++g) {
           auto& grp = cfg.nodes[i].devices[g];
-          bool emulated = grp.kind == "emulated";
+          bool emulated = grp.kind == device_kind::emulated;
           for (auto& m : cfg.models) {
             bool serves = grp.models.empty() || std::find(grp.models.begin(), grp.models.end(), m.name) != grp.models.end();
             if (!serves || (emulated ? !m.needs_profile : !m.path.empty())) continue;
             r.error(root["nodes"][i]["devices"][g],
-                    "node '" + cfg.nodes[i].name + "' has " + grp.kind + " devices for model '" + m.name +
+                    "node '" + cfg.nodes[i].name + "' has " + std::string(knob_name(grp.kind)) + " devices for model '" + m.name +
                         (emulated ? "', which has no 'profile' to emulate" : "', which has no 'path'"));
           }
         }
@@ -595,7 +616,7 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
         for (auto& s : cfg.pipelines[pi].stages) {
           bool served = false;
           for (auto& n : cfg.nodes)
-            if (n.has_role("worker"))
+            if (n.has_role(role::worker))
               for (int d = 0; d < n.device_count(); ++d) served |= n.serves(d, s.model);
           if (!served && cfg.find_model(s.model))
             r.error(root["pipelines"][pi], "pipeline '" + cfg.pipelines[pi].name + "' stage '" +
@@ -631,10 +652,10 @@ cluster_config single_node(const cluster_config& cfg) {
   cluster_config out = cfg;
   node_spec n;
   n.name = "local";
-  n.roles = {"controller", "frontend", "worker"};
+  n.roles = {role::controller, role::frontend, role::worker};
   for (auto& x : cfg.nodes) {
-    if (n.address.empty() && x.has_role("frontend")) n.address = x.address;
-    if (x.has_role("worker"))
+    if (n.address.empty() && x.has_role(role::frontend)) n.address = x.address;
+    if (x.has_role(role::worker))
       n.devices.insert(n.devices.end(), x.devices.begin(), x.devices.end());
   }
   out.nodes = {n};
@@ -660,6 +681,14 @@ void emit_profile(YAML::Emitter& e, const latency_profile& p) {
 }
 }  // namespace
 
+namespace {
+std::vector<std::string> role_names(const std::vector<role>& roles) {
+  std::vector<std::string> out;
+  for (auto r : roles) out.emplace_back(knob_name(r));
+  return out;
+}
+}  // namespace
+
 std::string to_yaml(const cluster_config& cfg) {
   YAML::Emitter e;
   e << YAML::BeginMap;
@@ -668,12 +697,12 @@ std::string to_yaml(const cluster_config& cfg) {
   e << YAML::Key << "nodes" << YAML::Value << YAML::BeginSeq;
   for (auto& n : cfg.nodes) {
     e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << n.name << YAML::Key << "address"
-      << YAML::Value << n.address << YAML::Key << "roles" << YAML::Value << YAML::Flow << n.roles;
+      << YAML::Value << n.address << YAML::Key << "roles" << YAML::Value << YAML::Flow << role_names(n.roles);
     if (n.cores > 0) e << YAML::Key << "cores" << YAML::Value << n.cores;
     if (!n.devices.empty()) {
       e << YAML::Key << "devices" << YAML::Value << YAML::BeginSeq;
       for (auto& g : n.devices) {
-        e << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value << g.kind
+        e << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value << std::string(knob_name(g.kind))
           << YAML::Key << "count" << YAML::Value << g.count;
         if (!g.models.empty()) e << YAML::Key << "models" << YAML::Value << YAML::Flow << g.models;
         if (g.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << g.memory_mb;
@@ -727,7 +756,11 @@ std::string to_yaml(const cluster_config& cfg) {
     e << YAML::EndSeq << YAML::EndMap;
   }
   e << YAML::EndSeq;
-  auto kv = [&e](const char* key, const auto& value) { e << YAML::Key << key << YAML::Value << value; };
+  auto kv = [&e](const char* key, const auto& value) {
+    e << YAML::Key << key << YAML::Value;
+    if constexpr (std::is_enum_v<std::decay_t<decltype(value)>>) e << std::string(knob_name(value));
+    else e << value;
+  };
   auto& o = cfg.runtime;
   e << YAML::Key << "runtime" << YAML::Value << YAML::BeginMap;
   kv("heartbeat_ms", o.heartbeat_ms);

@@ -6,12 +6,13 @@
 #include <string_view>
 #include <vector>
 
+#include "config/knobs.hpp"
 #include "pipelines/pipeline.hpp"
 
 namespace sloserve {
 
 struct device_group {
-  std::string kind = "emulated";    // emulated | cpu | cuda
+  device_kind kind = device_kind::emulated;
   int count = 1;
   std::vector<std::string> models;  // models these devices serve; empty: every model
   double memory_mb = 0;             // per device; 0: not limited
@@ -21,11 +22,11 @@ struct device_group {
 struct node_spec {
   std::string name;
   std::string address;  // where this node's ZeroMQ ROUTER binds
-  std::vector<std::string> roles;
+  std::vector<role> roles;
   std::vector<device_group> devices;
   int cores = 0;  // cores the scaler may hand out on this node; 0: not limited
 
-  bool has_role(std::string_view r) const;
+  bool has_role(role r) const;
   int device_count() const;
   // Models device `d` serves; empty: all.
   const std::vector<std::string>& device_models(int d) const;
@@ -42,8 +43,8 @@ struct runtime_options {
   int max_queue_length = 4096;        // per device session; beyond it requests are OVERLOADED
   int reply_grace_ms = 250;           // frontend answers ERROR this long after a deadline passes
   int threads = 2;                    // CAF scheduler threads per node
-  std::string drop_policy = "sliding_window";  // sliding_window | earliest_first | maximal_window
-  std::string balancer = "p2c";                // p2c | weighted_random
+  drop_policy_kind drop_policy = drop_policy_kind::sliding_window;
+  balancer_kind balancer = balancer_kind::p2c;
   long max_queued_mb = 1024;          // per node: payload bytes queued in its devices and frontend
   int zmq_hwm = 100000;               // ZeroMQ send and receive high-water marks (messages)
   // A client whose requests all seem to take longer than this (or less than 0) to arrive has a
@@ -60,8 +61,8 @@ struct security_options {
 
 // The control plane, named as the user writes them under `scheduler:`.
 struct scheduler_options {
-  std::string policy = "nexus";  // nexus | batch-oblivious | static (every device runs every model)
-  std::string split = "dp";      // dp (query analyzer) | even
+  scheduler_policy policy = scheduler_policy::nexus;  // static: every device runs every model
+  split_policy split = split_policy::dp;               // dp: the query analyzer
   double epoch_s = 30;           // re-plan at least this often
   double min_epoch_s = 10;       // and never more often than this
   double rate_band_low = 0.8;    // re-plan early when a pipeline's rate leaves
@@ -74,16 +75,16 @@ struct scheduler_options {
 // scaler owns placement: every instance runs one model on one device slot of a worker, with
 // `cores` intra-op threads, and the scheduler's epochs stop.
 struct scaler_options {
-  std::string policy = "none";        // none | fa2 | sponge | biscale
+  scaler_policy policy = scaler_policy::none;
   double vertical_s = 1;              // period of the vertical loop (sponge, biscale)
   double horizontal_s = 10;           // period of the horizontal loop (fa2, biscale)
-  std::string predictor = "trend";    // trend | recent_max: next window's largest rate
+  predictor_kind predictor = predictor_kind::trend;  // of the next window's largest rate
   int max_cores = 8;                  // per instance
   int max_instances = 0;              // in the cluster; 0: every device slot
   int max_total_cores = 0;            // in the cluster; 0: not limited beyond nodes' cores
   double stable_band = 0.25;          // biscale: load is stable when the last horizontal period's
                                       // per-second rates stay within ±band of their mean
-  bool enabled() const { return policy != "none"; }
+  bool enabled() const { return policy != scaler_policy::none; }
 };
 
 struct cluster_config {
@@ -101,7 +102,7 @@ struct cluster_config {
   const model_spec* find_model(std::string_view name) const;
   const pipeline* find_pipeline(std::string_view name) const;
   const node_spec* controller() const;
-  std::vector<const node_spec*> with_role(std::string_view role) const;
+  std::vector<const node_spec*> with_role(role r) const;
 };
 
 struct config_error {
@@ -119,6 +120,15 @@ struct config_result {
   explicit operator bool() const { return config.has_value(); }
   std::string error_text() const;  // every error, one per line
 };
+
+// Every key the cluster file may hold, by section: "" is the top level, "nodes[].devices[]" the
+// maps in a node's devices list. The parser refuses any other key; docs/configuration.md
+// documents each of these.
+struct config_section {
+  std::string_view path;
+  std::vector<std::string_view> keys;
+};
+const std::vector<config_section>& config_keys();
 
 config_result parse_cluster_config(std::string_view yaml, const std::string& file);
 config_result load_cluster_config(const std::string& path);

@@ -23,7 +23,7 @@ class emulated_executor final : public device_executor {
   emulated_executor(uint64_t seed, int threads) : rng_(seed), threads_(std::max(1, threads)) {}
   void set_threads(int threads) override { threads_ = std::max(1, threads); }
 
-  std::string_view kind() const override { return "emulated"; }
+  device_kind kind() const override { return device_kind::emulated; }
   // With `cores:`, l(b, c) at the device's current cores; otherwise the profile's l(b).
   double latency_ms(const model_spec& m, int b) const override {
     return m.cores ? m.cores->at(b, threads_) : m.profile.latency_ms_at(b);
@@ -80,20 +80,20 @@ std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed, int threa
 }
 
 #ifdef SLOSERVE_WITH_TORCH
-std::unique_ptr<device_executor> make_torch_executor(std::string_view kind, int threads, std::string& error);
+std::unique_ptr<device_executor> make_torch_executor(device_kind kind, int threads, std::string& error);
 bool torch_available() { return true; }
 #else
 bool torch_available() { return false; }
 #endif
 
-std::unique_ptr<device_executor> make_executor(std::string_view kind, uint64_t seed, int threads,
-                                               std::string& error) {
-  if (kind == "emulated") return make_emulated_executor(seed, threads);
+std::unique_ptr<device_executor> make_executor(device_kind kind, uint64_t seed, int threads, std::string& error) {
+  if (kind == device_kind::emulated) return make_emulated_executor(seed, threads);
 #ifdef SLOSERVE_WITH_TORCH
-  if (kind == "cpu" || kind == "cuda") return make_torch_executor(kind, threads, error);
-#endif
-  error = "device kind '" + std::string(kind) + "' is not built into this sloserve (configure with LibTorch)";
+  return make_torch_executor(kind, threads, error);
+#else
+  error = "device kind '" + std::string(knob_name(kind)) + "' is not built into this sloserve (configure with LibTorch)";
   return nullptr;
+#endif
 }
 
 }  // namespace sloserve

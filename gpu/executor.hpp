@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "config/knobs.hpp"
 #include "pipelines/model.hpp"
 
 namespace sloserve {
@@ -33,7 +34,7 @@ struct family_group {
 class device_executor {
  public:
   virtual ~device_executor() = default;
-  virtual std::string_view kind() const = 0;
+  virtual device_kind kind() const = 0;
 
   // The cost model the device actor plans its batches with. l(b) of `m` here: the profile's by
   // default; an executor whose speed follows its intra-op threads says so.
@@ -81,7 +82,7 @@ std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed, int threa
 
 // The executor for a config device kind (emulated, cpu, cuda); nullptr with `error` set when it
 // is not available in this build or on this machine. `threads`: intra-op threads (cpu).
-std::unique_ptr<device_executor> make_executor(std::string_view kind, uint64_t seed, int threads,
+std::unique_ptr<device_executor> make_executor(device_kind kind, uint64_t seed, int threads,
                                                std::string& error);
 
 // Whether this build has the LibTorch executors.

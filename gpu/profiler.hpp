@@ -57,6 +57,6 @@ latency_profile profile_of(const std::vector<profile_point>& points, bool step =
 std::string to_profile_yaml(const std::vector<profile_point>& points, bool step = false);
 
 // Whether a device of this kind pads batches to the profiled sizes (see torch_executor.cpp).
-inline bool pads_batches(std::string_view kind) { return kind == "cuda"; }
+inline bool pads_batches(device_kind kind) { return kind == device_kind::cuda; }
 
 }  // namespace sloserve

@@ -134,7 +134,7 @@ class torch_executor final : public device_executor {
   }
 #endif
 
-  std::string_view kind() const override { return device_.is_cuda() ? "cuda" : "cpu"; }
+  device_kind kind() const override { return device_.is_cuda() ? device_kind::cuda : device_kind::cpu; }
   bool blocks() const override { return true; }
 
   void set_threads(int threads) override { threads_ = std::max(1, threads); }
@@ -434,8 +434,8 @@ class torch_executor final : public device_executor {
 
 }  // namespace
 
-std::unique_ptr<device_executor> make_torch_executor(std::string_view kind, int threads, std::string& error) {
-  if (kind == "cuda") {
+std::unique_ptr<device_executor> make_torch_executor(device_kind kind, int threads, std::string& error) {
+  if (kind == device_kind::cuda) {
     if (!torch::cuda::is_available()) {
       error = "device kind 'cuda': this LibTorch has no CUDA or the machine has no GPU";
       return nullptr;

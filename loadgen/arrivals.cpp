@@ -1,3 +1,4 @@
+#include "apps/knob_option.hpp"
 #include "loadgen/arrivals.hpp"
 
 #include <algorithm>
@@ -8,8 +9,8 @@ namespace sloserve {
 
 double arrivals::gap_s(double rate) {
   if (rate <= 0) return 0.1;
-  if (kind_ == "constant") return 1 / rate;
-  if (kind_ == "gamma") {
+  if (kind_ == arrival_kind::constant) return 1 / rate;
+  if (kind_ == arrival_kind::gamma) {
     double k = 1 / std::max(cv_ * cv_, 1e-6);
     return std::gamma_distribution<double>(k, 1 / (rate * k))(rng_);
   }

@@ -7,17 +7,19 @@
 #include <string>
 #include <vector>
 
+#include "apps/knob_option.hpp"
+#include "config/knobs.hpp"
+
 namespace sloserve {
 
-// Inter-arrival gaps of `kind` (constant | poisson | gamma, with coefficient of variation `cv`)
-// at a given rate.
+// Inter-arrival gaps of `kind` (gamma: with coefficient of variation `cv`) at a given rate.
 class arrivals {
  public:
-  arrivals(std::string kind, double cv, uint64_t seed) : kind_(std::move(kind)), cv_(cv), rng_(seed) {}
+  arrivals(arrival_kind kind, double cv, uint64_t seed) : kind_(kind), cv_(cv), rng_(seed) {}
   double gap_s(double rate);
 
  private:
-  std::string kind_;
+  arrival_kind kind_;
   double cv_;
   std::mt19937_64 rng_;
 };

@@ -1,3 +1,4 @@
+#include "apps/knob_option.hpp"
 #include "loadgen/load.hpp"
 
 #include <unistd.h>
@@ -106,7 +107,7 @@ void run_lane(const load_options& o, size_t lane, size_t lanes, load_socket& c, 
 
   // Constant arrivals of several lanes interleave: lane k starts k/lanes of a gap later.
   auto next_send = start;
-  if (o.arrival == "constant" && lanes > 1 && o.rate > 0)
+  if (o.arrival == arrival_kind::constant && lanes > 1 && o.rate > 0)
     next_send += std::chrono::nanoseconds(static_cast<int64_t>(1e9 / o.rate * static_cast<double>(lane)));
   int closed = o.concurrency > 0 ? static_cast<int>((o.concurrency + lanes - 1 - lane) / lanes) : 0;
   for (int i = 0; i < closed; ++i) send_one(start);

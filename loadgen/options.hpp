@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "apps/knob_option.hpp"
+#include "config/knobs.hpp"
 #include "messages/curve.hpp"
 #include "pipelines/tensor.hpp"
 
@@ -25,7 +27,7 @@ struct load_options {
   std::vector<mix_entry> mix;  // when set, each request picks its pipeline by weight
   double rate = 100;     // requests/s (open loop)
   double duration_s = 10;
-  std::string arrival = "poisson";  // constant | poisson | gamma
+  arrival_kind arrival = arrival_kind::poisson;
   double cv = 1;                    // gamma: coefficient of variation of inter-arrival times
   std::vector<double> trace;        // per-second rates; replaces `rate` when set
   int concurrency = 0;              // > 0: closed loop with this many outstanding

@@ -1,3 +1,4 @@
+#include "apps/knob_option.hpp"
 #include "loadgen/tally.hpp"
 
 #include <algorithm>
@@ -119,7 +120,7 @@ load_summary merge_lanes(std::vector<lane_tally>& lanes, double measured_s) {
 }
 
 nlohmann::json load_summary::to_json(const load_options& o) const {
-  return {{"pipeline", o.pipeline}, {"address", o.address}, {"arrival", o.arrival},
+  return {{"pipeline", o.pipeline}, {"address", o.address}, {"arrival", knob_name(o.arrival)},
           {"rate", o.rate}, {"duration_s", measured_s}, {"slo_ms", o.slo_ms},
           {"sent", sent}, {"ok", ok}, {"ok_within_slo", ok_within_slo}, {"dropped", dropped},
           {"overloaded", overloaded}, {"errors", errors}, {"lost", lost}, {"late", late},

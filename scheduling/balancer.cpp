@@ -38,10 +38,9 @@ std::optional<size_t> weighted_random_balancer::pick(const std::vector<backend_l
   return last;
 }
 
-std::unique_ptr<balancer> make_balancer(std::string_view name) {
-  if (name == "p2c") return std::make_unique<p2c_balancer>();
-  if (name == "weighted_random") return std::make_unique<weighted_random_balancer>();
-  return nullptr;
+std::unique_ptr<balancer> make_balancer(balancer_kind kind) {
+  if (kind == balancer_kind::weighted_random) return std::make_unique<weighted_random_balancer>();
+  return std::make_unique<p2c_balancer>();
 }
 
 }  // namespace sloserve::sched

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "config/knobs.hpp"
+
 namespace sloserve::sched {
 
 struct backend_load {
@@ -40,7 +42,7 @@ class weighted_random_balancer final : public balancer {
   std::optional<size_t> pick(const std::vector<backend_load>&, std::mt19937_64&) const override;
 };
 
-// By config name (runtime.balancer); nullptr for an unknown name.
-std::unique_ptr<balancer> make_balancer(std::string_view name);
+// The balancer of runtime.balancer.
+std::unique_ptr<balancer> make_balancer(balancer_kind kind);
 
 }  // namespace sloserve::sched

@@ -61,11 +61,13 @@ batch_plan maximal_window_policy::plan(const deadline_fn& deadline, size_t size,
   return best;
 }
 
-std::unique_ptr<drop_policy> make_drop_policy(std::string_view name) {
-  if (name == "sliding_window") return std::make_unique<sliding_window_policy>();
-  if (name == "earliest_first") return std::make_unique<earliest_first_policy>();
-  if (name == "maximal_window") return std::make_unique<maximal_window_policy>();
-  return nullptr;
+std::unique_ptr<drop_policy> make_drop_policy(drop_policy_kind kind) {
+  switch (kind) {
+    case drop_policy_kind::earliest_first: return std::make_unique<earliest_first_policy>();
+    case drop_policy_kind::maximal_window: return std::make_unique<maximal_window_policy>();
+    case drop_policy_kind::sliding_window: break;
+  }
+  return std::make_unique<sliding_window_policy>();
 }
 
 }  // namespace sloserve::sched

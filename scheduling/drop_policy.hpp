@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "config/knobs.hpp"
+
 namespace sloserve::sched {
 
 using time_point = std::chrono::steady_clock::time_point;
@@ -54,7 +56,7 @@ class maximal_window_policy final : public drop_policy {
   batch_plan plan(const deadline_fn&, size_t, time_point, int, const latency_fn&) const override;
 };
 
-// By config name (runtime.drop_policy); nullptr for an unknown name.
-std::unique_ptr<drop_policy> make_drop_policy(std::string_view name);
+// The policy of runtime.drop_policy.
+std::unique_ptr<drop_policy> make_drop_policy(drop_policy_kind kind);
 
 }  // namespace sloserve::sched

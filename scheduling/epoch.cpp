@@ -110,14 +110,6 @@ bool plan_epoch(const epoch_input& in, const epoch_result* previous, epoch_resul
     return false;
   }
   auto planner = make_planner(in.policy);
-  if (!planner) {
-    error = "unknown policy '" + in.policy + "' (nexus, batch-oblivious)";
-    return false;
-  }
-  if (in.split != "dp" && in.split != "even") {
-    error = "unknown split '" + in.split + "' (dp, even)";
-    return false;
-  }
   out = {};
   std::vector<std::vector<double>> rates;
   std::vector<throughput_fn> T;
@@ -126,11 +118,11 @@ bool plan_epoch(const epoch_input& in, const epoch_result* previous, epoch_resul
     auto fan = pi < in.fanouts.size() && !in.fanouts[pi].empty() ? in.fanouts[pi] : declared_fanout(p);
     rates.push_back(stage_rates(p, in.rates[pi], fan));
     T.push_back([&models, &p](size_t s, double L) { return max_throughput(models[p.stages[s].model_index], L); });
-    out.splits.push_back(in.split == "dp" ? dp_split(p, rates[pi], T[pi], in.steps) : even_split(p));
+    out.splits.push_back(in.split == split_policy::dp ? dp_split(p, rates[pi], T[pi], in.steps) : even_split(p));
   }
   collect_sessions(in, rates, out);
   place(in, *planner, previous, out);
-  if (in.split != "dp" || in.neighbours <= 0) return true;
+  if (in.split != split_policy::dp || in.neighbours <= 0) return true;
   // The DP counts devices fractionally, sum of rate / T; they come whole, and the packing merges
   // only residues whose duty cycles fit together. So the DP's split is compared with its
   // neighbours: the DP re-run with one stage held at a batch within `neighbours` of the one it

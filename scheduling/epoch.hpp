@@ -25,8 +25,8 @@ struct epoch_input {
   std::vector<double> rates;                 // queries/s per pipeline
   std::vector<std::vector<double>> fanouts;  // per pipeline and stage; empty: as declared
   std::vector<device_slot> slots;
-  std::string policy = "nexus";  // nexus | batch-oblivious
-  std::string split = "dp";      // dp | even
+  scheduler_policy policy = scheduler_policy::nexus;  // static packs as nexus
+  split_policy split = split_policy::dp;
   int steps = 100;               // budget grid of the DP
   // dp: also try the DP with one stage held at a batch up to this far from the one it chose,
   // and keep a split that packs into fewer devices (plan_epoch); 0: the DP's split as it is.

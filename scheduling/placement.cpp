@@ -11,7 +11,7 @@ namespace sloserve {
 std::vector<sched::device_slot> device_slots(const cluster_config& cfg) {
   std::vector<sched::device_slot> out;
   for (auto& n : cfg.nodes) {
-    if (!n.has_role("worker")) continue;
+    if (!n.has_role(role::worker)) continue;
     uint32_t d = 0;
     for (auto& g : n.devices)
       for (int i = 0; i < g.count; ++i) out.push_back({n.name, d++, g.models, g.memory_mb});
@@ -50,7 +50,7 @@ std::map<std::string, msg::schedule> schedules_from(const cluster_config& cfg, c
                                                     const sched::epoch_result& r, uint64_t epoch) {
   std::map<std::string, msg::schedule> out;
   for (auto& n : cfg.nodes) {
-    if (!n.has_role("worker")) continue;
+    if (!n.has_role(role::worker)) continue;
     auto& s = out[n.name];
     s.epoch = epoch;
     for (int d = 0; d < n.device_count(); ++d) s.devices.push_back({static_cast<uint32_t>(d), 0, {}});
@@ -110,11 +110,11 @@ cluster_placement static_placement(const cluster_config& cfg, uint64_t epoch) {
   cluster_placement out;
   out.table.epoch = epoch;
   for (auto& n : cfg.nodes)
-    if (n.has_role("worker")) out.schedules[n.name] = static_schedule(cfg, n, epoch);
+    if (n.has_role(role::worker)) out.schedules[n.name] = static_schedule(cfg, n, epoch);
   for (auto& m : cfg.models) {
     msg::model_route r{m.name, {}};
     for (auto& n : cfg.nodes)
-      for (int d = 0; n.has_role("worker") && d < n.device_count(); ++d)
+      for (int d = 0; n.has_role(role::worker) && d < n.device_count(); ++d)
         if (n.serves(d, m.name)) r.instances.push_back({n.name, static_cast<uint32_t>(d), 1.0});
     out.table.routes.push_back(std::move(r));
   }
@@ -164,7 +164,7 @@ cluster_placement deployment_placement(const cluster_config& cfg, const deployme
                                        const std::vector<msg::stage_budget>& budgets) {
   cluster_placement out;
   for (auto& n : cfg.nodes) {
-    if (!n.has_role("worker")) continue;
+    if (!n.has_role(role::worker)) continue;
     auto& s = out.schedules[n.name];
     s.epoch = epoch;
     for (int k = 0; k < n.device_count(); ++k) s.devices.push_back({static_cast<uint32_t>(k), 0, {}});

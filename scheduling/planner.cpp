@@ -324,10 +324,13 @@ plan batch_oblivious_planner::make_impl(const std::vector<session>& ss, const de
   return out;
 }
 
-std::unique_ptr<planner> make_planner(std::string_view name) {
-  if (name == "nexus") return std::make_unique<nexus_planner>();
-  if (name == "batch-oblivious") return std::make_unique<batch_oblivious_planner>();
-  return nullptr;
+std::unique_ptr<planner> make_planner(scheduler_policy policy) {
+  switch (policy) {
+    case scheduler_policy::batch_oblivious: return std::make_unique<batch_oblivious_planner>();
+    case scheduler_policy::nexus:
+    case scheduler_policy::static_plan: break;  // static plans are made by placement; epochs pack as nexus
+  }
+  return std::make_unique<nexus_planner>();
 }
 
 std::vector<std::string> check_plan(const plan& p, const std::vector<session>& ss, const device_caps& caps) {

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "config/knobs.hpp"
 #include "pipelines/model.hpp"
 
 namespace sloserve::sched {
@@ -83,7 +84,7 @@ class batch_oblivious_planner final : public planner {
                  const std::vector<session>*) const override;
 };
 
-std::unique_ptr<planner> make_planner(std::string_view name);
+std::unique_ptr<planner> make_planner(scheduler_policy policy);
 
 // Every way `p` breaks a session's latency, a device's duty cycle or memory, or leaves a
 // session's rate uncovered; empty when it is sound. Worst case on a shared device is

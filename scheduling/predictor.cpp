@@ -31,10 +31,9 @@ double trend_predictor::predict() const {
   return std::max({last_, level_ + trend_, level_ + trend_ * window_, 0.0});
 }
 
-std::unique_ptr<rate_predictor> make_rate_predictor(std::string_view name) {
-  if (name == "recent_max") return std::make_unique<recent_max_predictor>();
-  if (name == "trend") return std::make_unique<trend_predictor>();
-  return nullptr;
+std::unique_ptr<rate_predictor> make_rate_predictor(predictor_kind kind) {
+  if (kind == predictor_kind::recent_max) return std::make_unique<recent_max_predictor>();
+  return std::make_unique<trend_predictor>();
 }
 
 }  // namespace sloserve::sched

@@ -7,6 +7,8 @@
 #include <memory>
 #include <string_view>
 
+#include "config/knobs.hpp"
+
 namespace sloserve::sched {
 
 class rate_predictor {
@@ -50,7 +52,7 @@ class trend_predictor final : public rate_predictor {
   int seen_ = 0;
 };
 
-// By name: recent_max or trend; nullptr for an unknown name.
-std::unique_ptr<rate_predictor> make_rate_predictor(std::string_view name);
+// The predictor of scaler.predictor.
+std::unique_ptr<rate_predictor> make_rate_predictor(predictor_kind kind);
 
 }  // namespace sloserve::sched

@@ -33,7 +33,7 @@ struct device_fixture : caf_fixture, ::testing::Test {
   device_fixture() {
     cfg_ = testing::parse_or_die(yaml);
     net = std::make_shared<recording_link>("w");
-    dev = keep(spawn_device(*sys, {cfg_, net, 1}, 0, "emulated"));
+    dev = keep(spawn_device(*sys, {cfg_, net, 1}, 0, device_kind::emulated));
     caf::anon_send(dev, msg::device_schedule{0, 0, {{"m", 4}, {"n", 4}}});
     run();
   }
@@ -226,7 +226,7 @@ models:
   - {name: v0, prefix: backbone, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [3]}, max_batch: 8, profile: {alpha_ms: 1.2, beta_ms: 12}}
   - {name: v1, prefix: backbone, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [3]}, max_batch: 8, profile: {alpha_ms: 1.2, beta_ms: 12}}
 )");
-    dev = keep(spawn_device(*sys, {cfg, net, 1}, 0, "emulated"));
+    dev = keep(spawn_device(*sys, {cfg, net, 1}, 0, device_kind::emulated));
     caf::anon_send(dev, msg::device_schedule{0, 0, {{"v0", 8}, {"v1", 8}}});
     run();
   }
@@ -323,7 +323,7 @@ runtime: {max_queued_mb: 1}
   // Two devices on one node share its budget: 1 MB holds four 256 KiB payloads in all.
   std::vector<device_actor> devs;
   for (uint32_t d = 0; d < 2; ++d) {
-    devs.push_back(f.keep(spawn_device(*f.sys, {cfg, net, 1}, d, "emulated")));
+    devs.push_back(f.keep(spawn_device(*f.sys, {cfg, net, 1}, d, device_kind::emulated)));
     caf::anon_send(devs.back(), msg::device_schedule{d, 0, {{"big", 2}}});
   }
   f.run();
@@ -366,7 +366,7 @@ models:
   - {name: m, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [1]}, max_batch: 4, profile: {alpha_ms: 1, beta_ms: 1}, cores: {gamma_ms: 40, epsilon_ms: 20, delta_ms: 2, eta_ms: 5}}
 )");
   auto net = std::make_shared<recording_link>("w");
-  auto dev = f.keep(spawn_device(*f.sys, {cfg, net, 1}, 0, "emulated"));
+  auto dev = f.keep(spawn_device(*f.sys, {cfg, net, 1}, 0, device_kind::emulated));
   caf::anon_send(dev, msg::device_schedule{0, 0, {{"m", 4}}});
   f.run();
   // The batch of one takes exactly `ms`: nothing before, the result then.
@@ -407,7 +407,7 @@ models:
   - {name: k, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [1]}, max_batch: 4, profile: {batch: [1, 4], latency_ms: [10, 16]}, load_ms: 500}
 )");
     net = std::make_shared<recording_link>("w");
-    dev = keep(spawn_device(*sys, {cfg, net, 1}, 0, "emulated"));
+    dev = keep(spawn_device(*sys, {cfg, net, 1}, 0, device_kind::emulated));
   }
   // Sends `models` as the device's schedule; the flag turns true when the device acknowledges.
   std::shared_ptr<bool> schedule(std::vector<std::string> models) {
@@ -492,7 +492,7 @@ namespace {
 class pipelined_executor final : public device_executor {
  public:
   explicit pipelined_executor(std::shared_ptr<std::vector<std::string>> log) : log_(std::move(log)) {}
-  std::string_view kind() const override { return "pipelined"; }
+  device_kind kind() const override { return device_kind::cuda; }  // pipelines two batches as cuda devices do
   int depth() const override { return 2; }
   batch_outcome execute(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs) override {
     batch_outcome out;

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "config/cluster_config.hpp"
 
@@ -175,11 +177,11 @@ TEST(cluster_config, unknown_key_and_wrong_type) {
 TEST(cluster_config, scheduler_section) {
   auto ok = parse_cluster_config(nodes + "scheduler: {policy: batch-oblivious, split: even, epoch_s: 20, rate_band: [0.7, 1.2]}\n", "c.yaml");
   ASSERT_TRUE(ok) << ok.error_text();
-  EXPECT_EQ(ok.config->scheduler.policy, "batch-oblivious");
+  EXPECT_EQ(ok.config->scheduler.policy, scheduler_policy::batch_oblivious);
   EXPECT_DOUBLE_EQ(ok.config->scheduler.rate_band_high, 1.2);
   auto again = parse_cluster_config(to_yaml(*ok.config), "again.yaml");
   ASSERT_TRUE(again) << again.error_text();
-  EXPECT_EQ(again.config->scheduler.split, "even");
+  EXPECT_EQ(again.config->scheduler.split, split_policy::even);
   auto e = errors_of(nodes + "scheduler: {policy: magic, rate_band: [1.5, 2]}\n");
   EXPECT_NE(e.find("c.yaml:9:21: scheduler policy 'magic' is not nexus"), std::string::npos) << e;
   EXPECT_NE(e.find("c.yaml:9:39: scheduler rate_band must be"), std::string::npos) << e;
@@ -394,7 +396,7 @@ TEST(cluster_config, scaler_section_round_trips_and_names_its_errors) {
   EXPECT_EQ(ok.config->scaler.max_total_cores, 12);
   auto again = parse_cluster_config(to_yaml(*ok.config), "again.yaml");
   ASSERT_TRUE(again) << again.error_text();
-  EXPECT_EQ(again.config->scaler.policy, "fa2");
+  EXPECT_EQ(again.config->scaler.policy, scaler_policy::fa2);
   EXPECT_DOUBLE_EQ(again.config->scaler.horizontal_s, 5);
   ASSERT_TRUE(again.config->models[0].cores);  // `up` hands l(b, c) on to its nodes
   EXPECT_DOUBLE_EQ(again.config->models[0].cores->gamma, 4);
@@ -431,6 +433,64 @@ TEST(cluster_config, every_example_loads) {
     ++n;
   }
   EXPECT_GE(n, 5);
+}
+
+}  // namespace
+}  // namespace sloserve
+
+namespace sloserve {
+namespace {
+
+// docs/configuration.md documents every key the parser accepts, as `section.key`, and names no
+// key that the parser would refuse.
+TEST(config_keys, every_key_the_parser_accepts_is_documented) {
+  std::ifstream in(SLOSERVE_DOCS_DIR "/configuration.md");
+  ASSERT_TRUE(in) << "cannot read docs/configuration.md";
+  std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t keys = 0;
+  for (auto& section : config_keys())
+    for (auto key : section.keys) {
+      auto full = section.path.empty() ? std::string(key) : std::string(section.path) + "." + std::string(key);
+      EXPECT_NE(doc.find("`" + full + "`"), std::string::npos) << full << " is not documented";
+      ++keys;
+    }
+  EXPECT_GT(keys, 60u);
+  // The reference's tables name keys in their first cells; each must be one the parser accepts.
+  std::istringstream lines(doc);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("| `", 0) != 0) continue;
+    auto cell = line.substr(2, line.find(" |", 2) - 2);
+    for (size_t at = 0; (at = cell.find('`', at)) != std::string::npos;) {
+      auto end = cell.find('`', at + 1);
+      auto full = cell.substr(at + 1, end - at - 1);
+      at = end + 1;
+      auto dot = full.rfind('.');
+      std::string path = dot == std::string::npos ? "" : full.substr(0, dot);
+      std::string key = dot == std::string::npos ? full : full.substr(dot + 1);
+      auto& all = config_keys();
+      auto it = std::find_if(all.begin(), all.end(), [&](auto& s) { return s.path == path; });
+      bool known = it != all.end() && std::find(it->keys.begin(), it->keys.end(), key) != it->keys.end();
+      EXPECT_TRUE(known) << "docs/configuration.md documents `" << full << "`, which the parser refuses";
+    }
+  }
+}
+
+TEST(config_keys, a_key_no_section_lists_is_refused_with_its_place) {
+  auto r = parse_cluster_config(R"(
+nodes:
+  - {name: a, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], devices: [{kind: emulated, colour: red}]}
+models:
+  - {name: m, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, profile: {alpha_ms: 1, beta_ms: 1}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: m}]}
+cluster: {name: c, owner: me}
+)",
+                                 "k.yaml");
+  ASSERT_FALSE(r);
+  auto e = r.error_text();
+  EXPECT_NE(e.find("k.yaml:3:"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown key 'colour'"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown key 'owner' in cluster"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ TEST(profiler, written_profiles_never_decrease) {
 class noisy_executor final : public device_executor {
  public:
   explicit noisy_executor(uint64_t seed) : rng_(seed) {}
-  std::string_view kind() const override { return "noisy"; }
+  device_kind kind() const override { return device_kind::cpu; }
   batch_outcome execute(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs) override {
     batch_outcome out;
     double ms = m.profile.latency_ms_at(static_cast<int>(inputs.size())) * std::uniform_real_distribution<>(0.96, 1.04)(rng_);

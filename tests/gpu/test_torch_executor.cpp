@@ -67,7 +67,7 @@ std::vector<float> floats(std::string_view bytes) {
 }
 
 // Float tolerance: cuDNN's convolutions may use TF32 on the GPU.
-double tolerance(const device_executor& ex) { return ex.kind() == "cuda" ? 2e-3 : 1e-5; }
+double tolerance(const device_executor& ex) { return ex.kind() == device_kind::cuda ? 2e-3 : 1e-5; }
 
 void expect_reference(device_executor& ex, const model_spec& m, const std::string& stem) {
   auto reqs = reference_requests(m, stem);
@@ -92,7 +92,7 @@ class torch_executor_kinds : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     std::string err;
-    ex = make_executor(GetParam(), 0, 1, err);
+    ex = make_executor(*parse_knob<device_kind>(GetParam()), 0, 1, err);
     if (!ex && GetParam() == "cuda") GTEST_SKIP() << err;
     ASSERT_TRUE(ex) << err;
   }
@@ -251,7 +251,7 @@ TEST_P(torch_executor_kinds, images_are_preprocessed_on_the_device_and_a_bad_one
 // and outputs come back in the declared float32, close to PyTorch's float32 reference.
 TEST_P(torch_executor_kinds, reduced_precision_keeps_the_declared_dtypes) {
   auto m = tiny_mlp();
-  m.precision = ex->kind() == "cuda" ? precision::fp16 : precision::bf16;
+  m.precision = ex->kind() == device_kind::cuda ? precision::fp16 : precision::bf16;
   auto reqs = reference_requests(m, "tiny_mlp");
   std::vector<const std::vector<tensor>*> in;
   for (auto& r : reqs) in.push_back(&r);
@@ -265,7 +265,7 @@ TEST_P(torch_executor_kinds, reduced_precision_keeps_the_declared_dtypes) {
     ASSERT_EQ(got.size(), per);
     for (size_t k = 0; k < per; ++k) EXPECT_NEAR(got[k], want[i * per + k], 0.05 * std::max(1.0f, std::abs(want[i * per + k])));
   }
-  if (ex->kind() == "cpu") {
+  if (ex->kind() == device_kind::cpu) {
     auto half = tiny_mlp();
     half.name = "tiny_mlp_fp16";
     half.precision = precision::fp16;
@@ -275,7 +275,7 @@ TEST_P(torch_executor_kinds, reduced_precision_keeps_the_declared_dtypes) {
 
 TEST(torch_executor, cuda_kind_says_why_it_is_unavailable_here) {
   std::string err;
-  auto ex = make_executor("cuda", 0, 1, err);
+  auto ex = make_executor(device_kind::cuda, 0, 1, err);
   if (ex) GTEST_SKIP() << "this machine has a GPU";
   EXPECT_NE(err.find("cuda"), std::string::npos) << err;
 }

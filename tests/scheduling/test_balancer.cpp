@@ -36,8 +36,8 @@ TEST(balancer, weighted_random_follows_weights) {
   int first = 0;
   for (int i = 0; i < 8000; ++i) first += *b.pick(v, rng) == 0;
   EXPECT_NEAR(first / 8000.0, 0.75, 0.03);
-  EXPECT_EQ(make_balancer("p2c")->name(), "p2c");
-  EXPECT_EQ(make_balancer("nope"), nullptr);
+  for (auto& [kind, name] : knob<balancer_kind>::names) EXPECT_EQ(make_balancer(kind)->name(), name);
+  EXPECT_EQ(parse_knob<balancer_kind>("nope"), std::nullopt);
 }
 
 }  // namespace

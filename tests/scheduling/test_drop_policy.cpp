@@ -102,11 +102,9 @@ TEST_F(queue_fixture, the_clock_decides_what_is_dropped) {
   EXPECT_EQ(batch.size(), 1u);
 }
 
-TEST(drop_policy, names_make_policies) {
-  EXPECT_EQ(make_drop_policy("sliding_window")->name(), "sliding_window");
-  EXPECT_EQ(make_drop_policy("earliest_first")->name(), "earliest_first");
-  EXPECT_EQ(make_drop_policy("maximal_window")->name(), "maximal_window");
-  EXPECT_EQ(make_drop_policy("lifo"), nullptr);
+TEST(drop_policy, every_name_of_the_knob_makes_the_policy_of_that_name) {
+  for (auto& [kind, name] : knob<drop_policy_kind>::names) EXPECT_EQ(make_drop_policy(kind)->name(), name);
+  EXPECT_EQ(parse_knob<drop_policy_kind>("lifo"), std::nullopt);
 }
 
 }  // namespace

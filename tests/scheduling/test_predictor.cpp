@@ -29,10 +29,9 @@ TEST(predictor, trend_anticipates_a_ramp_and_never_predicts_below_the_last_rate)
   EXPECT_NEAR(flat.predict(), 200, 1e-9);
 }
 
-TEST(predictor, by_name) {
-  EXPECT_EQ(make_rate_predictor("recent_max")->name(), "recent_max");
-  EXPECT_EQ(make_rate_predictor("trend")->name(), "trend");
-  EXPECT_EQ(make_rate_predictor("oracle"), nullptr);
+TEST(predictor, every_name_of_the_knob_makes_the_predictor_of_that_name) {
+  for (auto& [kind, name] : knob<predictor_kind>::names) EXPECT_EQ(make_rate_predictor(kind)->name(), name);
+  EXPECT_EQ(parse_knob<predictor_kind>("oracle"), std::nullopt);
 }
 
 }  // namespace
