@@ -102,15 +102,14 @@ void run_epoch(self_ptr self) {
     in.rates.push_back(st.rates.pipelines[pi].rate * (1 + st.cfg->scheduler.headroom));
     in.fanouts.push_back(sched::measured_fanout(st.cfg->pipelines[pi], st.rates.pipelines[pi]));
   }
-  sched::epoch_result res;
-  std::string err;
-  double scale = sched::plan_scaled_epoch(in, st.planned ? &st.result : nullptr, res, err);
-  if (scale < 0) return spdlog::error("{}: epoch failed: {}", st.net->self_name(), err);
+  auto planned = sched::plan_scaled_epoch(in, st.planned ? &st.result : nullptr);
+  if (!planned) return spdlog::error("{}: epoch failed: {}", st.net->self_name(), planned.error());
+  double scale = planned->scale;
   if (scale < 1)
     spdlog::warn("{}: the cluster has {} devices, too few for the measured load; planning for {:.0f}% of it",
                  st.net->self_name(), in.slots.size(), 100 * scale);
   ++st.epoch;
-  st.result = std::move(res);
+  st.result = std::move(planned->result);
   st.input = in;
   st.planned = true;
   st.last_epoch = self->clock().now();

@@ -217,8 +217,7 @@ void on_invocation(self_ptr self, msg::invocation& inv) {
   if (inv.inputs.empty()) return answer(self, inv, msg::status::error, "invocation carries no input tensor");
   // Once per node: inputs the frontend of this node checked at ingress are not checked again.
   if (!inv.checked)
-    if (auto err = check_input(inv.inputs.front(), *s->model); !err.empty())
-      return answer(self, inv, msg::status::error, err);
+    if (auto ok = check_input(inv.inputs.front(), *s->model); !ok) return answer(self, inv, msg::status::error, ok.error());
   ++s->load.arrived;
   s->budget_sum_ms += static_cast<double>(inv.budget_ns) / 1e6;
   if (static_cast<int>(s->queue.size()) >= st.cfg->runtime.max_queue_length)
@@ -246,8 +245,8 @@ void on_schedule(self_ptr self, msg::device_schedule& ds) {
   std::vector<std::string> failed;
   for (auto& ss : ds.sessions)
     if (auto* m = st.cfg->find_model(ss.model))
-      if (auto err = st.executor->load(*m); !err.empty()) {
-        spdlog::error("{}: device {}: {}", st.net->self_name(), st.index, err);
+      if (auto loaded = st.executor->load(*m); !loaded) {
+        spdlog::error("{}: device {}: {}", st.net->self_name(), st.index, loaded.error());
         failed.push_back(ss.model);
       }
   std::erase_if(ds.sessions, [&](auto& ss) { return std::find(failed.begin(), failed.end(), ss.model) != failed.end(); });
@@ -359,13 +358,12 @@ device_actor spawn_device_with(caf::actor_system& sys, actor_args args, uint32_t
 device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index, device_kind kind) {
   auto* node = args.cfg->find_node(args.net->self_name());
   auto* group = node ? node->group_of(static_cast<int>(index)) : nullptr;
-  std::string err;
-  auto executor = make_executor(kind, args.incarnation * 1000 + index, group ? group->threads : 1, err);
+  auto executor = make_executor(kind, args.incarnation * 1000 + index, group ? group->threads : 1);
   if (!executor) {
-    spdlog::error("{}: device {}: {}; it serves nothing", args.net->self_name(), index, err);
-    return spawn_device_with(sys, std::move(args), index, make_emulated_executor(index), err);
+    spdlog::error("{}: device {}: {}; it serves nothing", args.net->self_name(), index, executor.error());
+    return spawn_device_with(sys, std::move(args), index, make_emulated_executor(index), executor.error());
   }
-  return spawn_device_with(sys, std::move(args), index, std::move(executor), {});
+  return spawn_device_with(sys, std::move(args), index, std::move(*executor), {});
 }
 
 device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index,

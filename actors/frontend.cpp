@@ -199,8 +199,8 @@ void on_ingress(self_ptr self, ingress& in) {
   // The declared tensor, or an image for a model that preprocesses (its device decodes it). A
   // device on this node takes the roots' invocations without checking them again.
   for (auto r : p.roots())
-    if (auto err = check_input(in.request.inputs.front(), st.cfg->models[p.stages[r].model_index]); !err.empty())
-      return reject(msg::status::error, "stage '" + p.stages[r].name + "': " + err);
+    if (auto ok = check_input(in.request.inputs.front(), st.cfg->models[p.stages[r].model_index]); !ok)
+      return reject(msg::status::error, "stage '" + p.stages[r].name + "': " + ok.error());
   auto now = self->clock().now();
   // What the SLO has already lost: the network time, or the time since the client sent it.
   auto t = st.client_times.on_request(in.client, in.request.network_ms, in.request.sent_at_us, st.wall_us(), now,

@@ -56,31 +56,35 @@ namespace {
 
 // CURVE settings of `node` from the `security:` section: its own pair, the public keys of every
 // node (its peers dial it and it dials them) and of the listed clients.
-std::string curve_setup(const cluster_config& cfg, const std::string& node, transport_options& t,
-                        std::map<std::string, std::string>& peer_keys) {
+status curve_setup(const cluster_config& cfg, const std::string& node, transport_options& t,
+                   std::map<std::string, std::string>& peer_keys) {
   auto& sec = cfg.security;
   if (!sec.enabled()) return {};
-  std::string err;
-  if (!read_curve_file(sec.keys + "/" + node + ".key", true, t.curve, err)) return err;
+  auto own = read_curve_file(sec.keys + "/" + node + ".key", true);
+  if (!own) return fail(own.error());
+  t.curve = *own;
   for (auto& n : cfg.nodes) {
-    curve_pair pub;
-    if (!read_curve_file(sec.keys + "/" + n.name + ".pub", false, pub, err)) return err;
-    peer_keys[n.name] = pub.public_key;
-    t.allowed.push_back(pub.public_key);
+    auto pub = read_curve_file(sec.keys + "/" + n.name + ".pub", false);
+    if (!pub) return fail(pub.error());
+    peer_keys[n.name] = pub->public_key;
+    t.allowed.push_back(pub->public_key);
   }
   for (auto& c : sec.clients) {
-    curve_pair pub;
-    if (is_z85_key(c)) pub.public_key = c;
-    else if (!read_curve_file(c, false, pub, err)) return err;
-    t.allowed.push_back(pub.public_key);
+    if (is_z85_key(c)) {
+      t.allowed.push_back(c);
+      continue;
+    }
+    auto pub = read_curve_file(c, false);
+    if (!pub) return fail(pub.error());
+    t.allowed.push_back(pub->public_key);
   }
   return {};
 }
 
 // Measures l(b) on this node's real devices for the models it serves whose entries have no
 // profile, and returns the configuration with those profiles filled in (or `cfg` itself).
-std::shared_ptr<const cluster_config> with_startup_profiles(std::shared_ptr<const cluster_config> cfg,
-                                                           const node_spec& node, std::string& error) {
+expected<std::shared_ptr<const cluster_config>> with_startup_profiles(std::shared_ptr<const cluster_config> cfg,
+                                                                     const node_spec& node) {
   if (!node.has_role(role::worker)) return cfg;
   std::shared_ptr<cluster_config> out;
   for (size_t i = 0; i < cfg->models.size(); ++i) {
@@ -91,16 +95,13 @@ std::shared_ptr<const cluster_config> with_startup_profiles(std::shared_ptr<cons
     if (!group) continue;
     spdlog::info("{}: model '{}' has no profile in {}; profiling it on a {} device ({} threads) at start-up", node.name,
                  m.name, cfg->file, group->kind, group->threads);
-    std::string err;
-    auto ex = make_executor(group->kind, 1, group->threads, err);
+    auto ex = make_executor(group->kind, 1, group->threads);
     profile_options o;
     o.min_runs = 10;
     o.max_seconds = 1;
-    std::vector<profile_point> points;
-    if (!ex || !profile_model(*ex, m, o, points, err)) {
-      error = "profiling model '" + m.name + "': " + err;
-      return nullptr;
-    }
+    auto measured = ex ? profile_model(**ex, m, o) : fail(ex.error());
+    if (!measured) return fail("profiling model '" + m.name + "': " + measured.error());
+    auto& points = *measured;
     if (!out) out = std::make_shared<cluster_config>(*cfg);
     auto& mm = out->models[i];
     mm.profile = profile_of(points, pads_batches(group->kind));
@@ -113,7 +114,7 @@ std::shared_ptr<const cluster_config> with_startup_profiles(std::shared_ptr<cons
                      p.passes_ms.back(), p.ms);
     spdlog::info("{}: model '{}' measured: {}", node.name, m.name, to_profile_yaml(points, pads_batches(group->kind)));
   }
-  if (out) return out;
+  if (out) return std::shared_ptr<const cluster_config>(out);
   return cfg;
 }
 
@@ -124,13 +125,12 @@ node_runtime::node_runtime(std::shared_ptr<const cluster_config> cfg, std::strin
 
 node_runtime::~node_runtime() { stop(); }
 
-std::string node_runtime::start() {
+status node_runtime::start() {
   auto* spec = cfg_->find_node(node_);
-  if (!spec) return "node '" + node_ + "' is not in " + cfg_->file;
-  std::string profile_error;
-  auto profiled = with_startup_profiles(cfg_, *spec, profile_error);
-  if (!profiled) return profile_error;
-  cfg_ = std::move(profiled);
+  if (!spec) return fail("node '" + node_ + "' is not in " + cfg_->file);
+  auto profiled = with_startup_profiles(cfg_, *spec);
+  if (!profiled) return fail(profiled.error());
+  cfg_ = std::move(*profiled);
   spec = cfg_->find_node(node_);
   sys_cfg_ = std::make_unique<caf::actor_system_config>();
   sys_cfg_->set("scheduler.max-threads", static_cast<size_t>(cfg_->runtime.threads));
@@ -144,7 +144,7 @@ std::string node_runtime::start() {
   // ones disconnect their sender before they are buffered whole.
   topts.max_message_bytes = 2 * cfg_->runtime.max_payload_bytes + (1 << 20);
   std::map<std::string, std::string> peer_keys;
-  if (auto err = curve_setup(*cfg_, node_, topts, peer_keys); !err.empty()) return "security: " + err;
+  if (auto s = curve_setup(*cfg_, node_, topts, peer_keys); !s) return fail("security: " + s.error());
   topts.on_refused = [node = node_](const std::string& why) { spdlog::warn("{}: {}", node, why); };
   // Under CURVE, which node each authenticated public key belongs to.
   for (auto& [name, key] : peer_keys) node_of_key_[key] = name;
@@ -166,9 +166,9 @@ std::string node_runtime::start() {
     a.worker = spawn_worker(*sys_, args, a.devices);
   }
 
-  if (auto err = transport_->start(); !err.empty()) {
+  if (auto started = transport_->start(); !started) {
     stop();
-    return err;
+    return started;
   }
   for (auto& n : cfg_->nodes)
     if (n.name != node_) transport_->connect_peer(n.name, n.address, peer_keys[n.name]);

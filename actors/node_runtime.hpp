@@ -9,6 +9,7 @@
 
 #include "actors/interfaces.hpp"
 #include "config/cluster_config.hpp"
+#include "pipelines/expected.hpp"
 #include "messages/codec.hpp"
 
 namespace sloserve {
@@ -21,9 +22,8 @@ class node_runtime {
   node_runtime(std::shared_ptr<const cluster_config> cfg, std::string node);
   ~node_runtime();
 
-  // Binds the node's address, spawns its actors and connects to its peers. Returns why it
-  // failed, or an empty string.
-  std::string start();
+  // Binds the node's address, spawns its actors and connects to its peers.
+  status start();
   void stop();
   // A worker leaves routing before it stops: it asks the controller to plan without it, then
   // serves what it holds for up to the longest SLO plus runtime.reply_grace_ms. Other roles

@@ -53,13 +53,13 @@ void add_keys_command(CLI::App& app, int& rc) {
         std::cerr << "sloserve keys: '" << name << "' is not a plain name\n";
         return void(rc = 2);
       }
-      curve_pair keys;
-      std::string err;
-      if (!generate_curve_pair(keys, err) || !write_curve_files(dir, name, keys, o->force, err)) {
-        std::cerr << "sloserve keys: " << err << "\n";
+      auto keys = generate_curve_pair();
+      auto written = keys ? write_curve_files(dir, name, *keys, o->force) : status(fail(keys.error()));
+      if (!written) {
+        std::cerr << "sloserve keys: " << written.error() << "\n";
         return void(rc = 1);
       }
-      std::cout << dir << "/" << name << ".key  " << dir << "/" << name << ".pub  public " << keys.public_key << "\n";
+      std::cout << dir << "/" << name << ".key  " << dir << "/" << name << ".pub  public " << keys->public_key << "\n";
     }
   });
 }

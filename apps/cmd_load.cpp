@@ -60,19 +60,19 @@ void add_load_command(CLI::App& app, int& rc) {
     for (auto* f : cfg->with_role(role::frontend))
       if (f->address == lo.address) frontend = f;
     if (lo.address.empty()) lo.address = frontend->address;
-    std::string err;
     if (!o->key.empty()) {
-      curve_pair server;
       if (!cfg->security.enabled()) {
         std::cerr << o->config << ": --key given, but the file has no security: section\n";
         return void(rc = 2);
       }
-      if (!read_curve_file(o->key, true, lo.key, err) ||
-          !read_curve_file(cfg->security.keys + "/" + frontend->name + ".pub", false, server, err)) {
-        std::cerr << err << "\n";
+      auto ours = read_curve_file(o->key, true);
+      auto server = read_curve_file(cfg->security.keys + "/" + frontend->name + ".pub", false);
+      if (!ours || !server) {
+        std::cerr << (!ours ? ours.error() : server.error()) << "\n";
         return void(rc = 2);
       }
-      lo.server_key = server.public_key;
+      lo.key = *ours;
+      lo.server_key = server->public_key;
     } else if (cfg->security.enabled()) {
       spdlog::warn("{} enables security; without --key the frontend will refuse this client", o->config);
     }
@@ -81,21 +81,31 @@ void add_load_command(CLI::App& app, int& rc) {
       return void(rc = 2);
     }
     if (!o->bandwidth.empty()) {
-      if (!read_rate_trace(o->bandwidth, lo.bandwidth_mbps, err)) {
-        std::cerr << err << "\n";
+      auto trace = read_rate_trace(o->bandwidth);
+      if (!trace) {
+        std::cerr << trace.error() << "\n";
         return void(rc = 2);
       }
+      lo.bandwidth_mbps = std::move(*trace);
       if (lo.payload_kb <= 0) lo.payload_kb = static_cast<double>(lo.input.byte_size().value_or(0)) / 1024;
     }
-    if (!o->trace.empty() && !read_rate_trace(o->trace, lo.trace, err)) {
-      std::cerr << err << "\n";
-      return void(rc = 2);
+    if (!o->trace.empty()) {
+      auto trace = read_rate_trace(o->trace);
+      if (!trace) {
+        std::cerr << trace.error() << "\n";
+        return void(rc = 2);
+      }
+      lo.trace = std::move(*trace);
     }
     // A trace is replayed whole unless --duration cuts it short.
     if (!lo.trace.empty() && duration->count() == 0) lo.duration_s = static_cast<double>(lo.trace.size());
-    if (!o->images.empty() && !read_images(o->images, lo.images, err)) {
-      std::cerr << err << "\n";
-      return void(rc = 2);
+    if (!o->images.empty()) {
+      auto images = read_images(o->images);
+      if (!images) {
+        std::cerr << images.error() << "\n";
+        return void(rc = 2);
+      }
+      lo.images = std::move(*images);
     }
     if (!o->image_size.empty()) {
       int h = 0, w = 0;
@@ -108,11 +118,12 @@ void add_load_command(CLI::App& app, int& rc) {
       for (uint64_t i = 0; i < 8; ++i) lo.images.push_back(make_tensor({dtype::uint8, {h, w, 3}}, lo.seed + i, "image"));
     }
     lo.progress = true;
-    load_summary s;
-    if (!run_load(lo, s, err)) {
-      std::cerr << "sloserve load: " << err << "\n";
+    auto ran = run_load(lo);
+    if (!ran) {
+      std::cerr << "sloserve load: " << ran.error() << "\n";
       return void(rc = 1);
     }
+    auto& s = *ran;
     std::cout << s.to_text();
     if (!o->json.empty()) std::ofstream(o->json) << s.to_json(lo).dump(2) << "\n";
   });

@@ -59,12 +59,12 @@ void add_plan_command(CLI::App& app, int& rc) {
       }
       in.rates[static_cast<size_t>(p - cfg->pipelines.data())] = v;
     }
-    sched::epoch_result res;
-    std::string err;
-    if (!sched::plan_epoch(in, nullptr, res, err)) {
-      std::cerr << "sloserve plan: " << err << "\n";
+    auto planned = sched::plan_epoch(in);
+    if (!planned) {
+      std::cerr << "sloserve plan: " << planned.error() << "\n";
       return void(rc = 2);
     }
+    auto& res = *planned;
     nlohmann::json j;
     j["policy"] = knob_name(o->policy);
     j["split"] = knob_name(o->split);

@@ -43,19 +43,20 @@ void add_profile_command(CLI::App& app, int& rc) {
       return void(rc = 2);
     }
     auto kind = o->device_given->count() ? o->device : m->path.empty() ? device_kind::emulated : device_kind::cpu;
-    std::string err;
-    auto ex = make_executor(kind, 1, o->threads, err);
-    if (!ex) {
-      std::cerr << "sloserve profile: " << err << "\n";
+    auto made = make_executor(kind, 1, o->threads);
+    if (!made) {
+      std::cerr << "sloserve profile: " << made.error() << "\n";
       return void(rc = 1);
     }
+    auto ex = std::move(*made);
     o->po.batches = o->batches;
     o->po.max_runs = std::max(o->po.max_runs, o->po.min_runs);
-    std::vector<profile_point> points;
-    if (!profile_model(*ex, *m, o->po, points, err)) {
-      std::cerr << "sloserve profile: " << err << "\n";
+    auto measured = profile_model(*ex, *m, o->po);
+    if (!measured) {
+      std::cerr << "sloserve profile: " << measured.error() << "\n";
       return void(rc = 1);
     }
+    auto& points = *measured;
     std::printf("%s on %s (%d threads); planned latency = p%.0f of the runs, outliers set aside, median of the passes\n"
                 "%6s %6s %10s %10s %10s %10s %10s %8s %12s\n",
                 m->name.c_str(), std::string(knob_name(kind)).c_str(), o->threads, 100 * o->po.quantile, "batch", "runs", "mean_ms", "p50_ms",

@@ -45,8 +45,8 @@ void add_run_command(CLI::App& app, int& rc) {
     if (!cfg) return void(rc = 2);
     auto one = std::make_shared<cluster_config>(single_node(*cfg));
     if (!o->address.empty()) {
-      if (auto e = check_address(o->address); !e.empty()) {
-        std::cerr << "--address: " << e << "\n";
+      if (auto ok = check_address(o->address); !ok) {
+        std::cerr << "--address: " << ok.error() << "\n";
         return void(rc = 2);
       }
       one->nodes[0].address = o->address;
@@ -59,8 +59,8 @@ void add_run_command(CLI::App& app, int& rc) {
     }
     if (o->rate == 0) block_stop_signals();
     node_runtime node(one, "local");
-    if (auto err = node.start(); !err.empty()) {
-      std::cerr << "sloserve run: " << err << "\n";
+    if (auto started = node.start(); !started) {
+      std::cerr << "sloserve run: " << started.error() << "\n";
       return void(rc = 1);
     }
     if (o->rate <= 0) {
@@ -79,23 +79,25 @@ void add_run_command(CLI::App& app, int& rc) {
     lo.arrival = o->arrival;
     lo.cv = o->cv;
     lo.progress = true;
-    std::string err;
     if (one->security.enabled()) {
       // The built-in client is this node: it authenticates with the node's own pair.
-      if (!read_curve_file(one->security.keys + "/local.key", true, lo.key, err)) {
-        std::cerr << "sloserve run: " << err << "\n";
+      auto own = read_curve_file(one->security.keys + "/local.key", true);
+      if (!own) {
+        std::cerr << "sloserve run: " << own.error() << "\n";
         node.stop();
         return void(rc = 1);
       }
+      lo.key = *own;
       lo.server_key = lo.key.public_key;
     }
     spdlog::info("driving pipeline '{}' (SLO {} ms) at {} req/s for {} s", p->name, p->slo_ms, o->rate, o->duration);
-    load_summary s;
-    if (!run_load(lo, s, err)) {
-      std::cerr << "sloserve run: " << err << "\n";
+    auto ran = run_load(lo);
+    if (!ran) {
+      std::cerr << "sloserve run: " << ran.error() << "\n";
       node.stop();
       return void(rc = 1);
     }
+    auto& s = *ran;
     node.stop();
     std::cout << s.to_text();
     if (!o->json.empty()) std::ofstream(o->json) << s.to_json(lo).dump(2) << "\n";
@@ -120,8 +122,8 @@ void add_node_command(CLI::App& app, int& rc) {
     }
     block_stop_signals();
     node_runtime node(cfg, o->name);
-    if (auto err = node.start(); !err.empty()) {
-      std::cerr << "sloserve node " << o->name << ": " << err << "\n";
+    if (auto started = node.start(); !started) {
+      std::cerr << "sloserve node " << o->name << ": " << started.error() << "\n";
       return void(rc = 1);
     }
     // `sloserve up` passes a pipe here and waits for this line.

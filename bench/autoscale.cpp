@@ -99,8 +99,8 @@ result run(const std::string& policy, const std::string& predictor, const std::v
   }
   auto cfg = std::make_shared<cluster_config>(std::move(*parsed.config));
   node_runtime node(cfg, "n");
-  if (auto e = node.start(); !e.empty()) {
-    fprintf(stderr, "node: %s\n", e.c_str());
+  if (auto started = node.start(); !started) {
+    fprintf(stderr, "node: %s\n", started.error().c_str());
     std::exit(1);
   }
   load_options o;
@@ -114,8 +114,8 @@ result run(const std::string& policy, const std::string& predictor, const std::v
   o.payload_kb = kb;
   o.grace_ms = 1000;
   result r;
-  std::string err;
-  if (!run_load(o, r.load, err)) fprintf(stderr, "load: %s\n", err.c_str());
+  if (auto ran = run_load(o)) r.load = std::move(*ran);
+  else fprintf(stderr, "load: %s\n", ran.error().c_str());
   if (auto scaler = node.actors().scaler) {
     caf::scoped_actor self{node.system()};
     self->request(scaler, std::chrono::seconds(5), stats_atom::value)

@@ -10,8 +10,8 @@ namespace sloserve::bench {
 load_summary trial(std::shared_ptr<cluster_config> cfg, double rate, double warmup_s, double measure_s,
                    arrival_kind arrival, bool equal_weights) {
   node_runtime node(cfg, cfg->nodes.front().name);
-  if (auto e = node.start(); !e.empty()) {
-    fprintf(stderr, "node: %s\n", e.c_str());
+  if (auto started = node.start(); !started) {
+    fprintf(stderr, "node: %s\n", started.error().c_str());
     std::exit(1);
   }
   load_options o;
@@ -32,8 +32,8 @@ load_summary trial(std::shared_ptr<cluster_config> cfg, double rate, double warm
   o.duration_s = measure_s;
   o.grace_ms = 1000;
   load_summary s;
-  std::string err;
-  if (!run_load(o, s, err)) fprintf(stderr, "load: %s\n", err.c_str());
+  if (auto ran = run_load(o)) s = std::move(*ran);
+  else fprintf(stderr, "load: %s\n", ran.error().c_str());
   node.stop();
   return s;
 }

@@ -66,7 +66,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::set_level(spdlog::level::warn);
-  std::string err;
   // Memory: 5 full models against one backbone and 5 suffixes, each set in a fresh executor.
   auto full = [&](int v) { return image_model(std::string("v").append(std::to_string(v)), dir + "/resnet18_v" + std::to_string(v) + ".pt", {dtype::float32, {10}}); };
   auto backbone = image_model("backbone", dir + "/resnet18_prefix.pt", {dtype::float32, {512}});
@@ -81,30 +80,35 @@ int main(int argc, char** argv) {
   // Model memory is parameters and buffers as the executor accounts them. (Process RSS is not
   // comparable here: the second executor reuses pages the first one freed.)
   double mem_full = 0, mem_prefix = 0;
-  {
-    auto ex = make_executor(kind, 0, threads, err);
-    for (int v = 0; v < variants; ++v) ex->load(full(v)), mem_full += ex->memory_mb(full(v).name);
+  auto made = make_executor(kind, 0, threads);
+  if (!made) {
+    fprintf(stderr, "%s\n", made.error().c_str());
+    return 1;
   }
   {
-    auto ex = make_executor(kind, 0, threads, err);
-    for (int v = 0; v < variants; ++v) ex->load(variant(v)), mem_prefix += ex->memory_mb(variant(v).name);
+    auto ex = std::move(*make_executor(kind, 0, threads));
+    for (int v = 0; v < variants; ++v)
+      if (ex->load(full(v))) mem_full += ex->memory_mb(full(v).name);
+  }
+  {
+    auto ex = std::move(*make_executor(kind, 0, threads));
+    for (int v = 0; v < variants; ++v)
+      if (ex->load(variant(v))) mem_prefix += ex->memory_mb(variant(v).name);
     mem_prefix += ex->memory_mb("backbone");
   }
   // Profiles: a full variant, and the backbone alone (for the family's cost model).
-  auto ex = make_executor(kind, 0, threads, err);
-  if (!ex) {
-    fprintf(stderr, "%s\n", err.c_str());
-    return 1;
-  }
+  auto ex = std::move(*made);
   profile_options po;
   for (int b = 1; b <= max_batch; b *= 2) po.batches.push_back(b);
   po.min_runs = 5;
   po.max_seconds = 1;
-  std::vector<profile_point> pf, pb;
-  if (!profile_model(*ex, full(0), po, pf, err) || !profile_model(*ex, backbone, po, pb, err)) {
-    fprintf(stderr, "%s\n", err.c_str());
+  auto measured_full = profile_model(*ex, full(0), po);
+  auto measured_backbone = measured_full ? profile_model(*ex, backbone, po) : fail(measured_full.error());
+  if (!measured_backbone) {
+    fprintf(stderr, "%s\n", measured_backbone.error().c_str());
     return 1;
   }
+  auto &pf = *measured_full, &pb = *measured_backbone;
   // The mechanism, measured on the executor alone: one pass of the backbone over 5 x k requests
   // (prefix batching) against 5 passes of a full variant over k each (without).
   printf("one family pass of 5 x k against 5 full-variant passes of k (median of 20, ms):\n");

@@ -42,22 +42,23 @@ int main(int argc, char** argv) {
     fprintf(stderr, "%s is missing\n", m.path.c_str());
     return 2;
   }
-  std::string err;
-  auto ex = make_executor(kind, 0, 1, err);
-  if (!ex) {
-    fprintf(stderr, "%s\n", err.c_str());
+  auto made = make_executor(kind, 0, 1);
+  if (!made) {
+    fprintf(stderr, "%s\n", made.error().c_str());
     return 1;
   }
+  auto ex = std::move(*made);
   profile_options o;  // what a worker uses at start-up
   o.min_runs = 10;
   o.max_seconds = 1;
   std::vector<std::vector<profile_point>> all;
   for (int r = 0; r < runs; ++r) {
-    std::vector<profile_point> points;
-    if (!profile_model(*ex, m, o, points, err)) {
-      fprintf(stderr, "%s\n", err.c_str());
+    auto measured = profile_model(*ex, m, o);
+    if (!measured) {
+      fprintf(stderr, "%s\n", measured.error().c_str());
       return 1;
     }
+    auto& points = *measured;
     printf("profile %d:", r + 1);
     for (auto& p : points)
       printf("  b=%d %.3f ms (+-%.3f, %d runs, %d outliers%s)", p.batch, p.ms, p.error_ms, p.runs, p.outliers,

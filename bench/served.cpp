@@ -51,21 +51,22 @@ int main(int argc, char** argv) {
   m.input = {dtype::float32, {3, 224, 224}};
   m.output = {dtype::float32, {1000}};
   m.max_batch = kind == device_kind::cuda ? 32 : 8;
-  std::string err;
-  auto ex = make_executor(kind, 0, threads, err);
-  if (!ex) {
-    fprintf(stderr, "%s\n", err.c_str());
+  auto made = make_executor(kind, 0, threads);
+  if (!made) {
+    fprintf(stderr, "%s\n", made.error().c_str());
     return 1;
   }
+  auto ex = std::move(*made);
   profile_options po;
   for (int b = 1; b <= m.max_batch; b *= 2) po.batches.push_back(b);
   po.min_runs = 8;
   po.max_seconds = 2;
-  std::vector<profile_point> points;
-  if (!profile_model(*ex, m, po, points, err)) {
-    fprintf(stderr, "%s\n", err.c_str());
+  auto measured = profile_model(*ex, m, po);
+  if (!measured) {
+    fprintf(stderr, "%s\n", measured.error().c_str());
     return 1;
   }
+  auto& points = *measured;
   for (auto& p : points) {
     m.profile.batch.push_back(p.batch);
     m.profile.latency_ms.push_back(std::max(p.ms, m.profile.latency_ms.empty() ? 0 : m.profile.latency_ms.back()));

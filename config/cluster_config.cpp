@@ -84,18 +84,18 @@ std::string config_result::error_text() const {
   return s;
 }
 
-std::string check_address(std::string_view a) {
-  if (a.rfind("ipc://", 0) == 0) return a.size() > 6 ? "" : "ipc address has no path";
-  if (a.rfind("tcp://", 0) != 0) return "address '" + std::string(a) + "' must be tcp://host:port or ipc://path";
+status check_address(std::string_view a) {
+  auto address = "address '" + std::string(a) + "'";
+  if (a.rfind("ipc://", 0) == 0) return a.size() > 6 ? status{} : fail("ipc address has no path");
+  if (a.rfind("tcp://", 0) != 0) return fail(address + " must be tcp://host:port or ipc://path");
   auto rest = a.substr(6);
   auto colon = rest.rfind(':');
-  if (colon == std::string_view::npos || colon == 0)
-    return "address '" + std::string(a) + "' needs host and port (tcp://host:port)";
+  if (colon == std::string_view::npos || colon == 0) return fail(address + " needs host and port (tcp://host:port)");
   auto port = rest.substr(colon + 1);
   if (port.empty() || port.size() > 5 ||
       !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
       std::stol(std::string(port)) > 65535)
-    return "address '" + std::string(a) + "' has an invalid port '" + std::string(port) + "'";
+    return fail(address + " has an invalid port '" + std::string(port) + "'");
   return {};
 }
 
@@ -336,7 +336,7 @@ void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
   r.known_keys(n, "nodes[]", where);
   if (r.get(n, "name", s.name, where, true)) where = "node '" + s.name + "'";
   if (r.get(n, "address", s.address, where, true))
-    if (auto e = check_address(s.address); !e.empty()) r.error(n["address"], where + ": " + e);
+    if (auto ok = check_address(s.address); !ok) r.error(n["address"], where + ": " + ok.error());
   std::vector<std::string> roles;
   r.get(n, "roles", roles, where, true);
   if (r.get(n, "cores", s.cores, where, false) && s.cores < 1) r.error(n["cores"], where + " cores must be at least 1");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "config/knobs.hpp"
+#include "pipelines/expected.hpp"
 #include "pipelines/pipeline.hpp"
 
 namespace sloserve {
@@ -140,8 +141,8 @@ config_result default_config();
 // Writes `cfg` back as YAML (used by `up` to hand resolved addresses to its nodes).
 std::string to_yaml(const cluster_config& cfg);
 
-// Checks "tcp://host:port" (port 0..65535) or "ipc://path"; empty when valid, else why not.
-std::string check_address(std::string_view address);
+// Checks "tcp://host:port" (port 0..65535) or "ipc://path"; an error says what is wrong.
+status check_address(std::string_view address);
 
 // Every role runs in one node; devices of all workers are pooled (what `sloserve run` does).
 cluster_config single_node(const cluster_config& cfg);

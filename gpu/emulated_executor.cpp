@@ -80,19 +80,18 @@ std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed, int threa
 }
 
 #ifdef SLOSERVE_WITH_TORCH
-std::unique_ptr<device_executor> make_torch_executor(device_kind kind, int threads, std::string& error);
+expected<std::unique_ptr<device_executor>> make_torch_executor(device_kind kind, int threads);
 bool torch_available() { return true; }
 #else
 bool torch_available() { return false; }
 #endif
 
-std::unique_ptr<device_executor> make_executor(device_kind kind, uint64_t seed, int threads, std::string& error) {
+expected<std::unique_ptr<device_executor>> make_executor(device_kind kind, uint64_t seed, int threads) {
   if (kind == device_kind::emulated) return make_emulated_executor(seed, threads);
 #ifdef SLOSERVE_WITH_TORCH
-  return make_torch_executor(kind, threads, error);
+  return make_torch_executor(kind, threads);
 #else
-  error = "device kind '" + std::string(knob_name(kind)) + "' is not built into this sloserve (configure with LibTorch)";
-  return nullptr;
+  return fail("device kind '" + std::string(knob_name(kind)) + "' is not built into this sloserve (configure with LibTorch)");
 #endif
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/knobs.hpp"
+#include "pipelines/expected.hpp"
 #include "pipelines/model.hpp"
 
 namespace sloserve {
@@ -45,9 +46,9 @@ class device_executor {
   // Whether execute() holds its thread for the batch's duration (a real device in forward()):
   // its actor then gets a thread of its own instead of a scheduler worker.
   virtual bool blocks() const { return false; }
-  // Makes `m` ready to run (a real device loads and warms it up); returns why it failed, or an
-  // empty string. execute() loads on first use when this was not called.
-  virtual std::string load(const model_spec& m) { return {}; }
+  // Makes `m` ready to run (a real device loads and warms it up). execute() loads on first use
+  // when this was not called.
+  virtual status load(const model_spec& m) { return {}; }
   // Intra-op threads for the batches that follow (vertical scaling on cpu devices).
   virtual void set_threads(int threads) {}
   // Prefix batching: variants of one prefix run the prefix once over all groups' requests, then
@@ -80,10 +81,9 @@ class device_executor {
 // With `threads`, models that declare `cores:` take l(b, threads) instead (set_threads changes it).
 std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed, int threads = 1);
 
-// The executor for a config device kind (emulated, cpu, cuda); nullptr with `error` set when it
-// is not available in this build or on this machine. `threads`: intra-op threads (cpu).
-std::unique_ptr<device_executor> make_executor(device_kind kind, uint64_t seed, int threads,
-                                               std::string& error);
+// The executor for a device kind; an error when the kind is not available in this build or on
+// this machine. `threads`: intra-op threads (cpu).
+expected<std::unique_ptr<device_executor>> make_executor(device_kind kind, uint64_t seed, int threads);
 
 // Whether this build has the LibTorch executors.
 bool torch_available();

@@ -24,33 +24,32 @@ std::string jpeg_error(tjhandle h) { return std::string("bad JPEG image: ") + tj
 
 }  // namespace
 
-std::string jpeg_size(const uint8_t* data, size_t n, int& h, int& w) {
+status jpeg_size(const uint8_t* data, size_t n, int& h, int& w) {
   auto* tj = decompressor();
-  if (!tj) return "cannot start the JPEG decoder";
+  if (!tj) return fail("cannot start the JPEG decoder");
   int subsamp = 0, colorspace = 0;
   if (n > static_cast<size_t>(INT32_MAX) ||
       tjDecompressHeader3(tj, data, static_cast<unsigned long>(n), &w, &h, &subsamp, &colorspace) != 0)
-    return jpeg_error(tj);
+    return fail(jpeg_error(tj));
   if (h < 1 || w < 1 || h > max_image_side || w > max_image_side || int64_t{h} * w > max_image_pixels)
-    return "JPEG image of " + std::to_string(w) + "x" + std::to_string(h) + " pixels is larger than " +
-           std::to_string(max_image_side) + " a side or " + std::to_string(max_image_pixels) + " pixels";
+    return fail("JPEG image of " + std::to_string(w) + "x" + std::to_string(h) + " pixels is larger than " +
+                std::to_string(max_image_side) + " a side or " + std::to_string(max_image_pixels) + " pixels");
   return {};
 }
 
-std::string decode_jpeg(const uint8_t* data, size_t n, std::vector<uint8_t>& rgb, int& h, int& w) {
-  if (auto err = jpeg_size(data, n, h, w); !err.empty()) return err;
+status decode_jpeg(const uint8_t* data, size_t n, std::vector<uint8_t>& rgb, int& h, int& w) {
+  if (auto ok = jpeg_size(data, n, h, w); !ok) return ok;
   auto* tj = decompressor();
   rgb.resize(static_cast<size_t>(h) * static_cast<size_t>(w) * 3);
   if (tjDecompress2(tj, data, static_cast<unsigned long>(n), rgb.data(), w, 0, h, TJPF_RGB, TJFLAG_ACCURATEDCT) != 0 &&
       tjGetErrorCode(tj) != TJERR_WARNING)
-    return jpeg_error(tj);
+    return fail(jpeg_error(tj));
   return {};
 }
 
-std::string check_input(const tensor& t, const model_spec& m) {
-  std::string err;
-  auto form = input_form_of(t, m, err);
-  if (!form) return err;
+status check_input(const tensor& t, const model_spec& m) {
+  auto form = input_form_of(t, m);
+  if (!form) return fail(form.error());
   if (*form != input_form::encoded_image) return {};
   // A damaged or oversize image is refused before it queues; its header is enough to tell.
   int h = 0, w = 0;
@@ -69,20 +68,20 @@ preprocess_spec preprocess_of(const model_spec& m) {
   return s;
 }
 
-std::string image_pixels(const tensor& t, input_form form, std::vector<uint8_t>& scratch, const uint8_t*& rgb,
-                         int& h, int& w) {
+status image_pixels(const tensor& t, input_form form, std::vector<uint8_t>& scratch, const uint8_t*& rgb, int& h,
+                    int& w) {
   if (form == input_form::raw_image) {
     h = static_cast<int>(t.shape[0]);
     w = static_cast<int>(t.shape[1]);
     rgb = reinterpret_cast<const uint8_t*>(t.data.data());
     return {};
   }
-  auto err = decode_jpeg(reinterpret_cast<const uint8_t*>(t.data.data()), t.data.size(), scratch, h, w);
+  auto decoded = decode_jpeg(reinterpret_cast<const uint8_t*>(t.data.data()), t.data.size(), scratch, h, w);
   rgb = scratch.data();
-  return err;
+  return decoded;
 }
 
-std::string input_row(const tensor& t, input_form form, const model_spec& m, float* row) {
+status input_row(const tensor& t, input_form form, const model_spec& m, float* row) {
   if (form == input_form::tensor) {
     std::memcpy(row, t.data.data(), t.data.size());
     return {};
@@ -90,7 +89,7 @@ std::string input_row(const tensor& t, input_form form, const model_spec& m, flo
   thread_local std::vector<uint8_t> scratch;
   const uint8_t* rgb = nullptr;
   int h = 0, w = 0;
-  if (auto err = image_pixels(t, form, scratch, rgb, h, w); !err.empty()) return err;
+  if (auto ok = image_pixels(t, form, scratch, rgb, h, w); !ok) return ok;
   preprocess_cpu(rgb, h, w, preprocess_of(m), row);
   return {};
 }

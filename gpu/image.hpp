@@ -14,27 +14,26 @@ namespace sloserve {
 
 // The size of the JPEG image in `data` from its header alone; an error when it is no JPEG, is
 // damaged before its frame header, or is larger than max_image_side / max_image_pixels.
-std::string jpeg_size(const uint8_t* data, size_t n, int& h, int& w);
+status jpeg_size(const uint8_t* data, size_t n, int& h, int& w);
 
-// Decodes JPEG bytes to RGB, h x w x 3. Returns why it failed, or an empty string.
-std::string decode_jpeg(const uint8_t* data, size_t n, std::vector<uint8_t>& rgb, int& h, int& w);
+// Decodes JPEG bytes to RGB, h x w x 3.
+status decode_jpeg(const uint8_t* data, size_t n, std::vector<uint8_t>& rgb, int& h, int& w);
 
 // Checks a request's input for model `m` as a device will take it: the declared tensor, or (for
 // a model with `preprocess:`) a raw image or a JPEG whose header is sound and within the limits.
-// Returns why not, or an empty string.
-std::string check_input(const tensor& t, const model_spec& m);
+status check_input(const tensor& t, const model_spec& m);
 
 // The preprocessing of `m` for its declared input size.
 preprocess_spec preprocess_of(const model_spec& m);
 
 // Writes the input row of `t` (of `form` for model `m`) at `row` as float32[3, H, W] of m's
-// input: copied when it is the declared tensor, else decoded, resized and normalized. Returns why
-// it failed (a bad image), or an empty string.
-std::string input_row(const tensor& t, input_form form, const model_spec& m, float* row);
+// input: copied when it is the declared tensor, else decoded, resized and normalized. An error
+// for a bad image.
+status input_row(const tensor& t, input_form form, const model_spec& m, float* row);
 
 // A request's image as RGB h x w x 3 bytes: the raw tensor itself (no copy; `scratch` unused),
-// or the JPEG decoded into `scratch`. Returns why it failed, or an empty string.
-std::string image_pixels(const tensor& t, input_form form, std::vector<uint8_t>& scratch, const uint8_t*& rgb,
-                         int& h, int& w);
+// or the JPEG decoded into `scratch`.
+status image_pixels(const tensor& t, input_form form, std::vector<uint8_t>& scratch, const uint8_t*& rgb, int& h,
+                    int& w);
 
 }  // namespace sloserve

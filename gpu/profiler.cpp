@@ -81,34 +81,30 @@ bool measure_pass(device_executor& ex, const model_spec& m, const profile_option
 
 }  // namespace
 
-bool profile_model(device_executor& ex, const model_spec& m, const profile_options& o,
-                   std::vector<profile_point>& out, std::string& error) {
-  if (auto e = ex.load(m); !e.empty()) {
-    error = e;
-    return false;
-  }
+expected<std::vector<profile_point>> profile_model(device_executor& ex, const model_spec& m, const profile_options& o) {
+  if (auto loaded = ex.load(m); !loaded) return fail(loaded.error());
+  std::string error;
   auto batches = o.batches;
   if (batches.empty())
     for (int b = 1; b <= m.max_batch; b *= 2) batches.push_back(b);
   for (int b : batches)
-    if (b < 1 || b > m.max_batch) {
-      error = "batch " + std::to_string(b) + " is outside 1.." + std::to_string(m.max_batch) + " (max_batch of " + m.name + ")";
-      return false;
-    }
+    if (b < 1 || b > m.max_batch)
+      return fail("batch " + std::to_string(b) + " is outside 1.." + std::to_string(m.max_batch) + " (max_batch of " +
+                  m.name + ")");
   std::vector<profile_point> points(batches.size());
   std::vector<std::vector<double>> all(batches.size());
   // Whole passes over every size, so that a slow spell of the machine hits one pass, not a size.
   for (int pass = 0; pass < std::max(1, o.passes); ++pass)
     for (size_t i = 0; i < batches.size(); ++i) {
       points[i].batch = batches[i];
-      if (!measure_pass(ex, m, o, batches[i], points[i], all[i], error)) return false;
+      if (!measure_pass(ex, m, o, batches[i], points[i], all[i], error)) return fail(error);
     }
   for (size_t i = 0; i < batches.size(); ++i) {
     auto& p = points[i];
     auto& v = p.passes_ms;
     if (v.size() >= 2 && std::abs(v[0] - v[1]) > o.agree * std::min(v[0], v[1])) {
       p.disagreed = true;  // a third pass settles it: the median of three
-      if (!measure_pass(ex, m, o, p.batch, p, all[i], error)) return false;
+      if (!measure_pass(ex, m, o, p.batch, p, all[i], error)) return fail(error);
     }
     auto sorted = v;
     std::sort(sorted.begin(), sorted.end());
@@ -119,8 +115,7 @@ bool profile_model(device_executor& ex, const model_spec& m, const profile_optio
     p.p50_ms = runs[runs.size() / 2];
     p.p99_ms = runs[std::min(runs.size() - 1, static_cast<size_t>(std::ceil(0.99 * runs.size())) - 1)];
   }
-  out.insert(out.end(), points.begin(), points.end());
-  return true;
+  return points;
 }
 
 latency_profile profile_of(const std::vector<profile_point>& points, bool step) {

@@ -37,10 +37,8 @@ struct profile_point {
 // Runs each batch size on `ex` and measures it: warm-up runs of each size on its own, then
 // runs until the quantile is tight or the budget is spent, in `passes` passes over all sizes.
 // A run's time is its wall time plus the time the executor reports the device stays busy (an
-// emulated device runs in zero wall time). Returns false with `error` set when the model fails
-// to load or run.
-bool profile_model(device_executor& ex, const model_spec& m, const profile_options& o,
-                   std::vector<profile_point>& out, std::string& error);
+// emulated device runs in zero wall time). An error when the model fails to load or run.
+expected<std::vector<profile_point>> profile_model(device_executor& ex, const model_spec& m, const profile_options& o);
 
 // The quantile `q` of `runs` with outliers set aside: runs above median + max(6 MAD, 20% of the
 // median). `error_ms` gets the half-width of its 95% confidence interval by order statistics,

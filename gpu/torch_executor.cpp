@@ -93,8 +93,8 @@ class torch_executor final : public device_executor {
     in_flight f;
     f.model = &m;
     f.rows = static_cast<int64_t>(inputs.size());
-    if (auto err = ensure(m); !err.empty()) {
-      f.out.error = err;
+    if (auto ready = ensure(m); !ready) {
+      f.out.error = ready.error();
     } else {
       try {
         torch::Tensor batch;
@@ -146,16 +146,16 @@ class torch_executor final : public device_executor {
     return it == modules_.end() ? 0 : it->second.memory_mb;
   }
 
-  std::string load(const model_spec& m) override {
+  status load(const model_spec& m) override {
     if (ready_.count(m.name)) return {};
-    if (m.path.empty()) return "model '" + m.name + "' has no TorchScript path (models[].path)";
+    if (m.path.empty()) return fail("model '" + m.name + "' has no TorchScript path (models[].path)");
     if (m.precision == precision::fp16 && !device_.is_cuda())
-      return "model '" + m.name + "': precision fp16 needs a cuda device (cpu devices run fp32 or bf16)";
+      return fail("model '" + m.name + "': precision fp16 needs a cuda device (cpu devices run fp32 or bf16)");
     if (m.is_variant()) {
-      if (m.prefix_path.empty()) return "prefix model '" + m.prefix + "' of '" + m.name + "' has no TorchScript path";
-      if (auto e = load_module(prefix_key(m), m.prefix_path, m.prefix, m.precision); !e.empty()) return e;
+      if (m.prefix_path.empty()) return fail("prefix model '" + m.prefix + "' of '" + m.name + "' has no TorchScript path");
+      if (auto e = load_module(prefix_key(m), m.prefix_path, m.prefix, m.precision); !e.empty()) return fail(e);
     }
-    if (auto e = load_module(m.name, m.path, m.name, m.precision); !e.empty()) return e;
+    if (auto e = load_module(m.name, m.path, m.name, m.precision); !e.empty()) return fail(e);
     // Warm up: the first forwards pay for allocation and setup; do not let requests pay them.
     // On cpu, twice at batch 1 and twice at the largest batch the session may run. On cuda every
     // padded size a request can meet (below), because cuDNN builds a plan per new input shape:
@@ -179,7 +179,7 @@ class torch_executor final : public device_executor {
         auto out = execute(m, batch);
         if (!out.error.empty()) {
           ready_.erase(m.name);
-          return "model '" + m.name + "' failed its warm-up batch: " + out.error;
+          return fail("model '" + m.name + "' failed its warm-up batch: " + out.error);
         }
       }
     }
@@ -189,8 +189,8 @@ class torch_executor final : public device_executor {
   batch_outcome execute(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs) override {
     if (m.is_variant()) return execute_family({{&m, inputs}});
     batch_outcome out;
-    if (auto err = ensure(m); !err.empty()) {
-      out.error = err;
+    if (auto ready = ensure(m); !ready) {
+      out.error = ready.error();
       return out;
     }
     try {
@@ -209,8 +209,8 @@ class torch_executor final : public device_executor {
     if (groups.empty()) return out;
     auto& first = *groups.front().model;
     for (auto& g : groups)
-      if (auto err = ensure(*g.model); !err.empty()) {
-        out.error = err;
+      if (auto ready = ensure(*g.model); !ready) {
+        out.error = ready.error();
         return out;
       }
     try {
@@ -263,7 +263,7 @@ class torch_executor final : public device_executor {
     return s + "]";
   }
 
-  std::string ensure(const model_spec& m) { return ready_.count(m.name) ? std::string() : load(m); }
+  status ensure(const model_spec& m) { return ready_.count(m.name) ? status{} : load(m); }
 
   static c10::ScalarType compute_type(precision p) {
     return p == precision::fp16 ? torch::kFloat16 : p == precision::bf16 ? torch::kBFloat16 : torch::kFloat32;
@@ -335,11 +335,11 @@ class torch_executor final : public device_executor {
     };
     for (size_t i = 0; i < inputs.size(); ++i) {
       auto& t = (*inputs[i])[0];
-      std::string err;
-      auto form = input_form_of(t, m, err);
-      if (!form) fail(i, err);
+      auto form = input_form_of(t, m);
+      if (!form) fail(i, form.error());
       else if (*form != input_form::tensor && device_.is_cuda()) images.emplace_back(i, *form);
-      else if (err = input_row(t, *form, m, reinterpret_cast<float*>(dst + i * row_bytes)); !err.empty()) fail(i, err);
+      else if (auto row = input_row(t, *form, m, reinterpret_cast<float*>(dst + i * row_bytes)); !row)
+        fail(i, row.error());
     }
     if (!device_.is_cuda()) return host;
     shape[0] = padded(n);
@@ -360,7 +360,7 @@ class torch_executor final : public device_executor {
     thread_local std::vector<uint8_t> scratch;
     const uint8_t* rgb = nullptr;
     int h = 0, w = 0;
-    if (auto err = image_pixels(t, form, scratch, rgb, h, w); !err.empty()) return err;
+    if (auto ok = image_pixels(t, form, scratch, rgb, h, w); !ok) return ok.error();
     auto pixels = torch::from_blob(const_cast<uint8_t*>(rgb), {h, w, 3}, torch::kUInt8).to(device_);
     auto s = preprocess_of(m);
 #ifdef SLOSERVE_WITH_CUDA
@@ -434,15 +434,12 @@ class torch_executor final : public device_executor {
 
 }  // namespace
 
-std::unique_ptr<device_executor> make_torch_executor(device_kind kind, int threads, std::string& error) {
+expected<std::unique_ptr<device_executor>> make_torch_executor(device_kind kind, int threads) {
   if (kind == device_kind::cuda) {
-    if (!torch::cuda::is_available()) {
-      error = "device kind 'cuda': this LibTorch has no CUDA or the machine has no GPU";
-      return nullptr;
-    }
-    return std::make_unique<torch_executor>(torch::Device(torch::kCUDA, 0), threads);
+    if (!torch::cuda::is_available()) return fail("device kind 'cuda': this LibTorch has no CUDA or the machine has no GPU");
+    return std::unique_ptr<device_executor>(std::make_unique<torch_executor>(torch::Device(torch::kCUDA, 0), threads));
   }
-  return std::make_unique<torch_executor>(torch::Device(torch::kCPU), threads);
+  return std::unique_ptr<device_executor>(std::make_unique<torch_executor>(torch::Device(torch::kCPU), threads));
 }
 
 }  // namespace sloserve

@@ -34,35 +34,25 @@ std::vector<double> stepped_trace(const std::vector<double>& levels, int step_s,
   return out;
 }
 
-bool read_rate_trace(const std::string& path, std::vector<double>& out, std::string& error) {
+expected<std::vector<double>> read_rate_trace(const std::string& path) {
   std::ifstream in(path);
-  if (!in) {
-    error = path + ": cannot open the trace";
-    return false;
-  }
+  if (!in) return fail(path + ": cannot open the trace");
+  std::vector<double> out;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     if (auto h = line.find('#'); h != std::string::npos) line.resize(h);
     std::istringstream ss(line);
     double r;
     if (!(ss >> r)) {
-      if (line.find_first_not_of(" \t\r") != std::string::npos) {
-        error = path + ":" + std::to_string(n) + ": expected a rate (requests/s)";
-        return false;
-      }
+      if (line.find_first_not_of(" \t\r") != std::string::npos)
+        return fail(path + ":" + std::to_string(n) + ": expected a rate (requests/s)");
       continue;
     }
-    if (r < 0) {
-      error = path + ":" + std::to_string(n) + ": a rate cannot be negative";
-      return false;
-    }
+    if (r < 0) return fail(path + ":" + std::to_string(n) + ": a rate cannot be negative");
     out.push_back(r);
   }
-  if (out.empty()) {
-    error = path + ": the trace has no rates";
-    return false;
-  }
-  return true;
+  if (out.empty()) return fail(path + ": the trace has no rates");
+  return out;
 }
 
 }  // namespace sloserve

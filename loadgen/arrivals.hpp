@@ -9,6 +9,7 @@
 
 #include "apps/knob_option.hpp"
 #include "config/knobs.hpp"
+#include "pipelines/expected.hpp"
 
 namespace sloserve {
 
@@ -26,7 +27,7 @@ class arrivals {
 
 // Reads a per-second trace: one number per line (requests/s, or Mbps for a bandwidth trace);
 // '#' starts a comment.
-bool read_rate_trace(const std::string& path, std::vector<double>& out, std::string& error);
+expected<std::vector<double>> read_rate_trace(const std::string& path);
 
 // bursty: `base` requests/s, times `factor` for `burst_s` seconds at the start of every
 // `period_s` (thesis 004's ×5 for 5 s every 60 s), with Poisson noise of the given seed.

@@ -164,7 +164,8 @@ void run_lane(const load_options& o, size_t lane, size_t lanes, load_socket& c, 
 
 }  // namespace
 
-bool read_images(const std::string& path, std::vector<tensor>& out, std::string& error) {
+expected<std::vector<tensor>> read_images(const std::string& path) {
+  std::vector<tensor> out;
   namespace fs = std::filesystem;
   std::vector<fs::path> files;
   std::error_code ec;
@@ -175,24 +176,16 @@ bool read_images(const std::string& path, std::vector<tensor>& out, std::string&
       if (e.is_regular_file() && (ext == ".jpg" || ext == ".jpeg")) files.push_back(e.path());
     }
     std::sort(files.begin(), files.end());
-    if (files.empty()) {
-      error = path + ": the folder has no .jpg or .jpeg files";
-      return false;
-    }
+    if (files.empty()) return fail(path + ": the folder has no .jpg or .jpeg files");
   } else {
     files.push_back(path);
   }
   for (auto& f : files) {
     std::ifstream in(f, std::ios::binary);
-    if (!in) {
-      error = f.string() + ": cannot open the image";
-      return false;
-    }
+    if (!in) return fail(f.string() + ": cannot open the image");
     std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (data.size() < 4 || static_cast<unsigned char>(data[0]) != 0xFF || static_cast<unsigned char>(data[1]) != 0xD8) {
-      error = f.string() + ": not a JPEG file";
-      return false;
-    }
+    if (data.size() < 4 || static_cast<unsigned char>(data[0]) != 0xFF || static_cast<unsigned char>(data[1]) != 0xD8)
+      return fail(f.string() + ": not a JPEG file");
     tensor t;
     t.name = "image";
     t.type = dtype::uint8;
@@ -200,7 +193,7 @@ bool read_images(const std::string& path, std::vector<tensor>& out, std::string&
     t.data = std::move(data);
     out.push_back(std::move(t));
   }
-  return true;
+  return out;
 }
 
 size_t default_lanes(const load_options& o) {
@@ -217,15 +210,15 @@ size_t default_lanes(const load_options& o) {
   return std::clamp<size_t>(static_cast<size_t>(std::ceil(need)), 1, cap);
 }
 
-bool run_load(const load_options& o, load_summary& s, std::string& error) {
+expected<load_summary> run_load(const load_options& o) {
   size_t lanes = o.threads > 0 ? static_cast<size_t>(o.threads) : default_lanes(o);
   if (o.concurrency > 0) lanes = std::min(lanes, static_cast<size_t>(o.concurrency));
   std::vector<std::unique_ptr<load_socket>> clients;
   for (size_t i = 0; i < lanes; ++i) {
     clients.push_back(std::make_unique<load_socket>(o));
-    if (!clients.back()->connect(error)) return false;
+    if (auto connected = clients.back()->connect(); !connected) return fail(connected.error());
   }
-  if (!wait_ready(*clients.front(), o, error)) return false;
+  if (auto ready = wait_ready(*clients.front(), o); !ready) return fail(ready.error());
   // Pipelines to draw from: the mix, or the one pipeline.
   auto mix = o.mix;
   if (mix.empty()) mix.push_back({o.pipeline, 1, o.slo_ms, o.input});
@@ -246,8 +239,7 @@ bool run_load(const load_options& o, load_summary& s, std::string& error) {
   for (auto& t : threads) t.join();
 
   double total_s = o.warmup_s + (o.trace.empty() ? o.duration_s : std::min<double>(o.duration_s, o.trace.size()));
-  s = merge_lanes(results, total_s - o.warmup_s);
-  return true;
+  return merge_lanes(results, total_s - o.warmup_s);
 }
 
 }  // namespace sloserve

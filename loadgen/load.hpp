@@ -14,12 +14,12 @@ namespace sloserve {
 
 // JPEG files as request inputs (uint8[N] each): `path` is one file, or a folder whose *.jpg and
 // *.jpeg files are read in name order.
-bool read_images(const std::string& path, std::vector<tensor>& out, std::string& error);
+expected<std::vector<tensor>> read_images(const std::string& path);
 
 // Sending threads `run_load` uses when `threads` is 0.
 size_t default_lanes(const load_options& o);
 
-// Runs the load; returns false with `error` set when it could not start.
-bool run_load(const load_options& o, load_summary& out, std::string& error);
+// Runs the load and summarises it; an error when it could not start.
+expected<load_summary> run_load(const load_options& o);
 
 }  // namespace sloserve

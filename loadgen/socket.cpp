@@ -27,16 +27,14 @@ load_socket::~load_socket() {
   zmq_ctx_term(ctx_);
 }
 
-bool load_socket::connect(std::string& error) {
-  if (!set_curve_client(sock_, o_.key, o_.server_key, error)) return false;
+status load_socket::connect() {
+  if (auto s = set_curve_client(sock_, o_.key, o_.server_key); !s) return s;
   // Handshake failures (a refused key, a plain client at a CURVE node) come only as monitor
   // events; without them a refused client would just see silence.
   monitor_ = watch_handshake_failures(ctx_, sock_, "inproc://load.monitor");
-  if (zmq_connect(sock_, o_.address.c_str()) != 0) {
-    error = "cannot connect to " + o_.address + ": " + zmq_strerror(zmq_errno());
-    return false;
-  }
-  return true;
+  if (zmq_connect(sock_, o_.address.c_str()) != 0)
+    return fail("cannot connect to " + o_.address + ": " + zmq_strerror(zmq_errno()));
+  return {};
 }
 
 void load_socket::send(bytes frame) {
@@ -74,7 +72,7 @@ bool load_socket::recv(std::string& out, int timeout_ms) {
   return true;
 }
 
-bool wait_ready(load_socket& c, const load_options& o, std::string& error) {
+status wait_ready(load_socket& c, const load_options& o) {
   auto until = steady::now() + std::chrono::milliseconds(static_cast<int64_t>(o.wait_ready_s * 1000));
   std::string detail = "no answer", frame;
   msg::decode_limits limits;
@@ -82,23 +80,19 @@ bool wait_ready(load_socket& c, const load_options& o, std::string& error) {
     c.send(msg::encode_frame({{}, msg::status_request{token}}));
     auto wait_until = steady::now() + std::chrono::milliseconds(200);
     while (steady::now() < wait_until) {
-      if (auto why = c.refused(); !why.empty()) {
-        error = "frontend at " + o.address + ": " + why;
-        return false;
-      }
+      if (auto why = c.refused(); !why.empty()) return fail("frontend at " + o.address + ": " + why);
       if (!c.recv(frame, 50)) continue;
       auto d = msg::decode(frame, limits);
       if (!d.value) continue;
       if (auto* r = std::get_if<msg::status_reply>(&d.value->content); r && r->token == token) {
-        if (r->ready) return true;
+        if (r->ready) return {};
         detail = r->detail;
         break;
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  error = "frontend at " + o.address + " not ready after " + std::to_string(o.wait_ready_s) + " s: " + detail;
-  return false;
+  return fail("frontend at " + o.address + " not ready after " + std::to_string(o.wait_ready_s) + " s: " + detail);
 }
 
 }  // namespace sloserve

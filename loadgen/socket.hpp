@@ -16,7 +16,7 @@ class load_socket {
   load_socket(const load_socket&) = delete;
   load_socket& operator=(const load_socket&) = delete;
 
-  bool connect(std::string& error);
+  status connect();
   // The frame's bytes go to ZeroMQ by reference.
   void send(bytes frame);
   // Waits up to `timeout_ms` for one frame.
@@ -31,8 +31,8 @@ class load_socket {
   void* monitor_ = nullptr;
 };
 
-// Asks the frontend whether it can serve until it says so, for up to o.wait_ready_s; false with
-// `error` set (its last reason, or why the handshake failed) when it never does.
-bool wait_ready(load_socket& c, const load_options& o, std::string& error);
+// Asks the frontend whether it can serve until it says so, for up to o.wait_ready_s; an error
+// (its last reason, or why the handshake failed) when it never does.
+status wait_ready(load_socket& c, const load_options& o);
 
 }  // namespace sloserve

@@ -219,7 +219,7 @@ std::vector<tensor> get_tensors(capnp::List<wire::Tensor>::Reader in, uint64_t& 
     auto data = t.getData();
     x.data = bytes(reinterpret_cast<const char*>(data.begin()), data.size(), owner);
     payload += data.size();
-    if (auto err = check_tensor_bytes(x); !err.empty()) throw std::runtime_error(err);
+    if (auto ok = check_tensor_bytes(x); !ok) throw std::runtime_error(ok.error());
     out.push_back(std::move(x));
   }
   return out;

@@ -15,103 +15,75 @@ bool is_z85_key(const std::string& key) {
   return zmq_z85_decode(bin, key.c_str()) != nullptr;
 }
 
-bool generate_curve_pair(curve_pair& out, std::string& error) {
+expected<curve_pair> generate_curve_pair() {
   char pub[41], sec[41];
-  if (zmq_curve_keypair(pub, sec) != 0) {
-    error = std::string("cannot generate a CURVE key pair: ") + zmq_strerror(zmq_errno());
-    return false;
-  }
-  out = {pub, sec};
-  return true;
+  if (zmq_curve_keypair(pub, sec) != 0) return fail(std::string("cannot generate a CURVE key pair: ") + zmq_strerror(zmq_errno()));
+  return curve_pair{pub, sec};
 }
 
-bool read_curve_file(const std::string& path, bool need_secret, curve_pair& out, std::string& error) {
+expected<curve_pair> read_curve_file(const std::string& path, bool need_secret) {
   std::ifstream in(path);
-  if (!in) {
-    error = path + ": cannot open the key file";
-    return false;
-  }
+  if (!in) return fail(path + ": cannot open the key file");
   std::stringstream text;
   text << in.rdbuf();
-  return parse_curve_text(text.str(), path, need_secret, out, error);
+  return parse_curve_text(text.str(), path, need_secret);
 }
 
-bool parse_curve_text(const std::string& text, const std::string& path, bool need_secret, curve_pair& out,
-                      std::string& error) {
+expected<curve_pair> parse_curve_text(const std::string& text, const std::string& path, bool need_secret) {
   std::istringstream in(text);
-  out = {};
+  curve_pair out;
   std::string line;
   for (int no = 1; std::getline(in, line); ++no) {
     // Z85 uses '#', so only whole lines are comments.
     auto first = line.find_first_not_of(" \t\r");
     if (first == std::string::npos || line[first] == '#') continue;
+    auto at = path + ":" + std::to_string(no) + ": ";
     auto colon = line.find(':');
-    if (colon == std::string::npos) {
-      error = path + ":" + std::to_string(no) + ": expected 'public: KEY' or 'secret: KEY'";
-      return false;
-    }
+    if (colon == std::string::npos) return fail(at + "expected 'public: KEY' or 'secret: KEY'");
     auto trim = [](std::string s) {
       auto a = s.find_first_not_of(" \t\r\"'"), b = s.find_last_not_of(" \t\r\"'");
       return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
     };
     auto key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
-    if (key != "public" && key != "secret") {
-      error = path + ":" + std::to_string(no) + ": unknown key '" + key + "' (expected public or secret)";
-      return false;
-    }
-    if (!is_z85_key(value)) {
-      error = path + ":" + std::to_string(no) + ": the " + key + " key is not 40 Z85 characters";
-      return false;
-    }
+    if (key != "public" && key != "secret") return fail(at + "unknown key '" + key + "' (expected public or secret)");
+    if (!is_z85_key(value)) return fail(at + "the " + key + " key is not 40 Z85 characters");
     (key == "public" ? out.public_key : out.secret_key) = value;
   }
-  if (out.public_key.empty()) {
-    error = path + ": has no public key";
-    return false;
-  }
-  if (need_secret && out.secret_key.empty()) {
-    error = path + ": has no secret key (a .pub file? pass the .key file written by `sloserve keys`)";
-    return false;
-  }
-  return true;
+  if (out.public_key.empty()) return fail(path + ": has no public key");
+  if (need_secret && out.secret_key.empty())
+    return fail(path + ": has no secret key (a .pub file? pass the .key file written by `sloserve keys`)");
+  return out;
 }
 
-bool write_curve_files(const std::string& dir, const std::string& name, const curve_pair& keys, bool force,
-                       std::string& error) {
+status write_curve_files(const std::string& dir, const std::string& name, const curve_pair& keys, bool force) {
   auto base = (dir.empty() ? std::string(".") : dir) + "/" + name;
   struct stat sb;
   for (auto suffix : {".key", ".pub"})
-    if (!force && stat((base + suffix).c_str(), &sb) == 0) {
-      error = base + suffix + " exists; pass --force to replace it";
-      return false;
-    }
-  auto write = [&](const std::string& path, const std::string& text, mode_t mode) {
+    if (!force && stat((base + suffix).c_str(), &sb) == 0) return fail(base + suffix + " exists; pass --force to replace it");
+  auto write = [&](const std::string& path, const std::string& text, mode_t mode) -> status {
     std::ofstream out(path, std::ios::trunc);
     out << text;
     out.close();
-    if (!out || chmod(path.c_str(), mode) != 0) {
-      error = path + ": cannot write the key file";
-      return false;
-    }
-    return true;
+    if (!out || chmod(path.c_str(), mode) != 0) return fail(path + ": cannot write the key file");
+    return {};
   };
   auto pub = "public: \"" + keys.public_key + "\"\n";
-  return write(base + ".key",
-               "# CurveZMQ key pair of '" + name + "' (sloserve keys). Keep it secret.\n" + pub + "secret: \"" +
-                   keys.secret_key + "\"\n",
-               0600) &&
-         write(base + ".pub", "# CurveZMQ public key of '" + name + "' (sloserve keys).\n" + pub, 0644);
+  if (auto s = write(base + ".key",
+                     "# CurveZMQ key pair of '" + name + "' (sloserve keys). Keep it secret.\n" + pub + "secret: \"" +
+                         keys.secret_key + "\"\n",
+                     0600);
+      !s)
+    return s;
+  return write(base + ".pub", "# CurveZMQ public key of '" + name + "' (sloserve keys).\n" + pub, 0644);
 }
 
-bool set_curve_client(void* socket, const curve_pair& ours, const std::string& server_public, std::string& error) {
-  if (ours.public_key.empty()) return true;
+status set_curve_client(void* socket, const curve_pair& ours, const std::string& server_public) {
+  if (ours.public_key.empty()) return {};
   if (zmq_setsockopt(socket, ZMQ_CURVE_SERVERKEY, server_public.c_str(), 40) != 0 ||
       zmq_setsockopt(socket, ZMQ_CURVE_PUBLICKEY, ours.public_key.c_str(), 40) != 0 ||
-      zmq_setsockopt(socket, ZMQ_CURVE_SECRETKEY, ours.secret_key.c_str(), 40) != 0) {
-    error = std::string("cannot set CURVE keys: ") + zmq_strerror(zmq_errno());
-    return false;
-  }
-  return true;
+      zmq_setsockopt(socket, ZMQ_CURVE_SECRETKEY, ours.secret_key.c_str(), 40) != 0)
+    return fail(std::string("cannot set CURVE keys: ") + zmq_strerror(zmq_errno()));
+  return {};
 }
 
 void* watch_handshake_failures(void* ctx, void* socket, const char* endpoint) {

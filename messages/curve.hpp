@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "pipelines/expected.hpp"
+
 namespace sloserve {
 
 struct curve_pair {
@@ -19,22 +21,20 @@ struct curve_pair {
 bool is_z85_key(const std::string& key);
 
 // A fresh key pair from libzmq (needs libsodium/tweetnacl support, which Debian's has).
-bool generate_curve_pair(curve_pair& out, std::string& error);
+expected<curve_pair> generate_curve_pair();
 
 // Reads a key file; `need_secret` fails on a .pub file. Errors name the file and line.
-bool read_curve_file(const std::string& path, bool need_secret, curve_pair& out, std::string& error);
+expected<curve_pair> read_curve_file(const std::string& path, bool need_secret);
 // The same for the file's text; `path` only names it in errors.
-bool parse_curve_text(const std::string& text, const std::string& path, bool need_secret, curve_pair& out,
-                      std::string& error);
+expected<curve_pair> parse_curve_text(const std::string& text, const std::string& path, bool need_secret);
 
 // Writes DIR/NAME.key (mode 0600, both halves) and DIR/NAME.pub (public half only). Refuses to
 // replace existing files unless `force`.
-bool write_curve_files(const std::string& dir, const std::string& name, const curve_pair& keys, bool force,
-                       std::string& error);
+status write_curve_files(const std::string& dir, const std::string& name, const curve_pair& keys, bool force);
 
 // Client side of a socket: our pair, and the public key of the server it connects to.
-// Applies nothing and returns true when `ours` is empty (plain connection).
-bool set_curve_client(void* socket, const curve_pair& ours, const std::string& server_public, std::string& error);
+// Applies nothing when `ours` is empty (plain connection).
+status set_curve_client(void* socket, const curve_pair& ours, const std::string& server_public);
 
 // Handshake failures (a refused key, a plain client at a CURVE socket, a wrong server key) come
 // only as socket-monitor events. Starts monitoring `socket` for them through `endpoint` (an

@@ -54,14 +54,14 @@ transport::~transport() { stop(); }
 
 bool transport::secure() const { return !opts_.curve.secret_key.empty(); }
 
-std::string transport::start() {
+status transport::start() {
   ctx_ = zmq_ctx_new();
   auto fail = [this](std::string err) {
     for (auto** s : {&zap_, &monitor_, &router_})
       if (*s) zmq_close(*s), *s = nullptr;
     zmq_ctx_term(ctx_);
     ctx_ = nullptr;
-    return err;
+    return sloserve::fail(std::move(err));
   };
   if (secure()) {
     // The ZAP handler must be bound before any CURVE socket authenticates (RFC 27).
@@ -152,10 +152,9 @@ void transport::flush(std::vector<outbound>& batch) {
         set_int(s, ZMQ_SNDHWM, opts_.send_hwm);
         set_int(s, ZMQ_RECONNECT_IVL, 50);
         set_int(s, ZMQ_RECONNECT_IVL_MAX, 500);
-        std::string err;
-        if (secure() && !set_curve_client(s, opts_.curve, o.key, err)) {
+        if (auto set = secure() ? set_curve_client(s, opts_.curve, o.key) : status{}; !set) {
           ++counters_.send_failures;
-          if (opts_.on_refused) opts_.on_refused("peer '" + o.target + "': " + err);
+          if (opts_.on_refused) opts_.on_refused("peer '" + o.target + "': " + set.error());
         }
         zmq_connect(s, o.address.c_str());
         peers_.emplace_back(o.target, s);

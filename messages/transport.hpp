@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "pipelines/expected.hpp"
 #include "messages/curve.hpp"
 #include "pipelines/bytes.hpp"
 
@@ -49,7 +50,7 @@ class transport {
   transport& operator=(const transport&) = delete;
 
   // Binds and starts the I/O thread. Returns why it failed, or an empty string.
-  std::string start();
+  status start();
   void stop();
 
   // The endpoint actually bound (with the real port when the configured one was 0).

@@ -54,40 +54,26 @@ double model_spec::suffix_ms_at(int b) const {
   return std::max(0.0, profile.latency_ms_at(b) - (is_variant() ? prefix_profile.latency_ms_at(b) : 0.0));
 }
 
-std::optional<input_form> input_form_of(const tensor& t, const model_spec& m, std::string& error) {
+expected<input_form> input_form_of(const tensor& t, const model_spec& m) {
   if (!m.preprocess || (t.type == m.input.type && t.shape == m.input.shape)) {
-    error = check_tensor(t, m.input);
-    return error.empty() ? std::optional(input_form::tensor) : std::nullopt;
+    if (auto ok = check_tensor(t, m.input); !ok) return fail(ok.error());
+    return input_form::tensor;
   }
-  auto expected = [&] {
+  auto neither = [&] {
     return "input " + t.spec().to_string() + " is neither the model's declared input " + m.input.to_string() +
            " nor an image (uint8[H,W,3], or JPEG bytes as uint8[N])";
   };
-  if (t.type != dtype::uint8 || (t.shape.size() != 1 && t.shape.size() != 3)) {
-    error = expected();
-    return std::nullopt;
-  }
-  if (auto err = check_tensor_bytes(t); !err.empty()) {
-    error = err;
-    return std::nullopt;
-  }
+  if (t.type != dtype::uint8 || (t.shape.size() != 1 && t.shape.size() != 3)) return fail(neither());
+  if (auto ok = check_tensor_bytes(t); !ok) return fail(ok.error());
   if (t.shape.size() == 1) {
-    if (t.shape[0] < 4) {
-      error = "image of " + std::to_string(t.shape[0]) + " bytes is too short to be a JPEG";
-      return std::nullopt;
-    }
+    if (t.shape[0] < 4) return fail("image of " + std::to_string(t.shape[0]) + " bytes is too short to be a JPEG");
     return input_form::encoded_image;
   }
-  if (t.shape[2] != 3) {
-    error = expected();
-    return std::nullopt;
-  }
+  if (t.shape[2] != 3) return fail(neither());
   if (t.shape[0] < 1 || t.shape[1] < 1 || t.shape[0] > max_image_side || t.shape[1] > max_image_side ||
-      t.shape[0] * t.shape[1] > max_image_pixels) {
-    error = "image " + t.spec().to_string() + " is empty or larger than " + std::to_string(max_image_side) +
-            " pixels a side or " + std::to_string(max_image_pixels) + " pixels";
-    return std::nullopt;
-  }
+      t.shape[0] * t.shape[1] > max_image_pixels)
+    return fail("image " + t.spec().to_string() + " is empty or larger than " + std::to_string(max_image_side) +
+                " pixels a side or " + std::to_string(max_image_pixels) + " pixels");
   return input_form::raw_image;
 }
 

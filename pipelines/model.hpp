@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pipelines/expected.hpp"
 #include "pipelines/tensor.hpp"
 
 namespace sloserve {
@@ -104,6 +105,6 @@ struct model_spec {
 
 // The form of `t` as an input of `m`, or why it is not one (`error` set). Checks the declared
 // tensor exactly; images only by shape and size (the device decodes them).
-std::optional<input_form> input_form_of(const tensor& t, const model_spec& m, std::string& error);
+expected<input_form> input_form_of(const tensor& t, const model_spec& m);
 
 }  // namespace sloserve

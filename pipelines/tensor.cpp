@@ -58,19 +58,18 @@ std::string tensor_spec::to_string() const {
   return s + ']';
 }
 
-std::string check_tensor_bytes(const tensor& t) {
+status check_tensor_bytes(const tensor& t) {
   auto want = t.spec().byte_size();
-  if (!want) return "tensor '" + t.name + "' has an invalid shape " + t.spec().to_string();
+  if (!want) return fail("tensor '" + t.name + "' has an invalid shape " + t.spec().to_string());
   if (*want != t.data.size())
-    return "tensor '" + t.name + "' " + t.spec().to_string() + " needs " + std::to_string(*want) +
-           " bytes but carries " + std::to_string(t.data.size());
+    return fail("tensor '" + t.name + "' " + t.spec().to_string() + " needs " + std::to_string(*want) +
+                " bytes but carries " + std::to_string(t.data.size()));
   return {};
 }
 
-std::string check_tensor(const tensor& t, const tensor_spec& spec) {
+status check_tensor(const tensor& t, const tensor_spec& spec) {
   if (t.type != spec.type || t.shape != spec.shape)
-    return "input " + t.spec().to_string() + " does not match the model's declared input " +
-           spec.to_string();
+    return fail("input " + t.spec().to_string() + " does not match the model's declared input " + spec.to_string());
   return check_tensor_bytes(t);
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "pipelines/bytes.hpp"
+#include "pipelines/expected.hpp"
 
 namespace sloserve {
 
@@ -39,10 +40,10 @@ struct tensor {
 };
 
 // Empty string when `t` matches `spec` exactly; otherwise why it does not.
-std::string check_tensor(const tensor& t, const tensor_spec& spec);
+status check_tensor(const tensor& t, const tensor_spec& spec);
 
 // Empty string when data size equals shape x dtype; otherwise why not.
-std::string check_tensor_bytes(const tensor& t);
+status check_tensor_bytes(const tensor& t);
 
 // Number of rows (the first dimension); 1 for a scalar.
 int64_t row_count(const tensor& t);

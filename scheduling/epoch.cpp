@@ -102,15 +102,12 @@ std::tuple<size_t, size_t, size_t> plan_cost(const epoch_result& r) {
 
 }  // namespace
 
-bool plan_epoch(const epoch_input& in, const epoch_result* previous, epoch_result& out, std::string& error) {
+expected<epoch_result> plan_epoch(const epoch_input& in, const epoch_result* previous) {
   auto& pipes = *in.pipelines;
   auto& models = *in.models;
-  if (in.rates.size() != pipes.size()) {
-    error = "need one rate per pipeline";
-    return false;
-  }
+  if (in.rates.size() != pipes.size()) return fail("need one rate per pipeline");
   auto planner = make_planner(in.policy);
-  out = {};
+  epoch_result out;
   std::vector<std::vector<double>> rates;
   std::vector<throughput_fn> T;
   for (size_t pi = 0; pi < pipes.size(); ++pi) {
@@ -122,7 +119,7 @@ bool plan_epoch(const epoch_input& in, const epoch_result* previous, epoch_resul
   }
   collect_sessions(in, rates, out);
   place(in, *planner, previous, out);
-  if (in.split != split_policy::dp || in.neighbours <= 0) return true;
+  if (in.split != split_policy::dp || in.neighbours <= 0) return out;
   // The DP counts devices fractionally, sum of rate / T; they come whole, and the packing merges
   // only residues whose duty cycles fit together. So the DP's split is compared with its
   // neighbours: the DP re-run with one stage held at a batch within `neighbours` of the one it
@@ -154,7 +151,7 @@ bool plan_epoch(const epoch_input& in, const epoch_result* previous, epoch_resul
       }
     }
   }
-  return true;
+  return out;
 }
 
 namespace {
@@ -167,13 +164,11 @@ double fit_scale(epoch_input& in, const epoch_result* prev, double lo, double hi
                  Fits fits) {
   auto base = in.rates;
   std::optional<double> best;
-  std::string err;
   for (int i = 0; i < steps; ++i) {
     double mid = lo + (hi - lo) / 2;
     for (size_t k = 0; k < base.size(); ++k) in.rates[k] = base[k] * mid;
-    epoch_result trial;
-    plan_epoch(in, prev, trial, err);
-    if (fits(trial)) lo = mid, best = mid, res = std::move(trial);
+    auto trial = plan_epoch(in, prev);
+    if (trial && fits(*trial)) lo = mid, best = mid, res = std::move(*trial);
     else hi = mid;
   }
   for (size_t k = 0; k < base.size(); ++k) in.rates[k] = base[k] * best.value_or(1);
@@ -182,15 +177,18 @@ double fit_scale(epoch_input& in, const epoch_result* prev, double lo, double hi
 
 }  // namespace
 
-double plan_scaled_epoch(epoch_input& in, const epoch_result* previous, epoch_result& out, std::string& error) {
-  if (!plan_epoch(in, previous, out, error)) return -1;
-  if (out.devices_missing == 0 && out.placement.devices.size() < in.slots.size())
-    return fit_scale(in, previous, 1, 4, 8, out, [](const epoch_result& r) {
-      return r.devices_missing == 0 && r.placement.infeasible.empty();
+expected<scaled_epoch> plan_scaled_epoch(epoch_input& in, const epoch_result* previous) {
+  auto planned = plan_epoch(in, previous);
+  if (!planned) return fail(planned.error());
+  scaled_epoch out{std::move(*planned), 1};
+  auto& r = out.result;
+  if (r.devices_missing == 0 && r.placement.devices.size() < in.slots.size())
+    out.scale = fit_scale(in, previous, 1, 4, 8, r, [](const epoch_result& x) {
+      return x.devices_missing == 0 && x.placement.infeasible.empty();
     });
-  if (out.devices_missing > 0)
-    return fit_scale(in, previous, 0, 1, 12, out, [](const epoch_result& r) { return r.devices_missing == 0; });
-  return 1;
+  else if (r.devices_missing > 0)
+    out.scale = fit_scale(in, previous, 0, 1, 12, r, [](const epoch_result& x) { return x.devices_missing == 0; });
+  return out;
 }
 
 }  // namespace sloserve::sched

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "pipelines/expected.hpp"
 #include "scheduling/query_analyzer.hpp"
 #include "scheduling/planner.hpp"
 
@@ -49,12 +50,16 @@ struct epoch_result {
 
 // `previous` (same models and pipelines) makes the placement incremental and keeps devices
 // bound to the same slots where it can. Returns false with `error` set on bad input.
-bool plan_epoch(const epoch_input& in, const epoch_result* previous, epoch_result& out, std::string& error);
+expected<epoch_result> plan_epoch(const epoch_input& in, const epoch_result* previous = nullptr);
 
 // plan_epoch on a cluster of fixed size. With devices to spare it plans for the largest multiple
 // of the load (up to 4x) that still fits, so that bursts find capacity instead of idle devices;
 // with too few devices, for the largest fraction of the load that fits. `in.rates` ends as the
-// rates planned for. Returns that multiple (1: the load as given), or -1 with `error` set.
-double plan_scaled_epoch(epoch_input& in, const epoch_result* previous, epoch_result& out, std::string& error);
+// rates planned for; `scale` is that multiple (1: the load as given).
+struct scaled_epoch {
+  epoch_result result;
+  double scale = 1;
+};
+expected<scaled_epoch> plan_scaled_epoch(epoch_input& in, const epoch_result* previous);
 
 }  // namespace sloserve::sched

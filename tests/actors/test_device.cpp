@@ -496,7 +496,7 @@ class pipelined_executor final : public device_executor {
   int depth() const override { return 2; }
   batch_outcome execute(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs) override {
     batch_outcome out;
-    for (auto* in : inputs) out.outputs.push_back({make_tensor(m.output, 7, "output")});
+    for (size_t i = 0; i < inputs.size(); ++i) out.outputs.push_back({make_tensor(m.output, 7, "output")});
     return out;
   }
   std::optional<batch_outcome> start(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs) override {

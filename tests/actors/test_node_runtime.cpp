@@ -52,7 +52,8 @@ struct node_fixture : ::testing::Test {
     cfg->runtime.max_payload_bytes = 64 * 1024;
     cfg_ = cfg;
     node = std::make_unique<node_runtime>(cfg_, "local");
-    EXPECT_EQ(node->start(), "");
+    auto started = node->start();
+    EXPECT_TRUE(started) << started.error();
     client = std::make_unique<raw_client>(node->endpoint());
     for (uint64_t t = 1; t < 200; ++t) {  // until the controller has published routing
       client->send(msg::encode({{}, msg::status_request{t}}));
@@ -157,7 +158,8 @@ pipelines:
 )", "cpu.yaml");
     ASSERT_TRUE(r) << r.error_text();
     node = std::make_unique<node_runtime>(std::make_shared<const cluster_config>(std::move(*r.config)), "local");
-    ASSERT_EQ(node->start(), "");
+    auto started = node->start();
+    ASSERT_TRUE(started) << started.error();
     client = std::make_unique<raw_client>(node->endpoint());
     bool ready = false;
     // Ready once the worker has loaded and warmed the model: poll for up to about 10 s.

@@ -23,9 +23,9 @@ TEST(profiler, measures_an_emulated_profile_and_reads_back) {
   profile_options o;
   o.min_runs = 5;
   o.max_runs = 5;
-  std::vector<profile_point> points;
-  std::string err;
-  ASSERT_TRUE(profile_model(*ex, m, o, points, err)) << err;
+  auto measured = profile_model(*ex, m, o);
+  ASSERT_TRUE(measured) << measured.error();
+  auto& points = *measured;
   ASSERT_EQ(points.size(), 5u);  // 1, 2, 4, 8, 16
   for (auto& p : points) EXPECT_NEAR(p.ms, 0.5 * p.batch + 3, 0.5) << "batch " << p.batch;
   auto yaml = std::string(R"(nodes:
@@ -84,11 +84,11 @@ TEST(profiler, two_profiles_of_a_noisy_device_agree_within_ten_percent) {
   m.profile.beta_ms = 2;
   profile_options o;
   o.max_seconds = 1e9;  // runs in no wall time: the run counts decide
-  std::vector<profile_point> a, b;
-  std::string err;
   noisy_executor first(1), second(2);
-  ASSERT_TRUE(profile_model(first, m, o, a, err)) << err;
-  ASSERT_TRUE(profile_model(second, m, o, b, err)) << err;
+  auto measured_a = profile_model(first, m, o), measured_b = profile_model(second, m, o);
+  ASSERT_TRUE(measured_a) << measured_a.error();
+  ASSERT_TRUE(measured_b) << measured_b.error();
+  auto &a = *measured_a, &b = *measured_b;
   ASSERT_EQ(a.size(), 6u);
   int outliers = 0, spiked = 0;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -127,10 +127,9 @@ TEST(profiler, rejects_batches_beyond_max_batch) {
   auto ex = make_emulated_executor(1);
   profile_options o;
   o.batches = {2, 8};
-  std::vector<profile_point> points;
-  std::string err;
-  EXPECT_FALSE(profile_model(*ex, m, o, points, err));
-  EXPECT_NE(err.find("batch 8 is outside 1..4"), std::string::npos) << err;
+  auto measured = profile_model(*ex, m, o);
+  ASSERT_FALSE(measured);
+  EXPECT_NE(measured.error().find("batch 8 is outside 1..4"), std::string::npos) << measured.error();
 }
 
 }  // namespace

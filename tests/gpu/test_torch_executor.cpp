@@ -92,9 +92,10 @@ class torch_executor_kinds : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     std::string err;
-    ex = make_executor(*parse_knob<device_kind>(GetParam()), 0, 1, err);
-    if (!ex && GetParam() == "cuda") GTEST_SKIP() << err;
-    ASSERT_TRUE(ex) << err;
+    auto made = make_executor(*parse_knob<device_kind>(GetParam()), 0, 1);
+    if (!made && GetParam() == "cuda") GTEST_SKIP() << made.error();
+    ASSERT_TRUE(made) << made.error();
+    ex = std::move(*made);
   }
   std::unique_ptr<device_executor> ex;
 };
@@ -104,7 +105,7 @@ INSTANTIATE_TEST_SUITE_P(kinds, torch_executor_kinds, ::testing::Values("cpu", "
 
 TEST_P(torch_executor_kinds, batch_outputs_equal_pytorch_and_split_per_request) {
   ASSERT_TRUE(torch_available());
-  EXPECT_EQ(ex->load(tiny_mlp()), "");
+  EXPECT_TRUE(ex->load(tiny_mlp()));
   EXPECT_GT(ex->memory_mb("tiny_mlp"), 0);
   expect_reference(*ex, tiny_mlp(), "tiny_mlp");
   expect_reference(*ex, tiny_cnn(), "tiny_cnn");  // loads on first use
@@ -133,16 +134,17 @@ TEST_P(torch_executor_kinds, errors_name_the_problem) {
   auto missing = tiny_mlp();
   missing.name = "missing";
   missing.path = dir + "/nope.pt";
-  EXPECT_NE(ex->load(missing).find("cannot load model 'missing' from"), std::string::npos);
+  EXPECT_NE(ex->load(missing).error().find("cannot load model 'missing' from"), std::string::npos);
   auto wrong = tiny_mlp();
   wrong.name = "wrong_output";
   wrong.output = {dtype::float32, {7}};
-  EXPECT_NE(ex->load(wrong).find("produced float32[4] per request, not the declared output float32[7]"), std::string::npos)
-      << ex->load(wrong);
+  EXPECT_NE(ex->load(wrong).error().find("produced float32[4] per request, not the declared output float32[7]"),
+            std::string::npos)
+      << ex->load(wrong).error();
   auto nopath = tiny_mlp();
   nopath.name = "nopath";
   nopath.path.clear();
-  EXPECT_NE(ex->load(nopath).find("has no TorchScript path"), std::string::npos);
+  EXPECT_NE(ex->load(nopath).error().find("has no TorchScript path"), std::string::npos);
 }
 
 model_spec tiny_variant(int v, bool as_suffix) {
@@ -219,7 +221,8 @@ TEST_P(torch_executor_kinds, images_are_preprocessed_on_the_device_and_a_bad_one
   auto jpeg = testing::jpeg_of(rgb, h, w, 95);
   std::vector<uint8_t> decoded;
   int dh = 0, dw = 0;
-  ASSERT_EQ(decode_jpeg(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), decoded, dh, dw), "");
+  auto ok = decode_jpeg(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), decoded, dh, dw);
+  ASSERT_TRUE(ok) << ok.error();
   ASSERT_EQ(dh, h);
   ASSERT_EQ(dw, w);
   auto damaged = jpeg.substr(0, 40) + std::string(200, '\x11');
@@ -269,15 +272,15 @@ TEST_P(torch_executor_kinds, reduced_precision_keeps_the_declared_dtypes) {
     auto half = tiny_mlp();
     half.name = "tiny_mlp_fp16";
     half.precision = precision::fp16;
-    EXPECT_NE(ex->load(half).find("precision fp16 needs a cuda device"), std::string::npos);
+    EXPECT_NE(ex->load(half).error().find("precision fp16 needs a cuda device"), std::string::npos);
   }
 }
 
 TEST(torch_executor, cuda_kind_says_why_it_is_unavailable_here) {
   std::string err;
-  auto ex = make_executor(device_kind::cuda, 0, 1, err);
+  auto ex = make_executor(device_kind::cuda, 0, 1);
   if (ex) GTEST_SKIP() << "this machine has a GPU";
-  EXPECT_NE(err.find("cuda"), std::string::npos) << err;
+  EXPECT_NE(ex.error().find("cuda"), std::string::npos) << ex.error();
 }
 
 }  // namespace

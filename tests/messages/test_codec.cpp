@@ -211,23 +211,28 @@ namespace {
 TEST(curve, key_files_round_trip_and_errors_name_the_line) {
   auto dir = std::filesystem::temp_directory_path() / ("curve-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
-  curve_pair k, back;
-  std::string err;
-  ASSERT_TRUE(generate_curve_pair(k, err)) << err;
-  EXPECT_TRUE(is_z85_key(k.public_key) && is_z85_key(k.secret_key));
-  ASSERT_TRUE(write_curve_files(dir, "n", k, false, err)) << err;
-  EXPECT_FALSE(write_curve_files(dir, "n", k, false, err));  // no silent overwrite
-  EXPECT_NE(err.find("--force"), std::string::npos) << err;
-  ASSERT_TRUE(read_curve_file(dir / "n.key", true, back, err)) << err;
-  EXPECT_EQ(back.public_key, k.public_key);
-  EXPECT_EQ(back.secret_key, k.secret_key);
-  EXPECT_FALSE(read_curve_file(dir / "n.pub", true, back, err));  // a .pub has no secret
-  EXPECT_NE(err.find("no secret key"), std::string::npos) << err;
-  ASSERT_TRUE(read_curve_file(dir / "n.pub", false, back, err)) << err;
-  EXPECT_TRUE(back.secret_key.empty());
+  auto k = generate_curve_pair();
+  ASSERT_TRUE(k) << k.error();
+  EXPECT_TRUE(is_z85_key(k->public_key) && is_z85_key(k->secret_key));
+  auto written = write_curve_files(dir, "n", *k, false);
+  ASSERT_TRUE(written) << written.error();
+  auto again = write_curve_files(dir, "n", *k, false);
+  EXPECT_FALSE(again);  // no silent overwrite
+  EXPECT_NE(again.error().find("--force"), std::string::npos) << again.error();
+  auto back = read_curve_file(dir / "n.key", true);
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(back->public_key, k->public_key);
+  EXPECT_EQ(back->secret_key, k->secret_key);
+  auto pub_as_key = read_curve_file(dir / "n.pub", true);
+  EXPECT_FALSE(pub_as_key);  // a .pub has no secret
+  EXPECT_NE(pub_as_key.error().find("no secret key"), std::string::npos) << pub_as_key.error();
+  auto pub = read_curve_file(dir / "n.pub", false);
+  ASSERT_TRUE(pub) << pub.error();
+  EXPECT_TRUE(pub->secret_key.empty());
   std::ofstream(dir / "bad.key") << "# comment\npublic: \"tooshort\"\n";
-  EXPECT_FALSE(read_curve_file(dir / "bad.key", false, back, err));
-  EXPECT_NE(err.find("bad.key:2:"), std::string::npos) << err;
+  auto bad = read_curve_file(dir / "bad.key", false);
+  EXPECT_FALSE(bad);
+  EXPECT_NE(bad.error().find("bad.key:2:"), std::string::npos) << bad.error();
   std::filesystem::remove_all(dir);
 }
 

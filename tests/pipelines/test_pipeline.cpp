@@ -87,10 +87,10 @@ TEST(tensor, rows_and_checks) {
   auto r = row_of(t, 2);
   EXPECT_EQ(r.shape, std::vector<int64_t>{2});
   EXPECT_EQ(r.data, t.data.substr(16, 8));
-  EXPECT_TRUE(check_tensor(r, {dtype::float32, {2}}).empty());
-  EXPECT_NE(check_tensor(r, {dtype::float32, {3}}).find("does not match"), std::string::npos);
+  EXPECT_TRUE(check_tensor(r, {dtype::float32, {2}}));
+  EXPECT_NE(check_tensor(r, {dtype::float32, {3}}).error().find("does not match"), std::string::npos);
   r.data.resize(r.data.size() - 1);
-  EXPECT_NE(check_tensor_bytes(r).find("needs 8 bytes but carries 7"), std::string::npos);
+  EXPECT_NE(check_tensor_bytes(r).error().find("needs 8 bytes but carries 7"), std::string::npos);
   EXPECT_EQ(make_tensor({dtype::float32, {3, 2}}, 7).data, t.data);  // deterministic
 }
 
@@ -105,23 +105,28 @@ namespace {
 TEST(input_form, images_are_accepted_only_where_the_model_preprocesses) {
   model_spec m;
   m.input = {dtype::float32, {3, 8, 8}};
-  std::string err;
+  auto why = [&](const tensor& t) {
+    auto f = input_form_of(t, m);
+    EXPECT_FALSE(f);
+    return f ? std::string() : f.error();
+  };
+  auto form = [&](const tensor& t) {
+    auto f = input_form_of(t, m);
+    EXPECT_TRUE(f) << f.error();
+    return f ? *f : input_form::tensor;
+  };
   auto image = make_tensor({dtype::uint8, {30, 40, 3}}, 1);
-  EXPECT_FALSE(input_form_of(image, m, err));
-  EXPECT_NE(err.find("does not match"), std::string::npos) << err;
+  EXPECT_NE(why(image).find("does not match"), std::string::npos);
   m.preprocess = image_preprocess{};
-  EXPECT_EQ(input_form_of(image, m, err), input_form::raw_image) << err;
-  EXPECT_EQ(input_form_of(make_tensor({dtype::uint8, {500}}, 1), m, err), input_form::encoded_image) << err;
-  EXPECT_EQ(input_form_of(make_tensor(m.input, 1), m, err), input_form::tensor) << err;
-  EXPECT_FALSE(input_form_of(make_tensor({dtype::uint8, {30, 40, 4}}, 1), m, err));
-  EXPECT_NE(err.find("nor an image"), std::string::npos) << err;
-  EXPECT_FALSE(input_form_of(make_tensor({dtype::float32, {30, 40, 3}}, 1), m, err));
-  EXPECT_FALSE(input_form_of(make_tensor({dtype::uint8, {20000, 2, 3}}, 1), m, err));
-  EXPECT_NE(err.find("larger than 16384"), std::string::npos) << err;
+  EXPECT_EQ(form(image), input_form::raw_image);
+  EXPECT_EQ(form(make_tensor({dtype::uint8, {500}}, 1)), input_form::encoded_image);
+  EXPECT_EQ(form(make_tensor(m.input, 1)), input_form::tensor);
+  EXPECT_NE(why(make_tensor({dtype::uint8, {30, 40, 4}}, 1)).find("nor an image"), std::string::npos);
+  why(make_tensor({dtype::float32, {30, 40, 3}}, 1));
+  EXPECT_NE(why(make_tensor({dtype::uint8, {20000, 2, 3}}, 1)).find("larger than 16384"), std::string::npos);
   auto short_bytes = make_tensor({dtype::uint8, {500}}, 1);
   short_bytes.data.resize(499);
-  EXPECT_FALSE(input_form_of(short_bytes, m, err));
-  EXPECT_NE(err.find("needs 500 bytes but carries 499"), std::string::npos) << err;
+  EXPECT_NE(why(short_bytes).find("needs 500 bytes but carries 499"), std::string::npos);
 }
 
 }  // namespace

@@ -182,9 +182,9 @@ TEST(epoch, variants_sharing_a_prefix_and_an_slo_become_one_session) {
   in.pipelines = &pipes;
   in.rates = {30, 20, 10, 40};
   for (uint32_t d = 0; d < 4; ++d) in.slots.push_back({"w", d, {}, 0});
-  epoch_result r;
-  std::string err;
-  ASSERT_TRUE(plan_epoch(in, nullptr, r, err)) << err;
+  auto planned = plan_epoch(in);
+  ASSERT_TRUE(planned) << planned.error();
+  auto& r = *planned;
   ASSERT_EQ(r.sessions.size(), 2u);
   auto merged = r.models_of[0].size() == 3 ? 0 : 1;
   EXPECT_EQ(r.models_of[merged].size(), 3u);
@@ -217,10 +217,9 @@ struct traffic_epoch : ::testing::Test {
   epoch_result plan(double rate, int neighbours) {
     in.rates = {rate};
     in.neighbours = neighbours;
-    epoch_result r;
-    std::string err;
-    EXPECT_TRUE(plan_epoch(in, nullptr, r, err)) << err;
-    return r;
+    auto planned = plan_epoch(in);
+    EXPECT_TRUE(planned) << planned.error();
+    return planned ? *planned : epoch_result{};
   }
 };
 
