@@ -71,7 +71,7 @@ struct cluster_load {
 // instances whose workers have acknowledged (loaded) them.
 struct worker_set {
   std::vector<std::string> up;
-  std::vector<instance_key> acknowledged;
+  std::vector<instance_key> acknowledged{};
 };
 
 // What the scaler has run so far: its cost, and what it runs now.

@@ -19,8 +19,8 @@ struct stage {
 
   // Filled by resolve():
   size_t model_index = 0;
-  std::vector<size_t> parents;
-  std::vector<size_t> children;
+  std::vector<size_t> parents{};
+  std::vector<size_t> children{};
 };
 
 struct pipeline {

@@ -212,7 +212,9 @@ TEST(node_runtime_cpu, a_model_without_a_profile_is_measured_at_start_up) {
   ASSERT_EQ(m.profile.batch, (std::vector<int>{1, 2, 4, 8}));
   for (size_t i = 0; i < m.profile.batch.size(); ++i) {
     EXPECT_GT(m.profile.latency_ms[i], 0);
-    if (i) EXPECT_GE(m.profile.latency_ms[i], m.profile.latency_ms[i - 1]);
+    if (i) {
+      EXPECT_GE(m.profile.latency_ms[i], m.profile.latency_ms[i - 1]);
+    }
   }
   n.client->send(msg::encode({{}, msg::client_request{"p", 1, {make_tensor({dtype::float32, {16}}, 1)}, -1}}));
   auto e = n.client->recv();

@@ -172,7 +172,9 @@ TEST_F(scaler_fixture, biscale_acts_on_a_rate_step_within_one_vertical_period_th
   uint32_t cores = 0;
   for (size_t k = 0; k < settled.instances.size(); ++k) {
     cores += settled.instances[k].cores;
-    if (k) EXPECT_EQ(settled.instances[k].cores, 1u);
+    if (k) {
+      EXPECT_EQ(settled.instances[k].cores, 1u);
+    }
   }
   EXPECT_LE(cores, 6u);
   EXPECT_LT(cores, surge.instances[0].cores + surge.instances.size() - 1);

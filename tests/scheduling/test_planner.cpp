@@ -243,8 +243,9 @@ TEST_F(traffic_epoch, the_neighbours_never_pack_into_more_devices_than_the_dp_sp
     auto refined = plan(rate, 2);
     EXPECT_LE(refined.placement.infeasible.size(), dp.placement.infeasible.size()) << rate;
     EXPECT_LE(refined.devices_missing, dp.devices_missing) << rate;
-    if (refined.devices_missing == dp.devices_missing)
+    if (refined.devices_missing == dp.devices_missing) {
       EXPECT_LE(refined.placement.devices.size(), dp.placement.devices.size()) << rate;
+    }
     EXPECT_TRUE(check_plan(refined.placement, refined.sessions, {}).empty()) << rate;
   }
 }
