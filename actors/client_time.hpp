@@ -25,8 +25,8 @@ class client_time {
   // clock at arrival; `now`: its steady clock. Send times within `tolerance_ms` of the least
   // delay a client's recent requests showed count as they are; beyond it that least delay is a
   // clock offset, and only what a request took beyond it counts.
-  spent on_request(const std::string& client, double network_ms, int64_t sent_at_us, int64_t wall_us,
-                   time_point now, double tolerance_ms);
+  spent on_request(const std::string& client, double network_ms, int64_t sent_at_us, int64_t wall_us, time_point now,
+                   double tolerance_ms);
 
  private:
   struct clock {

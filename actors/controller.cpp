@@ -26,13 +26,13 @@ struct controller_state {
   bool told_unprofiled = false;
   worker_registry workers;
   std::set<std::string> frontends;
-  uint64_t epoch_base = 0;                    // numbering of this controller's epochs
-  uint64_t epoch = 0;                         // current schedule and routing epoch
+  uint64_t epoch_base = 0;  // numbering of this controller's epochs
+  uint64_t epoch = 0;       // current schedule and routing epoch
   cluster_placement current;
   route_publisher publisher;
   worker_set told_scaler;
   // Epochs.
-  sched::pipeline_rates rates;       // the monitor's, as of the last beacon
+  sched::pipeline_rates rates;        // the monitor's, as of the last beacon
   std::vector<double> planned_rates;  // the rates the current plan was made for
   clock_time last_epoch;
   bool planned = false;  // an epoch has replaced the static placement
@@ -46,7 +46,9 @@ struct controller_state {
 
 using self_ptr = controller_actor::stateful_pointer<controller_state>;
 
-bool replans(const controller_state& st) { return st.planned && st.cfg->scheduler.policy != scheduler_policy::static_plan; }
+bool replans(const controller_state& st) {
+  return st.planned && st.cfg->scheduler.policy != scheduler_policy::static_plan;
+}
 
 // Tells the scaler which workers are up and which instances they acknowledged, when that changed.
 void tell_scaler(self_ptr self) {
@@ -88,20 +90,15 @@ void run_epoch(self_ptr self) {
   auto& st = self->state;
   if (auto* m = unprofiled_model(*st.cfg, st.models)) {
     if (!std::exchange(st.told_unprofiled, true))
-      spdlog::info("{}: not planning yet: model '{}' has no profile until a worker measures it",
-                   st.net->self_name(), m->name);
+      spdlog::info("{}: not planning yet: model '{}' has no profile until a worker measures it", st.net->self_name(),
+                   m->name);
     return;
   }
   auto in = st.input;
   in.slots.clear();
   for (auto& slot : st.all_slots)
     if (st.workers.up(slot.node)) in.slots.push_back(slot);
-  in.rates.clear();
-  in.fanouts.clear();
-  for (size_t pi = 0; pi < st.cfg->pipelines.size(); ++pi) {
-    in.rates.push_back(st.rates.pipelines[pi].rate * (1 + st.cfg->scheduler.headroom));
-    in.fanouts.push_back(sched::measured_fanout(st.cfg->pipelines[pi], st.rates.pipelines[pi]));
-  }
+  sched::set_measured_load(in, st.rates, st.cfg->scheduler.headroom);
   auto planned = sched::plan_scaled_epoch(in, st.planned ? &st.result : nullptr);
   if (!planned) return spdlog::error("{}: epoch failed: {}", st.net->self_name(), planned.error());
   double scale = planned->scale;
@@ -122,8 +119,7 @@ void run_epoch(self_ptr self) {
   adopt(self, epoch_placement(*st.cfg, st.input, st.result, st.epoch));
 }
 
-// Intra-op threads of the scaler's instances on `node` that it does not run yet (all of them
-// when `force`, e.g. after the worker restarted).
+// Threads of the scaler's instances on `node` it does not run yet (all when `force`: a restart).
 void send_resizes(self_ptr self, const std::string& node, bool force) {
   auto& st = self->state;
   for (auto& i : st.deployed.instances) {
@@ -175,9 +171,12 @@ void on_register(self_ptr self, msg::register_node& r) {
     auto left = st.workers.on_leave(r.node);
     if (!left.was_up) return;
     spdlog::info("{}: worker {} is leaving", st.net->self_name(), r.node);
-    if (replans(st)) run_epoch(self);
-    else if (left.was_serving) publish(self);
-    else tell_scaler(self);
+    if (replans(st))
+      run_epoch(self);
+    else if (left.was_serving)
+      publish(self);
+    else
+      tell_scaler(self);
     return;
   }
   auto j = st.workers.on_register(r.node, r.incarnation, r.schedule_epoch);
@@ -188,8 +187,10 @@ void on_register(self_ptr self, msg::register_node& r) {
     st.net->to_node(r.node, {{}, mine});
     send_resizes(self, r.node, j.restarted || j.came_back || j.fresh);  // a restart runs the file's threads
   }
-  if (j.changed) publish(self);
-  else tell_scaler(self);
+  if (j.changed)
+    publish(self);
+  else
+    tell_scaler(self);
 }
 
 void on_lost(self_ptr self, const std::string& node) {
@@ -198,9 +199,12 @@ void on_lost(self_ptr self, const std::string& node) {
   if (left.stopped_draining) return publish(self);  // it no longer stands in for its replacements
   if (!left.was_up) return;
   // Re-plan on the survivors now: the failed worker may have held a model's only instances.
-  if (replans(st)) run_epoch(self);
-  else if (left.was_serving) publish(self);
-  else tell_scaler(self);
+  if (replans(st))
+    run_epoch(self);
+  else if (left.was_serving)
+    publish(self);
+  else
+    tell_scaler(self);
 }
 
 }  // namespace
@@ -215,13 +219,8 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
     st.epoch = st.epoch_base + 1;
     st.workers = worker_registry(st.epoch_base);
     st.models = st.cfg->models;
-    st.input.models = &st.models;
-    st.input.pipelines = &st.cfg->pipelines;
-    st.all_slots = device_slots(*st.cfg);
-    st.input.slots = st.all_slots;
-    st.input.policy = st.cfg->scheduler.policy;
-    st.input.split = st.cfg->scheduler.split;
-    st.input.steps = st.cfg->scheduler.steps;
+    st.input = planning_input(*st.cfg, st.models);
+    st.all_slots = st.input.slots;
     st.rates.pipelines.resize(st.cfg->pipelines.size());
     st.current = static_placement(*st.cfg, st.epoch);
     st.publisher.adopt(st.current);

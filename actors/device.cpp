@@ -63,8 +63,7 @@ struct device_state {
 using self_ptr = device_actor::stateful_pointer<device_state>;
 
 void answer(self_ptr self, const msg::invocation& inv, msg::status code, std::string reason,
-            std::vector<tensor> outputs = {}, uint32_t batch = 0, int64_t queue_ns = 0,
-            int64_t exec_ns = 0) {
+            std::vector<tensor> outputs = {}, uint32_t batch = 0, int64_t queue_ns = 0, int64_t exec_ns = 0) {
   auto& st = self->state;
   auto r = msg::failed_invocation(inv.id, code, std::move(reason), st.net->self_name(), st.index);
   r.outputs = std::move(outputs);
@@ -94,8 +93,8 @@ std::vector<sched::session_queue<pending>::entry> form(self_ptr self, session& s
     ++s.load.dropped;
     auto left = std::chrono::duration<double, std::milli>(d.deadline - now).count();
     answer(self, d.item.inv, msg::status::dropped,
-           fmt::format("early drop by {}: {:.1f} ms left, a batch of {} {} needs {:.1f} ms", st.policy->name(),
-                       left, window + family, m->name, st.executor->latency_ms(*m, window + family)));
+           fmt::format("early drop by {}: {:.1f} ms left, a batch of {} {} needs {:.1f} ms", st.policy->name(), left,
+                       window + family, m->name, st.executor->latency_ms(*m, window + family)));
   }
   return batch;
 }
@@ -124,7 +123,8 @@ bool start_next(self_ptr self) {
     // What each member would bring, for the others' cost: its scheduled batch, or all it has.
     int family = 0;
     for (auto& other : sessions)
-      if (member(other)) family += static_cast<int>(std::min<size_t>(static_cast<size_t>(other.batch), other.queue.size()));
+      if (member(other))
+        family += static_cast<int>(std::min<size_t>(static_cast<size_t>(other.batch), other.queue.size()));
     for (auto& other : sessions) {
       if (!member(other) || other.queue.empty()) continue;
       int own = static_cast<int>(std::min<size_t>(static_cast<size_t>(other.batch), other.queue.size()));
@@ -136,8 +136,8 @@ bool start_next(self_ptr self) {
     if (run.entries.empty()) continue;
     run.token = ++st.token;
     run.started = now;
-    run.expected_done =
-        at + nanoseconds(static_cast<int64_t>(st.executor->latency_ms(*s.model, static_cast<int>(run.entries.size())) * 1e6));
+    run.expected_done = at + nanoseconds(static_cast<int64_t>(
+                                 st.executor->latency_ms(*s.model, static_cast<int>(run.entries.size())) * 1e6));
     st.next = idx + 1;
     // Inputs point into the run's entries, which stay put (a deque keeps its elements) until done.
     auto& r = st.runs.emplace_back(std::move(run));
@@ -147,7 +147,7 @@ bool start_next(self_ptr self) {
       groups[g].inputs.push_back(&r.entries[i].second.item.inv.inputs);
     }
     auto outcome = groups.size() == 1 && !s.model->is_variant() ? st.executor->start(*groups[0].model, groups[0].inputs)
-                                                                 : st.executor->start_family(groups);
+                                                                : st.executor->start_family(groups);
     if (outcome && !outcome->error.empty()) {
       for (auto& [m, e] : r.entries)
         answer(self, e.item.inv, msg::status::error, "device " + std::to_string(st.index) + ": " + outcome->error);
@@ -156,8 +156,10 @@ bool start_next(self_ptr self) {
     }
     auto busy = outcome ? outcome->busy : nanoseconds(0);
     r.outcome = std::move(outcome);
-    if (busy.count() > 0) self->delayed_send(self, busy, batch_done_atom::value, r.token);
-    else self->send(self, batch_done_atom::value, r.token);  // a pipelined executor finishes it there
+    if (busy.count() > 0)
+      self->delayed_send(self, busy, batch_done_atom::value, r.token);
+    else
+      self->send(self, batch_done_atom::value, r.token);  // a pipelined executor finishes it there
     return true;
   }
   return false;
@@ -217,7 +219,8 @@ void on_invocation(self_ptr self, msg::invocation& inv) {
   if (inv.inputs.empty()) return answer(self, inv, msg::status::error, "invocation carries no input tensor");
   // Once per node: inputs the frontend of this node checked at ingress are not checked again.
   if (!inv.checked)
-    if (auto ok = check_input(inv.inputs.front(), *s->model); !ok) return answer(self, inv, msg::status::error, ok.error());
+    if (auto ok = check_input(inv.inputs.front(), *s->model); !ok)
+      return answer(self, inv, msg::status::error, ok.error());
   ++s->load.arrived;
   s->budget_sum_ms += static_cast<double>(inv.budget_ns) / 1e6;
   if (static_cast<int>(s->queue.size()) >= st.cfg->runtime.max_queue_length)
@@ -249,7 +252,8 @@ void on_schedule(self_ptr self, msg::device_schedule& ds) {
         spdlog::error("{}: device {}: {}", st.net->self_name(), st.index, loaded.error());
         failed.push_back(ss.model);
       }
-  std::erase_if(ds.sessions, [&](auto& ss) { return std::find(failed.begin(), failed.end(), ss.model) != failed.end(); });
+  std::erase_if(ds.sessions,
+                [&](auto& ss) { return std::find(failed.begin(), failed.end(), ss.model) != failed.end(); });
   st.sessions.apply(ds, self->clock().now());
   run_next(self);
 }

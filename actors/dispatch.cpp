@@ -27,16 +27,14 @@ bool dispatch(link& l, msg::envelope&& e, const std::string& client) {
         if constexpr (std::is_same_v<T, msg::client_request>) {
           auto id = m.request_id;
           if (deliver(a.frontend, ingress{client, std::move(m)})) return true;
-          l.to_client(client, msg::client_reply{id, msg::status::error,
-                                                "node '" + l.self_name() + "' is not a frontend",
-                                                {}, {}, 0});
+          l.to_client(client, msg::client_reply{
+                                  id, msg::status::error, "node '" + l.self_name() + "' is not a frontend", {}, {}, 0});
           return false;
         } else if constexpr (std::is_same_v<T, msg::status_request>) {
           if (deliver(a.frontend, status_query{client, m})) return true;
           l.to_client(client, msg::status_reply{m.token, false, "not a frontend"});
           return false;
-        } else if constexpr (std::is_same_v<T, msg::invocation_result> ||
-                             std::is_same_v<T, msg::routing_table>) {
+        } else if constexpr (std::is_same_v<T, msg::invocation_result> || std::is_same_v<T, msg::routing_table>) {
           return deliver(a.frontend, std::move(m));
         } else if constexpr (std::is_same_v<T, msg::invocation>) {
           // Straight to its device; the deadline runs from now, not from when the device gets

@@ -33,8 +33,8 @@ struct query {
   clock_time arrival, deadline;
   std::optional<query_walk> walk;
   std::vector<msg::stage_timing> timings;
-  std::vector<uint64_t> invocations;              // still in flight
-  int64_t bytes = 0;                              // charged to the node's payload budget
+  std::vector<uint64_t> invocations;  // still in flight
+  int64_t bytes = 0;                  // charged to the node's payload budget
 };
 
 struct in_flight {
@@ -94,10 +94,18 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
     st.invocations.erase(f);
   }
   switch (code) {
-    case msg::status::ok: ++st.stats.ok; break;
-    case msg::status::dropped: ++st.stats.dropped; break;
-    case msg::status::overloaded: ++st.stats.overloaded; break;
-    case msg::status::error: ++st.stats.errors; break;
+    case msg::status::ok:
+      ++st.stats.ok;
+      break;
+    case msg::status::dropped:
+      ++st.stats.dropped;
+      break;
+    case msg::status::overloaded:
+      ++st.stats.overloaded;
+      break;
+    case msg::status::error:
+      ++st.stats.errors;
+      break;
   }
   st.net->to_client(q.client, std::move(r));
   st.queries.erase(it);
@@ -128,8 +136,8 @@ bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, std::vecto
   auto& p = st.cfg->pipelines[q.pipeline];
   auto& split = *st.routes->split(q.pipeline);
   auto span = q.deadline - q.arrival;
-  auto offset = nanoseconds(static_cast<int64_t>(
-      static_cast<double>(span.count()) * split.finish_offset_ms[stage] / p.slo_ms));
+  auto offset =
+      nanoseconds(static_cast<int64_t>(static_cast<double>(span.count()) * split.finish_offset_ms[stage] / p.slo_ms));
   in_flight f;
   f.query = qid;
   f.stage = stage;
@@ -184,17 +192,19 @@ void on_ingress(self_ptr self, ingress& in) {
   auto& st = self->state;
   ++st.stats.received;
   auto reject = [&](msg::status code, std::string reason) {
-    if (code == msg::status::error) ++st.stats.errors;
-    else if (code == msg::status::overloaded) ++st.stats.overloaded;
-    else ++st.stats.dropped;
+    if (code == msg::status::error)
+      ++st.stats.errors;
+    else if (code == msg::status::overloaded)
+      ++st.stats.overloaded;
+    else
+      ++st.stats.dropped;
     st.net->to_client(in.client, msg::client_reply{in.request.request_id, code, std::move(reason), {}, {}, 0});
   };
   auto pit = st.pipeline_index.find(in.request.pipeline);
   if (pit == st.pipeline_index.end())
     return reject(msg::status::error, "unknown pipeline '" + in.request.pipeline + "'");
   auto& p = st.cfg->pipelines[pit->second];
-  if (auto& why = st.routes->blocker(pit->second); !why.empty())
-    return reject(msg::status::error, "not ready: " + why);
+  if (auto& why = st.routes->blocker(pit->second); !why.empty()) return reject(msg::status::error, "not ready: " + why);
   if (in.request.inputs.empty()) return reject(msg::status::error, "request carries no input tensor");
   // The declared tensor, or an image for a model that preprocesses (its device decodes it). A
   // device on this node takes the roots' invocations without checking them again.
@@ -209,10 +219,10 @@ void on_ingress(self_ptr self, ingress& in) {
   double budget_ms = p.slo_ms - spent_ms;
   if (budget_ms <= 0) {
     if (waited_ms > network_ms)
-      return reject(msg::status::dropped, fmt::format("stale on arrival: sent {:.1f} ms ago, beyond the {} ms SLO",
-                                                      spent_ms, p.slo_ms));
-    return reject(msg::status::dropped, "network time " + std::to_string(network_ms) +
-                                            " ms leaves nothing of the " + std::to_string(p.slo_ms) + " ms SLO");
+      return reject(msg::status::dropped,
+                    fmt::format("stale on arrival: sent {:.1f} ms ago, beyond the {} ms SLO", spent_ms, p.slo_ms));
+    return reject(msg::status::dropped, "network time " + std::to_string(network_ms) + " ms leaves nothing of the " +
+                                            std::to_string(p.slo_ms) + " ms SLO");
   }
   auto bytes = payload_bytes(in.request.inputs);
   if (!st.net->queued.try_charge(bytes, st.cfg->runtime.max_queued_mb << 20))
@@ -319,23 +329,20 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
     st.net = args.net;
     st.wall_us = args.wall_us;
     st.routes.emplace(*st.cfg, sched::make_balancer(args.cfg->runtime.balancer));
-    for (size_t i = 0; i < st.cfg->pipelines.size(); ++i)
-      st.pipeline_index.emplace(st.cfg->pipelines[i].name, i);
-    for (auto& p : st.cfg->pipelines)
-      st.load.push_back({p.name, 0, std::vector<uint64_t>(p.stages.size(), 0)});
+    for (size_t i = 0; i < st.cfg->pipelines.size(); ++i) st.pipeline_index.emplace(st.cfg->pipelines[i].name, i);
+    for (auto& p : st.cfg->pipelines) st.load.push_back({p.name, 0, std::vector<uint64_t>(p.stages.size(), 0)});
     st.last_report = self->clock().now();
     return {
         [=](start_atom) {
           register_with_controller(self);
           self->delayed_send(self, std::chrono::milliseconds(10), tick_atom::value);
-          self->delayed_send(self, std::chrono::milliseconds(self->state.cfg->runtime.beacon_ms),
-                             beacon_atom::value);
+          self->delayed_send(self, std::chrono::milliseconds(self->state.cfg->runtime.beacon_ms), beacon_atom::value);
         },
         [=](ingress& in) { on_ingress(self, in); },
         [=](status_query& q) {
           auto why = self->state.routes->readiness();
-          self->state.net->to_client(q.client, msg::status_reply{q.request.token, why.empty(),
-                                                                 why.empty() ? "ready" : why});
+          self->state.net->to_client(q.client,
+                                     msg::status_reply{q.request.token, why.empty(), why.empty() ? "ready" : why});
         },
         [=](msg::invocation_result& r) { on_result(self, r); },
         [=](msg::routing_table& t) { on_routing(self, t); },
@@ -348,8 +355,7 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
         [=](beacon_atom) {
           register_with_controller(self);
           report_load(self);
-          self->delayed_send(self, std::chrono::milliseconds(self->state.cfg->runtime.beacon_ms),
-                             beacon_atom::value);
+          self->delayed_send(self, std::chrono::milliseconds(self->state.cfg->runtime.beacon_ms), beacon_atom::value);
         },
         [=](stats_atom) {
           auto s = self->state.stats;

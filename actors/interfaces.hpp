@@ -3,7 +3,6 @@
 // whole message vocabulary of a node from this file.
 
 #include <caf/all.hpp>
-
 #include <string>
 #include <vector>
 
@@ -56,9 +55,9 @@ struct session_rate {
   std::string node;
   uint32_t device = 0;
   std::string model;
-  double rate = 0;  // requests/s, moving average over beacons
-  double last_rate = 0;     // requests/s over the latest report alone
-  double budget_ms = 0;     // mean time left to the deadline at arrival, latest report
+  double rate = 0;       // requests/s, moving average over beacons
+  double last_rate = 0;  // requests/s over the latest report alone
+  double budget_ms = 0;  // mean time left to the deadline at arrival, latest report
   double drop_rate = 0;
   double mean_latency_ms = 0;
   uint32_t queue_length = 0;
@@ -86,68 +85,64 @@ struct scaler_stats {
 };
 
 // Client ingress and per-query DAG orchestration.
-using frontend_actor = caf::typed_actor<
-    caf::reacts_to<start_atom>,                              // wiring done: start timers
-    caf::reacts_to<ingress>,                                 // a client's request: walk its DAG
-    caf::reacts_to<status_query>,                            // a client asks whether we can serve
-    caf::reacts_to<msg::invocation_result>,                  // a stage finished on a worker
-    caf::reacts_to<msg::routing_table>,                      // new instances and stage budgets
-    caf::reacts_to<peer_down_atom, std::string>,             // a node stopped heartbeating
-    caf::reacts_to<peer_up_atom, std::string>,               // a node heartbeats again
-    caf::reacts_to<tick_atom>,                               // answer queries past deadline+grace
-    caf::reacts_to<beacon_atom>,                             // register with the controller
-    caf::replies_to<stats_atom>::with<frontend_stats>>;      // counters so far
+using frontend_actor = caf::typed_actor<caf::reacts_to<start_atom>,              // wiring done: start timers
+                                        caf::reacts_to<ingress>,                 // a client's request: walk its DAG
+                                        caf::reacts_to<status_query>,            // a client asks whether we can serve
+                                        caf::reacts_to<msg::invocation_result>,  // a stage finished on a worker
+                                        caf::reacts_to<msg::routing_table>,      // new instances and stage budgets
+                                        caf::reacts_to<peer_down_atom, std::string>,  // a node stopped heartbeating
+                                        caf::reacts_to<peer_up_atom, std::string>,    // a node heartbeats again
+                                        caf::reacts_to<tick_atom>,    // answer queries past deadline+grace
+                                        caf::reacts_to<beacon_atom>,  // register with the controller
+                                        caf::replies_to<stats_atom>::with<frontend_stats>>;  // counters so far
 
 // One device: deadline-ordered session queues, early drop, round-robin batches.
-using device_actor = caf::typed_actor<
-    caf::reacts_to<msg::invocation>,                         // queue a request for a session
-    caf::replies_to<msg::device_schedule>::with<bool>,       // run these sessions; true once loaded
-    caf::reacts_to<loaded_atom, uint64_t>,                   // an emulated cold start is over
-    caf::reacts_to<msg::resize>,                             // intra-op threads for next batches
-    caf::reacts_to<batch_done_atom, uint64_t>,               // the running batch finished
-    caf::replies_to<stats_atom>::with<device_load>>;         // counters since the last ask
+using device_actor =
+    caf::typed_actor<caf::reacts_to<msg::invocation>,                    // queue a request for a session
+                     caf::replies_to<msg::device_schedule>::with<bool>,  // run these sessions; true once loaded
+                     caf::reacts_to<loaded_atom, uint64_t>,              // an emulated cold start is over
+                     caf::reacts_to<msg::resize>,                        // intra-op threads for next batches
+                     caf::reacts_to<batch_done_atom, uint64_t>,          // the running batch finished
+                     caf::replies_to<stats_atom>::with<device_load>>;    // counters since the last ask
 
 // A worker node: owns its devices (invocations reach them directly), applies schedules, resizes
 // devices, registers with the controller and reports load.
-using worker_actor = caf::typed_actor<
-    caf::reacts_to<start_atom>,                              // wiring done: register, start beacons
-    caf::reacts_to<leave_atom>,                              // shutting down: ask to leave routing
-    caf::reacts_to<msg::schedule>,                           // apply the controller's schedule
-    caf::reacts_to<msg::resize>,                             // resize one device's threads
-    caf::reacts_to<beacon_atom>,                             // re-register and send a load report
-    caf::reacts_to<peer_up_atom, std::string>,               // the controller may be back
-    caf::reacts_to<peer_down_atom, std::string>>;
+using worker_actor = caf::typed_actor<caf::reacts_to<start_atom>,     // wiring done: register, start beacons
+                                      caf::reacts_to<leave_atom>,     // shutting down: ask to leave routing
+                                      caf::reacts_to<msg::schedule>,  // apply the controller's schedule
+                                      caf::reacts_to<msg::resize>,    // resize one device's threads
+                                      caf::reacts_to<beacon_atom>,    // re-register and send a load report
+                                      caf::reacts_to<peer_up_atom, std::string>,  // the controller may be back
+                                      caf::reacts_to<peer_down_atom, std::string>>;
 
 // The one place measurements land: per-session rates, latencies and drops from workers' load
 // reports, and per-pipeline rates from frontends'. The controller and the scaler read it.
-using monitor_actor = caf::typed_actor<
-    caf::reacts_to<msg::load_report>,                        // fold a node's report in
-    caf::replies_to<rates_atom>::with<sched::pipeline_rates>,  // close the window: pipeline rates
-    caf::reacts_to<beacon_atom>,                             // log a summary line
-    caf::replies_to<stats_atom>::with<cluster_load>>;        // the current view
+using monitor_actor =
+    caf::typed_actor<caf::reacts_to<msg::load_report>,                          // fold a node's report in
+                     caf::replies_to<rates_atom>::with<sched::pipeline_rates>,  // close the window: pipeline rates
+                     caf::reacts_to<beacon_atom>,                               // log a summary line
+                     caf::replies_to<stats_atom>::with<cluster_load>>;          // the current view
 
 // Registration, placement, routing tables and schedules.
-using controller_actor = caf::typed_actor<
-    caf::reacts_to<start_atom>,
-    caf::reacts_to<msg::register_node>,                      // a node (re)announces itself
-    caf::reacts_to<deployment>,                              // the scaler's placement
-    caf::reacts_to<beacon_atom>,                             // run an epoch when one is due
-    caf::reacts_to<peer_down_atom, std::string>,             // take its instances out of routing
-    caf::reacts_to<peer_up_atom, std::string>>;
+using controller_actor =
+    caf::typed_actor<caf::reacts_to<start_atom>,
+                     caf::reacts_to<msg::register_node>,           // a node (re)announces itself
+                     caf::reacts_to<deployment>,                   // the scaler's placement
+                     caf::reacts_to<beacon_atom>,                  // run an epoch when one is due
+                     caf::reacts_to<peer_down_atom, std::string>,  // take its instances out of routing
+                     caf::reacts_to<peer_up_atom, std::string>>;
 
 // Autoscaling (scaler: in the cluster file): a vertical loop and a horizontal loop over the
 // monitor's per-second rates, acting through a provisioner.
-using scaler_actor = caf::typed_actor<
-    caf::reacts_to<start_atom>,                              // wiring done: place and start loops
-    caf::reacts_to<tick_atom>,                               // one vertical period has passed
-    caf::reacts_to<worker_set>,                              // workers up now
-    caf::replies_to<stats_atom>::with<scaler_stats>>;        // cost so far
+using scaler_actor = caf::typed_actor<caf::reacts_to<start_atom>,  // wiring done: place and start loops
+                                      caf::reacts_to<tick_atom>,   // one vertical period has passed
+                                      caf::reacts_to<worker_set>,  // workers up now
+                                      caf::replies_to<stats_atom>::with<scaler_stats>>;  // cost so far
 
 // Heartbeats to and from every peer; marks peers up and down.
-using node_agent_actor = caf::typed_actor<
-    caf::reacts_to<start_atom>,
-    caf::reacts_to<msg::heartbeat>,                          // a peer is alive
-    caf::reacts_to<tick_atom>>;                              // send ours, time out silent peers
+using node_agent_actor = caf::typed_actor<caf::reacts_to<start_atom>,
+                                          caf::reacts_to<msg::heartbeat>,  // a peer is alive
+                                          caf::reacts_to<tick_atom>>;      // send ours, time out silent peers
 
 // The actors of one node; roles a node lacks stay invalid handles.
 struct local_actors {

@@ -38,8 +38,10 @@ void notify(self_ptr self, const std::string& node, bool up) {
   auto& a = self->state.net->local();
   auto tell = [&](const auto& h) {
     if (!h) return;
-    if (up) self->send(h, peer_up_atom::value, node);
-    else self->send(h, peer_down_atom::value, node);
+    if (up)
+      self->send(h, peer_up_atom::value, node);
+    else
+      self->send(h, peer_down_atom::value, node);
   };
   tell(a.frontend);
   tell(a.worker);

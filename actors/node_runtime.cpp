@@ -84,7 +84,7 @@ status curve_setup(const cluster_config& cfg, const std::string& node, transport
 // Measures l(b) on this node's real devices for the models it serves whose entries have no
 // profile, and returns the configuration with those profiles filled in (or `cfg` itself).
 expected<std::shared_ptr<const cluster_config>> with_startup_profiles(std::shared_ptr<const cluster_config> cfg,
-                                                                     const node_spec& node) {
+                                                                      const node_spec& node) {
   if (!node.has_role(role::worker)) return cfg;
   std::shared_ptr<cluster_config> out;
   for (size_t i = 0; i < cfg->models.size(); ++i) {
@@ -109,9 +109,10 @@ expected<std::shared_ptr<const cluster_config>> with_startup_profiles(std::share
     mm.measured = true;
     for (auto& p : points)
       if (p.disagreed)
-        spdlog::warn("{}: model '{}' at batch {}: two profiling passes disagreed ({:.3f} and {:.3f} ms); a third gave "
-                     "{:.3f} ms, planned {:.3f} ms", node.name, m.name, p.batch, p.passes_ms[0], p.passes_ms[1],
-                     p.passes_ms.back(), p.ms);
+        spdlog::warn(
+            "{}: model '{}' at batch {}: two profiling passes disagreed ({:.3f} and {:.3f} ms); a third gave "
+            "{:.3f} ms, planned {:.3f} ms",
+            node.name, m.name, p.batch, p.passes_ms[0], p.passes_ms[1], p.passes_ms.back(), p.ms);
     spdlog::info("{}: model '{}' measured: {}", node.name, m.name, to_profile_yaml(points, pads_batches(group->kind)));
   }
   if (out) return std::shared_ptr<const cluster_config>(out);
@@ -123,7 +124,9 @@ expected<std::shared_ptr<const cluster_config>> with_startup_profiles(std::share
 node_runtime::node_runtime(std::shared_ptr<const cluster_config> cfg, std::string node)
     : cfg_(std::move(cfg)), node_(std::move(node)) {}
 
-node_runtime::~node_runtime() { stop(); }
+node_runtime::~node_runtime() {
+  stop();
+}
 
 status node_runtime::start() {
   auto* spec = cfg_->find_node(node_);
@@ -174,8 +177,8 @@ status node_runtime::start() {
     if (n.name != node_) transport_->connect_peer(n.name, n.address, peer_keys[n.name]);
   // Start order: the controller first, so that registrations find it.
   for (auto h : {caf::actor_cast<caf::actor>(a.controller), caf::actor_cast<caf::actor>(a.scaler),
-                 caf::actor_cast<caf::actor>(a.agent),
-                 caf::actor_cast<caf::actor>(a.worker), caf::actor_cast<caf::actor>(a.frontend)})
+                 caf::actor_cast<caf::actor>(a.agent), caf::actor_cast<caf::actor>(a.worker),
+                 caf::actor_cast<caf::actor>(a.frontend)})
     if (h) caf::anon_send(h, start_atom::value);
   started_ = true;
   spdlog::info("{}: serving at {} as [{}]", node_, transport_->endpoint(), fmt::join(spec->roles, ", "));
@@ -243,8 +246,14 @@ void node_runtime::drain() {
   std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(wait, std::chrono::seconds(10)));
 }
 
-std::string node_runtime::endpoint() const { return transport_ ? transport_->endpoint() : ""; }
-caf::actor_system& node_runtime::system() { return *sys_; }
-const local_actors& node_runtime::actors() const { return link_->actors_; }
+std::string node_runtime::endpoint() const {
+  return transport_ ? transport_->endpoint() : "";
+}
+caf::actor_system& node_runtime::system() {
+  return *sys_;
+}
+const local_actors& node_runtime::actors() const {
+  return link_->actors_;
+}
 
 }  // namespace sloserve

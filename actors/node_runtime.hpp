@@ -9,8 +9,8 @@
 
 #include "actors/interfaces.hpp"
 #include "config/cluster_config.hpp"
-#include "pipelines/expected.hpp"
 #include "messages/codec.hpp"
+#include "pipelines/expected.hpp"
 
 namespace sloserve {
 

@@ -86,8 +86,9 @@ bool local_provisioner::commit() {
   d.budgets = budgets_;
   // Budgets within half a millisecond of the published ones count as unchanged.
   auto same = published_ && d.instances == last_.instances && d.budgets.size() == last_.budgets.size() &&
-              std::equal(d.budgets.begin(), d.budgets.end(), last_.budgets.begin(),
-                         [](auto& a, auto& b) { return a.stage == b.stage && std::abs(a.budget_ms - b.budget_ms) < 0.5; });
+              std::equal(d.budgets.begin(), d.budgets.end(), last_.budgets.begin(), [](auto& a, auto& b) {
+                return a.stage == b.stage && std::abs(a.budget_ms - b.budget_ms) < 0.5;
+              });
   if (same) return false;
   last_ = d;
   published_ = true;

@@ -11,9 +11,9 @@
 
 #include "actors/provisioner.hpp"
 #include "actors/roles.hpp"
-#include "scheduling/query_analyzer.hpp"
 #include "scheduling/autoscaler.hpp"
 #include "scheduling/predictor.hpp"
+#include "scheduling/query_analyzer.hpp"
 
 namespace sloserve {
 namespace {
@@ -26,12 +26,12 @@ struct stage_info {
   core_latency l;
   double split_budget_ms = 0;  // the stage's share of the SLO: the budget when nothing was measured
   std::unique_ptr<sched::rate_predictor> predictor;
-  std::deque<double> recent;   // per-period rates over the last horizontal period
-  double poll_sum = 0;         // rates seen by the polls of the current vertical period
+  std::deque<double> recent;  // per-period rates over the last horizontal period
+  double poll_sum = 0;        // rates seen by the polls of the current vertical period
   int poll_count = 0;
   sched::stage_shape shape;
-  sched::scale_stage last;     // what the policy saw last
-  bool told_no_room = false;   // warned that its next instance found no place
+  sched::scale_stage last;    // what the policy saw last
+  bool told_no_room = false;  // warned that its next instance found no place
 };
 
 struct scaler_state {
@@ -40,9 +40,9 @@ struct scaler_state {
   std::shared_ptr<link> net;
   std::unique_ptr<provisioner> prov;
   std::vector<stage_info> stages;
-  uint64_t ticks = 0;   // vertical periods
+  uint64_t ticks = 0;  // vertical periods
   int ticks_per_horizontal = 10;
-  uint64_t polls = 0;   // looks at the monitor: every load report, several per vertical period
+  uint64_t polls = 0;  // looks at the monitor: every load report, several per vertical period
   int polls_per_tick = 1;
   clock_time last_tick;
   bool started = false;
@@ -50,8 +50,8 @@ struct scaler_state {
   // Instances that have served: their workers acknowledged them (loaded the model). One that
   // has not yet carries nothing, so instance 0 of its stage keeps its cores until it does.
   std::set<uint64_t> serving;
-  std::vector<std::string> up;             // workers up, as the controller last said
-  std::set<instance_key> acknowledged;     // instances the controller routes to
+  std::vector<std::string> up;          // workers up, as the controller last said
+  std::set<instance_key> acknowledged;  // instances the controller routes to
 };
 
 using self_ptr = scaler_actor::stateful_pointer<scaler_state>;
@@ -79,8 +79,8 @@ template <class F>
 void route_budgets(scaler_state& st, F budget) {
   std::vector<msg::stage_budget> budgets;
   for (auto& s : st.stages)
-    budgets.push_back({st.cfg->pipelines[s.pipeline].name, st.cfg->pipelines[s.pipeline].stages[s.stage].name,
-                       budget(s)});
+    budgets.push_back(
+        {st.cfg->pipelines[s.pipeline].name, st.cfg->pipelines[s.pipeline].stages[s.stage].name, budget(s)});
   st.prov->set_budgets(std::move(budgets));
 }
 
@@ -139,8 +139,10 @@ void reconcile(self_ptr self, stage_info& s) {
     auto id = st.prov->start(name, first ? s.shape.cores : 1, first ? s.shape.batch : s.shape.horizontal_batch);
     if (!id) {
       if (!std::exchange(s.told_no_room, true))
-        spdlog::warn("{}: scaler: no room for another instance of '{}' (free device slots, node cores or scaler "
-                     "limits)", st.net->self_name(), name);
+        spdlog::warn(
+            "{}: scaler: no room for another instance of '{}' (free device slots, node cores or scaler "
+            "limits)",
+            st.net->self_name(), name);
       return;
     }
     mine.push_back({*id, name, {}, 0, 0, 0});
@@ -200,7 +202,8 @@ void decide(self_ptr self, const cluster_load& load) {
     for (auto& i : instances)
       if (i.model == s.model->name) {
         for (auto& x : load.sessions)
-          if (x.node == i.node && x.device == i.device && x.model == i.model) in.queued = static_cast<int>(x.queue_length);
+          if (x.node == i.node && x.device == i.device && x.model == i.model)
+            in.queued = static_cast<int>(x.queue_length);
         break;
       }
     in.budget_ms = budget_w > 0 ? budget_sum / budget_w : s.split_budget_ms;
@@ -249,7 +252,8 @@ void decide(self_ptr self, const cluster_load& load) {
       if (o.policy == scaler_policy::sponge) {
         next = sched::sponge_shape(s.last, o.max_cores);
       } else {
-        next = horizontal ? sched::biscale_horizontal(s.last, s.shape, sched::stable_load(s.recent, o.stable_band), o.max_cores)
+        next = horizontal ? sched::biscale_horizontal(s.last, s.shape, sched::stable_load(s.recent, o.stable_band),
+                                                      o.max_cores)
                           : s.shape;
         next = sched::biscale_vertical(s.last, next, o.max_cores);
       }
@@ -262,10 +266,11 @@ void decide(self_ptr self, const cluster_load& load) {
   for (size_t k = 0; k < st.stages.size(); ++k) {
     auto& s = st.stages[k];
     if (s.shape == before[k]) continue;
-    spdlog::info("{}: scaler {}: {}: {} instance(s), instance 0 at {} core(s) batch {}, others batch {} (rate {:.1f}/s, "
-                 "predicted {:.1f}/s, budget {:.1f} ms)",
-                 st.net->self_name(), o.policy, s.model->name, s.shape.instances, s.shape.cores, s.shape.batch,
-                 s.shape.horizontal_batch, s.last.rate, s.last.predicted, s.last.budget_ms);
+    spdlog::info(
+        "{}: scaler {}: {}: {} instance(s), instance 0 at {} core(s) batch {}, others batch {} (rate {:.1f}/s, "
+        "predicted {:.1f}/s, budget {:.1f} ms)",
+        st.net->self_name(), o.policy, s.model->name, s.shape.instances, s.shape.cores, s.shape.batch,
+        s.shape.horizontal_batch, s.last.rate, s.last.predicted, s.last.budget_ms);
   }
   apply(self);
   if (horizontal)
@@ -311,7 +316,8 @@ scaler_actor spawn_scaler(caf::actor_system& sys, actor_args args) {
                        st.cfg->scaler.predictor);
           st.last_tick = self->clock().now();
           // Routed with the first deployment (once the workers are known).
-          if (st.cfg->scaler.policy == scaler_policy::sponge || st.cfg->scaler.policy == scaler_policy::biscale) split_budgets(self);
+          if (st.cfg->scaler.policy == scaler_policy::sponge || st.cfg->scaler.policy == scaler_policy::biscale)
+            split_budgets(self);
           self->delayed_send(self, poll_period(*st.cfg), tick_atom::value);
         },
         [=](tick_atom) {
@@ -319,7 +325,9 @@ scaler_actor spawn_scaler(caf::actor_system& sys, actor_args args) {
           self->delayed_send(self, poll_period(*st.cfg), tick_atom::value);
           auto mon = st.net->local().monitor;
           if (!mon) return;
-          self->request(mon, caf::infinite, stats_atom::value).then([=](const cluster_load& load) { decide(self, load); });
+          self->request(mon, caf::infinite, stats_atom::value).then([=](const cluster_load& load) {
+            decide(self, load);
+          });
         },
         [=](worker_set& w) {
           auto& st = self->state;

@@ -37,7 +37,8 @@ void register_self(self_ptr self) {
   r.leaving = st.leaving;
   for (auto& m : st.cfg->models)
     if (m.measured)
-      r.profiles.push_back({m.name, {m.profile.batch.begin(), m.profile.batch.end()}, m.profile.latency_ms, m.profile.step});
+      r.profiles.push_back(
+          {m.name, {m.profile.batch.begin(), m.profile.batch.end()}, m.profile.latency_ms, m.profile.step});
   st.net->to_node(ctl->name, {{}, std::move(r)});
 }
 
@@ -92,8 +93,10 @@ worker_actor spawn_worker(caf::actor_system& sys, actor_args args, std::vector<d
         },
         [=](msg::resize& r) {
           auto& st = self->state;
-          if (r.device < st.devices.size()) self->send(st.devices[r.device], std::move(r));
-          else spdlog::warn("{}: resize of device {}, which it does not have", st.node->name, r.device);
+          if (r.device < st.devices.size())
+            self->send(st.devices[r.device], std::move(r));
+          else
+            spdlog::warn("{}: resize of device {}, which it does not have", st.node->name, r.device);
         },
         [=](msg::schedule& s) {
           auto& st = self->state;

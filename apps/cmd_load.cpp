@@ -1,13 +1,13 @@
 // `sloserve load`: the built-in load client.
 
+#include <spdlog/spdlog.h>
+
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
-#include <spdlog/spdlog.h>
-
-#include "apps/knob_option.hpp"
 #include "apps/commands.hpp"
+#include "apps/knob_option.hpp"
 #include "loadgen/load.hpp"
 
 namespace sloserve {
@@ -24,25 +24,32 @@ void add_load_command(CLI::App& app, int& rc) {
   cmd->add_option("--address", o->address, "frontend address (default: the first frontend of the file)");
   cmd->add_option("--pipeline", o->pipeline, "pipeline name")->required();
   cmd->add_option("--rate", lo.rate, "requests/s (open loop)")->capture_default_str();
-  auto* duration = cmd->add_option("--duration", lo.duration_s, "seconds of measured load (with --trace: the whole trace)")
-                       ->capture_default_str();
+  auto* duration =
+      cmd->add_option("--duration", lo.duration_s, "seconds of measured load (with --trace: the whole trace)")
+          ->capture_default_str();
   add_knob_option(cmd, "--arrival", lo.arrival, "arrival process");
   cmd->add_option("--cv", lo.cv, "gamma arrivals: coefficient of variation of the gaps")->capture_default_str();
   cmd->add_option("--trace", o->trace, "file of per-second rates, one per line (replaces --rate)");
   cmd->add_option("--concurrency", lo.concurrency, "closed loop: keep this many requests outstanding");
   cmd->add_option("--warmup", lo.warmup_s, "seconds sent before the measured window")->capture_default_str();
-  cmd->add_option("--grace-ms", lo.grace_ms, "a request with no reply by send + SLO + this is lost")->capture_default_str();
+  cmd->add_option("--grace-ms", lo.grace_ms, "a request with no reply by send + SLO + this is lost")
+      ->capture_default_str();
   cmd->add_option("--network-ms", lo.network_ms, "network time to attach to every request");
   cmd->add_option("--bandwidth-trace", o->bandwidth,
                   "file of per-second uplink Mbps: each request carries payload·8/Mbps ms of network time");
   cmd->add_option("--payload-kb", lo.payload_kb, "payload size for --bandwidth-trace (default: the input tensor's)");
   cmd->add_option("--seed", lo.seed, "random seed of arrivals and payloads")->capture_default_str();
-  cmd->add_option("--wait-ready", lo.wait_ready_s, "seconds to wait for the frontend to be ready")->capture_default_str();
-  cmd->add_option("--key", o->key, "this client's CurveZMQ key pair (NAME.key from `sloserve keys`), when the file has security:");
+  cmd->add_option("--wait-ready", lo.wait_ready_s, "seconds to wait for the frontend to be ready")
+      ->capture_default_str();
+  cmd->add_option("--key", o->key,
+                  "this client's CurveZMQ key pair (NAME.key from `sloserve keys`), when the file has security:");
   cmd->add_option("--json", o->json, "write the summary (and per-second series) here");
-  cmd->add_option("--threads", lo.threads, "sending threads, each with its own connection (default: enough for the rate)");
-  cmd->add_option("--images", o->images, "send these JPEG files (a file, or a folder of *.jpg) in turn; the model needs preprocess:");
-  cmd->add_option("--image-size", o->image_size, "send random uint8 HxW RGB images (e.g. 480x640); the model needs preprocess:");
+  cmd->add_option("--threads", lo.threads,
+                  "sending threads, each with its own connection (default: enough for the rate)");
+  cmd->add_option("--images", o->images,
+                  "send these JPEG files (a file, or a folder of *.jpg) in turn; the model needs preprocess:");
+  cmd->add_option("--image-size", o->image_size,
+                  "send random uint8 HxW RGB images (e.g. 480x640); the model needs preprocess:");
   cmd->callback([o, duration, &rc] {
     auto cfg = load_config_or_report(o->config);
     if (!cfg) return void(rc = 2);
@@ -115,7 +122,8 @@ void add_load_command(CLI::App& app, int& rc) {
         std::cerr << "--image-size " << o->image_size << ": expected HxW, e.g. 480x640\n";
         return void(rc = 2);
       }
-      for (uint64_t i = 0; i < 8; ++i) lo.images.push_back(make_tensor({dtype::uint8, {h, w, 3}}, lo.seed + i, "image"));
+      for (uint64_t i = 0; i < 8; ++i)
+        lo.images.push_back(make_tensor({dtype::uint8, {h, w, 3}}, lo.seed + i, "image"));
     }
     lo.progress = true;
     auto ran = run_load(lo);

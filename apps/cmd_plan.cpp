@@ -2,12 +2,11 @@
 
 #include <cstdio>
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
+#include "apps/commands.hpp"
 #include "apps/knob_option.hpp"
 #include "scheduling/placement.hpp"
-#include "apps/commands.hpp"
 
 namespace sloserve {
 
@@ -37,11 +36,8 @@ void add_plan_command(CLI::App& app, int& rc) {
                   << "`sloserve profile -c " << o->config << " --model " << m.name << "` and add the printed key\n";
         return void(rc = 2);
       }
-    sched::epoch_input in;
-    in.models = &cfg->models;
-    in.pipelines = &cfg->pipelines;
+    auto in = planning_input(*cfg, cfg->models);
     in.rates.assign(cfg->pipelines.size(), 0);
-    in.slots = device_slots(*cfg);
     in.policy = o->policy;
     in.split = o->split;
     in.steps = o->steps;
@@ -73,7 +69,8 @@ void add_plan_command(CLI::App& app, int& rc) {
       auto& p = cfg->pipelines[pi];
       nlohmann::json stages = nlohmann::json::array();
       for (size_t s = 0; s < p.stages.size(); ++s)
-        stages.push_back({{"name", p.stages[s].name}, {"model", p.stages[s].model}, {"budget_ms", res.splits[pi].budget_ms[s]}});
+        stages.push_back(
+            {{"name", p.stages[s].name}, {"model", p.stages[s].model}, {"budget_ms", res.splits[pi].budget_ms[s]}});
       j["pipelines"].push_back({{"name", p.name}, {"slo_ms", p.slo_ms}, {"rate", in.rates[pi]}, {"stages", stages}});
     }
     j["sessions"] = nlohmann::json::array();
@@ -85,8 +82,12 @@ void add_plan_command(CLI::App& app, int& rc) {
       auto& s = res.sessions[i];
       nlohmann::json models = nlohmann::json::array();
       for (auto& [m, w] : res.models_of[i]) models.push_back(m->name);
-      j["sessions"].push_back({{"model", s.model->is_variant() && models.size() > 1 ? "prefix:" + s.model->prefix : s.model->name},
-                               {"models", models}, {"slo_ms", s.slo_ms}, {"rate", s.rate}, {"batch", batch}});
+      j["sessions"].push_back(
+          {{"model", s.model->is_variant() && models.size() > 1 ? "prefix:" + s.model->prefix : s.model->name},
+           {"models", models},
+           {"slo_ms", s.slo_ms},
+           {"rate", s.rate},
+           {"batch", batch}});
     }
     j["devices"] = nlohmann::json::array();
     for (size_t k = 0; k < res.placement.devices.size(); ++k) {
@@ -94,14 +95,19 @@ void add_plan_command(CLI::App& app, int& rc) {
       nlohmann::json sess = nlohmann::json::array();
       for (auto& a : d.sessions)
         for (auto& [m, w] : res.models_of[a.session])
-          sess.push_back({{"model", m->name}, {"slo_ms", res.sessions[a.session].slo_ms}, {"batch", a.batch}, {"rate", a.rate}});
+          sess.push_back(
+              {{"model", m->name}, {"slo_ms", res.sessions[a.session].slo_ms}, {"batch", a.batch}, {"rate", a.rate}});
       nlohmann::json node = nullptr, device = nullptr;
       if (res.slot_of[k] >= 0) {
         node = in.slots[static_cast<size_t>(res.slot_of[k])].node;
         device = in.slots[static_cast<size_t>(res.slot_of[k])].device;
       }
-      j["devices"].push_back({{"node", node}, {"device", device}, {"duty_cycle_ms", d.duty_cycle_ms},
-                              {"dedicated", d.dedicated}, {"occupancy", d.occupancy}, {"sessions", sess}});
+      j["devices"].push_back({{"node", node},
+                              {"device", device},
+                              {"duty_cycle_ms", d.duty_cycle_ms},
+                              {"dedicated", d.dedicated},
+                              {"occupancy", d.occupancy},
+                              {"sessions", sess}});
     }
     j["devices_used"] = res.placement.devices.size();
     j["devices_available"] = in.slots.size();
@@ -126,7 +132,8 @@ void add_plan_command(CLI::App& app, int& rc) {
     std::printf("\n%-10s %6s %10s %6s  %s\n", "node", "device", "duty_ms", "occ", "sessions (model x batch)");
     for (auto& d : j["devices"]) {
       std::string sess;
-      for (auto& s : d["sessions"]) sess += s["model"].get<std::string>() + "x" + std::to_string(s["batch"].get<int>()) + " ";
+      for (auto& s : d["sessions"])
+        sess += s["model"].get<std::string>() + "x" + std::to_string(s["batch"].get<int>()) + " ";
       std::printf("%-10s %6s %10.1f %6.2f  %s%s\n", d["node"].is_null() ? "-" : d["node"].get<std::string>().c_str(),
                   d["device"].is_null() ? "-" : std::to_string(d["device"].get<int>()).c_str(),
                   d["duty_cycle_ms"].get<double>(), d["occupancy"].get<double>(), sess.c_str(),

@@ -4,8 +4,8 @@
 #include <fstream>
 #include <iostream>
 
-#include "apps/knob_option.hpp"
 #include "apps/commands.hpp"
+#include "apps/knob_option.hpp"
 #include "gpu/profiler.hpp"
 #include "scheduling/profile_fit.hpp"
 
@@ -29,10 +29,13 @@ void add_profile_command(CLI::App& app, int& rc) {
   cmd->add_option("--threads", o->threads, "intra-op threads (cpu)")->capture_default_str();
   cmd->add_option("--runs", o->po.min_runs, "at least this many runs per batch size and pass")->capture_default_str();
   cmd->add_option("--quantile", o->po.quantile, "plan with this quantile of the runs (outliers set aside)")
-      ->check(CLI::Range(0.5, 0.999))->capture_default_str();
+      ->check(CLI::Range(0.5, 0.999))
+      ->capture_default_str();
   cmd->add_option("--passes", o->po.passes, "independent passes over all sizes (a third settles a disagreement)")
-      ->check(CLI::Range(1, 10))->capture_default_str();
-  cmd->add_option("--seconds", o->po.max_seconds, "at most this long per batch size once --runs are done")->capture_default_str();
+      ->check(CLI::Range(1, 10))
+      ->capture_default_str();
+  cmd->add_option("--seconds", o->po.max_seconds, "at most this long per batch size once --runs are done")
+      ->capture_default_str();
   cmd->add_option("--out", o->out, "write the profile here (YAML, the models[].profile key)");
   cmd->callback([o, &rc] {
     auto cfg = load_config_or_report(o->config);
@@ -57,10 +60,11 @@ void add_profile_command(CLI::App& app, int& rc) {
       return void(rc = 1);
     }
     auto& points = *measured;
-    std::printf("%s on %s (%d threads); planned latency = p%.0f of the runs, outliers set aside, median of the passes\n"
-                "%6s %6s %10s %10s %10s %10s %10s %8s %12s\n",
-                m->name.c_str(), std::string(knob_name(kind)).c_str(), o->threads, 100 * o->po.quantile, "batch", "runs", "mean_ms", "p50_ms",
-                "p99_ms", "planned_ms", "+-ms", "outliers", "req/s");
+    std::printf(
+        "%s on %s (%d threads); planned latency = p%.0f of the runs, outliers set aside, median of the passes\n"
+        "%6s %6s %10s %10s %10s %10s %10s %8s %12s\n",
+        m->name.c_str(), std::string(knob_name(kind)).c_str(), o->threads, 100 * o->po.quantile, "batch", "runs",
+        "mean_ms", "p50_ms", "p99_ms", "planned_ms", "+-ms", "outliers", "req/s");
     std::vector<int> bs;
     std::vector<double> p99;
     for (auto& p : points) {

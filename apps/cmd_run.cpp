@@ -7,9 +7,9 @@
 #include <fstream>
 #include <iostream>
 
-#include "apps/knob_option.hpp"
 #include "actors/node_runtime.hpp"
 #include "apps/commands.hpp"
+#include "apps/knob_option.hpp"
 #include "loadgen/load.hpp"
 
 namespace sloserve {
@@ -51,8 +51,8 @@ void add_run_command(CLI::App& app, int& rc) {
       }
       one->nodes[0].address = o->address;
     }
-    const pipeline* p = o->pipeline.empty() ? (one->pipelines.empty() ? nullptr : &one->pipelines[0])
-                                            : one->find_pipeline(o->pipeline);
+    const pipeline* p =
+        o->pipeline.empty() ? (one->pipelines.empty() ? nullptr : &one->pipelines[0]) : one->find_pipeline(o->pipeline);
     if (o->rate > 0 && !p) {
       std::cerr << "no pipeline '" << o->pipeline << "' to load\n";
       return void(rc = 2);

@@ -14,8 +14,8 @@
 #include <iostream>
 #include <map>
 
-#include "apps/knob_option.hpp"
 #include "apps/commands.hpp"
+#include "apps/knob_option.hpp"
 
 namespace sloserve {
 namespace {
@@ -90,8 +90,9 @@ void add_up_command(CLI::App& app, int& rc) {
   cmd->add_option("-c,--config", o->config, "cluster file")->required();
   cmd->add_option("--write-config", o->write_config,
                   "write the cluster file with port-0 addresses resolved here (for `sloserve load -c`)");
-  cmd->add_option("--start-timeout", o->timeout,
-                  "seconds to wait for every node to start (default 20, or 620 when a worker profiles models at start-up)");
+  cmd->add_option(
+      "--start-timeout", o->timeout,
+      "seconds to wait for every node to start (default 20, or 620 when a worker profiles models at start-up)");
   cmd->callback([o, &rc] {
     auto cfg = load_config_or_report(o->config);
     if (!cfg) return void(rc = 2);

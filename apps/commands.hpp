@@ -2,7 +2,6 @@
 // Subcommands of the sloserve binary.
 
 #include <CLI/CLI.hpp>
-
 #include <memory>
 #include <string>
 

@@ -3,7 +3,6 @@
 // list them in the help text.
 
 #include <CLI/CLI.hpp>
-
 #include <map>
 #include <string>
 

@@ -16,9 +16,8 @@
 // SLOSERVE_SERIES=1 also prints each run's violations and drops per second, and the drop
 // reasons, on stderr.
 
-#include <caf/all.hpp>
-
 #include <algorithm>
+#include <caf/all.hpp>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -57,14 +56,18 @@ std::string yaml(const std::string& policy, const std::string& predictor) {
          "    max_batch: 8\n"
          "    profile: {batch: [1, 2, 4, 8], latency_ms: [27, 36, 54, 90]}\n"
          "    cores: {gamma_ms: 8, epsilon_ms: 16, delta_ms: 1, eta_ms: 2}\n"
-         "    load_ms: " + load_ms() + "\n"
+         "    load_ms: " +
+         load_ms() +
+         "\n"
          "  - name: cls\n"
          "    input: {dtype: float32, shape: [4]}\n"
          "    output: {dtype: float32, shape: [2]}\n"
          "    max_batch: 8\n"
          "    profile: {batch: [1, 2, 4, 8], latency_ms: [13.5, 18, 27, 45]}\n"
          "    cores: {gamma_ms: 4, epsilon_ms: 8, delta_ms: 0.5, eta_ms: 1}\n"
-         "    load_ms: " + load_ms() + "\n"
+         "    load_ms: " +
+         load_ms() +
+         "\n"
          "pipelines:\n"
          "  - {name: p, slo_ms: 200, stages: [{name: det, model: det}, {name: cls, model: cls, after: [det]}]}\n"
          "runtime: {threads: 2, beacon_ms: 100}\n"
@@ -91,7 +94,8 @@ struct result {
   }
 };
 
-result run(const std::string& policy, const std::string& predictor, const std::vector<double>& rates, const std::vector<double>& mbps, double kb) {
+result run(const std::string& policy, const std::string& predictor, const std::vector<double>& rates,
+           const std::vector<double>& mbps, double kb) {
   auto parsed = parse_cluster_config(yaml(policy, predictor), "autoscale.yaml");
   if (!parsed) {
     fprintf(stderr, "%s\n", parsed.error_text().c_str());
@@ -114,8 +118,10 @@ result run(const std::string& policy, const std::string& predictor, const std::v
   o.payload_kb = kb;
   o.grace_ms = 1000;
   result r;
-  if (auto ran = run_load(o)) r.load = std::move(*ran);
-  else fprintf(stderr, "load: %s\n", ran.error().c_str());
+  if (auto ran = run_load(o))
+    r.load = std::move(*ran);
+  else
+    fprintf(stderr, "load: %s\n", ran.error().c_str());
   if (auto scaler = node.actors().scaler) {
     caf::scoped_actor self{node.system()};
     self->request(scaler, std::chrono::seconds(5), stats_atom::value)
@@ -130,9 +136,11 @@ result run(const std::string& policy, const std::string& predictor, const std::v
     // Violations per second, for reading where a policy loses requests.
     fprintf(stderr, "%s violations/s:", policy.c_str());
     for (auto& b : r.load.series)
-      fprintf(stderr, " %llu", static_cast<unsigned long long>(b["sent"].get<uint64_t>() - b["ok_within_slo"].get<uint64_t>()));
+      fprintf(stderr, " %llu",
+              static_cast<unsigned long long>(b["sent"].get<uint64_t>() - b["ok_within_slo"].get<uint64_t>()));
     fprintf(stderr, "\n%s dropped/s:", policy.c_str());
-    for (auto& b : r.load.series) fprintf(stderr, " %llu", static_cast<unsigned long long>(b["dropped"].get<uint64_t>()));
+    for (auto& b : r.load.series)
+      fprintf(stderr, " %llu", static_cast<unsigned long long>(b["dropped"].get<uint64_t>()));
     fprintf(stderr, "\n%s reasons: %s\n", policy.c_str(), r.load.reasons.dump().c_str());
   }
   return r;
@@ -185,15 +193,16 @@ int main(int argc, char** argv) {
     double all = l.sent ? 1 - static_cast<double>(l.ok_within_slo) / static_cast<double>(l.sent) : 0;
     printf("%-8s %-8s %-11s %8llu %8llu %9.2f%% %9.2f%% %12.0f %11.0f %10llu %8llu\n", x.trace.c_str(),
            x.policy.c_str(), x.predictor.empty() ? "-" : x.predictor.c_str(), static_cast<unsigned long long>(l.sent),
-           static_cast<unsigned long long>(l.lost), 100 * x.r.violation(), 100 * all,
-           x.r.cost.instance_seconds, x.r.cost.core_seconds, static_cast<unsigned long long>(x.r.cost.vertical_changes),
+           static_cast<unsigned long long>(l.lost), 100 * x.r.violation(), 100 * all, x.r.cost.instance_seconds,
+           x.r.cost.core_seconds, static_cast<unsigned long long>(x.r.cost.vertical_changes),
            static_cast<unsigned long long>(x.r.cost.horizontal_changes));
   }
   // What serving a whole trace costs at least: every second's rate on one-core instances at
   // their best batch (the latency limit ignored), in whole instances. On `bursty` this is above
   // 1.1x of a policy that never provisions for the bursts.
   auto parsed = parse_cluster_config(yaml("fa2", "trend"), "autoscale.yaml");
-  for (auto& [name, rates] : std::vector<std::pair<std::string, std::vector<double>>>{{"bursty", bursty}, {"stepped", flat}}) {
+  for (auto& [name, rates] :
+       std::vector<std::pair<std::string, std::vector<double>>>{{"bursty", bursty}, {"stepped", flat}}) {
     double least = 0;
     for (auto r : rates)
       for (auto& m : parsed.config->models) {
@@ -214,8 +223,9 @@ int main(int argc, char** argv) {
         }
       if (!f || !b) continue;
       auto v = [](const row* x) { return x->r.violation(); };
-      printf("%s, %s: biscale/fa2 violations %.2f (target <= 0.20), core-s %.2f, instance-s %.2f (target cost <= 1.10)\n",
-             t, pr.c_str(), v(f) > 0 ? v(b) / v(f) : 0.0, b->r.cost.core_seconds / std::max(1.0, f->r.cost.core_seconds),
-             b->r.cost.instance_seconds / std::max(1.0, f->r.cost.instance_seconds));
+      printf(
+          "%s, %s: biscale/fa2 violations %.2f (target <= 0.20), core-s %.2f, instance-s %.2f (target cost <= 1.10)\n",
+          t, pr.c_str(), v(f) > 0 ? v(b) / v(f) : 0.0, b->r.cost.core_seconds / std::max(1.0, f->r.cost.core_seconds),
+          b->r.cost.instance_seconds / std::max(1.0, f->r.cost.instance_seconds));
     }
 }

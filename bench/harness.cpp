@@ -21,8 +21,7 @@ load_summary trial(std::shared_ptr<cluster_config> cfg, double rate, double warm
   for (size_t i = 0; i < cfg->pipelines.size(); ++i) {
     auto& p = cfg->pipelines[i];
     double w = equal_weights ? 1.0 / cfg->pipelines.size() : 1 / std::pow(i + 1, 0.9) / zipf_total;
-    o.mix.push_back({p.name, w, p.slo_ms,
-                     cfg->models[p.stages[p.roots().front()].model_index].input});
+    o.mix.push_back({p.name, w, p.slo_ms, cfg->models[p.stages[p.roots().front()].model_index].input});
   }
   o.pipeline = o.mix.front().pipeline;
   o.slo_ms = o.mix.front().slo_ms;
@@ -32,8 +31,10 @@ load_summary trial(std::shared_ptr<cluster_config> cfg, double rate, double warm
   o.duration_s = measure_s;
   o.grace_ms = 1000;
   load_summary s;
-  if (auto ran = run_load(o)) s = std::move(*ran);
-  else fprintf(stderr, "load: %s\n", ran.error().c_str());
+  if (auto ran = run_load(o))
+    s = std::move(*ran);
+  else
+    fprintf(stderr, "load: %s\n", ran.error().c_str());
   node.stop();
   return s;
 }
@@ -47,8 +48,10 @@ double max_rate(const std::function<bool(double)>& ok, double start, int bisecti
   }
   for (int i = 0; i < bisections; ++i) {
     double mid = lo + (hi - lo) / 2;
-    if (ok(mid)) lo = mid;
-    else hi = mid;
+    if (ok(mid))
+      lo = mid;
+    else
+      hi = mid;
   }
   return lo;
 }

@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "loadgen/load.hpp"
 #include "config/cluster_config.hpp"
+#include "loadgen/load.hpp"
 
 namespace sloserve::bench {
 

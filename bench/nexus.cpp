@@ -8,6 +8,8 @@
 // devices, sends Poisson load through the built-in client for a warmup (the scheduler plans
 // on the measured rates in it) and then a measured window.
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -15,8 +17,6 @@
 #include <cstring>
 #include <random>
 #include <string>
-
-#include <spdlog/spdlog.h>
 
 #include "bench/harness.hpp"
 #include "scheduling/planner.hpp"
@@ -61,10 +61,12 @@ models:
 )";
   for (int g = 0; g < games; ++g)
     y += "  - {name: resnet50_g" + std::to_string(g) +
-         ", input: {dtype: uint8, shape: [3, 60, 80]}, output: {dtype: float32, shape: [50]}, max_batch: 32, profile: {alpha_ms: 1.1, beta_ms: 5.1}}\n";
+         ", input: {dtype: uint8, shape: [3, 60, 80]}, output: {dtype: float32, shape: [50]}, max_batch: 32, profile: "
+         "{alpha_ms: 1.1, beta_ms: 5.1}}\n";
   y += "pipelines:\n";
   for (int g = 0; g < games; ++g)
-    y += "  - {name: game" + std::to_string(g) + ", slo_ms: 50, stages: [{name: crops, model: frame_crops}, "
+    y += "  - {name: game" + std::to_string(g) +
+         ", slo_ms: 50, stages: [{name: crops, model: frame_crops}, "
          "{name: digits, model: lenet, after: [crops], fanout: 6}, {name: game, model: resnet50_g" +
          std::to_string(g) + "}]}\n";
   return y;
@@ -123,8 +125,10 @@ void compare(const char* name, const std::string& yaml, double start) {
   fprintf(stderr, "%s workload:\n", name);
   double a = max_rate(yaml, nexus, start);
   double b = max_rate(yaml, base, start);
-  printf("%-8s max rate at >= 99%% attainment: nexus+dp %.1f req/s, batch-oblivious+even %.1f req/s, ratio %.2fx (target >= 1.25x)\n",
-         name, a, b, b > 0 ? a / b : INFINITY);
+  printf(
+      "%-8s max rate at >= 99%% attainment: nexus+dp %.1f req/s, batch-oblivious+even %.1f req/s, ratio %.2fx (target "
+      ">= 1.25x)\n",
+      name, a, b, b > 0 ? a / b : INFINITY);
   fflush(stdout);
 }
 
@@ -136,8 +140,8 @@ void drop_policies(double rate) {
       combo c{drop_name.data(), scheduler_policy::static_plan, split_policy::even, drop};
       auto s = trial(y, c, rate, 2, quick ? 5 : 8, arrival);
       printf("drop     %4.0f/s %-8s %-15s missed %.2f%% of %lu (dropped %lu, late %lu, lost %lu)\n", rate,
-             knob_name(arrival).data(), drop_name.data(), 100 * (1 - s.attainment), (unsigned long)s.sent, (unsigned long)s.dropped,
-             (unsigned long)(s.ok - s.ok_within_slo), (unsigned long)s.lost);
+             knob_name(arrival).data(), drop_name.data(), 100 * (1 - s.attainment), (unsigned long)s.sent,
+             (unsigned long)s.dropped, (unsigned long)(s.ok - s.ok_within_slo), (unsigned long)s.lost);
       fflush(stdout);
     }
   }
@@ -165,8 +169,9 @@ void planner_speed() {
   auto q = planner.make(moved, {}, &p, &ss);
   auto t2 = std::chrono::steady_clock::now();
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
-  printf("planner  1000 sessions on %zu devices: %.1f ms from scratch, %.1f ms incremental (%zu moved); target < 100 ms\n",
-         p.devices.size(), ms(t1 - t0), ms(t2 - t1), q.moved);
+  printf(
+      "planner  1000 sessions on %zu devices: %.1f ms from scratch, %.1f ms incremental (%zu moved); target < 100 ms\n",
+      p.devices.size(), ms(t1 - t0), ms(t2 - t1), q.moved);
 }
 
 }  // namespace
@@ -174,9 +179,12 @@ void planner_speed() {
 int main(int argc, char** argv) {
   std::string what = "all";
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--quick")) quick = true;
-    else if (!std::strcmp(argv[i], "--window") && i + 1 < argc) window_s = std::atof(argv[++i]);
-    else what = argv[i];
+    if (!std::strcmp(argv[i], "--quick"))
+      quick = true;
+    else if (!std::strcmp(argv[i], "--window") && i + 1 < argc)
+      window_s = std::atof(argv[++i]);
+    else
+      what = argv[i];
   }
   spdlog::set_level(spdlog::level::warn);
   if (what == "all" || what == "speed") planner_speed();

@@ -45,7 +45,9 @@ int free_port() {
   return ntohs(sa.sin_port);
 }
 
-std::string ep(int port) { return "tcp://127.0.0.1:" + std::to_string(port); }
+std::string ep(int port) {
+  return "tcp://127.0.0.1:" + std::to_string(port);
+}
 
 // ---- the raw baseline: relay and echo, each a single-threaded process ----
 
@@ -69,7 +71,8 @@ std::string ep(int port) { return "tcp://127.0.0.1:" + std::to_string(port); }
     if (reply) {
       // Read the id without copying the payload (the frame outlives the decoded view).
       auto* data = static_cast<const char*>(zmq_msg_data(&parts[last]));
-      auto d = msg::decode_frame(bytes(data, zmq_msg_size(&parts[last]), std::shared_ptr<const void>(data, [](const void*) {})), limits);
+      auto d = msg::decode_frame(
+          bytes(data, zmq_msg_size(&parts[last]), std::shared_ptr<const void>(data, [](const void*) {})), limits);
       auto* r = d.value ? std::get_if<msg::client_request>(&d.value->content) : nullptr;
       uint64_t id = r ? r->request_id : 0;
       auto f = msg::encode({{}, msg::client_reply{id, msg::status::ok, {}, {output}, {}, 0}});
@@ -154,8 +157,9 @@ result closed_loop(const std::string& address, int concurrency, double seconds,
     auto* f = new sloserve::bytes(make(id));
     sent_at[id % sent_at.size()] = steady::now();
     zmq_msg_t m;
-    zmq_msg_init_data(&m, const_cast<char*>(f->data()), f->size(),
-                      [](void*, void* hint) { delete static_cast<sloserve::bytes*>(hint); }, f);
+    zmq_msg_init_data(
+        &m, const_cast<char*>(f->data()), f->size(),
+        [](void*, void* hint) { delete static_cast<sloserve::bytes*>(hint); }, f);
     zmq_msg_send(&m, s, 0);
   };
   // Warm up: 200 round trips, not measured.
@@ -180,8 +184,10 @@ result closed_loop(const std::string& address, int concurrency, double seconds,
     auto id = id_of({static_cast<char*>(zmq_msg_data(&m)), zmq_msg_size(&m)});
     zmq_msg_close(&m);
     --outstanding;
-    if (id == 0) ++r.bad;
-    else lat.push_back(std::chrono::duration<float, std::micro>(now - sent_at[id % sent_at.size()]).count());
+    if (id == 0)
+      ++r.bad;
+    else
+      lat.push_back(std::chrono::duration<float, std::micro>(now - sent_at[id % sent_at.size()]).count());
     ++done;
     if (now < stop) {
       send(next++);
@@ -236,7 +242,6 @@ bool wait_ready(const std::string& address) {
   return ready;
 }
 
-
 struct shape_result {
   result raw_lat, slo_lat, raw_tp, slo_tp;
   size_t frame_bytes = 0;
@@ -265,7 +270,8 @@ bool measure(const sloserve::tensor_spec& in, const sloserve::tensor_spec& out, 
   std::string cfg_path = "/tmp/sloserve-bench-overhead-" + std::to_string(getpid()) + ".yaml";
   std::ofstream(cfg_path) << "nodes:\n"
                           << "  - {name: fe, address: " << ep(fe_port) << ", roles: [controller, frontend]}\n"
-                          << "  - {name: w, address: " << ep(w_port) << ", roles: [worker], devices: [{kind: emulated, count: 1}]}\n"
+                          << "  - {name: w, address: " << ep(w_port)
+                          << ", roles: [worker], devices: [{kind: emulated, count: 1}]}\n"
                           << "models:\n"
                           << "  - {name: noop, input: {dtype: float32, shape: " << shape_text(in.shape)
                           << "}, output: {dtype: float32, shape: " << shape_text(out.shape)
@@ -339,7 +345,8 @@ int main(int argc, char** argv) {
     int c = std::min(concurrency, 32);
     ok &= measure({dtype::float32, {3, 224, 224}}, {dtype::float32, {1000}}, seconds, c, r);
     print("resnet-shaped: float32[3,224,224] in, float32[1000] out", r, c);
-    printf("targets: throughput >= 0.7x raw (%s); p50 <= 3x raw (%s)\n", r.slo_tp.rps >= 0.7 * r.raw_tp.rps ? "met" : "NOT met",
+    printf("targets: throughput >= 0.7x raw (%s); p50 <= 3x raw (%s)\n",
+           r.slo_tp.rps >= 0.7 * r.raw_tp.rps ? "met" : "NOT met",
            r.slo_lat.p50_us <= 3 * r.raw_lat.p50_us ? "met" : "NOT met");
   }
   return ok ? 0 : 1;

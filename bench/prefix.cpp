@@ -6,13 +6,13 @@
 // The SLO defaults to 4 x l(1) of a full variant.
 // MODELS_DIR needs the variants: /usr/bin/python3 tools/export_models.py --out build/models --only variants
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <functional>
 #include <filesystem>
-
-#include <spdlog/spdlog.h>
+#include <functional>
 
 #include "bench/harness.hpp"
 #include "gpu/profiler.hpp"
@@ -35,11 +35,12 @@ model_spec image_model(std::string name, std::string path, tensor_spec out) {
   return m;
 }
 
-std::string yaml_model(const model_spec& m, const std::vector<profile_point>& prof, const std::string& prefix, bool step) {
+std::string yaml_model(const model_spec& m, const std::vector<profile_point>& prof, const std::string& prefix,
+                       bool step) {
   return "  - {name: " + m.name + ", path: " + m.path + (prefix.empty() ? "" : ", prefix: " + prefix) +
          ", input: {dtype: float32, shape: [3, 224, 224]}, output: {dtype: float32, shape: [" +
-         std::to_string(m.output.shape[0]) + "]}, max_batch: " +
-         std::to_string(m.max_batch) + ", " + to_profile_yaml(prof, step) + "}\n";
+         std::to_string(m.output.shape[0]) + "]}, max_batch: " + std::to_string(m.max_batch) + ", " +
+         to_profile_yaml(prof, step) + "}\n";
 }
 
 }  // namespace
@@ -62,12 +63,16 @@ int main(int argc, char** argv) {
   double slo_arg = argc > 5 ? std::atof(argv[5]) : 0;
   if (kind == device_kind::cuda) max_batch = 16;
   if (!std::filesystem::exists(dir + "/resnet18_prefix.pt")) {
-    fprintf(stderr, "missing variants: /usr/bin/python3 tools/export_models.py --out %s --only variants\n", dir.c_str());
+    fprintf(stderr, "missing variants: /usr/bin/python3 tools/export_models.py --out %s --only variants\n",
+            dir.c_str());
     return 2;
   }
   spdlog::set_level(spdlog::level::warn);
   // Memory: 5 full models against one backbone and 5 suffixes, each set in a fresh executor.
-  auto full = [&](int v) { return image_model(std::string("v").append(std::to_string(v)), dir + "/resnet18_v" + std::to_string(v) + ".pt", {dtype::float32, {10}}); };
+  auto full = [&](int v) {
+    return image_model(std::string("v").append(std::to_string(v)), dir + "/resnet18_v" + std::to_string(v) + ".pt",
+                       {dtype::float32, {10}});
+  };
   auto backbone = image_model("backbone", dir + "/resnet18_prefix.pt", {dtype::float32, {512}});
   auto variant = [&](int v) {
     auto m = full(v);
@@ -121,7 +126,8 @@ int main(int argc, char** argv) {
       for (int i = 0; i < 22; ++i) {
         auto t0 = std::chrono::steady_clock::now();
         f();
-        if (i >= 2) t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        if (i >= 2)
+          t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       }
       std::sort(t.begin(), t.end());
       return t[t.size() / 2];
@@ -145,8 +151,10 @@ int main(int argc, char** argv) {
   }
   ex.reset();
   double slo = slo_arg > 0 ? slo_arg : 4 * pf[0].ms;
-  std::string head = "nodes:\n  - {name: local, address: \"tcp://127.0.0.1:0\", roles: [controller, frontend, worker], devices: "
-                     "[{kind: " + kind_name + ", count: 1, threads: " + std::to_string(threads) + "}]}\nmodels:\n";
+  std::string head =
+      "nodes:\n  - {name: local, address: \"tcp://127.0.0.1:0\", roles: [controller, frontend, worker], devices: "
+      "[{kind: " +
+      kind_name + ", count: 1, threads: " + std::to_string(threads) + "}]}\nmodels:\n";
   std::string pipes = "pipelines:\n";
   for (int v = 0; v < variants; ++v)
     pipes += "  - {name: p" + std::to_string(v) + ", slo_ms: " + std::to_string(slo) + ", stages: [{name: s, model: v" +
@@ -167,7 +175,8 @@ int main(int argc, char** argv) {
     auto cfg = std::make_shared<cluster_config>(std::move(*parsed.config));
     auto ok = [&](double r) {
       auto s = bench::trial(cfg, r, 3, seconds, arrival_kind::constant, true);
-      fprintf(stderr, "    %-22s %6.1f req/s -> attainment %.4f (ok %lu, within SLO %lu, dropped %lu, lost %lu, p99 %.1f ms)\n",
+      fprintf(stderr,
+              "    %-22s %6.1f req/s -> attainment %.4f (ok %lu, within SLO %lu, dropped %lu, lost %lu, p99 %.1f ms)\n",
               label, r, s.attainment, (unsigned long)s.ok, (unsigned long)s.ok_within_slo, (unsigned long)s.dropped,
               (unsigned long)s.lost, s.p99);
       return s.attainment >= 0.99 && s.lost == 0;
@@ -177,15 +186,17 @@ int main(int argc, char** argv) {
   };
   double r_without = search(without, "without prefix batching");
   double r_with = search(with, "with prefix batching");
-  printf("5 ResNet-18 variants, one %s device (%d threads), SLO %.1f ms (l(1) = %.2f ms p99), equal load, constant arrivals\n",
-         kind_name.c_str(), threads, slo, pf[0].ms);
+  printf(
+      "5 ResNet-18 variants, one %s device (%d threads), SLO %.1f ms (l(1) = %.2f ms p99), equal load, constant "
+      "arrivals\n",
+      kind_name.c_str(), threads, slo, pf[0].ms);
   printf("profile p99 ms, full variant:");
   for (auto& p : pf) printf(" b=%d %.2f", p.batch, p.ms);
   printf("\nprofile p99 ms, backbone:    ");
   for (auto& p : pb) printf(" b=%d %.2f", p.batch, p.ms);
   printf("\n");
-  printf("max rate at >= 99%%: with prefix batching %.1f req/s, without %.1f req/s, ratio %.2fx (target >= 1.5x)\n", r_with,
-         r_without, r_with / r_without);
+  printf("max rate at >= 99%%: with prefix batching %.1f req/s, without %.1f req/s, ratio %.2fx (target >= 1.5x)\n",
+         r_with, r_without, r_with / r_without);
   printf("model memory: with %.1f MB, without %.1f MB (%.2fx)\n", mem_prefix, mem_full, mem_prefix / mem_full);
   return 0;
 }

@@ -67,8 +67,8 @@ int main(int argc, char** argv) {
     all.push_back(points);
   }
   double worst = 0;
-  printf("%s on %s, %d start-up profiles in a row: spread (max/min - 1) of the planned latency per batch:", name.c_str(),
-         kind_name.c_str(), runs);
+  printf("%s on %s, %d start-up profiles in a row: spread (max/min - 1) of the planned latency per batch:",
+         name.c_str(), kind_name.c_str(), runs);
   for (size_t i = 0; i < all[0].size(); ++i) {
     double lo = 1e18, hi = 0;
     for (auto& pts : all) lo = std::min(lo, pts[i].ms), hi = std::max(hi, pts[i].ms);

@@ -11,11 +11,11 @@
 // 4. Served: the highest rate with >= 99% attainment (constant arrivals; Poisson reported at
 //    that rate too), the node's single cpu device capped at that batch.
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-
-#include <spdlog/spdlog.h>
 
 #include "bench/harness.hpp"
 #include "gpu/profiler.hpp"
@@ -73,8 +73,8 @@ int main(int argc, char** argv) {
   }
   double slo = 4 * m.profile.latency_ms[0];
   int b = saturating_batch(m, slo);
-  printf("resnet18 on %s, %d threads: l(1) = %.2f ms p99, SLO = 4 x l(1) = %.2f ms, batch %d (l = %.2f ms)\n", kind_name.c_str(), threads,
-         m.profile.latency_ms[0], slo, b, m.profile.latency_ms_at(b));
+  printf("resnet18 on %s, %d threads: l(1) = %.2f ms p99, SLO = 4 x l(1) = %.2f ms, batch %d (l = %.2f ms)\n",
+         kind_name.c_str(), threads, m.profile.latency_ms[0], slo, b, m.profile.latency_ms_at(b));
 
   // Raw: the same executor, the same batch, back to back.
   std::vector<std::vector<tensor>> reqs;
@@ -90,11 +90,15 @@ int main(int argc, char** argv) {
   double raw = b * iters / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ex.reset();
 
-  auto yaml = "nodes:\n  - {name: local, address: \"tcp://127.0.0.1:0\", roles: [controller, frontend, worker], devices: "
-              "[{kind: " + kind_name + ", count: 1, threads: " + std::to_string(threads) + "}]}\nmodels:\n  - {name: resnet18, path: " +
-              path + ", input: {dtype: float32, shape: [3, 224, 224]}, output: {dtype: float32, shape: [1000]}, max_batch: " +
-              std::to_string(b) + ", " + to_profile_yaml(points, pads_batches(kind)) + "}\npipelines:\n  - {name: classify, slo_ms: " +
-              std::to_string(slo) + ", stages: [{name: s, model: resnet18}]}\nscheduler: {policy: static}\n";
+  auto yaml =
+      "nodes:\n  - {name: local, address: \"tcp://127.0.0.1:0\", roles: [controller, frontend, worker], devices: "
+      "[{kind: " +
+      kind_name + ", count: 1, threads: " + std::to_string(threads) +
+      "}]}\nmodels:\n  - {name: resnet18, path: " + path +
+      ", input: {dtype: float32, shape: [3, 224, 224]}, output: {dtype: float32, shape: [1000]}, max_batch: " +
+      std::to_string(b) + ", " + to_profile_yaml(points, pads_batches(kind)) +
+      "}\npipelines:\n  - {name: classify, slo_ms: " + std::to_string(slo) +
+      ", stages: [{name: s, model: resnet18}]}\nscheduler: {policy: static}\n";
   auto parsed = parse_cluster_config(yaml, "served.yaml");
   if (!parsed) {
     fprintf(stderr, "%s", parsed.error_text().c_str());
@@ -103,15 +107,17 @@ int main(int argc, char** argv) {
   auto cfg = std::make_shared<cluster_config>(std::move(*parsed.config));
   auto ok = [&](double r) {
     auto s = bench::trial(cfg, r, 3, seconds, arrival_kind::constant);
-    fprintf(stderr, "    served %6.1f req/s -> attainment %.4f (ok %lu, within SLO %lu, dropped %lu, lost %lu, p99 %.1f ms)\n", r,
-            s.attainment, (unsigned long)s.ok, (unsigned long)s.ok_within_slo, (unsigned long)s.dropped,
+    fprintf(stderr,
+            "    served %6.1f req/s -> attainment %.4f (ok %lu, within SLO %lu, dropped %lu, lost %lu, p99 %.1f ms)\n",
+            r, s.attainment, (unsigned long)s.ok, (unsigned long)s.ok_within_slo, (unsigned long)s.dropped,
             (unsigned long)s.lost, s.p99);
     return s.attainment >= 0.99 && s.lost == 0;
   };
   double served = bench::max_rate(ok, raw / 2, 5);
   auto poisson = bench::trial(cfg, served, 3, seconds, arrival_kind::poisson);
   printf("raw loop at batch %d: %.1f req/s\n", b, raw);
-  printf("served, >= 99%% attainment, constant arrivals: %.1f req/s = %.2fx raw (target >= 0.9x)\n", served, served / raw);
+  printf("served, >= 99%% attainment, constant arrivals: %.1f req/s = %.2fx raw (target >= 0.9x)\n", served,
+         served / raw);
   printf("served at that rate with Poisson arrivals: attainment %.4f\n", poisson.attainment);
   return 0;
 }

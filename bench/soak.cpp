@@ -14,12 +14,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "apps/child_process.hpp"
 
@@ -54,9 +53,12 @@ int main(int argc, char** argv) {
   double minutes = 10, restart_every = 60;
   int workers = 4;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--minutes")) minutes = std::atof(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--restart-every")) restart_every = std::atof(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--workers")) workers = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--minutes"))
+      minutes = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--restart-every"))
+      restart_every = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--workers"))
+      workers = std::atoi(argv[i + 1]);
     else {
       fprintf(stderr, "usage: bench_soak [--minutes M] [--restart-every S] [--workers N]\n");
       return 2;
@@ -66,11 +68,12 @@ int main(int argc, char** argv) {
   auto dir = fs::temp_directory_path() / ("sloserve-soak-" + std::to_string(getpid()));
   fs::create_directories(dir);
   std::ofstream(dir / "cluster.yaml") << cluster_yaml(workers);
-  auto up = sloserve::spawn_child(SLOSERVE_BIN,
-                                  {"sloserve", "up", "-c", (dir / "cluster.yaml").string(), "--write-config",
-                                   (dir / "resolved.yaml").string()},
-                                  dir / "up.log");
-  for (int i = 0; i < 300 && up.output().find("cluster up") == std::string::npos; ++i) std::this_thread::sleep_for(50ms);
+  auto up = sloserve::spawn_child(
+      SLOSERVE_BIN,
+      {"sloserve", "up", "-c", (dir / "cluster.yaml").string(), "--write-config", (dir / "resolved.yaml").string()},
+      dir / "up.log");
+  for (int i = 0; i < 300 && up.output().find("cluster up") == std::string::npos; ++i)
+    std::this_thread::sleep_for(50ms);
   if (up.output().find("cluster up") == std::string::npos) {
     fprintf(stderr, "cluster did not start:\n%s", up.output().c_str());
     return 1;
@@ -82,14 +85,13 @@ int main(int argc, char** argv) {
     pids[(*it)[1]] = std::stoi((*it)[2]);
 
   auto seconds = minutes * 60;
-  fprintf(stderr, "soak: %d workers, %.0f queries/s for %.0f s, a worker restarts every %.0f s (logs in %s)\n",
-          workers, rate, seconds, restart_every, dir.c_str());
-  auto load = sloserve::spawn_child(
-      SLOSERVE_BIN,
-      {"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "traffic", "--rate",
-       std::to_string(rate), "--duration", std::to_string(seconds), "--arrival", "poisson", "--json",
-       (dir / "load.json").string()},
-      dir / "load.log");
+  fprintf(stderr, "soak: %d workers, %.0f queries/s for %.0f s, a worker restarts every %.0f s (logs in %s)\n", workers,
+          rate, seconds, restart_every, dir.c_str());
+  auto load = sloserve::spawn_child(SLOSERVE_BIN,
+                                    {"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline",
+                                     "traffic", "--rate", std::to_string(rate), "--duration", std::to_string(seconds),
+                                     "--arrival", "poisson", "--json", (dir / "load.json").string()},
+                                    dir / "load.log");
   std::this_thread::sleep_for(5s);
   std::map<std::string, long> rss_start;
   for (auto& [n, p] : pids) rss_start[n] = rss_kb(p);
@@ -128,9 +130,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto s = nlohmann::json::parse(in);
-  printf("soak     %.0f s at %.0f queries/s, %d rolling restarts: sent %ld, attainment %.4f, lost %ld, errors %ld, dropped %ld\n",
-         seconds, rate, restarts, s["sent"].get<long>(), s["attainment"].get<double>(), s["lost"].get<long>(),
-         s["errors"].get<long>(), s["dropped"].get<long>());
+  printf(
+      "soak     %.0f s at %.0f queries/s, %d rolling restarts: sent %ld, attainment %.4f, lost %ld, errors %ld, "
+      "dropped %ld\n",
+      seconds, rate, restarts, s["sent"].get<long>(), s["attainment"].get<double>(), s["lost"].get<long>(),
+      s["errors"].get<long>(), s["dropped"].get<long>());
   for (auto& [n, kb] : rss_start)
     printf("soak     RSS %-4s %7.1f MB at start, %7.1f MB at end%s\n", n.c_str(), kb / 1024.0, rss_end[n] / 1024.0,
            was_restarted.count(n) ? " (a restarted process at the end)" : " (the same process throughout)");

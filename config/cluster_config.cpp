@@ -105,8 +105,9 @@ const std::vector<config_section>& config_keys() {
       {"cluster", {"name"}},
       {"nodes[]", {"name", "address", "roles", "devices", "cores"}},
       {"nodes[].devices[]", {"kind", "count", "models", "memory_mb", "threads"}},
-      {"models[]", {"name", "input", "output", "max_batch", "profile", "jitter", "load_ms", "memory_mb", "path", "prefix",
-                    "cores", "preprocess", "precision"}},
+      {"models[]",
+       {"name", "input", "output", "max_batch", "profile", "jitter", "load_ms", "memory_mb", "path", "prefix", "cores",
+        "preprocess", "precision"}},
       {"models[].input", {"dtype", "shape"}},
       {"models[].output", {"dtype", "shape"}},
       {"models[].profile", {"batch", "latency_ms", "alpha_ms", "beta_ms", "step"}},
@@ -114,12 +115,13 @@ const std::vector<config_section>& config_keys() {
       {"models[].preprocess", {"from", "mean", "std"}},
       {"pipelines[]", {"name", "slo_ms", "stages"}},
       {"pipelines[].stages[]", {"name", "model", "after", "fanout"}},
-      {"runtime", {"heartbeat_ms", "peer_timeout_ms", "beacon_ms", "max_payload_bytes", "max_queue_length",
-                   "reply_grace_ms", "threads", "drop_policy", "balancer", "max_queued_mb", "zmq_hwm",
-                   "clock_tolerance_ms"}},
+      {"runtime",
+       {"heartbeat_ms", "peer_timeout_ms", "beacon_ms", "max_payload_bytes", "max_queue_length", "reply_grace_ms",
+        "threads", "drop_policy", "balancer", "max_queued_mb", "zmq_hwm", "clock_tolerance_ms"}},
       {"scheduler", {"policy", "split", "epoch_s", "min_epoch_s", "rate_band", "headroom", "steps"}},
-      {"scaler", {"policy", "vertical_s", "horizontal_s", "predictor", "max_cores", "max_instances", "max_total_cores",
-                  "stable_band"}},
+      {"scaler",
+       {"policy", "vertical_s", "horizontal_s", "predictor", "max_cores", "max_instances", "max_total_cores",
+        "stable_band"}},
       {"security", {"keys", "clients"}},
   };
   return all;
@@ -160,8 +162,7 @@ class reader {
   }
 
   template <class T>
-  bool get(const YAML::Node& map, const char* key, T& out, const std::string& where,
-           bool required) {
+  bool get(const YAML::Node& map, const char* key, T& out, const std::string& where, bool required) {
     if (map.IsDefined() && !map.IsNull()) last_ = map.Mark();
     auto n = map.IsMap() ? map[key] : YAML::Node();
     if (!n.IsDefined() || n.IsNull()) {
@@ -216,8 +217,7 @@ void parse_tensor_spec(reader& r, const YAML::Node& n, tensor_spec& out, const s
   else
     r.error(n["dtype"], where + " has unknown dtype '" + dt + "'");
   if (r.get(n, "shape", out.shape, where, true)) {
-    if (!out.byte_size())
-      r.error(n["shape"], where + " has a negative or oversized dimension");
+    if (!out.byte_size()) r.error(n["shape"], where + " has a negative or oversized dimension");
   }
 }
 
@@ -289,15 +289,21 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   r.known_keys(n, "models[]", where);
   r.get(n, "prefix", m.prefix, where, false);
   if (r.get(n, "name", m.name, where, true)) where = "model '" + m.name + "'";
-  if (!n["input"]) r.error(n, where + " is missing 'input'");
-  else parse_tensor_spec(r, n["input"], m.input, where + " input", "models[].input");
-  if (!n["output"]) r.error(n, where + " is missing 'output'");
-  else parse_tensor_spec(r, n["output"], m.output, where + " output", "models[].output");
+  if (!n["input"])
+    r.error(n, where + " is missing 'input'");
+  else
+    parse_tensor_spec(r, n["input"], m.input, where + " input", "models[].input");
+  if (!n["output"])
+    r.error(n, where + " is missing 'output'");
+  else
+    parse_tensor_spec(r, n["output"], m.output, where + " output", "models[].output");
   r.get(n, "max_batch", m.max_batch, where, false);
   if (m.max_batch < 1) r.error(n["max_batch"], where + " max_batch must be at least 1");
   // A real model may leave its profile to the worker that serves it (measured at start-up).
-  if (n["profile"] || !n["path"]) parse_profile(r, n["profile"], m, where);
-  else m.needs_profile = true;
+  if (n["profile"] || !n["path"])
+    parse_profile(r, n["profile"], m, where);
+  else
+    m.needs_profile = true;
   if (auto c = n["cores"]) {
     core_latency l;
     auto w = where + " cores";
@@ -311,8 +317,10 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   }
   if (n["preprocess"] && n["input"]) parse_preprocess(r, n["preprocess"], m, where);
   if (std::string p; r.get(n, "precision", p, where, false)) {
-    if (auto v = parse_precision(p)) m.precision = *v;
-    else r.error(n["precision"], where + " precision '" + p + "' must be fp32, fp16 or bf16");
+    if (auto v = parse_precision(p))
+      m.precision = *v;
+    else
+      r.error(n["precision"], where + " precision '" + p + "' must be fp32, fp16 or bf16");
   }
   r.get(n, "jitter", m.jitter, where, false);
   if (m.jitter < 0 || m.jitter >= 1) r.error(n["jitter"], where + " jitter must be in [0, 1)");
@@ -341,8 +349,10 @@ void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
   r.get(n, "roles", roles, where, true);
   if (r.get(n, "cores", s.cores, where, false) && s.cores < 1) r.error(n["cores"], where + " cores must be at least 1");
   for (auto& name : roles)
-    if (auto x = parse_knob<role>(name)) s.roles.push_back(*x);
-    else r.error(n["roles"], where + " has unknown role '" + name + "' (" + knob_choices<role>(", ") + ")");
+    if (auto x = parse_knob<role>(name))
+      s.roles.push_back(*x);
+    else
+      r.error(n["roles"], where + " has unknown role '" + name + "' (" + knob_choices<role>(", ") + ")");
   if (auto devs = n["devices"]; devs) {
     if (!devs.IsSequence()) r.error(devs, where + " devices must be a list");
     for (auto d : devs) {
@@ -358,8 +368,7 @@ void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
       s.devices.push_back(std::move(g));
     }
   }
-  if (s.has_role(role::worker) && s.devices.empty())
-    r.error(n, where + " has role worker but no devices");
+  if (s.has_role(role::worker) && s.devices.empty()) r.error(n, where + " has role worker but no devices");
   if (cfg.find_node(s.name)) r.error(n["name"], "duplicate node name '" + s.name + "'");
   cfg.nodes.push_back(std::move(s));
 }
@@ -384,8 +393,10 @@ void parse_pipeline(reader& r, const YAML::Node& n, cluster_config& cfg) {
       r.known_keys(sn, "pipelines[].stages[]", where + " stage");
       r.get(sn, "name", s.name, where + " stage", true);
       r.get(sn, "model", s.model, where + " stage '" + s.name + "'", true);
-      if (sn["after"] && sn["after"].IsScalar()) s.after.push_back(sn["after"].as<std::string>());
-      else r.get(sn, "after", s.after, where + " stage '" + s.name + "'", false);
+      if (sn["after"] && sn["after"].IsScalar())
+        s.after.push_back(sn["after"].as<std::string>());
+      else
+        r.get(sn, "after", s.after, where + " stage '" + s.name + "'", false);
       double f = 0;
       if (r.get(sn, "fanout", f, where + " stage '" + s.name + "'", false)) s.fanout = f;
       p.stages.push_back(std::move(s));
@@ -400,9 +411,8 @@ void parse_pipeline(reader& r, const YAML::Node& n, cluster_config& cfg) {
   if (r.errors_.size() == before && p.slo_ms > 0) {
     auto fastest = fastest_path_ms(p, cfg.models);
     if (fastest > p.slo_ms)
-      r.error(n["slo_ms"], where + " slo_ms " + number(p.slo_ms) +
-                               " is below its fastest possible path (" + number(fastest) +
-                               " ms at batch 1)");
+      r.error(n["slo_ms"], where + " slo_ms " + number(p.slo_ms) + " is below its fastest possible path (" +
+                               number(fastest) + " ms at batch 1)");
   }
   if (cfg.find_pipeline(p.name)) r.error(n["name"], "duplicate pipeline name '" + p.name + "'");
   cfg.pipelines.push_back(std::move(p));
@@ -452,8 +462,10 @@ void parse_security(reader& r, const YAML::Node& n, security_options& o) {
   if (!o.keys.empty()) resolve(o.keys);
   for (size_t i = 0; i < o.clients.size(); ++i) {
     auto& c = o.clients[i];
-    if (c.empty()) r.error(n["clients"][i], "security clients entry is empty");
-    else if (!looks_like_z85_key(c)) resolve(c);
+    if (c.empty())
+      r.error(n["clients"][i], "security clients entry is empty");
+    else if (!looks_like_z85_key(c))
+      resolve(c);
   }
 }
 
@@ -470,8 +482,7 @@ void parse_scaler(reader& r, const YAML::Node& n, cluster_config& cfg) {
   r.get(n, "max_instances", o.max_instances, w, false);
   r.get(n, "max_total_cores", o.max_total_cores, w, false);
   r.get(n, "stable_band", o.stable_band, w, false);
-  if (!(o.vertical_s > 0) || o.horizontal_s < o.vertical_s)
-    r.error(n, "scaler needs 0 < vertical_s <= horizontal_s");
+  if (!(o.vertical_s > 0) || o.horizontal_s < o.vertical_s) r.error(n, "scaler needs 0 < vertical_s <= horizontal_s");
   if (o.max_cores < 1 || o.max_cores > 256) r.error(n["max_cores"], "scaler max_cores must be in [1, 256]");
   if (o.max_instances < 0) r.error(n["max_instances"], "scaler max_instances cannot be negative");
   if (o.max_total_cores < 0) r.error(n["max_total_cores"], "scaler max_total_cores cannot be negative");
@@ -484,13 +495,14 @@ void parse_scaler(reader& r, const YAML::Node& n, cluster_config& cfg) {
     for (auto& s : cfg.pipelines[pi].stages) {
       auto [it, fresh] = used.emplace(s.model, cfg.pipelines[pi].name + "." + s.name);
       if (!fresh)
-        r.error(n["policy"], "scaler policy " + std::string(knob_name(o.policy)) + " sizes every stage on its own, but model '" + s.model +
-                                 "' serves both " + it->second + " and " + cfg.pipelines[pi].name + "." + s.name);
+        r.error(n["policy"], "scaler policy " + std::string(knob_name(o.policy)) +
+                                 " sizes every stage on its own, but model '" + s.model + "' serves both " +
+                                 it->second + " and " + cfg.pipelines[pi].name + "." + s.name);
     }
   for (auto& m : cfg.models)
     if (o.policy != scaler_policy::fa2 && used.count(m.name) && !m.cores)
-      r.error(n["policy"], "scaler policy " + std::string(knob_name(o.policy)) + " scales cores in place: model '" + m.name +
-                               "' needs 'cores: {gamma_ms, epsilon_ms, delta_ms, eta_ms}'");
+      r.error(n["policy"], "scaler policy " + std::string(knob_name(o.policy)) + " scales cores in place: model '" +
+                               m.name + "' needs 'cores: {gamma_ms, epsilon_ms, delta_ms, eta_ms}'");
 }
 
 void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
@@ -510,8 +522,7 @@ void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
     else
       o.rate_band_low = band[0], o.rate_band_high = band[1];
   }
-  if (!(o.min_epoch_s > 0) || o.epoch_s < o.min_epoch_s)
-    r.error(n, "scheduler needs 0 < min_epoch_s <= epoch_s");
+  if (!(o.min_epoch_s > 0) || o.epoch_s < o.min_epoch_s) r.error(n, "scheduler needs 0 < min_epoch_s <= epoch_s");
   if (o.headroom < 0) r.error(n["headroom"], "scheduler headroom cannot be negative");
   if (o.steps < 4 || o.steps > 1000) r.error(n["steps"], "scheduler steps must be in [4, 1000]");
 }
@@ -563,11 +574,12 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
         continue;
       }
       if (p->input.type != m.input.type || p->input.shape != m.input.shape)
-        r.error(at, "model '" + m.name + "' takes " + m.input.to_string() + " but its prefix '" + m.prefix + "' takes " +
-                        p->input.to_string());
+        r.error(at, "model '" + m.name + "' takes " + m.input.to_string() + " but its prefix '" + m.prefix +
+                        "' takes " + p->input.to_string());
       if (m.needs_profile || p->needs_profile)
-      r.error(at, "model '" + m.name + "': prefix-batched models need a 'profile' (measure them with sloserve profile)");
-    m.prefix_path = p->path;
+        r.error(at,
+                "model '" + m.name + "': prefix-batched models need a 'profile' (measure them with sloserve profile)");
+      m.prefix_path = p->path;
       m.prefix_output = p->output;
       m.prefix_profile = p->profile;
     }
@@ -582,8 +594,8 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
         r.error(root["nodes"], "no node has the frontend role; clients would have nowhere to connect");
       auto ctls = cfg.with_role(role::controller);
       if (ctls.size() != 1)
-        r.error(root["nodes"], "exactly one node must have the controller role (found " +
-                                   std::to_string(ctls.size()) + ")");
+        r.error(root["nodes"],
+                "exactly one node must have the controller role (found " + std::to_string(ctls.size()) + ")");
       std::set<std::string> addresses;
       for (size_t i = 0; i < cfg.nodes.size(); ++i) {
         auto& a = cfg.nodes[i].address;
@@ -596,8 +608,8 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
         for (size_t g = 0; g < cfg.nodes[i].devices.size(); ++g)
           for (auto& m : cfg.nodes[i].devices[g].models)
             if (!cfg.find_model(m))
-              r.error(root["nodes"][i]["devices"][g], "node '" + cfg.nodes[i].name +
-                                                          "' device lists unknown model '" + m + "'");
+              r.error(root["nodes"][i]["devices"][g],
+                      "node '" + cfg.nodes[i].name + "' device lists unknown model '" + m + "'");
       // Every model a device may serve: emulated devices wait l(b), so they need a profile;
       // real devices run TorchScript, so they need a file.
       for (size_t i = 0; i < cfg.nodes.size(); ++i)
@@ -605,10 +617,12 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
           auto& grp = cfg.nodes[i].devices[g];
           bool emulated = grp.kind == device_kind::emulated;
           for (auto& m : cfg.models) {
-            bool serves = grp.models.empty() || std::find(grp.models.begin(), grp.models.end(), m.name) != grp.models.end();
+            bool serves =
+                grp.models.empty() || std::find(grp.models.begin(), grp.models.end(), m.name) != grp.models.end();
             if (!serves || (emulated ? !m.needs_profile : !m.path.empty())) continue;
             r.error(root["nodes"][i]["devices"][g],
-                    "node '" + cfg.nodes[i].name + "' has " + std::string(knob_name(grp.kind)) + " devices for model '" + m.name +
+                    "node '" + cfg.nodes[i].name + "' has " + std::string(knob_name(grp.kind)) +
+                        " devices for model '" + m.name +
                         (emulated ? "', which has no 'profile' to emulate" : "', which has no 'path'"));
           }
         }
@@ -619,9 +633,8 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
             if (n.has_role(role::worker))
               for (int d = 0; d < n.device_count(); ++d) served |= n.serves(d, s.model);
           if (!served && cfg.find_model(s.model))
-            r.error(root["pipelines"][pi], "pipeline '" + cfg.pipelines[pi].name + "' stage '" +
-                                               s.name + "': no worker device serves model '" +
-                                               s.model + "'");
+            r.error(root["pipelines"][pi], "pipeline '" + cfg.pipelines[pi].name + "' stage '" + s.name +
+                                               "': no worker device serves model '" + s.model + "'");
         }
     }
   } catch (const YAML::Exception& e) {
@@ -655,8 +668,7 @@ cluster_config single_node(const cluster_config& cfg) {
   n.roles = {role::controller, role::frontend, role::worker};
   for (auto& x : cfg.nodes) {
     if (n.address.empty() && x.has_role(role::frontend)) n.address = x.address;
-    if (x.has_role(role::worker))
-      n.devices.insert(n.devices.end(), x.devices.begin(), x.devices.end());
+    if (x.has_role(role::worker)) n.devices.insert(n.devices.end(), x.devices.begin(), x.devices.end());
   }
   out.nodes = {n};
   return out;
@@ -664,9 +676,8 @@ cluster_config single_node(const cluster_config& cfg) {
 
 namespace {
 void emit_tensor(YAML::Emitter& e, const char* key, const tensor_spec& t) {
-  e << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "dtype"
-    << YAML::Value << std::string(dtype_name(t.type)) << YAML::Key << "shape" << YAML::Value
-    << YAML::Flow << t.shape << YAML::EndMap;
+  e << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "dtype" << YAML::Value
+    << std::string(dtype_name(t.type)) << YAML::Key << "shape" << YAML::Value << YAML::Flow << t.shape << YAML::EndMap;
 }
 void emit_profile(YAML::Emitter& e, const latency_profile& p) {
   e << YAML::Key << "profile" << YAML::Value << YAML::Flow << YAML::BeginMap;
@@ -692,12 +703,12 @@ std::vector<std::string> role_names(const std::vector<role>& roles) {
 std::string to_yaml(const cluster_config& cfg) {
   YAML::Emitter e;
   e << YAML::BeginMap;
-  e << YAML::Key << "cluster" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
-    << "name" << YAML::Value << cfg.name << YAML::EndMap;
+  e << YAML::Key << "cluster" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value
+    << cfg.name << YAML::EndMap;
   e << YAML::Key << "nodes" << YAML::Value << YAML::BeginSeq;
   for (auto& n : cfg.nodes) {
-    e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << n.name << YAML::Key << "address"
-      << YAML::Value << n.address << YAML::Key << "roles" << YAML::Value << YAML::Flow << role_names(n.roles);
+    e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << n.name << YAML::Key << "address" << YAML::Value
+      << n.address << YAML::Key << "roles" << YAML::Value << YAML::Flow << role_names(n.roles);
     if (n.cores > 0) e << YAML::Key << "cores" << YAML::Value << n.cores;
     if (!n.devices.empty()) {
       e << YAML::Key << "devices" << YAML::Value << YAML::BeginSeq;
@@ -744,11 +755,11 @@ std::string to_yaml(const cluster_config& cfg) {
   e << YAML::EndSeq;
   e << YAML::Key << "pipelines" << YAML::Value << YAML::BeginSeq;
   for (auto& p : cfg.pipelines) {
-    e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << p.name << YAML::Key << "slo_ms"
-      << YAML::Value << p.slo_ms << YAML::Key << "stages" << YAML::Value << YAML::BeginSeq;
+    e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << p.name << YAML::Key << "slo_ms" << YAML::Value
+      << p.slo_ms << YAML::Key << "stages" << YAML::Value << YAML::BeginSeq;
     for (auto& s : p.stages) {
-      e << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << s.name
-        << YAML::Key << "model" << YAML::Value << s.model;
+      e << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << s.name << YAML::Key << "model"
+        << YAML::Value << s.model;
       if (!s.after.empty()) e << YAML::Key << "after" << YAML::Value << YAML::Flow << s.after;
       if (s.fanout) e << YAML::Key << "fanout" << YAML::Value << *s.fanout;
       e << YAML::EndMap;
@@ -758,8 +769,10 @@ std::string to_yaml(const cluster_config& cfg) {
   e << YAML::EndSeq;
   auto kv = [&e](const char* key, const auto& value) {
     e << YAML::Key << key << YAML::Value;
-    if constexpr (std::is_enum_v<std::decay_t<decltype(value)>>) e << std::string(knob_name(value));
-    else e << value;
+    if constexpr (std::is_enum_v<std::decay_t<decltype(value)>>)
+      e << std::string(knob_name(value));
+    else
+      e << value;
   };
   auto& o = cfg.runtime;
   e << YAML::Key << "runtime" << YAML::Value << YAML::BeginMap;
@@ -788,7 +801,8 @@ std::string to_yaml(const cluster_config& cfg) {
   kv("split", so.split);
   kv("epoch_s", so.epoch_s);
   kv("min_epoch_s", so.min_epoch_s);
-  e << YAML::Key << "rate_band" << YAML::Value << YAML::Flow << std::vector<double>{so.rate_band_low, so.rate_band_high};
+  e << YAML::Key << "rate_band" << YAML::Value << YAML::Flow
+    << std::vector<double>{so.rate_band_low, so.rate_band_high};
   kv("headroom", so.headroom);
   kv("steps", so.steps);
   e << YAML::EndMap;

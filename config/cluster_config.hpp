@@ -37,17 +37,17 @@ struct node_spec {
 
 // Runtime knobs, named as the user writes them under `runtime:`.
 struct runtime_options {
-  int heartbeat_ms = 250;             // period of peer heartbeats
-  int peer_timeout_ms = 1000;         // a peer silent this long is marked down
-  int beacon_ms = 1000;               // load reports and re-registration
-  long max_payload_bytes = 64L << 20; // largest tensor payload a message may carry
-  int max_queue_length = 4096;        // per device session; beyond it requests are OVERLOADED
-  int reply_grace_ms = 250;           // frontend answers ERROR this long after a deadline passes
-  int threads = 2;                    // CAF scheduler threads per node
+  int heartbeat_ms = 250;              // period of peer heartbeats
+  int peer_timeout_ms = 1000;          // a peer silent this long is marked down
+  int beacon_ms = 1000;                // load reports and re-registration
+  long max_payload_bytes = 64L << 20;  // largest tensor payload a message may carry
+  int max_queue_length = 4096;         // per device session; beyond it requests are OVERLOADED
+  int reply_grace_ms = 250;            // frontend answers ERROR this long after a deadline passes
+  int threads = 2;                     // CAF scheduler threads per node
   drop_policy_kind drop_policy = drop_policy_kind::sliding_window;
   balancer_kind balancer = balancer_kind::p2c;
-  long max_queued_mb = 1024;          // per node: payload bytes queued in its devices and frontend
-  int zmq_hwm = 100000;               // ZeroMQ send and receive high-water marks (messages)
+  long max_queued_mb = 1024;  // per node: payload bytes queued in its devices and frontend
+  int zmq_hwm = 100000;       // ZeroMQ send and receive high-water marks (messages)
   // A client whose requests all seem to take longer than this (or less than 0) to arrive has a
   // clock that differs from the frontend's: its send times then count only beyond that offset.
   double clock_tolerance_ms = 100;
@@ -63,13 +63,13 @@ struct security_options {
 // The control plane, named as the user writes them under `scheduler:`.
 struct scheduler_options {
   scheduler_policy policy = scheduler_policy::nexus;  // static: every device runs every model
-  split_policy split = split_policy::dp;               // dp: the query analyzer
-  double epoch_s = 30;           // re-plan at least this often
-  double min_epoch_s = 10;       // and never more often than this
-  double rate_band_low = 0.8;    // re-plan early when a pipeline's rate leaves
-  double rate_band_high = 1.1;   // [low, high] x the rate it was planned for
-  double headroom = 0.1;         // plan for measured rate x (1 + headroom)
-  int steps = 100;               // budget grid of the DP
+  split_policy split = split_policy::dp;              // dp: the query analyzer
+  double epoch_s = 30;                                // re-plan at least this often
+  double min_epoch_s = 10;                            // and never more often than this
+  double rate_band_low = 0.8;                         // re-plan early when a pipeline's rate leaves
+  double rate_band_high = 1.1;                        // [low, high] x the rate it was planned for
+  double headroom = 0.1;                              // plan for measured rate x (1 + headroom)
+  int steps = 100;                                    // budget grid of the DP
 };
 
 // Autoscaling, named as the user writes them under `scaler:`. With a policy other than none the
@@ -77,14 +77,14 @@ struct scheduler_options {
 // `cores` intra-op threads, and the scheduler's epochs stop.
 struct scaler_options {
   scaler_policy policy = scaler_policy::none;
-  double vertical_s = 1;              // period of the vertical loop (sponge, biscale)
-  double horizontal_s = 10;           // period of the horizontal loop (fa2, biscale)
+  double vertical_s = 1;                             // period of the vertical loop (sponge, biscale)
+  double horizontal_s = 10;                          // period of the horizontal loop (fa2, biscale)
   predictor_kind predictor = predictor_kind::trend;  // of the next window's largest rate
-  int max_cores = 8;                  // per instance
-  int max_instances = 0;              // in the cluster; 0: every device slot
-  int max_total_cores = 0;            // in the cluster; 0: not limited beyond nodes' cores
-  double stable_band = 0.25;          // biscale: load is stable when the last horizontal period's
-                                      // per-second rates stay within ±band of their mean
+  int max_cores = 8;                                 // per instance
+  int max_instances = 0;                             // in the cluster; 0: every device slot
+  int max_total_cores = 0;                           // in the cluster; 0: not limited beyond nodes' cores
+  double stable_band = 0.25;                         // biscale: load is stable when the last horizontal period's
+                                                     // per-second rates stay within ±band of their mean
   bool enabled() const { return policy != scaler_policy::none; }
 };
 

@@ -27,15 +27,14 @@ enum class arrival_kind : uint8_t { constant, poisson, gamma };
 template <class E>
 struct knob;
 
-#define SLOSERVE_KNOB(E, ...)                                                 \
-  template <>                                                                 \
-  struct knob<E> {                                                            \
+#define SLOSERVE_KNOB(E, ...)                                                \
+  template <>                                                                \
+  struct knob<E> {                                                           \
     static constexpr std::pair<E, std::string_view> names[] = {__VA_ARGS__}; \
   }
 
 SLOSERVE_KNOB(role, {role::controller, "controller"}, {role::frontend, "frontend"}, {role::worker, "worker"});
-SLOSERVE_KNOB(device_kind, {device_kind::emulated, "emulated"}, {device_kind::cpu, "cpu"},
-              {device_kind::cuda, "cuda"});
+SLOSERVE_KNOB(device_kind, {device_kind::emulated, "emulated"}, {device_kind::cpu, "cpu"}, {device_kind::cuda, "cuda"});
 SLOSERVE_KNOB(scheduler_policy, {scheduler_policy::nexus, "nexus"},
               {scheduler_policy::batch_oblivious, "batch-oblivious"}, {scheduler_policy::static_plan, "static"});
 SLOSERVE_KNOB(split_policy, {split_policy::dp, "dp"}, {split_policy::even, "even"});

@@ -30,8 +30,7 @@ class emulated_executor final : public device_executor {
   }
   double load_delay_ms(const model_spec& m) const override { return std::max(0.0, m.load_ms); }
 
-  batch_outcome execute(const model_spec& m,
-                        const std::vector<const std::vector<tensor>*>& inputs) override {
+  batch_outcome execute(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs) override {
     batch_outcome out;
     auto b = static_cast<int>(inputs.size());
     double ms = latency_ms(m, b);
@@ -81,9 +80,13 @@ std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed, int threa
 
 #ifdef SLOSERVE_WITH_TORCH
 expected<std::unique_ptr<device_executor>> make_torch_executor(device_kind kind, int threads);
-bool torch_available() { return true; }
+bool torch_available() {
+  return true;
+}
 #else
-bool torch_available() { return false; }
+bool torch_available() {
+  return false;
+}
 #endif
 
 expected<std::unique_ptr<device_executor>> make_executor(device_kind kind, uint64_t seed, int threads) {
@@ -91,7 +94,8 @@ expected<std::unique_ptr<device_executor>> make_executor(device_kind kind, uint6
 #ifdef SLOSERVE_WITH_TORCH
   return make_torch_executor(kind, threads);
 #else
-  return fail("device kind '" + std::string(knob_name(kind)) + "' is not built into this sloserve (configure with LibTorch)");
+  return fail("device kind '" + std::string(knob_name(kind)) +
+              "' is not built into this sloserve (configure with LibTorch)");
 #endif
 }
 

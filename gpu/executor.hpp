@@ -58,8 +58,7 @@ class device_executor {
   // Resident size of a loaded model; 0 when unknown or not loaded.
   virtual double memory_mb(const std::string& model) const { return 0; }
   // inputs[i] holds request i's tensors; each was checked against m.input beforehand.
-  virtual batch_outcome execute(const model_spec& m,
-                                const std::vector<const std::vector<tensor>*>& inputs) = 0;
+  virtual batch_outcome execute(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs) = 0;
 
   // Pipelining (the device actor's interface). start() begins a batch: an executor that runs it
   // at once returns its outcome (the default: execute()); a pipelined one (depth() > 1) copies
@@ -67,7 +66,8 @@ class device_executor {
   // finish(), which waits for the oldest batch started. Up to depth() batches may be started
   // and not yet finished: the next batch's upload then overlaps the running one's compute.
   virtual int depth() const { return 1; }
-  virtual std::optional<batch_outcome> start(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs) {
+  virtual std::optional<batch_outcome> start(const model_spec& m,
+                                             const std::vector<const std::vector<tensor>*>& inputs) {
     return execute(m, inputs);
   }
   virtual std::optional<batch_outcome> start_family(const std::vector<family_group>& groups) {

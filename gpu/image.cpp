@@ -20,7 +20,9 @@ tjhandle decompressor() {
   return one.h;
 }
 
-std::string jpeg_error(tjhandle h) { return std::string("bad JPEG image: ") + tjGetErrorStr2(h); }
+std::string jpeg_error(tjhandle h) {
+  return std::string("bad JPEG image: ") + tjGetErrorStr2(h);
+}
 
 }  // namespace
 

@@ -16,7 +16,9 @@ void preprocess_cpu(const uint8_t* hwc, int h, int w, const preprocess_spec& s, 
 std::string preprocess_cuda(const uint8_t*, int, int, const preprocess_spec&, float*) {
   return "this sloserve was built without CUDA (configure with -DSLOSERVE_WITH_CUDA=ON)";
 }
-bool cuda_preprocess_available() { return false; }
+bool cuda_preprocess_available() {
+  return false;
+}
 std::string preprocess_cuda_device(const uint8_t*, int, int, const preprocess_spec&, float*, void*) {
   return "this sloserve was built without CUDA (configure with -DSLOSERVE_WITH_CUDA=ON)";
 }

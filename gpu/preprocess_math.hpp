@@ -24,6 +24,8 @@ SLOSERVE_HD inline float bilinear(const uint8_t* hwc, int h, int w, int out_h, i
   return (1 - ly) * ((1 - lx) * at(y0, x0) + lx * at(y0, x1)) + ly * ((1 - lx) * at(y1, x0) + lx * at(y1, x1));
 }
 
-SLOSERVE_HD inline float normalize(float v, float mean, float stddev) { return (v / 255.0f - mean) / stddev; }
+SLOSERVE_HD inline float normalize(float v, float mean, float stddev) {
+  return (v / 255.0f - mean) / stddev;
+}
 
 }  // namespace sloserve::detail

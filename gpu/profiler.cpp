@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <sstream>
 #include <cmath>
+#include <sstream>
 
 namespace sloserve {
 
@@ -108,7 +108,8 @@ expected<std::vector<profile_point>> profile_model(device_executor& ex, const mo
     }
     auto sorted = v;
     std::sort(sorted.begin(), sorted.end());
-    p.ms = sorted.size() % 2 ? sorted[sorted.size() / 2] : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
+    p.ms =
+        sorted.size() % 2 ? sorted[sorted.size() / 2] : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
     auto& runs = all[i];
     std::sort(runs.begin(), runs.end());
     for (auto x : runs) p.mean_ms += x / static_cast<double>(runs.size());

@@ -16,22 +16,22 @@ struct profile_options {
   int min_runs = 20;         // per batch size and pass
   double min_seconds = 0.2;  // and at least this long: a fast model gets enough runs for its tail
   int max_runs = 500;
-  double max_seconds = 3;    // per batch size and pass, once min_runs are done
-  double quantile = 0.95;    // the latency planned with: this quantile of the runs, outliers set aside
+  double max_seconds = 3;      // per batch size and pass, once min_runs are done
+  double quantile = 0.95;      // the latency planned with: this quantile of the runs, outliers set aside
   double target_error = 0.03;  // stop early once the quantile's 95% confidence bound is this tight
-  int passes = 2;            // independent passes over all sizes; a third settles a disagreement
-  double agree = 0.10;       // passes agree when within this fraction of each other
+  int passes = 2;              // independent passes over all sizes; a third settles a disagreement
+  double agree = 0.10;         // passes agree when within this fraction of each other
 };
 
 struct profile_point {
   int batch = 0;
   int runs = 0;
   double mean_ms = 0, p50_ms = 0, p99_ms = 0;  // of every run, outliers included
-  double ms = 0;        // the latency to plan with: the quantile, the median of the passes
-  double error_ms = 0;  // half-width of its 95% confidence interval (distribution-free)
-  int outliers = 0;     // runs set aside (far above the median: preemption, page faults)
-  std::vector<double> passes_ms;  // the quantile of each pass
-  bool disagreed = false;         // the first two passes differed by more than `agree`
+  double ms = 0;                               // the latency to plan with: the quantile, the median of the passes
+  double error_ms = 0;                         // half-width of its 95% confidence interval (distribution-free)
+  int outliers = 0;                            // runs set aside (far above the median: preemption, page faults)
+  std::vector<double> passes_ms;               // the quantile of each pass
+  bool disagreed = false;                      // the first two passes differed by more than `agree`
 };
 
 // Runs each batch size on `ex` and measures it: warm-up runs of each size on its own, then
@@ -55,6 +55,8 @@ latency_profile profile_of(const std::vector<profile_point>& points, bool step =
 std::string to_profile_yaml(const std::vector<profile_point>& points, bool step = false);
 
 // Whether a device of this kind pads batches to the profiled sizes (see torch_executor.cpp).
-inline bool pads_batches(device_kind kind) { return kind == device_kind::cuda; }
+inline bool pads_batches(device_kind kind) {
+  return kind == device_kind::cuda;
+}
 
 }  // namespace sloserve

@@ -17,8 +17,8 @@
 #include <cstring>
 #include <deque>
 #include <map>
-#include <set>
 #include <mutex>
+#include <set>
 
 #include "gpu/executor.hpp"
 #include "gpu/image.hpp"
@@ -28,23 +28,34 @@ namespace {
 
 c10::ScalarType scalar_of(dtype t) {
   switch (t) {
-    case dtype::float32: return torch::kFloat32;
-    case dtype::float16: return torch::kFloat16;
-    case dtype::int64: return torch::kInt64;
-    case dtype::int32: return torch::kInt32;
-    case dtype::uint8: return torch::kUInt8;
+    case dtype::float32:
+      return torch::kFloat32;
+    case dtype::float16:
+      return torch::kFloat16;
+    case dtype::int64:
+      return torch::kInt64;
+    case dtype::int32:
+      return torch::kInt32;
+    case dtype::uint8:
+      return torch::kUInt8;
   }
   return torch::kFloat32;
 }
 
 std::optional<dtype> dtype_of(c10::ScalarType s) {
   switch (s) {
-    case torch::kFloat32: return dtype::float32;
-    case torch::kFloat16: return dtype::float16;
-    case torch::kInt64: return dtype::int64;
-    case torch::kInt32: return dtype::int32;
-    case torch::kUInt8: return dtype::uint8;
-    default: return std::nullopt;
+    case torch::kFloat32:
+      return dtype::float32;
+    case torch::kFloat16:
+      return dtype::float16;
+    case torch::kInt64:
+      return dtype::int64;
+    case torch::kInt32:
+      return dtype::int32;
+    case torch::kUInt8:
+      return dtype::uint8;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -86,9 +97,12 @@ class torch_executor final : public device_executor {
   // Two batches in flight on a GPU: batch k+1 is stacked into pinned memory and uploaded on the
   // upload stream while batch k computes on the compute stream; its results come back to pinned
   // host memory asynchronously, and finish() waits for them.
-  int depth() const override { return device_.is_cuda() ? 2 : 1; }
+  int depth() const override {
+    return device_.is_cuda() ? 2 : 1;
+  }
 
-  std::optional<batch_outcome> start(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs) override {
+  std::optional<batch_outcome> start(const model_spec& m,
+                                     const std::vector<const std::vector<tensor>*>& inputs) override {
     if (!device_.is_cuda() || m.is_variant()) return execute(m, inputs);  // prefix families: one at a time
     in_flight f;
     f.model = &m;
@@ -109,7 +123,8 @@ class torch_executor final : public device_executor {
         batch.record_stream(*compute_);  // the allocator must not reuse it before compute is done
         auto result = forward(modules_.at(m.name).module, in_precision(m, batch));
         if (result.dim() >= 1 && result.size(0) == padded(f.rows)) result = result.narrow(0, 0, f.rows);
-        f.result = in_declared_type(m, result).to(torch::kCPU, /*non_blocking=*/true);  // into pinned memory, on the compute stream
+        f.result = in_declared_type(m, result).to(torch::kCPU,
+                                                  /*non_blocking=*/true);  // into pinned memory, on the compute stream
         f.done.record(*compute_);
       } catch (const std::exception& ex) {
         f.out.error = "model '" + m.name + "' failed: " + first_line(ex.what());
@@ -134,10 +149,16 @@ class torch_executor final : public device_executor {
   }
 #endif
 
-  device_kind kind() const override { return device_.is_cuda() ? device_kind::cuda : device_kind::cpu; }
-  bool blocks() const override { return true; }
+  device_kind kind() const override {
+    return device_.is_cuda() ? device_kind::cuda : device_kind::cpu;
+  }
+  bool blocks() const override {
+    return true;
+  }
 
-  void set_threads(int threads) override { threads_ = std::max(1, threads); }
+  void set_threads(int threads) override {
+    threads_ = std::max(1, threads);
+  }
 
   // A variant's own suffix; its prefix is counted once, under the prefix's name.
   double memory_mb(const std::string& model) const override {
@@ -152,7 +173,8 @@ class torch_executor final : public device_executor {
     if (m.precision == precision::fp16 && !device_.is_cuda())
       return fail("model '" + m.name + "': precision fp16 needs a cuda device (cpu devices run fp32 or bf16)");
     if (m.is_variant()) {
-      if (m.prefix_path.empty()) return fail("prefix model '" + m.prefix + "' of '" + m.name + "' has no TorchScript path");
+      if (m.prefix_path.empty())
+        return fail("prefix model '" + m.prefix + "' of '" + m.name + "' has no TorchScript path");
       if (auto e = load_module(prefix_key(m), m.prefix_path, m.prefix, m.precision); !e.empty()) return fail(e);
     }
     if (auto e = load_module(m.name, m.path, m.name, m.precision); !e.empty()) return fail(e);
@@ -218,7 +240,8 @@ class torch_executor final : public device_executor {
       for (auto& g : groups) all.insert(all.end(), g.inputs.begin(), g.inputs.end());
       // One pass of the shared prefix over every variant's requests.
       auto n = static_cast<int64_t>(all.size());
-      auto features = forward(modules_.at(prefix_key(first)).module, in_precision(first, stack(first, all, out.failed)));
+      auto features =
+          forward(modules_.at(prefix_key(first)).module, in_precision(first, stack(first, all, out.failed)));
       if (features.dim() >= 1 && features.size(0) == padded(n)) features = features.narrow(0, 0, n);
       std::vector<int64_t> want{n};
       want.insert(want.end(), first.prefix_output.shape.begin(), first.prefix_output.shape.end());
@@ -249,7 +272,9 @@ class torch_executor final : public device_executor {
     double memory_mb = 0;
   };
 
-  static std::string prefix_key(const model_spec& m) { return "prefix:" + m.prefix; }
+  static std::string prefix_key(const model_spec& m) {
+    return "prefix:" + m.prefix;
+  }
 
   static std::string first_line(const char* what) {
     std::string s(what);
@@ -263,7 +288,9 @@ class torch_executor final : public device_executor {
     return s + "]";
   }
 
-  status ensure(const model_spec& m) { return ready_.count(m.name) ? status{} : load(m); }
+  status ensure(const model_spec& m) {
+    return ready_.count(m.name) ? status{} : load(m);
+  }
 
   static c10::ScalarType compute_type(precision p) {
     return p == precision::fp16 ? torch::kFloat16 : p == precision::bf16 ? torch::kBFloat16 : torch::kFloat32;
@@ -336,8 +363,10 @@ class torch_executor final : public device_executor {
     for (size_t i = 0; i < inputs.size(); ++i) {
       auto& t = (*inputs[i])[0];
       auto form = input_form_of(t, m);
-      if (!form) fail(i, form.error());
-      else if (*form != input_form::tensor && device_.is_cuda()) images.emplace_back(i, *form);
+      if (!form)
+        fail(i, form.error());
+      else if (*form != input_form::tensor && device_.is_cuda())
+        images.emplace_back(i, *form);
       else if (auto row = input_row(t, *form, m, reinterpret_cast<float*>(dst + i * row_bytes)); !row)
         fail(i, row.error());
     }
@@ -426,8 +455,8 @@ class torch_executor final : public device_executor {
 #endif
   torch::Device device_;
   int threads_;
-  std::map<std::string, entry> modules_;  // by model name; prefixes as "prefix:NAME"
-  std::set<std::string> ready_;           // models loaded and warmed up
+  std::map<std::string, entry> modules_;         // by model name; prefixes as "prefix:NAME"
+  std::set<std::string> ready_;                  // models loaded and warmed up
   std::map<std::string, std::set<int>> warmed_;  // cuda: batch sizes run at load, per module
   std::map<std::string, int> family_size_;       // cuda: variants loaded, per prefix
 };
@@ -436,7 +465,8 @@ class torch_executor final : public device_executor {
 
 expected<std::unique_ptr<device_executor>> make_torch_executor(device_kind kind, int threads) {
   if (kind == device_kind::cuda) {
-    if (!torch::cuda::is_available()) return fail("device kind 'cuda': this LibTorch has no CUDA or the machine has no GPU");
+    if (!torch::cuda::is_available())
+      return fail("device kind 'cuda': this LibTorch has no CUDA or the machine has no GPU");
     return std::unique_ptr<device_executor>(std::make_unique<torch_executor>(torch::Device(torch::kCUDA, 0), threads));
   }
   return std::unique_ptr<device_executor>(std::make_unique<torch_executor>(torch::Device(torch::kCPU), threads));

@@ -1,9 +1,10 @@
-#include "apps/knob_option.hpp"
 #include "loadgen/arrivals.hpp"
 
 #include <algorithm>
 #include <fstream>
 #include <sstream>
+
+#include "apps/knob_option.hpp"
 
 namespace sloserve {
 

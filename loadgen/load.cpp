@@ -1,4 +1,3 @@
-#include "apps/knob_option.hpp"
 #include "loadgen/load.hpp"
 
 #include <unistd.h>
@@ -14,6 +13,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "apps/knob_option.hpp"
 #include "loadgen/socket.hpp"
 #include "messages/codec.hpp"
 
@@ -22,7 +22,9 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 
-double ms(steady::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double ms(steady::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
 
 struct sent_info {
   steady::time_point at;
@@ -63,8 +65,7 @@ void run_lane(const load_options& o, size_t lane, size_t lanes, load_socket& c, 
   size_t next_payload = lane;
   // The second of the measured window `t` falls in (0 during warm-up).
   auto second_of = [&](steady::time_point t) {
-    return t < measure_from ? size_t{0}
-                            : static_cast<size_t>(std::chrono::duration<double>(t - measure_from).count());
+    return t < measure_from ? size_t{0} : static_cast<size_t>(std::chrono::duration<double>(t - measure_from).count());
   };
   auto rate_at = [&](steady::time_point t) {
     if (o.trace.empty()) return o.rate * share;
@@ -85,8 +86,10 @@ void run_lane(const load_options& o, size_t lane, size_t lanes, load_socket& c, 
     r.pipeline = mix[which].pipeline;
     r.request_id = next_id;
     next_id += lanes;
-    if (!o.images.empty()) r.inputs.push_back(o.images[next_payload++ % o.images.size()]);
-    else r.inputs.push_back(payloads[which]);
+    if (!o.images.empty())
+      r.inputs.push_back(o.images[next_payload++ % o.images.size()]);
+    else
+      r.inputs.push_back(payloads[which]);
     r.network_ms = network_at(intended);
     r.sent_at_us = start_wall_us + std::chrono::duration_cast<std::chrono::microseconds>(intended - start).count();
     bool measured = intended >= measure_from;
@@ -134,8 +137,11 @@ void run_lane(const load_options& o, size_t lane, size_t lanes, load_socket& c, 
     }
     if (!sending && pending.empty()) break;
     int timeout = 0;
-    if (o.concurrency > 0 || !sending) timeout = 20;
-    else timeout = static_cast<int>(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(next_send - now).count()));
+    if (o.concurrency > 0 || !sending)
+      timeout = 20;
+    else
+      timeout = static_cast<int>(
+          std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(next_send - now).count()));
     timeout = std::min(timeout, 20);
     int got = 0;
     for (int wait = timeout; c.recv(frame, wait) && got < 10000; wait = 0, ++got) {

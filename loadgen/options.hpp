@@ -20,29 +20,29 @@ struct mix_entry {
 };
 
 struct load_options {
-  std::string address;   // the frontend's ROUTER
+  std::string address;  // the frontend's ROUTER
   std::string pipeline;
-  double slo_ms = 0;     // for ok_within_slo and lost accounting
-  tensor_spec input;     // the pipeline's root input
+  double slo_ms = 0;           // for ok_within_slo and lost accounting
+  tensor_spec input;           // the pipeline's root input
   std::vector<mix_entry> mix;  // when set, each request picks its pipeline by weight
-  double rate = 100;     // requests/s (open loop)
+  double rate = 100;           // requests/s (open loop)
   double duration_s = 10;
   arrival_kind arrival = arrival_kind::poisson;
-  double cv = 1;                    // gamma: coefficient of variation of inter-arrival times
-  std::vector<double> trace;        // per-second rates; replaces `rate` when set
-  int concurrency = 0;              // > 0: closed loop with this many outstanding
-  double warmup_s = 0;              // sent before the measured window, not counted
-  double grace_ms = 2000;           // lost = no reply by send + SLO + grace
-  double network_ms = -1;           // attached to every request when >= 0
+  double cv = 1;              // gamma: coefficient of variation of inter-arrival times
+  std::vector<double> trace;  // per-second rates; replaces `rate` when set
+  int concurrency = 0;        // > 0: closed loop with this many outstanding
+  double warmup_s = 0;        // sent before the measured window, not counted
+  double grace_ms = 2000;     // lost = no reply by send + SLO + grace
+  double network_ms = -1;     // attached to every request when >= 0
   // Per-second uplink bandwidth (Mbps): each request carries network_ms = payload_kb·8 / Mbps
   // of the second it is sent in. Replaces network_ms when set.
   std::vector<double> bandwidth_mbps;
   double payload_kb = 0;
   uint64_t seed = 1;
-  bool progress = false;            // live line on stderr
-  double wait_ready_s = 20;         // wait for the frontend to be ready first
-  curve_pair key;                   // CurveZMQ: this client's pair; empty: plain connection
-  std::string server_key;           // the frontend node's public key (Z85)
+  bool progress = false;     // live line on stderr
+  double wait_ready_s = 20;  // wait for the frontend to be ready first
+  curve_pair key;            // CurveZMQ: this client's pair; empty: plain connection
+  std::string server_key;    // the frontend node's public key (Z85)
   // Sending threads, each with its own connection and an independent share of the arrivals;
   // 0: enough for the rate and the payload size.
   int threads = 0;

@@ -40,8 +40,9 @@ status load_socket::connect() {
 void load_socket::send(bytes frame) {
   auto* held = new bytes(std::move(frame));
   zmq_msg_t m;
-  zmq_msg_init_data(&m, const_cast<char*>(held->data()), held->size(),
-                    [](void*, void* hint) { delete static_cast<bytes*>(hint); }, held);
+  zmq_msg_init_data(
+      &m, const_cast<char*>(held->data()), held->size(), [](void*, void* hint) { delete static_cast<bytes*>(hint); },
+      held);
   if (zmq_msg_send(&m, sock_, 0) < 0) zmq_msg_close(&m);
 }
 
@@ -52,9 +53,9 @@ std::string load_socket::refused() {
   while (next_handshake_failure(monitor_, event, value))
     why = event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
               ? "the node refused this client's public key (is it listed under security.clients?)"
-              : o_.key.public_key.empty()
-                    ? "the handshake failed; the node requires CurveZMQ (pass --key)"
-                    : "the CurveZMQ handshake failed (wrong server key, or the node does not use CURVE)";
+          : o_.key.public_key.empty()
+              ? "the handshake failed; the node requires CurveZMQ (pass --key)"
+              : "the CurveZMQ handshake failed (wrong server key, or the node does not use CURVE)";
   return why;
 }
 

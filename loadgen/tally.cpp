@@ -1,9 +1,10 @@
-#include "apps/knob_option.hpp"
 #include "loadgen/tally.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+
+#include "apps/knob_option.hpp"
 
 namespace sloserve {
 namespace {
@@ -41,8 +42,10 @@ void lane_tally::count_reason(const std::string& reason) {
     bool digit = reason[i] >= '0' && reason[i] <= '9';
     bool in_number = digit || ((reason[i] == '.' || reason[i] == '-') && i + 1 < reason.size() &&
                                reason[i + 1] >= '0' && reason[i + 1] <= '9');
-    if (!in_number) key += reason[i];
-    else if (key.empty() || key.back() != 'N') key += 'N';
+    if (!in_number)
+      key += reason[i];
+    else if (key.empty() || key.back() != 'N')
+      key += 'N';
   }
   if (s_.reasons.size() < 20 || s_.reasons.contains(key)) s_.reasons[key] = s_.reasons.value(key, 0) + 1;
 }
@@ -65,9 +68,18 @@ void lane_tally::reply(const msg::client_reply& r, size_t second, double lat, do
         if (!t.node.empty()) s_.nodes[t.node] = s_.nodes.value(t.node, 0) + 1;
       break;
     }
-    case msg::status::dropped: ++s_.dropped, ++b.dropped; count_reason(r.reason); break;
-    case msg::status::overloaded: ++s_.overloaded, ++b.errors; count_reason(r.reason); break;
-    case msg::status::error: ++s_.errors, ++b.errors; count_reason(r.reason); break;
+    case msg::status::dropped:
+      ++s_.dropped, ++b.dropped;
+      count_reason(r.reason);
+      break;
+    case msg::status::overloaded:
+      ++s_.overloaded, ++b.errors;
+      count_reason(r.reason);
+      break;
+    case msg::status::error:
+      ++s_.errors, ++b.errors;
+      count_reason(r.reason);
+      break;
   }
 }
 
@@ -86,7 +98,8 @@ load_summary merge_lanes(std::vector<lane_tally>& lanes, double measured_s) {
     for (auto& [k, v] : r.s_.reasons.items()) s.reasons[k] = s.reasons.value(k, 0) + v.get<long>();
     for (auto& [k, v] : r.s_.nodes.items()) s.nodes[k] = s.nodes.value(k, 0) + v.get<long>();
     all_latencies.insert(all_latencies.end(), r.latencies_.begin(), r.latencies_.end());
-    for (size_t k = 0; k < r.parts_.size(); ++k) parts[k].insert(parts[k].end(), r.parts_[k].begin(), r.parts_[k].end());
+    for (size_t k = 0; k < r.parts_.size(); ++k)
+      parts[k].insert(parts[k].end(), r.parts_[k].begin(), r.parts_[k].end());
     if (buckets.size() < r.buckets_.size()) buckets.resize(r.buckets_.size());
     for (size_t i = 0; i < r.buckets_.size(); ++i) {
       auto& a = buckets[i];
@@ -112,22 +125,43 @@ load_summary merge_lanes(std::vector<lane_tally>& lanes, double measured_s) {
     s.breakdown[part_names[k]] = {{"p50", percentile(parts[k], 0.50)}, {"p99", percentile(parts[k], 0.99)}};
   for (size_t i = 0; i + 1 < buckets.size() || (i < buckets.size() && buckets[i].sent); ++i) {
     auto& b = buckets[i];
-    s.series.push_back({{"t", i}, {"sent", b.sent}, {"ok", b.ok}, {"ok_within_slo", b.ok_within_slo},
-                        {"dropped", b.dropped}, {"errors", b.errors},
+    s.series.push_back({{"t", i},
+                        {"sent", b.sent},
+                        {"ok", b.ok},
+                        {"ok_within_slo", b.ok_within_slo},
+                        {"dropped", b.dropped},
+                        {"errors", b.errors},
                         {"p99_ms", percentile(b.latencies, 0.99)}});
   }
   return s;
 }
 
 nlohmann::json load_summary::to_json(const load_options& o) const {
-  return {{"pipeline", o.pipeline}, {"address", o.address}, {"arrival", knob_name(o.arrival)},
-          {"rate", o.rate}, {"duration_s", measured_s}, {"slo_ms", o.slo_ms},
-          {"sent", sent}, {"ok", ok}, {"ok_within_slo", ok_within_slo}, {"dropped", dropped},
-          {"overloaded", overloaded}, {"errors", errors}, {"lost", lost}, {"late", late},
-          {"delayed", delayed}, {"generator_late_fraction", generator_late_fraction}, {"threads", lanes},
-          {"warnings", warnings()}, {"attainment", attainment}, {"goodput_rps", goodput_rps},
+  return {{"pipeline", o.pipeline},
+          {"address", o.address},
+          {"arrival", knob_name(o.arrival)},
+          {"rate", o.rate},
+          {"duration_s", measured_s},
+          {"slo_ms", o.slo_ms},
+          {"sent", sent},
+          {"ok", ok},
+          {"ok_within_slo", ok_within_slo},
+          {"dropped", dropped},
+          {"overloaded", overloaded},
+          {"errors", errors},
+          {"lost", lost},
+          {"late", late},
+          {"delayed", delayed},
+          {"generator_late_fraction", generator_late_fraction},
+          {"threads", lanes},
+          {"warnings", warnings()},
+          {"attainment", attainment},
+          {"goodput_rps", goodput_rps},
           {"latency_ms", {{"p50", p50}, {"p90", p90}, {"p99", p99}, {"max", max}, {"mean", mean}}},
-          {"latency_breakdown_ms", breakdown}, {"reasons", reasons}, {"nodes", nodes}, {"series", series}};
+          {"latency_breakdown_ms", breakdown},
+          {"reasons", reasons},
+          {"nodes", nodes},
+          {"series", series}};
 }
 
 namespace {
@@ -143,9 +177,9 @@ std::string load_summary::to_text() const {
   snprintf(buf, sizeof buf,
            "sent %lu  ok %lu (within SLO %lu)  dropped %lu  overloaded %lu  errors %lu  lost %lu\n"
            "attainment %.2f%%  goodput %.1f req/s  latency ms p50 %.1f  p90 %.1f  p99 %.1f  max %.1f\n",
-           (unsigned long)sent, (unsigned long)ok, (unsigned long)ok_within_slo,
-           (unsigned long)dropped, (unsigned long)overloaded, (unsigned long)errors,
-           (unsigned long)lost, 100 * attainment, goodput_rps, p50, p90, p99, max);
+           (unsigned long)sent, (unsigned long)ok, (unsigned long)ok_within_slo, (unsigned long)dropped,
+           (unsigned long)overloaded, (unsigned long)errors, (unsigned long)lost, 100 * attainment, goodput_rps, p50,
+           p90, p99, max);
   std::string out = buf;
   if (ok) {
     out += "where the time went, ms p50/p99:";

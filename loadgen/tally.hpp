@@ -6,10 +6,9 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "loadgen/options.hpp"
 #include "messages/types.hpp"
@@ -22,8 +21,8 @@ constexpr std::chrono::milliseconds late_after{2};
 struct load_summary {
   // late: replies after a request was counted lost; delayed: requests the generator sent more
   // than late_after after their arrival time (generator_late_fraction of those sent).
-  uint64_t sent = 0, ok = 0, ok_within_slo = 0, dropped = 0, overloaded = 0, errors = 0,
-           lost = 0, late = 0, delayed = 0;
+  uint64_t sent = 0, ok = 0, ok_within_slo = 0, dropped = 0, overloaded = 0, errors = 0, lost = 0, late = 0,
+           delayed = 0;
   double generator_late_fraction = 0;
   size_t lanes = 1;  // sending threads used
   double attainment = 0, goodput_rps = 0, measured_s = 0;

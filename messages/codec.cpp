@@ -13,10 +13,14 @@ namespace sloserve::msg {
 
 std::string_view status_name(status s) {
   switch (s) {
-    case status::ok: return "OK";
-    case status::dropped: return "DROPPED";
-    case status::error: return "ERROR";
-    case status::overloaded: return "OVERLOADED";
+    case status::ok:
+      return "OK";
+    case status::dropped:
+      return "DROPPED";
+    case status::error:
+      return "ERROR";
+    case status::overloaded:
+      return "OVERLOADED";
   }
   return "?";
 }
@@ -201,7 +205,9 @@ struct encoder {
 
 // ---- decoding ----
 
-std::string text(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
+std::string text(capnp::Text::Reader t) {
+  return std::string(t.cStr(), t.size());
+}
 
 // Tensors share the frame's bytes and keep `owner` (the frame's) alive.
 std::vector<tensor> get_tensors(capnp::List<wire::Tensor>::Reader in, uint64_t& payload,
@@ -253,8 +259,8 @@ envelope read_envelope(wire::Envelope::Reader r, uint64_t& payload, decode_error
       m.total_ms = x.getTotalMs();
       m.outputs = get_tensors(x.getOutputs(), payload, owner);
       for (auto t : x.getTimings())
-        m.timings.push_back({text(t.getStage()), text(t.getNode()), t.getDevice(), t.getBatch(),
-                             t.getQueueMs(), t.getExecMs()});
+        m.timings.push_back(
+            {text(t.getStage()), text(t.getNode()), t.getDevice(), t.getBatch(), t.getQueueMs(), t.getExecMs()});
       e.content = std::move(m);
       break;
     }
@@ -316,8 +322,8 @@ envelope read_envelope(wire::Envelope::Reader r, uint64_t& payload, decode_error
       m.node = text(x.getNode());
       m.window_s = x.getWindowS();
       for (auto s : x.getSessions())
-        m.sessions.push_back({text(s.getModel()), s.getDevice(), s.getArrived(), s.getCompleted(),
-                              s.getDropped(), s.getQueueLength(), s.getMeanLatencyMs(), s.getMeanBudgetMs()});
+        m.sessions.push_back({text(s.getModel()), s.getDevice(), s.getArrived(), s.getCompleted(), s.getDropped(),
+                              s.getQueueLength(), s.getMeanLatencyMs(), s.getMeanBudgetMs()});
       for (auto pl : x.getPipelines()) {
         pipeline_load l{text(pl.getPipeline()), pl.getQueries(), {}};
         for (auto v : pl.getStageInvocations()) l.stage_invocations.push_back(v);
@@ -384,7 +390,9 @@ bytes encode_frame(const envelope& e) {
   return bytes(reinterpret_cast<const char*>(b.begin()), b.size(), std::move(flat));
 }
 
-std::string encode(const envelope& e) { return encode_frame(e).str(); }
+std::string encode(const envelope& e) {
+  return encode_frame(e).str();
+}
 
 decoded decode(std::string_view frame, const decode_limits& limits) {
   return decode_frame(bytes::copy_of(frame), limits);
@@ -393,14 +401,13 @@ decoded decode(std::string_view frame, const decode_limits& limits) {
 decoded decode_frame(const bytes& frame_in, const decode_limits& limits) {
   decoded res;
   if (frame_in.size() > limits.max_frame_bytes()) {
-    res.error.reason = "message of " + std::to_string(frame_in.size()) +
-                       " bytes exceeds the limit of " + std::to_string(limits.max_frame_bytes()) +
-                       " bytes (runtime.max_payload_bytes)";
+    res.error.reason = "message of " + std::to_string(frame_in.size()) + " bytes exceeds the limit of " +
+                       std::to_string(limits.max_frame_bytes()) + " bytes (runtime.max_payload_bytes)";
     return res;
   }
   if (frame_in.empty() || frame_in.size() % sizeof(capnp::word) != 0) {
-    res.error.reason = "malformed message: " + std::to_string(frame_in.size()) +
-                       " bytes is not a whole number of Cap'n Proto words";
+    res.error.reason =
+        "malformed message: " + std::to_string(frame_in.size()) + " bytes is not a whole number of Cap'n Proto words";
     return res;
   }
   // FlatArrayMessageReader needs word alignment; copy only when the frame lacks it.

@@ -17,7 +17,8 @@ bool is_z85_key(const std::string& key) {
 
 expected<curve_pair> generate_curve_pair() {
   char pub[41], sec[41];
-  if (zmq_curve_keypair(pub, sec) != 0) return fail(std::string("cannot generate a CURVE key pair: ") + zmq_strerror(zmq_errno()));
+  if (zmq_curve_keypair(pub, sec) != 0)
+    return fail(std::string("cannot generate a CURVE key pair: ") + zmq_strerror(zmq_errno()));
   return curve_pair{pub, sec};
 }
 
@@ -59,7 +60,8 @@ status write_curve_files(const std::string& dir, const std::string& name, const 
   auto base = (dir.empty() ? std::string(".") : dir) + "/" + name;
   struct stat sb;
   for (auto suffix : {".key", ".pub"})
-    if (!force && stat((base + suffix).c_str(), &sb) == 0) return fail(base + suffix + " exists; pass --force to replace it");
+    if (!force && stat((base + suffix).c_str(), &sb) == 0)
+      return fail(base + suffix + " exists; pass --force to replace it");
   auto write = [&](const std::string& path, const std::string& text, mode_t mode) -> status {
     std::ofstream out(path, std::ios::trunc);
     out << text;
@@ -87,9 +89,9 @@ status set_curve_client(void* socket, const curve_pair& ours, const std::string&
 }
 
 void* watch_handshake_failures(void* ctx, void* socket, const char* endpoint) {
-  zmq_socket_monitor(socket, endpoint,
-                     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                         ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
+  zmq_socket_monitor(
+      socket, endpoint,
+      ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
   void* monitor = zmq_socket(ctx, ZMQ_PAIR);
   int zero = 0;
   zmq_setsockopt(monitor, ZMQ_LINGER, &zero, sizeof zero);

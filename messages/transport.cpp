@@ -4,14 +4,16 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 namespace sloserve {
 namespace {
 
-void set_int(void* s, int opt, int v) { zmq_setsockopt(s, opt, &v, sizeof v); }
+void set_int(void* s, int opt, int v) {
+  zmq_setsockopt(s, opt, &v, sizeof v);
+}
 
 // Hands a frame's bytes to ZeroMQ by reference: the message holds a share of their owner.
 bool send_frame(void* sock, bytes&& frame, int flags) {
@@ -50,9 +52,13 @@ bytes hold(zmq_msg_t& m) {
 transport::transport(transport_options opts, handler on_frame)
     : opts_(std::move(opts)), on_frame_(std::move(on_frame)) {}
 
-transport::~transport() { stop(); }
+transport::~transport() {
+  stop();
+}
 
-bool transport::secure() const { return !opts_.curve.secret_key.empty(); }
+bool transport::secure() const {
+  return !opts_.curve.secret_key.empty();
+}
 
 status transport::start() {
   ctx_ = zmq_ctx_new();
@@ -164,8 +170,10 @@ void transport::flush(std::vector<outbound>& batch) {
         void* s = nullptr;
         for (auto& [n, sock] : peers_)
           if (n == o.target) s = sock;
-        if (s && send_frame(s, std::move(o.frame), ZMQ_DONTWAIT)) ++counters_.sent;
-        else ++counters_.send_failures;
+        if (s && send_frame(s, std::move(o.frame), ZMQ_DONTWAIT))
+          ++counters_.sent;
+        else
+          ++counters_.send_failures;
         break;
       }
       case outbound::identity: {
@@ -177,8 +185,10 @@ void transport::flush(std::vector<outbound>& batch) {
           ++counters_.send_failures;  // the client is gone
           break;
         }
-        if (send_frame(router_, std::move(o.frame), ZMQ_DONTWAIT)) ++counters_.sent;
-        else ++counters_.send_failures;
+        if (send_frame(router_, std::move(o.frame), ZMQ_DONTWAIT))
+          ++counters_.sent;
+        else
+          ++counters_.send_failures;
         break;
       }
     }

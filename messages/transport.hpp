@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "pipelines/expected.hpp"
 #include "messages/curve.hpp"
 #include "pipelines/bytes.hpp"
+#include "pipelines/expected.hpp"
 
 namespace sloserve {
 
@@ -68,10 +68,10 @@ class transport {
  private:
   struct outbound {
     enum kind_t { connect, peer, identity } kind;
-    std::string target;  // peer name or routing identity
-    std::string address; // connect: where the peer listens
-    std::string key;     // connect: the peer's public key
-    bytes frame;         // peer, identity: what to send
+    std::string target;   // peer name or routing identity
+    std::string address;  // connect: where the peer listens
+    std::string key;      // connect: the peer's public key
+    bytes frame;          // peer, identity: what to send
   };
 
   bool secure() const;

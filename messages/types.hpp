@@ -47,10 +47,10 @@ struct client_reply {
 // Frontend -> worker: run one stage on one device.
 struct invocation {
   uint64_t id = 0;
-  std::string frontend;    // node that awaits the result
+  std::string frontend;  // node that awaits the result
   std::string model;
   uint32_t device = 0;
-  int64_t budget_ns = 0;   // time left until this stage's deadline when sent
+  int64_t budget_ns = 0;  // time left until this stage's deadline when sent
   std::vector<tensor> inputs;
   // Not on the wire: when the node took it in (its steady clock, ns since the clock's epoch).
   // The deadline runs from there, not from when a busy device gets to its mailbox.
@@ -133,8 +133,8 @@ struct pipeline_load {
 struct load_report {
   std::string node;
   double window_s = 0;
-  std::vector<session_load> sessions;   // from workers
-  std::vector<pipeline_load> pipelines; // from frontends
+  std::vector<session_load> sessions;    // from workers
+  std::vector<pipeline_load> pipelines;  // from frontends
 };
 
 struct route_instance {
@@ -198,9 +198,8 @@ struct status_reply {
   std::string detail;
 };
 
-using body = std::variant<client_request, client_reply, invocation, invocation_result,
-                          register_node, heartbeat, load_report, routing_table, schedule,
-                          status_request, status_reply, resize>;
+using body = std::variant<client_request, client_reply, invocation, invocation_result, register_node, heartbeat,
+                          load_report, routing_table, schedule, status_request, status_reply, resize>;
 
 struct envelope {
   std::string from;  // sending node; empty for clients

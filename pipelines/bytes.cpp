@@ -34,6 +34,8 @@ void bytes::resize(size_t n) {
   *this = bytes(std::move(copy));
 }
 
-std::ostream& operator<<(std::ostream& os, const bytes& b) { return os << '<' << b.size() << " bytes>"; }
+std::ostream& operator<<(std::ostream& os, const bytes& b) {
+  return os << '<' << b.size() << " bytes>";
+}
 
 }  // namespace sloserve

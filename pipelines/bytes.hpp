@@ -17,8 +17,7 @@ class bytes {
   // Takes the string's buffer (no copy).
   bytes(std::string s);  // NOLINT: implicit, a string is bytes
   // A view of `n` bytes at `p`, kept alive by `owner`.
-  bytes(const char* p, size_t n, std::shared_ptr<const void> owner)
-      : data_(p), size_(n), owner_(std::move(owner)) {}
+  bytes(const char* p, size_t n, std::shared_ptr<const void> owner) : data_(p), size_(n), owner_(std::move(owner)) {}
 
   // A fresh buffer of `n` zeroed bytes; `out` points at it, to fill before it is shared.
   static bytes allocate(size_t n, char*& out);

@@ -15,7 +15,9 @@ struct error {
 };
 
 // An error with `message`, for `return fail("...")` from a function returning expected or status.
-inline error fail(std::string message) { return {std::move(message)}; }
+inline error fail(std::string message) {
+  return {std::move(message)};
+}
 
 template <class T>
 class [[nodiscard]] expected {

@@ -79,9 +79,12 @@ expected<input_form> input_form_of(const tensor& t, const model_spec& m) {
 
 std::string_view precision_name(precision p) {
   switch (p) {
-    case precision::fp32: return "fp32";
-    case precision::fp16: return "fp16";
-    case precision::bf16: return "bf16";
+    case precision::fp32:
+      return "fp32";
+    case precision::fp16:
+      return "fp16";
+    case precision::bf16:
+      return "bf16";
   }
   return "?";
 }

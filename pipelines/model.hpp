@@ -19,11 +19,11 @@ namespace sloserve {
 // so a partial batch costs what that size costs and the planner chooses only listed sizes.
 // Linear: l(b) = alpha_ms * b + beta_ms for every b up to max_batch.
 struct latency_profile {
-  std::vector<int> batch;           // tabular, ascending
-  std::vector<double> latency_ms;   // tabular, same length
-  double alpha_ms = 0;              // linear
-  double beta_ms = 0;               // linear
-  bool step = false;                // tabular: partial batches cost the next listed size
+  std::vector<int> batch;          // tabular, ascending
+  std::vector<double> latency_ms;  // tabular, same length
+  double alpha_ms = 0;             // linear
+  double beta_ms = 0;              // linear
+  bool step = false;               // tabular: partial batches cost the next listed size
 
   bool tabular() const { return !batch.empty(); }
   // Largest batch this profile can run (tabular: the last listed size).
@@ -79,14 +79,14 @@ struct model_spec {
   // How l(b) scales with a device's cores (`cores:` in the file); emulated devices follow it
   // when resized. Without it, l(b) does not depend on cores.
   std::optional<core_latency> cores;
-  std::string path;      // TorchScript file (cpu and cuda devices); relative paths are resolved
-                         // against the cluster file's folder. For a variant: its suffix module.
+  std::string path;  // TorchScript file (cpu and cuda devices); relative paths are resolved
+                     // against the cluster file's folder. For a variant: its suffix module.
   // Prefix batching: this model is a variant made of the shared prefix model `prefix` followed
   // by its own suffix (`path`). Variants of one prefix run the prefix once over their combined
   // batch. Filled from the prefix model by the config loader:
   std::string prefix;
   std::string prefix_path;
-  tensor_spec prefix_output;     // what the prefix emits per request: the suffix's input
+  tensor_spec prefix_output;  // what the prefix emits per request: the suffix's input
   latency_profile prefix_profile;
 
   // No `profile:` in the config: the worker that serves it on a real device measures l(b) at

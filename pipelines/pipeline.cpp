@@ -34,14 +34,12 @@ std::vector<pipeline_issue> resolve(pipeline& p, const std::vector<model_spec>& 
     s.children.clear();
     if (!by_name.emplace(s.name, i).second)
       issues.push_back({i, "duplicate stage name '" + s.name + "' in pipeline '" + p.name + "'"});
-    auto m = std::find_if(models.begin(), models.end(),
-                          [&](const model_spec& ms) { return ms.name == s.model; });
+    auto m = std::find_if(models.begin(), models.end(), [&](const model_spec& ms) { return ms.name == s.model; });
     if (m == models.end())
       issues.push_back({i, "stage '" + s.name + "' uses unknown model '" + s.model + "'"});
     else
       s.model_index = static_cast<size_t>(m - models.begin());
-    if (s.fanout && !(*s.fanout > 0))
-      issues.push_back({i, "stage '" + s.name + "' has a non-positive fanout"});
+    if (s.fanout && !(*s.fanout > 0)) issues.push_back({i, "stage '" + s.name + "' has a non-positive fanout"});
   }
   for (size_t i = 0; i < p.stages.size(); ++i) {
     auto& s = p.stages[i];
@@ -92,8 +90,7 @@ std::vector<pipeline_issue> resolve(pipeline& p, const std::vector<model_spec>& 
         for (auto c : p.stages[v].children) stack.push_back(c);
       }
       issues.push_back({i, on_cycle ? "stage '" + p.stages[i].name + "' is on a cycle"
-                                    : "stage '" + p.stages[i].name +
-                                          "' is unreachable: it depends on a cycle"});
+                                    : "stage '" + p.stages[i].name + "' is unreachable: it depends on a cycle"});
     }
   }
   return issues;

@@ -17,8 +17,8 @@ tensor adapt(const tensor& t, const tensor_spec& spec) {
 }  // namespace
 
 int64_t fanout_rows(uint64_t query_id, size_t stage, double f, int64_t rows) {
-  uint64_t h = fingerprint(std::string_view(reinterpret_cast<const char*>(&query_id), 8)) ^
-               (stage * 0x9e3779b97f4a7c15ULL);
+  uint64_t h =
+      fingerprint(std::string_view(reinterpret_cast<const char*>(&query_id), 8)) ^ (stage * 0x9e3779b97f4a7c15ULL);
   double u = static_cast<double>(h >> 11) / static_cast<double>(1ULL << 53);
   auto k = static_cast<int64_t>(std::floor(f)) + (u < f - std::floor(f) ? 1 : 0);
   return std::min(k, rows);

@@ -6,22 +6,32 @@ namespace sloserve {
 
 size_t dtype_size(dtype t) {
   switch (t) {
-    case dtype::float32: return 4;
-    case dtype::float16: return 2;
-    case dtype::int64: return 8;
-    case dtype::int32: return 4;
-    case dtype::uint8: return 1;
+    case dtype::float32:
+      return 4;
+    case dtype::float16:
+      return 2;
+    case dtype::int64:
+      return 8;
+    case dtype::int32:
+      return 4;
+    case dtype::uint8:
+      return 1;
   }
   return 1;
 }
 
 std::string_view dtype_name(dtype t) {
   switch (t) {
-    case dtype::float32: return "float32";
-    case dtype::float16: return "float16";
-    case dtype::int64: return "int64";
-    case dtype::int32: return "int32";
-    case dtype::uint8: return "uint8";
+    case dtype::float32:
+      return "float32";
+    case dtype::float16:
+      return "float16";
+    case dtype::int64:
+      return "int64";
+    case dtype::int32:
+      return "int32";
+    case dtype::uint8:
+      return "uint8";
   }
   return "?";
 }
@@ -73,7 +83,9 @@ status check_tensor(const tensor& t, const tensor_spec& spec) {
   return check_tensor_bytes(t);
 }
 
-int64_t row_count(const tensor& t) { return t.shape.empty() ? 1 : t.shape[0]; }
+int64_t row_count(const tensor& t) {
+  return t.shape.empty() ? 1 : t.shape[0];
+}
 
 tensor row_of(const tensor& t, int64_t i) {
   tensor r;

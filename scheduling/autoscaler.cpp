@@ -32,7 +32,9 @@ int batch_within(const core_latency& l, int cores, double budget_ms, int cap) {
 }
 }  // namespace
 
-int one_core_batch(const core_latency& l, double budget_ms, int cap) { return batch_within(l, 1, budget_ms, cap); }
+int one_core_batch(const core_latency& l, double budget_ms, int cap) {
+  return batch_within(l, 1, budget_ms, cap);
+}
 
 double one_core_throughput(const core_latency& l, double budget_ms, int max_batch) {
   // b / l(b, 1) grows with b (l is affine in b), so the largest batch that fits is the best.

@@ -15,23 +15,23 @@
 namespace sloserve::sched {
 
 struct scale_stage {
-  core_latency l;              // l(b, c); FA2's d(b) is fitted to l(b, 1)
+  core_latency l;  // l(b, c); FA2's d(b) is fitted to l(b, 1)
   int max_batch = 1;
-  double budget_ms = 0;        // the stage's budget now, network time taken out
-  double rate = 0;             // requests/s over the last second (headroom included)
-  double predicted = 0;        // largest rate expected over the next horizontal period
-  int queued = 0;              // requests waiting at instance 0
+  double budget_ms = 0;          // the stage's budget now, network time taken out
+  double rate = 0;               // requests/s over the last second (headroom included)
+  double predicted = 0;          // largest rate expected over the next horizontal period
+  int queued = 0;                // requests waiting at instance 0
   std::vector<size_t> children;  // successors in the pipeline (FA2 plans the whole DAG)
 };
 
 struct stage_shape {
   int instances = 1;
-  int cores = 1;            // of instance 0
-  int batch = 1;            // of instance 0
-  int horizontal_batch = 1; // of the one-core instances
-  double budget_ms = 0;     // FA2: the stage budget its plan assumes; 0: keep the split
-  int base_instances = 1;   // biscale: what the horizontal loop planned; instances beyond it
-                            // were started by the vertical loop for a surge and go with it
+  int cores = 1;             // of instance 0
+  int batch = 1;             // of instance 0
+  int horizontal_batch = 1;  // of the one-core instances
+  double budget_ms = 0;      // FA2: the stage budget its plan assumes; 0: keep the split
+  int base_instances = 1;    // biscale: what the horizontal loop planned; instances beyond it
+                             // were started by the vertical loop for a surge and go with it
   int total_cores() const { return instances > 0 ? cores + instances - 1 : 0; }
   bool operator==(const stage_shape&) const = default;
 };

@@ -2,8 +2,7 @@
 
 namespace sloserve::sched {
 
-std::optional<size_t> p2c_balancer::pick(const std::vector<backend_load>& b,
-                                         std::mt19937_64& rng) const {
+std::optional<size_t> p2c_balancer::pick(const std::vector<backend_load>& b, std::mt19937_64& rng) const {
   size_t live = 0, only = 0;
   for (size_t i = 0; i < b.size(); ++i)
     if (b[i].live) ++live, only = i;
@@ -11,14 +10,15 @@ std::optional<size_t> p2c_balancer::pick(const std::vector<backend_load>& b,
   if (live == 1) return only;
   std::uniform_int_distribution<size_t> d(0, b.size() - 1);
   size_t x, y;
-  do x = d(rng); while (!b[x].live);
-  do y = d(rng); while (!b[y].live || y == x);
+  do x = d(rng);
+  while (!b[x].live);
+  do y = d(rng);
+  while (!b[y].live || y == x);
   auto cost = [&](size_t i) { return (b[i].outstanding + 1) / std::max(b[i].weight, 1e-9); };
   return cost(y) < cost(x) ? y : x;
 }
 
-std::optional<size_t> weighted_random_balancer::pick(const std::vector<backend_load>& b,
-                                                     std::mt19937_64& rng) const {
+std::optional<size_t> weighted_random_balancer::pick(const std::vector<backend_load>& b, std::mt19937_64& rng) const {
   double total = 0;
   for (auto& x : b)
     if (x.live) total += std::max(x.weight, 0.0);

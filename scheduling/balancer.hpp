@@ -23,8 +23,7 @@ class balancer {
   virtual ~balancer() = default;
   virtual std::string_view name() const = 0;
   // Index of the chosen live backend; nullopt when none is live.
-  virtual std::optional<size_t> pick(const std::vector<backend_load>& backends,
-                                     std::mt19937_64& rng) const = 0;
+  virtual std::optional<size_t> pick(const std::vector<backend_load>& backends, std::mt19937_64& rng) const = 0;
 };
 
 // Power of two choices: sample two live backends, take the one with less outstanding work per

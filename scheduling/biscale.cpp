@@ -5,7 +5,9 @@
 
 namespace sloserve::sched {
 namespace {
-double fill_wait_ms(int b, double rate) { return b > 1 ? (b - 1) * 1000.0 / rate : 0; }
+double fill_wait_ms(int b, double rate) {
+  return b > 1 ? (b - 1) * 1000.0 / rate : 0;
+}
 }  // namespace
 
 std::pair<int, int> vertical_fit(const core_latency& l, double rate, double budget_ms, int max_cores, int max_batch) {
@@ -24,8 +26,10 @@ biscale_plan biscale(const core_latency& l, double rate, double budget_ms, int m
   double left = 0, right = rate;
   for (int i = 0; i < 50; ++i) {
     double mid = left + (right - left) / 2;
-    if (vertical_fit(l, mid, budget_ms, max_cores, max_batch).first) left = mid;
-    else right = mid;
+    if (vertical_fit(l, mid, budget_ms, max_cores, max_batch).first)
+      left = mid;
+    else
+      right = mid;
   }
   if (left > 0) {
     auto v = vertical_fit(l, left, budget_ms, max_cores, max_batch);

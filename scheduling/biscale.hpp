@@ -11,9 +11,9 @@ namespace sloserve::sched {
 
 struct biscale_plan {
   bool feasible = false;
-  int cores = 0, batch = 0;   // the vertical instance
-  double vertical_rate = 0;   // requests/s it carries
-  int instances = 0;          // one-core instances for the rest
+  int cores = 0, batch = 0;  // the vertical instance
+  double vertical_rate = 0;  // requests/s it carries
+  int instances = 0;         // one-core instances for the rest
   int instance_batch = 0;
   int total_cores() const { return cores + instances; }
 };

@@ -4,8 +4,8 @@
 
 namespace sloserve::sched {
 
-batch_plan sliding_window_policy::plan(const deadline_fn& deadline, size_t size, time_point now,
-                                       int target, const latency_fn& l) const {
+batch_plan sliding_window_policy::plan(const deadline_fn& deadline, size_t size, time_point now, int target,
+                                       const latency_fn& l) const {
   for (size_t i = 0; i < size; ++i) {
     auto w = std::min<size_t>(static_cast<size_t>(std::max(target, 1)), size - i);
     // The queue is in deadline order, so the window's first request has its tightest deadline.
@@ -20,14 +20,15 @@ size_t largest_fitting(time_point now, time_point d, size_t cap, const latency_f
   size_t lo = 0, hi = cap;
   while (lo < hi) {
     auto mid = lo + (hi - lo + 1) / 2;
-    if (now + l(static_cast<int>(mid)) <= d) lo = mid;
-    else hi = mid - 1;
+    if (now + l(static_cast<int>(mid)) <= d)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
 
-size_t hopeless_prefix(const deadline_fn& deadline, size_t size, time_point now,
-                       const latency_fn& l) {
+size_t hopeless_prefix(const deadline_fn& deadline, size_t size, time_point now, const latency_fn& l) {
   size_t i = 0;
   auto single = l(1);
   while (i < size && now + single > deadline(i)) ++i;
@@ -35,16 +36,16 @@ size_t hopeless_prefix(const deadline_fn& deadline, size_t size, time_point now,
 }
 }  // namespace
 
-batch_plan earliest_first_policy::plan(const deadline_fn& deadline, size_t size, time_point now,
-                                       int target, const latency_fn& l) const {
+batch_plan earliest_first_policy::plan(const deadline_fn& deadline, size_t size, time_point now, int target,
+                                       const latency_fn& l) const {
   auto i = hopeless_prefix(deadline, size, now, l);
   if (i == size) return {size, 0};
   auto cap = std::min<size_t>(static_cast<size_t>(std::max(target, 1)), size - i);
   return {i, std::max<size_t>(1, largest_fitting(now, deadline(i), cap, l))};
 }
 
-batch_plan maximal_window_policy::plan(const deadline_fn& deadline, size_t size, time_point now,
-                                       int target, const latency_fn& l) const {
+batch_plan maximal_window_policy::plan(const deadline_fn& deadline, size_t size, time_point now, int target,
+                                       const latency_fn& l) const {
   auto i = hopeless_prefix(deadline, size, now, l);
   if (i == size) return {size, 0};
   auto t = static_cast<size_t>(std::max(target, 1));
@@ -63,9 +64,12 @@ batch_plan maximal_window_policy::plan(const deadline_fn& deadline, size_t size,
 
 std::unique_ptr<drop_policy> make_drop_policy(drop_policy_kind kind) {
   switch (kind) {
-    case drop_policy_kind::earliest_first: return std::make_unique<earliest_first_policy>();
-    case drop_policy_kind::maximal_window: return std::make_unique<maximal_window_policy>();
-    case drop_policy_kind::sliding_window: break;
+    case drop_policy_kind::earliest_first:
+      return std::make_unique<earliest_first_policy>();
+    case drop_policy_kind::maximal_window:
+      return std::make_unique<maximal_window_policy>();
+    case drop_policy_kind::sliding_window:
+      break;
   }
   return std::make_unique<sliding_window_policy>();
 }

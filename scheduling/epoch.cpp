@@ -51,8 +51,10 @@ void collect_sessions(const epoch_input& in, const std::vector<std::vector<doubl
       out.members[it->second].emplace_back(pi, s);
       auto& mo = out.models_of[it->second];
       auto m = std::find_if(mo.begin(), mo.end(), [&](auto& x) { return x.first == &model; });
-      if (m == mo.end()) mo.emplace_back(&model, rates[pi][s]);
-      else m->second += rates[pi][s];
+      if (m == mo.end())
+        mo.emplace_back(&model, rates[pi][s]);
+      else
+        m->second += rates[pi][s];
     }
   }
 }
@@ -168,8 +170,10 @@ double fit_scale(epoch_input& in, const epoch_result* prev, double lo, double hi
     double mid = lo + (hi - lo) / 2;
     for (size_t k = 0; k < base.size(); ++k) in.rates[k] = base[k] * mid;
     auto trial = plan_epoch(in, prev);
-    if (trial && fits(*trial)) lo = mid, best = mid, res = std::move(*trial);
-    else hi = mid;
+    if (trial && fits(*trial))
+      lo = mid, best = mid, res = std::move(*trial);
+    else
+      hi = mid;
   }
   for (size_t k = 0; k < base.size(); ++k) in.rates[k] = base[k] * best.value_or(1);
   return lo;

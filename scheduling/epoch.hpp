@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "pipelines/expected.hpp"
-#include "scheduling/query_analyzer.hpp"
 #include "scheduling/planner.hpp"
+#include "scheduling/query_analyzer.hpp"
 
 namespace sloserve::sched {
 
@@ -28,7 +28,7 @@ struct epoch_input {
   std::vector<device_slot> slots;
   scheduler_policy policy = scheduler_policy::nexus;  // static packs as nexus
   split_policy split = split_policy::dp;
-  int steps = 100;               // budget grid of the DP
+  int steps = 100;  // budget grid of the DP
   // dp: also try the DP with one stage held at a batch up to this far from the one it chose,
   // and keep a split that packs into fewer devices (plan_epoch); 0: the DP's split as it is.
   int neighbours = 2;
@@ -39,7 +39,7 @@ struct epoch_result {
   std::vector<session> sessions;
   plan placement;
   std::vector<device_slot> slots;  // the slots this epoch could use (a copy of the input's)
-  std::vector<int> slot_of;  // per placement device: index into slots, -1 when none was free
+  std::vector<int> slot_of;        // per placement device: index into slots, -1 when none was free
   size_t devices_missing = 0;
   // Per session, the stages (pipeline, stage) it serves.
   std::vector<std::vector<std::pair<size_t, size_t>>> members;

@@ -1,10 +1,10 @@
 #include "scheduling/fa2.hpp"
 
-#include <climits>
-#include <cstdint>
-#include <cmath>
-#include <functional>
 #include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <functional>
 
 namespace sloserve::sched {
 namespace {
@@ -87,8 +87,7 @@ fa2_plan solve(const std::vector<fa2_stage>& stages, const std::vector<std::vect
 fa2_plan fa2_tree(const std::vector<fa2_stage>& stages, size_t root, int slo_ms) {
   std::vector<std::vector<size_t>> children;
   for (auto& s : stages) children.push_back(s.children);
-  return solve(stages, children, std::vector<int>(stages.size(), -1), std::vector<int>(stages.size(), 0), root,
-               slo_ms);
+  return solve(stages, children, std::vector<int>(stages.size(), -1), std::vector<int>(stages.size(), 0), root, slo_ms);
 }
 
 fa2_transform fa2_make_tree(const std::vector<fa2_stage>& stages, int slo_ms) {
@@ -151,7 +150,8 @@ fa2_transform fa2_make_tree(const std::vector<fa2_stage>& stages, int slo_ms) {
       double ia = 0, ib = 0;
       for (auto s : a.nodes) ia += intensity(stages[s]);
       for (auto s : b.nodes) ib += intensity(stages[s]);
-      double share = ia + ib > 0 ? ia / (ia + ib) : static_cast<double>(a.nodes.size()) / static_cast<double>(p.nodes.size());
+      double share =
+          ia + ib > 0 ? ia / (ia + ib) : static_cast<double>(a.nodes.size()) / static_cast<double>(p.nodes.size());
       a.slo = p.slo * share;
       b.slo = p.slo - a.slo;
       next.push_back(std::move(a));

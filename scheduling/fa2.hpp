@@ -18,8 +18,8 @@
 namespace sloserve::sched {
 
 struct fa2_stage {
-  profile_fit d;        // d(b) in ms (fit_quadratic on the profile)
-  double rate = 0;      // requests/s arriving at this stage
+  profile_fit d;    // d(b) in ms (fit_quadratic on the profile)
+  double rate = 0;  // requests/s arriving at this stage
   int max_batch = 1;
   std::vector<size_t> children;
 };
@@ -32,9 +32,9 @@ int fa2_instances(const fa2_stage& s, int b);
 
 struct fa2_plan {
   bool feasible = false;
-  int total = 0;                // Σ instances
-  std::vector<int> batch;       // per stage
-  std::vector<int> instances;   // per stage
+  int total = 0;               // Σ instances
+  std::vector<int> batch;      // per stage
+  std::vector<int> instances;  // per stage
 };
 
 // OPT(s, t) = min over b with slots(b) ≤ t of instances(b) + Σ_children OPT(c, t − slots(b)),
@@ -55,11 +55,11 @@ fa2_plan fa2_tree(const std::vector<fa2_stage>& stages, size_t root, int slo_ms)
 // starts after the last of its parents, so a plan that meets the forest's constraints meets
 // every path of the DAG.
 struct fa2_transform {
-  std::vector<std::vector<size_t>> children;   // per stage: the edges kept (a forest)
-  std::vector<std::pair<size_t, size_t>> cuts; // the removed edges, in removal order
-  std::vector<int> cap_ms;                     // per stage: largest budget at its start; -1 none
-  std::vector<int> floor_ms;                   // per stage: least budget left after it; 0 none
-  std::vector<size_t> roots;                   // stages without parents in the DAG
+  std::vector<std::vector<size_t>> children;    // per stage: the edges kept (a forest)
+  std::vector<std::pair<size_t, size_t>> cuts;  // the removed edges, in removal order
+  std::vector<int> cap_ms;                      // per stage: largest budget at its start; -1 none
+  std::vector<int> floor_ms;                    // per stage: least budget left after it; 0 none
+  std::vector<size_t> roots;                    // stages without parents in the DAG
 };
 fa2_transform fa2_make_tree(const std::vector<fa2_stage>& stages, int slo_ms);
 

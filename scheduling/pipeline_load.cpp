@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "scheduling/epoch.hpp"
 #include "scheduling/query_analyzer.hpp"
 
 namespace sloserve::sched {
@@ -37,6 +38,15 @@ void pipeline_load::close_window(double window_s) {
     queries_[p] = 0;
   }
   if (any) ++rates_.windows_with_load;
+}
+
+void set_measured_load(epoch_input& in, const pipeline_rates& rates, double headroom) {
+  in.rates.clear();
+  in.fanouts.clear();
+  for (size_t pi = 0; pi < in.pipelines->size() && pi < rates.pipelines.size(); ++pi) {
+    in.rates.push_back(rates.pipelines[pi].rate * (1 + headroom));
+    in.fanouts.push_back(measured_fanout((*in.pipelines)[pi], rates.pipelines[pi]));
+  }
 }
 
 int settle_windows(int beacon_ms) {

@@ -45,15 +45,19 @@ int settle_windows(int beacon_ms);
 
 // When the scheduler plans again (scheduler: in the cluster file).
 struct epoch_rule {
-  double epoch_s = 30;      // at least this often
-  double min_epoch_s = 10;  // never more often, unless a rate left its band
+  double epoch_s = 30;                     // at least this often
+  double min_epoch_s = 10;                 // never more often, unless a rate left its band
   double band_low = 0.8, band_high = 1.1;  // of the rate the plan was made for
-  int settle_windows = 2;   // windows with load before the first plan
+  int settle_windows = 2;                  // windows with load before the first plan
 };
 // Whether an epoch is due `since_s` after the last one: the first once `rates` have settled,
 // then every epoch_s, or after min_epoch_s when a pipeline's rate left the band around the rate
 // it was planned for (`planned`; null before the first plan).
 bool epoch_due(const epoch_rule& rule, const pipeline_rates& rates, const std::vector<double>* planned, double since_s);
+
+struct epoch_input;
+// Sets `in`'s rates to the measured ones × (1 + headroom), and its fan-outs to the measured ones.
+void set_measured_load(epoch_input& in, const pipeline_rates& rates, double headroom);
 
 // Measured fan-out per stage: invocations of a stage per invocation of its parent (per query for
 // roots and joins); the declared value where nothing was measured.

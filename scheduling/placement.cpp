@@ -19,8 +19,19 @@ std::vector<sched::device_slot> device_slots(const cluster_config& cfg) {
   return out;
 }
 
-msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_input& in,
-                                const sched::epoch_result& r, uint64_t epoch) {
+sched::epoch_input planning_input(const cluster_config& cfg, const std::vector<model_spec>& models) {
+  sched::epoch_input in;
+  in.models = &models;
+  in.pipelines = &cfg.pipelines;
+  in.slots = device_slots(cfg);
+  in.policy = cfg.scheduler.policy;
+  in.split = cfg.scheduler.split;
+  in.steps = cfg.scheduler.steps;
+  return in;
+}
+
+msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_input& in, const sched::epoch_result& r,
+                                uint64_t epoch) {
   msg::routing_table t;
   t.epoch = epoch;
   std::map<std::string, msg::model_route> routes;
@@ -41,7 +52,8 @@ msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_in
   for (auto& [name, route] : routes) t.routes.push_back(std::move(route));
   for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi) {
     auto& p = cfg.pipelines[pi];
-    for (size_t s = 0; s < p.stages.size(); ++s) t.budgets.push_back({p.name, p.stages[s].name, r.splits[pi].budget_ms[s]});
+    for (size_t s = 0; s < p.stages.size(); ++s)
+      t.budgets.push_back({p.name, p.stages[s].name, r.splits[pi].budget_ms[s]});
   }
   return t;
 }
@@ -71,8 +83,10 @@ std::map<std::string, msg::schedule> schedules_from(const cluster_config& cfg, c
       for (auto& [model, w] : r.models_of[a.session]) {
         auto& name = model->name;
         auto it = std::find_if(dev.sessions.begin(), dev.sessions.end(), [&](auto& x) { return x.model == name; });
-        if (it == dev.sessions.end()) dev.sessions.push_back({name, cap});
-        else it->batch = std::max(it->batch, cap);
+        if (it == dev.sessions.end())
+          dev.sessions.push_back({name, cap});
+        else
+          it->batch = std::max(it->batch, cap);
       }
     }
   }
@@ -120,7 +134,8 @@ cluster_placement static_placement(const cluster_config& cfg, uint64_t epoch) {
   }
   for (auto& p : cfg.pipelines) {
     auto split = even_split(p);
-    for (size_t i = 0; i < p.stages.size(); ++i) out.table.budgets.push_back({p.name, p.stages[i].name, split.budget_ms[i]});
+    for (size_t i = 0; i < p.stages.size(); ++i)
+      out.table.budgets.push_back({p.name, p.stages[i].name, split.budget_ms[i]});
   }
   return out;
 }
@@ -144,7 +159,8 @@ void add_backups(const cluster_config& cfg, const std::vector<sched::device_slot
       }
       if (!best) continue;
       auto* m = cfg.find_model(stage.model);
-      pl.schedules[best->node].devices[best->device].sessions.push_back({m->name, static_cast<uint32_t>(m->batch_limit())});
+      pl.schedules[best->node].devices[best->device].sessions.push_back(
+          {m->name, static_cast<uint32_t>(m->batch_limit())});
       for (auto& r : pl.table.routes)
         if (r.model == stage.model) r.instances.push_back({best->node, best->device, 1.0});
       routed.insert(stage.model);
@@ -153,8 +169,8 @@ void add_backups(const cluster_config& cfg, const std::vector<sched::device_slot
 
 }  // namespace
 
-cluster_placement epoch_placement(const cluster_config& cfg, const sched::epoch_input& in,
-                                  const sched::epoch_result& r, uint64_t epoch) {
+cluster_placement epoch_placement(const cluster_config& cfg, const sched::epoch_input& in, const sched::epoch_result& r,
+                                  uint64_t epoch) {
   cluster_placement out{schedules_from(cfg, in, r, epoch), routing_from(cfg, in, r, epoch)};
   add_backups(cfg, in.slots, out);
   return out;

@@ -45,6 +45,10 @@ struct cluster_placement {
 // Every device of every worker node, in config order.
 std::vector<sched::device_slot> device_slots(const cluster_config& cfg);
 
+// What an epoch plans with, as `scheduler:` says: every device slot, `models` (the config's, with
+// measured profiles), the config's pipelines; rates still to be set.
+sched::epoch_input planning_input(const cluster_config& cfg, const std::vector<model_spec>& models);
+
 // The placement before any plan: every device runs every model it may serve, at the batch that
 // saturates its tightest even-split budget; budgets are the even split.
 cluster_placement static_placement(const cluster_config& cfg, uint64_t epoch);
@@ -53,8 +57,8 @@ msg::schedule static_schedule(const cluster_config& cfg, const node_spec& node, 
 // A scheduler epoch's plan on the devices of `in.slots`. Every model a pipeline uses keeps at
 // least one instance: one the plan left out (no traffic yet, or no room) runs as a backup on a
 // free device, else beside the least busy device that may serve it.
-cluster_placement epoch_placement(const cluster_config& cfg, const sched::epoch_input& in,
-                                  const sched::epoch_result& r, uint64_t epoch);
+cluster_placement epoch_placement(const cluster_config& cfg, const sched::epoch_input& in, const sched::epoch_result& r,
+                                  uint64_t epoch);
 
 // A scaler's deployment: instances weighted by their throughput at their batch and cores; the
 // stage budgets are the deployment's, or `budgets` when it carries none.
@@ -69,8 +73,8 @@ const model_spec* unprofiled_model(const cluster_config& cfg, const std::vector<
 bool adopt_measured_profile(std::vector<model_spec>& models, const msg::measured_profile& mp);
 
 // Instances per model weighted by the rate each takes, and the epoch's stage budgets.
-msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_input& in,
-                                const sched::epoch_result& r, uint64_t epoch);
+msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_input& in, const sched::epoch_result& r,
+                                uint64_t epoch);
 
 // Per worker node: each of its devices with the sessions it runs (none when unused).
 std::map<std::string, msg::schedule> schedules_from(const cluster_config& cfg, const sched::epoch_input& in,

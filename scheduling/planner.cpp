@@ -13,10 +13,14 @@ namespace {
 
 constexpr double eps = 1e-9;
 
-double l_ms(const session& s, int b) { return s.model->profile.latency_ms_at(b); }
+double l_ms(const session& s, int b) {
+  return s.model->profile.latency_ms_at(b);
+}
 
 // ceil, forgiving the rounding of d·r that should land on a whole batch.
-int ceil_batch(double x) { return std::max(1, static_cast<int>(std::ceil(x - 1e-6))); }
+int ceil_batch(double x) {
+  return std::max(1, static_cast<int>(std::ceil(x - 1e-6)));
+}
 
 double memory_of(const std::vector<assignment>& as, const std::vector<session>& ss) {
   // Devices hold a handful of models: a linear scan beats a set here.
@@ -62,8 +66,8 @@ std::optional<residual> residual_of(const std::vector<session>& ss, size_t i, do
 
 // MERGENODES generalised to a set: the shortest duty cycle of the members, each batch
 // ceil(d·r), feasible when the batches fit the cycle, every SLO holds and memory suffices.
-std::optional<device_plan> shared_device(const std::vector<residual>& members,
-                                         const std::vector<session>& ss, const device_caps& caps) {
+std::optional<device_plan> shared_device(const std::vector<residual>& members, const std::vector<session>& ss,
+                                         const device_caps& caps) {
   if (members.empty()) return std::nullopt;
   double d = members.front().max_duty_ms;
   for (auto& m : members) d = std::min(d, m.max_duty_ms);
@@ -116,7 +120,7 @@ std::string key_of(const session& s) {
 }  // namespace
 
 plan nexus_planner::make_impl(const std::vector<session>& ss, const device_caps& caps, const plan* previous,
-                         const std::vector<session>* previous_sessions) const {
+                              const std::vector<session>* previous_sessions) const {
   plan out;
   id_pool ids;
   // Saturate (lines 1-7).
@@ -135,9 +139,12 @@ plan nexus_planner::make_impl(const std::vector<session>& ss, const device_caps&
     if (r > 1e-6) {
       residuals[i] = residual_of(ss, i, r);
       // A residual that cannot keep up on its own device gets one more dedicated device.
-      if (residuals[i] && residuals[i]->occupancy > 1 + eps && T > 0) residuals[i].reset(), ++n;
-      else if (!residuals[i] && T > 0) ++n;
-      else if (!residuals[i]) out.infeasible.push_back(i);
+      if (residuals[i] && residuals[i]->occupancy > 1 + eps && T > 0)
+        residuals[i].reset(), ++n;
+      else if (!residuals[i] && T > 0)
+        ++n;
+      else if (!residuals[i])
+        out.infeasible.push_back(i);
     }
     dedicated_needed[i] = n;
   }
@@ -253,19 +260,22 @@ plan nexus_planner::make_impl(const std::vector<session>& ss, const device_caps&
         all = false;
         break;
       }
-    if (all) gone.push_back(k);
-    else shared = std::move(backup), members_at = std::move(backup_members), where = std::move(backup_where);
+    if (all)
+      gone.push_back(k);
+    else
+      shared = std::move(backup), members_at = std::move(backup_members), where = std::move(backup_where);
   }
   for (size_t k = 0; k < shared.size(); ++k)
     if (std::find(gone.begin(), gone.end(), k) == gone.end()) out.devices.push_back(std::move(shared[k]));
   for (size_t i = 0; i < ss.size(); ++i)
     if (was[i] >= 0 && where[i] >= 0 && was[i] != where[i]) ++out.moved;
-  std::sort(out.devices.begin(), out.devices.end(), [](const device_plan& a, const device_plan& b) { return a.id < b.id; });
+  std::sort(out.devices.begin(), out.devices.end(),
+            [](const device_plan& a, const device_plan& b) { return a.id < b.id; });
   return out;
 }
 
 plan batch_oblivious_planner::make_impl(const std::vector<session>& ss, const device_caps& caps, const plan*,
-                                   const std::vector<session>*) const {
+                                        const std::vector<session>*) const {
   plan out;
   struct item {
     size_t s;
@@ -326,9 +336,11 @@ plan batch_oblivious_planner::make_impl(const std::vector<session>& ss, const de
 
 std::unique_ptr<planner> make_planner(scheduler_policy policy) {
   switch (policy) {
-    case scheduler_policy::batch_oblivious: return std::make_unique<batch_oblivious_planner>();
+    case scheduler_policy::batch_oblivious:
+      return std::make_unique<batch_oblivious_planner>();
     case scheduler_policy::nexus:
-    case scheduler_policy::static_plan: break;  // static plans are made by placement; epochs pack as nexus
+    case scheduler_policy::static_plan:
+      break;  // static plans are made by placement; epochs pack as nexus
   }
   return std::make_unique<nexus_planner>();
 }
@@ -347,7 +359,8 @@ std::vector<std::string> check_plan(const plan& p, const std::vector<session>& s
         bad.push_back(where(d) + ": " + s.model->name + " batch " + std::to_string(a.batch) + " over its limit");
       if (d.dedicated) {
         if (2 * l > s.slo_ms + eps) bad.push_back(where(d) + ": " + s.model->name + " worst case 2·l(B) over its SLO");
-        if (a.rate > a.batch / l * 1000 + 1e-6) bad.push_back(where(d) + ": " + s.model->name + " rate over its throughput");
+        if (a.rate > a.batch / l * 1000 + 1e-6)
+          bad.push_back(where(d) + ": " + s.model->name + " rate over its throughput");
         continue;
       }
       busy += l;
@@ -357,7 +370,8 @@ std::vector<std::string> check_plan(const plan& p, const std::vector<session>& s
         bad.push_back(where(d) + ": " + s.model->name + " batch too small for its rate in one cycle");
     }
     if (!d.dedicated && busy > d.duty_cycle_ms + eps) bad.push_back(where(d) + ": batches overrun the duty cycle");
-    if (caps.memory_mb > 0 && memory_of(d.sessions, ss) > caps.memory_mb + eps) bad.push_back(where(d) + ": over memory");
+    if (caps.memory_mb > 0 && memory_of(d.sessions, ss) > caps.memory_mb + eps)
+      bad.push_back(where(d) + ": over memory");
   }
   for (size_t i = 0; i < ss.size(); ++i) {
     if (std::find(p.infeasible.begin(), p.infeasible.end(), i) != p.infeasible.end()) continue;

@@ -27,11 +27,11 @@ struct assignment {
 };
 
 struct device_plan {
-  int id = 0;                 // stable across incremental re-plans
-  bool dedicated = false;     // saturated by one session, running batch B back to back
-  double duty_cycle_ms = 0;   // round-robin period; for a dedicated device, l(B)
+  int id = 0;                // stable across incremental re-plans
+  bool dedicated = false;    // saturated by one session, running batch B back to back
+  double duty_cycle_ms = 0;  // round-robin period; for a dedicated device, l(B)
   std::vector<assignment> sessions;
-  double occupancy = 0;       // busy fraction of the duty cycle
+  double occupancy = 0;  // busy fraction of the duty cycle
   double memory_mb = 0;
 };
 
@@ -51,8 +51,7 @@ class planner {
   virtual std::string_view name() const = 0;
   // Places `sessions`. With `previous` (a plan of an earlier epoch, matched by model and SLO),
   // keeps as many sessions where they were as it can.
-  plan make(const std::vector<session>& sessions, const device_caps& caps,
-            const plan* previous = nullptr,
+  plan make(const std::vector<session>& sessions, const device_caps& caps, const plan* previous = nullptr,
             const std::vector<session>* previous_sessions = nullptr) const {
     return make_impl(sessions, caps, previous, previous_sessions);
   }
@@ -89,7 +88,6 @@ std::unique_ptr<planner> make_planner(scheduler_policy policy);
 // Every way `p` breaks a session's latency, a device's duty cycle or memory, or leaves a
 // session's rate uncovered; empty when it is sound. Worst case on a shared device is
 // duty cycle + l(b); on a dedicated one 2·l(B).
-std::vector<std::string> check_plan(const plan& p, const std::vector<session>& sessions,
-                                    const device_caps& caps);
+std::vector<std::string> check_plan(const plan& p, const std::vector<session>& sessions, const device_caps& caps);
 
 }  // namespace sloserve::sched

@@ -7,12 +7,12 @@
 namespace sloserve::sched {
 
 struct profile_fit {
-  double a = 0;   // b² coefficient (0 for the linear fit)
-  double b1 = 0;  // b coefficient (alpha_ms for the linear fit)
-  double c = 0;   // constant (beta_ms for the linear fit)
-  double rms_ms = 0;        // root mean square error over the points
-  double max_rel_err = 0;   // largest |fit - measured| / measured
-  bool ok = false;          // false when there are too few distinct points
+  double a = 0;            // b² coefficient (0 for the linear fit)
+  double b1 = 0;           // b coefficient (alpha_ms for the linear fit)
+  double c = 0;            // constant (beta_ms for the linear fit)
+  double rms_ms = 0;       // root mean square error over the points
+  double max_rel_err = 0;  // largest |fit - measured| / measured
+  bool ok = false;         // false when there are too few distinct points
 
   double at(double batch) const { return a * batch * batch + b1 * batch + c; }
 };

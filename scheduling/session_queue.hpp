@@ -19,8 +19,8 @@ class session_queue {
 
   void push(time_point deadline, T item) {
     // Deadlines mostly arrive in order, so search from the back.
-    auto it = std::upper_bound(q_.begin(), q_.end(), deadline,
-                               [](time_point d, const entry& e) { return d < e.deadline; });
+    auto it =
+        std::upper_bound(q_.begin(), q_.end(), deadline, [](time_point d, const entry& e) { return d < e.deadline; });
     q_.insert(it, entry{deadline, std::move(item)});
   }
 
@@ -29,8 +29,8 @@ class session_queue {
   time_point front_deadline() const { return q_.front().deadline; }
 
   // Applies `policy`; appends dropped requests to `dropped` and the batch to `batch`.
-  void form_batch(const drop_policy& policy, time_point now, int target, const latency_fn& l,
-                  std::vector<entry>& batch, std::vector<entry>& dropped) {
+  void form_batch(const drop_policy& policy, time_point now, int target, const latency_fn& l, std::vector<entry>& batch,
+                  std::vector<entry>& dropped) {
     auto p = policy.plan([this](size_t i) { return q_[i].deadline; }, q_.size(), now, target, l);
     for (size_t i = 0; i < p.drop; ++i) dropped.push_back(std::move(q_[i]));
     for (size_t i = p.drop; i < p.drop + p.take; ++i) batch.push_back(std::move(q_[i]));

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs the whole test suite.
+# Sets up, checks the formatting, builds with warnings as errors, and runs the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh
+bash scripts/setup.sh
+bash scripts/format.sh --check
+SLOSERVE_WERROR=ON bash scripts/build.sh
 cd build && ctest --output-on-failure -j"$(nproc)" --timeout 300

@@ -4,7 +4,6 @@
 
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
-
 #include <memory>
 
 #include "actors/link.hpp"
@@ -19,8 +18,10 @@ class recording_link final : public link {
   const local_actors& local() const override { return actors; }
   void to_node(const std::string& node, msg::envelope e) override {
     e.from = name_;
-    if (node == name_) dispatch(*this, std::move(e), {});
-    else sent.emplace_back(node, std::move(e));
+    if (node == name_)
+      dispatch(*this, std::move(e), {});
+    else
+      sent.emplace_back(node, std::move(e));
   }
   void to_client(const std::string& client, msg::body b) override { replies.emplace_back(client, std::move(b)); }
   int64_t now_ns() const override { return 0; }  // actors run on the test scheduler's clock

@@ -30,7 +30,8 @@ models:
      profile: {alpha_ms: 5, beta_ms: 5}}
 pipelines:
   - {name: p, slo_ms: 100, stages: [{name: s, model: m}]}
-scheduler: {policy: )" + policy + R"(, epoch_s: 30, min_epoch_s: 5}
+scheduler: {policy: )" +
+         policy + R"(, epoch_s: 30, min_epoch_s: 5}
 )";
 }
 

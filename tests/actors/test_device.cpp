@@ -84,8 +84,8 @@ TEST_F(device_fixture, a_bad_image_is_refused_alone) {
   invoke(2, 100ms, "img", make_tensor({dtype::uint8, {100}}, 2));  // random bytes, not a JPEG
   invoke(3, 100ms, "img", make_tensor({dtype::float32, {3, 4, 4}}, 3));
   invoke(4, 100ms, "img", make_tensor({dtype::uint8, {5, 6, 4}}, 4));  // four channels
-  advance(10ms);  // request 1 ran alone
-  advance(10ms);  // then request 3
+  advance(10ms);                                                       // request 1 ran alone
+  advance(10ms);                                                       // then request 3
   auto r = results();
   ASSERT_EQ(r.size(), 4u);
   std::map<uint64_t, msg::invocation_result> by_id;
@@ -133,14 +133,16 @@ TEST_F(device_fixture, early_drop_answers_what_cannot_make_it) {
 TEST_F(device_fixture, the_deadline_runs_from_when_the_worker_took_the_invocation_in) {
   advance(20ms);
   auto took_in = (now() - 12ms).time_since_epoch().count();
-  msg::invocation late{1, "fe", "m", 0, std::chrono::nanoseconds(15ms).count(), {make_tensor({dtype::float32, {2}}, 1)}};
+  msg::invocation late{
+      1, "fe", "m", 0, std::chrono::nanoseconds(15ms).count(), {make_tensor({dtype::float32, {2}}, 1)}};
   late.received_ns = took_in;
   caf::anon_send(dev, late);
   run();
   auto r = results();
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].code, msg::status::dropped);
-  msg::invocation fine{2, "fe", "m", 0, std::chrono::nanoseconds(100ms).count(), {make_tensor({dtype::float32, {2}}, 2)}};
+  msg::invocation fine{
+      2, "fe", "m", 0, std::chrono::nanoseconds(100ms).count(), {make_tensor({dtype::float32, {2}}, 2)}};
   fine.received_ns = took_in;
   caf::anon_send(dev, fine);
   run();
@@ -155,10 +157,10 @@ TEST_F(device_fixture, sessions_take_turns) {
   invoke(1, 100ms, "m");  // running
   invoke(2, 100ms, "m");
   invoke(3, 100ms, "n");
-  advance(10ms);          // m's first batch done; the round-robin turn goes to n
+  advance(10ms);  // m's first batch done; the round-robin turn goes to n
   auto r = results();
   ASSERT_EQ(r.size(), 1u);
-  advance(5ms);           // n ran alone in l_n(1) = 5 ms
+  advance(5ms);  // n ran alone in l_n(1) = 5 ms
   r = results();
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].id, 3u);
@@ -231,7 +233,11 @@ models:
     run();
   }
   void invoke(uint64_t id, std::string model, std::chrono::microseconds budget = 1s) {
-    caf::anon_send(dev, msg::invocation{id, "fe", std::move(model), 0, std::chrono::nanoseconds(budget).count(),
+    caf::anon_send(dev, msg::invocation{id,
+                                        "fe",
+                                        std::move(model),
+                                        0,
+                                        std::chrono::nanoseconds(budget).count(),
                                         {make_tensor({dtype::float32, {2}}, id)}});
     run();
   }
@@ -263,8 +269,8 @@ TEST_F(family_fixture, variants_of_one_prefix_run_as_one_family_batch) {
 
 // A variant's batch is judged at the cost of the family pass it joins, not of its own rows.
 TEST_F(family_fixture, early_drop_counts_the_whole_family_batch) {
-  invoke(1, "v0", 1s);          // runs alone: l_v0(1) = 13.2 ms
-  invoke(2, "v0", 28200us);     // 15 ms left when the device frees up
+  invoke(1, "v0", 1s);       // runs alone: l_v0(1) = 13.2 ms
+  invoke(2, "v0", 28200us);  // 15 ms left when the device frees up
   for (uint64_t id : {3, 4, 5}) invoke(id, "v1", 1s);
   advance(13200us);
   // Alone, request 2 would fit (l_v0(1) = 13.2 ms); in a pass with v1's three it needs
@@ -294,7 +300,8 @@ models:
   - {name: a, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [4]}, profile: {alpha_ms: 1, beta_ms: 1}}
   - {name: b, prefix: nope, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [3]}, profile: {alpha_ms: 1, beta_ms: 1}}
   - {name: c, prefix: a, input: {dtype: float32, shape: [5]}, output: {dtype: float32, shape: [3]}, profile: {alpha_ms: 1, beta_ms: 1}}
-)", "p.yaml");
+)",
+                                "p.yaml");
   ASSERT_FALSE(r);
   auto e = r.error_text();
   EXPECT_NE(e.find("p.yaml:5:23: model 'b' has unknown prefix model 'nope'"), std::string::npos) << e;
@@ -328,7 +335,10 @@ runtime: {max_queued_mb: 1}
   }
   f.run();
   for (uint64_t id = 1; id <= 10; ++id) {
-    caf::anon_send(devs[id % 2], msg::invocation{id, "fe", "big", static_cast<uint32_t>(id % 2),
+    caf::anon_send(devs[id % 2], msg::invocation{id,
+                                                 "fe",
+                                                 "big",
+                                                 static_cast<uint32_t>(id % 2),
                                                  std::chrono::nanoseconds(10s).count(),
                                                  {make_tensor({dtype::float32, {65536}}, id)}});
     f.run();
@@ -371,8 +381,9 @@ models:
   f.run();
   // The batch of one takes exactly `ms`: nothing before, the result then.
   auto runs_for = [&](uint64_t id, std::chrono::milliseconds ms) {
-    caf::anon_send(dev, msg::invocation{id, "fe", "m", 0, std::chrono::nanoseconds(1s).count(),
-                                        {make_tensor({dtype::float32, {2}}, id)}});
+    caf::anon_send(
+        dev, msg::invocation{
+                 id, "fe", "m", 0, std::chrono::nanoseconds(1s).count(), {make_tensor({dtype::float32, {2}}, id)}});
     f.run();
     f.advance(ms - 1us);
     EXPECT_TRUE(net->take<msg::invocation_result>().empty());
@@ -422,8 +433,9 @@ models:
     return done;
   }
   msg::status serve(uint64_t id, const std::string& model) {
-    caf::anon_send(dev, msg::invocation{id, "fe", model, 0, std::chrono::nanoseconds(1s).count(),
-                                        {make_tensor({dtype::float32, {2}}, id)}});
+    caf::anon_send(
+        dev, msg::invocation{
+                 id, "fe", model, 0, std::chrono::nanoseconds(1s).count(), {make_tensor({dtype::float32, {2}}, id)}});
     run();
     advance(10ms);
     auto r = net->take<msg::invocation_result>();
@@ -441,7 +453,7 @@ TEST_F(cold_start_fixture, a_new_model_is_acknowledged_only_once_loaded_and_old_
   EXPECT_FALSE(*first);
   advance(1ms);
   ASSERT_TRUE(*first);
-  auto second = schedule({"m", "k"});  // m is held: only k loads, 500 ms
+  auto second = schedule({"m", "k"});         // m is held: only k loads, 500 ms
   EXPECT_EQ(serve(1, "m"), msg::status::ok);  // the old schedule serves while k loads
   EXPECT_FALSE(*second);
   advance(489ms);  // 499 ms since the schedule
@@ -499,7 +511,8 @@ class pipelined_executor final : public device_executor {
     for (size_t i = 0; i < inputs.size(); ++i) out.outputs.push_back({make_tensor(m.output, 7, "output")});
     return out;
   }
-  std::optional<batch_outcome> start(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs) override {
+  std::optional<batch_outcome> start(const model_spec& m,
+                                     const std::vector<const std::vector<tensor>*>& inputs) override {
     std::string names;
     for (auto* in : inputs) {
       float v;

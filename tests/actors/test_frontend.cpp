@@ -75,8 +75,10 @@ struct frontend_fixture : caf_fixture, ::testing::Test {
     r.code = code;
     r.node = "w1";
     r.batch = 1;
-    if (code == msg::status::ok) r.outputs.push_back(make_tensor(m.output, inv.id, "output"));
-    else r.reason = "test says no";
+    if (code == msg::status::ok)
+      r.outputs.push_back(make_tensor(m.output, inv.id, "output"));
+    else
+      r.reason = "test says no";
     caf::anon_send(fe, r);
     run();
   }
@@ -139,7 +141,7 @@ TEST_F(frontend_fixture, walks_a_fan_out_dag_and_answers_once) {
 TEST_F(frontend_fixture, a_full_payload_budget_answers_overloaded_and_finishing_frees_it) {
   route({"w1"});
   int64_t limit = int64_t{cfg_->runtime.max_queued_mb} << 20;
-  ASSERT_TRUE(net->queued.try_charge(limit - 10, limit));  // the node's devices hold the rest
+  ASSERT_TRUE(net->queued.try_charge(limit - 10, limit));        // the node's devices hold the rest
   request("traffic", 1, make_tensor({dtype::float32, {4}}, 1));  // 16 bytes: over
   auto replies = net->client_replies();
   ASSERT_EQ(replies.size(), 1u);
@@ -191,7 +193,8 @@ TEST_F(frontend_fixture, rejects_bad_input_with_a_reason) {
   auto r = net->client_replies();
   ASSERT_EQ(r.size(), 4u);
   EXPECT_NE(r[0].reason.find("unknown pipeline 'nope'"), std::string::npos);
-  EXPECT_NE(r[1].reason.find("float32[5] does not match the model's declared input float32[4]"), std::string::npos) << r[1].reason;
+  EXPECT_NE(r[1].reason.find("float32[5] does not match the model's declared input float32[4]"), std::string::npos)
+      << r[1].reason;
   EXPECT_NE(r[2].reason.find("int32[4] does not match"), std::string::npos);
   EXPECT_EQ(r[3].code, msg::status::dropped);
   EXPECT_TRUE(net->take<msg::invocation>().empty());
@@ -242,7 +245,8 @@ TEST_F(frontend_fixture, network_time_shortens_the_deadline) {
   ASSERT_EQ(inv.size(), 1u);
   EXPECT_EQ(inv[0].second.budget_ns, std::chrono::nanoseconds(30ms).count());
   // Another client has reported nothing: it gets the whole SLO.
-  caf::anon_send(fe, ingress{"client-2", msg::client_request{"traffic", 3, {make_tensor({dtype::float32, {4}}, 1)}, -1}});
+  caf::anon_send(fe,
+                 ingress{"client-2", msg::client_request{"traffic", 3, {make_tensor({dtype::float32, {4}}, 1)}, -1}});
   run();
   inv = net->take<msg::invocation>();
   ASSERT_EQ(inv.size(), 1u);

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 #include <zmq.h>
 
-#include <cstring>
 #include <atomic>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -148,14 +148,18 @@ struct cpu_node {
   std::unique_ptr<raw_client> client;
 
   void start(std::string profile = ", profile: {alpha_ms: 0.05, beta_ms: 0.5}") {
-    auto r = parse_cluster_config(R"(nodes:
+    auto r = parse_cluster_config(
+        R"(nodes:
   - {name: local, address: "tcp://127.0.0.1:0", roles: [controller, frontend, worker], devices: [{kind: cpu, count: 1, threads: 1}]}
 models:
-  - {name: mlp, path: )" + dir + R"(/tiny_mlp.pt, input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [4]}, max_batch: 8)" +
-                                      profile + R"(}
+  - {name: mlp, path: )" +
+            dir +
+            R"(/tiny_mlp.pt, input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [4]}, max_batch: 8)" +
+            profile + R"(}
 pipelines:
   - {name: p, slo_ms: 100, stages: [{name: s, model: mlp}]}
-)", "cpu.yaml");
+)",
+        "cpu.yaml");
     ASSERT_TRUE(r) << r.error_text();
     node = std::make_unique<node_runtime>(std::make_shared<const cluster_config>(std::move(*r.config)), "local");
     auto started = node->start();
@@ -183,7 +187,8 @@ TEST(node_runtime_cpu, serves_a_torchscript_model) {
   std::ifstream in(dir + "/tiny_mlp.input.bin", std::ios::binary);
   std::string input(16 * 4, '\0'), want(4 * 4, '\0');
   in.read(input.data(), static_cast<std::streamsize>(input.size()));
-  std::ifstream(dir + "/tiny_mlp.output.bin", std::ios::binary).read(want.data(), static_cast<std::streamsize>(want.size()));
+  std::ifstream(dir + "/tiny_mlp.output.bin", std::ios::binary)
+      .read(want.data(), static_cast<std::streamsize>(want.size()));
   client.send(msg::encode({{}, msg::client_request{"p", 1, {tensor{"x", dtype::float32, {16}, input}}, -1}}));
   auto e = client.recv();
   ASSERT_TRUE(e);
@@ -197,8 +202,9 @@ TEST(node_runtime_cpu, serves_a_torchscript_model) {
   client.send(msg::encode({{}, msg::client_request{"p", 2, {make_tensor({dtype::float32, {15}}, 1)}, -1}}));
   auto bad = client.recv();
   ASSERT_TRUE(bad);
-  EXPECT_NE(std::get<msg::client_reply>(bad->content).reason.find("does not match the model's declared input float32[16]"),
-            std::string::npos);
+  EXPECT_NE(
+      std::get<msg::client_reply>(bad->content).reason.find("does not match the model's declared input float32[16]"),
+      std::string::npos);
 }
 
 // A model entry without a profile is measured by the worker at start-up, before it serves.
@@ -238,8 +244,8 @@ TEST(node_runtime_cpu, changing_the_thread_count_while_serving_answers_every_req
   });
   constexpr int requests = 400;
   for (int i = 1; i <= requests; ++i) {
-    n.client->send(msg::encode({{}, msg::client_request{"p", static_cast<uint64_t>(i),
-                                                        {make_tensor({dtype::float32, {16}}, i)}, -1}}));
+    n.client->send(msg::encode(
+        {{}, msg::client_request{"p", static_cast<uint64_t>(i), {make_tensor({dtype::float32, {16}}, i)}, -1}}));
     if (i % 8 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   std::set<uint64_t> answered;

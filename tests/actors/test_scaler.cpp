@@ -31,7 +31,8 @@ models:
     cores: {gamma_ms: 10, epsilon_ms: 20, delta_ms: 1, eta_ms: 2}
 pipelines:
   - {name: p, slo_ms: 200, stages: [{name: s, model: m}]}
-scaler: {policy: )" + policy + R"(, vertical_s: 1, horizontal_s: 10, max_cores: 8}
+scaler: {policy: )" +
+         policy + R"(, vertical_s: 1, horizontal_s: 10, max_cores: 8}
 )";
 }
 
@@ -81,7 +82,8 @@ struct scaler_fixture : caf_fixture, ::testing::Test {
     auto& d = deployments->back();
     size_t serving = loading ? 1 : d.instances.size();
     worker_set status{up, {}};
-    for (size_t k = 0; k < serving; ++k) status.acknowledged.push_back({d.instances[k].node, d.instances[k].device, "m"});
+    for (size_t k = 0; k < serving; ++k)
+      status.acknowledged.push_back({d.instances[k].node, d.instances[k].device, "m"});
     caf::anon_send(net->actors.scaler, status);
     for (std::string node : {"w1", "w2"}) {
       msg::load_report r;
@@ -90,7 +92,8 @@ struct scaler_fixture : caf_fixture, ::testing::Test {
       for (size_t k = 0; k < serving; ++k)
         if (d.instances[k].node == node)
           r.sessions.push_back({"m", d.instances[k].device,
-                                static_cast<uint64_t>(rate * window_s / static_cast<double>(serving)), 0, 0, 0, 0, 150});
+                                static_cast<uint64_t>(rate * window_s / static_cast<double>(serving)), 0, 0, 0, 0,
+                                150});
       caf::anon_send(net->actors.monitor, r);
     }
     run();
@@ -136,7 +139,8 @@ models:
      profile: {alpha_ms: 2.75, beta_ms: 5.5}, cores: {gamma_ms: 2.5, epsilon_ms: 5, delta_ms: 0.25, eta_ms: 0.5}}
 pipelines:
   - {name: p, slo_ms: 200, stages: [{name: det, model: det}, {name: cls, model: cls, after: [det]}]}
-scaler: {policy: )" + std::string(policy) + R"(, max_cores: 8}
+scaler: {policy: )" +
+               std::string(policy) + R"(, max_cores: 8}
 )");
     ASSERT_FALSE(deployments->empty()) << policy;
     auto& budgets = deployments->back().budgets;

@@ -46,8 +46,8 @@ struct worker_fixture : caf_fixture, ::testing::Test {
     return out;
   }
   void invoke(uint64_t id, uint32_t device) {
-    msg::invocation inv{id, "ctl", "m", device, std::chrono::nanoseconds(100ms).count(),
-                        {make_tensor({dtype::float32, {2}}, id)}};
+    msg::invocation inv{
+        id, "ctl", "m", device, std::chrono::nanoseconds(100ms).count(), {make_tensor({dtype::float32, {2}}, id)}};
     dispatch(*net, {{"ctl"}, std::move(inv)}, {});
     run();
   }

@@ -14,8 +14,8 @@ TEST(traces, bursty_is_five_times_the_base_for_five_seconds_every_minute) {
   ASSERT_EQ(t.size(), 180u);
   auto mean = [&](int from, int to) { return std::accumulate(t.begin() + from, t.begin() + to, 0.0) / (to - from); };
   for (int p : {0, 60, 120}) {
-    EXPECT_NEAR(mean(p, p + 5), 500, 40);       // Poisson around 500 over 5 s
-    EXPECT_NEAR(mean(p + 5, p + 60), 100, 8);   // and around 100 between bursts
+    EXPECT_NEAR(mean(p, p + 5), 500, 40);      // Poisson around 500 over 5 s
+    EXPECT_NEAR(mean(p + 5, p + 60), 100, 8);  // and around 100 between bursts
   }
   EXPECT_EQ(bursty_trace(100, 5, 5, 60, 180, 7), t);  // the seed fixes it
 }

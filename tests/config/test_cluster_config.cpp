@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -31,7 +32,9 @@ const std::string models = R"(models:
     profile: {alpha_ms: 1, beta_ms: 4}
 )";
 
-std::string with_pipelines(const std::string& p) { return nodes + models + p; }
+std::string with_pipelines(const std::string& p) {
+  return nodes + models + p;
+}
 
 // Parses and returns the errors as one text; expects failure.
 std::string errors_of(const std::string& yaml) {
@@ -47,7 +50,8 @@ TEST(cluster_config, valid_file_loads_with_resolved_pipeline) {
     stages:
       - {name: s1, model: a}
       - {name: s2, model: b, after: [s1], fanout: 1.5}
-)"), "c.yaml");
+)"),
+                                "c.yaml");
   ASSERT_TRUE(r) << r.error_text();
   auto& cfg = *r.config;
   ASSERT_EQ(cfg.pipelines.size(), 1u);
@@ -157,7 +161,8 @@ TEST(cluster_config, bad_address) {
   - {name: n, address: "tcp://127.0.0.1:99999", roles: [controller, frontend]}
   - {name: m, address: "udp://x", roles: [worker], devices: [{kind: emulated}]}
 )");
-  EXPECT_NE(e.find("c.yaml:2:24: node 'n': address 'tcp://127.0.0.1:99999' has an invalid port"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.yaml:2:24: node 'n': address 'tcp://127.0.0.1:99999' has an invalid port"), std::string::npos)
+      << e;
   EXPECT_NE(e.find("c.yaml:3:24: node 'm': address 'udp://x' must be"), std::string::npos) << e;
 }
 
@@ -175,7 +180,8 @@ TEST(cluster_config, unknown_key_and_wrong_type) {
 }
 
 TEST(cluster_config, scheduler_section) {
-  auto ok = parse_cluster_config(nodes + "scheduler: {policy: batch-oblivious, split: even, epoch_s: 20, rate_band: [0.7, 1.2]}\n", "c.yaml");
+  auto ok = parse_cluster_config(
+      nodes + "scheduler: {policy: batch-oblivious, split: even, epoch_s: 20, rate_band: [0.7, 1.2]}\n", "c.yaml");
   ASSERT_TRUE(ok) << ok.error_text();
   EXPECT_EQ(ok.config->scheduler.policy, scheduler_policy::batch_oblivious);
   EXPECT_DOUBLE_EQ(ok.config->scheduler.rate_band_high, 1.2);
@@ -215,7 +221,8 @@ TEST(cluster_config, single_node_pools_every_worker_device) {
     address: tcp://127.0.0.1:7102
     roles: [worker]
     devices: [{kind: emulated, count: 3, models: [a]}]
-)" + models, "c.yaml");
+)" + models,
+                                "c.yaml");
   ASSERT_TRUE(r) << r.error_text();
   auto one = single_node(*r.config);
   ASSERT_EQ(one.nodes.size(), 1u);
@@ -234,9 +241,10 @@ namespace {
 const std::string one_pipeline = "pipelines:\n  - {name: p, slo_ms: 100, stages: [{name: s, model: a}]}\n";
 
 TEST(cluster_config, security_paths_resolve_beside_the_file) {
-  auto r = parse_cluster_config(with_pipelines(one_pipeline) +
-                                    "security: {keys: keys, clients: [c/alice.pub, \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"]}\n",
-                                "/etc/sloserve/cluster.yaml");
+  auto r = parse_cluster_config(
+      with_pipelines(one_pipeline) +
+          "security: {keys: keys, clients: [c/alice.pub, \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"]}\n",
+      "/etc/sloserve/cluster.yaml");
   ASSERT_TRUE(r) << r.error_text();
   auto& s = r.config->security;
   EXPECT_TRUE(s.enabled());
@@ -276,7 +284,8 @@ TEST(cluster_config, model_paths_resolve_beside_the_file_and_round_trip_without_
   - {name: a, path: models/../models/a.pt, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8}
 pipelines:
   - {name: p, slo_ms: 100, stages: [{name: s, model: a}]}
-)", "/srv/project/cluster.yaml");
+)",
+                                "/srv/project/cluster.yaml");
   ASSERT_TRUE(r) << r.error_text();
   EXPECT_EQ(r.config->models[0].path, "/srv/project/models/a.pt");
   auto text = to_yaml(*r.config);
@@ -295,7 +304,8 @@ TEST(cluster_config, preprocess_takes_images_and_round_trips) {
      preprocess: {from: image, mean: [0.5, 0.5, 0.5], std: [0.25, 0.25, 0.25]}}
 pipelines:
   - {name: p, slo_ms: 100, stages: [{name: s, model: a}]}
-)", "c.yaml");
+)",
+                                "c.yaml");
   ASSERT_TRUE(r) << r.error_text();
   auto& m = r.config->models[0];
   ASSERT_TRUE(m.preprocess);
@@ -312,7 +322,8 @@ pipelines:
   EXPECT_NE(e.find("c.yaml:5:25: model 'a' preprocess: 'from' must be image"), std::string::npos) << e;
   EXPECT_NE(e.find("model 'a' preprocess mean needs 3 values"), std::string::npos) << e;
   EXPECT_NE(e.find("model 'a' preprocess std values must be positive"), std::string::npos) << e;
-  EXPECT_NE(e.find("the model's input must be float32[3, H, W] to take images, not float32[16]"), std::string::npos) << e;
+  EXPECT_NE(e.find("the model's input must be float32[3, H, W] to take images, not float32[16]"), std::string::npos)
+      << e;
 }
 
 TEST(cluster_config, precision_is_fp32_fp16_or_bf16_and_round_trips) {
@@ -320,7 +331,8 @@ TEST(cluster_config, precision_is_fp32_fp16_or_bf16_and_round_trips) {
   - {name: a, path: /m/a.pt, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8, precision: bf16}
 pipelines:
   - {name: p, slo_ms: 100, stages: [{name: s, model: a}]}
-)", "c.yaml");
+)",
+                                "c.yaml");
   ASSERT_TRUE(r) << r.error_text();
   EXPECT_EQ(r.config->models[0].precision, precision::bf16);
   auto again = parse_cluster_config(to_yaml(*r.config), "again.yaml");
@@ -337,7 +349,8 @@ TEST(cluster_config, a_real_model_may_leave_its_profile_to_the_worker) {
   - {name: a, path: /m/a.pt, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8}
 pipelines:
   - {name: p, slo_ms: 100, stages: [{name: s, model: a}]}
-)", "c.yaml");
+)",
+                                "c.yaml");
   ASSERT_TRUE(r) << r.error_text();
   EXPECT_TRUE(r.config->models[0].needs_profile);
   // Without a path there is nothing to measure; emulated devices have nothing to emulate.
@@ -351,13 +364,15 @@ models:
   - {name: a, path: /m/a.pt, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8}
 )");
   EXPECT_NE(e.find("c.yaml:2:94: node 'n' has emulated devices for model 'a', which has no 'profile' to emulate"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
 }
 
 TEST(cluster_config, cores_declares_how_latency_scales_with_cores) {
   auto r = parse_cluster_config(cpu_nodes + R"(models:
   - {name: a, path: /m/a.pt, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8, profile: {alpha_ms: 1, beta_ms: 2}, cores: {gamma_ms: 40, epsilon_ms: 20, delta_ms: 2, eta_ms: 5}}
-)", "c.yaml");
+)",
+                                "c.yaml");
   ASSERT_TRUE(r) << r.error_text();
   ASSERT_TRUE(r.config->models[0].cores);
   EXPECT_DOUBLE_EQ(r.config->models[0].cores->at(4, 2), 40.0 * 4 / 2 + 20.0 / 2 + 2 * 4 + 5);
@@ -389,8 +404,10 @@ TEST(cluster_config, scaler_section_round_trips_and_names_its_errors) {
   - {name: a, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8, profile: {alpha_ms: 1, beta_ms: 2}, cores: {gamma_ms: 4, epsilon_ms: 2, delta_ms: 1, eta_ms: 1}}
   - {name: b, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [1]}, max_batch: 4, profile: {alpha_ms: 1, beta_ms: 4}}
 )";
-  auto two = "pipelines:\n  - {name: p, slo_ms: 100, stages: [{name: s1, model: a}, {name: s2, model: b, after: [s1]}]}\n";
-  auto ok = parse_cluster_config(nodes + cored + two + "scaler: {policy: fa2, horizontal_s: 5, max_total_cores: 12}\n", "c.yaml");
+  auto two =
+      "pipelines:\n  - {name: p, slo_ms: 100, stages: [{name: s1, model: a}, {name: s2, model: b, after: [s1]}]}\n";
+  auto ok = parse_cluster_config(nodes + cored + two + "scaler: {policy: fa2, horizontal_s: 5, max_total_cores: 12}\n",
+                                 "c.yaml");
   ASSERT_TRUE(ok) << ok.error_text();
   EXPECT_TRUE(ok.config->scaler.enabled());
   EXPECT_EQ(ok.config->scaler.max_total_cores, 12);
@@ -403,13 +420,16 @@ TEST(cluster_config, scaler_section_round_trips_and_names_its_errors) {
   // A policy that resizes cores needs l(b, c) of every model it scales.
   auto e = errors_of(nodes + cored + two + "scaler: {policy: biscale}\n");
   EXPECT_NE(e.find("c.yaml:14:18: scaler policy biscale scales cores in place: model 'b' needs 'cores"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
   e = errors_of(nodes + cored + two + "scaler: {policy: magic, vertical_s: 0}\n");
   EXPECT_NE(e.find("scaler policy 'magic' is not none, fa2, sponge or biscale"), std::string::npos) << e;
   EXPECT_NE(e.find("scaler needs 0 < vertical_s <= horizontal_s"), std::string::npos) << e;
   // Each model sized on its own: one stage each.
-  e = errors_of(nodes + cored + "pipelines:\n  - {name: p, slo_ms: 100, stages: [{name: s1, model: a}, {name: s2, model: a, after: [s1]}]}\n" +
-                "scaler: {policy: fa2}\n");
+  e = errors_of(
+      nodes + cored +
+      "pipelines:\n  - {name: p, slo_ms: 100, stages: [{name: s1, model: a}, {name: s2, model: a, after: [s1]}]}\n" +
+      "scaler: {policy: fa2}\n");
   EXPECT_NE(e.find("model 'a' serves both p.s1 and p.s2"), std::string::npos) << e;
   e = errors_of(R"(nodes:
   - {name: ctl, address: tcp://127.0.0.1:7100, roles: [controller, frontend, worker], cores: 0, devices: [{kind: emulated}]}
@@ -485,7 +505,7 @@ pipelines:
   - {name: p, slo_ms: 100, stages: [{name: s, model: m}]}
 cluster: {name: c, owner: me}
 )",
-                                 "k.yaml");
+                                "k.yaml");
   ASSERT_FALSE(r);
   auto e = r.error_text();
   EXPECT_NE(e.find("k.yaml:3:"), std::string::npos) << e;

@@ -19,9 +19,9 @@ int main(int argc, char** argv) {
   auto u = make_tensor({dtype::uint8, {5}}, 8, "bytes");
   body bodies[] = {
       client_request{"traffic", 42, {t}, 12.5},
-      client_reply{42, status::dropped, "early drop", {u}, {{"detect", "w1", 0, 4, 1.5, 7.25}}, 9.5},
+      client_reply{42, msg::status::dropped, "early drop", {u}, {{"detect", "w1", 0, 4, 1.5, 7.25}}, 9.5},
       invocation{7, "fe", "det", 1, 50000000, {t, u}},
-      invocation_result{7, status::ok, "", {t}, "w1", 1, 4, 1000, 2000},
+      invocation_result{7, msg::status::ok, "", {t}, "w1", 1, 4, 1000, 2000},
       register_node{"w1", {"worker"}, 2, 99, 3},
       heartbeat{"w1", 99, 12},
       load_report{"w1", 1.0, {{"det", 0, 10, 9, 1, 2, 3.5}}, {{"traffic", 10, {10, 15}}}},

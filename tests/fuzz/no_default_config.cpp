@@ -3,5 +3,7 @@
 #include "config/cluster_config.hpp"
 
 namespace sloserve {
-std::string_view default_config_yaml() { return {}; }
+std::string_view default_config_yaml() {
+  return {};
+}
 }  // namespace sloserve

@@ -3,12 +3,12 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <random>
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <iterator>
+#include <random>
 #include <vector>
 
 #include "gpu/preprocess.hpp"
@@ -44,16 +44,17 @@ TEST(preprocess, same_size_is_pure_normalization) {
   s.out_w = 2;
   std::vector<float> out(6);
   preprocess_cpu(img.data(), 1, 2, s, out.data());
-  EXPECT_NEAR(out[0], (0 / 255.0f - 0.485f) / 0.229f, 1e-6);   // c0, x0
-  EXPECT_NEAR(out[1], (10 / 255.0f - 0.485f) / 0.229f, 1e-6);  // c0, x1
-  EXPECT_NEAR(out[4], (255 / 255.0f - 0.406f) / 0.225f, 1e-6); // c2, x0
+  EXPECT_NEAR(out[0], (0 / 255.0f - 0.485f) / 0.229f, 1e-6);    // c0, x0
+  EXPECT_NEAR(out[1], (10 / 255.0f - 0.485f) / 0.229f, 1e-6);   // c0, x1
+  EXPECT_NEAR(out[4], (255 / 255.0f - 0.406f) / 0.225f, 1e-6);  // c2, x0
 }
 
 TEST(preprocess, cuda_path_equals_cpu_path) {
   if (!cuda_preprocess_available()) GTEST_SKIP() << "no GPU (or built without SLOSERVE_WITH_CUDA)";
   std::mt19937 rng(7);
   // Downscaling, upscaling and same size, from odd-sized images.
-  for (auto [h, w, oh, ow] : {std::array<int, 4>{37, 53, 224, 224}, {480, 640, 224, 224}, {224, 224, 224, 224}, {5, 7, 4, 6}}) {
+  for (auto [h, w, oh, ow] :
+       {std::array<int, 4>{37, 53, 224, 224}, {480, 640, 224, 224}, {224, 224, 224, 224}, {5, 7, 4, 6}}) {
     std::vector<uint8_t> img(static_cast<size_t>(h) * w * 3);
     for (auto& px : img) px = static_cast<uint8_t>(rng() & 0xff);
     preprocess_spec s;

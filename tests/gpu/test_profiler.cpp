@@ -2,11 +2,11 @@
 
 #include <gtest/gtest.h>
 
-#include "config/cluster_config.hpp"
-#include "gpu/profiler.hpp"
-
 #include <random>
 #include <tuple>
+
+#include "config/cluster_config.hpp"
+#include "gpu/profiler.hpp"
 
 namespace sloserve {
 namespace {
@@ -35,7 +35,8 @@ models:
     input: {dtype: float32, shape: [8]}
     output: {dtype: float32, shape: [2]}
     max_batch: 16
-    )") + to_profile_yaml(points) + "\n";
+    )") + to_profile_yaml(points) +
+              "\n";
   auto r = parse_cluster_config(yaml, "profiled.yaml");
   ASSERT_TRUE(r) << r.error_text() << yaml;
   auto& back = r.config->models[0].profile;
@@ -60,7 +61,8 @@ class noisy_executor final : public device_executor {
   device_kind kind() const override { return device_kind::cpu; }
   batch_outcome execute(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs) override {
     batch_outcome out;
-    double ms = m.profile.latency_ms_at(static_cast<int>(inputs.size())) * std::uniform_real_distribution<>(0.96, 1.04)(rng_);
+    double ms =
+        m.profile.latency_ms_at(static_cast<int>(inputs.size())) * std::uniform_real_distribution<>(0.96, 1.04)(rng_);
     if (std::uniform_real_distribution<>(0, 1)(rng_) < 0.05) ms *= std::uniform_real_distribution<>(2, 6)(rng_);
     out.busy = std::chrono::nanoseconds(static_cast<int64_t>(ms * 1e6));
     out.outputs.resize(inputs.size());

@@ -67,7 +67,9 @@ std::vector<float> floats(std::string_view bytes) {
 }
 
 // Float tolerance: cuDNN's convolutions may use TF32 on the GPU.
-double tolerance(const device_executor& ex) { return ex.kind() == device_kind::cuda ? 2e-3 : 1e-5; }
+double tolerance(const device_executor& ex) {
+  return ex.kind() == device_kind::cuda ? 2e-3 : 1e-5;
+}
 
 void expect_reference(device_executor& ex, const model_spec& m, const std::string& stem) {
   auto reqs = reference_requests(m, stem);
@@ -83,7 +85,8 @@ void expect_reference(device_executor& ex, const model_spec& m, const std::strin
     EXPECT_EQ(out.outputs[i][0].shape, m.output.shape);
     auto got = floats(out.outputs[i][0].data);
     ASSERT_EQ(got.size(), per);
-    for (size_t k = 0; k < per; ++k) EXPECT_NEAR(got[k], want[i * per + k], tolerance(ex) * std::max(1.0f, std::abs(want[i * per + k])))
+    for (size_t k = 0; k < per; ++k)
+      EXPECT_NEAR(got[k], want[i * per + k], tolerance(ex) * std::max(1.0f, std::abs(want[i * per + k])))
           << "request " << i << " value " << k;
   }
 }
@@ -244,9 +247,11 @@ TEST_P(torch_executor_kinds, images_are_preprocessed_on_the_device_and_a_bad_one
   EXPECT_NE(out.failed[2].find("JPEG"), std::string::npos) << out.failed[2];
   EXPECT_EQ(out.failed[3], "");
   for (auto [got, ref] : {std::pair{0, 0}, std::pair{1, 1}, std::pair{3, 0}}) {
-    auto a = floats(out.outputs[static_cast<size_t>(got)][0].data), b = floats(want.outputs[static_cast<size_t>(ref)][0].data);
+    auto a = floats(out.outputs[static_cast<size_t>(got)][0].data),
+         b = floats(want.outputs[static_cast<size_t>(ref)][0].data);
     ASSERT_EQ(a.size(), b.size());
-    for (size_t k = 0; k < a.size(); ++k) EXPECT_NEAR(a[k], b[k], 1e-3 * std::max(1.0f, std::abs(b[k]))) << got << " " << k;
+    for (size_t k = 0; k < a.size(); ++k)
+      EXPECT_NEAR(a[k], b[k], 1e-3 * std::max(1.0f, std::abs(b[k]))) << got << " " << k;
   }
 }
 
@@ -266,7 +271,8 @@ TEST_P(torch_executor_kinds, reduced_precision_keeps_the_declared_dtypes) {
     EXPECT_EQ(out.outputs[i][0].type, dtype::float32);
     auto got = floats(out.outputs[i][0].data);
     ASSERT_EQ(got.size(), per);
-    for (size_t k = 0; k < per; ++k) EXPECT_NEAR(got[k], want[i * per + k], 0.05 * std::max(1.0f, std::abs(want[i * per + k])));
+    for (size_t k = 0; k < per; ++k)
+      EXPECT_NEAR(got[k], want[i * per + k], 0.05 * std::max(1.0f, std::abs(want[i * per + k])));
   }
   if (ex->kind() == device_kind::cpu) {
     auto half = tiny_mlp();

@@ -1,20 +1,19 @@
 // Real multi-process clusters on ephemeral loopback ports: `sloserve up` with 3 nodes under
 // Poisson load, and kill -9 of one of two workers under load. Every request gets a reply.
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "apps/child_process.hpp"
 #include "tests/jpeg_writer.hpp"
@@ -41,8 +40,9 @@ nodes:
 
 using process = sloserve::child_process;
 
-
-process spawn(std::vector<std::string> args, const fs::path& out) { return sloserve::spawn_child(SLOSERVE_BIN, args, out); }
+process spawn(std::vector<std::string> args, const fs::path& out) {
+  return sloserve::spawn_child(SLOSERVE_BIN, args, out);
+}
 
 struct cluster_fixture : ::testing::Test {
   cluster_fixture() {
@@ -58,9 +58,9 @@ struct cluster_fixture : ::testing::Test {
   // Starts `sloserve up` and waits for its resolved config.
   void start_cluster(const std::string& extra_yaml = "") {
     if (!extra_yaml.empty()) std::ofstream(dir / "cluster.yaml", std::ios::app) << extra_yaml;
-    up = spawn({"sloserve", "up", "-c", (dir / "cluster.yaml").string(), "--write-config",
-                (dir / "resolved.yaml").string()},
-               dir / "up.log");
+    up = spawn(
+        {"sloserve", "up", "-c", (dir / "cluster.yaml").string(), "--write-config", (dir / "resolved.yaml").string()},
+        dir / "up.log");
     for (int i = 0; i < 300 && up.output().find("cluster up") == std::string::npos; ++i)
       std::this_thread::sleep_for(50ms);
     ASSERT_NE(up.output().find("cluster up"), std::string::npos) << up.output();
@@ -73,9 +73,9 @@ struct cluster_fixture : ::testing::Test {
   }
   process load(double rate, double seconds, std::vector<std::string> extra = {}) {
     // seconds <= 0: no --duration (a --trace is then replayed whole).
-    std::vector<std::string> args{"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "traffic",
-                                  "--rate", std::to_string(rate), "--arrival", "poisson", "--json",
-                                  (dir / "load.json").string()};
+    std::vector<std::string> args{"sloserve",   "load",    "-c",     (dir / "resolved.yaml").string(),
+                                  "--pipeline", "traffic", "--rate", std::to_string(rate),
+                                  "--arrival",  "poisson", "--json", (dir / "load.json").string()};
     if (seconds > 0) args.insert(args.end(), {"--duration", std::to_string(seconds)});
     args.insert(args.end(), extra.begin(), extra.end());
     return spawn(args, dir / "load.log");
@@ -96,7 +96,7 @@ TEST_F(cluster_fixture, up_serves_a_fan_out_pipeline_under_poisson_load) {
   start_cluster();
   auto l = load(200, 10);
   auto s = finish_load(l, 60s);
-  std::cout << s.dump() .substr(0, 600) << "\n";
+  std::cout << s.dump().substr(0, 600) << "\n";
   for (auto key : {"sent", "ok", "ok_within_slo", "dropped", "errors", "lost", "attainment", "goodput_rps"})
     EXPECT_TRUE(s.contains(key)) << key;
   for (auto key : {"p50", "p90", "p99", "max"}) EXPECT_TRUE(s["latency_ms"].contains(key)) << key;
@@ -117,8 +117,8 @@ TEST_F(cluster_fixture, kill_9_of_a_worker_loses_nothing_and_the_survivor_serves
   auto s = finish_load(l, 60s);
   std::cout << s.dump().substr(0, 600) << "\n";
   EXPECT_EQ(s["lost"].get<int>(), 0) << s.dump(2);
-  EXPECT_EQ(s["sent"].get<int>(), s["ok"].get<int>() + s["dropped"].get<int>() + s["errors"].get<int>() +
-                                      s["overloaded"].get<int>());
+  EXPECT_EQ(s["sent"].get<int>(),
+            s["ok"].get<int>() + s["dropped"].get<int>() + s["errors"].get<int>() + s["overloaded"].get<int>());
   // From two seconds after the kill, the survivor answers nearly everything within the SLO.
   auto& series = s["series"];
   ASSERT_GE(series.size(), 8u);
@@ -181,8 +181,7 @@ scaler: {policy: fa2, vertical_s: 0.5, horizontal_s: 1}
   auto log = up.output();
   int most = 0, last = 0;
   std::regex line("scaler fa2: det: ([0-9]+) instance");
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), line);
-       it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it)
     last = std::stoi((*it)[1]), most = std::max(most, last);
   EXPECT_GE(most, 3) << log;
   EXPECT_LT(last, most) << log;
@@ -205,16 +204,15 @@ TEST_F(cluster_fixture, curve_admits_listed_clients_and_refuses_others) {
   EXPECT_EQ(s["lost"].get<int>(), 0) << s.dump(2);
   EXPECT_GE(s["attainment"].get<double>(), 0.99) << s.dump(2);
 
-  for (std::vector<std::string> who : {std::vector<std::string>{"--key", (dir / "keys" / "mallory.key").string()},
-                                       std::vector<std::string>{}}) {
+  for (std::vector<std::string> who :
+       {std::vector<std::string>{"--key", (dir / "keys" / "mallory.key").string()}, std::vector<std::string>{}}) {
     bool keyed = !who.empty();
     who.insert(who.end(), {"--wait-ready", "5"});
     auto refused = load(100, 3, who);
     ASSERT_TRUE(refused.wait_for(30s, status));
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << refused.output();
     auto text = refused.output();
-    EXPECT_NE(text.find(keyed ? "refused this client's public key" : "requires CurveZMQ"), std::string::npos)
-        << text;
+    EXPECT_NE(text.find(keyed ? "refused this client's public key" : "requires CurveZMQ"), std::string::npos) << text;
   }
   // The frontend node logged both refusals.
   auto log = up.output();
@@ -351,8 +349,8 @@ pipelines:
   - {name: c, slo_ms: 250, stages: [{name: s, model: C}]}
 )";
   auto run_plan = [&](std::string policy) {
-    auto p = spawn({"sloserve", "plan", "-c", (dir / "t32.yaml").string(), "--rate", "a=64", "--rate", "b=32",
-                    "--rate", "c=32", "--policy", policy, "--json"},
+    auto p = spawn({"sloserve", "plan", "-c", (dir / "t32.yaml").string(), "--rate", "a=64", "--rate", "b=32", "--rate",
+                    "c=32", "--policy", policy, "--json"},
                    dir / ("plan-" + policy + ".json"));
     int status = 0;
     EXPECT_TRUE(p.wait_for(10s, status));
@@ -419,9 +417,13 @@ pipelines:
   // Images for a model that preprocesses: random raw ones of another size, then JPEG files, one
   // of them damaged, which alone gets ERROR.
   auto load_images = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args{"sloserve", "load", "-c", (dir / "elsewhere" / "resolved.yaml").string(), "--pipeline",
-                                  "images", "--rate", "50", "--duration", "2", "--arrival", "constant", "--json",
-                                  (dir / "load.json").string()};
+    std::vector<std::string> args{"sloserve",   "load",
+                                  "-c",         (dir / "elsewhere" / "resolved.yaml").string(),
+                                  "--pipeline", "images",
+                                  "--rate",     "50",
+                                  "--duration", "2",
+                                  "--arrival",  "constant",
+                                  "--json",     (dir / "load.json").string()};
     args.insert(args.end(), extra.begin(), extra.end());
     auto p = spawn(args, dir / "load.log");
     return finish_load(p, 60s);

@@ -72,8 +72,9 @@ TEST(codec, unset_network_time_stays_unknown) {
 }
 
 TEST(codec, reply_invocation_and_result_round_trip) {
-  client_reply rep{7, status::dropped, "late", {make_tensor({dtype::int64, {2}}, 3, "out")},
-                   {{"detect", "w1", 2, 8, 1.5, 3.25}}, 9.5};
+  client_reply rep{
+      7,  status::dropped, "late", {make_tensor({dtype::int64, {2}}, 3, "out")}, {{"detect", "w1", 2, 8, 1.5, 3.25}},
+      9.5};
   auto r = std::get<client_reply>(round_trip({"fe", rep}).content);
   EXPECT_EQ(r.code, status::dropped);
   EXPECT_EQ(r.reason, "late");
@@ -99,7 +100,8 @@ TEST(codec, reply_invocation_and_result_round_trip) {
 }
 
 TEST(codec, control_messages_round_trip) {
-  auto reg = std::get<register_node>(round_trip({"w", register_node{"w", {"worker"}, 4, 77, 3, {{"det", {1, 4}, {2.5, 6}, true}}}}).content);
+  auto reg = std::get<register_node>(
+      round_trip({"w", register_node{"w", {"worker"}, 4, 77, 3, {{"det", {1, 4}, {2.5, 6}, true}}}}).content);
   EXPECT_EQ(reg.roles, std::vector<std::string>{"worker"});
   EXPECT_EQ(reg.incarnation, 77u);
   EXPECT_EQ(reg.schedule_epoch, 3u);

@@ -18,8 +18,7 @@ pipeline diamond() {
   pipeline p;
   p.name = "d";
   p.slo_ms = 90;
-  p.stages = {{"a", "m1", {}, {}}, {"b", "m2", {"a"}, 2.0}, {"c", "m1", {"a"}, {}},
-              {"d", "m2", {"b", "c"}, {}}};
+  p.stages = {{"a", "m1", {}, {}}, {"b", "m2", {"a"}, 2.0}, {"c", "m1", {"a"}, {}}, {"d", "m2", {"b", "c"}, {}}};
   return p;
 }
 
@@ -144,7 +143,7 @@ TEST(fingerprint, samples_large_inputs_and_hashes_small_ones_whole) {
   big[0] ^= 1;                            // the first block is sampled
   EXPECT_NE(sample_fingerprint(big), a);
   big[0] ^= 1;
-  big.back() ^= 1;                        // so is the last
+  big.back() ^= 1;  // so is the last
   EXPECT_NE(sample_fingerprint(big), a);
   EXPECT_NE(sample_fingerprint(big.substr(1)), a);  // and the size
 }

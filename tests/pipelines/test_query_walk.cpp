@@ -26,9 +26,7 @@ stage make_stage(const std::string& name, const std::string& m, std::vector<std:
 }
 
 struct walk_test : ::testing::Test {
-  void SetUp() override {
-    models = {model("det", {4}, {3, 2}), model("cls", {2}, {5}), model("big", {7}, {1})};
-  }
+  void SetUp() override { models = {model("det", {4}, {3, 2}), model("cls", {2}, {5}), model("big", {7}, {1})}; }
   pipeline make(std::vector<stage> stages) {
     pipeline p;
     p.name = "p";

@@ -8,7 +8,9 @@
 namespace sloserve::sched {
 namespace {
 
-core_latency model() { return {10, 20, 1, 2}; }
+core_latency model() {
+  return {10, 20, 1, 2};
+}
 
 scale_stage stage_at(double rate, double budget_ms = 100) {
   scale_stage s;

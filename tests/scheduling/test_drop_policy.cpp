@@ -8,7 +8,9 @@ namespace {
 using std::chrono::milliseconds;
 
 // l(b) = 10 + 2b ms.
-nanos lat(int b) { return milliseconds(10 + 2 * b); }
+nanos lat(int b) {
+  return milliseconds(10 + 2 * b);
+}
 
 struct queue_fixture : ::testing::Test {
   time_point t0{};  // the injected clock: every time is relative to t0

@@ -2,10 +2,10 @@
 
 #include <gtest/gtest.h>
 
-#include <climits>
-#include <functional>
 #include <algorithm>
+#include <climits>
 #include <cstdio>
+#include <functional>
 #include <random>
 
 #include "scheduling/fa2.hpp"
@@ -71,7 +71,8 @@ TEST(fa2, dp_equals_brute_force_on_random_small_trees) {
     size_t n = 1 + rng() % 4;
     std::vector<fa2_stage> st;
     for (size_t i = 0; i < n; ++i)
-      st.push_back(stage(0.05 * u(rng), 0.5 + 3 * u(rng), 2 + 15 * u(rng), 20 + 400 * u(rng), 1 + static_cast<int>(rng() % 6)));
+      st.push_back(
+          stage(0.05 * u(rng), 0.5 + 3 * u(rng), 2 + 15 * u(rng), 20 + 400 * u(rng), 1 + static_cast<int>(rng() % 6)));
     for (size_t i = 1; i < n; ++i) st[rng() % i].children.push_back(i);  // a random tree rooted at 0
     int slo = 20 + static_cast<int>(rng() % 120);
     auto plan = fa2_tree(st, 0, slo);
@@ -140,7 +141,8 @@ TEST(fa2, on_random_small_dags_fa2_matches_brute_force_in_at_least_95_percent) {
     size_t n = 3 + rng() % 3;
     std::vector<fa2_stage> st;
     for (size_t i = 0; i < n; ++i)
-      st.push_back(stage(0.05 * u(rng), 0.5 + 3 * u(rng), 2 + 15 * u(rng), 20 + 400 * u(rng), 1 + static_cast<int>(rng() % 5)));
+      st.push_back(
+          stage(0.05 * u(rng), 0.5 + 3 * u(rng), 2 + 15 * u(rng), 20 + 400 * u(rng), 1 + static_cast<int>(rng() % 5)));
     // Random edges i -> j (i < j); every stage after the first has a parent.
     std::vector<int> parents(n, 0);
     for (size_t j = 1; j < n; ++j) {

@@ -3,8 +3,8 @@
 #include <chrono>
 #include <random>
 
-#include "scheduling/query_analyzer.hpp"
 #include "scheduling/planner.hpp"
+#include "scheduling/query_analyzer.hpp"
 
 namespace sloserve::sched {
 namespace {
@@ -44,8 +44,10 @@ TEST_F(table_3_2, a_and_b_share_a_device_c_does_not) {
   ASSERT_TRUE(ab && c);
   EXPECT_DOUBLE_EQ(ab->duty_cycle_ms, 125);  // the example's duty cycle
   for (auto& a : ab->sessions) {
-    if (a.session == 0) EXPECT_EQ(a.batch, 8);  // A in batches of 8
-    else EXPECT_EQ(a.batch, 4);                 // B in batches of 4
+    if (a.session == 0)
+      EXPECT_EQ(a.batch, 8);  // A in batches of 8
+    else
+      EXPECT_EQ(a.batch, 4);  // B in batches of 4
   }
   EXPECT_DOUBLE_EQ(ab->occupancy, 1.0);  // 75 + 50 = 125 ms of 125
   EXPECT_EQ(c->sessions[0].session, 2u);

@@ -19,11 +19,11 @@ TEST(predictor, recent_max_holds_a_burst_for_its_history_then_lets_go) {
 TEST(predictor, trend_anticipates_a_ramp_and_never_predicts_below_the_last_rate) {
   trend_predictor p(10);
   for (int s = 0; s < 10; ++s) p.observe(100 + 10 * s);  // +10/s, last 190
-  EXPECT_GT(p.predict(), 250);  // about 190 + 10 s x 10/s
+  EXPECT_GT(p.predict(), 250);                           // about 190 + 10 s x 10/s
   EXPECT_LT(p.predict(), 320);
   trend_predictor q(10);
   for (int s = 0; s < 10; ++s) q.observe(300 - 20 * s);  // falling to 120
-  EXPECT_EQ(q.predict(), 120);  // a falling trend does not plan below what is arriving now
+  EXPECT_EQ(q.predict(), 120);                           // a falling trend does not plan below what is arriving now
   trend_predictor flat(10);
   for (int s = 0; s < 10; ++s) flat.observe(200);
   EXPECT_NEAR(flat.predict(), 200, 1e-9);
