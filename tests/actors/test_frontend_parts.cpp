@@ -1,0 +1,106 @@
+// The frontend's CAF-free parts alone: its routes (readiness, liveness, outstanding work, stage
+// deadlines) and its account of clients' clocks and network time.
+
+#include <gtest/gtest.h>
+
+#include "actors/client_time.hpp"
+#include "actors/frontend_routes.hpp"
+#include "caf_fixture.hpp"
+
+namespace sloserve {
+namespace {
+
+using namespace std::chrono_literals;
+
+const char* yaml = R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated}]}
+  - {name: w2, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated}]}
+models:
+  - {name: m, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, profile: {alpha_ms: 1, beta_ms: 1}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: a, model: m}, {name: b, model: m, after: [a]}]}
+)";
+
+msg::routing_table table(std::vector<msg::route_instance> instances, bool budgets = true) {
+  msg::routing_table t;
+  t.epoch = 5;
+  t.routes = {{"m", std::move(instances)}};
+  if (budgets) t.budgets = {{"p", "a", 30}, {"p", "b", 70}};
+  return t;
+}
+
+TEST(frontend_routes, say_why_a_pipeline_cannot_be_served_until_it_can) {
+  auto cfg = testing::parse_or_die(yaml);
+  frontend_routes r(*cfg, sched::make_balancer(balancer_kind::p2c));
+  EXPECT_EQ(r.blocker(0), "no routing table from the controller yet");
+  r.apply(table({{"w1", 0, 1}}, false));
+  EXPECT_EQ(r.blocker(0), "no stage budgets for pipeline 'p'");
+  EXPECT_EQ(r.split(0), nullptr);
+  r.apply(table({}));
+  EXPECT_EQ(r.blocker(0), "no live instance serves model 'm'");
+  r.apply(table({{"w1", 0, 1}}));
+  EXPECT_EQ(r.readiness(), "");
+  EXPECT_EQ(r.epoch(), 5u);
+  ASSERT_NE(r.split(0), nullptr);
+  EXPECT_DOUBLE_EQ(r.split(0)->finish_offset_ms[1], 100) << "b finishes by 30 + 70 ms";
+  EXPECT_TRUE(r.set_live("w1", false));
+  EXPECT_FALSE(r.set_live("w1", false)) << "already down";
+  EXPECT_EQ(r.blocker(0), "no live instance serves model 'm'");
+  EXPECT_TRUE(r.set_live("w1", true));
+  EXPECT_EQ(r.readiness(), "");
+}
+
+TEST(frontend_routes, pick_live_instances_and_keep_outstanding_work_across_tables) {
+  auto cfg = testing::parse_or_die(yaml);
+  frontend_routes r(*cfg, sched::make_balancer(balancer_kind::p2c));
+  r.apply(table({{"w1", 0, 1}, {"w2", 0, 1}}));
+  std::mt19937_64 rng(1);
+  r.set_live("w2", false);
+  for (int i = 0; i < 10; ++i) {
+    auto b = r.pick("m", rng);
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->node, "w1") << "w2 is down";
+  }
+  EXPECT_FALSE(r.pick("unknown", rng));
+  r.set_live("w2", true);
+  // w1 carries 10 outstanding invocations into the next table: p2c now prefers w2.
+  r.apply(table({{"w1", 0, 1}, {"w2", 0, 1}}));
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(r.pick("m", rng)->node, "w2");
+  for (int i = 0; i < 10; ++i) r.release("m", "w1", 0);
+  r.release("m", "w1", 0);  // more releases than picks leave it at zero
+  r.set_live("w2", false);
+  r.set_live("w1", false);
+  EXPECT_FALSE(r.pick("m", rng)) << "nothing live";
+}
+
+TEST(client_time, reported_network_time_counts_and_is_remembered_for_requests_without_it) {
+  client_time c;
+  auto now = std::chrono::steady_clock::time_point{};
+  auto t = c.on_request("a", 12, 0, 0, now, 100);
+  EXPECT_DOUBLE_EQ(t.spent_ms, 12);
+  EXPECT_DOUBLE_EQ(t.waited_ms, -1);
+  t = c.on_request("a", -1, 0, 0, now, 100);
+  EXPECT_DOUBLE_EQ(t.network_ms, 12) << "estimated from what it reported before";
+  EXPECT_DOUBLE_EQ(c.on_request("b", -1, 0, 0, now, 100).spent_ms, 0) << "a client that never reported";
+}
+
+TEST(client_time, send_times_count_as_they_are_within_the_tolerance_and_beyond_an_offset_otherwise) {
+  client_time c;
+  auto now = std::chrono::steady_clock::time_point{} + 1h;
+  int64_t wall = 1'000'000'000;
+  // Clocks that agree: a request sent 30 ms ago has spent 30 ms.
+  EXPECT_DOUBLE_EQ(c.on_request("a", -1, wall - 30'000, wall, now, 100).spent_ms, 30);
+  // A client 5 s behind: its least delay is taken as the offset, and only what a request took
+  // beyond it counts.
+  EXPECT_DOUBLE_EQ(c.on_request("b", -1, wall - 5'002'000, wall, now, 100).spent_ms, 0);
+  auto t = c.on_request("b", -1, wall - 5'040'000, wall, now + 1s, 100);
+  EXPECT_DOUBLE_EQ(t.waited_ms, 38);
+  EXPECT_DOUBLE_EQ(t.spent_ms, 38);
+  // A client ahead of the frontend (sent "in the future"): the negative offset is removed too.
+  EXPECT_DOUBLE_EQ(c.on_request("c", -1, wall + 3'000'000, wall, now, 100).spent_ms, 0);
+}
+
+}  // namespace
+}  // namespace sloserve

@@ -1,0 +1,84 @@
+// Per-pipeline load as epochs plan for it: settling windows, smoothing, fan-out, and when an
+// epoch is due.
+
+#include <gtest/gtest.h>
+
+#include "scheduling/epoch.hpp"
+#include "scheduling/pipeline_load.hpp"
+
+namespace sloserve::sched {
+namespace {
+
+TEST(pipeline_load, settles_on_the_mean_of_full_windows_then_smooths_by_half) {
+  pipeline_load load({2}, settle_windows(1000));
+  EXPECT_EQ(settle_windows(1000), 2);
+  EXPECT_EQ(settle_windows(250), 5);
+  load.count(0, 30, {30, 60});  // load started mid-window: a third of the rate
+  load.close_window(1);
+  EXPECT_DOUBLE_EQ(load.rates().pipelines[0].rate, 30);
+  load.count(0, 90, {90, 180});
+  load.close_window(1);
+  EXPECT_DOUBLE_EQ(load.rates().pipelines[0].rate, 90) << "the partial first window is dropped";
+  EXPECT_EQ(load.rates().windows_with_load, 2);
+  load.count(0, 110, {110, 220});
+  load.close_window(1);
+  EXPECT_DOUBLE_EQ(load.rates().pipelines[0].rate, 100) << "then the newest window weighs 0.5";
+  EXPECT_DOUBLE_EQ(load.rates().pipelines[0].stage[1], 200);
+  load.close_window(0);  // a window of no length changes nothing
+  EXPECT_DOUBLE_EQ(load.rates().pipelines[0].rate, 100);
+  load.count(7, 1, {1});  // an unknown pipeline is ignored
+  load.close_window(2);
+  EXPECT_DOUBLE_EQ(load.rates().pipelines[0].rate, 50) << "two seconds without queries halve it";
+  EXPECT_EQ(load.rates().windows_with_load, 3);
+}
+
+TEST(pipeline_load, fan_out_is_measured_where_there_is_traffic_and_declared_elsewhere) {
+  pipeline p;
+  p.name = "p";
+  p.slo_ms = 100;
+  stage det;
+  det.name = "det";
+  det.model = "m";
+  stage cls = det;
+  cls.name = "cls";
+  cls.after = {"det"};
+  cls.fanout = 2.5;
+  p.stages = {det, cls};
+  std::vector<model_spec> models(1);
+  models[0].name = "m";
+  ASSERT_TRUE(resolve(p, models).empty());
+  EXPECT_DOUBLE_EQ(measured_fanout(p, {10, {10, 0}})[1], 2.5) << "no cls invocations yet: as declared";
+  EXPECT_DOUBLE_EQ(measured_fanout(p, {10, {10, 31}})[1], 3.1);
+  epoch_input in;
+  in.models = &models;
+  std::vector<pipeline> pipes{p};
+  in.pipelines = &pipes;
+  set_measured_load(in, {{{10, {10, 31}}}, 3}, 0.1);
+  ASSERT_EQ(in.rates.size(), 1u);
+  EXPECT_DOUBLE_EQ(in.rates[0], 11);
+  EXPECT_DOUBLE_EQ(in.fanouts[0][1], 3.1);
+}
+
+TEST(epoch_due, first_once_settled_then_on_the_period_or_when_a_rate_leaves_its_band) {
+  epoch_rule rule{30, 10, 0.8, 1.1, 2};
+  pipeline_rates rates{{{100, {}}}, 1};
+  EXPECT_FALSE(epoch_due(rule, rates, nullptr, 100)) << "not settled";
+  rates.windows_with_load = 2;
+  EXPECT_TRUE(epoch_due(rule, rates, nullptr, 0)) << "the first plan";
+  std::vector<double> planned{100};
+  EXPECT_FALSE(epoch_due(rule, rates, &planned, 20));
+  EXPECT_TRUE(epoch_due(rule, rates, &planned, 30)) << "every epoch_s";
+  rates.pipelines[0].rate = 120;
+  EXPECT_FALSE(epoch_due(rule, rates, &planned, 5)) << "never before min_epoch_s";
+  EXPECT_TRUE(epoch_due(rule, rates, &planned, 10)) << "above the band";
+  rates.pipelines[0].rate = 79;
+  EXPECT_TRUE(epoch_due(rule, rates, &planned, 10)) << "below the band";
+  planned[0] = 0;
+  rates.pipelines[0].rate = 0.4;
+  EXPECT_FALSE(epoch_due(rule, rates, &planned, 10)) << "a pipeline planned idle stays idle below 0.5/s";
+  rates.pipelines[0].rate = 1;
+  EXPECT_TRUE(epoch_due(rule, rates, &planned, 10));
+}
+
+}  // namespace
+}  // namespace sloserve::sched
