@@ -153,6 +153,17 @@ bool epoch_due(const controller_state& st, clock_time now) {
   return sched::epoch_due(rule, st.rates, st.planned ? &st.planned_rates : nullptr, since);
 }
 
+// A worker that was up left or was lost: re-plan on the survivors now (it may have held a model's
+// only instances), else take it out of routing.
+void after_departure(self_ptr self, const worker_registry::left& left) {
+  if (replans(self->state))
+    run_epoch(self);
+  else if (left.was_serving)
+    publish(self);
+  else
+    tell_scaler(self);
+}
+
 void on_register(self_ptr self, msg::register_node& r) {
   auto& st = self->state;
   auto has = [&](role x) { return std::find(r.roles.begin(), r.roles.end(), knob_name(x)) != r.roles.end(); };
@@ -171,13 +182,7 @@ void on_register(self_ptr self, msg::register_node& r) {
     auto left = st.workers.on_leave(r.node);
     if (!left.was_up) return;
     spdlog::info("{}: worker {} is leaving", st.net->self_name(), r.node);
-    if (replans(st))
-      run_epoch(self);
-    else if (left.was_serving)
-      publish(self);
-    else
-      tell_scaler(self);
-    return;
+    return after_departure(self, left);
   }
   auto j = st.workers.on_register(r.node, r.incarnation, r.schedule_epoch);
   if (j.restarted) spdlog::info("{}: worker {} restarted", st.net->self_name(), r.node);
@@ -197,14 +202,7 @@ void on_lost(self_ptr self, const std::string& node) {
   auto& st = self->state;
   auto left = st.workers.on_lost(node);
   if (left.stopped_draining) return publish(self);  // it no longer stands in for its replacements
-  if (!left.was_up) return;
-  // Re-plan on the survivors now: the failed worker may have held a model's only instances.
-  if (replans(st))
-    run_epoch(self);
-  else if (left.was_serving)
-    publish(self);
-  else
-    tell_scaler(self);
+  if (left.was_up) after_departure(self, left);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <functional>
 
 #include "bench/harness.hpp"
+#include "bench/kind_arg.hpp"
 #include "gpu/profiler.hpp"
 
 using namespace sloserve;
@@ -53,12 +54,9 @@ int main(int argc, char** argv) {
   std::string dir = argv[1];
   int threads = argc > 2 ? std::atoi(argv[2]) : 1;
   double seconds = argc > 3 ? std::atof(argv[3]) : 6;
-  std::string kind_name = argc > 4 ? argv[4] : "cpu";
-  auto parsed_kind = parse_knob<device_kind>(kind_name);
-  if (!parsed_kind) {
-    fprintf(stderr, "unknown device kind '%s' (%s)\n", kind_name.c_str(), knob_alternatives<device_kind>().c_str());
-    return 2;
-  }
+  std::string kind_name;
+  auto parsed_kind = bench::kind_arg(argc, argv, 4, kind_name);
+  if (!parsed_kind) return 2;
   auto kind = *parsed_kind;
   double slo_arg = argc > 5 ? std::atof(argv[5]) : 0;
   if (kind == device_kind::cuda) max_batch = 16;

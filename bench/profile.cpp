@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <string>
 
+#include "bench/kind_arg.hpp"
 #include "gpu/profiler.hpp"
 
 using namespace sloserve;
@@ -23,12 +24,9 @@ int main(int argc, char** argv) {
   }
   std::string dir = argv[1];
   int runs = argc > 2 ? std::atoi(argv[2]) : 4;
-  std::string kind_name = argc > 3 ? argv[3] : "cpu";
-  auto parsed_kind = parse_knob<device_kind>(kind_name);
-  if (!parsed_kind) {
-    fprintf(stderr, "unknown device kind '%s' (%s)\n", kind_name.c_str(), knob_alternatives<device_kind>().c_str());
-    return 2;
-  }
+  std::string kind_name;
+  auto parsed_kind = bench::kind_arg(argc, argv, 3, kind_name);
+  if (!parsed_kind) return 2;
   auto kind = *parsed_kind;
   std::string name = argc > 4 ? argv[4] : "small_cnn";
   model_spec m;

@@ -18,6 +18,7 @@
 #include <filesystem>
 
 #include "bench/harness.hpp"
+#include "bench/kind_arg.hpp"
 #include "gpu/profiler.hpp"
 #include "scheduling/query_analyzer.hpp"
 
@@ -31,12 +32,9 @@ int main(int argc, char** argv) {
   std::string dir = argv[1];
   int threads = argc > 2 ? std::atoi(argv[2]) : 2;
   double seconds = argc > 3 ? std::atof(argv[3]) : 8;
-  std::string kind_name = argc > 4 ? argv[4] : "cpu";
-  auto parsed_kind = parse_knob<device_kind>(kind_name);
-  if (!parsed_kind) {
-    fprintf(stderr, "unknown device kind '%s' (%s)\n", kind_name.c_str(), knob_alternatives<device_kind>().c_str());
-    return 2;
-  }
+  std::string kind_name;
+  auto parsed_kind = bench::kind_arg(argc, argv, 4, kind_name);
+  if (!parsed_kind) return 2;
   auto kind = *parsed_kind;
   auto path = dir + "/resnet18.pt";
   if (!std::filesystem::exists(path)) {
