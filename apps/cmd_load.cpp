@@ -87,33 +87,23 @@ void add_load_command(CLI::App& app, int& rc) {
       std::cerr << "frontend address " << lo.address << " is a wildcard; pass --address\n";
       return void(rc = 2);
     }
-    if (!o->bandwidth.empty()) {
-      auto trace = read_rate_trace(o->bandwidth);
-      if (!trace) {
-        std::cerr << trace.error() << "\n";
-        return void(rc = 2);
-      }
-      lo.bandwidth_mbps = std::move(*trace);
-      if (lo.payload_kb <= 0) lo.payload_kb = static_cast<double>(lo.input.byte_size().value_or(0)) / 1024;
-    }
-    if (!o->trace.empty()) {
-      auto trace = read_rate_trace(o->trace);
-      if (!trace) {
-        std::cerr << trace.error() << "\n";
-        return void(rc = 2);
-      }
-      lo.trace = std::move(*trace);
-    }
+    // Reads a file named on the command line into `into`; false (reported) when it cannot.
+    auto read = [](const std::string& path, auto reader, auto& into) {
+      if (path.empty()) return true;
+      auto got = reader(path);
+      if (!got)
+        std::cerr << got.error() << "\n";
+      else
+        into = std::move(*got);
+      return bool(got);
+    };
+    if (!read(o->bandwidth, read_rate_trace, lo.bandwidth_mbps) || !read(o->trace, read_rate_trace, lo.trace) ||
+        !read(o->images, read_images, lo.images))
+      return void(rc = 2);
+    if (!lo.bandwidth_mbps.empty() && lo.payload_kb <= 0)
+      lo.payload_kb = static_cast<double>(lo.input.byte_size().value_or(0)) / 1024;
     // A trace is replayed whole unless --duration cuts it short.
     if (!lo.trace.empty() && duration->count() == 0) lo.duration_s = static_cast<double>(lo.trace.size());
-    if (!o->images.empty()) {
-      auto images = read_images(o->images);
-      if (!images) {
-        std::cerr << images.error() << "\n";
-        return void(rc = 2);
-      }
-      lo.images = std::move(*images);
-    }
     if (!o->image_size.empty()) {
       int h = 0, w = 0;
       char x = 0;

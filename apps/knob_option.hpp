@@ -3,8 +3,8 @@
 // list them in the help text.
 
 #include <CLI/CLI.hpp>
-#include <map>
 #include <string>
+#include <vector>
 
 #include "config/knobs.hpp"
 
@@ -12,10 +12,12 @@ namespace sloserve {
 
 template <class E>
 CLI::Option* add_knob_option(CLI::App* cmd, const std::string& flags, E& value, const std::string& what) {
-  std::map<std::string, E> names;
-  for (auto& [v, n] : knob<E>::names) names.emplace(std::string(n), v);
-  return cmd->add_option(flags, value, what + ": " + knob_alternatives<E>())
-      ->transform(CLI::CheckedTransformer(names))
+  std::vector<std::string> names;
+  for (auto& [v, n] : knob<E>::names) names.emplace_back(n);
+  return cmd
+      ->add_option_function<std::string>(
+          flags, [&value](const std::string& name) { value = *parse_knob<E>(name); }, what)
+      ->check(CLI::IsMember(names))
       ->default_str(std::string(knob_name(value)));
 }
 
