@@ -1,0 +1,55 @@
+// A device's session table alone: schedules add sessions and drain the ones they drop, idle
+// drained sessions go, and load counters start again after each report.
+
+#include <gtest/gtest.h>
+
+#include "actors/device_sessions.hpp"
+#include "caf_fixture.hpp"
+
+namespace sloserve {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(device_sessions, schedules_add_and_drain_sessions_and_idle_drained_ones_go) {
+  auto cfg = testing::parse_or_die(R"(
+nodes:
+  - {name: n, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], devices: [{kind: emulated}]}
+models:
+  - {name: a, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 4, profile: {alpha_ms: 1, beta_ms: 1}}
+  - {name: b, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 4, profile: {alpha_ms: 1, beta_ms: 1}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: a}]}
+)");
+  device_sessions s(*cfg, 3);
+  auto t0 = device_clock::time_point{} + 1h;
+  s.apply({3, 0, {{"a", 9}, {"unknown", 2}}}, t0);
+  ASSERT_EQ(s.all().size(), 1u) << "an unknown model is skipped";
+  ASSERT_NE(s.find("a"), nullptr);
+  EXPECT_EQ(s.find("a")->batch, 4) << "clamped to max_batch";
+  EXPECT_EQ(s.find("a")->load.device, 3u);
+  s.find("a")->load.arrived = 5;
+  s.find("a")->load.completed = 4;
+  s.find("a")->latency_sum_ms = 40;
+  auto load = s.take_load();
+  ASSERT_EQ(load.size(), 1u);
+  EXPECT_EQ(load[0].arrived, 5u);
+  EXPECT_DOUBLE_EQ(load[0].mean_latency_ms, 10);
+  EXPECT_EQ(s.take_load()[0].arrived, 0u) << "counters start again";
+  s.apply({3, 0, {{"b", 2}}}, t0 + 1s);
+  ASSERT_EQ(s.all().size(), 2u);
+  EXPECT_TRUE(s.find("a")->draining) << "still served while frontends move on";
+  bool running = true;
+  auto is_running = [&](const model_spec*) { return running; };
+  s.prune(t0 + 10s, 2s, is_running);
+  EXPECT_NE(s.find("a"), nullptr) << "a batch of it still runs";
+  running = false;
+  s.prune(t0 + 2s, 2s, is_running);
+  EXPECT_NE(s.find("a"), nullptr) << "not idle long enough";
+  s.prune(t0 + 10s, 2s, is_running);
+  EXPECT_EQ(s.find("a"), nullptr);
+  EXPECT_NE(s.find("b"), nullptr) << "scheduled sessions stay";
+}
+
+}  // namespace
+}  // namespace sloserve

@@ -1,0 +1,117 @@
+// Placements alone: the static plan, an epoch's plan with backups for models it left out, and a
+// scaler's deployment; each gives every worker a schedule and frontends a table.
+
+#include <gtest/gtest.h>
+
+#include "config/cluster_config.hpp"
+#include "scheduling/placement.hpp"
+
+namespace sloserve {
+namespace {
+
+cluster_config parse(const std::string& yaml) {
+  auto r = parse_cluster_config(yaml, "p.yaml");
+  if (!r) throw std::runtime_error(r.error_text());
+  return std::move(*r.config);
+}
+
+const char* two_models = R"(
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 2}]}
+  - {name: w2, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, models: [b]}]}
+models:
+  - {name: a, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 5, beta_ms: 4}, cores: {gamma_ms: 10, epsilon_ms: 20, delta_ms: 1, eta_ms: 2}}
+  - {name: b, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 1, beta_ms: 1}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s1, model: a}, {name: s2, model: b, after: [s1]}]}
+)";
+
+std::vector<std::string> routed(const cluster_placement& p, const std::string& model) {
+  std::vector<std::string> out;
+  for (auto& r : p.table.routes)
+    if (r.model == model)
+      for (auto& i : r.instances) out.push_back(i.node + "/" + std::to_string(i.device));
+  return out;
+}
+
+TEST(placement, the_static_plan_runs_every_model_a_device_may_serve_at_the_even_split) {
+  auto cfg = parse(two_models);
+  auto p = static_placement(cfg, 7);
+  ASSERT_EQ(p.schedules.size(), 2u) << "one schedule per worker";
+  EXPECT_EQ(p.schedules["w1"].epoch, 7u);
+  ASSERT_EQ(p.schedules["w1"].devices.size(), 2u);
+  EXPECT_EQ(p.schedules["w1"].devices[0].sessions.size(), 2u);
+  ASSERT_EQ(p.schedules["w2"].devices[0].sessions.size(), 1u) << "w2's device serves b only";
+  EXPECT_EQ(p.schedules["w2"].devices[0].sessions[0].model, "b");
+  EXPECT_EQ(routed(p, "a"), (std::vector<std::string>{"w1/0", "w1/1"}));
+  EXPECT_EQ(routed(p, "b"), (std::vector<std::string>{"w1/0", "w1/1", "w2/0"}));
+  ASSERT_EQ(p.table.budgets.size(), 2u);
+  EXPECT_DOUBLE_EQ(p.table.budgets[0].budget_ms, 50);
+  // Each model batches up to the saturating size for its budget: 2·l(b) <= 50 ms (a: 5b + 4).
+  for (auto& s : p.schedules["w1"].devices[0].sessions)
+    EXPECT_EQ(s.batch, s.model == "a" ? 4u : 8u) << s.model;
+}
+
+TEST(placement, an_epoch_gives_a_model_it_left_out_a_backup_instance) {
+  auto cfg = parse(two_models);
+  auto in = planning_input(cfg, cfg.models);
+  EXPECT_EQ(in.slots.size(), 3u);
+  in.rates = {0};  // no traffic: the plan places nothing
+  auto planned = sched::plan_epoch(in);
+  ASSERT_TRUE(planned) << planned.error();
+  auto p = epoch_placement(cfg, in, *planned, 9);
+  EXPECT_EQ(routed(p, "a").size(), 1u) << "a backup for a";
+  EXPECT_EQ(routed(p, "b").size(), 1u) << "a backup for b";
+  EXPECT_NE(routed(p, "a"), routed(p, "b")) << "on different free devices";
+  in.rates = {40};
+  planned = sched::plan_epoch(in);
+  ASSERT_TRUE(planned) << planned.error();
+  p = epoch_placement(cfg, in, *planned, 10);
+  EXPECT_FALSE(routed(p, "a").empty());
+  EXPECT_FALSE(routed(p, "b").empty());
+  EXPECT_EQ(p.table.epoch, 10u);
+  EXPECT_EQ(p.table.budgets.size(), 2u);
+}
+
+TEST(placement, a_deployment_weighs_instances_by_throughput_and_keeps_budgets_it_does_not_set) {
+  auto cfg = parse(two_models);
+  deployment d;
+  d.instances = {{"w1", 0, "a", 4, 2}, {"w1", 1, "a", 1, 1}, {"w2", 0, "b", 8, 1}, {"nowhere", 0, "a", 1, 1}};
+  std::vector<msg::stage_budget> old{{"p", "s1", 60}, {"p", "s2", 40}};
+  auto p = deployment_placement(cfg, d, 3, old);
+  EXPECT_EQ(routed(p, "a"), (std::vector<std::string>{"w1/0", "w1/1"})) << "an unknown node is skipped";
+  auto& a = p.table.routes[0];
+  ASSERT_EQ(a.model, "a");
+  core_latency l{10, 20, 1, 2};
+  EXPECT_DOUBLE_EQ(a.instances[0].weight, l.throughput(4, 2));
+  EXPECT_DOUBLE_EQ(a.instances[1].weight, l.throughput(1, 1));
+  EXPECT_DOUBLE_EQ(p.table.routes[1].instances[0].weight, 1) << "b declares no cores: weight 1";
+  EXPECT_EQ(p.table.budgets.size(), 2u);
+  EXPECT_DOUBLE_EQ(p.table.budgets[0].budget_ms, 60) << "kept";
+  d.budgets = {{"p", "s1", 80}, {"p", "s2", 20}};
+  EXPECT_DOUBLE_EQ(deployment_placement(cfg, d, 4, old).table.budgets[0].budget_ms, 80);
+  EXPECT_EQ(p.schedules["w1"].devices[0].sessions[0].batch, 4u);
+}
+
+TEST(placement, a_measured_profile_is_adopted_once_for_a_model_without_one) {
+  std::vector<model_spec> models(1);
+  models[0].name = "m";
+  models[0].needs_profile = true;
+  cluster_config cfg;
+  pipeline p;
+  p.stages.resize(1);
+  cfg.pipelines = {p};
+  EXPECT_EQ(unprofiled_model(cfg, models), &models[0]);
+  EXPECT_FALSE(adopt_measured_profile(models, {"m", {1, 2}, {5}, false})) << "unequal lists";
+  EXPECT_TRUE(adopt_measured_profile(models, {"m", {1, 2}, {5, 7}, true}));
+  EXPECT_EQ(unprofiled_model(cfg, models), nullptr);
+  EXPECT_DOUBLE_EQ(models[0].profile.latency_ms_at(2), 7);
+  EXPECT_FALSE(adopt_measured_profile(models, {"m", {1}, {9}, false})) << "already profiled";
+  EXPECT_FALSE(adopt_measured_profile(models, {"other", {1}, {9}, false}));
+}
+
+}  // namespace
+}  // namespace sloserve
