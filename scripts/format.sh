@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v clang-format >/dev/null || { echo "clang-format is missing (apt-get install clang-format)" >&2; exit 2; }
-mapfile -t files < <(git ls-files '*.cpp' '*.hpp' '*.cu' '*.cpp.in')
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.cpp' '*.hpp' '*.cu' '*.cpp.in')
 if [[ "${1:-}" == "--check" ]]; then
   bad=0
   for f in "${files[@]}"; do

@@ -51,8 +51,7 @@ TEST(placement, the_static_plan_runs_every_model_a_device_may_serve_at_the_even_
   ASSERT_EQ(p.table.budgets.size(), 2u);
   EXPECT_DOUBLE_EQ(p.table.budgets[0].budget_ms, 50);
   // Each model batches up to the saturating size for its budget: 2·l(b) <= 50 ms (a: 5b + 4).
-  for (auto& s : p.schedules["w1"].devices[0].sessions)
-    EXPECT_EQ(s.batch, s.model == "a" ? 4u : 8u) << s.model;
+  for (auto& s : p.schedules["w1"].devices[0].sessions) EXPECT_EQ(s.batch, s.model == "a" ? 4u : 8u) << s.model;
 }
 
 TEST(placement, an_epoch_gives_a_model_it_left_out_a_backup_instance) {
