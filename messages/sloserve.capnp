@@ -1,5 +1,9 @@
 @0xc4f1a3b2d5e6f708;
-# Wire format of sloserve: every ZeroMQ frame between processes is one Envelope.
+# Every message sloserve exchanges, defined once. Across processes each ZeroMQ frame is one
+# Envelope; within a process actors exchange the plain C++ structs tools/gen_messages.py writes
+# from this file (snake_case fields in ordinal order, these defaults and comments). Lines `#! ...`
+# inside a struct add to the C++ struct only: `#! eq` (a defaulted operator==) or a member that
+# never travels.
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("sloserve::wire");
@@ -14,12 +18,13 @@ struct Tensor {
   data @3 :Data;
 }
 
+# Client -> frontend.
 struct ClientRequest {
   pipeline @0 :Text;
   requestId @1 :UInt64;
   inputs @2 :List(Tensor);
-  networkMs @3 :Float64 = -1;
-  sentAtUs @4 :Int64;  # the client's wall clock when it meant to send (us since the Unix epoch); 0: unknown
+  networkMs @3 :Float64 = -1;  # the client's measured network time; < 0 when unknown
+  sentAtUs @4 :Int64;  # the client's wall clock when it meant to send (µs since the Unix epoch); 0: unknown
 }
 
 struct StageTiming {
@@ -31,27 +36,32 @@ struct StageTiming {
   execMs @5 :Float64;
 }
 
+# Frontend -> client: exactly one per request.
 struct ClientReply {
   requestId @0 :UInt64;
-  status @1 :Status;
+  code @1 :Status;
   reason @2 :Text;
   outputs @3 :List(Tensor);
   timings @4 :List(StageTiming);
   totalMs @5 :Float64;
 }
 
+# Frontend -> worker: run one stage on one device.
 struct Invocation {
   id @0 :UInt64;
-  frontend @1 :Text;
+  frontend @1 :Text;  # node that awaits the result
   model @2 :Text;
   device @3 :UInt32;
-  budgetNs @4 :Int64;
+  budgetNs @4 :Int64;  # time left until this stage's deadline when sent
   inputs @5 :List(Tensor);
+  #! int64_t received_ns = 0;  // when the node took it in (its steady clock); the deadline runs from there
+  #! bool checked = false;  // its inputs were checked on this node already (by the frontend, at ingress)
 }
 
+# Worker -> frontend.
 struct InvocationResult {
   id @0 :UInt64;
-  status @1 :Status;
+  code @1 :Status;
   reason @2 :Text;
   outputs @3 :List(Tensor);
   node @4 :Text;
@@ -69,12 +79,13 @@ struct MeasuredProfile {
   step @3 :Bool;  # the device pads batches to the listed sizes
 }
 
+# Any node -> controller: "I exist", repeated every beacon.
 struct RegisterNode {
   node @0 :Text;
   roles @1 :List(Text);
   devices @2 :UInt32;
-  incarnation @3 :UInt64;
-  scheduleEpoch @4 :UInt64;
+  incarnation @3 :UInt64;  # changes when the node restarts
+  scheduleEpoch @4 :UInt64;  # epoch of the schedule the worker runs; 0: none
   profiles @5 :List(MeasuredProfile);
   leaving @6 :Bool;  # a worker shutting down: take it out of routing, it finishes what it holds
 }
@@ -89,14 +100,16 @@ struct Heartbeat {
 struct SessionLoad {
   model @0 :Text;
   device @1 :UInt32;
-  arrived @2 :UInt64;
+  arrived @2 :UInt64;  # since the previous report
   completed @3 :UInt64;
   dropped @4 :UInt64;
   queueLength @5 :UInt32;
   meanLatencyMs @6 :Float64;
-  meanBudgetMs @7 :Float64;  # mean time left to the deadline when requests arrived
+  meanBudgetMs @7 :Float64;  # time left to the deadline when requests arrived (network time shows here)
 }
 
+# A frontend's view of one pipeline: queries admitted and invocations of each stage (for rates
+# and measured fan-out), since the previous report.
 struct PipelineLoad {
   pipeline @0 :Text;
   queries @1 :UInt64;
@@ -106,14 +119,14 @@ struct PipelineLoad {
 struct LoadReport {
   node @0 :Text;
   windowS @1 :Float64;
-  sessions @2 :List(SessionLoad);
-  pipelines @3 :List(PipelineLoad);
+  sessions @2 :List(SessionLoad);  # from workers
+  pipelines @3 :List(PipelineLoad);  # from frontends
 }
 
 struct RouteInstance {
   node @0 :Text;
   device @1 :UInt32;
-  weight @2 :Float64;
+  weight @2 :Float64 = 1;
 }
 
 struct ModelRoute {
@@ -127,6 +140,7 @@ struct StageBudget {
   budgetMs @2 :Float64;
 }
 
+# Controller -> frontends.
 struct RoutingTable {
   epoch @0 :UInt64;
   routes @1 :List(ModelRoute);
@@ -135,26 +149,31 @@ struct RoutingTable {
 
 struct SessionSchedule {
   model @0 :Text;
-  batch @1 :UInt32;
+  batch @1 :UInt32 = 1;
+  #! eq
 }
 
 struct DeviceSchedule {
   device @0 :UInt32;
-  dutyCycleMs @1 :Float64;
+  dutyCycleMs @1 :Float64;  # 0: work-conserving round-robin
   sessions @2 :List(SessionSchedule);
+  #! eq
 }
 
+# Controller -> one worker.
 struct Schedule {
   epoch @0 :UInt64;
   devices @1 :List(DeviceSchedule);
 }
 
-# Controller (or scaler) -> worker: vertical scaling in place.
+# Controller (or scaler) -> worker: run this device's next batches with `threads` intra-op
+# threads (vertical scaling in place; emulated devices ignore it).
 struct Resize {
   device @0 :UInt32;
-  threads @1 :UInt32;  # intra-op threads (cores) of the device
+  threads @1 :UInt32 = 1;
 }
 
+# Client -> frontend: is the frontend ready to serve?
 struct StatusRequest { token @0 :UInt64; }
 struct StatusReply { token @0 :UInt64; ready @1 :Bool; detail @2 :Text; }
 

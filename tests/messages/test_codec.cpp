@@ -1,6 +1,9 @@
+#include <capnp/message.h>
+#include <capnp/serialize.h>
 #include <gtest/gtest.h>
 
 #include "messages/codec.hpp"
+#include "messages/sloserve.capnp.h"
 
 namespace sloserve::msg {
 namespace {
@@ -91,6 +94,12 @@ TEST(codec, reply_invocation_and_result_round_trip) {
   EXPECT_EQ(i.model, "ssd");
   EXPECT_EQ(i.device, 3u);
   EXPECT_EQ(i.budget_ns, 123456789);
+  // Node-local fields (`#!` lines of the schema) never travel.
+  inv.received_ns = 42;
+  inv.checked = true;
+  auto local = std::get<invocation>(round_trip({"fe", inv}).content);
+  EXPECT_EQ(local.received_ns, 0);
+  EXPECT_FALSE(local.checked);
 
   invocation_result res{99, status::overloaded, "full", {}, "w2", 1, 4, 1000, 2000};
   auto x = std::get<invocation_result>(round_trip({"w2", res}).content);
@@ -164,6 +173,18 @@ TEST(codec, rejects_wrong_tensor_byte_count_with_the_request_id) {
   ASSERT_FALSE(d.value);
   EXPECT_EQ(d.error.request_id, 42u);
   EXPECT_NE(d.error.reason.find("needs 48 bytes but carries 40"), std::string::npos) << d.error.reason;
+}
+
+TEST(codec, rejects_an_enum_value_the_schema_does_not_define) {
+  capnp::MallocMessageBuilder builder;
+  auto reply = builder.initRoot<wire::Envelope>().initBody().initClientReply();
+  reply.setRequestId(5);
+  reply.setCode(static_cast<wire::Status>(9));
+  auto words = capnp::messageToFlatArray(builder);
+  auto b = words.asBytes();
+  auto d = decode(std::string_view(reinterpret_cast<const char*>(b.begin()), b.size()), limits);
+  ASSERT_FALSE(d.value);
+  EXPECT_NE(d.error.reason.find("unknown Status 9"), std::string::npos) << d.error.reason;
 }
 
 TEST(codec, rejects_negative_dimensions) {
