@@ -32,13 +32,12 @@ struct controller_state {
   route_publisher publisher;
   worker_set told_scaler;
   // Epochs.
-  sched::pipeline_rates rates;        // the monitor's, as of the last beacon
-  std::vector<double> planned_rates;  // the rates the current plan was made for
+  sched::pipeline_rates rates;  // the monitor's, as of the last beacon
   clock_time last_epoch;
-  bool planned = false;  // an epoch has replaced the static placement
-  std::vector<sched::device_slot> all_slots;
-  sched::epoch_input input;
-  sched::epoch_result result;
+  planner_actor planner;                      // plans off this actor's thread
+  std::shared_ptr<const planned_epoch> plan;  // the plan applied; null: the static placement serves
+  bool plan_pending = false;
+  bool replan = false;  // what it plans for changed while a plan was pending: that plan is stale
   // The scaler's.
   deployment deployed;
   std::map<std::pair<std::string, uint32_t>, uint32_t> cores;  // threads last sent per device
@@ -47,7 +46,7 @@ struct controller_state {
 using self_ptr = controller_actor::stateful_pointer<controller_state>;
 
 bool replans(const controller_state& st) {
-  return st.planned && st.cfg->scheduler.policy != scheduler_policy::static_plan;
+  return (st.plan || st.plan_pending) && st.cfg->scheduler.policy != scheduler_policy::static_plan;
 }
 
 // Tells the scaler which workers are up and which instances they acknowledged, when that changed.
@@ -85,7 +84,9 @@ void adopt(self_ptr self, cluster_placement p) {
   publish(self);
 }
 
-// One scheduler epoch on the monitor's rates, on the devices of workers that are up.
+void on_planned(self_ptr self, planned_epoch& p);
+
+// One scheduler epoch on the monitor's rates and the workers up, planned by the planner, one at a time.
 void run_epoch(self_ptr self) {
   auto& st = self->state;
   if (auto* m = unprofiled_model(*st.cfg, st.models)) {
@@ -94,29 +95,31 @@ void run_epoch(self_ptr self) {
                    m->name);
     return;
   }
-  auto in = st.input;
-  in.slots.clear();
-  for (auto& slot : st.all_slots)
-    if (st.workers.up(slot.node)) in.slots.push_back(slot);
-  sched::set_measured_load(in, st.rates, st.cfg->scheduler.headroom);
-  auto planned = sched::plan_scaled_epoch(in, st.planned ? &st.result : nullptr);
-  if (!planned) return spdlog::error("{}: epoch failed: {}", st.net->self_name(), planned.error());
-  double scale = planned->scale;
-  if (scale < 1)
+  if (std::exchange(st.plan_pending, true)) return void(st.replan = true);  // planned again on its return
+  auto req = epoch_request(*st.cfg, std::make_shared<const std::vector<model_spec>>(st.models), st.rates, st.plan,
+                           [&](const std::string& node) { return st.workers.up(node); });
+  self->request(st.planner, caf::infinite, std::move(req)).then([=](planned_epoch& p) { on_planned(self, p); });
+}
+
+// A plan arrived: applied unless what it was made for changed meanwhile (then it plans again).
+void on_planned(self_ptr self, planned_epoch& p) {
+  auto& st = self->state;
+  st.plan_pending = false;
+  if (std::exchange(st.replan, false)) return run_epoch(self);
+  if (!p.error.empty()) return spdlog::error("{}: epoch failed: {}", st.net->self_name(), p.error);
+  if (p.scale < 1)
     spdlog::warn("{}: the cluster has {} devices, too few for the measured load; planning for {:.0f}% of it",
-                 st.net->self_name(), in.slots.size(), 100 * scale);
+                 st.net->self_name(), p.input.slots.size(), 100 * p.scale);
   ++st.epoch;
-  st.result = std::move(planned->result);
-  st.input = in;
-  st.planned = true;
+  auto plan = std::make_shared<planned_epoch>(std::move(p));
+  plan->previous.reset();  // only the planning needed it
+  st.plan = plan;
   st.last_epoch = self->clock().now();
-  st.planned_rates.clear();
-  for (auto& r : st.rates.pipelines) st.planned_rates.push_back(r.rate);
   spdlog::info("{}: epoch {}: {} sessions on {} of {} devices ({} moved), planned for {:.2f}x the measured load",
-               st.net->self_name(), st.epoch - st.epoch_base, st.result.sessions.size(),
-               st.result.placement.devices.size(), in.slots.size(), st.result.placement.moved,
-               scale * (1 + st.cfg->scheduler.headroom));
-  adopt(self, epoch_placement(*st.cfg, st.input, st.result, st.epoch));
+               st.net->self_name(), st.epoch - st.epoch_base, plan->result.sessions.size(),
+               plan->result.placement.devices.size(), plan->input.slots.size(), plan->result.placement.moved,
+               plan->scale * (1 + st.cfg->scheduler.headroom));
+  adopt(self, epoch_placement(*st.cfg, plan->input, plan->result, st.epoch));
 }
 
 // Threads of the scaler's instances on `node` it does not run yet (all when `force`: a restart).
@@ -150,18 +153,18 @@ bool epoch_due(const controller_state& st, clock_time now) {
   sched::epoch_rule rule{so.epoch_s, so.min_epoch_s, so.rate_band_low, so.rate_band_high,
                          sched::settle_windows(st.cfg->runtime.beacon_ms)};
   auto since = std::chrono::duration<double>(now - st.last_epoch).count();
-  return sched::epoch_due(rule, st.rates, st.planned ? &st.planned_rates : nullptr, since);
+  if (st.plan_pending) return false;
+  return sched::epoch_due(rule, st.rates, st.plan ? &st.plan->measured : nullptr, since);
 }
 
-// A worker that was up left or was lost: re-plan on the survivors now (it may have held a model's
-// only instances), else take it out of routing.
+// A worker that was up left or was lost: out of routing now, and a plan for the survivors (it may
+// have held a model's only instances).
 void after_departure(self_ptr self, const worker_registry::left& left) {
-  if (replans(self->state))
-    run_epoch(self);
-  else if (left.was_serving)
+  if (left.was_serving)
     publish(self);
   else
     tell_scaler(self);
+  if (replans(self->state)) run_epoch(self);
 }
 
 void on_register(self_ptr self, msg::register_node& r) {
@@ -217,8 +220,8 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
     st.epoch = st.epoch_base + 1;
     st.workers = worker_registry(st.epoch_base);
     st.models = st.cfg->models;
-    st.input = planning_input(*st.cfg, st.models);
-    st.all_slots = st.input.slots;
+    st.planner = args.planner ? args.planner(self->home_system()) : spawn_planner(self->home_system());
+    self->link_to(st.planner);  // it stops with the controller
     st.rates.pipelines.resize(st.cfg->pipelines.size());
     st.current = static_placement(*st.cfg, st.epoch);
     st.publisher.adopt(st.current);

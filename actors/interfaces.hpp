@@ -3,6 +3,7 @@
 // whole message vocabulary of a node from this file.
 
 #include <caf/all.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,30 @@ using scaler_actor = caf::typed_actor<caf::reacts_to<start_atom>,  // wiring don
                                       caf::reacts_to<worker_set>,  // workers up now
                                       caf::replies_to<stats_atom>::with<scaler_stats>>;  // cost so far
 
+// One scheduler epoch to plan: the input (rates set, slots of the workers up) and the models it
+// points into, kept alive with it; the plan before it, for an incremental placement.
+struct planned_epoch;
+struct plan_request {
+  sched::epoch_input input;
+  std::vector<double> measured;  // queries/s per pipeline the rates came from (before headroom)
+  std::shared_ptr<const std::vector<model_spec>> models;
+  std::shared_ptr<const planned_epoch> previous;
+};
+// The plan for one request, with what its sessions point into.
+struct planned_epoch {
+  std::vector<double> measured;  // the request's
+  sched::epoch_input input;      // its rates are those planned for (scaled to the cluster)
+  sched::epoch_result result;
+  double scale = 1;
+  std::string error;  // non-empty: no plan
+  std::shared_ptr<const std::vector<model_spec>> models;
+  std::shared_ptr<const planned_epoch> previous;  // what `result` was placed against; released on apply
+};
+
+// Plans scheduler epochs off the controller's thread (detached: planning a large fleet takes
+// seconds, and routing, heartbeats and registrations must not wait for it).
+using planner_actor = caf::typed_actor<caf::replies_to<plan_request>::with<planned_epoch>>;
+
 // Heartbeats to and from every peer; marks peers up and down.
 using node_agent_actor = caf::typed_actor<caf::reacts_to<start_atom>,
                                           caf::reacts_to<msg::heartbeat>,  // a peer is alive
@@ -165,6 +190,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::cluster_load)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::sched::pipeline_rates)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::deployment)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::worker_set)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::plan_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::planned_epoch)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::scaler_stats)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::invocation)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::invocation_result)

@@ -24,6 +24,8 @@ struct actor_args {
   uint64_t incarnation = 1;  // differs on every start of the node
   // The node's wall clock (µs since the Unix epoch), for clients' send times; tests inject one.
   std::function<int64_t()> wall_us = system_wall_us;
+  // The controller's planner; empty: a detached planner_actor (spawn_planner). Tests inject one.
+  std::function<planner_actor(caf::actor_system&)> planner{};
 };
 
 frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args);
@@ -38,6 +40,14 @@ device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t inde
 device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index,
                           std::unique_ptr<device_executor> executor);
 controller_actor spawn_controller(caf::actor_system& sys, actor_args args);
+// Plans each request with sched::plan_scaled_epoch; `detached` gives it a thread of its own.
+planner_actor spawn_planner(caf::actor_system& sys, bool detached = true);
+// The next epoch's request: `models` (the config's, with measured profiles), the devices of the
+// workers `up` says are up, the measured `rates` with the scheduler's headroom, and the plan
+// before it.
+plan_request epoch_request(const cluster_config& cfg, std::shared_ptr<const std::vector<model_spec>> models,
+                           const sched::pipeline_rates& rates, std::shared_ptr<const planned_epoch> previous,
+                           const std::function<bool(const std::string&)>& up);
 monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args);
 scaler_actor spawn_scaler(caf::actor_system& sys, actor_args args);
 node_agent_actor spawn_node_agent(caf::actor_system& sys, actor_args args);

@@ -35,11 +35,42 @@ scheduler: {policy: )" +
 )";
 }
 
+// A planner that answers only when the test releases a plan (`tick`, its index): plans stay
+// pending meanwhile. Untyped, so that it also takes the release; the controller sees a planner.
+struct held_plans {
+  std::vector<caf::response_promise> promises;
+  std::vector<planned_epoch> plans;
+  caf::actor self;
+};
+planner_actor held_planner(caf::actor_system& sys, std::shared_ptr<held_plans> held) {
+  held->self = sys.spawn([held](caf::event_based_actor* self) -> caf::behavior {
+    return {
+        [=](plan_request& r) {
+          planned_epoch out;
+          auto planned = sched::plan_scaled_epoch(r.input, r.previous ? &r.previous->result : nullptr);
+          out.result = std::move(planned->result);
+          out.scale = planned->scale;
+          out.input = std::move(r.input);
+          out.measured = r.measured;
+          out.models = r.models;
+          held->plans.push_back(std::move(out));
+          held->promises.push_back(self->make_response_promise());
+        },
+        [=](tick_atom, size_t k) { held->promises[k].deliver(std::move(held->plans[k])); },
+    };
+  });
+  return caf::actor_cast<planner_actor>(held->self);
+}
+
 struct controller_fixture : caf_fixture, ::testing::Test {
-  void start(const std::string& policy) {
+  void start(const std::string& policy, std::shared_ptr<held_plans> held = nullptr) {
     cfg_ = testing::parse_or_die(yaml(policy));
     net = std::make_shared<recording_link>("ctl");
     actor_args args{cfg_, net, 1};
+    // Planning on the test scheduler, so that the test decides when it happens.
+    args.planner = [held](caf::actor_system& sys) {
+      return held ? held_planner(sys, held) : spawn_planner(sys, false);
+    };
     net->actors.monitor = keep(spawn_monitor(*sys, args));
     net->actors.controller = keep(spawn_controller(*sys, args));
     caf::anon_send(net->actors.controller, start_atom::value);
@@ -171,6 +202,37 @@ TEST_F(controller_fixture, a_worker_lost_in_the_middle_of_an_epoch_loses_its_ses
   EXPECT_EQ(table.find("w1"), std::string::npos) << table;
   reg("w2", {"worker"}, 7, s2.epoch);
   EXPECT_EQ(routed(), "w2");
+}
+
+TEST_F(controller_fixture, serves_while_a_plan_is_pending_and_a_stale_plan_is_not_applied) {
+  auto held = std::make_shared<held_plans>();
+  start("nexus", held);
+  for (std::string w : {"w1", "w2"}) {
+    reg(w, {"worker"}, 7, 0);
+    reg(w, {"worker"}, 7, schedule_of(w).epoch);
+  }
+  routed();
+  for (int s = 0; s < 5 && held->promises.empty(); ++s) second_at(300);
+  ASSERT_EQ(held->promises.size(), 1u) << "an epoch is being planned";
+  // Registrations, routing and heartbeat losses are served while it plans.
+  reg("fe", {"frontend"}, 2, 0);
+  EXPECT_EQ(routed(), "w1,w2") << "a frontend that registers gets the current table at once";
+  caf::anon_send(net->actors.controller, peer_down_atom::value, std::string("w1"));
+  run();
+  EXPECT_EQ(routed(), "w2") << "w1 leaves routing at once";
+  EXPECT_EQ(schedule_of("w2").epoch, 0u) << "no plan applied yet";
+  // The plan made before w1 was lost is stale: the controller plans again instead of applying it.
+  caf::anon_send(held->self, tick_atom::value, size_t{0});
+  run();
+  EXPECT_EQ(schedule_of("w2").epoch, 0u) << "the stale plan was not applied";
+  ASSERT_EQ(held->promises.size(), 2u) << "a new plan for the survivors";
+  for (auto& slot : held->plans[1].input.slots) EXPECT_EQ(slot.node, "w2");
+  caf::anon_send(held->self, tick_atom::value, size_t{1});
+  run();
+  auto s = schedule_of("w2");
+  ASSERT_GT(s.epoch, 0u) << "the fresh plan is applied";
+  EXPECT_FALSE(s.devices.empty());
+  EXPECT_EQ(schedule_of("w1").epoch, 0u);
 }
 
 TEST(worker_registry, serves_only_on_a_schedule_of_this_controller) {

@@ -1,0 +1,44 @@
+// The planner: scheduler epochs, one request at a time, off the controller's thread.
+
+#include "actors/roles.hpp"
+
+namespace sloserve {
+
+plan_request epoch_request(const cluster_config& cfg, std::shared_ptr<const std::vector<model_spec>> models,
+                           const sched::pipeline_rates& rates, std::shared_ptr<const planned_epoch> previous,
+                           const std::function<bool(const std::string&)>& up) {
+  plan_request r;
+  r.input = planning_input(cfg, *models);
+  std::erase_if(r.input.slots, [&](const sched::device_slot& s) { return !up(s.node); });
+  sched::set_measured_load(r.input, rates, cfg.scheduler.headroom);
+  for (auto& p : rates.pipelines) r.measured.push_back(p.rate);
+  r.models = std::move(models);
+  r.previous = std::move(previous);
+  return r;
+}
+
+planner_actor spawn_planner(caf::actor_system& sys, bool detached) {
+  auto behavior = []() -> planner_actor::behavior_type {
+    return {
+        [](plan_request& r) {
+          planned_epoch out;
+          out.measured = r.measured;
+          out.models = r.models;
+          out.previous = r.previous;
+          auto planned = sched::plan_scaled_epoch(r.input, r.previous ? &r.previous->result : nullptr);
+          if (planned) {
+            out.result = std::move(planned->result);
+            out.scale = planned->scale;
+          } else {
+            out.error = planned.error();
+          }
+          out.input = std::move(r.input);
+          return out;
+        },
+    };
+  };
+  if (detached) return sys.spawn<caf::detached>(behavior);
+  return sys.spawn(behavior);
+}
+
+}  // namespace sloserve
