@@ -17,25 +17,25 @@ plan_request epoch_request(const cluster_config& cfg, std::shared_ptr<const std:
   return r;
 }
 
+planned_epoch run_plan_request(plan_request& r) {
+  planned_epoch out;
+  out.measured = r.measured;
+  out.models = r.models;
+  out.previous = r.previous;
+  auto planned = sched::plan_scaled_epoch(r.input, r.previous ? &r.previous->result : nullptr);
+  if (planned) {
+    out.result = std::move(planned->result);
+    out.scale = planned->scale;
+  } else {
+    out.error = planned.error();
+  }
+  out.input = std::move(r.input);
+  return out;
+}
+
 planner_actor spawn_planner(caf::actor_system& sys, bool detached) {
   auto behavior = []() -> planner_actor::behavior_type {
-    return {
-        [](plan_request& r) {
-          planned_epoch out;
-          out.measured = r.measured;
-          out.models = r.models;
-          out.previous = r.previous;
-          auto planned = sched::plan_scaled_epoch(r.input, r.previous ? &r.previous->result : nullptr);
-          if (planned) {
-            out.result = std::move(planned->result);
-            out.scale = planned->scale;
-          } else {
-            out.error = planned.error();
-          }
-          out.input = std::move(r.input);
-          return out;
-        },
-    };
+    return {[](plan_request& r) { return run_plan_request(r); }};
   };
   if (detached) return sys.spawn<caf::detached>(behavior);
   return sys.spawn(behavior);

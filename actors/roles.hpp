@@ -40,7 +40,9 @@ device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t inde
 device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index,
                           std::unique_ptr<device_executor> executor);
 controller_actor spawn_controller(caf::actor_system& sys, actor_args args);
-// Plans each request with sched::plan_scaled_epoch; `detached` gives it a thread of its own.
+// Plans one request with sched::plan_scaled_epoch (`r.input` is moved into the result).
+planned_epoch run_plan_request(plan_request& r);
+// Plans each request it gets; `detached` gives it a thread of its own.
 planner_actor spawn_planner(caf::actor_system& sys, bool detached = true);
 // The next epoch's request: `models` (the config's, with measured profiles), the devices of the
 // workers `up` says are up, the measured `rates` with the scheduler's headroom, and the plan

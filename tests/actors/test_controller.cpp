@@ -46,14 +46,7 @@ planner_actor held_planner(caf::actor_system& sys, std::shared_ptr<held_plans> h
   held->self = sys.spawn([held](caf::event_based_actor* self) -> caf::behavior {
     return {
         [=](plan_request& r) {
-          planned_epoch out;
-          auto planned = sched::plan_scaled_epoch(r.input, r.previous ? &r.previous->result : nullptr);
-          out.result = std::move(planned->result);
-          out.scale = planned->scale;
-          out.input = std::move(r.input);
-          out.measured = r.measured;
-          out.models = r.models;
-          held->plans.push_back(std::move(out));
+          held->plans.push_back(run_plan_request(r));
           held->promises.push_back(self->make_response_promise());
         },
         [=](tick_atom, size_t k) { held->promises[k].deliver(std::move(held->plans[k])); },
