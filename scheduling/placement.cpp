@@ -8,6 +8,22 @@
 
 namespace sloserve {
 
+namespace {
+
+// Per worker node: each of its devices listed, running nothing yet.
+std::map<std::string, msg::schedule> idle_schedules(const cluster_config& cfg, uint64_t epoch) {
+  std::map<std::string, msg::schedule> out;
+  for (auto& n : cfg.nodes) {
+    if (!n.has_role(role::worker)) continue;
+    auto& s = out[n.name];
+    s.epoch = epoch;
+    for (int d = 0; d < n.device_count(); ++d) s.devices.push_back({static_cast<uint32_t>(d), 0, {}});
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<sched::device_slot> device_slots(const cluster_config& cfg) {
   std::vector<sched::device_slot> out;
   for (auto& n : cfg.nodes) {
@@ -60,13 +76,7 @@ msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_in
 
 std::map<std::string, msg::schedule> schedules_from(const cluster_config& cfg, const sched::epoch_input& in,
                                                     const sched::epoch_result& r, uint64_t epoch) {
-  std::map<std::string, msg::schedule> out;
-  for (auto& n : cfg.nodes) {
-    if (!n.has_role(role::worker)) continue;
-    auto& s = out[n.name];
-    s.epoch = epoch;
-    for (int d = 0; d < n.device_count(); ++d) s.devices.push_back({static_cast<uint32_t>(d), 0, {}});
-  }
+  auto out = idle_schedules(cfg, epoch);
   for (size_t k = 0; k < r.placement.devices.size(); ++k) {
     if (r.slot_of[k] < 0) continue;
     auto& slot = in.slots[static_cast<size_t>(r.slot_of[k])];
@@ -178,13 +188,7 @@ cluster_placement epoch_placement(const cluster_config& cfg, const sched::epoch_
 
 cluster_placement deployment_placement(const cluster_config& cfg, const deployment& d, uint64_t epoch,
                                        const std::vector<msg::stage_budget>& budgets) {
-  cluster_placement out;
-  for (auto& n : cfg.nodes) {
-    if (!n.has_role(role::worker)) continue;
-    auto& s = out.schedules[n.name];
-    s.epoch = epoch;
-    for (int k = 0; k < n.device_count(); ++k) s.devices.push_back({static_cast<uint32_t>(k), 0, {}});
-  }
+  cluster_placement out{idle_schedules(cfg, epoch), {}};
   std::map<std::string, msg::model_route> routes;
   for (auto& m : cfg.models) routes[m.name].model = m.name;
   for (auto& i : d.instances) {
