@@ -1,7 +1,7 @@
 // bench/nexus: Nexus's control plane against a batch-oblivious baseline on emulated devices,
 // the drop policies of thesis 002 §3.5.1, and planner speed. Every figure comes from this run.
 //
-// Usage: bench_nexus [all|traffic|game|drop|speed] [--quick] [--window SECONDS]
+// Usage: bench_nexus [all|traffic|game|drop|speed] [--quick] [--window SECONDS] [--sizes N,N,...]
 //
 // For a workload and a policy combination, the highest rate whose attainment is >= 99% is found
 // by doubling and then bisection. Each trial starts a fresh in-process node with 8 emulated
@@ -9,6 +9,8 @@
 // on the measured rates in it) and then a measured window.
 
 #include <spdlog/spdlog.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -17,8 +19,12 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <vector>
 
+#include "bench/fleet.hpp"
 #include "bench/harness.hpp"
+#include "scheduling/epoch.hpp"
+#include "scheduling/placement.hpp"
 #include "scheduling/planner.hpp"
 
 using namespace sloserve;
@@ -147,47 +153,113 @@ void drop_policies(double rate) {
   }
 }
 
-void planner_speed() {
-  std::mt19937_64 rng(5);
-  std::vector<model_spec> models(1000);
-  std::vector<sched::session> ss;
-  for (int i = 0; i < 1000; ++i) {
-    auto& m = models[i];
-    m.name = "m" + std::to_string(i);
-    m.max_batch = 64;
-    m.profile.alpha_ms = std::uniform_real_distribution<double>(0.3, 3)(rng);
-    m.profile.beta_ms = std::uniform_real_distribution<double>(2, 15)(rng);
-    ss.push_back({&m, std::uniform_real_distribution<double>(3, 10)(rng) * m.profile.latency_ms_at(1),
-                  std::exp(std::uniform_real_distribution<double>(1, 3.4)(rng))});
-  }
-  sched::nexus_planner planner;
-  auto t0 = std::chrono::steady_clock::now();
-  auto p = planner.make(ss, {});
-  auto t1 = std::chrono::steady_clock::now();
-  auto moved = ss;
-  for (auto& s : moved) s.rate *= std::uniform_real_distribution<double>(0.9, 1.1)(rng);
-  auto q = planner.make(moved, {}, &p, &ss);
-  auto t2 = std::chrono::steady_clock::now();
+// `plan_epoch` exactly as `sloserve plan` calls it (DP split, neighbours on) on synthetic fleets
+// of mixed single- and 3-stage pipelines; the controller's `plan_scaled_epoch` and an
+// incremental re-plan beside it; the growth exponent fitted over the sizes; and the wall time of
+// a `sloserve plan` process on the 1,000-session fleet.
+void planner_speed(const std::vector<int>& sizes) {
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
-  printf(
-      "planner  1000 sessions on %zu devices: %.1f ms from scratch, %.1f ms incremental (%zu moved); target < 100 ms\n",
-      p.devices.size(), ms(t1 - t0), ms(t2 - t1), q.moved);
+  std::vector<double> xs, ys;
+  for (int n : sizes) {
+    bench::fleet_spec spec;
+    spec.sessions = n;
+    auto f = bench::make_fleet(spec);
+    auto parsed = parse_cluster_config(f.yaml, "fleet.yaml");
+    if (!parsed) {
+      fprintf(stderr, "%s", parsed.error_text().c_str());
+      std::exit(1);
+    }
+    auto& cfg = *parsed.config;
+    auto in = planning_input(cfg, cfg.models);
+    in.rates = f.rates;
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = sched::plan_epoch(in);
+    auto t1 = std::chrono::steady_clock::now();
+    if (!r) {
+      fprintf(stderr, "plan_epoch: %s\n", r.error().c_str());
+      std::exit(1);
+    }
+    auto bad = sched::check_plan(r->placement, r->sessions, {});
+    std::mt19937_64 rng(7);
+    auto moved = in;
+    for (auto& x : moved.rates) x *= std::uniform_real_distribution<double>(0.9, 1.1)(rng);
+    auto t2 = std::chrono::steady_clock::now();
+    auto again = sched::plan_epoch(moved, &*r);
+    auto t3 = std::chrono::steady_clock::now();
+    auto scaled_in = in;
+    auto t4 = std::chrono::steady_clock::now();
+    auto scaled = sched::plan_scaled_epoch(scaled_in, &*r);
+    auto t5 = std::chrono::steady_clock::now();
+    printf(
+        "planner  %5zu sessions (%zu pipelines), %d devices: plan_epoch %.1f ms, %zu devices used, %zu missing, "
+        "%zu infeasible, %zu broken promises; re-plan at +-10%% %.1f ms (%zu moved); plan_scaled_epoch %.1f ms "
+        "(x%.2f)\n",
+        r->sessions.size(), f.pipelines.size(), f.devices, ms(t1 - t0), r->placement.devices.size(), r->devices_missing,
+        r->placement.infeasible.size(), bad.size(), ms(t3 - t2), again ? again->placement.moved : 0, ms(t5 - t4),
+        scaled ? scaled->scale : 0.0);
+    fflush(stdout);
+    xs.push_back(std::log(static_cast<double>(n)));
+    ys.push_back(std::log(ms(t1 - t0)));
+  }
+  if (xs.size() >= 2) {
+    double mx = 0, my = 0;
+    for (size_t i = 0; i < xs.size(); ++i) mx += xs[i] / xs.size(), my += ys[i] / xs.size();
+    double sxy = 0, sxx = 0;
+    for (size_t i = 0; i < xs.size(); ++i) sxy += (xs[i] - mx) * (ys[i] - my), sxx += (xs[i] - mx) * (xs[i] - mx);
+    printf("planner  growth exponent of plan_epoch over %zu sizes: %.2f (target <= 1.3)\n", xs.size(), sxy / sxx);
+  }
+  // The process as a user runs it.
+  bench::fleet_spec spec;
+  spec.sessions = 1000;
+  auto f = bench::make_fleet(spec);
+  char dir[] = "/tmp/bench_plan_XXXXXX";
+  if (!mkdtemp(dir)) return;
+  std::string file = std::string(dir) + "/fleet.yaml";
+  if (FILE* out = fopen(file.c_str(), "w")) {
+    fputs(f.yaml.c_str(), out);
+    fclose(out);
+  }
+  std::vector<std::string> args{SLOSERVE_BIN, "plan", "-c", file, "--json"};
+  for (size_t i = 0; i < f.pipelines.size(); ++i)
+    args.push_back("--rate=" + f.pipelines[i] + "=" + std::to_string(f.rates[i]));
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  fflush(stdout);
+  auto t0 = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (!freopen("/dev/null", "w", stdout)) _exit(127);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  auto t1 = std::chrono::steady_clock::now();
+  printf("planner  `sloserve plan` process on %d sessions, %d devices: %.0f ms wall (exit %d; target <= 1500 ms)\n",
+         spec.sessions, f.devices, ms(t1 - t0), WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  unlink(file.c_str());
+  rmdir(dir);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string what = "all";
+  std::vector<int> sizes{1000, 3000, 10000};
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick"))
       quick = true;
-    else if (!std::strcmp(argv[i], "--window") && i + 1 < argc)
+    else if (!std::strcmp(argv[i], "--sizes") && i + 1 < argc) {
+      sizes.clear();
+      for (char* t = std::strtok(argv[++i], ","); t; t = std::strtok(nullptr, ",")) sizes.push_back(std::atoi(t));
+    } else if (!std::strcmp(argv[i], "--window") && i + 1 < argc)
       window_s = std::atof(argv[++i]);
     else
       what = argv[i];
   }
   spdlog::set_level(spdlog::level::warn);
-  if (what == "all" || what == "speed") planner_speed();
+  if (what == "all" || what == "speed") planner_speed(sizes);
   if (what == "all" || what == "drop") drop_policies(1300);
   if (what == "all" || what == "drop") drop_policies(1420);
   if (what == "all" || what == "traffic") compare("traffic", traffic_yaml(), 20);

@@ -4,7 +4,10 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <string_view>
 #include <tuple>
+
+#include "scheduling/packing.hpp"
 
 namespace sloserve::sched {
 
@@ -62,31 +65,40 @@ void collect_sessions(const epoch_input& in, const std::vector<std::vector<doubl
 // Places out.sessions and binds the placed devices to slots: a device keeps the previous slot of
 // its id where it still fits. Slots are matched by (node, device): the set of live slots may
 // differ between epochs.
-void place(const epoch_input& in, const planner& planner, const epoch_result* previous, epoch_result& out) {
+void place(const epoch_input& in, const planner& planner, const epoch_result* previous, const batch_tables& tables,
+           epoch_result& out) {
   device_caps caps;  // per-slot memory is checked when binding to slots
-  out.placement = previous ? planner.make(out.sessions, caps, &previous->placement, &previous->sessions)
-                           : planner.make(out.sessions, caps);
+  out.placement = previous ? planner.make(out.sessions, caps, &previous->placement, &previous->sessions, &tables)
+                           : planner.make(out.sessions, caps, nullptr, nullptr, &tables);
   out.slots = in.slots;
   out.slot_of.assign(out.placement.devices.size(), -1);
   out.devices_missing = 0;
   std::vector<bool> taken(in.slots.size(), false);
-  auto slot_index = [&](const device_slot& x) -> int {
+  if (previous) {
+    std::map<std::pair<std::string_view, uint32_t>, int> slot_at;
     for (size_t s = 0; s < in.slots.size(); ++s)
-      if (in.slots[s].node == x.node && in.slots[s].device == x.device) return static_cast<int>(s);
-    return -1;
-  };
-  if (previous)
-    for (size_t k = 0; k < out.placement.devices.size(); ++k)
-      for (size_t j = 0; j < previous->placement.devices.size(); ++j)
-        if (previous->placement.devices[j].id == out.placement.devices[k].id) {
-          int ps = j < previous->slot_of.size() ? previous->slot_of[j] : -1;
-          int s = ps >= 0 ? slot_index(previous->slots[static_cast<size_t>(ps)]) : -1;
-          if (s >= 0 && !taken[s] && slot_fits(in.slots[s], out.placement.devices[k], out.sessions))
-            out.slot_of[k] = s, taken[s] = true;
-        }
+      slot_at.emplace(std::make_pair(std::string_view(in.slots[s].node), in.slots[s].device), static_cast<int>(s));
+    std::map<int, size_t> previous_at;  // device id -> index in the previous placement
+    for (size_t j = 0; j < previous->placement.devices.size(); ++j)
+      previous_at.emplace(previous->placement.devices[j].id, j);
+    for (size_t k = 0; k < out.placement.devices.size(); ++k) {
+      auto j = previous_at.find(out.placement.devices[k].id);
+      if (j == previous_at.end() || j->second >= previous->slot_of.size()) continue;
+      int ps = previous->slot_of[j->second];
+      if (ps < 0) continue;
+      auto& was = previous->slots[static_cast<size_t>(ps)];
+      auto at = slot_at.find({was.node, was.device});
+      if (at == slot_at.end()) continue;
+      auto s = static_cast<size_t>(at->second);
+      if (!taken[s] && slot_fits(in.slots[s], out.placement.devices[k], out.sessions))
+        out.slot_of[k] = at->second, taken[s] = true;
+    }
+  }
+  size_t first_free = 0;
   for (size_t k = 0; k < out.placement.devices.size(); ++k) {
     if (out.slot_of[k] >= 0) continue;
-    for (size_t s = 0; s < in.slots.size(); ++s)
+    while (first_free < in.slots.size() && taken[first_free]) ++first_free;
+    for (size_t s = first_free; s < in.slots.size(); ++s)
       if (!taken[s] && slot_fits(in.slots[s], out.placement.devices[k], out.sessions)) {
         out.slot_of[k] = static_cast<int>(s);
         taken[s] = true;
@@ -97,10 +109,137 @@ void place(const epoch_input& in, const planner& planner, const epoch_result* pr
 }
 
 // What a plan costs, compared lexicographically: sessions it cannot serve, devices it lacks,
-// devices it uses.
-std::tuple<size_t, size_t, size_t> plan_cost(const epoch_result& r) {
-  return {r.placement.infeasible.size(), r.devices_missing, r.placement.devices.size()};
+// devices it uses, sessions it moves.
+using plan_cost_t = std::tuple<size_t, size_t, size_t, size_t>;
+plan_cost_t plan_cost(const epoch_result& r) {
+  return {r.placement.infeasible.size(), r.devices_missing, r.placement.devices.size(), r.placement.moved};
 }
+
+// The neighbour search on one packing: a candidate split of one pipeline moves its stages to
+// other sessions, and only those sessions are packed again, against the rest of the plan.
+class neighbour_search {
+ public:
+  neighbour_search(const epoch_input& in, const std::vector<std::vector<double>>& rates, const epoch_result& start,
+                   const batch_tables& tables)
+      : in_(in), rates_(rates), sessions_(start.sessions), members_(start.members), packing_(sessions_, {}, tables) {
+    auto& pipes = *in.pipelines;
+    stage_session_.resize(pipes.size());
+    for (size_t pi = 0; pi < pipes.size(); ++pi) stage_session_[pi].assign(pipes[pi].stages.size(), 0);
+    for (size_t i = 0; i < members_.size(); ++i)
+      for (auto [pi, s] : members_[i]) stage_session_[pi][s] = i;
+    for (size_t i = 0; i < sessions_.size(); ++i) {
+      auto& [pi, s] = members_[i].front();
+      session_of_.emplace(key(pi, s, sessions_[i].slo_ms), i);
+    }
+    packing_.make();
+    cost_ = cost();
+    load_ = packing_.load();
+  }
+
+  // Moves pipeline pi to `budgets` if the packing then costs less; true when it did.
+  bool try_split(size_t pi, const std::vector<double>& budgets) {
+    auto& p = (*in_.pipelines)[pi];
+    packing_.begin();
+    saved_.clear();
+    created_.clear();
+    size_t sessions_before = sessions_.size();
+    std::vector<size_t> touched;
+    auto touch = [&](size_t i) {
+      if (std::find(touched.begin(), touched.end(), i) != touched.end()) return;
+      touched.push_back(i);
+      saved_.push_back({i, sessions_[i], members_[i]});
+      packing_.remove(i);
+    };
+    std::vector<size_t> moved_to(p.stages.size());
+    for (size_t s = 0; s < p.stages.size(); ++s) {
+      double budget = std::floor(budgets[s] * 10) / 10;
+      size_t from = stage_session_[pi][s];
+      auto k = key(pi, s, budget);
+      auto it = session_of_.find(k);
+      size_t to;
+      if (it != session_of_.end()) {
+        to = it->second;
+      } else {
+        to = sessions_.size();
+        sessions_.push_back({&model_of(pi, s), budget, 0});
+        members_.emplace_back();
+        session_of_.emplace(k, to);
+        created_.push_back(k);
+      }
+      moved_to[s] = to;
+      if (to == from) continue;
+      touch(from);
+      if (to < sessions_before) touch(to);
+      auto& m = members_[from];
+      m.erase(std::find(m.begin(), m.end(), std::make_pair(pi, s)));
+      members_[to].emplace_back(pi, s);
+    }
+    for (auto i : touched) {
+      rate_from_members(i);
+      packing_.add(i);
+    }
+    for (size_t i = sessions_before; i < sessions_.size(); ++i) {
+      rate_from_members(i);
+      packing_.add(i);
+    }
+    auto c = cost();
+    // Fewer devices, or as many with less load on them: the packing of the whole plan turns
+    // load saved here into devices saved more often than a single re-pack shows.
+    double load = packing_.load();
+    if (c < cost_ || (c == cost_ && load < load_ - 1e-6)) {
+      load_ = load;
+      packing_.commit();
+      cost_ = c;
+      stage_session_[pi] = moved_to;
+      return true;
+    }
+    packing_.rollback();
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it)
+      sessions_[it->index] = it->was, members_[it->index] = it->members;
+    sessions_.resize(sessions_before);
+    members_.resize(sessions_before);
+    for (auto& k : created_) session_of_.erase(k);
+    return false;
+  }
+
+ private:
+  using session_key = std::pair<std::string_view, long>;
+  const model_spec& model_of(size_t pi, size_t s) const {
+    return (*in_.models)[(*in_.pipelines)[pi].stages[s].model_index];
+  }
+  // As collect_sessions keys them.
+  session_key key(size_t pi, size_t s, double budget) const {
+    auto& m = model_of(pi, s);
+    return {m.is_variant() ? std::string_view(m.prefix) : std::string_view(m.name),
+            std::lround(budget * 10) * 2 + m.is_variant()};
+  }
+  void rate_from_members(size_t i) {
+    double r = 0;
+    for (auto [pi, s] : members_[i]) r += rates_[pi][s];
+    sessions_[i].rate = r;
+  }
+  plan_cost_t cost() const {
+    size_t used = packing_.devices(), slots = in_.slots.size();
+    return {packing_.infeasible(), used > slots ? used - slots : 0, used, 0};
+  }
+
+  const epoch_input& in_;
+  const std::vector<std::vector<double>>& rates_;
+  std::vector<session> sessions_;
+  std::vector<std::vector<std::pair<size_t, size_t>>> members_;
+  squishy_packing packing_;
+  std::vector<std::vector<size_t>> stage_session_;
+  std::map<session_key, size_t> session_of_;
+  plan_cost_t cost_;
+  double load_ = 0;
+  struct saved {
+    size_t index;
+    session was;
+    std::vector<std::pair<size_t, size_t>> members;
+  };
+  std::vector<saved> saved_;
+  std::vector<session_key> created_;
+};
 
 }  // namespace
 
@@ -109,6 +248,7 @@ expected<epoch_result> plan_epoch(const epoch_input& in, const epoch_result* pre
   auto& models = *in.models;
   if (in.rates.size() != pipes.size()) return fail("need one rate per pipeline");
   auto planner = make_planner(in.policy);
+  batch_tables tables;
   epoch_result out;
   std::vector<std::vector<double>> rates;
   std::vector<throughput_fn> T;
@@ -116,43 +256,52 @@ expected<epoch_result> plan_epoch(const epoch_input& in, const epoch_result* pre
     auto& p = pipes[pi];
     auto fan = pi < in.fanouts.size() && !in.fanouts[pi].empty() ? in.fanouts[pi] : declared_fanout(p);
     rates.push_back(stage_rates(p, in.rates[pi], fan));
-    T.push_back([&models, &p](size_t s, double L) { return max_throughput(models[p.stages[s].model_index], L); });
+    T.push_back([&models, &p, &tables](size_t s, double L) {
+      return tables.of(models[p.stages[s].model_index]).throughput(L);
+    });
     out.splits.push_back(in.split == split_policy::dp ? dp_split(p, rates[pi], T[pi], in.steps) : even_split(p));
   }
   collect_sessions(in, rates, out);
-  place(in, *planner, previous, out);
-  if (in.split != split_policy::dp || in.neighbours <= 0) return out;
+  place(in, *planner, previous, tables, out);
+  if (in.split != split_policy::dp || in.neighbours <= 0 || in.policy == scheduler_policy::batch_oblivious) return out;
   // The DP counts devices fractionally, sum of rate / T; they come whole, and the packing merges
   // only residues whose duty cycles fit together. So the DP's split is compared with its
   // neighbours: the DP re-run with one stage held at a batch within `neighbours` of the one it
   // got. One that packs into fewer devices (serving every session) replaces it; one pass over
-  // the stages in order.
+  // the stages in order. Each candidate re-packs only the sessions it changes; the splits found
+  // are then packed whole, and kept if that beats the DP's split packed whole.
+  neighbour_search search(in, rates, out, tables);
+  auto splits = out.splits;
+  bool changed = false;
   for (size_t pi = 0; pi < pipes.size(); ++pi) {
     auto& p = pipes[pi];
     for (size_t s = 0; s < p.stages.size(); ++s) {
       if (rates[pi][s] <= 0) continue;
-      auto& m = models[p.stages[s].model_index];
-      int got = saturating_batch(m, out.splits[pi].budget_ms[s]);
-      for (int b : m.profile.plannable_batches(m.max_batch)) {
+      auto& table = tables.of(models[p.stages[s].model_index]);
+      int got = table.saturating_batch(splits[pi].budget_ms[s]);
+      for (int b : table.plannable()) {
         if (b == got || std::abs(b - got) > in.neighbours) continue;
-        double l = m.profile.latency_ms_at(b);
+        double l = table.ms(b);
         if (l <= 0) continue;
         throughput_fn held = [&, s, b, l](size_t k, double L) {
           if (k != s) return T[pi](k, L);
           return 2 * l <= L ? b / l * 1000.0 : 0.0;
         };
         auto split = dp_split(p, rates[pi], held, in.steps);
-        // dp_split falls back to the even split when nothing fits: no neighbour then.
+        // dp_split falls back to the even split when nothing fits: no neighbour then. A split
+        // that the DP gives back unchanged (a single stage takes the whole SLO) is no neighbour.
         if (!std::isfinite(split_cost(p, rates[pi], split.budget_ms, held))) continue;
-        epoch_result trial;
-        trial.splits = out.splits;
-        trial.splits[pi] = std::move(split);
-        collect_sessions(in, rates, trial);
-        place(in, *planner, previous, trial);
-        if (plan_cost(trial) < plan_cost(out)) out = std::move(trial);
+        if (split.budget_ms == splits[pi].budget_ms) continue;
+        if (search.try_split(pi, split.budget_ms)) splits[pi] = std::move(split), changed = true;
       }
     }
   }
+  if (!changed) return out;
+  epoch_result refined;
+  refined.splits = std::move(splits);
+  collect_sessions(in, rates, refined);
+  place(in, *planner, previous, tables, refined);
+  if (plan_cost(refined) < plan_cost(out)) return refined;
   return out;
 }
 

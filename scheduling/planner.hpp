@@ -10,6 +10,7 @@
 
 #include "config/knobs.hpp"
 #include "pipelines/model.hpp"
+#include "scheduling/batch_table.hpp"
 
 namespace sloserve::sched {
 
@@ -51,14 +52,17 @@ class planner {
   virtual std::string_view name() const = 0;
   // Places `sessions`. With `previous` (a plan of an earlier epoch, matched by model and SLO),
   // keeps as many sessions where they were as it can.
+  // `tables`: l(b) of the sessions' models, tabulated (made here when not given).
   plan make(const std::vector<session>& sessions, const device_caps& caps, const plan* previous = nullptr,
-            const std::vector<session>* previous_sessions = nullptr) const {
-    return make_impl(sessions, caps, previous, previous_sessions);
+            const std::vector<session>* previous_sessions = nullptr, const batch_tables* tables = nullptr) const {
+    if (tables) return make_impl(sessions, caps, previous, previous_sessions, *tables);
+    batch_tables own;
+    return make_impl(sessions, caps, previous, previous_sessions, own);
   }
 
  protected:
-  virtual plan make_impl(const std::vector<session>&, const device_caps&, const plan*,
-                         const std::vector<session>*) const = 0;
+  virtual plan make_impl(const std::vector<session>&, const device_caps&, const plan*, const std::vector<session>*,
+                         const batch_tables&) const = 0;
 };
 
 // Squishy bin packing: saturate whole devices at the largest batch with 2·l(B) <= L, then
@@ -68,8 +72,8 @@ class nexus_planner final : public planner {
   std::string_view name() const override { return "nexus"; }
 
  protected:
-  plan make_impl(const std::vector<session>&, const device_caps&, const plan*,
-                 const std::vector<session>*) const override;
+  plan make_impl(const std::vector<session>&, const device_caps&, const plan*, const std::vector<session>*,
+                 const batch_tables&) const override;
 };
 
 // The baseline: each session needs rate / T(L) devices at its best single-device batch,
@@ -79,8 +83,8 @@ class batch_oblivious_planner final : public planner {
   std::string_view name() const override { return "batch-oblivious"; }
 
  protected:
-  plan make_impl(const std::vector<session>&, const device_caps&, const plan*,
-                 const std::vector<session>*) const override;
+  plan make_impl(const std::vector<session>&, const device_caps&, const plan*, const std::vector<session>*,
+                 const batch_tables&) const override;
 };
 
 std::unique_ptr<planner> make_planner(scheduler_policy policy);

@@ -101,6 +101,14 @@ slo_split dp_split(const pipeline& p, const std::vector<double>& rates, const th
   std::vector<std::vector<int>> arg(m, std::vector<int>(steps + 1, 0));
   // Children come after their parents in `of`, so fill in reverse.
   for (size_t kk = m; kk-- > 0;) {
+    if (kids[kk].empty()) {
+      // A leaf takes the cheapest budget within t: a running minimum (the least budget on ties).
+      for (int t = 1; t <= steps; ++t) {
+        dp[kk][t] = dp[kk][t - 1], arg[kk][t] = arg[kk][t - 1];
+        if (cost[kk][t] < dp[kk][t]) dp[kk][t] = cost[kk][t], arg[kk][t] = t;
+      }
+      continue;
+    }
     for (int t = 1; t <= steps; ++t) {
       for (int u = 1; u <= t; ++u) {
         double c = cost[kk][u];
