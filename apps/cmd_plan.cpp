@@ -1,5 +1,6 @@
 // `sloserve plan`: what the scheduler would apply for given pipeline rates.
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -55,7 +56,9 @@ void add_plan_command(CLI::App& app, int& rc) {
       }
       in.rates[static_cast<size_t>(p - cfg->pipelines.data())] = v;
     }
+    auto t0 = std::chrono::steady_clock::now();
     auto planned = sched::plan_epoch(in);
+    double planning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!planned) {
       std::cerr << "sloserve plan: " << planned.error() << "\n";
       return void(rc = 2);
@@ -112,6 +115,7 @@ void add_plan_command(CLI::App& app, int& rc) {
     j["devices_used"] = res.placement.devices.size();
     j["devices_available"] = in.slots.size();
     j["devices_missing"] = res.devices_missing;
+    j["planning_ms"] = planning_ms;
     j["infeasible"] = nlohmann::json::array();
     for (auto i : res.placement.infeasible) j["infeasible"].push_back(res.sessions[i].model->name);
     if (o->json) {
@@ -141,7 +145,7 @@ void add_plan_command(CLI::App& app, int& rc) {
     }
     std::printf("\ndevices used %zu of %zu available", res.placement.devices.size(), in.slots.size());
     if (res.devices_missing) std::printf(" (%zu more needed)", res.devices_missing);
-    std::printf("\n");
+    std::printf("\nplanned in %.1f ms\n", planning_ms);
     if (!res.placement.infeasible.empty()) std::printf("infeasible sessions: %s\n", j["infeasible"].dump().c_str());
   });
 }

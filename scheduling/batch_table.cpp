@@ -64,9 +64,8 @@ double batch_table::most_upto(int b) const {
 }
 
 const batch_table& batch_tables::of(const model_spec& m) const {
-  auto& t = tables_[&m];
-  if (!t) t = std::make_unique<batch_table>(m);
-  return *t;
+  if (auto it = tables_.find(&m); it != tables_.end()) return *it->second;
+  return *tables_.emplace(&m, std::make_unique<batch_table>(m)).first->second;
 }
 
 }  // namespace sloserve::sched

@@ -43,8 +43,8 @@ class batch_table {
   double per_request_ = 0;
 };
 
-// Tables per model, made on first use. Not thread-safe while tables are being made: call
-// `of` for every model before sharing across threads.
+// Tables per model, made on first use. Threads may share it once every model they ask for has
+// its table.
 class batch_tables {
  public:
   const batch_table& of(const model_spec& m) const;

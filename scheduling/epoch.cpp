@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string_view>
+#include <thread>
 #include <tuple>
 
 #include "scheduling/packing.hpp"
@@ -243,12 +244,62 @@ class neighbour_search {
 
 }  // namespace
 
+namespace {
+
+// fn(i) for every i < n, on up to as many threads as the machine has cores.
+template <class Fn>
+void parallel_for(size_t n, Fn fn) {
+  size_t threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), n / 64 + 1);
+  if (threads <= 1) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (size_t i = t; i < n; i += threads) fn(i);
+    });
+  for (auto& th : pool) th.join();
+}
+
+// A neighbour of a pipeline's split: the DP re-run with one stage held at another batch.
+struct neighbour {
+  size_t stage = 0;
+  slo_split split;
+};
+
+// The neighbours of `current` at stage s, in the order of the batches held.
+std::vector<neighbour> neighbours_of(const pipeline& p, const std::vector<double>& rates, const throughput_fn& T,
+                                     const batch_table& table, size_t s, const slo_split& current,
+                                     const epoch_input& in) {
+  std::vector<neighbour> out;
+  int got = table.saturating_batch(current.budget_ms[s]);
+  for (int b : table.plannable()) {
+    if (b == got || std::abs(b - got) > in.neighbours) continue;
+    double l = table.ms(b);
+    if (l <= 0) continue;
+    throughput_fn held = [&, s, b, l](size_t k, double L) {
+      if (k != s) return T(k, L);
+      return 2 * l <= L ? b / l * 1000.0 : 0.0;
+    };
+    auto split = dp_split(p, rates, held, in.steps);
+    // dp_split falls back to the even split when nothing fits: no neighbour then.
+    if (!std::isfinite(split_cost(p, rates, split.budget_ms, held))) continue;
+    out.push_back({s, std::move(split)});
+  }
+  return out;
+}
+
+}  // namespace
+
 expected<epoch_result> plan_epoch(const epoch_input& in, const epoch_result* previous) {
   auto& pipes = *in.pipelines;
   auto& models = *in.models;
   if (in.rates.size() != pipes.size()) return fail("need one rate per pipeline");
   auto planner = make_planner(in.policy);
   batch_tables tables;
+  for (auto& p : pipes)
+    for (auto& st : p.stages) tables.of(models[st.model_index]);
   epoch_result out;
   std::vector<std::vector<double>> rates;
   std::vector<throughput_fn> T;
@@ -259,40 +310,52 @@ expected<epoch_result> plan_epoch(const epoch_input& in, const epoch_result* pre
     T.push_back([&models, &p, &tables](size_t s, double L) {
       return tables.of(models[p.stages[s].model_index]).throughput(L);
     });
-    out.splits.push_back(in.split == split_policy::dp ? dp_split(p, rates[pi], T[pi], in.steps) : even_split(p));
   }
+  // The DP's split of every pipeline and the neighbours of each: pipelines apart, so in parallel.
+  const bool search =
+      in.split == split_policy::dp && in.neighbours > 0 && in.policy != scheduler_policy::batch_oblivious;
+  out.splits.resize(pipes.size());
+  std::vector<std::vector<neighbour>> candidates(pipes.size());
+  parallel_for(pipes.size(), [&](size_t pi) {
+    auto& p = pipes[pi];
+    if (in.split != split_policy::dp) {
+      out.splits[pi] = even_split(p);
+      return;
+    }
+    out.splits[pi] = dp_split(p, rates[pi], T[pi], in.steps);
+    if (!search) return;
+    for (size_t s = 0; s < p.stages.size(); ++s) {
+      if (rates[pi][s] <= 0) continue;
+      auto more = neighbours_of(p, rates[pi], T[pi], tables.of(models[p.stages[s].model_index]), s, out.splits[pi], in);
+      for (auto& n : more) candidates[pi].push_back(std::move(n));
+    }
+  });
   collect_sessions(in, rates, out);
   place(in, *planner, previous, tables, out);
-  if (in.split != split_policy::dp || in.neighbours <= 0 || in.policy == scheduler_policy::batch_oblivious) return out;
+  if (!search) return out;
   // The DP counts devices fractionally, sum of rate / T; they come whole, and the packing merges
   // only residues whose duty cycles fit together. So the DP's split is compared with its
   // neighbours: the DP re-run with one stage held at a batch within `neighbours` of the one it
   // got. One that packs into fewer devices (serving every session) replaces it; one pass over
   // the stages in order. Each candidate re-packs only the sessions it changes; the splits found
   // are then packed whole, and kept if that beats the DP's split packed whole.
-  neighbour_search search(in, rates, out, tables);
+  neighbour_search searcher(in, rates, out, tables);
   auto splits = out.splits;
   bool changed = false;
   for (size_t pi = 0; pi < pipes.size(); ++pi) {
     auto& p = pipes[pi];
+    bool moved = false;  // once a neighbour is taken, later stages' neighbours start from it
     for (size_t s = 0; s < p.stages.size(); ++s) {
       if (rates[pi][s] <= 0) continue;
-      auto& table = tables.of(models[p.stages[s].model_index]);
-      int got = table.saturating_batch(splits[pi].budget_ms[s]);
-      for (int b : table.plannable()) {
-        if (b == got || std::abs(b - got) > in.neighbours) continue;
-        double l = table.ms(b);
-        if (l <= 0) continue;
-        throughput_fn held = [&, s, b, l](size_t k, double L) {
-          if (k != s) return T[pi](k, L);
-          return 2 * l <= L ? b / l * 1000.0 : 0.0;
-        };
-        auto split = dp_split(p, rates[pi], held, in.steps);
-        // dp_split falls back to the even split when nothing fits: no neighbour then. A split
-        // that the DP gives back unchanged (a single stage takes the whole SLO) is no neighbour.
-        if (!std::isfinite(split_cost(p, rates[pi], split.budget_ms, held))) continue;
-        if (split.budget_ms == splits[pi].budget_ms) continue;
-        if (search.try_split(pi, split.budget_ms)) splits[pi] = std::move(split), changed = true;
+      std::vector<neighbour> fresh;
+      if (moved)
+        fresh = neighbours_of(p, rates[pi], T[pi], tables.of(models[p.stages[s].model_index]), s, splits[pi], in);
+      auto& list = moved ? fresh : candidates[pi];
+      for (auto& n : list) {
+        // A split that the DP gives back unchanged (a single stage takes the whole SLO) is no
+        // neighbour.
+        if (n.stage != s || n.split.budget_ms == splits[pi].budget_ms) continue;
+        if (searcher.try_split(pi, n.split.budget_ms)) splits[pi] = n.split, changed = moved = true;
       }
     }
   }
