@@ -1,5 +1,6 @@
 // The planner: scheduler epochs, one request at a time, off the controller's thread.
 
+#include "actors/parallel_for.hpp"
 #include "actors/roles.hpp"
 
 namespace sloserve {
@@ -22,6 +23,7 @@ planned_epoch run_plan_request(plan_request& r) {
   out.measured = r.measured;
   out.models = r.models;
   out.previous = r.previous;
+  r.input.parallel = parallel_for;
   auto planned = sched::plan_scaled_epoch(r.input, r.previous ? &r.previous->result : nullptr);
   if (planned) {
     out.result = std::move(planned->result);

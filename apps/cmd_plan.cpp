@@ -5,6 +5,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "actors/parallel_for.hpp"
 #include "apps/commands.hpp"
 #include "apps/knob_option.hpp"
 #include "scheduling/placement.hpp"
@@ -56,6 +57,7 @@ void add_plan_command(CLI::App& app, int& rc) {
       }
       in.rates[static_cast<size_t>(p - cfg->pipelines.data())] = v;
     }
+    in.parallel = parallel_for;
     auto t0 = std::chrono::steady_clock::now();
     auto planned = sched::plan_epoch(in);
     double planning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/parallel_for.hpp"
 #include "bench/fleet.hpp"
 #include "bench/harness.hpp"
 #include "scheduling/epoch.hpp"
@@ -172,6 +173,7 @@ void planner_speed(const std::vector<int>& sizes) {
     auto& cfg = *parsed.config;
     auto in = planning_input(cfg, cfg.models);
     in.rates = f.rates;
+    in.parallel = parallel_for;
     auto t0 = std::chrono::steady_clock::now();
     auto r = sched::plan_epoch(in);
     auto t1 = std::chrono::steady_clock::now();

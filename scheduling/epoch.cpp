@@ -5,7 +5,6 @@
 #include <map>
 #include <optional>
 #include <string_view>
-#include <thread>
 #include <tuple>
 
 #include "scheduling/packing.hpp"
@@ -246,20 +245,10 @@ class neighbour_search {
 
 namespace {
 
-// fn(i) for every i < n, on up to as many threads as the machine has cores.
-template <class Fn>
-void parallel_for(size_t n, Fn fn) {
-  size_t threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), n / 64 + 1);
-  if (threads <= 1) {
-    for (size_t i = 0; i < n; ++i) fn(i);
-    return;
-  }
-  std::vector<std::thread> pool;
-  for (size_t t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      for (size_t i = t; i < n; i += threads) fn(i);
-    });
-  for (auto& th : pool) th.join();
+// fn(i) for every i < n, on the caller's threads when it gave some.
+void for_each_index(const epoch_input& in, size_t n, const std::function<void(size_t)>& fn) {
+  if (in.parallel) return in.parallel(n, fn);
+  for (size_t i = 0; i < n; ++i) fn(i);
 }
 
 // A neighbour of a pipeline's split: the DP re-run with one stage held at another batch.
@@ -311,12 +300,13 @@ expected<epoch_result> plan_epoch(const epoch_input& in, const epoch_result* pre
       return tables.of(models[p.stages[s].model_index]).throughput(L);
     });
   }
-  // The DP's split of every pipeline and the neighbours of each: pipelines apart, so in parallel.
+  // The DP's split of every pipeline and the neighbours of each: pipelines apart, so in parallel
+  // where the caller gave threads (tables are all made by now, and only read).
   const bool search =
       in.split == split_policy::dp && in.neighbours > 0 && in.policy != scheduler_policy::batch_oblivious;
   out.splits.resize(pipes.size());
   std::vector<std::vector<neighbour>> candidates(pipes.size());
-  parallel_for(pipes.size(), [&](size_t pi) {
+  for_each_index(in, pipes.size(), [&](size_t pi) {
     auto& p = pipes[pi];
     if (in.split != split_policy::dp) {
       out.splits[pi] = even_split(p);

@@ -3,6 +3,7 @@
 // (merging those that share a model and an SLO), place them, and bind the placed devices to the
 // cluster's physical devices. The scheduler actor, `sloserve plan` and the benchmarks all call it.
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,10 @@ struct device_slot {
   double memory_mb = 0;             // 0: not limited
 };
 
+// Runs fn(i) for every i < n, in any order, on threads of the caller's choosing. Planning stays
+// free of threads of its own, and its results do not depend on how many run.
+using parallel_runner = std::function<void(size_t n, const std::function<void(size_t)>& fn)>;
+
 struct epoch_input {
   const std::vector<model_spec>* models = nullptr;
   const std::vector<pipeline>* pipelines = nullptr;
@@ -32,6 +37,7 @@ struct epoch_input {
   // dp: also try the DP with one stage held at a batch up to this far from the one it chose,
   // and keep a split that packs into fewer devices (plan_epoch); 0: the DP's split as it is.
   int neighbours = 2;
+  parallel_runner parallel;  // empty: one pipeline after another
 };
 
 struct epoch_result {

@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "actors/parallel_for.hpp"
 #include "bench/fleet.hpp"
 #include "config/cluster_config.hpp"
 #include "scheduling/batch_table.hpp"
@@ -198,6 +199,17 @@ TEST_F(fleet_epoch, the_neighbour_search_keeps_every_promise_and_never_adds_devi
   ASSERT_TRUE(moved);
   EXPECT_TRUE(check_plan(moved->placement, moved->sessions, {}).empty());
   EXPECT_LT(moved->placement.moved, moved->sessions.size() / 5);
+}
+
+TEST_F(fleet_epoch, threads_change_nothing_in_the_plan) {
+  auto alone = plan_epoch(in);
+  in.parallel = parallel_for;
+  auto threaded = plan_epoch(in);
+  ASSERT_TRUE(alone && threaded);
+  ASSERT_EQ(alone->splits.size(), threaded->splits.size());
+  for (size_t i = 0; i < alone->splits.size(); ++i)
+    EXPECT_EQ(alone->splits[i].budget_ms, threaded->splits[i].budget_ms) << i;
+  EXPECT_EQ(alone->placement.devices.size(), threaded->placement.devices.size());
 }
 
 }  // namespace
