@@ -18,6 +18,7 @@ void add_plan_command(CLI::App& app, int& rc);
 void add_profile_command(CLI::App& app, int& rc);
 void add_keys_command(CLI::App& app, int& rc);
 void add_trace_command(CLI::App& app, int& rc);
+void add_sim_command(CLI::App& app, int& rc);
 
 // Loads `path` (or the embedded default when empty) and prints every error on failure.
 std::shared_ptr<cluster_config> load_config_or_report(const std::string& path);

@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   sloserve::add_profile_command(app, rc);
   sloserve::add_keys_command(app, rc);
   sloserve::add_trace_command(app, rc);
+  sloserve::add_sim_command(app, rc);
   app.parse_complete_callback([&] {
     auto logger = spdlog::stderr_color_mt("sloserve");
     spdlog::set_default_logger(logger);

@@ -1,0 +1,89 @@
+// `sloserve sim`: the data plane of a cluster file in simulated time.
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "apps/commands.hpp"
+#include "apps/knob_option.hpp"
+#include "loadgen/arrivals.hpp"
+#include "sim/simulator.hpp"
+
+namespace sloserve {
+
+void add_sim_command(CLI::App& app, int& rc) {
+  struct opts {
+    std::string config, json, trace;
+    std::vector<std::string> failures;
+    sim::options so;
+  };
+  auto o = std::make_shared<opts>();
+  auto& so = o->so;
+  so.warmup_s = 0;
+  auto* cmd = app.add_subcommand(
+      "sim", "Simulate the cluster file's data plane under load, in simulated time; prints what `load` prints");
+  cmd->add_option("-c,--config", o->config, "cluster file")->required();
+  cmd->add_option("--pipeline", so.pipelines, "pipeline name (repeat: the rate is split evenly among them)")
+      ->required();
+  cmd->add_option("--rate", so.rate, "queries/s in all (open loop)")->capture_default_str();
+  auto* duration =
+      cmd->add_option("--duration", so.duration_s, "seconds of measured load (with --trace: the whole trace)")
+          ->capture_default_str();
+  cmd->add_option("--trace", o->trace, "file of per-second rates, one per line (replaces --rate)");
+  add_knob_option(cmd, "--arrival", so.arrival, "arrival process");
+  cmd->add_option("--cv", so.cv, "gamma arrivals: coefficient of variation of the gaps")->capture_default_str();
+  cmd->add_option("--warmup", so.warmup_s, "seconds sent before the measured window")->capture_default_str();
+  cmd->add_option("--seed", so.seed, "random seed of arrivals, jitter and the network")->capture_default_str();
+  cmd->add_option("--network-ms", so.network_ms, "one-way delay between two nodes, and client to frontend")
+      ->capture_default_str();
+  cmd->add_option("--network-jitter", so.network_jitter, "the delay is scaled by a factor in [1 - this, 1 + this]")
+      ->capture_default_str();
+  cmd->add_option("--batch-overhead-ms", so.batch_overhead_ms, "what a device spends on each batch besides l(b)")
+      ->capture_default_str();
+  cmd->add_option("--fail", o->failures, "NODE@S or NODE@S-S: a worker node stops at S seconds (and returns)");
+  cmd->add_option("--json", o->json, "write the summary (and per-second series) here, as `load --json` does");
+  cmd->callback([o, duration, &rc] {
+    auto cfg = load_config_or_report(o->config);
+    if (!cfg) return void(rc = 2);
+    auto& so = o->so;
+    for (auto& f : o->failures) {
+      auto parsed = sim::parse_failure(f);
+      if (!parsed) {
+        std::cerr << "--fail " << parsed.error() << "\n";
+        return void(rc = 2);
+      }
+      so.failures.push_back(*parsed);
+    }
+    if (!o->trace.empty()) {
+      auto got = read_rate_trace(o->trace);
+      if (!got) {
+        std::cerr << got.error() << "\n";
+        return void(rc = 2);
+      }
+      so.trace = std::move(*got);
+      if (duration->count() == 0) so.duration_s = static_cast<double>(so.trace.size());
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    auto ran = sim::simulate(*cfg, so);
+    double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!ran) {
+      std::cerr << "sloserve sim: " << ran.error() << "\n";
+      return void(rc = 2);
+    }
+    std::cout << ran->summary.to_text();
+    std::printf("simulated %zu devices, %lu events, %zu plans (at most %zu devices used) in %.2f s\n", ran->devices,
+                static_cast<unsigned long>(ran->events), ran->plans, ran->peak_devices_used, wall_s);
+    if (!o->json.empty()) {
+      auto j = ran->summary.to_json(ran->described);
+      j["simulated"] = {{"devices", ran->devices},
+                        {"events", ran->events},
+                        {"plans", ran->plans},
+                        {"peak_devices_used", ran->peak_devices_used},
+                        {"wall_s", wall_s}};
+      std::ofstream(o->json) << j.dump(2) << "\n";
+    }
+  });
+}
+
+}  // namespace sloserve

@@ -1,0 +1,57 @@
+#pragma once
+// `sloserve sim`: a discrete-event simulator of the data plane. Frontends, balancers, per-device
+// deadline queues with the configured drop policy, emulated latencies with jitter, network
+// delays, fan-out, node failures, and the scheduler's epochs, all in simulated time on one
+// thread. Policies, planning and placement are the cluster's own code (scheduling/); what is
+// simulated is only the passage of time and the wire.
+
+#include <string>
+#include <vector>
+
+#include "config/cluster_config.hpp"
+#include "loadgen/tally.hpp"
+#include "pipelines/expected.hpp"
+
+namespace sloserve::sim {
+
+// A worker node stops at `at_s` (its queued and running work is lost, as with kill -9) and,
+// when `back_s` >= 0, returns with empty devices at `back_s`.
+struct failure {
+  std::string node;
+  double at_s = 0;
+  double back_s = -1;
+};
+
+struct options {
+  std::vector<std::string> pipelines;  // the traffic, split evenly among them
+  double rate = 100;                   // queries/s in all
+  std::vector<double> trace;           // per-second rates; replaces `rate` (and the duration)
+  double duration_s = 10;              // measured
+  double warmup_s = 2;                 // sent first, not counted
+  arrival_kind arrival = arrival_kind::poisson;
+  double cv = 1;
+  uint64_t seed = 1;
+  double network_ms = 0.1;      // one way between two nodes (and between the client and the frontend)
+  double network_jitter = 0.5;  // the delay is scaled by a factor in [1 - this, 1 + this]
+  // What a device spends on each batch besides l(b): taking requests off its queue, timers,
+  // replies. A multi-process cluster on one machine spends about this much.
+  double batch_overhead_ms = 0.4;
+  std::vector<failure> failures;
+};
+
+struct result {
+  load_summary summary;
+  load_options described;  // what `load` would have been told, for summary.to_json
+  uint64_t events = 0;
+  size_t plans = 0;              // scheduler epochs applied
+  size_t devices = 0;            // in the cluster
+  size_t peak_devices_used = 0;  // the most devices any applied plan used
+};
+
+// Runs the simulation; fails on options that do not fit the cluster (unknown pipeline or node).
+expected<result> simulate(const cluster_config& cfg, const options& o);
+
+// "NODE@AT_S" or "NODE@AT_S-BACK_S".
+expected<failure> parse_failure(const std::string& text);
+
+}  // namespace sloserve::sim
