@@ -24,8 +24,8 @@ void add_sim_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand(
       "sim", "Simulate the cluster file's data plane under load, in simulated time; prints what `load` prints");
   cmd->add_option("-c,--config", o->config, "cluster file")->required();
-  cmd->add_option("--pipeline", so.pipelines, "pipeline name (repeat: the rate is split evenly among them)")
-      ->required();
+  cmd->add_option("--pipeline", so.pipelines,
+                  "pipeline name (repeat: the rate is split evenly among them; none: every pipeline)");
   cmd->add_option("--rate", so.rate, "queries/s in all (open loop)")->capture_default_str();
   auto* duration =
       cmd->add_option("--duration", so.duration_s, "seconds of measured load (with --trace: the whole trace)")

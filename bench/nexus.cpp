@@ -24,6 +24,7 @@
 #include "actors/parallel_for.hpp"
 #include "bench/fleet.hpp"
 #include "bench/harness.hpp"
+#include "bench/workloads.hpp"
 #include "scheduling/epoch.hpp"
 #include "scheduling/placement.hpp"
 #include "scheduling/planner.hpp"
@@ -36,47 +37,13 @@ bool quick = false;
 double window_s = 0;  // measured window of each trial; 0: 6 s (4 s with --quick)
 
 std::string traffic_yaml() {
-  // Profiles as config/examples/cluster.yaml: SSD from thesis 002 Table 3.6, car and face
-  // recognisers from Table 3.2 (models A and B).
-  return R"(nodes:
-  - {name: local, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], devices: [{kind: emulated, count: 8}]}
-models:
-  - {name: ssd, input: {dtype: float32, shape: [3, 32, 32]}, output: {dtype: float32, shape: [100, 6]}, max_batch: 11, profile: {batch: [1, 3, 7, 11], latency_ms: [73, 98, 147, 216]}}
-  - {name: car_classifier, input: {dtype: float32, shape: [3, 16, 16]}, output: {dtype: float32, shape: [8]}, max_batch: 16, profile: {batch: [4, 8, 16], latency_ms: [50, 75, 100]}}
-  - {name: face_recognizer, input: {dtype: float32, shape: [3, 16, 16]}, output: {dtype: float32, shape: [8]}, max_batch: 16, profile: {batch: [4, 8, 16], latency_ms: [50, 90, 125]}}
-pipelines:
-  - name: traffic
-    slo_ms: 400
-    stages:
-      - {name: detect, model: ssd}
-      - {name: car, model: car_classifier, after: [detect], fanout: 1.5}
-      - {name: face, model: face_recognizer, after: [detect], fanout: 0.5}
-)";
+  return bench::nodes_yaml(8, true) + bench::traffic_workload();
 }
 
 constexpr int games = 20;
 
 std::string game_yaml() {
-  // Thesis 002 §3.6 game analysis: per frame, LeNet over 6 digit regions and the game's own
-  // ResNet-50 variant; SLO 50 ms. Batch-1 latencies from Table 3.1; slopes assumed (see
-  // config/examples/game.yaml). Frames are 3x60x80 here to keep the client cheap.
-  std::string y = R"(nodes:
-  - {name: local, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], devices: [{kind: emulated, count: 8}]}
-models:
-  - {name: frame_crops, input: {dtype: uint8, shape: [3, 60, 80]}, output: {dtype: float32, shape: [6, 28, 28]}, max_batch: 64, profile: {alpha_ms: 0.02, beta_ms: 0.3}}
-  - {name: lenet, input: {dtype: float32, shape: [28, 28]}, output: {dtype: float32, shape: [10]}, max_batch: 128, profile: {alpha_ms: 0.005, beta_ms: 0.09}}
-)";
-  for (int g = 0; g < games; ++g)
-    y += "  - {name: resnet50_g" + std::to_string(g) +
-         ", input: {dtype: uint8, shape: [3, 60, 80]}, output: {dtype: float32, shape: [50]}, max_batch: 32, profile: "
-         "{alpha_ms: 1.1, beta_ms: 5.1}}\n";
-  y += "pipelines:\n";
-  for (int g = 0; g < games; ++g)
-    y += "  - {name: game" + std::to_string(g) +
-         ", slo_ms: 50, stages: [{name: crops, model: frame_crops}, "
-         "{name: digits, model: lenet, after: [crops], fanout: 6}, {name: game, model: resnet50_g" +
-         std::to_string(g) + "}]}\n";
-  return y;
+  return bench::nodes_yaml(8, true) + bench::game_workload(games);
 }
 
 std::string inception_yaml() {

@@ -649,7 +649,9 @@ expected<result> engine::run() {
     if (!p) return fail("no pipeline '" + name + "' in the cluster file");
     traffic_.push_back(static_cast<uint32_t>(p - cfg_.pipelines.data()));
   }
-  if (traffic_.empty()) return fail("name at least one pipeline");
+  if (o_.pipelines.empty())
+    for (size_t p = 0; p < cfg_.pipelines.size(); ++p) traffic_.push_back(static_cast<uint32_t>(p));
+  if (traffic_.empty()) return fail("the cluster file has no pipeline");
   splits_.assign(cfg_.pipelines.size(), std::nullopt);
   routes_.assign(cfg_.models.size(), {});
   route_pos_.assign(cfg_.models.size(), {});
@@ -726,7 +728,7 @@ expected<result> engine::run() {
   out.devices = devices_.size();
   out.peak_devices_used = peak_used_;
   auto& d = out.described;
-  for (auto& name : o_.pipelines) d.pipeline += (d.pipeline.empty() ? "" : ",") + name;
+  for (auto p : traffic_) d.pipeline += (d.pipeline.empty() ? "" : ",") + cfg_.pipelines[p].name;
   d.address = "sim";
   d.arrival = o_.arrival;
   d.rate = o_.rate;

@@ -23,7 +23,7 @@ struct failure {
 };
 
 struct options {
-  std::vector<std::string> pipelines;  // the traffic, split evenly among them
+  std::vector<std::string> pipelines;  // the traffic, split evenly among them; empty: every pipeline
   double rate = 100;                   // queries/s in all
   std::vector<double> trace;           // per-second rates; replaces `rate` (and the duration)
   double duration_s = 10;              // measured
