@@ -1,0 +1,143 @@
+#include <gtest/gtest.h>
+
+#include "config/cluster_config.hpp"
+#include "sim/simulator.hpp"
+
+namespace sloserve::sim {
+namespace {
+
+// Two workers of one device each under the two-stage fan-out pipeline of the integration tests:
+// detect at b = 8 costs 2.75 ms a query, classify 1.1 ms; the two carry about 500 queries/s.
+const char* two_workers = R"(cluster: {name: t}
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 1}]}
+  - {name: w2, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 1}]}
+models:
+  - {name: det, input: {dtype: float32, shape: [3, 32, 32]}, output: {dtype: float32, shape: [8, 6]}, max_batch: 8,
+     profile: {batch: [1, 2, 4, 8], latency_ms: [8, 10, 14, 22]}}
+  - {name: cls, input: {dtype: float32, shape: [6]}, output: {dtype: float32, shape: [10]}, max_batch: 16,
+     profile: {alpha_ms: 0.5, beta_ms: 4}}
+pipelines:
+  - name: traffic
+    slo_ms: 200
+    stages:
+      - {name: detect, model: det}
+      - {name: classify, model: cls, after: [detect], fanout: 1.5}
+runtime: {heartbeat_ms: 100, peer_timeout_ms: 500}
+)";
+
+cluster_config parse(const std::string& yaml) {
+  auto parsed = parse_cluster_config(yaml, "t.yaml");
+  EXPECT_TRUE(parsed) << parsed.error_text();
+  return std::move(*parsed.config);
+}
+
+options load(double rate, double seconds) {
+  options o;
+  o.pipelines = {"traffic"};
+  o.rate = rate;
+  o.duration_s = seconds;
+  return o;
+}
+
+void expect_one_reply_each(const load_summary& s) {
+  EXPECT_EQ(s.lost, 0u);
+  EXPECT_EQ(s.sent, s.ok + s.dropped + s.errors + s.overloaded);
+}
+
+TEST(simulator, every_request_gets_one_reply_and_the_scheduler_plans_on_the_measured_rate) {
+  auto cfg = parse(two_workers);
+  auto r = simulate(cfg, load(300, 10));
+  ASSERT_TRUE(r) << r.error();
+  expect_one_reply_each(r->summary);
+  EXPECT_GT(r->summary.sent, 2700u);
+  EXPECT_GE(r->summary.attainment, 0.99);
+  EXPECT_GE(r->plans, 1u);  // nexus: the first epoch after the rates settled
+  EXPECT_EQ(r->devices, 2u);
+  // Beyond the two devices' capacity, the early drop answers what cannot make it.
+  auto over = simulate(cfg, load(700, 10));
+  ASSERT_TRUE(over);
+  expect_one_reply_each(over->summary);
+  EXPECT_GT(over->summary.dropped, over->summary.sent / 10);
+  EXPECT_LT(over->summary.attainment, 0.9);
+}
+
+TEST(simulator, the_same_seed_gives_the_same_run_and_another_seed_another) {
+  auto cfg = parse(two_workers);
+  auto a = simulate(cfg, load(480, 5));
+  auto b = simulate(cfg, load(480, 5));
+  auto o = load(480, 5);
+  o.seed = 2;
+  auto c = simulate(cfg, o);
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(a->summary.sent, b->summary.sent);
+  EXPECT_EQ(a->summary.dropped, b->summary.dropped);
+  EXPECT_EQ(a->summary.p99, b->summary.p99);
+  EXPECT_EQ(a->events, b->events);
+  EXPECT_NE(a->events, c->events);
+}
+
+TEST(simulator, a_static_plan_never_changes) {
+  auto cfg = parse(std::string(two_workers) + "scheduler: {policy: static}\n");
+  auto r = simulate(cfg, load(200, 5));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->plans, 0u);
+  expect_one_reply_each(r->summary);
+  EXPECT_GE(r->summary.attainment, 0.99);
+}
+
+TEST(simulator, a_failed_worker_loses_nothing_and_the_survivor_serves_after_detection) {
+  auto cfg = parse(two_workers);
+  auto o = load(150, 10);
+  o.failures.push_back({"w2", 4, -1});
+  auto r = simulate(cfg, o);
+  ASSERT_TRUE(r) << r.error();
+  expect_one_reply_each(r->summary);
+  // Seconds 0-3 are served by both; from a second after the failure (detection takes 0.5 s),
+  // the survivor answers nearly everything within the SLO.
+  auto& series = r->summary.series;
+  ASSERT_EQ(series.size(), 10u);
+  for (size_t t = 5; t < 10; ++t)
+    EXPECT_GE(series[t]["ok_within_slo"].get<double>(), 0.95 * series[t]["sent"].get<double>()) << series[t].dump();
+  EXPECT_GE(r->plans, 2u);  // the survivors are planned for at once
+  // With no worker left, every request still gets its reply: an error.
+  o.failures.push_back({"w1", 4, -1});
+  auto none = simulate(cfg, o);
+  ASSERT_TRUE(none);
+  expect_one_reply_each(none->summary);
+  EXPECT_GT(none->summary.errors, none->summary.sent / 3);
+}
+
+TEST(simulator, a_worker_that_returns_gets_work_again) {
+  auto cfg = parse(two_workers);
+  auto o = load(400, 12);
+  o.failures.push_back({"w2", 3, 6});
+  auto r = simulate(cfg, o);
+  ASSERT_TRUE(r);
+  expect_one_reply_each(r->summary);
+  // 400 queries/s need both workers: the last seconds, with w2 back, meet the SLO again.
+  auto& series = r->summary.series;
+  for (size_t t = 9; t < 12; ++t)
+    EXPECT_GE(series[t]["ok_within_slo"].get<double>(), 0.97 * series[t]["sent"].get<double>()) << series[t].dump();
+}
+
+TEST(simulator, bad_options_are_refused_with_a_reason) {
+  auto cfg = parse(two_workers);
+  auto o = load(10, 1);
+  o.pipelines = {"nope"};
+  auto r = simulate(cfg, o);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().find("nope"), std::string::npos);
+  o = load(10, 1);
+  o.failures.push_back({"w9", 1, -1});
+  r = simulate(cfg, o);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().find("w9"), std::string::npos);
+  EXPECT_TRUE(parse_failure("w1@3"));
+  EXPECT_DOUBLE_EQ(parse_failure("w1@3-7.5")->back_s, 7.5);
+  for (auto bad : {"w1", "@3", "w1@x", "w1@3-2", "w1@-1", "w1@3-"}) EXPECT_FALSE(parse_failure(bad)) << bad;
+}
+
+}  // namespace
+}  // namespace sloserve::sim
