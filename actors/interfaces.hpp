@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/scaler_core.hpp"
 #include "messages/types.hpp"
 #include "scheduling/pipeline_load.hpp"
 #include "scheduling/placement.hpp"
@@ -49,40 +50,6 @@ struct frontend_stats {
   uint64_t overloaded = 0;
   uint64_t rerouted = 0;
   uint64_t in_flight = 0;
-};
-
-// The monitor's view: smoothed rate and latency per (node, device, model).
-struct session_rate {
-  std::string node;
-  uint32_t device = 0;
-  std::string model;
-  double rate = 0;       // requests/s, moving average over beacons
-  double last_rate = 0;  // requests/s over the latest report alone
-  double budget_ms = 0;  // mean time left to the deadline at arrival, latest report
-  double drop_rate = 0;
-  double mean_latency_ms = 0;
-  uint32_t queue_length = 0;
-};
-struct cluster_load {
-  std::vector<session_rate> sessions;
-};
-
-// From the controller to the scaler whenever either changes: the workers that are up, and the
-// instances whose workers have acknowledged (loaded) them.
-struct worker_set {
-  std::vector<std::string> up;
-  std::vector<instance_key> acknowledged{};
-};
-
-// What the scaler has run so far: its cost, and what it runs now.
-struct scaler_stats {
-  double instance_seconds = 0;
-  double core_seconds = 0;
-  double seconds = 0;
-  uint32_t instances = 0;
-  uint32_t cores = 0;
-  uint64_t vertical_changes = 0;    // resizes in place
-  uint64_t horizontal_changes = 0;  // instances started or stopped
 };
 
 // Client ingress and per-query DAG orchestration.

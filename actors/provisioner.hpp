@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/interfaces.hpp"
 #include "config/cluster_config.hpp"
+#include "scheduling/placement.hpp"
 
 namespace sloserve {
 

@@ -1,0 +1,268 @@
+#include "actors/scaler_core.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+
+#include "config/knob_format.hpp"
+#include "scheduling/query_analyzer.hpp"
+
+namespace sloserve {
+
+// l(b, c) of a model: its `cores` entry, else its profile at any core count.
+core_latency latency_of(const model_spec& m) {
+  if (m.cores) return *m.cores;
+  core_latency l;
+  // l(b) = alpha·b + beta does not change with cores: delta·b + eta.
+  l.delta = m.profile.latency_ms_at(2) - m.profile.latency_ms_at(1);
+  l.eta = m.profile.latency_ms_at(1) - l.delta;
+  return l;
+}
+
+// Hands the provisioner every stage's budget, `budget(stage)`, for the next deployment's table.
+template <class F>
+void scaler_core::route_budgets(F budget) {
+  std::vector<msg::stage_budget> budgets;
+  for (auto& s : stages_)
+    budgets.push_back({cfg_.pipelines[s.pipeline].name, cfg_.pipelines[s.pipeline].stages[s.stage].name, budget(s)});
+  prov_->set_budgets(std::move(budgets));
+}
+
+// Sponge and biscale: each pipeline's SLO split by the query analyzer (pipelines/) so that the
+// one-core instances it needs, sum of rate_i / T_i(budget_i), are fewest, at the stages'
+// measured rates (1 each before any). The budgets go to the routing table with the next
+// deployment; they change only when a stage's moves by more than 2% of the SLO.
+void scaler_core::split_budgets() {
+  bool changed = false;
+  for (size_t pi = 0; pi < cfg_.pipelines.size(); ++pi) {
+    auto& p = cfg_.pipelines[pi];
+    std::vector<stage_info*> by_stage(p.stages.size(), nullptr);
+    for (auto& s : stages_)
+      if (s.pipeline == pi) by_stage[s.stage] = &s;
+    std::vector<double> rates;
+    for (auto* s : by_stage) rates.push_back(s && s->last.rate > 0 ? s->last.rate : 1.0);
+    auto split = dp_split(p, rates, [&](size_t k, double budget) {
+      auto* s = by_stage[k];
+      return s ? sched::one_core_throughput(s->l, budget, s->model->batch_limit()) : 0.0;
+    });
+    for (size_t k = 0; k < by_stage.size(); ++k) {
+      if (!by_stage[k] || !(split.budget_ms[k] > 0)) continue;
+      double& b = by_stage[k]->split_budget_ms;
+      if (std::abs(split.budget_ms[k] - b) > 0.02 * p.slo_ms) b = split.budget_ms[k], changed = true;
+    }
+  }
+  if (changed) route_budgets([](const stage_info& s) { return s.split_budget_ms; });
+}
+
+// Brings the instances of a stage's model to `shape`: the newest go first, instance 0 is the
+// oldest. Make before break: while an instance of the stage is starting (its model loading),
+// instance 0 gives up no cores.
+void scaler_core::reconcile(stage_info& s) {
+  auto& name = s.model->name;
+  std::vector<placed_instance> mine;
+  for (auto& i : prov_->instances())
+    if (i.model == name) mine.push_back(i);
+  while (static_cast<int>(mine.size()) > s.shape.instances) {
+    prov_->stop(mine.back().id);
+    mine.pop_back();
+    ++stats_.horizontal_changes;
+  }
+  bool starting = static_cast<int>(mine.size()) < s.shape.instances ||
+                  std::any_of(mine.begin(), mine.end(), [&](auto& i) { return !serving_.count(i.id); });
+  for (size_t k = 0; k < mine.size(); ++k) {
+    int cores = k == 0 ? s.shape.cores : 1;
+    int batch = k == 0 ? s.shape.batch : s.shape.horizontal_batch;
+    if (k == 0 && starting && cores < mine[0].cores) cores = mine[0].cores, batch = mine[0].batch;
+    if (mine[k].cores == cores && mine[k].batch == batch) continue;
+    if (prov_->resize(mine[k].id, cores, batch) != mine[k].cores) ++stats_.vertical_changes;
+  }
+  while (static_cast<int>(mine.size()) < s.shape.instances) {
+    bool first = mine.empty();
+    auto id = prov_->start(name, first ? s.shape.cores : 1, first ? s.shape.batch : s.shape.horizontal_batch);
+    if (!id) {
+      if (!std::exchange(s.told_no_room, true))
+        spdlog::warn(
+            "{}: scaler: no room for another instance of '{}' (free device slots, node cores or scaler "
+            "limits)",
+            name_, name);
+      return;
+    }
+    mine.push_back({*id, name, {}, 0, 0, 0});
+    ++stats_.horizontal_changes;
+  }
+  s.told_no_room = false;
+}
+
+// Instances the controller has acknowledged serve from then on (a resize keeps them serving).
+void scaler_core::mark_serving() {
+  std::set<uint64_t> serving;
+  for (auto& i : prov_->instances())
+    if (serving_.count(i.id) || acknowledged_.count({i.node, i.device, i.model})) serving.insert(i.id);
+  serving_ = std::move(serving);
+}
+
+void scaler_core::apply() {
+  for (auto& s : stages_) reconcile(s);
+  prov_->commit();
+}
+
+// One look at the monitor's view. Every polls_per_tick-th is a vertical period (and every
+// ticks_per_horizontal-th of those a horizontal one); in between, the vertical policies may
+// only add capacity: a surge is met at the next load report, while capacity is taken away at
+// most once a vertical period, sized for the largest rate of the last three periods and of the
+// latest report.
+void scaler_core::decide(const cluster_load& load, double dt) {
+  auto& o = cfg_.scaler;
+  double headroom = 1 + cfg_.scheduler.headroom;
+  mark_serving();
+  auto instances = prov_->instances();
+  // Cost of what ran during the period that just ended.
+  uint32_t n = static_cast<uint32_t>(instances.size()), cores = 0;
+  for (auto& i : instances) cores += static_cast<uint32_t>(i.cores);
+  stats_.seconds += dt;
+  stats_.instance_seconds += n * dt;
+  stats_.core_seconds += cores * dt;
+  bool full = ++polls_ % static_cast<uint64_t>(polls_per_tick_) == 0;
+  bool horizontal = full && ++ticks_ % static_cast<uint64_t>(ticks_per_horizontal_) == 0;
+  for (auto& s : stages_) {
+    sched::scale_stage in;
+    in.l = s.l;
+    in.max_batch = s.model->batch_limit();
+    double rate = 0, budget_w = 0, budget_sum = 0;
+    for (auto& x : load.sessions) {
+      if (x.model != s.model->name) continue;
+      rate += x.last_rate;
+      budget_sum += x.budget_ms * x.last_rate;
+      budget_w += x.last_rate;
+    }
+    // Instance 0's queue, for Sponge's EDF check.
+    for (auto& i : instances)
+      if (i.model == s.model->name) {
+        for (auto& x : load.sessions)
+          if (x.node == i.node && x.device == i.device && x.model == i.model)
+            in.queued = static_cast<int>(x.queue_length);
+        break;
+      }
+    in.budget_ms = budget_w > 0 ? budget_sum / budget_w : s.split_budget_ms;
+    double sized = rate;
+    s.poll_sum += rate;
+    ++s.poll_count;
+    if (full) {
+      // The period's rate: the mean of its polls. It is sized for no less than this poll's
+      // rate either: a surge that began within the period is not averaged away.
+      rate = s.poll_sum / s.poll_count;
+      sized = std::max(sized, rate);
+      s.poll_sum = 0;
+      s.poll_count = 0;
+      s.predictor->observe(rate);
+      s.recent.push_back(rate);
+      while (static_cast<int>(s.recent.size()) > ticks_per_horizontal_) s.recent.pop_front();
+      for (size_t k = s.recent.size() >= 3 ? s.recent.size() - 3 : 0; k < s.recent.size(); ++k)
+        sized = std::max(sized, s.recent[k]);
+    }
+    in.rate = sized * headroom;
+    in.predicted = s.predictor->predict() * headroom;
+    auto& p = cfg_.pipelines[s.pipeline];
+    for (size_t c = 0; c < p.stages.size(); ++c)
+      for (auto parent : p.stages[c].parents)
+        if (parent == s.stage) in.children.push_back(c);
+    s.last = in;
+  }
+  std::vector<sched::stage_shape> before;
+  for (auto& s : stages_) before.push_back(s.shape);
+  if (o.policy == scaler_policy::fa2 && horizontal) {
+    // FA2 plans each pipeline's DAG at once; stage k of pipeline p is stages_' entry with it.
+    for (size_t pi = 0; pi < cfg_.pipelines.size(); ++pi) {
+      std::vector<size_t> idx(cfg_.pipelines[pi].stages.size(), SIZE_MAX);
+      for (size_t k = 0; k < stages_.size(); ++k)
+        if (stages_[k].pipeline == pi) idx[stages_[k].stage] = k;
+      std::vector<sched::scale_stage> in;
+      for (auto k : idx) in.push_back(stages_[k].last);
+      auto shapes = sched::fa2_shapes(in, cfg_.pipelines[pi].slo_ms);
+      for (size_t j = 0; j < idx.size(); ++j) stages_[idx[j]].shape = shapes[j];
+    }
+    route_budgets([](const stage_info& s) { return s.shape.budget_ms; });
+  } else if (o.policy == scaler_policy::sponge || o.policy == scaler_policy::biscale) {
+    if (horizontal) split_budgets();
+    for (auto& s : stages_) {
+      sched::stage_shape next;
+      if (o.policy == scaler_policy::sponge) {
+        next = sched::sponge_shape(s.last, o.max_cores);
+      } else {
+        next = horizontal ? sched::biscale_horizontal(s.last, s.shape, sched::stable_load(s.recent, o.stable_band),
+                                                      o.max_cores)
+                          : s.shape;
+        next = sched::biscale_vertical(s.last, next, o.max_cores);
+      }
+      // Between periods only a surge counts: a rate beyond what runs by more than a report's noise.
+      bool surge = s.last.rate > 1.25 * sched::shape_capacity(s.l, s.shape) &&
+                   sched::shape_capacity(s.l, next) > sched::shape_capacity(s.l, s.shape);
+      if (full || surge) s.shape = next;
+    }
+  }
+  for (size_t k = 0; k < stages_.size(); ++k) {
+    auto& s = stages_[k];
+    if (s.shape == before[k]) continue;
+    spdlog::info(
+        "{}: scaler {}: {}: {} instance(s), instance 0 at {} core(s) batch {}, others batch {} (rate {:.1f}/s, "
+        "predicted {:.1f}/s, budget {:.1f} ms)",
+        name_, o.policy, s.model->name, s.shape.instances, s.shape.cores, s.shape.batch, s.shape.horizontal_batch,
+        s.last.rate, s.last.predicted, s.last.budget_ms);
+  }
+  apply();
+  if (horizontal)
+    spdlog::info("{}: scaler {}: {} instances, {} cores; so far {:.0f} instance-s, {:.0f} core-s over {:.0f} s", name_,
+                 o.policy, n, cores, stats_.instance_seconds, stats_.core_seconds, stats_.seconds);
+}
+
+scaler_core::scaler_core(const cluster_config& cfg, std::unique_ptr<provisioner> prov, std::string name)
+    : cfg_(cfg), prov_(std::move(prov)), name_(std::move(name)) {
+  auto& o = cfg_.scaler;
+  ticks_per_horizontal_ = std::max(1, static_cast<int>(std::lround(o.horizontal_s / o.vertical_s)));
+  polls_per_tick_ = std::max(1, static_cast<int>(std::lround(o.vertical_s * 1000 / cfg_.runtime.beacon_ms)));
+  for (size_t pi = 0; pi < cfg_.pipelines.size(); ++pi) {
+    auto& p = cfg_.pipelines[pi];
+    auto split = even_split(p);
+    for (size_t k = 0; k < p.stages.size(); ++k) {
+      stage_info s;
+      s.pipeline = pi;
+      s.stage = k;
+      s.model = &cfg_.models[p.stages[k].model_index];
+      s.l = latency_of(*s.model);
+      s.split_budget_ms = split.budget_ms[k];
+      s.predictor = sched::make_rate_predictor(o.predictor);
+      stages_.push_back(std::move(s));
+    }
+  }
+}
+
+std::chrono::milliseconds scaler_core::poll_period() const {
+  auto per = std::max<long>(1, std::lround(cfg_.scaler.vertical_s * 1000));
+  auto polls = std::max<long>(1, std::lround(cfg_.scaler.vertical_s * 1000 / cfg_.runtime.beacon_ms));
+  return std::chrono::milliseconds(std::max<long>(1, per / polls));
+}
+
+void scaler_core::start() {
+  spdlog::info("{}: scaler {}: vertical every {} s, horizontal every {} s, predictor {}", name_, cfg_.scaler.policy,
+               cfg_.scaler.vertical_s, cfg_.scaler.horizontal_s, cfg_.scaler.predictor);
+  // Routed with the first deployment (once the workers are known).
+  if (cfg_.scaler.policy == scaler_policy::sponge || cfg_.scaler.policy == scaler_policy::biscale) split_budgets();
+}
+
+void scaler_core::on_workers(const worker_set& w) {
+  acknowledged_ = {w.acknowledged.begin(), w.acknowledged.end()};
+  mark_serving();
+  if (w.up == up_) return;
+  // Instances on workers that went away are gone; the shapes bring them back elsewhere.
+  up_ = w.up;
+  prov_->set_workers_up(up_);
+  apply();
+}
+
+scaler_stats scaler_core::stats() const {
+  auto out = stats_;
+  for (auto& i : prov_->instances()) ++out.instances, out.cores += static_cast<uint32_t>(i.cores);
+  return out;
+}
+
+}  // namespace sloserve

@@ -1,0 +1,114 @@
+#pragma once
+// The scaler's decisions apart from any actor: every poll of the monitor's view it feeds the
+// policy (fa2, sponge or biscale; scheduling/autoscaler) and brings the provisioner's instances
+// to the shapes that come back. The scaler actor polls it on its timer; `sloserve sim` polls it
+// in simulated time.
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "actors/provisioner.hpp"
+#include "config/cluster_config.hpp"
+#include "scheduling/autoscaler.hpp"
+#include "scheduling/placement.hpp"
+#include "scheduling/predictor.hpp"
+
+namespace sloserve {
+
+// The monitor's view: smoothed rate and latency per (node, device, model).
+struct session_rate {
+  std::string node;
+  uint32_t device = 0;
+  std::string model;
+  double rate = 0;       // requests/s, moving average over beacons
+  double last_rate = 0;  // requests/s over the latest report alone
+  double budget_ms = 0;  // mean time left to the deadline at arrival, latest report
+  double drop_rate = 0;
+  double mean_latency_ms = 0;
+  uint32_t queue_length = 0;
+};
+struct cluster_load {
+  std::vector<session_rate> sessions;
+};
+
+// From the controller to the scaler whenever either changes: the workers that are up, and the
+// instances whose workers have acknowledged (loaded) them.
+struct worker_set {
+  std::vector<std::string> up;
+  std::vector<instance_key> acknowledged{};
+};
+
+// What the scaler has run so far: its cost, and what it runs now.
+struct scaler_stats {
+  double instance_seconds = 0;
+  double core_seconds = 0;
+  double seconds = 0;
+  uint32_t instances = 0;
+  uint32_t cores = 0;
+  uint64_t vertical_changes = 0;    // resizes in place
+  uint64_t horizontal_changes = 0;  // instances started or stopped
+};
+
+class scaler_core {
+ public:
+  scaler_core(const cluster_config& cfg, std::unique_ptr<provisioner> prov, std::string name);
+
+  // How often to poll: at each load report, or each vertical period if that is shorter.
+  std::chrono::milliseconds poll_period() const;
+  // The first budgets (sponge, biscale: the query analyzer's split at one request/s a stage).
+  void start();
+  // One look at the monitor's view, `dt` seconds after the last. Every polls-per-period-th is
+  // a vertical period (and every so many of those a horizontal one); in between, the vertical
+  // policies may only add capacity.
+  void decide(const cluster_load& load, double dt);
+  // The controller says which workers are up and which instances it routes to.
+  void on_workers(const worker_set& w);
+  scaler_stats stats() const;
+  const provisioner& placement() const { return *prov_; }
+
+ private:
+  struct stage_info {
+    size_t pipeline = 0, stage = 0;
+    const model_spec* model = nullptr;
+    core_latency l;
+    double split_budget_ms = 0;  // the stage's share of the SLO: the budget when nothing was measured
+    std::unique_ptr<sched::rate_predictor> predictor;
+    std::deque<double> recent;  // per-period rates over the last horizontal period
+    double poll_sum = 0;        // rates seen by the polls of the current vertical period
+    int poll_count = 0;
+    sched::stage_shape shape;
+    sched::scale_stage last;    // what the policy saw last
+    bool told_no_room = false;  // warned that its next instance found no place
+  };
+
+  template <class F>
+  void route_budgets(F budget);
+  void split_budgets();
+  void reconcile(stage_info& s);
+  void mark_serving();
+  void apply();
+
+  const cluster_config& cfg_;
+  std::unique_ptr<provisioner> prov_;
+  std::string name_;  // for the log
+  std::vector<stage_info> stages_;
+  uint64_t ticks_ = 0;  // vertical periods
+  int ticks_per_horizontal_ = 10;
+  uint64_t polls_ = 0;  // looks at the monitor: every load report, several per vertical period
+  int polls_per_tick_ = 1;
+  scaler_stats stats_;
+  // Instances that have served: their workers acknowledged them (loaded the model). One that
+  // has not yet carries nothing, so instance 0 of its stage keeps its cores until it does.
+  std::set<uint64_t> serving_;
+  std::vector<std::string> up_;          // workers up, as the controller last said
+  std::set<instance_key> acknowledged_;  // instances the controller routes to
+};
+
+// l(b, c) of a model: its `cores` entry, else its profile at any core count.
+core_latency latency_of(const model_spec& m);
+
+}  // namespace sloserve
