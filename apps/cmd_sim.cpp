@@ -74,6 +74,11 @@ void add_sim_command(CLI::App& app, int& rc) {
     std::cout << ran->summary.to_text();
     std::printf("simulated %zu devices, %lu events, %zu plans (at most %zu devices used) in %.2f s\n", ran->devices,
                 static_cast<unsigned long>(ran->events), ran->plans, ran->peak_devices_used, wall_s);
+    if (cfg->scaler.enabled())
+      std::printf("scaler %s: %.0f instance-s, %.0f core-s, %lu resizes in place, %lu instances started or stopped\n",
+                  std::string(knob_name(cfg->scaler.policy)).c_str(), ran->scaling.instance_seconds,
+                  ran->scaling.core_seconds, static_cast<unsigned long>(ran->scaling.vertical_changes),
+                  static_cast<unsigned long>(ran->scaling.horizontal_changes));
     if (!o->json.empty()) {
       auto j = ran->summary.to_json(ran->described);
       j["simulated"] = {{"devices", ran->devices},
@@ -81,6 +86,11 @@ void add_sim_command(CLI::App& app, int& rc) {
                         {"plans", ran->plans},
                         {"peak_devices_used", ran->peak_devices_used},
                         {"wall_s", wall_s}};
+      if (cfg->scaler.enabled())
+        j["simulated"]["scaler"] = {{"instance_seconds", ran->scaling.instance_seconds},
+                                    {"core_seconds", ran->scaling.core_seconds},
+                                    {"vertical_changes", ran->scaling.vertical_changes},
+                                    {"horizontal_changes", ran->scaling.horizontal_changes}};
       std::ofstream(o->json) << j.dump(2) << "\n";
     }
   });

@@ -6,8 +6,10 @@
 #include <memory>
 #include <queue>
 #include <random>
+#include <set>
 #include <unordered_map>
 
+#include "actors/scaler_core.hpp"
 #include "loadgen/arrivals.hpp"
 #include "pipelines/query_walk.hpp"
 #include "scheduling/balancer.hpp"
@@ -31,7 +33,20 @@ sched::time_point at(ns t) {
   return sched::time_point(std::chrono::nanoseconds(t));
 }
 
-enum class kind : uint8_t { send, arrival, invoke, batch_done, result, beacon, apply, fail, back, detect, expire };
+enum class kind : uint8_t {
+  send,
+  arrival,
+  invoke,
+  batch_done,
+  result,
+  beacon,
+  scale,
+  apply,
+  fail,
+  back,
+  detect,
+  expire
+};
 struct event {
   ns t;
   uint64_t seq;
@@ -75,6 +90,8 @@ struct dev_session {
   int batch = 1;
   bool draining = false;
   sched::session_queue<uint32_t> queue;
+  uint64_t arrived = 0;   // since the scaler last looked
+  double budget_sum = 0;  // of those, ms left to their deadlines on arrival
 };
 
 struct device {
@@ -85,6 +102,7 @@ struct device {
   std::vector<uint32_t> running;
   ns started = 0;
   uint64_t generation = 0;  // bumped when the node fails: batches of before are lost
+  int threads = 1;          // cores, as the scaler sized the instance
 };
 
 struct node_state {
@@ -141,8 +159,10 @@ class engine {
 
   // Control plane.
   void on_beacon(ns now);
+  void on_scale(ns now);
+  void tell_scaler();
   void plan(ns now);
-  void adopt(ns now, cluster_placement p, bool immediately);
+  void adopt(ns now, cluster_placement p, bool immediately, std::vector<instance_assignment> cores = {});
   void on_apply(ns now, uint32_t which);
   void on_fail(ns now, uint32_t n);
   void on_detect(ns now, uint32_t n);
@@ -189,8 +209,18 @@ class engine {
   std::vector<double> planned_for_;
   bool planned_ = false;
   uint64_t epoch_ = 1;
-  std::vector<cluster_placement> pending_;
+  struct pending_placement {
+    cluster_placement placement;
+    std::vector<instance_assignment> cores;  // the scaler's: each instance's cores
+  };
+  std::vector<pending_placement> pending_;
   size_t plans_ = 0, peak_used_ = 0;
+
+  // Scaling: the cluster's scaler_core over a local provisioner, polled as the actor polls it.
+  std::unique_ptr<scaler_core> scaler_;
+  ns now_ = 0, last_scale_ = 0;
+  std::vector<msg::stage_budget> budgets_;  // the routing table's, for deployments that carry none
+  std::set<instance_key> applied_;          // instances of the placement applied last
 };
 
 // ---- the frontend -------------------------------------------------------------------------
@@ -410,6 +440,8 @@ void engine::on_invoke(ns now, uint32_t inv) {
   if (static_cast<int>(s->queue.size()) >= cfg_.runtime.max_queue_length)
     return answer(now, inv, msg::status::overloaded);
   f.enqueued = now;
+  ++s->arrived;
+  s->budget_sum += static_cast<double>(f.device_deadline - now) / 1e6;
   s->queue.push(at(f.device_deadline), inv);
   if (!d.busy) start_next(now, f.device);
 }
@@ -423,13 +455,15 @@ void engine::start_next(ns now, uint32_t di) {
     auto& s = d.sessions[idx];
     if (s.queue.empty()) continue;
     auto& m = cfg_.models[s.model];
-    auto l = [&m](int b) { return std::chrono::nanoseconds(to_ns(m.profile.latency_ms_at(b))); };
+    int threads = d.threads;
+    auto ms_at = [&m, threads](int b) { return m.cores ? m.cores->at(b, threads) : m.profile.latency_ms_at(b); };
+    auto l = [&ms_at](int b) { return std::chrono::nanoseconds(to_ns(ms_at(b))); };
     batch.clear();
     dropped.clear();
     s.queue.form_batch(*policy_, at(now), s.batch, l, batch, dropped);
     for (auto& e : dropped) answer(now, e.item, msg::status::dropped);
     if (batch.empty()) continue;
-    double ms = m.profile.latency_ms_at(static_cast<int>(batch.size()));
+    double ms = ms_at(static_cast<int>(batch.size()));
     if (m.jitter > 0) ms *= std::uniform_real_distribution<double>(1 - m.jitter, 1 + m.jitter)(exec_rng_);
     d.busy = true;
     d.started = now;
@@ -496,7 +530,7 @@ void engine::plan(ns now) {
 
 // A placement reaches the workers; each loads the models it lacks (emulated cold start) and the
 // routes switch once all have (make before break).
-void engine::adopt(ns now, cluster_placement p, bool immediately) {
+void engine::adopt(ns now, cluster_placement p, bool immediately, std::vector<instance_assignment> cores) {
   ns ready = 0;
   for (auto& [node, sched] : p.schedules) {
     auto n = node_id_.find(node);
@@ -513,14 +547,23 @@ void engine::adopt(ns now, cluster_placement p, bool immediately) {
       }
     }
   }
-  pending_.push_back(std::move(p));
+  // Cores change in place at once (the controller's resize), apart from the schedule, which
+  // waits for the models to load.
+  for (auto& c : cores)
+    if (auto it = device_at_.find({c.node, c.device}); it != device_at_.end())
+      devices_[it->second].threads = static_cast<int>(std::max(1u, c.cores));
+  pending_.push_back({std::move(p), std::move(cores)});
   auto which = static_cast<uint32_t>(pending_.size() - 1);
   if (immediately) return on_apply(now, which);
   post(now + delay(frontend_, none) + ready, kind::apply, which);
 }
 
 void engine::on_apply(ns now, uint32_t which) {
-  auto p = std::move(pending_[which]);
+  auto p = std::move(pending_[which].placement);
+  applied_.clear();
+  for (auto& [node, sched] : p.schedules)
+    for (auto& ds : sched.devices)
+      for (auto& ss : ds.sessions) applied_.insert({node, ds.device, ss.model});
   for (auto& [node, sched] : p.schedules) {
     auto n = node_id_.find(node);
     if (n == node_id_.end() || !nodes_[n->second].up) continue;
@@ -579,6 +622,44 @@ void engine::on_apply(ns now, uint32_t which) {
     if (std::none_of(budget.begin(), budget.end(), [](double b) { return b < 0; }))
       splits_[pi] = offsets_from_budgets(pl, budget);
   }
+  budgets_ = p.table.budgets;
+  tell_scaler();
+}
+
+// The controller tells the scaler which workers are up and which instances it routes to.
+void engine::tell_scaler() {
+  if (!scaler_) return;
+  worker_set w;
+  for (auto& n : nodes_)
+    if (n.up && n.seen && !n.devices.empty()) w.up.push_back(n.name);
+  w.acknowledged.assign(applied_.begin(), applied_.end());
+  scaler_->on_workers(w);
+}
+
+// The scaler's poll of the monitor: per session of every device, the rate since the last poll,
+// the mean budget left on arrival and the queue.
+void engine::on_scale(ns now) {
+  cluster_load load;
+  double dt = static_cast<double>(now - last_scale_) / 1e9;
+  last_scale_ = now;
+  for (auto& d : devices_) {
+    if (!nodes_[d.node].up) continue;
+    for (auto& s : d.sessions) {
+      if (s.draining) continue;
+      session_rate r;
+      r.node = nodes_[d.node].name;
+      r.device = d.index;
+      r.model = cfg_.models[s.model].name;
+      r.last_rate = r.rate = dt > 0 ? static_cast<double>(s.arrived) / dt : 0;
+      r.budget_ms = s.arrived ? s.budget_sum / static_cast<double>(s.arrived) : 0;
+      r.queue_length = static_cast<uint32_t>(s.queue.size());
+      load.sessions.push_back(std::move(r));
+      s.arrived = 0;
+      s.budget_sum = 0;
+    }
+  }
+  scaler_->decide(load, dt);
+  if (now < end_send_) post(now + std::chrono::nanoseconds(scaler_->poll_period()).count(), kind::scale);
 }
 
 void engine::on_fail(ns now, uint32_t n) {
@@ -613,11 +694,13 @@ void engine::on_detect(ns now, uint32_t n) {
     finish(now, f.query, msg::status::error, "no live instance serves the model");
   }
   if (cfg_.scheduler.policy != scheduler_policy::static_plan && !cfg_.scaler.enabled() && planned_) plan(now);
+  tell_scaler();
 }
 
 void engine::on_back(ns now, uint32_t n) {
   nodes_[n].up = true;
   nodes_[n].seen = true;
+  if (scaler_) return tell_scaler();
   if (cfg_.scheduler.policy == scheduler_policy::static_plan || !planned_)
     adopt(now, static_placement(cfg_, ++epoch_), false);
   else
@@ -678,12 +761,23 @@ expected<result> engine::run() {
   lanes_.emplace_back(static_cast<size_t>(std::ceil(duration)));
   gaps_ = std::make_unique<arrivals>(o_.arrival, o_.cv, o_.seed);
   adopt(0, static_placement(cfg_, epoch_), true);
+  if (cfg_.scaler.enabled()) {
+    auto prov = std::make_unique<local_provisioner>(cfg_, [this](deployment d) {
+      auto p = deployment_placement(cfg_, d, ++epoch_, budgets_);
+      adopt(now_, std::move(p), false, d.instances);
+    });
+    scaler_ = std::make_unique<scaler_core>(cfg_, std::move(prov), "sim");
+    scaler_->start();
+    tell_scaler();
+    post(std::chrono::nanoseconds(scaler_->poll_period()).count(), kind::scale);
+  }
   post(0, kind::send);
   post(cfg_.runtime.beacon_ms * ns_per_ms, kind::beacon);
   while (!events_.empty()) {
     auto e = events_.top();
     events_.pop();
     ++events_run_;
+    now_ = e.t;
     switch (e.what) {
       case kind::send:
         on_send(e.t);
@@ -702,6 +796,9 @@ expected<result> engine::run() {
         break;
       case kind::beacon:
         on_beacon(e.t);
+        break;
+      case kind::scale:
+        on_scale(e.t);
         break;
       case kind::apply:
         on_apply(e.t, e.a);
@@ -727,6 +824,7 @@ expected<result> engine::run() {
   out.plans = plans_;
   out.devices = devices_.size();
   out.peak_devices_used = peak_used_;
+  if (scaler_) out.scaling = scaler_->stats();
   auto& d = out.described;
   for (auto p : traffic_) d.pipeline += (d.pipeline.empty() ? "" : ",") + cfg_.pipelines[p].name;
   d.address = "sim";

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/scaler_core.hpp"
 #include "config/cluster_config.hpp"
 #include "loadgen/tally.hpp"
 #include "pipelines/expected.hpp"
@@ -46,6 +47,7 @@ struct result {
   size_t plans = 0;              // scheduler epochs applied
   size_t devices = 0;            // in the cluster
   size_t peak_devices_used = 0;  // the most devices any applied plan used
+  scaler_stats scaling;          // with a scaler: what its instances cost
 };
 
 // Runs the simulation; fails on options that do not fit the cluster (unknown pipeline or node).

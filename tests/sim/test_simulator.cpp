@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "config/cluster_config.hpp"
 #include "sim/simulator.hpp"
 
@@ -120,6 +122,49 @@ TEST(simulator, a_worker_that_returns_gets_work_again) {
   auto& series = r->summary.series;
   for (size_t t = 9; t < 12; ++t)
     EXPECT_GE(series[t]["ok_within_slo"].get<double>(), 0.97 * series[t]["sent"].get<double>()) << series[t].dump();
+}
+
+// The autoscaling workload of bench_autoscale: det -> cls with l(b, c) per model, instances that
+// take 2 s to load, a burst of x5 for 5 s. The scaler's own code decides; biscale meets the burst
+// in place, fa2 only at its next horizontal period.
+std::string scaled(const std::string& policy) {
+  return R"(cluster: {name: autoscale}
+nodes:
+  - {name: n, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], cores: 48, devices: [{kind: emulated, count: 24}]}
+models:
+  - {name: det, input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [4]}, max_batch: 8,
+     profile: {batch: [1, 2, 4, 8], latency_ms: [27, 36, 54, 90]}, cores: {gamma_ms: 8, epsilon_ms: 16, delta_ms: 1, eta_ms: 2},
+     load_ms: 2000}
+  - {name: cls, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {batch: [1, 2, 4, 8], latency_ms: [13.5, 18, 27, 45]}, cores: {gamma_ms: 4, epsilon_ms: 8, delta_ms: 0.5, eta_ms: 1},
+     load_ms: 2000}
+pipelines:
+  - {name: p, slo_ms: 200, stages: [{name: det, model: det}, {name: cls, model: cls, after: [det]}]}
+runtime: {beacon_ms: 100}
+scaler: {policy: )" +
+         policy + R"(, max_cores: 16, predictor: recent_max}
+)";
+}
+
+TEST(simulator, the_scaler_meets_a_burst_with_the_clusters_own_policies) {
+  options o;
+  o.pipelines = {"p"};
+  o.trace.assign(40, 100);
+  for (size_t t = 25; t < 30; ++t) o.trace[t] = 500;
+  o.duration_s = 40;
+  std::map<std::string, result> runs;
+  for (auto policy : {"fa2", "biscale"}) {
+    auto cfg = parse(scaled(policy));
+    auto r = simulate(cfg, o);
+    ASSERT_TRUE(r) << r.error();
+    expect_one_reply_each(r->summary);
+    EXPECT_GT(r->scaling.core_seconds, 0);
+    runs.emplace(policy, std::move(*r));
+  }
+  auto missed = [](const result& r) { return 1 - r.summary.attainment; };
+  EXPECT_GT(missed(runs.at("fa2")), 0.05);
+  EXPECT_LT(missed(runs.at("biscale")), 0.25 * missed(runs.at("fa2")));
+  EXPECT_GT(runs.at("biscale").scaling.vertical_changes, 0u);
 }
 
 TEST(simulator, bad_options_are_refused_with_a_reason) {
