@@ -2,16 +2,21 @@
 // simulator's own speed at 10,000 devices, and Nexus against the batch-oblivious baseline on
 // clusters of 1,000 devices. Every figure comes from this run.
 //
-// Usage: bench_sim [all|scale|traffic|game] [--quick] [--devices N]
+// Usage: bench_sim [all|scale|traffic|game|autoscale] [--quick] [--devices N] [--times K]
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 
 #include "bench/harness.hpp"
 #include "bench/workloads.hpp"
+#include "loadgen/arrivals.hpp"
 #include "sim/simulator.hpp"
 
 using namespace sloserve;
@@ -20,6 +25,7 @@ namespace {
 
 bool quick = false;
 int fleet_devices = 1000;
+int times = 100;  // autoscale: the rate and the cluster of bench_autoscale, times this
 
 cluster_config parse(const std::string& yaml) {
   auto parsed = parse_cluster_config(yaml, "bench.yaml");
@@ -101,6 +107,68 @@ void compare(const char* name, const std::string& workload, double start) {
   fflush(stdout);
 }
 
+// Violations (not OK within the SLO) from second 10 on: every policy starts from one instance per
+// stage, as in bench_autoscale.
+double after_warmup(const sim::result& r) {
+  double sent = 0, ok = 0;
+  auto& series = r.summary.series;
+  for (size_t t = 10; t < series.size(); ++t)
+    sent += series[t]["sent"].get<double>(), ok += series[t]["ok_within_slo"].get<double>();
+  return sent > 0 ? 1 - ok / sent : 0;
+}
+
+// bench_autoscale's workload (det -> cls with l(b, c), 2 s cold starts, SLO 200 ms) and its
+// bursty trace (100 req/s, x5 for 5 s at 30 s and at 90 s), at `times` the rate on `times` nodes
+// of 24 device slots and 48 cores: fa2 against biscale, both with the recent_max predictor.
+void autoscale() {
+  std::string nodes = "nodes:\n  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}\n";
+  for (int n = 0; n < times; ++n)
+    nodes += "  - {name: w" + std::to_string(n) +
+             ", address: tcp://127.0.0.1:0, roles: [worker], cores: 48, devices: [{kind: emulated, count: 24}]}\n";
+  auto workload = [](const char* policy) {
+    return std::string(R"(models:
+  - {name: det, input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [4]}, max_batch: 8, profile: {batch: [1, 2, 4, 8], latency_ms: [27, 36, 54, 90]}, cores: {gamma_ms: 8, epsilon_ms: 16, delta_ms: 1, eta_ms: 2}, load_ms: 2000}
+  - {name: cls, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8, profile: {batch: [1, 2, 4, 8], latency_ms: [13.5, 18, 27, 45]}, cores: {gamma_ms: 4, epsilon_ms: 8, delta_ms: 0.5, eta_ms: 1}, load_ms: 2000}
+pipelines:
+  - {name: p, slo_ms: 200, stages: [{name: det, model: det}, {name: cls, model: cls, after: [det]}]}
+runtime: {beacon_ms: 100}
+scaler: {policy: )") +
+           policy + ", max_cores: 16, predictor: recent_max}\n";
+  };
+  int seconds = quick ? 60 : 120;
+  auto trace = bursty_trace(100.0 * times, 5, 5, 60, seconds, 7);
+  std::rotate(trace.rbegin(), trace.rbegin() + 30, trace.rend());  // bursts 30 s into each minute
+  sim::options o;
+  o.trace = trace;
+  o.duration_s = seconds;
+  o.warmup_s = 0;
+  std::map<std::string, sim::result> runs;
+  for (auto policy : {"fa2", "biscale"}) {
+    auto cfg = parse(nodes + workload(policy));
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = sim::simulate(cfg, o);
+    if (!r) {
+      fprintf(stderr, "sim: %s\n", r.error().c_str());
+      std::exit(1);
+    }
+    printf(
+        "autoscale x%d %-8s sent %lu, violations %.2f%% after 10 s (%.2f%% in all), lost %lu; %.0f instance-s, "
+        "%.0f core-s, %lu resizes, %lu starts/stops (%.1f s wall)\n",
+        times, policy, static_cast<unsigned long>(r->summary.sent), 100 * after_warmup(*r),
+        100 * (1 - r->summary.attainment), static_cast<unsigned long>(r->summary.lost), r->scaling.instance_seconds,
+        r->scaling.core_seconds, static_cast<unsigned long>(r->scaling.vertical_changes),
+        static_cast<unsigned long>(r->scaling.horizontal_changes), seconds_since(t0));
+    fflush(stdout);
+    runs.emplace(policy, std::move(*r));
+  }
+  auto& f = runs.at("fa2");
+  auto& b = runs.at("biscale");
+  printf("autoscale x%d biscale/fa2: violations after 10 s %.2f, core-s %.2f, instance-s %.2f\n", times,
+         after_warmup(b) / std::max(1e-9, after_warmup(f)),
+         b.scaling.core_seconds / std::max(1e-9, f.scaling.core_seconds),
+         b.scaling.instance_seconds / std::max(1e-9, f.scaling.instance_seconds));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,12 +178,16 @@ int main(int argc, char** argv) {
       quick = true;
     else if (!std::strcmp(argv[i], "--devices") && i + 1 < argc)
       fleet_devices = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--times") && i + 1 < argc)
+      times = std::atoi(argv[++i]);
     else
       what = argv[i];
   }
+  spdlog::set_level(spdlog::level::warn);
   if (what == "all" || what == "scale") scale();
   // Starting points: an eighth of what 8 devices carry in bench_nexus, times the devices / 8.
   if (what == "all" || what == "traffic") compare("traffic", bench::traffic_workload(), 2.0 * fleet_devices);
   if (what == "all" || what == "game") compare("game", bench::game_workload(20), 20.0 * fleet_devices);
+  if (what == "all" || what == "autoscale") autoscale();
   return 0;
 }
