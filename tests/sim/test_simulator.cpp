@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #include "config/cluster_config.hpp"
 #include "sim/simulator.hpp"
@@ -8,26 +10,20 @@
 namespace sloserve::sim {
 namespace {
 
-// Two workers of one device each under the two-stage fan-out pipeline of the integration tests:
-// detect at b = 8 costs 2.75 ms a query, classify 1.1 ms; the two carry about 500 queries/s.
-const char* two_workers = R"(cluster: {name: t}
+// Two workers of one device each under the two-stage fan-out pipeline of the integration tests
+// (tests/integration/two_stage.yaml): the two carry about 500 queries/s.
+std::string read_text(const char* path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+const std::string two_workers = R"(cluster: {name: t}
 nodes:
   - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
   - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 1}]}
   - {name: w2, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 1}]}
-models:
-  - {name: det, input: {dtype: float32, shape: [3, 32, 32]}, output: {dtype: float32, shape: [8, 6]}, max_batch: 8,
-     profile: {batch: [1, 2, 4, 8], latency_ms: [8, 10, 14, 22]}}
-  - {name: cls, input: {dtype: float32, shape: [6]}, output: {dtype: float32, shape: [10]}, max_batch: 16,
-     profile: {alpha_ms: 0.5, beta_ms: 4}}
-pipelines:
-  - name: traffic
-    slo_ms: 200
-    stages:
-      - {name: detect, model: det}
-      - {name: classify, model: cls, after: [detect], fanout: 1.5}
-runtime: {heartbeat_ms: 100, peer_timeout_ms: 500}
-)";
+)" + read_text(SLOSERVE_TWO_STAGE_YAML);
 
 cluster_config parse(const std::string& yaml) {
   auto parsed = parse_cluster_config(yaml, "t.yaml");
@@ -81,7 +77,7 @@ TEST(simulator, the_same_seed_gives_the_same_run_and_another_seed_another) {
 }
 
 TEST(simulator, a_static_plan_never_changes) {
-  auto cfg = parse(std::string(two_workers) + "scheduler: {policy: static}\n");
+  auto cfg = parse(two_workers + "scheduler: {policy: static}\n");
   auto r = simulate(cfg, load(200, 5));
   ASSERT_TRUE(r);
   EXPECT_EQ(r->plans, 0u);
