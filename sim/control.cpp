@@ -1,0 +1,221 @@
+// The simulated control plane: scheduler epochs, placements, the scaler, node failures.
+
+#include "sim/engine.hpp"
+
+namespace sloserve::sim::detail {
+
+// ---- the control plane --------------------------------------------------------------------
+
+void engine::on_beacon(ns now) {
+  for (size_t p = 0; p < cfg_.pipelines.size(); ++p) {
+    load_->count(p, window_queries_[p], window_stages_[p]);
+    window_queries_[p] = 0;
+    std::fill(window_stages_[p].begin(), window_stages_[p].end(), 0);
+  }
+  load_->close_window(cfg_.runtime.beacon_ms / 1000.0);
+  auto& so = cfg_.scheduler;
+  if (so.policy != scheduler_policy::static_plan && !cfg_.scaler.enabled()) {
+    sched::epoch_rule rule{so.epoch_s, so.min_epoch_s, so.rate_band_low, so.rate_band_high,
+                           sched::settle_windows(cfg_.runtime.beacon_ms)};
+    double since = static_cast<double>(now - last_epoch_) / 1e9;
+    if (sched::epoch_due(rule, load_->rates(), planned_ ? &planned_for_ : nullptr, since)) plan(now);
+  }
+  if (now < end_send_ + 10'000 * ns_per_ms) post(now + cfg_.runtime.beacon_ms * ns_per_ms, kind::beacon);
+}
+
+void engine::plan(ns now) {
+  auto in = planning_input(cfg_, cfg_.models);
+  std::erase_if(in.slots, [&](const sched::device_slot& s) { return !nodes_[node_id_.at(s.node)].seen; });
+  sched::set_measured_load(in, load_->rates(), cfg_.scheduler.headroom);
+  planned_for_.clear();
+  for (auto& p : load_->rates().pipelines) planned_for_.push_back(p.rate);
+  planned_ = true;
+  last_epoch_ = now;
+  auto planned = sched::plan_scaled_epoch(in, previous_.get());
+  if (!planned) return;
+  previous_ = std::make_shared<sched::epoch_result>(std::move(planned->result));
+  ++plans_;
+  peak_used_ = std::max(peak_used_, previous_->placement.devices.size());
+  adopt(now, epoch_placement(cfg_, in, *previous_, ++epoch_), false);
+}
+
+// A placement reaches the workers; each loads the models it lacks (emulated cold start) and the
+// routes switch once all have (make before break).
+void engine::adopt(ns now, cluster_placement p, bool immediately, std::vector<instance_assignment> cores) {
+  ns ready = 0;
+  for (auto& [node, sched] : p.schedules) {
+    auto n = node_id_.find(node);
+    if (n == node_id_.end() || !nodes_[n->second].up) continue;
+    for (auto& ds : sched.devices) {
+      auto it = device_at_.find({node, ds.device});
+      if (it == device_at_.end()) continue;
+      auto& d = devices_[it->second];
+      for (auto& s : ds.sessions) {
+        auto m = model_id_.find(s.model);
+        if (m == model_id_.end()) continue;
+        bool held = std::any_of(d.sessions.begin(), d.sessions.end(), [&](auto& x) { return x.model == m->second; });
+        if (!held) ready = std::max(ready, to_ns(cfg_.models[m->second].load_ms));
+      }
+    }
+  }
+  // Cores change in place at once (the controller's resize), apart from the schedule, which
+  // waits for the models to load.
+  for (auto& c : cores)
+    if (auto it = device_at_.find({c.node, c.device}); it != device_at_.end())
+      devices_[it->second].threads = static_cast<int>(std::max(1u, c.cores));
+  pending_.push_back({std::move(p), std::move(cores)});
+  auto which = static_cast<uint32_t>(pending_.size() - 1);
+  if (immediately) return on_apply(now, which);
+  post(now + delay(frontend_, none) + ready, kind::apply, which);
+}
+
+void engine::on_apply(ns now, uint32_t which) {
+  auto p = std::move(pending_[which].placement);
+  applied_.clear();
+  for (auto& [node, sched] : p.schedules)
+    for (auto& ds : sched.devices)
+      for (auto& ss : ds.sessions) applied_.insert({node, ds.device, ss.model});
+  for (auto& [node, sched] : p.schedules) {
+    auto n = node_id_.find(node);
+    if (n == node_id_.end() || !nodes_[n->second].up) continue;
+    for (auto& ds : sched.devices) {
+      auto it = device_at_.find({node, ds.device});
+      if (it == device_at_.end()) continue;
+      auto& d = devices_[it->second];
+      std::vector<dev_session> next;
+      for (auto& s : ds.sessions) {
+        auto m = model_id_.find(s.model);
+        if (m == model_id_.end()) continue;
+        dev_session x;
+        x.model = m->second;
+        x.batch = static_cast<int>(std::max(1u, s.batch));
+        // A kept session keeps its queue.
+        for (auto& old : d.sessions)
+          if (old.model == x.model && !old.draining && !old.queue.empty())
+            x.queue = std::move(old.queue), old.draining = true;
+        next.push_back(std::move(x));
+      }
+      // What leaves drains what it holds.
+      for (auto& old : d.sessions)
+        if (!old.queue.empty()) old.draining = true, next.push_back(std::move(old));
+      d.sessions = std::move(next);
+      d.next = 0;
+      if (!d.busy) start_next(now, it->second);
+    }
+  }
+  // The routing table: instances per model, carrying the outstanding counts of those kept.
+  std::vector<route> routes(cfg_.models.size());
+  std::vector<std::unordered_map<uint32_t, size_t>> pos(cfg_.models.size());
+  for (auto& r : p.table.routes) {
+    auto m = model_id_.find(r.model);
+    if (m == model_id_.end()) continue;
+    for (auto& inst : r.instances) {
+      auto it = device_at_.find({inst.node, inst.device});
+      if (it == device_at_.end()) continue;
+      sched::backend_load l;
+      l.weight = inst.weight;
+      l.live = nodes_[devices_[it->second].node].seen;
+      if (auto old = route_pos_[m->second].find(it->second); old != route_pos_[m->second].end())
+        l.outstanding = routes_[m->second].loads[old->second].outstanding;
+      pos[m->second][it->second] = routes[m->second].devices.size();
+      routes[m->second].devices.push_back(it->second);
+      routes[m->second].loads.push_back(l);
+    }
+  }
+  routes_ = std::move(routes);
+  route_pos_ = std::move(pos);
+  for (size_t pi = 0; pi < cfg_.pipelines.size(); ++pi) {
+    auto& pl = cfg_.pipelines[pi];
+    std::vector<double> budget(pl.stages.size(), -1);
+    for (auto& b : p.table.budgets)
+      if (b.pipeline == pl.name)
+        if (auto s = pl.find_stage(b.stage)) budget[*s] = b.budget_ms;
+    if (std::none_of(budget.begin(), budget.end(), [](double b) { return b < 0; }))
+      splits_[pi] = offsets_from_budgets(pl, budget);
+  }
+  budgets_ = p.table.budgets;
+  tell_scaler();
+}
+
+// The controller tells the scaler which workers are up and which instances it routes to.
+void engine::tell_scaler() {
+  if (!scaler_) return;
+  worker_set w;
+  for (auto& n : nodes_)
+    if (n.up && n.seen && !n.devices.empty()) w.up.push_back(n.name);
+  w.acknowledged.assign(applied_.begin(), applied_.end());
+  scaler_->on_workers(w);
+}
+
+// The scaler's poll of the monitor: per session of every device, the rate since the last poll,
+// the mean budget left on arrival and the queue.
+void engine::on_scale(ns now) {
+  cluster_load load;
+  double dt = static_cast<double>(now - last_scale_) / 1e9;
+  last_scale_ = now;
+  for (auto& d : devices_) {
+    if (!nodes_[d.node].up) continue;
+    for (auto& s : d.sessions) {
+      if (s.draining) continue;
+      session_rate r;
+      r.node = nodes_[d.node].name;
+      r.device = d.index;
+      r.model = cfg_.models[s.model].name;
+      r.last_rate = r.rate = dt > 0 ? static_cast<double>(s.arrived) / dt : 0;
+      r.budget_ms = s.arrived ? s.budget_sum / static_cast<double>(s.arrived) : 0;
+      r.queue_length = static_cast<uint32_t>(s.queue.size());
+      load.sessions.push_back(std::move(r));
+      s.arrived = 0;
+      s.budget_sum = 0;
+    }
+  }
+  scaler_->decide(load, dt);
+  if (now < end_send_) post(now + std::chrono::nanoseconds(scaler_->poll_period()).count(), kind::scale);
+}
+
+void engine::on_fail(ns now, uint32_t n) {
+  nodes_[n].up = false;
+  for (auto di : nodes_[n].devices) {
+    auto& d = devices_[di];
+    ++d.generation;
+    d.busy = false;
+    d.running.clear();
+    d.sessions.clear();
+  }
+  post(now + cfg_.runtime.peer_timeout_ms * ns_per_ms, kind::detect, n);
+}
+
+// The frontend and the controller hear no more heartbeats: out of routing, its invocations sent
+// elsewhere, and a plan for the survivors.
+void engine::on_detect(ns now, uint32_t n) {
+  if (nodes_[n].up) return;
+  nodes_[n].seen = false;
+  for (size_t m = 0; m < routes_.size(); ++m)
+    for (size_t k = 0; k < routes_[m].devices.size(); ++k)
+      if (devices_[routes_[m].devices[k]].node == n) routes_[m].loads[k].live = false;
+  for (uint32_t inv = 0; inv < invocations_.size(); ++inv) {
+    auto& f = invocations_[inv];
+    if (!f.live || devices_[f.device].node != n) continue;
+    if (auto it = route_pos_[f.model].find(f.device); it != route_pos_[f.model].end())
+      routes_[f.model].loads[it->second].outstanding = 0;
+    if (route_invocation(now, inv)) continue;
+    f.live = false;
+    free_invocations_.push_back(inv);
+    --queries_[f.query].pending;
+    finish(now, f.query, msg::status::error, "no live instance serves the model");
+  }
+  if (cfg_.scheduler.policy != scheduler_policy::static_plan && !cfg_.scaler.enabled() && planned_) plan(now);
+  tell_scaler();
+}
+
+void engine::on_back(ns now, uint32_t n) {
+  nodes_[n].up = true;
+  nodes_[n].seen = true;
+  if (scaler_) return tell_scaler();
+  if (cfg_.scheduler.policy == scheduler_policy::static_plan || !planned_)
+    adopt(now, static_placement(cfg_, ++epoch_), false);
+  else
+    plan(now);
+}
+
+}  // namespace sloserve::sim::detail

@@ -1,0 +1,78 @@
+// Simulated devices: deadline queues, the drop policy, batches round-robin over sessions.
+
+#include "sim/engine.hpp"
+
+namespace sloserve::sim::detail {
+
+// ---- devices ------------------------------------------------------------------------------
+
+void engine::answer(ns now, uint32_t inv, msg::status code) {
+  auto& f = invocations_[inv];
+  post(now + delay(devices_[f.device].node, frontend_), kind::result, inv, static_cast<uint64_t>(code));
+}
+
+void engine::on_invoke(ns now, uint32_t inv) {
+  auto& f = invocations_[inv];
+  auto& d = devices_[f.device];
+  if (!nodes_[d.node].up || !f.live) return;  // gone with its node; the frontend re-routes it later
+  dev_session* s = nullptr;
+  for (auto& x : d.sessions)
+    if (x.model == f.model && (!s || s->draining)) s = &x;
+  if (!s) return answer(now, inv, msg::status::error);
+  if (static_cast<int>(s->queue.size()) >= cfg_.runtime.max_queue_length)
+    return answer(now, inv, msg::status::overloaded);
+  f.enqueued = now;
+  ++s->arrived;
+  s->budget_sum += static_cast<double>(f.device_deadline - now) / 1e6;
+  s->queue.push(at(f.device_deadline), inv);
+  if (!d.busy) start_next(now, f.device);
+}
+
+void engine::start_next(ns now, uint32_t di) {
+  auto& d = devices_[di];
+  if (d.busy || d.sessions.empty()) return;
+  std::vector<sched::session_queue<uint32_t>::entry> batch, dropped;
+  for (size_t k = 0; k < d.sessions.size(); ++k) {
+    auto idx = (d.next + k) % d.sessions.size();
+    auto& s = d.sessions[idx];
+    if (s.queue.empty()) continue;
+    auto& m = cfg_.models[s.model];
+    int threads = d.threads;
+    auto ms_at = [&m, threads](int b) { return m.cores ? m.cores->at(b, threads) : m.profile.latency_ms_at(b); };
+    auto l = [&ms_at](int b) { return std::chrono::nanoseconds(to_ns(ms_at(b))); };
+    batch.clear();
+    dropped.clear();
+    s.queue.form_batch(*policy_, at(now), s.batch, l, batch, dropped);
+    for (auto& e : dropped) answer(now, e.item, msg::status::dropped);
+    if (batch.empty()) continue;
+    double ms = ms_at(static_cast<int>(batch.size()));
+    if (m.jitter > 0) ms *= std::uniform_real_distribution<double>(1 - m.jitter, 1 + m.jitter)(exec_rng_);
+    d.busy = true;
+    d.started = now;
+    d.running.clear();
+    for (auto& e : batch) d.running.push_back(e.item);
+    d.next = idx + 1;
+    post(now + to_ns(ms + o_.batch_overhead_ms), kind::batch_done, di, d.generation);
+    return;
+  }
+}
+
+void engine::on_batch_done(ns now, uint32_t di, uint64_t generation) {
+  auto& d = devices_[di];
+  if (generation != d.generation) return;
+  for (auto inv : d.running) {
+    auto& f = invocations_[inv];
+    auto& qq = queries_[f.query];
+    qq.queue_ms += static_cast<double>(d.started - f.enqueued) / 1e6;
+    qq.exec_ms += static_cast<double>(now - d.started) / 1e6;
+    if (qq.first_node == none) qq.first_node = d.node;
+    answer(now, inv, msg::status::ok);
+  }
+  d.running.clear();
+  d.busy = false;
+  // Draining sessions leave once empty.
+  std::erase_if(d.sessions, [](const dev_session& s) { return s.draining && s.queue.empty(); });
+  start_next(now, di);
+}
+
+}  // namespace sloserve::sim::detail

@@ -1,0 +1,229 @@
+#pragma once
+// The simulator's engine, shared by its translation units: simulated time, the wire, the
+// frontend (sim/frontend.cpp), the devices (sim/devices.cpp) and the control plane
+// (sim/control.cpp). Internal to sim/.
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <queue>
+#include <random>
+#include <set>
+#include <unordered_map>
+
+#include "actors/scaler_core.hpp"
+#include "loadgen/arrivals.hpp"
+#include "pipelines/query_walk.hpp"
+#include "scheduling/balancer.hpp"
+#include "scheduling/drop_policy.hpp"
+#include "scheduling/epoch.hpp"
+#include "scheduling/pipeline_load.hpp"
+#include "scheduling/placement.hpp"
+#include "scheduling/session_queue.hpp"
+#include "sim/simulator.hpp"
+
+namespace sloserve::sim::detail {
+
+using ns = int64_t;
+constexpr ns ns_per_ms = 1'000'000;
+constexpr uint32_t none = UINT32_MAX;
+
+inline ns to_ns(double ms) {
+  return static_cast<ns>(std::llround(ms * 1e6));
+}
+inline sched::time_point at(ns t) {
+  return sched::time_point(std::chrono::nanoseconds(t));
+}
+
+enum class kind : uint8_t {
+  send,
+  arrival,
+  invoke,
+  batch_done,
+  result,
+  beacon,
+  scale,
+  apply,
+  fail,
+  back,
+  detect,
+  expire
+};
+struct event {
+  ns t;
+  uint64_t seq;
+  kind what;
+  uint32_t a;
+  uint64_t b;
+};
+struct later {
+  bool operator()(const event& x, const event& y) const { return x.t != y.t ? x.t > y.t : x.seq > y.seq; }
+};
+
+// A query's progress through its DAG: query_walk's rules (pipelines/query_walk.hpp), on counts.
+struct walk {
+  std::vector<uint32_t> outstanding;
+  std::vector<uint8_t> finished, joined, has_output;
+  bool done = false;
+};
+
+struct query {
+  uint32_t pipeline = 0;
+  uint64_t qid = 0;
+  ns sent = 0, arrival = 0, deadline = 0;
+  bool measured = false, answered = false;
+  uint32_t second = 0;
+  uint32_t pending = 0;  // invocations not yet answered
+  walk w;
+  double queue_ms = 0, exec_ms = 0;
+  uint32_t first_node = none;
+};
+
+struct invocation {
+  uint32_t query = 0, stage = 0, model = 0, device = 0;
+  ns deadline = 0;         // at the frontend
+  ns device_deadline = 0;  // as the device sees it: the budget runs from when it took it in
+  ns enqueued = 0;
+  bool live = false;
+};
+
+struct dev_session {
+  uint32_t model = 0;
+  int batch = 1;
+  bool draining = false;
+  sched::session_queue<uint32_t> queue;
+  uint64_t arrived = 0;   // since the scaler last looked
+  double budget_sum = 0;  // of those, ms left to their deadlines on arrival
+};
+
+struct device {
+  uint32_t node = 0, index = 0;
+  std::vector<dev_session> sessions;
+  size_t next = 0;
+  bool busy = false;
+  std::vector<uint32_t> running;
+  ns started = 0;
+  uint64_t generation = 0;  // bumped when the node fails: batches of before are lost
+  int threads = 1;          // cores, as the scaler sized the instance
+};
+
+struct node_state {
+  std::string name;
+  bool up = true;    // running
+  bool seen = true;  // as the frontend and the controller see it (heartbeats)
+  std::vector<uint32_t> devices;
+};
+
+struct route {
+  std::vector<uint32_t> devices;
+  std::vector<sched::backend_load> loads;
+};
+
+class engine {
+ public:
+  engine(const cluster_config& cfg, const options& o)
+      : cfg_(cfg),
+        o_(o),
+        rng_(o.seed),
+        net_rng_(o.seed * 7 + 1),
+        exec_rng_(o.seed * 13 + 3),
+        policy_(sched::make_drop_policy(cfg.runtime.drop_policy)),
+        balancer_(sched::make_balancer(cfg.runtime.balancer)) {}
+
+  expected<result> run();
+
+ private:
+  // The wire.
+  ns delay(uint32_t from, uint32_t to) {
+    if (from == to) return 20'000;  // in-process hand-over
+    double f = std::uniform_real_distribution<double>(1 - o_.network_jitter, 1 + o_.network_jitter)(net_rng_);
+    return to_ns(o_.network_ms * f);
+  }
+  void post(ns t, kind what, uint32_t a = 0, uint64_t b = 0) { events_.push({t, seq_++, what, a, b}); }
+
+  // Frontend.
+  void on_send(ns now);
+  void on_arrival(ns now, uint32_t q);
+  bool spawn(ns now, uint32_t q, uint32_t stage);
+  bool route_invocation(ns now, uint32_t inv);
+  void on_result(ns now, uint32_t inv, msg::status code);
+  void finish(ns now, uint32_t q, msg::status code, const std::string& reason);
+  void release(uint32_t q);
+  void walk_result(uint32_t q, uint32_t stage, std::vector<uint32_t>& spawns);
+  void settle(query& qq, std::vector<uint32_t>& spawns);
+  void spawn_from(query& qq, uint32_t stage, uint32_t parent, std::vector<uint32_t>& spawns);
+
+  // Devices.
+  void on_invoke(ns now, uint32_t inv);
+  void start_next(ns now, uint32_t d);
+  void on_batch_done(ns now, uint32_t d, uint64_t generation);
+  void answer(ns now, uint32_t inv, msg::status code);
+
+  // Control plane.
+  void on_beacon(ns now);
+  void on_scale(ns now);
+  void tell_scaler();
+  void plan(ns now);
+  void adopt(ns now, cluster_placement p, bool immediately, std::vector<instance_assignment> cores = {});
+  void on_apply(ns now, uint32_t which);
+  void on_fail(ns now, uint32_t n);
+  void on_detect(ns now, uint32_t n);
+  void on_back(ns now, uint32_t n);
+
+  const cluster_config& cfg_;
+  const options& o_;
+  std::mt19937_64 rng_, net_rng_, exec_rng_;
+  std::unique_ptr<sched::drop_policy> policy_;
+  std::unique_ptr<sched::balancer> balancer_;
+  std::priority_queue<event, std::vector<event>, later> events_;
+  uint64_t seq_ = 0, events_run_ = 0;
+
+  std::unordered_map<std::string, uint32_t> model_id_, node_id_;
+  std::vector<node_state> nodes_;
+  std::vector<device> devices_;
+  std::map<std::pair<std::string, uint32_t>, uint32_t> device_at_;
+  uint32_t frontend_ = 0;
+
+  std::vector<route> routes_;                                    // per model
+  std::vector<std::unordered_map<uint32_t, size_t>> route_pos_;  // per model: device -> index in its route
+  std::vector<std::optional<slo_split>> splits_;                 // per pipeline
+  std::vector<std::vector<uint32_t>> stage_model_;               // per pipeline and stage
+  std::vector<int64_t> rows_;                                    // per model: rows of its output, for fan-out
+
+  std::vector<query> queries_;
+  std::vector<uint32_t> free_queries_;
+  std::vector<invocation> invocations_;
+  std::vector<uint32_t> free_invocations_;
+  uint64_t next_qid_ = 1;
+
+  // Load generation.
+  std::vector<uint32_t> traffic_;  // pipelines
+  std::unique_ptr<arrivals> gaps_;
+  ns end_send_ = 0, warmup_ = 0;
+  std::vector<lane_tally> lanes_;
+
+  // Scheduling.
+  std::unique_ptr<sched::pipeline_load> load_;
+  std::vector<uint64_t> window_queries_;
+  std::vector<std::vector<uint64_t>> window_stages_;
+  ns last_epoch_ = 0;
+  std::shared_ptr<sched::epoch_result> previous_;
+  std::vector<double> planned_for_;
+  bool planned_ = false;
+  uint64_t epoch_ = 1;
+  struct pending_placement {
+    cluster_placement placement;
+    std::vector<instance_assignment> cores;  // the scaler's: each instance's cores
+  };
+  std::vector<pending_placement> pending_;
+  size_t plans_ = 0, peak_used_ = 0;
+
+  // Scaling: the cluster's scaler_core over a local provisioner, polled as the actor polls it.
+  std::unique_ptr<scaler_core> scaler_;
+  ns now_ = 0, last_scale_ = 0;
+  std::vector<msg::stage_budget> budgets_;  // the routing table's, for deployments that carry none
+  std::set<instance_key> applied_;          // instances of the placement applied last
+};
+
+}  // namespace sloserve::sim::detail

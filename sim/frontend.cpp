@@ -1,0 +1,206 @@
+// The simulated frontend: arrivals, the query walk, routing, replies.
+
+#include "sim/engine.hpp"
+
+namespace sloserve::sim::detail {
+
+// ---- the frontend -------------------------------------------------------------------------
+
+void engine::on_send(ns now) {
+  uint32_t p = traffic_[traffic_.size() == 1 ? 0 : std::uniform_int_distribution<size_t>(0, traffic_.size() - 1)(rng_)];
+  uint32_t q;
+  if (!free_queries_.empty()) {
+    q = free_queries_.back();
+    free_queries_.pop_back();
+  } else {
+    q = static_cast<uint32_t>(queries_.size());
+    queries_.emplace_back();
+  }
+  auto& qq = queries_[q];
+  qq = query{};
+  qq.pipeline = p;
+  qq.sent = now;
+  qq.measured = now >= warmup_;
+  qq.second = qq.measured ? static_cast<uint32_t>((now - warmup_) / (1000 * ns_per_ms)) : 0;
+  post(now + delay(none, frontend_), kind::arrival, q);
+  // The next request.
+  double secs = static_cast<double>(now) / 1e9;
+  double rate = o_.rate;
+  if (!o_.trace.empty()) {
+    double s = std::max(0.0, secs - static_cast<double>(warmup_) / 1e9);
+    rate = o_.trace[std::min(o_.trace.size() - 1, static_cast<size_t>(s))];
+  }
+  ns next = now + static_cast<ns>(gaps_->gap_s(std::max(rate, 1e-3)) * 1e9);
+  if (next < end_send_) post(next, kind::send);
+}
+
+void engine::on_arrival(ns now, uint32_t q) {
+  auto& qq = queries_[q];
+  auto& p = cfg_.pipelines[qq.pipeline];
+  qq.arrival = now;
+  qq.qid = next_qid_++;
+  if (!splits_[qq.pipeline]) return finish(now, q, msg::status::error, "not ready: no stage budgets");
+  for (auto m : stage_model_[qq.pipeline])
+    if (std::none_of(routes_[m].loads.begin(), routes_[m].loads.end(), [](auto& l) { return l.live; }))
+      return finish(now, q, msg::status::error, "not ready: a model has no live instance");
+  // The SLO has lost the upload: the time since the client sent it.
+  double budget_ms = p.slo_ms - static_cast<double>(now - qq.sent) / 1e6;
+  if (budget_ms <= 0) return finish(now, q, msg::status::dropped, "stale on arrival");
+  qq.deadline = now + to_ns(budget_ms);
+  auto n = p.stages.size();
+  qq.w.outstanding.assign(n, 0);
+  qq.w.finished.assign(n, 0);
+  qq.w.joined.assign(n, 0);
+  qq.w.has_output.assign(n, 0);
+  ++window_queries_[qq.pipeline];
+  post(qq.deadline + cfg_.runtime.reply_grace_ms * ns_per_ms, kind::expire, q, qq.qid);
+  for (auto r : p.roots()) {
+    ++qq.w.outstanding[r];
+    if (!spawn(now, q, static_cast<uint32_t>(r))) return;
+  }
+}
+
+// False when the query was answered (no live instance).
+bool engine::spawn(ns now, uint32_t q, uint32_t stage) {
+  auto& qq = queries_[q];
+  auto& p = cfg_.pipelines[qq.pipeline];
+  auto& split = *splits_[qq.pipeline];
+  uint32_t inv;
+  if (!free_invocations_.empty()) {
+    inv = free_invocations_.back();
+    free_invocations_.pop_back();
+  } else {
+    inv = static_cast<uint32_t>(invocations_.size());
+    invocations_.emplace_back();
+  }
+  auto span = static_cast<double>(qq.deadline - qq.arrival);
+  auto& f = invocations_[inv];
+  f = invocation{};
+  f.query = q;
+  f.stage = stage;
+  f.model = stage_model_[qq.pipeline][stage];
+  f.deadline = std::min(qq.deadline, qq.arrival + static_cast<ns>(span * split.finish_offset_ms[stage] / p.slo_ms));
+  f.live = true;
+  ++qq.pending;
+  ++window_stages_[qq.pipeline][stage];
+  if (route_invocation(now, inv)) return true;
+  f.live = false;
+  --qq.pending;
+  free_invocations_.push_back(inv);
+  finish(now, q, msg::status::error, "no live instance serves model '" + p.stages[stage].model + "'");
+  return false;
+}
+
+bool engine::route_invocation(ns now, uint32_t inv) {
+  auto& f = invocations_[inv];
+  auto& r = routes_[f.model];
+  auto k = balancer_->pick(r.loads, rng_);
+  if (!k) return false;
+  ++r.loads[*k].outstanding;
+  f.device = r.devices[*k];
+  ns d = delay(frontend_, devices_[f.device].node);
+  f.device_deadline = f.deadline + d;
+  post(now + d, kind::invoke, inv);
+  return true;
+}
+
+void engine::spawn_from(query& qq, uint32_t stage, uint32_t parent, std::vector<uint32_t>& spawns) {
+  auto& s = cfg_.pipelines[qq.pipeline].stages[stage];
+  int64_t k = 1;
+  if (s.fanout) k = fanout_rows(qq.qid, stage, *s.fanout, rows_[stage_model_[qq.pipeline][parent]]);
+  for (int64_t i = 0; i < k; ++i) {
+    ++qq.w.outstanding[stage];
+    spawns.push_back(stage);
+  }
+}
+
+void engine::settle(query& qq, std::vector<uint32_t>& spawns) {
+  auto& p = cfg_.pipelines[qq.pipeline];
+  bool all = true;
+  for (auto v : p.topo) {
+    if (qq.w.finished[v]) continue;
+    auto& s = p.stages[v];
+    bool parents_done = std::all_of(s.parents.begin(), s.parents.end(), [&](size_t u) { return qq.w.finished[u]; });
+    bool join = s.parents.size() > 1;
+    if (join && parents_done && !qq.w.joined[v]) {
+      qq.w.joined[v] = 1;
+      if (qq.w.has_output[s.parents.front()])
+        spawn_from(qq, static_cast<uint32_t>(v), static_cast<uint32_t>(s.parents.front()), spawns);
+    }
+    if (parents_done && qq.w.outstanding[v] == 0 && (!join || qq.w.joined[v])) qq.w.finished[v] = 1;
+    all &= qq.w.finished[v] != 0;
+  }
+  qq.w.done = all;
+}
+
+void engine::walk_result(uint32_t q, uint32_t stage, std::vector<uint32_t>& spawns) {
+  auto& qq = queries_[q];
+  auto& s = cfg_.pipelines[qq.pipeline].stages[stage];
+  if (qq.w.outstanding[stage]) --qq.w.outstanding[stage];
+  qq.w.has_output[stage] = 1;
+  for (auto c : s.children)
+    if (cfg_.pipelines[qq.pipeline].stages[c].parents.size() == 1)
+      spawn_from(qq, static_cast<uint32_t>(c), stage, spawns);
+  settle(qq, spawns);
+}
+
+void engine::on_result(ns now, uint32_t inv, msg::status code) {
+  auto& f = invocations_[inv];
+  if (!f.live) return;
+  f.live = false;
+  auto q = f.query;
+  auto stage = f.stage;
+  auto& pos = route_pos_[f.model];
+  if (auto it = pos.find(f.device); it != pos.end() && routes_[f.model].loads[it->second].outstanding > 0)
+    --routes_[f.model].loads[it->second].outstanding;
+  free_invocations_.push_back(inv);
+  auto& qq = queries_[q];
+  --qq.pending;
+  if (qq.answered) return release(q);
+  switch (code) {
+    case msg::status::ok:
+      break;
+    case msg::status::dropped:
+      return finish(now, q, code, "early drop by " + std::string(policy_->name()));
+    case msg::status::overloaded:
+      return finish(now, q, code, "device queue full (runtime.max_queue_length)");
+    case msg::status::error:
+      return finish(now, q, code, "model not scheduled on the device it was sent to");
+  }
+  std::vector<uint32_t> spawns;
+  walk_result(q, stage, spawns);
+  for (auto s : spawns)
+    if (!spawn(now, q, s)) return;
+  if (qq.w.done) finish(now, q, msg::status::ok, {});
+}
+
+void engine::finish(ns now, uint32_t q, msg::status code, const std::string& reason) {
+  auto& qq = queries_[q];
+  if (qq.answered) return;
+  qq.answered = true;
+  ns back = now + delay(frontend_, none);
+  if (qq.measured && static_cast<ns>(qq.second) * 1000 * ns_per_ms < end_send_ - warmup_) {
+    msg::client_reply r;
+    r.code = code;
+    r.reason = reason;
+    r.total_ms = static_cast<double>(now - qq.arrival) / 1e6;
+    if (code == msg::status::ok) {
+      msg::stage_timing t;
+      t.node = qq.first_node == none ? "" : nodes_[qq.first_node].name;
+      t.queue_ms = qq.queue_ms;
+      t.exec_ms = qq.exec_ms;
+      r.timings.push_back(std::move(t));
+    }
+    auto& p = cfg_.pipelines[qq.pipeline];
+    lanes_[0].sent(qq.second);
+    lanes_[0].reply(r, qq.second, static_cast<double>(back - qq.sent) / 1e6, 0, p.slo_ms);
+  }
+  release(q);
+}
+
+void engine::release(uint32_t q) {
+  auto& qq = queries_[q];
+  if (qq.answered && qq.pending == 0) free_queries_.push_back(q), qq.qid = 0;
+}
+
+}  // namespace sloserve::sim::detail
