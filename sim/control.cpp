@@ -4,8 +4,6 @@
 
 namespace sloserve::sim::detail {
 
-// ---- the control plane --------------------------------------------------------------------
-
 void engine::on_beacon(ns now) {
   for (size_t p = 0; p < cfg_.pipelines.size(); ++p) {
     load_->count(p, window_queries_[p], window_stages_[p]);

@@ -4,8 +4,6 @@
 
 namespace sloserve::sim::detail {
 
-// ---- devices ------------------------------------------------------------------------------
-
 void engine::answer(ns now, uint32_t inv, msg::status code) {
   auto& f = invocations_[inv];
   post(now + delay(devices_[f.device].node, frontend_), kind::result, inv, static_cast<uint64_t>(code));

@@ -4,8 +4,6 @@
 
 namespace sloserve::sim::detail {
 
-// ---- the frontend -------------------------------------------------------------------------
-
 void engine::on_send(ns now) {
   uint32_t p = traffic_[traffic_.size() == 1 ? 0 : std::uniform_int_distribution<size_t>(0, traffic_.size() - 1)(rng_)];
   uint32_t q;
