@@ -28,6 +28,7 @@ double ms_between(clock_time a, clock_time b) {
 
 struct query {
   std::string client;
+  std::shared_ptr<const reply_sink> sink;  // the HTTP ingress's, or null: over ZeroMQ
   uint64_t request_id = 0;
   size_t pipeline = 0;
   clock_time arrival, deadline;
@@ -107,7 +108,10 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
       ++st.stats.errors;
       break;
   }
-  st.net->to_client(q.client, std::move(r));
+  if (q.sink)
+    (*q.sink)(std::move(r));
+  else
+    st.net->to_client(q.client, std::move(r));
   st.queries.erase(it);
 }
 
@@ -198,7 +202,11 @@ void on_ingress(self_ptr self, ingress& in) {
       ++st.stats.overloaded;
     else
       ++st.stats.dropped;
-    st.net->to_client(in.client, msg::client_reply{in.request.request_id, code, std::move(reason), {}, {}, 0});
+    msg::client_reply r{in.request.request_id, code, std::move(reason), {}, {}, 0};
+    if (in.sink)
+      (*in.sink)(std::move(r));
+    else
+      st.net->to_client(in.client, std::move(r));
   };
   auto pit = st.pipeline_index.find(in.request.pipeline);
   if (pit == st.pipeline_index.end())
@@ -233,6 +241,7 @@ void on_ingress(self_ptr self, ingress& in) {
   query q;
   q.bytes = bytes;
   q.client = std::move(in.client);
+  q.sink = std::move(in.sink);
   q.request_id = in.request.request_id;
   q.pipeline = pit->second;
   q.arrival = now;
@@ -340,9 +349,20 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
         },
         [=](ingress& in) { on_ingress(self, in); },
         [=](status_query& q) {
-          auto why = self->state.routes->readiness();
-          self->state.net->to_client(q.client,
-                                     msg::status_reply{q.request.token, why.empty(), why.empty() ? "ready" : why});
+          auto& st = self->state;
+          std::string why;
+          if (q.pipeline.empty()) {
+            why = st.routes->readiness();
+          } else if (auto it = st.pipeline_index.find(q.pipeline); it == st.pipeline_index.end()) {
+            why = "unknown pipeline '" + q.pipeline + "'";
+          } else {
+            why = st.routes->blocker(it->second);
+          }
+          msg::status_reply r{q.request.token, why.empty(), why.empty() ? "ready" : why};
+          if (q.sink)
+            (*q.sink)(std::move(r));
+          else
+            st.net->to_client(q.client, std::move(r));
         },
         [=](msg::invocation_result& r) { on_result(self, r); },
         [=](msg::routing_table& t) { on_routing(self, t); },

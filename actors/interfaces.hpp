@@ -3,6 +3,7 @@
 // whole message vocabulary of a node from this file.
 
 #include <caf/all.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,15 +26,23 @@ using leave_atom = caf::atom_constant<caf::atom("leave")>;
 using loaded_atom = caf::atom_constant<caf::atom("loaded")>;
 using rates_atom = caf::atom_constant<caf::atom("rates")>;
 
+// Where the frontend hands a reply for a client that is not a ZeroMQ peer (the HTTP ingress):
+// called exactly once, on the frontend's thread.
+using reply_sink = std::function<void(msg::client_reply)>;
+using status_sink = std::function<void(msg::status_reply)>;
+
 // A client request as the frontend receives it: who to answer, and what was asked.
 struct ingress {
-  std::string client;  // ZeroMQ routing identity of the client
+  std::string client;  // ZeroMQ routing identity of the client (or a name for the log)
   msg::client_request request;
+  std::shared_ptr<const reply_sink> sink{};  // set: the reply goes here, not over ZeroMQ
 };
 
 struct status_query {
   std::string client;
   msg::status_request request;
+  std::string pipeline{};                     // set: whether this pipeline can be served; empty: all
+  std::shared_ptr<const status_sink> sink{};  // set: the reply goes here, not over ZeroMQ
 };
 
 // Per-session counters of one device since its last report.

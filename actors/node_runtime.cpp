@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "actors/http_ingress.hpp"
 #include "actors/link.hpp"
 #include "actors/roles.hpp"
 #include "gpu/profiler.hpp"
@@ -180,12 +181,25 @@ status node_runtime::start() {
                  caf::actor_cast<caf::actor>(a.agent), caf::actor_cast<caf::actor>(a.worker),
                  caf::actor_cast<caf::actor>(a.frontend)})
     if (h) caf::anon_send(h, start_atom::value);
+  if (!spec->http.empty()) {
+    http_ = std::make_unique<http_ingress>(cfg_, a.frontend, node_);
+    auto port = http_->start(spec->http);
+    if (!port) {
+      stop();
+      return fail(port.error());
+    }
+    http_port_ = *port;
+    spdlog::info("{}: KServe v2 HTTP ingress on port {}", node_, http_port_);
+  }
   started_ = true;
   spdlog::info("{}: serving at {} as [{}]", node_, transport_->endpoint(), fmt::join(spec->roles, ", "));
   return {};
 }
 
 void node_runtime::stop() {
+  if (http_) http_->stop();
+  http_.reset();
+  http_port_ = 0;
   if (transport_) transport_->stop();
   if (sys_) {
     auto& a = link_->actors_;

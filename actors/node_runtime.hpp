@@ -16,6 +16,7 @@ namespace sloserve {
 
 class transport;
 class zmq_link;
+class http_ingress;
 
 class node_runtime {
  public:
@@ -36,6 +37,8 @@ class node_runtime {
   // The configuration the node runs with: the file's, plus profiles it measured at start-up.
   const cluster_config& config() const { return *cfg_; }
   const local_actors& actors() const;
+  // The port of the KServe v2 HTTP ingress (`nodes[].http`); 0 when the node has none.
+  int http_port() const { return http_port_; }
 
  private:
   void on_frame(std::string_view id, const bytes& frame, std::string_view user);
@@ -48,6 +51,8 @@ class node_runtime {
   std::unique_ptr<caf::actor_system> sys_;
   std::shared_ptr<zmq_link> link_;
   std::unique_ptr<transport> transport_;
+  std::unique_ptr<http_ingress> http_;
+  int http_port_ = 0;
   bool started_ = false;
 };
 

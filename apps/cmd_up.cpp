@@ -20,29 +20,48 @@
 namespace sloserve {
 namespace {
 
-// Replaces port 0 in tcp:// addresses with a free port, so that every node knows every other.
+// A free port on `host` (IPv4), or 0 when none can be had.
+int free_port(const std::string& host) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  if (inet_pton(AF_INET, host == "*" ? "0.0.0.0" : host.c_str(), &sa.sin_addr) != 1) {
+    close(fd);
+    return 0;
+  }
+  socklen_t len = sizeof sa;
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0)
+    port = ntohs(sa.sin_port);
+  close(fd);
+  return port;
+}
+
+// Replaces port 0 in tcp:// addresses and in http ingresses with a free port, so that every node
+// knows every other and clients know where to go.
 bool resolve_ports(cluster_config& cfg, std::string& error) {
+  auto ends_in_zero = [](const std::string& a) { return a.size() >= 2 && a.compare(a.size() - 2, 2, ":0") == 0; };
   for (auto& n : cfg.nodes) {
     auto& a = n.address;
-    if (a.rfind("tcp://", 0) != 0 || a.size() < 2 || a.compare(a.size() - 2, 2, ":0") != 0) continue;
-    auto host = a.substr(6, a.size() - 8);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    if (inet_pton(AF_INET, host == "*" ? "0.0.0.0" : host.c_str(), &sa.sin_addr) != 1) {
-      close(fd);
-      error = "node '" + n.name + "': cannot pick a port for host '" + host + "' (use an IPv4 address)";
-      return false;
+    if (a.rfind("tcp://", 0) == 0 && ends_in_zero(a)) {
+      auto host = a.substr(6, a.size() - 8);
+      int port = free_port(host);
+      if (!port) {
+        error = "node '" + n.name + "': cannot pick a port for host '" + host + "' (use an IPv4 address)";
+        return false;
+      }
+      a = "tcp://" + host + ":" + std::to_string(port);
     }
-    socklen_t len = sizeof sa;
-    if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
-        getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
-      close(fd);
-      error = "node '" + n.name + "': cannot bind " + host + ":0";
-      return false;
+    if (ends_in_zero(n.http)) {
+      auto host = n.http.substr(0, n.http.size() - 2);
+      int port = free_port(host);
+      if (!port) {
+        error = "node '" + n.name + "': cannot pick an http port for host '" + host + "' (use an IPv4 address)";
+        return false;
+      }
+      n.http = host + ":" + std::to_string(port);
     }
-    close(fd);
-    a = "tcp://" + host + ":" + std::to_string(ntohs(sa.sin_port));
   }
   return true;
 }

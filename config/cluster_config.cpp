@@ -84,6 +84,17 @@ std::string config_result::error_text() const {
   return s;
 }
 
+status check_host_port(std::string_view a) {
+  auto colon = a.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return fail("'" + std::string(a) + "' must be HOST:PORT");
+  auto port = a.substr(colon + 1);
+  if (port.empty() || port.size() > 5 ||
+      !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+      std::stoi(std::string(port)) > 65535)
+    return fail("'" + std::string(a) + "' has an invalid port '" + std::string(port) + "'");
+  return {};
+}
+
 status check_address(std::string_view a) {
   auto address = "address '" + std::string(a) + "'";
   if (a.rfind("ipc://", 0) == 0) return a.size() > 6 ? status{} : fail("ipc address has no path");
@@ -103,13 +114,13 @@ const std::vector<config_section>& config_keys() {
   static const std::vector<config_section> all = {
       {"", {"cluster", "nodes", "models", "pipelines", "runtime", "scheduler", "scaler", "security"}},
       {"cluster", {"name"}},
-      {"nodes[]", {"name", "address", "roles", "devices", "cores"}},
+      {"nodes[]", {"name", "address", "roles", "devices", "cores", "http"}},
       {"nodes[].devices[]", {"kind", "count", "models", "memory_mb", "threads"}},
       {"models[]",
        {"name", "input", "output", "max_batch", "profile", "jitter", "load_ms", "memory_mb", "path", "prefix", "cores",
         "preprocess", "precision"}},
-      {"models[].input", {"dtype", "shape"}},
-      {"models[].output", {"dtype", "shape"}},
+      {"models[].input", {"dtype", "shape", "name"}},
+      {"models[].output", {"dtype", "shape", "name"}},
       {"models[].profile", {"batch", "latency_ms", "alpha_ms", "beta_ms", "step"}},
       {"models[].cores", {"gamma_ms", "epsilon_ms", "delta_ms", "eta_ms"}},
       {"models[].preprocess", {"from", "mean", "std"}},
@@ -204,12 +215,18 @@ class reader {
 };
 
 void parse_tensor_spec(reader& r, const YAML::Node& n, tensor_spec& out, const std::string& where,
-                       std::string_view section) {
+                       std::string_view section, std::string* name) {
   if (!n.IsMap()) {
     r.error(n, where + " must be a map {dtype, shape}");
     return;
   }
   r.known_keys(n, section, where);
+  if (name && r.get(n, "name", *name, where, false)) {
+    bool ok = !name->empty() && std::all_of(name->begin(), name->end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+    });
+    if (!ok) r.error(n["name"], where + " name '" + *name + "' must be letters, digits, '_', '-' or '.'");
+  }
   std::string dt = "float32";
   r.get(n, "dtype", dt, where, false);
   if (auto t = parse_dtype(dt))
@@ -292,11 +309,11 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   if (!n["input"])
     r.error(n, where + " is missing 'input'");
   else
-    parse_tensor_spec(r, n["input"], m.input, where + " input", "models[].input");
+    parse_tensor_spec(r, n["input"], m.input, where + " input", "models[].input", &m.input_name);
   if (!n["output"])
     r.error(n, where + " is missing 'output'");
   else
-    parse_tensor_spec(r, n["output"], m.output, where + " output", "models[].output");
+    parse_tensor_spec(r, n["output"], m.output, where + " output", "models[].output", &m.output_name);
   r.get(n, "max_batch", m.max_batch, where, false);
   if (m.max_batch < 1) r.error(n["max_batch"], where + " max_batch must be at least 1");
   // A real model may leave its profile to the worker that serves it (measured at start-up).
@@ -345,6 +362,8 @@ void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
   if (r.get(n, "name", s.name, where, true)) where = "node '" + s.name + "'";
   if (r.get(n, "address", s.address, where, true))
     if (auto ok = check_address(s.address); !ok) r.error(n["address"], where + ": " + ok.error());
+  if (r.get(n, "http", s.http, where, false))
+    if (auto ok = check_host_port(s.http); !ok) r.error(n["http"], where + " http: " + ok.error());
   std::vector<std::string> roles;
   r.get(n, "roles", roles, where, true);
   if (r.get(n, "cores", s.cores, where, false) && s.cores < 1) r.error(n["cores"], where + " cores must be at least 1");
@@ -602,6 +621,13 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
         bool ephemeral = a.size() > 2 && a.compare(a.size() - 2, 2, ":0") == 0;
         if (!a.empty() && !ephemeral && !addresses.insert(a).second)
           r.error(root["nodes"][i]["address"], "address '" + a + "' is used by two nodes");
+        auto& h = cfg.nodes[i].http;
+        if (h.empty()) continue;
+        if (!cfg.nodes[i].has_role(role::frontend))
+          r.error(root["nodes"][i]["http"], "node '" + cfg.nodes[i].name + "' has http but not the frontend role");
+        if (h.size() < 2 || h.compare(h.size() - 2, 2, ":0") != 0)
+          if (!addresses.insert("http://" + h).second)
+            r.error(root["nodes"][i]["http"], "http '" + h + "' is used by two nodes");
       }
       // Every device's model list must name real models; every model in a pipeline needs a device.
       for (size_t i = 0; i < cfg.nodes.size(); ++i)
@@ -675,9 +701,11 @@ cluster_config single_node(const cluster_config& cfg) {
 }
 
 namespace {
-void emit_tensor(YAML::Emitter& e, const char* key, const tensor_spec& t) {
+void emit_tensor(YAML::Emitter& e, const char* key, const tensor_spec& t, const std::string& name) {
   e << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "dtype" << YAML::Value
-    << std::string(dtype_name(t.type)) << YAML::Key << "shape" << YAML::Value << YAML::Flow << t.shape << YAML::EndMap;
+    << std::string(dtype_name(t.type)) << YAML::Key << "shape" << YAML::Value << YAML::Flow << t.shape;
+  if (name != key) e << YAML::Key << "name" << YAML::Value << name;
+  e << YAML::EndMap;
 }
 void emit_profile(YAML::Emitter& e, const latency_profile& p) {
   e << YAML::Key << "profile" << YAML::Value << YAML::Flow << YAML::BeginMap;
@@ -710,6 +738,7 @@ std::string to_yaml(const cluster_config& cfg) {
     e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << n.name << YAML::Key << "address" << YAML::Value
       << n.address << YAML::Key << "roles" << YAML::Value << YAML::Flow << role_names(n.roles);
     if (n.cores > 0) e << YAML::Key << "cores" << YAML::Value << n.cores;
+    if (!n.http.empty()) e << YAML::Key << "http" << YAML::Value << n.http;
     if (!n.devices.empty()) {
       e << YAML::Key << "devices" << YAML::Value << YAML::BeginSeq;
       for (auto& g : n.devices) {
@@ -728,8 +757,8 @@ std::string to_yaml(const cluster_config& cfg) {
   e << YAML::Key << "models" << YAML::Value << YAML::BeginSeq;
   for (auto& m : cfg.models) {
     e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << m.name;
-    emit_tensor(e, "input", m.input);
-    emit_tensor(e, "output", m.output);
+    emit_tensor(e, "input", m.input, m.input_name);
+    emit_tensor(e, "output", m.output, m.output_name);
     e << YAML::Key << "max_batch" << YAML::Value << m.max_batch;
     // A model left to be profiled at start-up stays so: its nodes measure it.
     if (!m.needs_profile) emit_profile(e, m.profile);

@@ -26,6 +26,8 @@ struct node_spec {
   std::vector<role> roles;
   std::vector<device_group> devices;
   int cores = 0;  // cores the scaler may hand out on this node; 0: not limited
+  // "HOST:PORT" of the KServe v2 HTTP ingress (frontends); empty: none. Port 0 is resolved by `up`.
+  std::string http;
 
   bool has_role(role r) const;
   int device_count() const;
@@ -143,6 +145,8 @@ std::string to_yaml(const cluster_config& cfg);
 
 // Checks "tcp://host:port" (port 0..65535) or "ipc://path"; an error says what is wrong.
 status check_address(std::string_view address);
+// "HOST:PORT" with a port of 0-65535 (0: `up` picks one).
+status check_host_port(std::string_view address);
 
 // Every role runs in one node; devices of all workers are pooled (what `sloserve run` does).
 cluster_config single_node(const cluster_config& cfg);

@@ -68,6 +68,9 @@ struct model_spec {
   std::string name;
   tensor_spec input;
   tensor_spec output;
+  // What the KServe v2 ingress calls them (`models[].input.name`, `models[].output.name`).
+  std::string input_name = "input";
+  std::string output_name = "output";
   int max_batch = 1;
   latency_profile profile;
   double jitter = 0;  // emulated devices: l(b) is scaled by a factor in [1 - jitter, 1 + jitter]

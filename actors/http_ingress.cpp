@@ -1,0 +1,243 @@
+#include "actors/http_ingress.hpp"
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "gpu/image.hpp"
+#include "messages/kserve_v2.hpp"
+
+namespace sloserve {
+
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+// Threads serving connections. A connection holds one while it is open (keep-alive), so this is
+// also how many clients are served at once; the others wait for one.
+constexpr int pool_threads = 64;
+
+void reply(httplib::Response& res, int code, const std::string& body, const char* type = "application/json") {
+  res.status = code;
+  res.set_content(body, type);
+}
+
+void refuse(httplib::Response& res, int code, const std::string& reason) {
+  reply(res, code, kserve::error_body(reason));
+}
+
+// Sends what `send` builds with a sink for the reply and waits for it; nullopt past `timeout`.
+template <class Reply, class Send>
+std::optional<Reply> ask(Send send, std::chrono::milliseconds timeout) {
+  auto promise = std::make_shared<std::promise<Reply>>();
+  auto future = promise->get_future();
+  send(std::make_shared<const std::function<void(Reply)>>([promise](Reply r) { promise->set_value(std::move(r)); }));
+  if (future.wait_for(timeout) != std::future_status::ready) return std::nullopt;
+  return future.get();
+}
+
+json tensor_metadata(const std::string& name, const tensor_spec& t) {
+  return {{"name", name}, {"datatype", kserve::datatype_name(t.type)}, {"shape", t.shape}};
+}
+
+}  // namespace
+
+int http_status_of(const msg::client_reply& r) {
+  switch (r.code) {
+    case msg::status::ok:
+      return 200;
+    case msg::status::dropped:
+      return 503;
+    case msg::status::overloaded:
+      return 429;
+    case msg::status::error:
+      return r.reason.rfind("not ready", 0) == 0 ? 503 : 500;
+  }
+  return 500;
+}
+
+struct http_ingress::impl {
+  std::shared_ptr<const cluster_config> cfg;
+  frontend_actor frontend;
+  std::string node;
+  httplib::Server server;
+  std::thread thread;
+  std::atomic<uint64_t> next_id{1};
+
+  std::optional<msg::status_reply> readiness(const std::string& pipeline) {
+    return ask<msg::status_reply>(
+        [&](auto sink) {
+          caf::anon_send(frontend, status_query{"http", msg::status_request{0}, pipeline, std::move(sink)});
+        },
+        2000ms);
+  }
+
+  void ready(const std::string& pipeline, httplib::Response& res) {
+    auto r = readiness(pipeline);
+    if (!r) return refuse(res, 503, "the frontend did not answer within 2 s");
+    if (!r->ready) return refuse(res, 503, r->detail);
+    reply(res, 200, json{{"ready", true}}.dump());
+  }
+
+  void model_metadata(const std::string& name, httplib::Response& res) {
+    auto* p = cfg->find_pipeline(name);
+    if (!p) return refuse(res, 404, "no pipeline '" + name + "'");
+    auto& root = cfg->models[p->stages[p->roots().front()].model_index];
+    json outputs = json::array();
+    auto leaves = p->leaves();
+    for (auto leaf : leaves) {
+      auto& m = cfg->models[p->stages[leaf].model_index];
+      outputs.push_back(tensor_metadata(leaves.size() == 1 ? m.output_name : p->stages[leaf].name, m.output));
+    }
+    json j{{"name", p->name},
+           {"versions", {"1"}},
+           {"platform", "sloserve_pipeline"},
+           {"inputs", {tensor_metadata(root.input_name, root.input)}},
+           {"outputs", outputs}};
+    reply(res, 200, j.dump());
+  }
+
+  void infer(const std::string& name, const httplib::Request& req, httplib::Response& res) {
+    auto* p = cfg->find_pipeline(name);
+    if (!p) return refuse(res, 400, "unknown pipeline '" + name + "'");
+    std::optional<size_t> header_length;
+    if (req.has_header("Inference-Header-Content-Length")) {
+      auto v = req.get_header_value("Inference-Header-Content-Length");
+      try {
+        size_t used = 0;
+        header_length = std::stoull(v, &used);
+        if (used != v.size()) throw std::invalid_argument(v);
+      } catch (const std::exception&) {
+        return refuse(res, 400, "Inference-Header-Content-Length '" + v + "' is not a byte count");
+      }
+    }
+    auto parsed = kserve::parse_infer_request(req.body, header_length);
+    if (!parsed) return refuse(res, 400, parsed.error());
+    auto& root = cfg->models[p->stages[p->roots().front()].model_index];
+    if (parsed->inputs.size() != 1)
+      return refuse(res, 400,
+                    "pipeline '" + name + "' takes one input, '" + root.input_name + "'; the request has " +
+                        std::to_string(parsed->inputs.size()));
+    auto& t = parsed->inputs.front();
+    if (t.name != root.input_name)
+      return refuse(res, 400,
+                    "pipeline '" + name + "' has no input '" + t.name + "'; its input is '" + root.input_name + "'");
+    // Clients that batch say [1, ...]: the pipeline's tensors are one request each.
+    bool batched = t.shape.size() == root.input.shape.size() + 1 && t.shape.front() == 1 &&
+                   std::equal(root.input.shape.begin(), root.input.shape.end(), t.shape.begin() + 1);
+    if (batched) t.shape.erase(t.shape.begin());
+    for (auto r : p->roots())
+      if (auto ok = check_input(t, cfg->models[p->stages[r].model_index]); !ok)
+        return refuse(res, 400, "input '" + t.name + "': " + ok.error());
+    t.name = "input";
+    msg::client_request cr;
+    cr.pipeline = p->name;
+    cr.request_id = next_id++;
+    cr.inputs.push_back(std::move(t));
+    // The frontend answers every request by its deadline and reply_grace_ms; this is a backstop.
+    auto wait = std::chrono::milliseconds(static_cast<int64_t>(p->slo_ms) + 2 * cfg->runtime.reply_grace_ms + 5000);
+    auto r = ask<msg::client_reply>(
+        [&](auto sink) {
+          caf::anon_send(frontend, ingress{"http " + req.remote_addr, std::move(cr), std::move(sink)});
+        },
+        wait);
+    if (!r) return refuse(res, 504, "no reply from the frontend within " + std::to_string(wait.count()) + " ms");
+    if (r->code != msg::status::ok) return refuse(res, http_status_of(*r), r->reason);
+    auto leaves = p->leaves();
+    if (leaves.size() == 1)
+      for (auto& o : r->outputs) o.name = cfg->models[p->stages[leaves.front()].model_index].output_name;
+    if (batched)
+      for (auto& o : r->outputs) o.shape.insert(o.shape.begin(), 1);
+    auto out = kserve::make_infer_response(p->name, parsed->id, r->outputs, parsed->binary_outputs);
+    if (out.header_length) {
+      res.set_header("Inference-Header-Content-Length", std::to_string(*out.header_length));
+      return reply(res, 200, out.body, "application/octet-stream");
+    }
+    reply(res, 200, out.body);
+  }
+
+  void routes() {
+    server.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) {
+      reply(res, 200, json{{"live", true}}.dump());
+    });
+    server.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) { ready("", res); });
+    server.Get("/v2", [](const httplib::Request&, httplib::Response& res) {
+      reply(res, 200, json{{"name", "sloserve"}, {"version", "0.1.0"}, {"extensions", {"binary_tensor_data"}}}.dump());
+    });
+    server.Get(R"(/v2/models/([^/]+))",
+               [this](const httplib::Request& req, httplib::Response& res) { model_metadata(req.matches[1], res); });
+    server.Get(R"(/v2/models/([^/]+)/ready)", [this](const httplib::Request& req, httplib::Response& res) {
+      auto name = req.matches[1].str();
+      if (!cfg->find_pipeline(name)) return refuse(res, 404, "no pipeline '" + name + "'");
+      ready(name, res);
+    });
+    server.Post(R"(/v2/models/([^/]+)/infer)",
+                [this](const httplib::Request& req, httplib::Response& res) { infer(req.matches[1], req, res); });
+    // What httplib answers itself (413 for a body over the limit, 400 for a bad request line,
+    // 404 for other paths) carries the protocol's error body too.
+    server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      std::string what = res.status == 413   ? "Payload Too Large: over runtime.max_payload_bytes"
+                         : res.status == 404 ? "Not Found: the KServe v2 paths are under /v2"
+                         : res.status == 414 ? "URI Too Long"
+                                             : "Bad Request";
+      res.set_content(kserve::error_body(what), "application/json");
+    });
+    server.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr e) {
+      std::string what = "internal error";
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& x) {
+        what = x.what();
+      } catch (...) {
+      }
+      spdlog::warn("{}: http: {}", node, what);
+      refuse(res, 500, what);
+    });
+  }
+};
+
+http_ingress::http_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node)
+    : impl_(std::make_unique<impl>()) {
+  impl_->cfg = std::move(cfg);
+  impl_->frontend = std::move(frontend);
+  impl_->node = std::move(node);
+}
+
+http_ingress::~http_ingress() {
+  stop();
+}
+
+expected<int> http_ingress::start(const std::string& host_port) {
+  auto colon = host_port.rfind(':');
+  auto host = host_port.substr(0, colon);
+  int port = std::stoi(host_port.substr(colon + 1));
+  if (host == "*") host = "0.0.0.0";
+  auto& s = impl_->server;
+  s.new_task_queue = [] { return new httplib::ThreadPool(pool_threads); };
+  s.set_payload_max_length(static_cast<size_t>(impl_->cfg->runtime.max_payload_bytes));
+  // Slow or stalled clients give their thread back.
+  s.set_read_timeout(5s);
+  s.set_write_timeout(5s);
+  s.set_keep_alive_timeout(5);
+  s.set_keep_alive_max_count(10000);
+  impl_->routes();
+  int bound = port == 0 ? s.bind_to_any_port(host) : (s.bind_to_port(host, port) ? port : -1);
+  if (bound <= 0) return fail("http: cannot bind " + host_port);
+  impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
+  return bound;
+}
+
+void http_ingress::stop() {
+  if (!impl_ || !impl_->thread.joinable()) return;
+  impl_->server.stop();
+  impl_->thread.join();
+}
+
+}  // namespace sloserve

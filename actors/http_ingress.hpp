@@ -1,0 +1,36 @@
+#pragma once
+// The KServe v2 inference protocol over HTTP/REST on a frontend node (`nodes[].http`): health,
+// server and model metadata, readiness and inference, every pipeline a "model" of the protocol.
+// Requests go to the node's frontend actor like ZeroMQ clients' and get exactly one reply each.
+// A fixed pool of threads serves the connections; bodies are bounded by runtime.max_payload_bytes.
+
+#include <memory>
+#include <string>
+
+#include "actors/interfaces.hpp"
+#include "config/cluster_config.hpp"
+
+namespace sloserve {
+
+class http_ingress {
+ public:
+  http_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node);
+  ~http_ingress();
+  http_ingress(const http_ingress&) = delete;
+  http_ingress& operator=(const http_ingress&) = delete;
+
+  // Binds HOST:PORT (port 0: any free one) and serves until stop(); the port it bound.
+  expected<int> start(const std::string& host_port);
+  void stop();
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+// The HTTP status of a frontend's reply: OK 200, DROPPED 503, OVERLOADED 429, ERROR 500 (the
+// ingress answers the client's own faults with 400 before they reach the frontend), and a
+// pipeline that is not ready yet 503.
+int http_status_of(const msg::client_reply& r);
+
+}  // namespace sloserve

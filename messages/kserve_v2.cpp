@@ -1,0 +1,284 @@
+#include "messages/kserve_v2.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace sloserve::kserve {
+namespace {
+
+using json = nlohmann::json;
+
+uint16_t to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu, mant = x & 0x7fffffu;
+  if (exp == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0u));  // inf, nan
+  int e = static_cast<int>(exp) - 127 + 15;
+  if (e >= 31) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow: inf
+  if (e <= 0) {                                               // subnormal or zero
+    if (e < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000u;
+    uint32_t shift = static_cast<uint32_t>(14 - e);
+    uint32_t half = mant >> shift;
+    if ((mant >> (shift - 1)) & 1u) ++half;  // round half up
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = sign | (static_cast<uint32_t>(e) << 10) | (mant >> 13);
+  if (mant & 0x1000u) ++half;  // round half up (may carry into the exponent, as it should)
+  return static_cast<uint16_t>(half);
+}
+
+float from_half(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  uint32_t x;
+  if (exp == 0) {
+    if (mant == 0) {
+      x = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      do ++e, mant <<= 1;
+      while (!(mant & 0x400u));
+      x = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
+    }
+  } else if (exp == 31) {
+    x = sign | 0x7f800000u | (mant << 13);
+  } else {
+    x = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+// Appends the numbers of `v` (nested arrays allowed), row-major; false past `limit` or on a
+// non-number.
+bool flatten(const json& v, std::vector<const json*>& out, size_t limit) {
+  if (v.is_array()) {
+    for (auto& x : v)
+      if (!flatten(x, out, limit)) return false;
+    return true;
+  }
+  if (!v.is_number() && !v.is_boolean()) return false;
+  if (out.size() >= limit) return false;
+  out.push_back(&v);
+  return true;
+}
+
+template <class T>
+void put(char* p, size_t i, T v) {
+  std::memcpy(p + i * sizeof(T), &v, sizeof(T));
+}
+
+// Encodes JSON numbers as `t`'s elements; the error names the first that does not fit.
+status encode(const std::vector<const json*>& values, tensor& t, char* p) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    auto& v = *values[i];
+    auto bad = [&](const char* what) {
+      return fail("input '" + t.name + "': element " + std::to_string(i) + " (" + v.dump() + ") " + what);
+    };
+    switch (t.type) {
+      case dtype::float32:
+        if (!v.is_number()) return bad("is not a number");
+        put(p, i, static_cast<float>(v.get<double>()));
+        break;
+      case dtype::float16:
+        if (!v.is_number()) return bad("is not a number");
+        put(p, i, to_half(static_cast<float>(v.get<double>())));
+        break;
+      case dtype::int64:
+      case dtype::int32:
+      case dtype::uint8: {
+        if (!v.is_number_integer()) return bad("is not an integer");
+        if (t.type == dtype::int64) {
+          if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+            return bad("is out of INT64 range");
+          put(p, i, v.get<int64_t>());
+          break;
+        }
+        auto x =
+            v.is_number_unsigned() ? static_cast<double>(v.get<uint64_t>()) : static_cast<double>(v.get<int64_t>());
+        if (t.type == dtype::int32) {
+          if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max())
+            return bad("is out of INT32 range");
+          put(p, i, static_cast<int32_t>(v.get<int64_t>()));
+        } else {
+          if (x < 0 || x > 255) return bad("is out of UINT8 range");
+          put(p, i, static_cast<uint8_t>(v.get<int64_t>()));
+        }
+        break;
+      }
+    }
+  }
+  return {};
+}
+
+json decode(const tensor& t) {
+  json data = json::array();
+  size_t n = dtype_size(t.type) ? t.data.size() / dtype_size(t.type) : 0;
+  auto* p = t.data.data();
+  auto get = [&](auto zero, size_t i) {
+    decltype(zero) v;
+    std::memcpy(&v, p + i * sizeof(v), sizeof(v));
+    return v;
+  };
+  for (size_t i = 0; i < n; ++i) switch (t.type) {
+      case dtype::float32:
+        data.push_back(get(float{}, i));
+        break;
+      case dtype::float16:
+        data.push_back(from_half(get(uint16_t{}, i)));
+        break;
+      case dtype::int64:
+        data.push_back(get(int64_t{}, i));
+        break;
+      case dtype::int32:
+        data.push_back(get(int32_t{}, i));
+        break;
+      case dtype::uint8:
+        data.push_back(get(uint8_t{}, i));
+        break;
+    }
+  return data;
+}
+
+}  // namespace
+
+std::string_view datatype_name(dtype t) {
+  switch (t) {
+    case dtype::float32:
+      return "FP32";
+    case dtype::float16:
+      return "FP16";
+    case dtype::int64:
+      return "INT64";
+    case dtype::int32:
+      return "INT32";
+    case dtype::uint8:
+      return "UINT8";
+  }
+  return "FP32";
+}
+
+std::optional<dtype> parse_datatype(std::string_view name) {
+  for (auto t : {dtype::float32, dtype::float16, dtype::int64, dtype::int32, dtype::uint8})
+    if (datatype_name(t) == name) return t;
+  return std::nullopt;
+}
+
+expected<infer_request> parse_infer_request(std::string_view body, std::optional<size_t> header_length) {
+  if (header_length && *header_length > body.size())
+    return fail("Inference-Header-Content-Length " + std::to_string(*header_length) + " is beyond the body's " +
+                std::to_string(body.size()) + " bytes");
+  auto header = header_length ? body.substr(0, *header_length) : body;
+  auto binary = header_length ? body.substr(*header_length) : std::string_view{};
+  json j;
+  try {
+    j = json::parse(header);
+  } catch (const json::parse_error& e) {
+    return fail(std::string("bad JSON: ") + e.what());
+  }
+  if (!j.is_object()) return fail("the request must be a JSON object");
+  infer_request out;
+  if (j.contains("id")) {
+    if (!j["id"].is_string()) return fail("\"id\" must be a string");
+    out.id = j["id"].get<std::string>();
+  }
+  if (!j.contains("inputs") || !j["inputs"].is_array() || j["inputs"].empty())
+    return fail("\"inputs\" must be a non-empty array");
+  size_t offset = 0;
+  for (auto& in : j["inputs"]) {
+    if (!in.is_object()) return fail("each input must be an object");
+    if (!in.contains("name") || !in["name"].is_string()) return fail("an input has no \"name\" string");
+    tensor t;
+    t.name = in["name"].get<std::string>();
+    auto where = "input '" + t.name + "'";
+    if (!in.contains("datatype") || !in["datatype"].is_string()) return fail(where + " has no \"datatype\" string");
+    auto type = parse_datatype(in["datatype"].get<std::string>());
+    if (!type)
+      return fail(where + ": datatype " + in["datatype"].dump() + " is not one of FP32, FP16, INT64, INT32, UINT8");
+    t.type = *type;
+    if (!in.contains("shape") || !in["shape"].is_array()) return fail(where + " has no \"shape\" array");
+    for (auto& d : in["shape"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        return fail(where + ": shape " + in["shape"].dump() + " must list non-negative integers");
+      t.shape.push_back(d.get<int64_t>());
+    }
+    auto bytes_needed = t.spec().byte_size();
+    if (!bytes_needed || *bytes_needed > (uint64_t{1} << 40))
+      return fail(where + ": shape " + in["shape"].dump() + " is too large");
+    json params = in.contains("parameters") ? in["parameters"] : json::object();
+    if (!params.is_object()) return fail(where + ": \"parameters\" must be an object");
+    if (params.contains("binary_data_size")) {
+      auto& size = params["binary_data_size"];
+      if (!size.is_number_unsigned()) return fail(where + ": binary_data_size must be a non-negative integer");
+      auto n = size.get<uint64_t>();
+      if (!header_length)
+        return fail(where + " has binary_data_size but the request has no Inference-Header-Content-Length");
+      if (n != *bytes_needed)
+        return fail(where + ": binary_data_size " + std::to_string(n) + " is not the " + std::to_string(*bytes_needed) +
+                    " bytes of " + t.spec().to_string());
+      if (offset + n > binary.size())
+        return fail(where + ": the binary data ends after " + std::to_string(binary.size() - offset) + " of its " +
+                    std::to_string(n) + " bytes");
+      t.data = bytes::copy_of(binary.substr(offset, n));
+      offset += n;
+    } else {
+      if (!in.contains("data")) return fail(where + " has neither \"data\" nor a binary_data_size parameter");
+      auto elements = *t.spec().elements();
+      std::vector<const json*> values;
+      if (!flatten(in["data"], values, elements) || values.size() != elements)
+        return fail(where + ": \"data\" must hold exactly " + std::to_string(elements) + " numbers for shape " +
+                    in["shape"].dump());
+      char* p = nullptr;
+      t.data = bytes::allocate(*bytes_needed, p);
+      if (auto ok = encode(values, t, p); !ok) return fail(ok.error());
+    }
+    out.inputs.push_back(std::move(t));
+  }
+  if (offset != binary.size())
+    return fail("the body has " + std::to_string(binary.size() - offset) + " bytes after the inputs' binary data");
+  auto wants_binary = [](const json& o) {
+    return o.is_object() && o.contains("parameters") && o["parameters"].is_object() &&
+           o["parameters"].value("binary_data", false);
+  };
+  if (j.contains("outputs") && j["outputs"].is_array())
+    for (auto& o : j["outputs"]) out.binary_outputs = out.binary_outputs || wants_binary(o);
+  if (j.contains("parameters") && j["parameters"].is_object())
+    out.binary_outputs = out.binary_outputs || j["parameters"].value("binary_data_output", false);
+  return out;
+}
+
+infer_response make_infer_response(std::string_view name, std::string_view id, const std::vector<tensor>& outputs,
+                                   bool binary) {
+  json j;
+  j["model_name"] = name;
+  j["model_version"] = "1";
+  if (!id.empty()) j["id"] = id;
+  j["outputs"] = json::array();
+  std::string tail;
+  for (auto& t : outputs) {
+    json o{{"name", t.name}, {"datatype", datatype_name(t.type)}, {"shape", t.shape}};
+    if (binary) {
+      o["parameters"] = {{"binary_data_size", t.data.size()}};
+      tail += t.data.view();
+    } else {
+      o["data"] = decode(t);
+    }
+    j["outputs"].push_back(std::move(o));
+  }
+  infer_response out;
+  out.body = j.dump();
+  if (binary) {
+    out.header_length = out.body.size();
+    out.body += tail;
+  }
+  return out;
+}
+
+std::string error_body(std::string_view reason) {
+  return json{{"error", reason}}.dump();
+}
+
+}  // namespace sloserve::kserve

@@ -1,0 +1,45 @@
+#pragma once
+// The KServe v2 inference protocol's HTTP/REST bodies (kserve.github.io, "Open Inference
+// Protocol"): inference requests with tensors as JSON `data` or through the binary tensor
+// extension, inference responses, and the names of its datatypes. Pure: the HTTP ingress
+// (actors/http_ingress) and the load client call it.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipelines/expected.hpp"
+#include "pipelines/tensor.hpp"
+
+namespace sloserve::kserve {
+
+// "FP32", "FP16", "INT64", "INT32", "UINT8".
+std::string_view datatype_name(dtype t);
+std::optional<dtype> parse_datatype(std::string_view name);
+
+struct infer_request {
+  std::string id;               // echoed in the response; empty when the client gave none
+  std::vector<tensor> inputs;   // in the request's order, named as the request names them
+  bool binary_outputs = false;  // the client asked for outputs through the binary extension
+};
+
+// A POST /v2/models/{name}/infer body. With the binary extension, `header_length` is the
+// Inference-Header-Content-Length: the JSON is the first header_length bytes and the inputs with
+// `parameters.binary_data_size` follow in their order. The error says what is wrong, for a 400.
+expected<infer_request> parse_infer_request(std::string_view body, std::optional<size_t> header_length);
+
+struct infer_response {
+  std::string body;
+  std::optional<size_t> header_length;  // set when outputs travel as binary
+};
+
+// The response to a request `id` of model `name` (a pipeline): each output with its name; as
+// JSON `data`, or, with `binary`, through the binary extension.
+infer_response make_infer_response(std::string_view name, std::string_view id, const std::vector<tensor>& outputs,
+                                   bool binary);
+
+// {"error": "..."}, the protocol's error body.
+std::string error_body(std::string_view reason);
+
+}  // namespace sloserve::kserve

@@ -1,0 +1,184 @@
+// The KServe v2 HTTP ingress of a real multi-process cluster (`sloserve up`, ephemeral ports),
+// spoken to by an HTTP client as curl or a KServe client would.
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "apps/child_process.hpp"
+#include "config/cluster_config.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The two-stage workload with an HTTP ingress on the controller-and-frontend node, and a
+// payload limit small enough to test.
+const std::string cluster_yaml = R"(cluster: {name: http}
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend], http: "127.0.0.1:0"}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 1}]}
+)" + read_text(SLOSERVE_TWO_STAGE_YAML);
+
+struct http_cluster : ::testing::Test {
+  fs::path dir;
+  sloserve::child_process up;
+  std::unique_ptr<httplib::Client> client;
+  std::string base;  // http://HOST:PORT
+
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("sloserve-http-" + std::to_string(getpid()) + "-" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir);
+    auto yaml = cluster_yaml;
+    // A 1 MiB payload limit, for the oversize test.
+    yaml.replace(yaml.find("runtime: {"), 10, "runtime: {max_payload_bytes: 1048576, ");
+    std::ofstream(dir / "cluster.yaml") << yaml;
+    up = sloserve::spawn_child(
+        SLOSERVE_BIN,
+        {"sloserve", "up", "-c", (dir / "cluster.yaml").string(), "--write-config", (dir / "resolved.yaml").string()},
+        dir / "up.log");
+    for (int i = 0; i < 300 && up.output().find("cluster up") == std::string::npos; ++i)
+      std::this_thread::sleep_for(50ms);
+    ASSERT_NE(up.output().find("cluster up"), std::string::npos) << up.output();
+    auto resolved = sloserve::load_cluster_config(dir / "resolved.yaml");
+    ASSERT_TRUE(resolved) << resolved.error_text();
+    auto http = resolved.config->find_node("ctl")->http;
+    ASSERT_NE(http.substr(http.rfind(':')), ":0") << "up resolves the http port";
+    base = "http://" + http;
+    client = std::make_unique<httplib::Client>(base);
+    client->set_read_timeout(10s);
+  }
+  void TearDown() override {
+    up.stop();
+    fs::remove_all(dir);
+  }
+
+  // Waits for /v2/health/ready.
+  void wait_ready() {
+    for (int i = 0; i < 200; ++i) {
+      if (auto r = client->Get("/v2/health/ready"); r && r->status == 200) return;
+      std::this_thread::sleep_for(50ms);
+    }
+    FAIL() << "never ready: " << up.output();
+  }
+
+  static json image_request(std::string id = "") {
+    std::vector<float> data(3 * 32 * 32);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i % 17) / 17;
+    json j{{"inputs", {{{"name", "input"}, {"shape", {3, 32, 32}}, {"datatype", "FP32"}, {"data", data}}}}};
+    if (!id.empty()) j["id"] = id;
+    return j;
+  }
+};
+
+TEST_F(http_cluster, health_metadata_and_inference_over_json_and_the_binary_extension) {
+  auto live = client->Get("/v2/health/live");
+  ASSERT_TRUE(live);
+  EXPECT_EQ(live->status, 200);
+  wait_ready();
+  auto server = client->Get("/v2");
+  ASSERT_TRUE(server);
+  EXPECT_EQ(json::parse(server->body)["name"], "sloserve");
+  auto meta = client->Get("/v2/models/traffic");
+  ASSERT_TRUE(meta && meta->status == 200);
+  auto m = json::parse(meta->body);
+  EXPECT_EQ(m["inputs"][0], json({{"name", "input"}, {"datatype", "FP32"}, {"shape", {3, 32, 32}}}));
+  EXPECT_EQ(m["outputs"][0]["name"], "output");
+  EXPECT_EQ(m["outputs"][0]["shape"], json({10}));
+  auto ready = client->Get("/v2/models/traffic/ready");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200);
+  EXPECT_EQ(client->Get("/v2/models/nope/ready")->status, 404);
+
+  // JSON data in and out.
+  auto r = client->Post("/v2/models/traffic/infer", image_request("q1").dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto out = json::parse(r->body);
+  EXPECT_EQ(out["model_name"], "traffic");
+  EXPECT_EQ(out["id"], "q1");
+  ASSERT_GE(out["outputs"].size(), 1u);  // one per classify invocation: fan-out 1.5
+  EXPECT_EQ(out["outputs"][0]["datatype"], "FP32");
+  EXPECT_EQ(out["outputs"][0]["shape"], json({10}));
+  EXPECT_EQ(out["outputs"][0]["data"].size(), 10u);
+
+  // A client that batches says [1, 3, 32, 32] and gets [1, 10] back; the binary extension both ways.
+  std::vector<float> data(3 * 32 * 32, 0.5f);
+  std::string raw(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float));
+  auto header = json{{"inputs",
+                      {{{"name", "input"},
+                        {"shape", {1, 3, 32, 32}},
+                        {"datatype", "FP32"},
+                        {"parameters", {{"binary_data_size", raw.size()}}}}}},
+                     {"parameters", {{"binary_data_output", true}}}}
+                    .dump();
+  httplib::Headers h{{"Inference-Header-Content-Length", std::to_string(header.size())}};
+  auto b = client->Post("/v2/models/traffic/infer", h, header + raw, "application/octet-stream");
+  ASSERT_TRUE(b);
+  ASSERT_EQ(b->status, 200) << b->body;
+  auto length = std::stoul(b->get_header_value("Inference-Header-Content-Length"));
+  auto bh = json::parse(b->body.substr(0, length));
+  EXPECT_EQ(bh["outputs"][0]["shape"], json({1, 10}));
+  size_t sum = 0;
+  for (auto& o : bh["outputs"]) sum += o["parameters"]["binary_data_size"].get<size_t>();
+  EXPECT_EQ(b->body.size() - length, sum);
+}
+
+TEST_F(http_cluster, the_clients_mistakes_get_a_4xx_with_the_reason_and_the_node_keeps_serving) {
+  wait_ready();
+  struct bad {
+    std::string path, body;
+    int status;
+    std::string says;
+  };
+  auto wrong_shape = image_request();
+  wrong_shape["inputs"][0]["shape"] = {3, 16, 64};
+  auto wrong_name = image_request();
+  wrong_name["inputs"][0]["name"] = "pixels";
+  auto wrong_type = image_request();
+  wrong_type["inputs"][0]["datatype"] = "INT32";
+  std::vector<bad> cases{
+      {"/v2/models/traffic/infer", "{\"inputs\": [", 400, "bad JSON"},
+      {"/v2/models/traffic/infer", wrong_shape.dump(), 400, "float32[3,32,32]"},
+      {"/v2/models/traffic/infer", wrong_name.dump(), 400, "no input 'pixels'"},
+      {"/v2/models/traffic/infer", wrong_type.dump(), 400, "integer"},
+      {"/v2/models/nope/infer", image_request().dump(), 400, "unknown pipeline 'nope'"},
+      {"/v2/models/traffic/infer", std::string(2 << 20, ' '), 413, "Payload Too Large"},
+  };
+  for (auto& c : cases) {
+    auto r = client->Post(c.path, c.body, "application/json");
+    ASSERT_TRUE(r) << c.path;
+    EXPECT_EQ(r->status, c.status) << c.body.substr(0, 80) << " -> " << r->body;
+    EXPECT_NE(json::parse(r->body)["error"].get<std::string>().find(c.says), std::string::npos) << r->body;
+  }
+  // A client that sends half a request and stalls does not stop the others.
+  httplib::Client slow(base);
+  std::thread stall([&] {
+    httplib::Headers h{{"Content-Length", "100000"}};
+    slow.set_write_timeout(1s);
+    slow.Post("/v2/models/traffic/infer", h, std::string(10, '{'), "application/json");
+  });
+  auto r = client->Post("/v2/models/traffic/infer", image_request().dump(), "application/json");
+  stall.join();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
+}  // namespace

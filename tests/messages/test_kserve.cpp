@@ -1,0 +1,126 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "messages/kserve_v2.hpp"
+
+namespace sloserve::kserve {
+namespace {
+
+using json = nlohmann::json;
+
+template <class T>
+std::vector<T> values_of(const tensor& t) {
+  std::vector<T> out(t.data.size() / sizeof(T));
+  std::memcpy(out.data(), t.data.data(), t.data.size());
+  return out;
+}
+
+TEST(kserve, json_data_becomes_tensors_of_each_datatype) {
+  auto body = json{{"id", "r1"},
+                   {"inputs",
+                    {{{"name", "input"}, {"shape", {2, 2}}, {"datatype", "FP32"}, {"data", {{1.5, -2}, {3, 4.25}}}},
+                     {{"name", "ids"}, {"shape", {3}}, {"datatype", "INT64"}, {"data", {1, -2, 9007199254740993LL}}},
+                     {{"name", "px"}, {"shape", {2}}, {"datatype", "UINT8"}, {"data", {0, 255}}},
+                     {{"name", "h"}, {"shape", {2}}, {"datatype", "FP16"}, {"data", {1.0, -0.5}}},
+                     {{"name", "i"}, {"shape", {1}}, {"datatype", "INT32"}, {"data", {-7}}}}}}
+                  .dump();
+  auto r = parse_infer_request(body, std::nullopt);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(r->id, "r1");
+  ASSERT_EQ(r->inputs.size(), 5u);
+  EXPECT_EQ(r->inputs[0].shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(values_of<float>(r->inputs[0]), (std::vector<float>{1.5f, -2, 3, 4.25f}));
+  EXPECT_EQ(values_of<int64_t>(r->inputs[1]), (std::vector<int64_t>{1, -2, 9007199254740993LL}));
+  EXPECT_EQ(values_of<uint8_t>(r->inputs[2]), (std::vector<uint8_t>{0, 255}));
+  EXPECT_EQ(values_of<uint16_t>(r->inputs[3]), (std::vector<uint16_t>{0x3c00, 0xb800}));
+  EXPECT_EQ(values_of<int32_t>(r->inputs[4]), (std::vector<int32_t>{-7}));
+  EXPECT_FALSE(r->binary_outputs);
+  // Out and back: the response carries the same values.
+  auto out = make_infer_response("p", "r1", r->inputs, false);
+  auto j = json::parse(out.body);
+  EXPECT_EQ(j["model_name"], "p");
+  EXPECT_EQ(j["id"], "r1");
+  EXPECT_EQ(j["outputs"][0]["data"], json({1.5, -2, 3, 4.25}));
+  EXPECT_EQ(j["outputs"][3]["data"], json({1.0, -0.5}));
+  EXPECT_EQ(j["outputs"][2]["datatype"], "UINT8");
+  EXPECT_FALSE(out.header_length);
+}
+
+TEST(kserve, the_binary_extension_carries_tensors_after_the_json_both_ways) {
+  float xs[3] = {0.25f, 8, -1};
+  std::string raw(reinterpret_cast<const char*>(xs), sizeof xs);
+  auto header = json{{"inputs",
+                      {{{"name", "input"},
+                        {"shape", {3}},
+                        {"datatype", "FP32"},
+                        {"parameters", {{"binary_data_size", raw.size()}}}}}},
+                     {"outputs", {{{"name", "output"}, {"parameters", {{"binary_data", true}}}}}}}
+                    .dump();
+  auto r = parse_infer_request(header + raw, header.size());
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(values_of<float>(r->inputs[0]), (std::vector<float>{0.25f, 8, -1}));
+  EXPECT_TRUE(r->binary_outputs);
+  auto out = make_infer_response("p", "", r->inputs, true);
+  ASSERT_TRUE(out.header_length);
+  auto j = json::parse(out.body.substr(0, *out.header_length));
+  EXPECT_EQ(j["outputs"][0]["parameters"]["binary_data_size"], raw.size());
+  EXPECT_EQ(out.body.substr(*out.header_length), raw);
+  EXPECT_FALSE(j.contains("id"));
+}
+
+TEST(kserve, a_bad_request_is_refused_with_what_is_wrong) {
+  auto input = [](json in) { return json{{"inputs", {in}}}.dump(); };
+  json ok{{"name", "input"}, {"shape", {2}}, {"datatype", "FP32"}, {"data", {1, 2}}};
+  struct bad {
+    std::string body;
+    std::optional<size_t> header;
+    std::string says;
+  };
+  auto with = [&](const char* key, json v) {
+    auto x = ok;
+    x[key] = v;
+    return input(x);
+  };
+  std::vector<bad> cases{
+      {"{\"inputs\": [", std::nullopt, "bad JSON"},
+      {"[1, 2]", std::nullopt, "JSON object"},
+      {"{}", std::nullopt, "\"inputs\""},
+      {json{{"inputs", json::array()}}.dump(), std::nullopt, "\"inputs\""},
+      {with("datatype", "BF16"), std::nullopt, "not one of"},
+      {with("shape", {-1}), std::nullopt, "non-negative"},
+      {with("shape", "2"), std::nullopt, "\"shape\""},
+      {with("data", {1, 2, 3}), std::nullopt, "exactly 2 numbers"},
+      {with("data", {1, "x"}), std::nullopt, "exactly 2 numbers"},
+      {with("shape", {1LL << 40, 1LL << 40}), std::nullopt, "too large"},
+      {input(json{{"shape", {2}}, {"datatype", "FP32"}, {"data", {1, 2}}}), std::nullopt, "\"name\""},
+      {input(json{{"name", "input"}, {"shape", {2}}, {"datatype", "FP32"}}), std::nullopt, "neither"},
+      {input(json{{"name", "u"}, {"shape", {1}}, {"datatype", "UINT8"}, {"data", {256}}}), std::nullopt, "UINT8 range"},
+      {input(json{{"name", "u"}, {"shape", {1}}, {"datatype", "INT32"}, {"data", {1.5}}}), std::nullopt, "integer"},
+      {with("parameters", {{"binary_data_size", 8}}), std::nullopt, "no Inference-Header-Content-Length"},
+      {input(ok), 9999, "beyond the body"},
+  };
+  // Binary sizes that do not add up.
+  json bin{{"name", "input"}, {"shape", {2}}, {"datatype", "FP32"}, {"parameters", {{"binary_data_size", 8}}}};
+  auto h = input(bin);
+  cases.push_back({h + std::string(4, 'x'), h.size(), "ends after"});
+  cases.push_back({h + std::string(12, 'x'), h.size(), "bytes after the inputs"});
+  bin["parameters"]["binary_data_size"] = 4;
+  cases.push_back({input(bin) + "xxxx", input(bin).size(), "is not the 8 bytes"});
+  for (auto& c : cases) {
+    auto r = parse_infer_request(c.body, c.header);
+    ASSERT_FALSE(r) << c.body;
+    EXPECT_NE(r.error().find(c.says), std::string::npos) << c.body << " -> " << r.error();
+  }
+}
+
+TEST(kserve, datatype_names_round_trip) {
+  for (auto t : {dtype::float32, dtype::float16, dtype::int64, dtype::int32, dtype::uint8})
+    EXPECT_EQ(parse_datatype(datatype_name(t)), t);
+  EXPECT_FALSE(parse_datatype("fp32"));
+  EXPECT_EQ(json::parse(error_body("no \"such\" thing"))["error"], "no \"such\" thing");
+}
+
+}  // namespace
+}  // namespace sloserve::kserve
