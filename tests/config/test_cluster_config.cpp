@@ -166,6 +166,34 @@ TEST(cluster_config, bad_address) {
   EXPECT_NE(e.find("c.yaml:3:24: node 'm': address 'udp://x' must be"), std::string::npos) << e;
 }
 
+TEST(cluster_config, the_http_ingress_and_tensor_names_are_checked_and_round_trip) {
+  auto e = errors_of(R"(nodes:
+  - {name: n, address: "tcp://127.0.0.1:1", roles: [controller, frontend], http: "127.0.0.1:99999"}
+  - {name: m, address: "tcp://127.0.0.1:2", roles: [worker], http: "127.0.0.1:8000", devices: [{kind: emulated}]}
+  - {name: o, address: "tcp://127.0.0.1:3", roles: [frontend], http: "8000"}
+)");
+  EXPECT_NE(e.find("c.yaml:2:82: node 'n' http: '127.0.0.1:99999' has an invalid port"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.yaml:3:68: node 'm' has http but not the frontend role"), std::string::npos) << e;
+  EXPECT_NE(e.find("node 'o' http: '8000' must be HOST:PORT"), std::string::npos) << e;
+  auto named = R"(nodes:
+  - {name: n, address: "tcp://127.0.0.1:1", roles: [controller, frontend, worker], http: "0.0.0.0:8000", devices: [{kind: emulated}]}
+models:
+  - {name: a, input: {dtype: float32, shape: [4], name: pixels}, output: {dtype: float32, shape: [2], name: scores}, max_batch: 8, profile: {alpha_ms: 1, beta_ms: 4}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: a}]}
+)";
+  auto ok = parse_cluster_config(named, "c.yaml");
+  ASSERT_TRUE(ok) << ok.error_text();
+  auto back = parse_cluster_config(to_yaml(*ok.config), "again.yaml");
+  ASSERT_TRUE(back) << back.error_text();
+  EXPECT_EQ(back.config->nodes[0].http, "0.0.0.0:8000");
+  EXPECT_EQ(back.config->models[0].input_name, "pixels");
+  EXPECT_EQ(back.config->models[0].output_name, "scores");
+  auto bad_name = std::string(named);
+  bad_name.replace(bad_name.find("name: pixels"), 12, "name: \"a b\"");
+  EXPECT_NE(errors_of(bad_name).find("name 'a b' must be letters"), std::string::npos);
+}
+
 TEST(cluster_config, unknown_key_and_wrong_type) {
   auto e = errors_of(nodes + R"(models:
   - name: a
