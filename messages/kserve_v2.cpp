@@ -167,7 +167,9 @@ std::optional<dtype> parse_datatype(std::string_view name) {
   return std::nullopt;
 }
 
-expected<infer_request> parse_infer_request(std::string_view body, std::optional<size_t> header_length) {
+namespace {
+
+expected<infer_request> parse_request(std::string_view body, std::optional<size_t> header_length) {
   if (header_length && *header_length > body.size())
     return fail("Inference-Header-Content-Length " + std::to_string(*header_length) + " is beyond the body's " +
                 std::to_string(body.size()) + " bytes");
@@ -176,7 +178,7 @@ expected<infer_request> parse_infer_request(std::string_view body, std::optional
   json j;
   try {
     j = json::parse(header);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     return fail(std::string("bad JSON: ") + e.what());
   }
   if (!j.is_object()) return fail("the request must be a JSON object");
@@ -248,6 +250,16 @@ expected<infer_request> parse_infer_request(std::string_view body, std::optional
   if (j.contains("parameters") && j["parameters"].is_object())
     out.binary_outputs = out.binary_outputs || j["parameters"].value("binary_data_output", false);
   return out;
+}
+
+}  // namespace
+
+expected<infer_request> parse_infer_request(std::string_view body, std::optional<size_t> header_length) {
+  try {
+    return parse_request(body, header_length);
+  } catch (const json::exception& e) {  // a field of the wrong type where a default was allowed
+    return fail(std::string("bad request: ") + e.what());
+  }
 }
 
 infer_response make_infer_response(std::string_view name, std::string_view id, const std::vector<tensor>& outputs,

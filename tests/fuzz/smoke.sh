@@ -7,7 +7,7 @@ set -euo pipefail
 src=$1 out=$2 secs=${3:-15}
 cmake -S "$src/tests/fuzz" -B "$out" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build "$out" -j2
-for t in decode config keyfile; do
+for t in decode config keyfile kserve; do
   work="$out/corpus-$t"
   mkdir -p "$work"
   echo "== fuzz_$t for ${secs}s"

@@ -100,6 +100,10 @@ TEST(kserve, a_bad_request_is_refused_with_what_is_wrong) {
       {input(json{{"name", "u"}, {"shape", {1}}, {"datatype", "INT32"}, {"data", {1.5}}}), std::nullopt, "integer"},
       {with("parameters", {{"binary_data_size", 8}}), std::nullopt, "no Inference-Header-Content-Length"},
       {input(ok), 9999, "beyond the body"},
+      // Found by fuzz_kserve: a number beyond double, a flag of the wrong type.
+      {"{\"inputs\": [{\"name\": \"x\", \"shape\": [1], \"datatype\": \"FP32\", \"data\": [1e999]}]}", std::nullopt,
+       "bad JSON"},
+      {json{{"inputs", {ok}}, {"parameters", {{"binary_data_output", "yes"}}}}.dump(), std::nullopt, "bad request"},
   };
   // Binary sizes that do not add up.
   json bin{{"name", "input"}, {"shape", {2}}, {"datatype", "FP32"}, {"parameters", {{"binary_data_size", 8}}}};
