@@ -227,6 +227,7 @@ expected<int> http_ingress::start(const std::string& host_port) {
   s.set_write_timeout(5s);
   s.set_keep_alive_timeout(5);
   s.set_keep_alive_max_count(10000);
+  s.set_tcp_nodelay(true);  // a reply goes out whole at once, not after a delayed ACK
   impl_->routes();
   int bound = port == 0 ? s.bind_to_any_port(host) : (s.bind_to_port(host, port) ? port : -1);
   if (bound <= 0) return fail("http: cannot bind " + host_port);

@@ -14,14 +14,18 @@ namespace sloserve {
 
 void add_load_command(CLI::App& app, int& rc) {
   struct opts {
-    std::string config, address, pipeline, json, trace, key, bandwidth, images, image_size;
+    std::string config, address, pipeline, json, trace, key, bandwidth, images, image_size, protocol = "zmq";
     load_options lo;
   };
   auto o = std::make_shared<opts>();
   auto& lo = o->lo;
   auto* cmd = app.add_subcommand("load", "Drive a pipeline with requests and summarise what came back");
   cmd->add_option("-c,--config", o->config, "cluster file (frontend address, pipeline SLO and input)")->required();
-  cmd->add_option("--address", o->address, "frontend address (default: the first frontend of the file)");
+  cmd->add_option("--address", o->address,
+                  "frontend address (default: the first frontend of the file; with --protocol http, its http)");
+  cmd->add_option("--protocol", o->protocol, "zmq: sloserve's own; http: KServe v2 over HTTP (nodes[].http)")
+      ->check(CLI::IsMember({"zmq", "http"}))
+      ->capture_default_str();
   cmd->add_option("--pipeline", o->pipeline, "pipeline name")->required();
   cmd->add_option("--rate", lo.rate, "requests/s (open loop)")->capture_default_str();
   auto* duration =
@@ -63,9 +67,25 @@ void add_load_command(CLI::App& app, int& rc) {
     lo.slo_ms = p->slo_ms;
     lo.input = cfg->models[p->stages[p->roots().front()].model_index].input;
     lo.address = o->address;
+    lo.input_name = cfg->models[p->stages[p->roots().front()].model_index].input_name;
     auto* frontend = cfg->with_role(role::frontend).front();
     for (auto* f : cfg->with_role(role::frontend))
-      if (f->address == lo.address) frontend = f;
+      if (f->address == lo.address || (!lo.address.empty() && f->http == lo.address)) frontend = f;
+    if (lo.address.empty() && o->protocol == "http")
+      for (auto* f : cfg->with_role(role::frontend))
+        if (frontend->http.empty()) frontend = f;
+    if (o->protocol == "http") {
+      lo.protocol = load_protocol::http;
+      if (lo.address.empty()) lo.address = frontend->http;
+      if (lo.address.empty()) {
+        std::cerr << o->config << ": no frontend has an http ingress (nodes[].http); pass --address HOST:PORT\n";
+        return void(rc = 2);
+      }
+      if (!o->key.empty() || !lo.images.empty()) {
+        std::cerr << "--protocol http takes neither --key nor images yet\n";
+        return void(rc = 2);
+      }
+    }
     if (lo.address.empty()) lo.address = frontend->address;
     if (!o->key.empty()) {
       if (!cfg->security.enabled()) {

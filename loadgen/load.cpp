@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "apps/knob_option.hpp"
+#include "loadgen/http_connection.hpp"
 #include "loadgen/socket.hpp"
 #include "messages/codec.hpp"
 
@@ -36,7 +37,7 @@ struct sent_info {
 
 // One lane of the load: its share of the arrivals (rate / lanes, an independent process) or of
 // the closed loop's outstanding requests, over its own connection. Request ids are lane + k·lanes.
-void run_lane(const load_options& o, size_t lane, size_t lanes, load_socket& c, steady::time_point start,
+void run_lane(const load_options& o, size_t lane, size_t lanes, load_connection& c, steady::time_point start,
               int64_t start_wall_us, const std::vector<mix_entry>& mix, const std::vector<tensor>& payloads,
               lane_tally& out) {
   msg::decode_limits limits;
@@ -219,9 +220,12 @@ size_t default_lanes(const load_options& o) {
 expected<load_summary> run_load(const load_options& o) {
   size_t lanes = o.threads > 0 ? static_cast<size_t>(o.threads) : default_lanes(o);
   if (o.concurrency > 0) lanes = std::min(lanes, static_cast<size_t>(o.concurrency));
-  std::vector<std::unique_ptr<load_socket>> clients;
+  std::vector<std::unique_ptr<load_connection>> clients;
   for (size_t i = 0; i < lanes; ++i) {
-    clients.push_back(std::make_unique<load_socket>(o));
+    if (o.protocol == load_protocol::http)
+      clients.push_back(make_http_connection(o, (http_connections(o) + lanes - 1 - i) / lanes));
+    else
+      clients.push_back(std::make_unique<load_socket>(o));
     if (auto connected = clients.back()->connect(); !connected) return fail(connected.error());
   }
   if (auto ready = wait_ready(*clients.front(), o); !ready) return fail(ready.error());

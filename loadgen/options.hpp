@@ -17,10 +17,16 @@ struct mix_entry {
   double weight = 1;
   double slo_ms = 0;
   tensor_spec input;
+  std::string input_name = "input";  // http: as the KServe v2 protocol names it
 };
 
+// How the load client speaks to the frontend.
+enum class load_protocol { zmq, http };
+
 struct load_options {
-  std::string address;  // the frontend's ROUTER
+  load_protocol protocol = load_protocol::zmq;
+  std::string address;               // the frontend's ROUTER; with http, its KServe v2 ingress (HOST:PORT)
+  std::string input_name = "input";  // http: the pipeline's input as the protocol names it
   std::string pipeline;
   double slo_ms = 0;           // for ok_within_slo and lost accounting
   tensor_spec input;           // the pipeline's root input

@@ -73,7 +73,7 @@ bool load_socket::recv(std::string& out, int timeout_ms) {
   return true;
 }
 
-status wait_ready(load_socket& c, const load_options& o) {
+status wait_ready(load_connection& c, const load_options& o) {
   auto until = steady::now() + std::chrono::milliseconds(static_cast<int64_t>(o.wait_ready_s * 1000));
   std::string detail = "no answer", frame;
   msg::decode_limits limits;

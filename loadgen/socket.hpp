@@ -9,20 +9,31 @@
 
 namespace sloserve {
 
-class load_socket {
+// A connection of one lane to a frontend: frames of the sloserve protocol in and out, whatever
+// travels on the wire.
+class load_connection {
+ public:
+  virtual ~load_connection() = default;
+  virtual status connect() = 0;
+  virtual void send(bytes frame) = 0;
+  // Waits up to `timeout_ms` for one frame.
+  virtual bool recv(std::string& out, int timeout_ms) = 0;
+  // Why the server refused the handshake, or empty.
+  virtual std::string refused() = 0;
+};
+
+class load_socket final : public load_connection {
  public:
   explicit load_socket(const load_options& o);
-  ~load_socket();
+  ~load_socket() override;
   load_socket(const load_socket&) = delete;
   load_socket& operator=(const load_socket&) = delete;
 
-  status connect();
+  status connect() override;
   // The frame's bytes go to ZeroMQ by reference.
-  void send(bytes frame);
-  // Waits up to `timeout_ms` for one frame.
-  bool recv(std::string& out, int timeout_ms);
-  // Why the server refused the handshake, or empty.
-  std::string refused();
+  void send(bytes frame) override;
+  bool recv(std::string& out, int timeout_ms) override;
+  std::string refused() override;
 
  private:
   const load_options& o_;
@@ -33,6 +44,6 @@ class load_socket {
 
 // Asks the frontend whether it can serve until it says so, for up to o.wait_ready_s; an error
 // (its last reason, or why the handshake failed) when it never does.
-status wait_ready(load_socket& c, const load_options& o);
+status wait_ready(load_connection& c, const load_options& o);
 
 }  // namespace sloserve
