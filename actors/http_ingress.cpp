@@ -5,8 +5,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "gpu/image.hpp"
@@ -66,7 +68,9 @@ struct http_ingress::impl {
   std::shared_ptr<const cluster_config> cfg;
   frontend_actor frontend;
   std::string node;
-  httplib::Server server;
+  std::unique_ptr<httplib::Server> owned;  // httplib::SSLServer under TLS
+  httplib::Server* server_ptr = nullptr;
+  std::set<std::string> tokens;  // bearer tokens admitted; empty: no token needed
   std::thread thread;
   std::atomic<uint64_t> next_id{1};
 
@@ -162,26 +166,44 @@ struct http_ingress::impl {
     reply(res, 200, out.body);
   }
 
+  httplib::Server& server() { return *server_ptr; }
+
+  // Under security, everything but the health probes needs one of the bearer tokens. Checked
+  // once the request is read whole, so that a refused client reads its 401 on a connection that
+  // goes on.
+  bool admitted(const httplib::Request& req, httplib::Response& res) {
+    if (tokens.empty()) return true;
+    auto auth = req.get_header_value("Authorization");
+    if (auth.rfind("Bearer ", 0) == 0 && tokens.count(auth.substr(7))) return true;
+    res.set_header("WWW-Authenticate", "Bearer");
+    refuse(res, 401, auth.empty() ? "an Authorization: Bearer token is required" : "the bearer token is not admitted");
+    return false;
+  }
+
   void routes() {
-    server.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) {
+    server().Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) {
       reply(res, 200, json{{"live", true}}.dump());
     });
-    server.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) { ready("", res); });
-    server.Get("/v2", [](const httplib::Request&, httplib::Response& res) {
+    server().Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) { ready("", res); });
+    server().Get("/v2", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!admitted(req, res)) return;
       reply(res, 200, json{{"name", "sloserve"}, {"version", "0.1.0"}, {"extensions", {"binary_tensor_data"}}}.dump());
     });
-    server.Get(R"(/v2/models/([^/]+))",
-               [this](const httplib::Request& req, httplib::Response& res) { model_metadata(req.matches[1], res); });
-    server.Get(R"(/v2/models/([^/]+)/ready)", [this](const httplib::Request& req, httplib::Response& res) {
+    server().Get(R"(/v2/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+      if (admitted(req, res)) model_metadata(req.matches[1], res);
+    });
+    server().Get(R"(/v2/models/([^/]+)/ready)", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!admitted(req, res)) return;
       auto name = req.matches[1].str();
       if (!cfg->find_pipeline(name)) return refuse(res, 404, "no pipeline '" + name + "'");
       ready(name, res);
     });
-    server.Post(R"(/v2/models/([^/]+)/infer)",
-                [this](const httplib::Request& req, httplib::Response& res) { infer(req.matches[1], req, res); });
+    server().Post(R"(/v2/models/([^/]+)/infer)", [this](const httplib::Request& req, httplib::Response& res) {
+      if (admitted(req, res)) infer(req.matches[1], req, res);
+    });
     // What httplib answers itself (413 for a body over the limit, 400 for a bad request line,
     // 404 for other paths) carries the protocol's error body too.
-    server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    server().set_error_handler([](const httplib::Request&, httplib::Response& res) {
       if (!res.body.empty()) return;
       std::string what = res.status == 413   ? "Payload Too Large: over runtime.max_payload_bytes"
                          : res.status == 404 ? "Not Found: the KServe v2 paths are under /v2"
@@ -189,7 +211,7 @@ struct http_ingress::impl {
                                              : "Bad Request";
       res.set_content(kserve::error_body(what), "application/json");
     });
-    server.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr e) {
+    server().set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr e) {
       std::string what = "internal error";
       try {
         std::rethrow_exception(e);
@@ -219,7 +241,28 @@ expected<int> http_ingress::start(const std::string& host_port) {
   auto host = host_port.substr(0, colon);
   int port = std::stoi(host_port.substr(colon + 1));
   if (host == "*") host = "0.0.0.0";
-  auto& s = impl_->server;
+  auto& sec = impl_->cfg->security;
+  if (sec.enabled() && !sec.tls_cert.empty()) {
+    auto tls = std::make_unique<httplib::SSLServer>(sec.tls_cert.c_str(), sec.tls_key.c_str());
+    if (!tls->is_valid()) return fail("http: cannot use TLS certificate " + sec.tls_cert + " with key " + sec.tls_key);
+    impl_->owned = std::move(tls);
+  } else {
+    impl_->owned = std::make_unique<httplib::Server>();
+  }
+  impl_->server_ptr = impl_->owned.get();
+  if (sec.enabled())
+    for (auto& path : sec.tokens) {
+      std::ifstream in(path);
+      std::string token;
+      std::getline(in, token);
+      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+      if (token.size() < 16) return fail("http: token file " + path + " must hold a token of at least 16 characters");
+      impl_->tokens.insert(token);
+    }
+  if (sec.enabled() && !sec.http_secured())
+    spdlog::warn("{}: security is on but the HTTP ingress has no TLS certificate and tokens: it serves {} only",
+                 impl_->node, host_port);
+  auto& s = impl_->server();
   s.new_task_queue = [] { return new httplib::ThreadPool(pool_threads); };
   s.set_payload_max_length(static_cast<size_t>(impl_->cfg->runtime.max_payload_bytes));
   // Slow or stalled clients give their thread back.
@@ -231,13 +274,13 @@ expected<int> http_ingress::start(const std::string& host_port) {
   impl_->routes();
   int bound = port == 0 ? s.bind_to_any_port(host) : (s.bind_to_port(host, port) ? port : -1);
   if (bound <= 0) return fail("http: cannot bind " + host_port);
-  impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
+  impl_->thread = std::thread([this] { impl_->server().listen_after_bind(); });
   return bound;
 }
 
 void http_ingress::stop() {
   if (!impl_ || !impl_->thread.joinable()) return;
-  impl_->server.stop();
+  impl_->server().stop();
   impl_->thread.join();
 }
 

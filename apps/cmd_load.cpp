@@ -14,7 +14,7 @@ namespace sloserve {
 
 void add_load_command(CLI::App& app, int& rc) {
   struct opts {
-    std::string config, address, pipeline, json, trace, key, bandwidth, images, image_size, protocol = "zmq";
+    std::string config, address, pipeline, json, trace, key, bandwidth, images, image_size, protocol = "zmq", token;
     load_options lo;
   };
   auto o = std::make_shared<opts>();
@@ -26,6 +26,7 @@ void add_load_command(CLI::App& app, int& rc) {
   cmd->add_option("--protocol", o->protocol, "zmq: sloserve's own; http: KServe v2 over HTTP (nodes[].http)")
       ->check(CLI::IsMember({"zmq", "http"}))
       ->capture_default_str();
+  cmd->add_option("--token", o->token, "http under security: a file holding a bearer token the ingress admits");
   cmd->add_option("--pipeline", o->pipeline, "pipeline name")->required();
   cmd->add_option("--rate", lo.rate, "requests/s (open loop)")->capture_default_str();
   auto* duration =
@@ -81,13 +82,27 @@ void add_load_command(CLI::App& app, int& rc) {
         std::cerr << o->config << ": no frontend has an http ingress (nodes[].http); pass --address HOST:PORT\n";
         return void(rc = 2);
       }
-      if (!o->key.empty() || !lo.images.empty()) {
-        std::cerr << "--protocol http takes neither --key nor images yet\n";
+      if (!o->key.empty() || !o->images.empty() || !o->image_size.empty()) {
+        std::cerr << "--protocol http takes neither --key nor images\n";
         return void(rc = 2);
+      }
+      if (cfg->security.enabled()) {
+        // TLS against the cluster's own certificate; the token from --token.
+        lo.http_ca = cfg->security.tls_cert;
+        if (!o->token.empty()) {
+          std::ifstream in(o->token);
+          std::getline(in, lo.http_token);
+          while (!lo.http_token.empty() && std::isspace(static_cast<unsigned char>(lo.http_token.back())))
+            lo.http_token.pop_back();
+          if (lo.http_token.empty()) {
+            std::cerr << "--token " << o->token << ": no token in the file\n";
+            return void(rc = 2);
+          }
+        }
       }
     }
     if (lo.address.empty()) lo.address = frontend->address;
-    if (!o->key.empty()) {
+    if (!o->key.empty() && lo.protocol == load_protocol::zmq) {
       if (!cfg->security.enabled()) {
         std::cerr << o->config << ": --key given, but the file has no security: section\n";
         return void(rc = 2);
@@ -100,7 +115,7 @@ void add_load_command(CLI::App& app, int& rc) {
       }
       lo.key = *ours;
       lo.server_key = server->public_key;
-    } else if (cfg->security.enabled()) {
+    } else if (cfg->security.enabled() && lo.protocol == load_protocol::zmq) {
       spdlog::warn("{} enables security; without --key the frontend will refuse this client", o->config);
     }
     if (lo.address.find("*") != std::string::npos || lo.address.find("0.0.0.0") != std::string::npos) {

@@ -5,6 +5,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <csignal>
 #include <iostream>
 
 #include "apps/commands.hpp"
@@ -41,6 +42,9 @@ int wait_for_stop() {
 }  // namespace sloserve
 
 int main(int argc, char** argv) {
+  // A peer that hangs up while a TLS reply is written must not take the process with it: writes
+  // report EPIPE instead (ZeroMQ and plain sockets never raise it).
+  std::signal(SIGPIPE, SIG_IGN);
   // Request payloads are hundreds of KB. glibc would map and unmap each one afresh (a page fault
   // and a page clear per 4 KB, on every hop); keep them on the heap and keep the heap's pages.
   mallopt(M_MMAP_THRESHOLD, 256 << 20);

@@ -133,7 +133,7 @@ const std::vector<config_section>& config_keys() {
       {"scaler",
        {"policy", "vertical_s", "horizontal_s", "predictor", "max_cores", "max_instances", "max_total_cores",
         "stable_band"}},
-      {"security", {"keys", "clients"}},
+      {"security", {"keys", "clients", "tls_cert", "tls_key", "tokens"}},
   };
   return all;
 }
@@ -476,9 +476,16 @@ void parse_security(reader& r, const YAML::Node& n, security_options& o) {
   r.known_keys(n, "security", w);
   r.get(n, "keys", o.keys, w, true);
   r.get(n, "clients", o.clients, w, false);
+  r.get(n, "tls_cert", o.tls_cert, w, false);
+  r.get(n, "tls_key", o.tls_key, w, false);
+  r.get(n, "tokens", o.tokens, w, false);
+  if (o.tls_cert.empty() != o.tls_key.empty()) r.error(n, "security needs both tls_cert and tls_key, or neither");
   // Paths are relative to the cluster file, and kept absolute so that `up` can hand them on.
   auto resolve = [&](std::string& path) { path = r.resolve(path); };
   if (!o.keys.empty()) resolve(o.keys);
+  for (auto* path : {&o.tls_cert, &o.tls_key})
+    if (!path->empty()) resolve(*path);
+  for (auto& t : o.tokens) resolve(t);
   for (size_t i = 0; i < o.clients.size(); ++i) {
     auto& c = o.clients[i];
     if (c.empty())
@@ -625,6 +632,12 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
         if (h.empty()) continue;
         if (!cfg.nodes[i].has_role(role::frontend))
           r.error(root["nodes"][i]["http"], "node '" + cfg.nodes[i].name + "' has http but not the frontend role");
+        auto host = h.substr(0, h.rfind(':'));
+        bool loopback = host == "localhost" || host.rfind("127.", 0) == 0;
+        if (cfg.security.enabled() && !cfg.security.http_secured() && !loopback)
+          r.error(root["nodes"][i]["http"],
+                  "node '" + cfg.nodes[i].name + "': with security on, an http ingress on '" + host +
+                      "' needs security tls_cert, tls_key and tokens (or a loopback address)");
         if (h.size() < 2 || h.compare(h.size() - 2, 2, ":0") != 0)
           if (!addresses.insert("http://" + h).second)
             r.error(root["nodes"][i]["http"], "http '" + h + "' is used by two nodes");
@@ -822,6 +835,8 @@ std::string to_yaml(const cluster_config& cfg) {
     e << YAML::Key << "security" << YAML::Value << YAML::BeginMap;
     kv("keys", cfg.security.keys);
     e << YAML::Key << "clients" << YAML::Value << cfg.security.clients;
+    if (!cfg.security.tls_cert.empty()) kv("tls_cert", cfg.security.tls_cert), kv("tls_key", cfg.security.tls_key);
+    if (!cfg.security.tokens.empty()) e << YAML::Key << "tokens" << YAML::Value << cfg.security.tokens;
     e << YAML::EndMap;
   }
   auto& so = cfg.scheduler;

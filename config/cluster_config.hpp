@@ -59,7 +59,12 @@ struct runtime_options {
 struct security_options {
   std::string keys;                  // directory: <node>.key of this node, <node>.pub of every node
   std::vector<std::string> clients;  // admitted client public keys: Z85 text or .pub files
+  // The HTTP ingress: TLS certificate and key (PEM), and files each holding one bearer token a
+  // client may present. Without all three, an http ingress stays on loopback.
+  std::string tls_cert, tls_key;
+  std::vector<std::string> tokens;
   bool enabled() const { return !keys.empty(); }
+  bool http_secured() const { return !tls_cert.empty() && !tls_key.empty() && !tokens.empty(); }
 };
 
 // The control plane, named as the user writes them under `scheduler:`.

@@ -61,7 +61,9 @@ class http_connection final : public load_connection {
 
  private:
   std::unique_ptr<httplib::Client> client() const {
-    auto c = std::make_unique<httplib::Client>("http://" + o_.address);
+    auto c = std::make_unique<httplib::Client>((o_.http_ca.empty() ? "http://" : "https://") + o_.address);
+    if (!o_.http_ca.empty()) c->set_ca_cert_path(o_.http_ca.c_str());
+    if (!o_.http_token.empty()) c->set_bearer_token_auth(o_.http_token.c_str());
     c->set_keep_alive(true);
     c->set_tcp_nodelay(true);
     c->set_read_timeout(std::chrono::milliseconds(static_cast<int64_t>(o_.grace_ms) + 60000));

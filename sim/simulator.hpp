@@ -36,7 +36,7 @@ struct options {
   double network_jitter = 0.5;  // the delay is scaled by a factor in [1 - this, 1 + this]
   // What a device spends on each batch besides l(b): taking requests off its queue, timers,
   // replies. A multi-process cluster on one machine spends about this much.
-  double batch_overhead_ms = 0.4;
+  double batch_overhead_ms = 0.5;
   std::vector<failure> failures;
 };
 

@@ -189,6 +189,20 @@ pipelines:
   EXPECT_EQ(back.config->nodes[0].http, "0.0.0.0:8000");
   EXPECT_EQ(back.config->models[0].input_name, "pixels");
   EXPECT_EQ(back.config->models[0].output_name, "scores");
+  // Under security, an http ingress off loopback needs TLS and tokens.
+  auto open_http = errors_of(R"(nodes:
+  - {name: n, address: "tcp://127.0.0.1:1", roles: [controller, frontend, worker], http: "0.0.0.0:8000", devices: [{kind: emulated}]}
+security: {keys: k}
+)");
+  EXPECT_NE(
+      open_http.find("with security on, an http ingress on '0.0.0.0' needs security tls_cert, tls_key and tokens"),
+      std::string::npos)
+      << open_http;
+  auto half_tls = errors_of(R"(nodes:
+  - {name: n, address: "tcp://127.0.0.1:1", roles: [controller, frontend, worker], http: "127.0.0.1:8000", devices: [{kind: emulated}]}
+security: {keys: k, tls_cert: c.pem}
+)");
+  EXPECT_NE(half_tls.find("both tls_cert and tls_key"), std::string::npos) << half_tls;
   auto bad_name = std::string(named);
   bad_name.replace(bad_name.find("name: pixels"), 12, "name: \"a b\"");
   EXPECT_NE(errors_of(bad_name).find("name 'a b' must be letters"), std::string::npos);

@@ -131,7 +131,7 @@ TEST_F(cluster_fixture, kill_9_of_a_worker_loses_nothing_and_the_survivor_serves
 // `sloserve sim` on the same file, rate and seed as a cluster: attainment within one percentage
 // point of the cluster's, drops within 20%. The workload is the early-drop experiment of
 // bench_nexus (thesis 002 §3.5.1): one device at 98% of its capacity, where the sliding window
-// drops about 1% of the requests; over 20 s the cluster's own spread stays well inside the 20%.
+// drops about 1% of the requests.
 TEST_F(cluster_fixture, the_simulator_agrees_with_the_cluster) {
   std::ofstream(dir / "cluster.yaml") << R"(cluster: {name: drop}
 nodes:
@@ -145,8 +145,18 @@ pipelines:
 scheduler: {policy: static}
 )";
   start_cluster();
-  auto l = load(1420, 20);
-  auto real = finish_load(l, 60s);
+  // The cluster's own spread from run to run is wide at 98% of a device: two runs, averaged.
+  double real_attainment = 0, real_dropped = 0;
+  int real_sent = 0;
+  for (int run = 0; run < 2; ++run) {
+    auto l = load(1420, 20);
+    auto real = finish_load(l, 60s);
+    std::cout << "cluster run " << run << ": attainment " << real["attainment"] << " dropped " << real["dropped"]
+              << "\n";
+    real_attainment += real["attainment"].get<double>() / 2;
+    real_dropped += real["dropped"].get<double>() / 2;
+    real_sent = real["sent"].get<int>();
+  }
   auto sim = spawn({"sloserve", "sim", "-c", (dir / "cluster.yaml").string(), "--pipeline", "traffic", "--rate", "1420",
                     "--duration", "20", "--json", (dir / "sim.json").string()},
                    dir / "sim.log");
@@ -154,14 +164,13 @@ scheduler: {policy: static}
   ASSERT_TRUE(sim.wait_for(60s, status)) << sim.output();
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << sim.output();
   auto simulated = nlohmann::json::parse(std::ifstream(dir / "sim.json"));
-  std::cout << "cluster attainment " << real["attainment"] << " dropped " << real["dropped"] << "; sim attainment "
-            << simulated["attainment"] << " dropped " << simulated["dropped"] << "\n";
+  std::cout << "sim attainment " << simulated["attainment"] << " dropped " << simulated["dropped"] << "\n";
   EXPECT_EQ(simulated["lost"].get<int>(), 0);
-  EXPECT_EQ(simulated["sent"].get<int>(), real["sent"].get<int>());  // the same arrivals
-  EXPECT_NEAR(simulated["attainment"].get<double>(), real["attainment"].get<double>(), 0.01);
-  double a = real["dropped"].get<double>(), b = simulated["dropped"].get<double>();
+  EXPECT_EQ(simulated["sent"].get<int>(), real_sent);  // the same arrivals
+  EXPECT_NEAR(simulated["attainment"].get<double>(), real_attainment, 0.01);
+  double b = simulated["dropped"].get<double>();
   EXPECT_GT(b, 0);
-  EXPECT_LE(std::abs(a - b), 0.2 * std::max(a, b));
+  EXPECT_LE(std::abs(real_dropped - b), 0.2 * std::max(real_dropped, b));
 }
 
 TEST_F(cluster_fixture, schedule_changes_under_load_lose_nothing) {

@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -43,6 +44,7 @@ struct http_cluster : ::testing::Test {
   std::string base;  // http://HOST:PORT
 
   void SetUp() override {
+    std::signal(SIGPIPE, SIG_IGN);  // a refused request's connection closes under TLS writes
     dir = fs::temp_directory_path() / ("sloserve-http-" + std::to_string(getpid()) + "-" +
                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir);
@@ -50,6 +52,19 @@ struct http_cluster : ::testing::Test {
     // A 1 MiB payload limit, for the oversize test.
     yaml.replace(yaml.find("runtime: {"), 10, "runtime: {max_payload_bytes: 1048576, ");
     std::ofstream(dir / "cluster.yaml") << yaml;
+  }
+
+  int run(std::vector<std::string> args, const char* log) {
+    auto p = sloserve::spawn_child(args.front() == "sloserve" ? SLOSERVE_BIN : args.front(), args, dir / log);
+    int status = 0;
+    EXPECT_TRUE(p.wait_for(60s, status)) << p.output();
+    EXPECT_TRUE(WIFEXITED(status)) << p.output();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  // Starts the cluster (`extra` appended to its file) and a client of its http ingress.
+  void start(const std::string& extra = "", bool tls = false) {
+    if (!extra.empty()) std::ofstream(dir / "cluster.yaml", std::ios::app) << extra;
     up = sloserve::spawn_child(
         SLOSERVE_BIN,
         {"sloserve", "up", "-c", (dir / "cluster.yaml").string(), "--write-config", (dir / "resolved.yaml").string()},
@@ -61,8 +76,9 @@ struct http_cluster : ::testing::Test {
     ASSERT_TRUE(resolved) << resolved.error_text();
     auto http = resolved.config->find_node("ctl")->http;
     ASSERT_NE(http.substr(http.rfind(':')), ":0") << "up resolves the http port";
-    base = "http://" + http;
+    base = (tls ? "https://" : "http://") + http;
     client = std::make_unique<httplib::Client>(base);
+    if (tls) client->set_ca_cert_path((dir / "cert.pem").string());
     client->set_read_timeout(10s);
   }
   void TearDown() override {
@@ -89,6 +105,7 @@ struct http_cluster : ::testing::Test {
 };
 
 TEST_F(http_cluster, health_metadata_and_inference_over_json_and_the_binary_extension) {
+  start();
   auto live = client->Get("/v2/health/live");
   ASSERT_TRUE(live);
   EXPECT_EQ(live->status, 200);
@@ -142,6 +159,7 @@ TEST_F(http_cluster, health_metadata_and_inference_over_json_and_the_binary_exte
 }
 
 TEST_F(http_cluster, the_clients_mistakes_get_a_4xx_with_the_reason_and_the_node_keeps_serving) {
+  start();
   wait_ready();
   struct bad {
     std::string path, body;
@@ -179,6 +197,48 @@ TEST_F(http_cluster, the_clients_mistakes_get_a_4xx_with_the_reason_and_the_node
   stall.join();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
+}
+
+// Under security: TLS with the file's certificate, and a bearer token from the list for all but
+// the health probes; the load client speaks it with --token.
+TEST_F(http_cluster, under_security_it_takes_tls_and_refuses_a_request_without_an_admitted_token) {
+  std::ofstream(dir / "cluster.yaml", std::ios::app)
+      << "security: {keys: keys, tls_cert: cert.pem, tls_key: key.pem, tokens: [token]}\n";
+  ASSERT_EQ(run({"sloserve", "keys", "-c", (dir / "cluster.yaml").string()}, "keys.log"), 0);
+  ASSERT_EQ(run({"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                 "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", (dir / "key.pem").string(),
+                 "-out", (dir / "cert.pem").string()},
+                "openssl.log"),
+            0);
+  std::ofstream(dir / "token") << "s3cret-token-for-the-test\n";
+  start("", true);
+  wait_ready();  // the probes need no token
+  auto body = image_request().dump();
+  auto none = client->Post("/v2/models/traffic/infer", body, "application/json");
+  ASSERT_TRUE(none) << httplib::to_string(none.error());
+  EXPECT_EQ(none->status, 401);
+  EXPECT_NE(none->body.find("Bearer token is required"), std::string::npos) << none->body;
+  client->set_bearer_token_auth("not-the-token-at-all");
+  EXPECT_EQ(client->Post("/v2/models/traffic/infer", body, "application/json")->status, 401);
+  EXPECT_EQ(client->Get("/v2/models/traffic")->status, 401);
+  client->set_bearer_token_auth("s3cret-token-for-the-test");
+  auto ok = client->Post("/v2/models/traffic/infer", body, "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  // Plain HTTP on the TLS port gets nowhere.
+  httplib::Client plain("http://" + base.substr(8));
+  plain.set_read_timeout(2s);
+  auto p = plain.Get("/v2/health/live");
+  EXPECT_TRUE(!p || p->status != 200);
+  // The load client over TLS with the token.
+  ASSERT_EQ(run({"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "traffic", "--rate", "100",
+                 "--duration", "2", "--protocol", "http", "--token", (dir / "token").string(), "--json",
+                 (dir / "load.json").string()},
+                "load.log"),
+            0);
+  auto s = json::parse(std::ifstream(dir / "load.json"));
+  EXPECT_EQ(s["lost"].get<int>(), 0);
+  EXPECT_GE(s["attainment"].get<double>(), 0.99) << s.dump(2);
 }
 
 }  // namespace
