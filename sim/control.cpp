@@ -37,70 +37,68 @@ void engine::plan(ns now) {
   adopt(now, epoch_placement(cfg_, in, *previous_, ++epoch_), false);
 }
 
+// fn(index, device, its schedule) for every device of `p` on a node that is up.
+template <class Fn>
+void engine::for_each_scheduled(const cluster_placement& p, Fn fn) {
+  for (auto& [node, sched] : p.schedules) {
+    auto n = node_id_.find(node);
+    if (n == node_id_.end() || !nodes_[n->second].up) continue;
+    for (auto& ds : sched.devices)
+      if (auto it = device_at_.find({node, ds.device}); it != device_at_.end())
+        fn(it->second, devices_[it->second], ds);
+  }
+}
+
 // A placement reaches the workers; each loads the models it lacks (emulated cold start) and the
 // routes switch once all have (make before break).
 void engine::adopt(ns now, cluster_placement p, bool immediately, std::vector<instance_assignment> cores) {
   ns ready = 0;
-  for (auto& [node, sched] : p.schedules) {
-    auto n = node_id_.find(node);
-    if (n == node_id_.end() || !nodes_[n->second].up) continue;
-    for (auto& ds : sched.devices) {
-      auto it = device_at_.find({node, ds.device});
-      if (it == device_at_.end()) continue;
-      auto& d = devices_[it->second];
-      for (auto& s : ds.sessions) {
-        auto m = model_id_.find(s.model);
-        if (m == model_id_.end()) continue;
-        bool held = std::any_of(d.sessions.begin(), d.sessions.end(), [&](auto& x) { return x.model == m->second; });
-        if (!held) ready = std::max(ready, to_ns(cfg_.models[m->second].load_ms));
-      }
+  for_each_scheduled(p, [&](uint32_t, device& d, const msg::device_schedule& ds) {
+    for (auto& s : ds.sessions) {
+      auto m = model_id_.find(s.model);
+      if (m == model_id_.end()) continue;
+      bool held = std::any_of(d.sessions.begin(), d.sessions.end(), [&](auto& x) { return x.model == m->second; });
+      if (!held) ready = std::max(ready, to_ns(cfg_.models[m->second].load_ms));
     }
-  }
+  });
   // Cores change in place at once (the controller's resize), apart from the schedule, which
   // waits for the models to load.
   for (auto& c : cores)
     if (auto it = device_at_.find({c.node, c.device}); it != device_at_.end())
       devices_[it->second].threads = static_cast<int>(std::max(1u, c.cores));
-  pending_.push_back({std::move(p), std::move(cores)});
+  pending_.push_back(std::move(p));
   auto which = static_cast<uint32_t>(pending_.size() - 1);
   if (immediately) return on_apply(now, which);
   post(now + delay(frontend_, none) + ready, kind::apply, which);
 }
 
 void engine::on_apply(ns now, uint32_t which) {
-  auto p = std::move(pending_[which].placement);
+  auto p = std::move(pending_[which]);
   applied_.clear();
   for (auto& [node, sched] : p.schedules)
     for (auto& ds : sched.devices)
       for (auto& ss : ds.sessions) applied_.insert({node, ds.device, ss.model});
-  for (auto& [node, sched] : p.schedules) {
-    auto n = node_id_.find(node);
-    if (n == node_id_.end() || !nodes_[n->second].up) continue;
-    for (auto& ds : sched.devices) {
-      auto it = device_at_.find({node, ds.device});
-      if (it == device_at_.end()) continue;
-      auto& d = devices_[it->second];
-      std::vector<dev_session> next;
-      for (auto& s : ds.sessions) {
-        auto m = model_id_.find(s.model);
-        if (m == model_id_.end()) continue;
-        dev_session x;
-        x.model = m->second;
-        x.batch = static_cast<int>(std::max(1u, s.batch));
-        // A kept session keeps its queue.
-        for (auto& old : d.sessions)
-          if (old.model == x.model && !old.draining && !old.queue.empty())
-            x.queue = std::move(old.queue), old.draining = true;
-        next.push_back(std::move(x));
-      }
-      // What leaves drains what it holds.
+  for_each_scheduled(p, [&](uint32_t di, device& d, const msg::device_schedule& ds) {
+    std::vector<dev_session> next;
+    for (auto& s : ds.sessions) {
+      auto m = model_id_.find(s.model);
+      if (m == model_id_.end()) continue;
+      dev_session x;
+      x.model = m->second;
+      x.batch = static_cast<int>(std::max(1u, s.batch));
+      // A kept session keeps its queue.
       for (auto& old : d.sessions)
-        if (!old.queue.empty()) old.draining = true, next.push_back(std::move(old));
-      d.sessions = std::move(next);
-      d.next = 0;
-      if (!d.busy) start_next(now, it->second);
+        if (old.model == x.model && !old.draining && !old.queue.empty())
+          x.queue = std::move(old.queue), old.draining = true;
+      next.push_back(std::move(x));
     }
-  }
+    // What leaves drains what it holds.
+    for (auto& old : d.sessions)
+      if (!old.queue.empty()) old.draining = true, next.push_back(std::move(old));
+    d.sessions = std::move(next);
+    d.next = 0;
+    if (!d.busy) start_next(now, di);
+  });
   // The routing table: instances per model, carrying the outstanding counts of those kept.
   std::vector<route> routes(cfg_.models.size());
   std::vector<std::unordered_map<uint32_t, size_t>> pos(cfg_.models.size());

@@ -167,6 +167,8 @@ class engine {
   void plan(ns now);
   void adopt(ns now, cluster_placement p, bool immediately, std::vector<instance_assignment> cores = {});
   void on_apply(ns now, uint32_t which);
+  template <class Fn>
+  void for_each_scheduled(const cluster_placement& p, Fn fn);
   void on_fail(ns now, uint32_t n);
   void on_detect(ns now, uint32_t n);
   void on_back(ns now, uint32_t n);
@@ -212,11 +214,7 @@ class engine {
   std::vector<double> planned_for_;
   bool planned_ = false;
   uint64_t epoch_ = 1;
-  struct pending_placement {
-    cluster_placement placement;
-    std::vector<instance_assignment> cores;  // the scaler's: each instance's cores
-  };
-  std::vector<pending_placement> pending_;
+  std::vector<cluster_placement> pending_;
   size_t plans_ = 0, peak_used_ = 0;
 
   // Scaling: the cluster's scaler_core over a local provisioner, polled as the actor polls it.
