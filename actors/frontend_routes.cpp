@@ -32,6 +32,20 @@ void frontend_routes::apply(const msg::routing_table& t) {
       r.loads.push_back(l);
     }
   }
+  // A model whose new instances are all on nodes this frontend does not hear yet (a worker that
+  // just came back may reach the controller before this node reaches it) keeps the instances it
+  // had, as stand-ins, until one of the new ones is live: they drain, and serve meanwhile.
+  for (auto& [model, r] : fresh) {
+    if (r.backends.empty() || std::any_of(r.loads.begin(), r.loads.end(), [](auto& l) { return l.live; })) continue;
+    auto old = routes_.find(model);
+    if (old == routes_.end()) continue;
+    for (size_t i = 0; i < old->second.backends.size(); ++i)
+      if (old->second.loads[i].live) {
+        r.backends.push_back(old->second.backends[i]);
+        r.loads.push_back(old->second.loads[i]);
+        r.stand_ins.push_back(r.backends.size() - 1);
+      }
+  }
   routes_ = std::move(fresh);
   for (size_t pi = 0; pi < cfg_->pipelines.size(); ++pi) {
     auto& p = cfg_->pipelines[pi];
@@ -47,9 +61,22 @@ void frontend_routes::apply(const msg::routing_table& t) {
 
 bool frontend_routes::set_live(const std::string& node, bool live) {
   if (live ? !down_.erase(node) : !down_.insert(node).second) return false;
-  for (auto& [m, r] : routes_)
+  for (auto& [m, r] : routes_) {
     for (size_t i = 0; i < r.backends.size(); ++i)
       if (r.backends[i].node == node) r.loads[i].live = live;
+    // Stand-ins go once an instance of the table is live.
+    if (r.stand_ins.empty()) continue;
+    bool table_live = false;
+    for (size_t i = 0; i < r.backends.size(); ++i)
+      table_live =
+          table_live || (r.loads[i].live && std::find(r.stand_ins.begin(), r.stand_ins.end(), i) == r.stand_ins.end());
+    if (!table_live) continue;
+    for (auto k = r.stand_ins.rbegin(); k != r.stand_ins.rend(); ++k) {
+      r.backends.erase(r.backends.begin() + static_cast<long>(*k));
+      r.loads.erase(r.loads.begin() + static_cast<long>(*k));
+    }
+    r.stand_ins.clear();
+  }
   refresh();
   return true;
 }

@@ -49,6 +49,7 @@ class frontend_routes {
   struct route {
     std::vector<backend> backends;
     std::vector<sched::backend_load> loads;  // parallel to backends
+    std::vector<size_t> stand_ins;           // indices of instances kept from the table before, ascending
   };
   sched::backend_load* load_of(const std::string& model, const std::string& node, uint32_t device);
   void refresh();  // blockers, recomputed when routes or peers change so requests only read them

@@ -75,6 +75,24 @@ TEST(frontend_routes, pick_live_instances_and_keep_outstanding_work_across_table
   EXPECT_FALSE(r.pick("m", rng)) << "nothing live";
 }
 
+// A worker that comes back may reach the controller before the frontend hears it: a table that
+// moves a model onto it alone keeps the model's instances before as stand-ins until it is live.
+TEST(frontend_routes, a_model_moved_to_a_node_not_heard_yet_keeps_its_old_instances_until_then) {
+  auto cfg = testing::parse_or_die(yaml);
+  frontend_routes r(*cfg, sched::make_balancer(balancer_kind::p2c));
+  r.set_live("w2", false);
+  r.apply(table({{"w1", 0, 1}}));
+  r.apply(table({{"w2", 0, 1}}));
+  EXPECT_EQ(r.readiness(), "");
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(r.pick("m", rng)->node, "w1");
+  EXPECT_TRUE(r.set_live("w2", true));
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(r.pick("m", rng)->node, "w2") << "the stand-in is gone";
+  // A table with no instance at all for a model keeps nothing: the controller stood nothing in.
+  r.apply(table({}));
+  EXPECT_EQ(r.blocker(0), "no live instance serves model 'm'");
+}
+
 TEST(client_time, reported_network_time_counts_and_is_remembered_for_requests_without_it) {
   client_time c;
   auto now = std::chrono::steady_clock::time_point{};
