@@ -9,12 +9,14 @@
 #include "apps/commands.hpp"
 #include "apps/knob_option.hpp"
 #include "loadgen/load.hpp"
+#include "loadgen/report.hpp"
 
 namespace sloserve {
 
 void add_load_command(CLI::App& app, int& rc) {
   struct opts {
-    std::string config, address, pipeline, json, trace, key, bandwidth, images, image_size, protocol = "zmq", token;
+    std::string config, address, pipeline, json, trace, key, bandwidth, images, image_size, protocol = "zmq", token,
+                                                                                            report;
     load_options lo;
   };
   auto o = std::make_shared<opts>();
@@ -49,6 +51,9 @@ void add_load_command(CLI::App& app, int& rc) {
   cmd->add_option("--key", o->key,
                   "this client's CurveZMQ key pair (NAME.key from `sloserve keys`), when the file has security:");
   cmd->add_option("--json", o->json, "write the summary (and per-second series) here");
+  cmd->add_option("--report", o->report,
+                  "write one self-contained HTML page here: latency CDF, per-second series, attainment, the "
+                  "cluster file and the command");
   cmd->add_option("--threads", lo.threads,
                   "sending threads, each with its own connection (default: enough for the rate)");
   cmd->add_option("--images", o->images,
@@ -159,6 +164,12 @@ void add_load_command(CLI::App& app, int& rc) {
     auto& s = *ran;
     std::cout << s.to_text();
     if (!o->json.empty()) std::ofstream(o->json) << s.to_json(lo).dump(2) << "\n";
+    if (!o->report.empty()) {
+      std::ifstream file(o->config);
+      std::stringstream text;
+      text << file.rdbuf();
+      std::ofstream(o->report) << html_report({&s, &lo, command_line(), text.str()});
+    }
   });
 }
 

@@ -20,6 +20,9 @@ void add_keys_command(CLI::App& app, int& rc);
 void add_trace_command(CLI::App& app, int& rc);
 void add_sim_command(CLI::App& app, int& rc);
 
+// The command line this process was started with, words joined by spaces (for reports).
+const std::string& command_line();
+
 // Loads `path` (or the embedded default when empty) and prints every error on failure.
 std::shared_ptr<cluster_config> load_config_or_report(const std::string& path);
 

@@ -41,7 +41,15 @@ int wait_for_stop() {
 
 }  // namespace sloserve
 
+namespace sloserve {
+std::string the_command_line;
+const std::string& command_line() {
+  return the_command_line;
+}
+}  // namespace sloserve
+
 int main(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) sloserve::the_command_line += (i ? " " : "") + std::string(argv[i]);
   // A peer that hangs up while a TLS reply is written must not take the process with it: writes
   // report EPIPE instead (ZeroMQ and plain sockets never raise it).
   std::signal(SIGPIPE, SIG_IGN);

@@ -120,6 +120,12 @@ load_summary merge_lanes(std::vector<lane_tally>& lanes, double measured_s) {
     s.p50 = percentile(all_latencies, 0.50);
     s.p90 = percentile(all_latencies, 0.90);
     s.p99 = percentile(all_latencies, 0.99);
+    std::sort(all_latencies.begin(), all_latencies.end());
+    for (int q = 0; q <= 200; ++q) {
+      double f = q / 200.0;
+      auto i = std::min(all_latencies.size() - 1, static_cast<size_t>(f * static_cast<double>(all_latencies.size())));
+      s.cdf.emplace_back(all_latencies[i], f);
+    }
   }
   for (size_t k = 0; k < parts.size(); ++k)
     s.breakdown[part_names[k]] = {{"p50", percentile(parts[k], 0.50)}, {"p99", percentile(parts[k], 0.99)}};

@@ -32,6 +32,8 @@ struct load_summary {
   nlohmann::json nodes = nlohmann::json::object();  // stage runs of OK replies, per worker node
   // Where OK replies' latency went: {client, frontend, queue, exec: {p50, p99}} in ms.
   nlohmann::json breakdown = nlohmann::json::object();
+  // The latency CDF of OK replies: (ms, fraction of them at most that), at 201 quantiles.
+  std::vector<std::pair<double, double>> cdf;
 
   nlohmann::json to_json(const load_options& o) const;
   std::string to_text() const;
