@@ -34,6 +34,14 @@ std::string num(double v) {
   return buf;
 }
 
+// A round step (1, 2 or 5 times a power of ten) that cuts [0, max] into about five.
+double nice_step(double max) {
+  double raw = max / 5, p = std::pow(10, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (raw <= m * p) return m * p;
+  return 10 * p;
+}
+
 struct line {
   std::string name, color;
   std::vector<std::pair<double, double>> points;
@@ -47,8 +55,12 @@ std::string chart(const std::string& title, const std::string& x_label, const st
   double xmax = 1e-9, ymax = 1e-9;
   for (auto& l : lines)
     for (auto& [x, y] : l.points) xmax = std::max(xmax, x), ymax = std::max(ymax, y);
-  if (mark > 0) ymax = std::max(ymax, mark);
-  ymax *= 1.05;
+  if (mark > 0) ymax = std::max(ymax, mark * 1.05);
+  double xstep = nice_step(xmax), ystep = nice_step(ymax);
+  int xticks = static_cast<int>(std::ceil(xmax / xstep - 1e-9)),
+      yticks = static_cast<int>(std::ceil(ymax / ystep - 1e-9));
+  xmax = xstep * xticks;
+  ymax = ystep * yticks;
   auto X = [&](double x) { return L + (W - L - R) * x / xmax; };
   auto Y = [&](double y) { return H - B - (H - T - B) * y / ymax; };
   std::string s = "<figure><svg viewBox=\"0 0 " + num(W) + " " + num(H) + "\" width=\"" + num(W) + "\" height=\"" +
