@@ -61,6 +61,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string level = "info";
   app.add_option("--log-level", level, "trace, debug, info, warn, error, off")->capture_default_str();
+  bool check = false;
+  app.add_flag("--check", check,
+               "only parse the command line: exit 0 when sloserve accepts its subcommand and flags "
+               "(deployment files are checked this way)");
   int rc = 0;
   sloserve::add_run_command(app, rc);
   sloserve::add_up_command(app, rc);
@@ -72,6 +76,7 @@ int main(int argc, char** argv) {
   sloserve::add_trace_command(app, rc);
   sloserve::add_sim_command(app, rc);
   app.parse_complete_callback([&] {
+    if (check) throw CLI::Success();
     auto logger = spdlog::stderr_color_mt("sloserve");
     spdlog::set_default_logger(logger);
     spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
