@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "gpu/image.hpp"
+#include "messages/curve.hpp"
 #include "messages/kserve_v2.hpp"
 
 namespace sloserve {
@@ -187,7 +188,8 @@ struct http_ingress::impl {
     server().Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) { ready("", res); });
     server().Get("/v2", [this](const httplib::Request& req, httplib::Response& res) {
       if (!admitted(req, res)) return;
-      reply(res, 200, json{{"name", "sloserve"}, {"version", "0.1.0"}, {"extensions", {"binary_tensor_data"}}}.dump());
+      reply(res, 200,
+            json{{"name", "sloserve"}, {"version", SLOSERVE_VERSION}, {"extensions", {"binary_tensor_data"}}}.dump());
     });
     server().Get(R"(/v2/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
       if (admitted(req, res)) model_metadata(req.matches[1], res);
@@ -252,12 +254,9 @@ expected<int> http_ingress::start(const std::string& host_port) {
   impl_->server_ptr = impl_->owned.get();
   if (sec.enabled())
     for (auto& path : sec.tokens) {
-      std::ifstream in(path);
-      std::string token;
-      std::getline(in, token);
-      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
-      if (token.size() < 16) return fail("http: token file " + path + " must hold a token of at least 16 characters");
-      impl_->tokens.insert(token);
+      auto token = read_token_file(path);
+      if (!token) return fail("http: " + token.error());
+      impl_->tokens.insert(*token);
     }
   if (sec.enabled() && !sec.http_secured())
     spdlog::warn("{}: security is on but the HTTP ingress has no TLS certificate and tokens: it serves {} only",

@@ -10,6 +10,7 @@
 #include "apps/knob_option.hpp"
 #include "loadgen/load.hpp"
 #include "loadgen/report.hpp"
+#include "messages/curve.hpp"
 
 namespace sloserve {
 
@@ -95,14 +96,12 @@ void add_load_command(CLI::App& app, int& rc) {
         // TLS against the cluster's own certificate; the token from --token.
         lo.http_ca = cfg->security.tls_cert;
         if (!o->token.empty()) {
-          std::ifstream in(o->token);
-          std::getline(in, lo.http_token);
-          while (!lo.http_token.empty() && std::isspace(static_cast<unsigned char>(lo.http_token.back())))
-            lo.http_token.pop_back();
-          if (lo.http_token.empty()) {
-            std::cerr << "--token " << o->token << ": no token in the file\n";
+          auto token = read_token_file(o->token);
+          if (!token) {
+            std::cerr << "--token: " << token.error() << "\n";
             return void(rc = 2);
           }
+          lo.http_token = *token;
         }
       }
     }

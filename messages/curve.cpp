@@ -126,4 +126,14 @@ std::string z85_of(const void* key32) {
   return out;
 }
 
+expected<std::string> read_token_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return fail("token file " + path + " cannot be read");
+  std::string token;
+  std::getline(in, token);
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  if (token.size() < 16) return fail("token file " + path + " must hold a token of at least 16 characters");
+  return token;
+}
+
 }  // namespace sloserve

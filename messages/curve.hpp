@@ -25,6 +25,10 @@ expected<curve_pair> generate_curve_pair();
 
 // Reads a key file; `need_secret` fails on a .pub file. Errors name the file and line.
 expected<curve_pair> read_curve_file(const std::string& path, bool need_secret);
+
+// A bearer token of the HTTP ingress (`security.tokens`, `load --token`): the file's first line,
+// trailing space cut, at least 16 characters.
+expected<std::string> read_token_file(const std::string& path);
 // The same for the file's text; `path` only names it in errors.
 expected<curve_pair> parse_curve_text(const std::string& text, const std::string& path, bool need_secret);
 

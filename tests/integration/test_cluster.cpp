@@ -17,6 +17,7 @@
 
 #include "apps/child_process.hpp"
 #include "tests/jpeg_writer.hpp"
+#include "tests/text_file.hpp"
 
 namespace {
 
@@ -25,12 +26,7 @@ using namespace std::chrono_literals;
 
 // Two workers with one emulated device each: about 500 queries/s in all (the derivation is in
 // two_stage.yaml). The tests load it at 200/s, well under half its capacity.
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using sloserve::testing::read_text;
 const std::string cluster_yaml = R"(cluster: {name: it}
 nodes:
   - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}

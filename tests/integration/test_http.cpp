@@ -15,6 +15,7 @@
 
 #include "apps/child_process.hpp"
 #include "config/cluster_config.hpp"
+#include "tests/text_file.hpp"
 
 namespace {
 
@@ -22,12 +23,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using sloserve::testing::read_text;
 
 // The two-stage workload with an HTTP ingress on the controller-and-frontend node, and a
 // payload limit small enough to test.

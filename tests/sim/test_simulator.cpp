@@ -6,18 +6,14 @@
 
 #include "config/cluster_config.hpp"
 #include "sim/simulator.hpp"
+#include "tests/text_file.hpp"
 
 namespace sloserve::sim {
 namespace {
 
 // Two workers of one device each under the two-stage fan-out pipeline of the integration tests
 // (tests/integration/two_stage.yaml): the two carry about 500 queries/s.
-std::string read_text(const char* path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using sloserve::testing::read_text;
 const std::string two_workers = R"(cluster: {name: t}
 nodes:
   - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
