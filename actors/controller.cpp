@@ -69,6 +69,19 @@ void publish(self_ptr self) {
   tell_scaler(self);
 }
 
+// The current placement in the node's metrics: devices it uses, instances of each model.
+void count_placement(controller_state& st) {
+  size_t devices = 0;
+  std::map<std::string, size_t> instances;
+  for (auto& m : st.cfg->models) instances[m.name] = 0;
+  for (auto& [name, s] : st.current.schedules)
+    for (auto& d : s.devices) {
+      devices += d.sessions.empty() ? 0 : 1;
+      for (auto& ss : d.sessions) ++instances[ss.model];
+    }
+  st.net->metrics.placement(devices, instances);
+}
+
 // Makes `p` the current placement: workers that are up get their schedules of a new epoch first
 // (a device keeps serving what it loses until it drains, so frontends that still route there
 // lose nothing), then frontends get the table.
@@ -80,6 +93,7 @@ void adopt(self_ptr self, cluster_placement p) {
       st.net->to_node(name, {{}, s});
   }
   st.current = std::move(p);
+  count_placement(st);
   st.publisher.adopt(st.current);
   publish(self);
 }
@@ -224,6 +238,7 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
     self->link_to(st.planner);  // it stops with the controller
     st.rates.pipelines.resize(st.cfg->pipelines.size());
     st.current = static_placement(*st.cfg, st.epoch);
+    count_placement(st);
     st.publisher.adopt(st.current);
     st.last_epoch = self->clock().now();
     auto beacon = std::chrono::milliseconds(st.cfg->runtime.beacon_ms);

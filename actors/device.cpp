@@ -62,6 +62,19 @@ struct device_state {
 
 using self_ptr = device_actor::stateful_pointer<device_state>;
 
+double seconds_of(clock_time t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+// The device's name in metrics: NODE/INDEX.
+std::string metric_name(const device_state& st) {
+  return st.net->self_name() + "/" + std::to_string(st.index);
+}
+
+void count_queue(self_ptr self, const session& s) {
+  self->state.net->metrics.queue_length(s.model->name, metric_name(self->state), s.queue.size());
+}
+
 void answer(self_ptr self, const msg::invocation& inv, msg::status code, std::string reason,
             std::vector<tensor> outputs = {}, uint32_t batch = 0, int64_t queue_ns = 0, int64_t exec_ns = 0) {
   auto& st = self->state;
@@ -89,8 +102,10 @@ std::vector<sched::session_queue<pending>::entry> form(self_ptr self, session& s
   s.queue.form_batch(*st.policy, now, s.batch, l, batch, dropped);
   for (auto* v : {&batch, &dropped})
     for (auto& e : *v) st.net->queued.release(e.item.bytes);
+  if (!dropped.empty() || !batch.empty()) count_queue(self, s);
   for (auto& d : dropped) {
     ++s.load.dropped;
+    st.net->metrics.dropped("early_drop");
     auto left = std::chrono::duration<double, std::milli>(d.deadline - now).count();
     answer(self, d.item.inv, msg::status::dropped,
            fmt::format("early drop by {}: {:.1f} ms left, a batch of {} {} needs {:.1f} ms", st.policy->name(), left,
@@ -179,6 +194,12 @@ void on_done(self_ptr self, uint64_t token) {
   auto now = self->clock().now();
   auto exec_ns = (now - r.started).count();
   auto b = static_cast<uint32_t>(r.entries.size());
+  st.net->metrics.busy(metric_name(st), seconds_of(r.started), seconds_of(now));
+  for (size_t i = 0, from = 0; i <= r.entries.size(); ++i)
+    if (i == r.entries.size() || r.entries[i].first != r.entries[from].first) {
+      st.net->metrics.batch(r.entries[from].first->name, static_cast<int>(i - from));
+      from = i;
+    }
   for (size_t i = 0; i < r.entries.size(); ++i) {
     auto& [m, e] = r.entries[i];
     auto queue_ns = (r.started - e.item.enqueued).count();
@@ -223,15 +244,19 @@ void on_invocation(self_ptr self, msg::invocation& inv) {
       return answer(self, inv, msg::status::error, ok.error());
   ++s->load.arrived;
   s->budget_sum_ms += static_cast<double>(inv.budget_ns) / 1e6;
-  if (static_cast<int>(s->queue.size()) >= st.cfg->runtime.max_queue_length)
+  if (static_cast<int>(s->queue.size()) >= st.cfg->runtime.max_queue_length) {
+    st.net->metrics.dropped("queue_full");
     return answer(self, inv, msg::status::overloaded,
                   "queue of " + inv.model + " on " + where + " holds " +
                       std::to_string(st.cfg->runtime.max_queue_length) + " requests (runtime.max_queue_length)");
+  }
   auto bytes = payload_bytes(inv.inputs);
-  if (!st.net->queued.try_charge(bytes, st.cfg->runtime.max_queued_mb << 20))
+  if (!st.net->queued.try_charge(bytes, st.cfg->runtime.max_queued_mb << 20)) {
+    st.net->metrics.dropped("payload_budget");
     return answer(self, inv, msg::status::overloaded,
                   fmt::format("node '{}' holds {:.1f} MB of queued payloads (runtime.max_queued_mb {})",
                               st.net->self_name(), st.net->queued.used() / 1048576.0, st.cfg->runtime.max_queued_mb));
+  }
   auto now = self->clock().now();
   s->last_arrival = now;
   // A real device reads its mailbox only between batches: time the invocation waited there
@@ -240,6 +265,7 @@ void on_invocation(self_ptr self, msg::invocation& inv) {
   auto deadline = arrived + nanoseconds(inv.budget_ns);
   s->queue.push(deadline, pending{std::move(inv), arrived, bytes});
   run_next(self);
+  count_queue(self, *s);  // run_next leaves the sessions where they are
 }
 
 void on_schedule(self_ptr self, msg::device_schedule& ds) {

@@ -45,6 +45,7 @@ struct in_flight {
   std::string node;
   uint32_t device = 0;
   clock_time deadline;
+  clock_time sent;             // when it last went to a device
   std::vector<tensor> inputs;  // kept to re-route when the node fails
   bool checked = false;        // a root's: the inputs were checked at ingress
 };
@@ -75,6 +76,33 @@ struct frontend_state {
 
 using self_ptr = frontend_actor::stateful_pointer<frontend_state>;
 
+double seconds_of(clock_time t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+std::string_view outcome_label(msg::status code) {
+  switch (code) {
+    case msg::status::ok:
+      return "ok";
+    case msg::status::dropped:
+      return "dropped";
+    case msg::status::overloaded:
+      return "overloaded";
+    case msg::status::error:
+      return "error";
+  }
+  return "error";
+}
+
+// Counts one answered request in the node's metrics; `pipeline` is the config's (a name a client
+// made up is counted as "_unknown", so that clients cannot grow the label set).
+void count_reply(self_ptr self, const std::string* pipeline, msg::status code, double seconds, bool within_slo) {
+  auto& st = self->state;
+  st.net->metrics.request_done(pipeline ? *pipeline : std::string("_unknown"), outcome_label(code), seconds, within_slo,
+                               seconds_of(self->clock().now()));
+  st.net->metrics.in_flight(st.queries.size());
+}
+
 void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
   auto& st = self->state;
   auto it = st.queries.find(qid);
@@ -84,7 +112,8 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
   r.request_id = q.request_id;
   r.code = code;
   r.reason = std::move(reason);
-  r.total_ms = ms_between(q.arrival, self->clock().now());
+  auto now = self->clock().now();
+  r.total_ms = ms_between(q.arrival, now);
   r.timings = std::move(q.timings);
   if (code == msg::status::ok) r.outputs = q.walk->take_results();
   st.net->queued.release(q.bytes);
@@ -108,11 +137,15 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
       ++st.stats.errors;
       break;
   }
+  auto& p = st.cfg->pipelines[q.pipeline];
+  bool within = code == msg::status::ok && now <= q.deadline;
+  double seconds = r.total_ms / 1e3;
   if (q.sink)
     (*q.sink)(std::move(r));
   else
     st.net->to_client(q.client, std::move(r));
   st.queries.erase(it);
+  count_reply(self, &p.name, code, seconds, within);
 }
 
 // Sends (or re-sends) invocation `id` to a live instance of its model. False when none is live.
@@ -122,6 +155,7 @@ bool send_invocation(self_ptr self, uint64_t id, in_flight& f) {
   if (!b) return false;
   f.node = b->node;
   f.device = b->device;
+  f.sent = self->clock().now();
   msg::invocation inv;
   inv.id = id;
   inv.frontend = st.net->self_name();
@@ -185,6 +219,7 @@ void on_result(self_ptr self, msg::invocation_result& r) {
   auto& s = p.stages[f.stage];
   std::erase(q.invocations, r.id);
   q.timings.push_back({s.name, r.node, r.device, r.batch, r.queue_ns / 1e6, r.exec_ns / 1e6});
+  st.net->metrics.stage_done(p.name, s.name, std::chrono::duration<double>(self->clock().now() - f.sent).count());
   if (r.code != msg::status::ok) {
     finish(self, f.query, r.code, "stage '" + s.name + "' on " + r.node + ": " + r.reason);
     return;
@@ -195,7 +230,9 @@ void on_result(self_ptr self, msg::invocation_result& r) {
 void on_ingress(self_ptr self, ingress& in) {
   auto& st = self->state;
   ++st.stats.received;
-  auto reject = [&](msg::status code, std::string reason) {
+  const std::string* known = nullptr;
+  auto reject = [&](msg::status code, std::string reason, std::string_view drop = {}) {
+    if (!drop.empty()) st.net->metrics.dropped(drop);
     if (code == msg::status::error)
       ++st.stats.errors;
     else if (code == msg::status::overloaded)
@@ -207,11 +244,13 @@ void on_ingress(self_ptr self, ingress& in) {
       (*in.sink)(std::move(r));
     else
       st.net->to_client(in.client, std::move(r));
+    count_reply(self, known, code, 0, false);
   };
   auto pit = st.pipeline_index.find(in.request.pipeline);
   if (pit == st.pipeline_index.end())
     return reject(msg::status::error, "unknown pipeline '" + in.request.pipeline + "'");
   auto& p = st.cfg->pipelines[pit->second];
+  known = &p.name;
   if (auto& why = st.routes->blocker(pit->second); !why.empty()) return reject(msg::status::error, "not ready: " + why);
   if (in.request.inputs.empty()) return reject(msg::status::error, "request carries no input tensor");
   // The declared tensor, or an image for a model that preprocesses (its device decodes it). A
@@ -228,15 +267,19 @@ void on_ingress(self_ptr self, ingress& in) {
   if (budget_ms <= 0) {
     if (waited_ms > network_ms)
       return reject(msg::status::dropped,
-                    fmt::format("stale on arrival: sent {:.1f} ms ago, beyond the {} ms SLO", spent_ms, p.slo_ms));
-    return reject(msg::status::dropped, "network time " + std::to_string(network_ms) + " ms leaves nothing of the " +
-                                            std::to_string(p.slo_ms) + " ms SLO");
+                    fmt::format("stale on arrival: sent {:.1f} ms ago, beyond the {} ms SLO", spent_ms, p.slo_ms),
+                    "stale_on_arrival");
+    return reject(msg::status::dropped,
+                  "network time " + std::to_string(network_ms) + " ms leaves nothing of the " +
+                      std::to_string(p.slo_ms) + " ms SLO",
+                  "network_time");
   }
   auto bytes = payload_bytes(in.request.inputs);
   if (!st.net->queued.try_charge(bytes, st.cfg->runtime.max_queued_mb << 20))
     return reject(msg::status::overloaded,
                   fmt::format("node '{}' holds {:.1f} MB of request payloads (runtime.max_queued_mb {})",
-                              st.net->self_name(), st.net->queued.used() / 1048576.0, st.cfg->runtime.max_queued_mb));
+                              st.net->self_name(), st.net->queued.used() / 1048576.0, st.cfg->runtime.max_queued_mb),
+                  "payload_budget");
   auto qid = st.next_query++;
   query q;
   q.bytes = bytes;

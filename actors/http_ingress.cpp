@@ -69,6 +69,7 @@ struct http_ingress::impl {
   std::shared_ptr<const cluster_config> cfg;
   frontend_actor frontend;
   std::string node;
+  std::function<std::string()> metrics;
   std::unique_ptr<httplib::Server> owned;  // httplib::SSLServer under TLS
   httplib::Server* server_ptr = nullptr;
   std::set<std::string> tokens;  // bearer tokens admitted; empty: no token needed
@@ -185,6 +186,11 @@ struct http_ingress::impl {
     server().Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) {
       reply(res, 200, json{{"live", true}}.dump());
     });
+    if (metrics)
+      server().Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+        if (admitted(req, res)) reply(res, 200, metrics(), "text/plain; version=0.0.4; charset=utf-8");
+      });
+    if (!frontend) return errors();
     server().Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) { ready("", res); });
     server().Get("/v2", [this](const httplib::Request& req, httplib::Response& res) {
       if (!admitted(req, res)) return;
@@ -203,12 +209,16 @@ struct http_ingress::impl {
     server().Post(R"(/v2/models/([^/]+)/infer)", [this](const httplib::Request& req, httplib::Response& res) {
       if (admitted(req, res)) infer(req.matches[1], req, res);
     });
+    errors();
+  }
+
+  void errors() {
     // What httplib answers itself (413 for a body over the limit, 400 for a bad request line,
     // 404 for other paths) carries the protocol's error body too.
     server().set_error_handler([](const httplib::Request&, httplib::Response& res) {
       if (!res.body.empty()) return;
       std::string what = res.status == 413   ? "Payload Too Large: over runtime.max_payload_bytes"
-                         : res.status == 404 ? "Not Found: the KServe v2 paths are under /v2"
+                         : res.status == 404 ? "Not Found: the KServe v2 paths are under /v2, metrics at /metrics"
                          : res.status == 414 ? "URI Too Long"
                                              : "Bad Request";
       res.set_content(kserve::error_body(what), "application/json");
@@ -227,11 +237,13 @@ struct http_ingress::impl {
   }
 };
 
-http_ingress::http_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node)
+http_ingress::http_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node,
+                           std::function<std::string()> metrics)
     : impl_(std::make_unique<impl>()) {
   impl_->cfg = std::move(cfg);
   impl_->frontend = std::move(frontend);
   impl_->node = std::move(node);
+  impl_->metrics = std::move(metrics);
 }
 
 http_ingress::~http_ingress() {

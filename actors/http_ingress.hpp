@@ -3,7 +3,10 @@
 // server and model metadata, readiness and inference, every pipeline a "model" of the protocol.
 // Requests go to the node's frontend actor like ZeroMQ clients' and get exactly one reply each.
 // A fixed pool of threads serves the connections; bodies are bounded by runtime.max_payload_bytes.
+// The same server serves Prometheus /metrics: beside the ingress, or alone (`nodes[].metrics`,
+// any node) when it has no frontend.
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -14,7 +17,10 @@ namespace sloserve {
 
 class http_ingress {
  public:
-  http_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node);
+  // `frontend` invalid: no KServe v2 routes but the liveness probe. `metrics`, when set, renders
+  // /metrics.
+  http_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node,
+               std::function<std::string()> metrics = {});
   ~http_ingress();
   http_ingress(const http_ingress&) = delete;
   http_ingress& operator=(const http_ingress&) = delete;

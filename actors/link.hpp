@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/interfaces.hpp"
+#include "actors/metrics.hpp"
 #include "messages/types.hpp"
 
 namespace sloserve {
@@ -38,6 +39,7 @@ int64_t payload_bytes(const std::vector<tensor>& ts);
 class link {
  public:
   payload_budget queued;
+  node_metrics metrics;  // what the node's /metrics shows
 
   virtual ~link() = default;
   virtual const std::string& self_name() const = 0;

@@ -181,15 +181,28 @@ status node_runtime::start() {
                  caf::actor_cast<caf::actor>(a.agent), caf::actor_cast<caf::actor>(a.worker),
                  caf::actor_cast<caf::actor>(a.frontend)})
     if (h) caf::anon_send(h, start_atom::value);
+  auto metrics = [link = link_, node = node_] {
+    return link->metrics.render(node, static_cast<double>(link->now_ns()) / 1e9);
+  };
   if (!spec->http.empty()) {
-    http_ = std::make_unique<http_ingress>(cfg_, a.frontend, node_);
+    http_ = std::make_unique<http_ingress>(cfg_, a.frontend, node_, metrics);
     auto port = http_->start(spec->http);
     if (!port) {
       stop();
       return fail(port.error());
     }
     http_port_ = *port;
-    spdlog::info("{}: KServe v2 HTTP ingress on port {}", node_, http_port_);
+    spdlog::info("{}: KServe v2 HTTP ingress and /metrics on port {}", node_, http_port_);
+  }
+  if (!spec->metrics.empty()) {
+    metrics_http_ = std::make_unique<http_ingress>(cfg_, frontend_actor{}, node_, metrics);
+    auto port = metrics_http_->start(spec->metrics);
+    if (!port) {
+      stop();
+      return fail(port.error());
+    }
+    metrics_port_ = *port;
+    spdlog::info("{}: /metrics on port {}", node_, metrics_port_);
   }
   started_ = true;
   spdlog::info("{}: serving at {} as [{}]", node_, transport_->endpoint(), fmt::join(spec->roles, ", "));
@@ -197,9 +210,11 @@ status node_runtime::start() {
 }
 
 void node_runtime::stop() {
-  if (http_) http_->stop();
-  http_.reset();
-  http_port_ = 0;
+  for (auto* h : {&http_, &metrics_http_}) {
+    if (*h) (*h)->stop();
+    h->reset();
+  }
+  http_port_ = metrics_port_ = 0;
   if (transport_) transport_->stop();
   if (sys_) {
     auto& a = link_->actors_;

@@ -39,6 +39,8 @@ class node_runtime {
   const local_actors& actors() const;
   // The port of the KServe v2 HTTP ingress (`nodes[].http`); 0 when the node has none.
   int http_port() const { return http_port_; }
+  // The port of the node's own /metrics server (`nodes[].metrics`); 0 when it has none.
+  int metrics_port() const { return metrics_port_; }
 
  private:
   void on_frame(std::string_view id, const bytes& frame, std::string_view user);
@@ -51,8 +53,8 @@ class node_runtime {
   std::unique_ptr<caf::actor_system> sys_;
   std::shared_ptr<zmq_link> link_;
   std::unique_ptr<transport> transport_;
-  std::unique_ptr<http_ingress> http_;
-  int http_port_ = 0;
+  std::unique_ptr<http_ingress> http_, metrics_http_;
+  int http_port_ = 0, metrics_port_ = 0;
   bool started_ = false;
 };
 

@@ -53,14 +53,16 @@ bool resolve_ports(cluster_config& cfg, std::string& error) {
       }
       a = "tcp://" + host + ":" + std::to_string(port);
     }
-    if (ends_in_zero(n.http)) {
-      auto host = n.http.substr(0, n.http.size() - 2);
+    for (auto* hp : {&n.http, &n.metrics}) {
+      if (!ends_in_zero(*hp)) continue;
+      auto host = hp->substr(0, hp->size() - 2);
       int port = free_port(host);
       if (!port) {
-        error = "node '" + n.name + "': cannot pick an http port for host '" + host + "' (use an IPv4 address)";
+        error = "node '" + n.name + "': cannot pick a port for " + (hp == &n.http ? "http" : "metrics") + " on host '" +
+                host + "' (use an IPv4 address)";
         return false;
       }
-      n.http = host + ":" + std::to_string(port);
+      *hp = host + ":" + std::to_string(port);
     }
   }
   return true;

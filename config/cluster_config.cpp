@@ -114,7 +114,7 @@ const std::vector<config_section>& config_keys() {
   static const std::vector<config_section> all = {
       {"", {"cluster", "nodes", "models", "pipelines", "runtime", "scheduler", "scaler", "security"}},
       {"cluster", {"name"}},
-      {"nodes[]", {"name", "address", "roles", "devices", "cores", "http"}},
+      {"nodes[]", {"name", "address", "roles", "devices", "cores", "http", "metrics"}},
       {"nodes[].devices[]", {"kind", "count", "models", "memory_mb", "threads"}},
       {"models[]",
        {"name", "input", "output", "max_batch", "profile", "jitter", "load_ms", "memory_mb", "path", "prefix", "cores",
@@ -364,6 +364,8 @@ void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
     if (auto ok = check_address(s.address); !ok) r.error(n["address"], where + ": " + ok.error());
   if (r.get(n, "http", s.http, where, false))
     if (auto ok = check_host_port(s.http); !ok) r.error(n["http"], where + " http: " + ok.error());
+  if (r.get(n, "metrics", s.metrics, where, false))
+    if (auto ok = check_host_port(s.metrics); !ok) r.error(n["metrics"], where + " metrics: " + ok.error());
   std::vector<std::string> roles;
   r.get(n, "roles", roles, where, true);
   if (r.get(n, "cores", s.cores, where, false) && s.cores < 1) r.error(n["cores"], where + " cores must be at least 1");
@@ -628,19 +630,22 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
         bool ephemeral = a.size() > 2 && a.compare(a.size() - 2, 2, ":0") == 0;
         if (!a.empty() && !ephemeral && !addresses.insert(a).second)
           r.error(root["nodes"][i]["address"], "address '" + a + "' is used by two nodes");
-        auto& h = cfg.nodes[i].http;
-        if (h.empty()) continue;
-        if (!cfg.nodes[i].has_role(role::frontend))
+        if (!cfg.nodes[i].http.empty() && !cfg.nodes[i].has_role(role::frontend))
           r.error(root["nodes"][i]["http"], "node '" + cfg.nodes[i].name + "' has http but not the frontend role");
-        auto host = h.substr(0, h.rfind(':'));
-        bool loopback = host == "localhost" || host.rfind("127.", 0) == 0;
-        if (cfg.security.enabled() && !cfg.security.http_secured() && !loopback)
-          r.error(root["nodes"][i]["http"],
-                  "node '" + cfg.nodes[i].name + "': with security on, an http ingress on '" + host +
-                      "' needs security tls_cert, tls_key and tokens (or a loopback address)");
-        if (h.size() < 2 || h.compare(h.size() - 2, 2, ":0") != 0)
-          if (!addresses.insert("http://" + h).second)
-            r.error(root["nodes"][i]["http"], "http '" + h + "' is used by two nodes");
+        for (auto* key : {"http", "metrics"}) {
+          auto& h = std::string_view(key) == "http" ? cfg.nodes[i].http : cfg.nodes[i].metrics;
+          if (h.empty()) continue;
+          auto host = h.substr(0, h.rfind(':'));
+          bool loopback = host == "localhost" || host.rfind("127.", 0) == 0;
+          if (cfg.security.enabled() && !cfg.security.http_secured() && !loopback)
+            r.error(root["nodes"][i][key], "node '" + cfg.nodes[i].name + "': with security on, " +
+                                               (h == cfg.nodes[i].http ? "an http ingress" : "metrics") + " on '" +
+                                               host +
+                                               "' needs security tls_cert, tls_key and tokens (or a loopback address)");
+          if (h.size() < 2 || h.compare(h.size() - 2, 2, ":0") != 0)
+            if (!addresses.insert("http://" + h).second)
+              r.error(root["nodes"][i][key], std::string(key) + " '" + h + "' is used twice");
+        }
       }
       // Every device's model list must name real models; every model in a pipeline needs a device.
       for (size_t i = 0; i < cfg.nodes.size(); ++i)
@@ -752,6 +757,7 @@ std::string to_yaml(const cluster_config& cfg) {
       << n.address << YAML::Key << "roles" << YAML::Value << YAML::Flow << role_names(n.roles);
     if (n.cores > 0) e << YAML::Key << "cores" << YAML::Value << n.cores;
     if (!n.http.empty()) e << YAML::Key << "http" << YAML::Value << n.http;
+    if (!n.metrics.empty()) e << YAML::Key << "metrics" << YAML::Value << n.metrics;
     if (!n.devices.empty()) {
       e << YAML::Key << "devices" << YAML::Value << YAML::BeginSeq;
       for (auto& g : n.devices) {

@@ -138,6 +138,36 @@ TEST_F(frontend_fixture, walks_a_fan_out_dag_and_answers_once) {
   EXPECT_EQ(replies[0].timings.size(), 4u);
 }
 
+// What the node's /metrics shows of the frontend's work: every reply counted once by outcome,
+// durations on the actors' clock, stages, and drops by reason; names clients make up do not
+// become labels.
+TEST_F(frontend_fixture, counts_every_reply_in_the_nodes_metrics) {
+  route({"w1"});
+  request("traffic", 1, make_tensor({dtype::float32, {4}}, 1));
+  advance(20ms);
+  answer(net->take<msg::invocation>().at(0).second, *cfg_->find_model("det"));
+  advance(10ms);
+  for (auto& [node, inv] : net->take<msg::invocation>()) answer(inv, *cfg_->find_model("cls"));
+  request("no-such-pipeline", 2, make_tensor({dtype::float32, {4}}, 1));
+  request("traffic", 3, make_tensor({dtype::float32, {4}}, 1), 150);  // the network took the whole SLO
+  auto replies = net->client_replies();
+  ASSERT_EQ(replies.size(), 3u);
+  auto text = net->metrics.render("fe", std::chrono::duration<double>(now().time_since_epoch()).count());
+  auto has = [&](const std::string& line) { return text.find(line + "\n") != std::string::npos; };
+  EXPECT_TRUE(has(R"(sloserve_requests_total{pipeline="traffic",outcome="ok"} 1)")) << text;
+  EXPECT_TRUE(has(R"(sloserve_requests_total{pipeline="traffic",outcome="dropped"} 1)")) << text;
+  EXPECT_TRUE(has(R"(sloserve_requests_total{pipeline="_unknown",outcome="error"} 1)")) << text;
+  EXPECT_EQ(text.find("no-such-pipeline"), std::string::npos);
+  EXPECT_TRUE(has(R"(sloserve_request_duration_seconds_bucket{pipeline="traffic",le="0.025"} 1)")) << text;
+  EXPECT_TRUE(has(R"(sloserve_request_duration_seconds_bucket{pipeline="traffic",le="0.05"} 2)")) << text;
+  EXPECT_TRUE(has(R"(sloserve_stage_duration_seconds_count{pipeline="traffic",stage="classify"} 3)")) << text;
+  EXPECT_TRUE(has(R"(sloserve_stage_duration_seconds_bucket{pipeline="traffic",stage="detect",le="0.01"} 0)")) << text;
+  EXPECT_TRUE(has(R"(sloserve_stage_duration_seconds_bucket{pipeline="traffic",stage="detect",le="0.025"} 1)")) << text;
+  EXPECT_TRUE(has(R"(sloserve_drops_total{reason="network_time"} 1)")) << text;
+  EXPECT_TRUE(has(R"(sloserve_slo_attainment{pipeline="traffic"} 0.5)")) << text;
+  EXPECT_TRUE(has("sloserve_requests_in_flight 0")) << text;
+}
+
 TEST_F(frontend_fixture, a_full_payload_budget_answers_overloaded_and_finishing_frees_it) {
   route({"w1"});
   int64_t limit = int64_t{cfg_->runtime.max_queued_mb} << 20;

@@ -203,6 +203,23 @@ security: {keys: k}
 security: {keys: k, tls_cert: c.pem}
 )");
   EXPECT_NE(half_tls.find("both tls_cert and tls_key"), std::string::npos) << half_tls;
+  // /metrics on a node of its own port: any role, the same rules, round-trips.
+  auto metrics = errors_of(R"(nodes:
+  - {name: n, address: "tcp://127.0.0.1:1", roles: [controller, frontend], http: "127.0.0.1:8000"}
+  - {name: m, address: "tcp://127.0.0.1:2", roles: [worker], metrics: "0.0.0.0:9100", devices: [{kind: emulated}]}
+  - {name: o, address: "tcp://127.0.0.1:3", roles: [worker], metrics: "127.0.0.1:8000", devices: [{kind: emulated}]}
+security: {keys: k}
+)");
+  EXPECT_NE(metrics.find("c.yaml:3:71: node 'm': with security on, metrics on '0.0.0.0' needs"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("c.yaml:4:71: metrics '127.0.0.1:8000' is used twice"), std::string::npos) << metrics;
+  auto with_metrics = std::string(named);
+  with_metrics.replace(with_metrics.find("http: "), 6, "metrics: \"127.0.0.1:0\", http: ");
+  auto m = parse_cluster_config(with_metrics, "c.yaml");
+  ASSERT_TRUE(m) << m.error_text();
+  auto m2 = parse_cluster_config(to_yaml(*m.config), "again.yaml");
+  ASSERT_TRUE(m2) << m2.error_text();
+  EXPECT_EQ(m2.config->nodes[0].metrics, "127.0.0.1:0");
   auto bad_name = std::string(named);
   bad_name.replace(bad_name.find("name: pixels"), 12, "name: \"a b\"");
   EXPECT_NE(errors_of(bad_name).find("name 'a b' must be letters"), std::string::npos);

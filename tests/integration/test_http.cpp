@@ -1,8 +1,12 @@
 // The KServe v2 HTTP ingress of a real multi-process cluster (`sloserve up`, ephemeral ports),
 // spoken to by an HTTP client as curl or a KServe client would.
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
@@ -235,6 +239,100 @@ TEST_F(http_cluster, under_security_it_takes_tls_and_refuses_a_request_without_a
   auto s = json::parse(std::ifstream(dir / "load.json"));
   EXPECT_EQ(s["lost"].get<int>(), 0);
   EXPECT_GE(s["attainment"].get<double>(), 0.99) << s.dump(2);
+}
+
+// A free TCP port on loopback for a server that cannot be told to pick one (Prometheus).
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+// /metrics on the frontend's HTTP port and on a worker's own port (nodes[].metrics), in the
+// exposition format that promtool accepts, scraped by a real Prometheus server.
+TEST_F(http_cluster, metrics_pass_promtool_and_a_prometheus_server_scrapes_them) {
+  auto yaml = read_text(dir / "cluster.yaml");
+  yaml.replace(yaml.find("devices: [{kind: emulated"), 8, "metrics: \"127.0.0.1:0\", devices:");
+  std::ofstream(dir / "cluster.yaml") << yaml;
+  start();
+  wait_ready();
+  ASSERT_EQ(run({"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "traffic", "--rate", "200",
+                 "--duration", "2", "--protocol", "http", "--json", (dir / "load.json").string()},
+                "load.log"),
+            0);
+  auto sent = json::parse(std::ifstream(dir / "load.json"))["sent"].get<int>();
+  auto resolved = sloserve::load_cluster_config(dir / "resolved.yaml");
+  ASSERT_TRUE(resolved) << resolved.error_text();
+  auto worker = resolved.config->find_node("w1")->metrics;
+  ASSERT_NE(worker.substr(worker.rfind(':')), ":0") << "up resolves the metrics port";
+  httplib::Client w("http://" + worker);
+  auto front = client->Get("/metrics"), back = w.Get("/metrics");
+  ASSERT_TRUE(front && back);
+  ASSERT_EQ(front->status, 200);
+  ASSERT_EQ(back->status, 200);
+  EXPECT_EQ(front->get_header_value("Content-Type").rfind("text/plain; version=0.0.4", 0), 0u);
+
+  // Every request the load client sent is counted once, by outcome; the pieces the issue names
+  // are there, on the node that knows them.
+  uint64_t counted = 0;
+  std::istringstream lines(front->body);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("sloserve_requests_total{pipeline=\"traffic\"", 0) == 0)
+      counted += std::stoull(line.substr(line.rfind(' ') + 1));
+  EXPECT_EQ(counted, static_cast<uint64_t>(sent)) << front->body;
+  for (auto* name :
+       {"sloserve_request_duration_seconds_bucket{pipeline=\"traffic\",le=\"+Inf\"}",
+        "sloserve_stage_duration_seconds_count{pipeline=\"traffic\",stage=\"detect\"}",
+        "sloserve_slo_attainment{pipeline=\"traffic\"}", "sloserve_plan_devices ", "sloserve_instances{model=\"det\"}"})
+    EXPECT_NE(front->body.find(name), std::string::npos) << name << " in\n" << front->body;
+  for (auto* name :
+       {"sloserve_batch_size_bucket{model=\"det\",le=\"1\"}", "sloserve_queue_length{model=\"det\",device=\"w1/0\"}",
+        "sloserve_device_busy_ratio{device=\"w1/0\"}", "sloserve_node_info{node=\"w1\"} 1"})
+    EXPECT_NE(back->body.find(name), std::string::npos) << name << " in\n" << back->body;
+
+  for (auto [name, body] : {std::pair{"front", front->body}, std::pair{"back", back->body}}) {
+    std::ofstream(dir / (std::string(name) + ".prom")) << body;
+    ASSERT_EQ(run({"/bin/sh", "-c", "promtool check metrics < " + (dir / (std::string(name) + ".prom")).string()},
+                  (std::string(name) + "-promtool.log").c_str()),
+              0)
+        << read_text(dir / (std::string(name) + "-promtool.log"));
+  }
+
+  // A Prometheus server scrapes both every second; its query API then has the series.
+  int port = free_port();
+  std::ofstream(dir / "prometheus.yml") << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+                                        << "scrape_configs:\n  - job_name: sloserve\n    static_configs:\n"
+                                        << "      - targets: ['" << base.substr(7) << "', '" << worker << "']\n";
+  auto prometheus = sloserve::spawn_child(
+      "/usr/bin/prometheus",
+      {"prometheus", "--config.file=" + (dir / "prometheus.yml").string(),
+       "--storage.tsdb.path=" + (dir / "tsdb").string(), "--web.listen-address=127.0.0.1:" + std::to_string(port)},
+      dir / "prometheus.log");
+  httplib::Client api("http://127.0.0.1:" + std::to_string(port));
+  api.set_connection_timeout(1s);
+  api.set_read_timeout(2s);
+  double total = 0, busy_series = 0;
+  for (int i = 0; i < 300 && (total <= 0 || busy_series == 0); ++i) {
+    std::this_thread::sleep_for(100ms);
+    auto q = api.Get("/api/v1/query?query=sum(sloserve_requests_total%7Bpipeline%3D%22traffic%22%7D)");
+    if (!q || q->status != 200) continue;
+    auto result = json::parse(q->body)["data"]["result"];
+    if (result.empty()) continue;
+    total = std::stod(result[0]["value"][1].get<std::string>());
+    auto b = api.Get("/api/v1/query?query=sloserve_device_busy_ratio");
+    if (b && b->status == 200) busy_series = static_cast<double>(json::parse(b->body)["data"]["result"].size());
+  }
+  prometheus.stop();
+  EXPECT_EQ(total, sent) << read_text(dir / "prometheus.log");
+  EXPECT_EQ(busy_series, 1) << "the worker's own port was scraped too";
 }
 
 }  // namespace

@@ -1,0 +1,216 @@
+#include "actors/metrics.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace sloserve {
+
+const std::vector<double> node_metrics::latency_buckets{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                        0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+const std::vector<double> node_metrics::batch_buckets{1, 2, 4, 8, 16, 32, 64, 128, 256};
+
+void sliding_sum::add(double at_s, double value) {
+  auto second = static_cast<int64_t>(std::floor(at_s));
+  auto& s = slots_[static_cast<size_t>(second % static_cast<int64_t>(slots_.size()))];
+  if (s.second != second) s = {second, 0};
+  s.value += value;
+}
+
+double sliding_sum::sum(double now_s, int window) const {
+  auto now = static_cast<int64_t>(std::floor(now_s));
+  window = std::min<int>(window, static_cast<int>(slots_.size()));
+  double total = 0;
+  for (auto& s : slots_)
+    if (s.second > now - window && s.second <= now) total += s.value;
+  return total;
+}
+
+std::string escape_label(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
+  }
+  return out;
+}
+
+namespace {
+
+std::string label(std::string_view name, std::string_view value) {
+  return fmt::format("{}=\"{}\"", name, escape_label(value));
+}
+
+std::string label2(std::string_view n1, std::string_view v1, std::string_view n2, std::string_view v2) {
+  return label(n1, v1) + "," + label(n2, v2);
+}
+
+// A sample value as Prometheus reads it: integers without a point, others in shortest form.
+std::string number(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(v)) return "NaN";
+  return fmt::format("{}", v);
+}
+
+void header(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
+  fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+void sample(std::string& out, std::string_view name, const std::string& labels, double v) {
+  if (labels.empty())
+    fmt::format_to(std::back_inserter(out), "{} {}\n", name, number(v));
+  else
+    fmt::format_to(std::back_inserter(out), "{}{{{}}} {}\n", name, labels, number(v));
+}
+
+}  // namespace
+
+void node_metrics::histogram::observe(double v) {
+  if (counts.empty()) counts.assign(bounds->size() + 1, 0);
+  auto i = std::lower_bound(bounds->begin(), bounds->end(), v) - bounds->begin();
+  ++counts[static_cast<size_t>(i)];
+  sum += v;
+  ++count;
+}
+
+void node_metrics::request_done(const std::string& pipeline, std::string_view outcome, double seconds, bool within_slo,
+                                double now_s) {
+  std::lock_guard lock(mu_);
+  ++requests_[label2("pipeline", pipeline, "outcome", outcome)];
+  auto& h = durations_[label("pipeline", pipeline)];
+  h.bounds = &latency_buckets;
+  h.observe(seconds);
+  auto& a = attainment_[pipeline];
+  a.total.add(now_s, 1);
+  if (within_slo) a.within.add(now_s, 1);
+}
+
+void node_metrics::stage_done(const std::string& pipeline, const std::string& stage, double seconds) {
+  std::lock_guard lock(mu_);
+  auto& h = stage_durations_[label2("pipeline", pipeline, "stage", stage)];
+  h.bounds = &latency_buckets;
+  h.observe(seconds);
+}
+
+void node_metrics::dropped(std::string_view reason) {
+  std::lock_guard lock(mu_);
+  ++drops_[label("reason", reason)];
+}
+
+void node_metrics::queue_length(const std::string& model, const std::string& device, size_t n) {
+  std::lock_guard lock(mu_);
+  queue_lengths_[label2("model", model, "device", device)] = static_cast<double>(n);
+}
+
+void node_metrics::batch(const std::string& model, int size) {
+  std::lock_guard lock(mu_);
+  auto& h = batch_sizes_[label("model", model)];
+  h.bounds = &batch_buckets;
+  h.observe(size);
+}
+
+void node_metrics::busy(const std::string& device, double from_s, double to_s) {
+  std::lock_guard lock(mu_);
+  auto& b = busy_[device];
+  if (b.first_s < 0) b.first_s = from_s;
+  // Split across the seconds it spans, so that each second holds at most one second of work.
+  for (double t = from_s; t < to_s;) {
+    double end = std::min(to_s, std::floor(t) + 1);
+    b.seconds.add(t, end - t);
+    t = end;
+  }
+}
+
+void node_metrics::placement(size_t devices, const std::map<std::string, size_t>& instances) {
+  std::lock_guard lock(mu_);
+  plan_devices_ = static_cast<double>(devices);
+  instances_ = instances;
+}
+
+void node_metrics::in_flight(size_t n) {
+  std::lock_guard lock(mu_);
+  in_flight_ = static_cast<double>(n);
+}
+
+std::string node_metrics::render(std::string_view node, double now_s) const {
+  std::lock_guard lock(mu_);
+  std::string out;
+  auto histograms = [&](std::string_view name, std::string_view help, const std::map<labels, histogram>& family) {
+    header(out, name, "histogram", help);
+    for (auto& [l, h] : family) {
+      uint64_t cumulative = 0;
+      auto bucket = fmt::format("{}_bucket", name);
+      auto prefix = l.empty() ? std::string() : l + ",";
+      for (size_t i = 0; i <= h.bounds->size(); ++i) {
+        cumulative += h.counts[i];
+        auto le = i < h.bounds->size() ? number((*h.bounds)[i]) : std::string("+Inf");
+        sample(out, bucket, prefix + label("le", le), static_cast<double>(cumulative));
+      }
+      sample(out, fmt::format("{}_sum", name), l, h.sum);
+      sample(out, fmt::format("{}_count", name), l, static_cast<double>(h.count));
+    }
+  };
+  auto counters = [&](std::string_view name, std::string_view help, const std::map<labels, uint64_t>& family) {
+    header(out, name, "counter", help);
+    for (auto& [l, v] : family) sample(out, name, l, static_cast<double>(v));
+  };
+
+  header(out, "sloserve_node_info", "gauge", "The node that serves these metrics.");
+  sample(out, "sloserve_node_info", label("node", node), 1);
+  counters("sloserve_requests_total", "Requests answered, by pipeline and outcome (ok, dropped, overloaded, error).",
+           requests_);
+  histograms("sloserve_request_duration_seconds", "Time from a request's arrival to its reply.", durations_);
+  histograms("sloserve_stage_duration_seconds", "Time from a stage's invocation to its result, queueing included.",
+             stage_durations_);
+  counters("sloserve_drops_total",
+           "Requests dropped or refused for load or time on this node (early_drop, queue_full, payload_budget, "
+           "stale_on_arrival, network_time).",
+           drops_);
+  if (!attainment_.empty()) {
+    header(out, "sloserve_slo_attainment", "gauge",
+           fmt::format("Fraction of the requests answered in the last {} s that were ok within their SLO.",
+                       attainment_window_s));
+    for (auto& [p, a] : attainment_) {
+      double total = a.total.sum(now_s, attainment_window_s);
+      if (total > 0)
+        sample(out, "sloserve_slo_attainment", label("pipeline", p), a.within.sum(now_s, attainment_window_s) / total);
+    }
+  }
+  if (in_flight_ >= 0) {
+    header(out, "sloserve_requests_in_flight", "gauge", "Requests admitted and not yet answered.");
+    sample(out, "sloserve_requests_in_flight", {}, in_flight_);
+  }
+  if (!queue_lengths_.empty()) {
+    header(out, "sloserve_queue_length", "gauge", "Requests queued on a device, by model.");
+    for (auto& [l, v] : queue_lengths_) sample(out, "sloserve_queue_length", l, v);
+  }
+  if (!batch_sizes_.empty()) histograms("sloserve_batch_size", "Requests per batch run, by model.", batch_sizes_);
+  if (!busy_.empty()) {
+    header(out, "sloserve_device_busy_ratio", "gauge",
+           fmt::format("Fraction of the last {} s a device spent running batches.", busy_window_s));
+    for (auto& [d, b] : busy_) {
+      // A device that started less than a window ago is judged over the time it has been up.
+      double start = std::max(b.first_s, std::floor(now_s) - busy_window_s + 1);
+      double span = std::max(now_s - start, 1e-3);
+      double ratio = std::min(1.0, b.seconds.sum(now_s, busy_window_s) / span);
+      sample(out, "sloserve_device_busy_ratio", label("device", d), ratio);
+    }
+  }
+  if (plan_devices_ >= 0) {
+    header(out, "sloserve_plan_devices", "gauge", "Devices the current placement uses.");
+    sample(out, "sloserve_plan_devices", {}, plan_devices_);
+    header(out, "sloserve_instances", "gauge", "Instances (device sessions) of each model in the current placement.");
+    for (auto& [m, n] : instances_) sample(out, "sloserve_instances", label("model", m), static_cast<double>(n));
+  }
+  return out;
+}
+
+}  // namespace sloserve

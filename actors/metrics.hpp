@@ -1,0 +1,96 @@
+#pragma once
+// What a node tells Prometheus: counters, gauges and histograms its actors update as they work,
+// rendered in the text exposition format (version 0.0.4) at /metrics. Thread-safe: actors update
+// from their threads and the HTTP server renders from its own. CAF-free; times are seconds on
+// the caller's clock (the actors' steady clock), so that tests inject them.
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sloserve {
+
+// Per-second buckets of the last `seconds` seconds: what was added at each second, summed over a
+// window that ends now.
+class sliding_sum {
+ public:
+  explicit sliding_sum(int seconds = 60) : slots_(static_cast<size_t>(seconds)) {}
+  void add(double at_s, double value);
+  // The sum over (now - window, now], whole seconds; window at most the ring's length.
+  double sum(double now_s, int window) const;
+
+ private:
+  struct slot {
+    int64_t second = -1;
+    double value = 0;
+  };
+  std::vector<slot> slots_;
+};
+
+class node_metrics {
+ public:
+  // Upper bounds of the histograms' buckets (+Inf is implied).
+  static const std::vector<double> latency_buckets;  // seconds
+  static const std::vector<double> batch_buckets;    // requests
+  static constexpr int attainment_window_s = 60;
+  static constexpr int busy_window_s = 10;
+
+  // Frontend: a query answered `outcome` (ok, dropped, overloaded, error) `seconds` after it
+  // arrived; `within_slo`: ok by its deadline.
+  void request_done(const std::string& pipeline, std::string_view outcome, double seconds, bool within_slo,
+                    double now_s);
+  // Frontend: one stage of a query, from sending its invocation to its result.
+  void stage_done(const std::string& pipeline, const std::string& stage, double seconds);
+  // A request this node refused or dropped for load or time (early drop, full queue, payload
+  // budget, stale on arrival); each is counted on the node that dropped it.
+  void dropped(std::string_view reason);
+  // Device: requests queued for `model` on `device` ("node/index").
+  void queue_length(const std::string& model, const std::string& device, size_t n);
+  // Device: a batch of `size` requests of `model` ran.
+  void batch(const std::string& model, int size);
+  // Device: `device` ran batches from `from_s` to `to_s`.
+  void busy(const std::string& device, double from_s, double to_s);
+  // Controller: the placement now served.
+  void placement(size_t devices, const std::map<std::string, size_t>& instances);
+  // Frontend: queries in flight now.
+  void in_flight(size_t n);
+
+  // Everything, for node `node`, at `now_s` (the sliding windows end there).
+  std::string render(std::string_view node, double now_s) const;
+
+ private:
+  struct histogram {
+    const std::vector<double>* bounds = nullptr;
+    std::vector<uint64_t> counts;  // per bound, not cumulative; the last is +Inf
+    double sum = 0;
+    uint64_t count = 0;
+    void observe(double v);
+  };
+  struct attainment {
+    sliding_sum within{attainment_window_s}, total{attainment_window_s};
+  };
+  struct busy_time {
+    sliding_sum seconds{busy_window_s};
+    double first_s = -1;  // when the device first ran a batch
+  };
+  using labels = std::string;  // rendered: a="x",b="y"
+
+  mutable std::mutex mu_;
+  std::map<labels, uint64_t> requests_, drops_;
+  std::map<labels, histogram> durations_, stage_durations_, batch_sizes_;
+  std::map<std::string, attainment> attainment_;
+  std::map<labels, double> queue_lengths_;
+  std::map<std::string, busy_time> busy_;
+  std::map<std::string, size_t> instances_;
+  double plan_devices_ = -1;  // -1: no placement yet
+  double in_flight_ = -1;
+};
+
+// `v` with backslash, double quote and newline escaped for a label value.
+std::string escape_label(std::string_view v);
+
+}  // namespace sloserve

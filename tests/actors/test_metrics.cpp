@@ -1,0 +1,102 @@
+// The node's Prometheus metrics: the exposition format, cumulative histogram buckets, the
+// sliding windows of SLO attainment and device busy time, under injected times.
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "actors/metrics.hpp"
+
+namespace sloserve {
+namespace {
+
+// The value of the sample line that starts with `series ` (name and labels as rendered); -1
+// when there is none.
+double value_of(const std::string& text, const std::string& series) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  return -1;
+}
+
+TEST(node_metrics, counts_requests_by_outcome_with_cumulative_duration_buckets) {
+  node_metrics m;
+  m.request_done("p", "ok", 0.004, true, 100.0);
+  m.request_done("p", "ok", 0.03, false, 100.2);
+  m.request_done("p", "dropped", 0.0, false, 100.5);
+  auto text = m.render("fe", 100.9);
+  EXPECT_EQ(value_of(text, R"(sloserve_requests_total{pipeline="p",outcome="ok"})"), 2);
+  EXPECT_EQ(value_of(text, R"(sloserve_requests_total{pipeline="p",outcome="dropped"})"), 1);
+  EXPECT_EQ(value_of(text, R"(sloserve_request_duration_seconds_bucket{pipeline="p",le="0.0025"})"), 1);
+  EXPECT_EQ(value_of(text, R"(sloserve_request_duration_seconds_bucket{pipeline="p",le="0.005"})"), 2);
+  EXPECT_EQ(value_of(text, R"(sloserve_request_duration_seconds_bucket{pipeline="p",le="0.025"})"), 2);
+  EXPECT_EQ(value_of(text, R"(sloserve_request_duration_seconds_bucket{pipeline="p",le="0.05"})"), 3);
+  EXPECT_EQ(value_of(text, R"(sloserve_request_duration_seconds_bucket{pipeline="p",le="+Inf"})"), 3);
+  EXPECT_EQ(value_of(text, R"(sloserve_request_duration_seconds_count{pipeline="p"})"), 3);
+  EXPECT_NEAR(value_of(text, R"(sloserve_request_duration_seconds_sum{pipeline="p"})"), 0.034, 1e-12);
+  EXPECT_NEAR(value_of(text, R"(sloserve_slo_attainment{pipeline="p"})"), 1.0 / 3, 1e-12);
+  EXPECT_EQ(value_of(text, R"(sloserve_node_info{node="fe"})"), 1);
+  EXPECT_NE(text.find("# TYPE sloserve_requests_total counter\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE sloserve_request_duration_seconds histogram\n"), std::string::npos);
+}
+
+TEST(node_metrics, attainment_forgets_requests_older_than_its_window) {
+  node_metrics m;
+  for (int i = 0; i < 10; ++i) m.request_done("p", "dropped", 0, false, 10.0 + i * 0.1);
+  m.request_done("p", "ok", 0.01, true, 65.0);
+  EXPECT_NEAR(value_of(m.render("fe", 65.5), R"(sloserve_slo_attainment{pipeline="p"})"), 1.0 / 11, 1e-12);
+  // 60 s after the misses, only the hit is left in the window.
+  EXPECT_EQ(value_of(m.render("fe", 70.5), R"(sloserve_slo_attainment{pipeline="p"})"), 1);
+  // Nothing answered in the window: no sample rather than a made-up ratio.
+  EXPECT_EQ(value_of(m.render("fe", 200), R"(sloserve_slo_attainment{pipeline="p"})"), -1);
+}
+
+TEST(node_metrics, busy_ratio_is_the_share_of_the_recent_window_spent_in_batches) {
+  node_metrics m;
+  // Up since t = 100 s; half of each second busy, batches that straddle second boundaries.
+  for (int s = 100; s < 120; ++s) m.busy("w/0", s + 0.75, s + 1.25);
+  // Window: the seconds 111..120, [111, 120.5): 0.5 busy in each of 111..119, 0.25 in 120.
+  double expected = (9 * 0.5 + 0.25) / 9.5;
+  EXPECT_NEAR(value_of(m.render("w", 120.5), R"(sloserve_device_busy_ratio{device="w/0"})"), expected, 1e-9);
+  // A device up for less than a window is judged over its own time.
+  node_metrics young;
+  young.busy("w/1", 50.0, 50.5);
+  EXPECT_NEAR(value_of(young.render("w", 51.0), R"(sloserve_device_busy_ratio{device="w/1"})"), 0.5, 1e-9);
+  // Idle for a whole window: 0.
+  EXPECT_EQ(value_of(m.render("w", 140.5), R"(sloserve_device_busy_ratio{device="w/0"})"), 0);
+}
+
+TEST(node_metrics, batches_queues_drops_and_the_placement) {
+  node_metrics m;
+  for (int b : {1, 3, 8, 8, 300}) m.batch("det", b);
+  m.queue_length("det", "w/0", 7);
+  m.queue_length("det", "w/0", 2);
+  m.dropped("early_drop");
+  m.dropped("early_drop");
+  m.dropped("queue_full");
+  auto text = m.render("w", 1);
+  EXPECT_EQ(value_of(text, R"(sloserve_batch_size_bucket{model="det",le="1"})"), 1);
+  EXPECT_EQ(value_of(text, R"(sloserve_batch_size_bucket{model="det",le="4"})"), 2);
+  EXPECT_EQ(value_of(text, R"(sloserve_batch_size_bucket{model="det",le="8"})"), 4);
+  EXPECT_EQ(value_of(text, R"(sloserve_batch_size_bucket{model="det",le="256"})"), 4);
+  EXPECT_EQ(value_of(text, R"(sloserve_batch_size_bucket{model="det",le="+Inf"})"), 5);
+  EXPECT_EQ(value_of(text, R"(sloserve_queue_length{model="det",device="w/0"})"), 2);
+  EXPECT_EQ(value_of(text, R"(sloserve_drops_total{reason="early_drop"})"), 2);
+  EXPECT_EQ(value_of(text, R"(sloserve_drops_total{reason="queue_full"})"), 1);
+  EXPECT_EQ(text.find("sloserve_plan_devices"), std::string::npos) << "no placement yet";
+  m.placement(3, {{"det", 2}, {"cls", 0}});
+  text = m.render("ctl", 1);
+  EXPECT_EQ(value_of(text, "sloserve_plan_devices"), 3);
+  EXPECT_EQ(value_of(text, R"(sloserve_instances{model="cls"})"), 0);
+  EXPECT_EQ(value_of(text, R"(sloserve_instances{model="det"})"), 2);
+}
+
+TEST(node_metrics, label_values_are_escaped) {
+  EXPECT_EQ(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+  node_metrics m;
+  m.request_done("we\"ird", "ok", 0.001, true, 1);
+  EXPECT_EQ(value_of(m.render("fe", 1), R"(sloserve_requests_total{pipeline="we\"ird",outcome="ok"})"), 1);
+}
+
+}  // namespace
+}  // namespace sloserve
