@@ -11,7 +11,7 @@
 #include <set>
 #include <thread>
 
-#include "gpu/image.hpp"
+#include "actors/kserve_call.hpp"
 #include "messages/curve.hpp"
 #include "messages/kserve_v2.hpp"
 
@@ -94,17 +94,13 @@ struct http_ingress::impl {
   void model_metadata(const std::string& name, httplib::Response& res) {
     auto* p = cfg->find_pipeline(name);
     if (!p) return refuse(res, 404, "no pipeline '" + name + "'");
-    auto& root = cfg->models[p->stages[p->roots().front()].model_index];
+    auto sig = kserve::signature_of(*cfg, *p);
     json outputs = json::array();
-    auto leaves = p->leaves();
-    for (auto leaf : leaves) {
-      auto& m = cfg->models[p->stages[leaf].model_index];
-      outputs.push_back(tensor_metadata(leaves.size() == 1 ? m.output_name : p->stages[leaf].name, m.output));
-    }
+    for (auto& o : sig.outputs) outputs.push_back(tensor_metadata(o.name, o.spec));
     json j{{"name", p->name},
            {"versions", {"1"}},
            {"platform", "sloserve_pipeline"},
-           {"inputs", {tensor_metadata(root.input_name, root.input)}},
+           {"inputs", {tensor_metadata(sig.input.name, sig.input.spec)}},
            {"outputs", outputs}};
     reply(res, 200, j.dump());
   }
@@ -125,41 +121,18 @@ struct http_ingress::impl {
     }
     auto parsed = kserve::parse_infer_request(req.body, header_length);
     if (!parsed) return refuse(res, 400, parsed.error());
-    auto& root = cfg->models[p->stages[p->roots().front()].model_index];
-    if (parsed->inputs.size() != 1)
-      return refuse(res, 400,
-                    "pipeline '" + name + "' takes one input, '" + root.input_name + "'; the request has " +
-                        std::to_string(parsed->inputs.size()));
-    auto& t = parsed->inputs.front();
-    if (t.name != root.input_name)
-      return refuse(res, 400,
-                    "pipeline '" + name + "' has no input '" + t.name + "'; its input is '" + root.input_name + "'");
-    // Clients that batch say [1, ...]: the pipeline's tensors are one request each.
-    bool batched = t.shape.size() == root.input.shape.size() + 1 && t.shape.front() == 1 &&
-                   std::equal(root.input.shape.begin(), root.input.shape.end(), t.shape.begin() + 1);
-    if (batched) t.shape.erase(t.shape.begin());
-    for (auto r : p->roots())
-      if (auto ok = check_input(t, cfg->models[p->stages[r].model_index]); !ok)
-        return refuse(res, 400, "input '" + t.name + "': " + ok.error());
-    t.name = "input";
-    msg::client_request cr;
-    cr.pipeline = p->name;
-    cr.request_id = next_id++;
-    cr.inputs.push_back(std::move(t));
+    auto call = kserve::prepare_call(*cfg, *p, std::move(parsed->inputs), next_id++);
+    if (!call) return refuse(res, 400, call.error());
     // The frontend answers every request by its deadline and reply_grace_ms; this is a backstop.
     auto wait = std::chrono::milliseconds(static_cast<int64_t>(p->slo_ms) + 2 * cfg->runtime.reply_grace_ms + 5000);
     auto r = ask<msg::client_reply>(
         [&](auto sink) {
-          caf::anon_send(frontend, ingress{"http " + req.remote_addr, std::move(cr), std::move(sink)});
+          caf::anon_send(frontend, ingress{"http " + req.remote_addr, std::move(call->request), std::move(sink)});
         },
         wait);
     if (!r) return refuse(res, 504, "no reply from the frontend within " + std::to_string(wait.count()) + " ms");
     if (r->code != msg::status::ok) return refuse(res, http_status_of(*r), r->reason);
-    auto leaves = p->leaves();
-    if (leaves.size() == 1)
-      for (auto& o : r->outputs) o.name = cfg->models[p->stages[leaves.front()].model_index].output_name;
-    if (batched)
-      for (auto& o : r->outputs) o.shape.insert(o.shape.begin(), 1);
+    kserve::shape_outputs(*cfg, *p, *call, r->outputs);
     auto out = kserve::make_infer_response(p->name, parsed->id, r->outputs, parsed->binary_outputs);
     if (out.header_length) {
       res.set_header("Inference-Header-Content-Length", std::to_string(*out.header_length));

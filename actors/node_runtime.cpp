@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "actors/grpc_ingress.hpp"
 #include "actors/http_ingress.hpp"
 #include "actors/link.hpp"
 #include "actors/roles.hpp"
@@ -194,6 +195,16 @@ status node_runtime::start() {
     http_port_ = *port;
     spdlog::info("{}: KServe v2 HTTP ingress and /metrics on port {}", node_, http_port_);
   }
+  if (!spec->grpc.empty()) {
+    grpc_ = std::make_unique<grpc_ingress>(cfg_, a.frontend, node_);
+    auto port = grpc_->start(spec->grpc);
+    if (!port) {
+      stop();
+      return fail(port.error());
+    }
+    grpc_port_ = *port;
+    spdlog::info("{}: KServe v2 gRPC ingress on port {}", node_, grpc_port_);
+  }
   if (!spec->metrics.empty()) {
     metrics_http_ = std::make_unique<http_ingress>(cfg_, frontend_actor{}, node_, metrics);
     auto port = metrics_http_->start(spec->metrics);
@@ -214,7 +225,9 @@ void node_runtime::stop() {
     if (*h) (*h)->stop();
     h->reset();
   }
-  http_port_ = metrics_port_ = 0;
+  if (grpc_) grpc_->stop();
+  grpc_.reset();
+  http_port_ = metrics_port_ = grpc_port_ = 0;
   if (transport_) transport_->stop();
   if (sys_) {
     auto& a = link_->actors_;

@@ -17,6 +17,7 @@ namespace sloserve {
 class transport;
 class zmq_link;
 class http_ingress;
+class grpc_ingress;
 
 class node_runtime {
  public:
@@ -41,6 +42,8 @@ class node_runtime {
   int http_port() const { return http_port_; }
   // The port of the node's own /metrics server (`nodes[].metrics`); 0 when it has none.
   int metrics_port() const { return metrics_port_; }
+  // The port of the KServe v2 gRPC ingress (`nodes[].grpc`); 0 when the node has none.
+  int grpc_port() const { return grpc_port_; }
 
  private:
   void on_frame(std::string_view id, const bytes& frame, std::string_view user);
@@ -54,7 +57,8 @@ class node_runtime {
   std::shared_ptr<zmq_link> link_;
   std::unique_ptr<transport> transport_;
   std::unique_ptr<http_ingress> http_, metrics_http_;
-  int http_port_ = 0, metrics_port_ = 0;
+  std::unique_ptr<grpc_ingress> grpc_;
+  int http_port_ = 0, metrics_port_ = 0, grpc_port_ = 0;
   bool started_ = false;
 };
 

@@ -26,10 +26,12 @@ void add_load_command(CLI::App& app, int& rc) {
   cmd->add_option("-c,--config", o->config, "cluster file (frontend address, pipeline SLO and input)")->required();
   cmd->add_option("--address", o->address,
                   "frontend address (default: the first frontend of the file; with --protocol http, its http)");
-  cmd->add_option("--protocol", o->protocol, "zmq: sloserve's own; http: KServe v2 over HTTP (nodes[].http)")
-      ->check(CLI::IsMember({"zmq", "http"}))
+  cmd->add_option(
+         "--protocol", o->protocol,
+         "zmq: sloserve's own; http: KServe v2 over HTTP (nodes[].http); grpc: KServe v2 over gRPC (nodes[].grpc)")
+      ->check(CLI::IsMember({"zmq", "http", "grpc"}))
       ->capture_default_str();
-  cmd->add_option("--token", o->token, "http under security: a file holding a bearer token the ingress admits");
+  cmd->add_option("--token", o->token, "http, grpc under security: a file holding a bearer token the ingress admits");
   cmd->add_option("--pipeline", o->pipeline, "pipeline name")->required();
   cmd->add_option("--rate", lo.rate, "requests/s (open loop)")->capture_default_str();
   auto* duration =
@@ -75,21 +77,26 @@ void add_load_command(CLI::App& app, int& rc) {
     lo.input = cfg->models[p->stages[p->roots().front()].model_index].input;
     lo.address = o->address;
     lo.input_name = cfg->models[p->stages[p->roots().front()].model_index].input_name;
+    // The frontend's ingress for the protocol: its ZeroMQ address, nodes[].http or nodes[].grpc.
+    auto ingress = [&](const node_spec* f) -> const std::string& {
+      return o->protocol == "http" ? f->http : o->protocol == "grpc" ? f->grpc : f->address;
+    };
     auto* frontend = cfg->with_role(role::frontend).front();
     for (auto* f : cfg->with_role(role::frontend))
-      if (f->address == lo.address || (!lo.address.empty() && f->http == lo.address)) frontend = f;
-    if (lo.address.empty() && o->protocol == "http")
+      if (f->address == lo.address || (!lo.address.empty() && ingress(f) == lo.address)) frontend = f;
+    if (lo.address.empty())
       for (auto* f : cfg->with_role(role::frontend))
-        if (frontend->http.empty()) frontend = f;
-    if (o->protocol == "http") {
-      lo.protocol = load_protocol::http;
-      if (lo.address.empty()) lo.address = frontend->http;
+        if (ingress(frontend).empty()) frontend = f;
+    if (o->protocol == "http" || o->protocol == "grpc") {
+      lo.protocol = o->protocol == "http" ? load_protocol::http : load_protocol::grpc;
+      if (lo.address.empty()) lo.address = ingress(frontend);
       if (lo.address.empty()) {
-        std::cerr << o->config << ": no frontend has an http ingress (nodes[].http); pass --address HOST:PORT\n";
+        std::cerr << o->config << ": no frontend has a " << o->protocol << " ingress (nodes[]." << o->protocol
+                  << "); pass --address HOST:PORT\n";
         return void(rc = 2);
       }
       if (!o->key.empty() || !o->images.empty() || !o->image_size.empty()) {
-        std::cerr << "--protocol http takes neither --key nor images\n";
+        std::cerr << "--protocol " << o->protocol << " takes neither --key nor images\n";
         return void(rc = 2);
       }
       if (cfg->security.enabled()) {

@@ -53,13 +53,16 @@ bool resolve_ports(cluster_config& cfg, std::string& error) {
       }
       a = "tcp://" + host + ":" + std::to_string(port);
     }
-    for (auto* hp : {&n.http, &n.metrics}) {
+    for (auto* hp : {&n.http, &n.grpc, &n.metrics}) {
       if (!ends_in_zero(*hp)) continue;
       auto host = hp->substr(0, hp->size() - 2);
       int port = free_port(host);
       if (!port) {
-        error = "node '" + n.name + "': cannot pick a port for " + (hp == &n.http ? "http" : "metrics") + " on host '" +
-                host + "' (use an IPv4 address)";
+        error = "node '" + n.name + "': cannot pick a port for " +
+                (hp == &n.http   ? "http"
+                 : hp == &n.grpc ? "grpc"
+                                 : "metrics") +
+                " on host '" + host + "' (use an IPv4 address)";
         return false;
       }
       *hp = host + ":" + std::to_string(port);

@@ -114,7 +114,7 @@ const std::vector<config_section>& config_keys() {
   static const std::vector<config_section> all = {
       {"", {"cluster", "nodes", "models", "pipelines", "runtime", "scheduler", "scaler", "security"}},
       {"cluster", {"name"}},
-      {"nodes[]", {"name", "address", "roles", "devices", "cores", "http", "metrics"}},
+      {"nodes[]", {"name", "address", "roles", "devices", "cores", "http", "grpc", "metrics"}},
       {"nodes[].devices[]", {"kind", "count", "models", "memory_mb", "threads"}},
       {"models[]",
        {"name", "input", "output", "max_batch", "profile", "jitter", "load_ms", "memory_mb", "path", "prefix", "cores",
@@ -364,6 +364,8 @@ void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
     if (auto ok = check_address(s.address); !ok) r.error(n["address"], where + ": " + ok.error());
   if (r.get(n, "http", s.http, where, false))
     if (auto ok = check_host_port(s.http); !ok) r.error(n["http"], where + " http: " + ok.error());
+  if (r.get(n, "grpc", s.grpc, where, false))
+    if (auto ok = check_host_port(s.grpc); !ok) r.error(n["grpc"], where + " grpc: " + ok.error());
   if (r.get(n, "metrics", s.metrics, where, false))
     if (auto ok = check_host_port(s.metrics); !ok) r.error(n["metrics"], where + " metrics: " + ok.error());
   std::vector<std::string> roles;
@@ -630,17 +632,22 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
         bool ephemeral = a.size() > 2 && a.compare(a.size() - 2, 2, ":0") == 0;
         if (!a.empty() && !ephemeral && !addresses.insert(a).second)
           r.error(root["nodes"][i]["address"], "address '" + a + "' is used by two nodes");
-        if (!cfg.nodes[i].http.empty() && !cfg.nodes[i].has_role(role::frontend))
-          r.error(root["nodes"][i]["http"], "node '" + cfg.nodes[i].name + "' has http but not the frontend role");
-        for (auto* key : {"http", "metrics"}) {
-          auto& h = std::string_view(key) == "http" ? cfg.nodes[i].http : cfg.nodes[i].metrics;
+        for (auto* key : {"http", "grpc"})
+          if (!(key[0] == 'h' ? cfg.nodes[i].http : cfg.nodes[i].grpc).empty() &&
+              !cfg.nodes[i].has_role(role::frontend))
+            r.error(root["nodes"][i][key],
+                    "node '" + cfg.nodes[i].name + "' has " + key + " but not the frontend role");
+        for (auto* key : {"http", "grpc", "metrics"}) {
+          auto& h = key[0] == 'h' ? cfg.nodes[i].http : key[0] == 'g' ? cfg.nodes[i].grpc : cfg.nodes[i].metrics;
           if (h.empty()) continue;
           auto host = h.substr(0, h.rfind(':'));
           bool loopback = host == "localhost" || host.rfind("127.", 0) == 0;
           if (cfg.security.enabled() && !cfg.security.http_secured() && !loopback)
             r.error(root["nodes"][i][key], "node '" + cfg.nodes[i].name + "': with security on, " +
-                                               (h == cfg.nodes[i].http ? "an http ingress" : "metrics") + " on '" +
-                                               host +
+                                               (key[0] == 'h'   ? "an http ingress"
+                                                : key[0] == 'g' ? "a grpc ingress"
+                                                                : "metrics") +
+                                               " on '" + host +
                                                "' needs security tls_cert, tls_key and tokens (or a loopback address)");
           if (h.size() < 2 || h.compare(h.size() - 2, 2, ":0") != 0)
             if (!addresses.insert("http://" + h).second)
@@ -757,6 +764,7 @@ std::string to_yaml(const cluster_config& cfg) {
       << n.address << YAML::Key << "roles" << YAML::Value << YAML::Flow << role_names(n.roles);
     if (n.cores > 0) e << YAML::Key << "cores" << YAML::Value << n.cores;
     if (!n.http.empty()) e << YAML::Key << "http" << YAML::Value << n.http;
+    if (!n.grpc.empty()) e << YAML::Key << "grpc" << YAML::Value << n.grpc;
     if (!n.metrics.empty()) e << YAML::Key << "metrics" << YAML::Value << n.metrics;
     if (!n.devices.empty()) {
       e << YAML::Key << "devices" << YAML::Value << YAML::BeginSeq;

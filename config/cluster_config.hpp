@@ -28,6 +28,8 @@ struct node_spec {
   int cores = 0;  // cores the scaler may hand out on this node; 0: not limited
   // "HOST:PORT" of the KServe v2 HTTP ingress (frontends); empty: none. Port 0 is resolved by `up`.
   std::string http;
+  // "HOST:PORT" of the KServe v2 gRPC ingress (frontends); empty: none. Port 0 is resolved by `up`.
+  std::string grpc;
   // "HOST:PORT" where the node serves Prometheus /metrics on its own (nodes without http: workers,
   // controllers); empty: none. A node with http serves /metrics there as well.
   std::string metrics;

@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "apps/knob_option.hpp"
+#include "loadgen/grpc_connection.hpp"
 #include "loadgen/http_connection.hpp"
 #include "loadgen/socket.hpp"
 #include "messages/codec.hpp"
@@ -224,6 +225,8 @@ expected<load_summary> run_load(const load_options& o) {
   for (size_t i = 0; i < lanes; ++i) {
     if (o.protocol == load_protocol::http)
       clients.push_back(make_http_connection(o, (http_connections(o) + lanes - 1 - i) / lanes));
+    else if (o.protocol == load_protocol::grpc)
+      clients.push_back(make_grpc_connection(o));
     else
       clients.push_back(std::make_unique<load_socket>(o));
     if (auto connected = clients.back()->connect(); !connected) return fail(connected.error());

@@ -21,14 +21,14 @@ struct mix_entry {
 };
 
 // How the load client speaks to the frontend.
-enum class load_protocol { zmq, http };
+enum class load_protocol { zmq, http, grpc };
 
 struct load_options {
   load_protocol protocol = load_protocol::zmq;
-  std::string address;               // the frontend's ROUTER; with http, its KServe v2 ingress (HOST:PORT)
-  std::string input_name = "input";  // http: the pipeline's input as the protocol names it
-  std::string http_token;            // http: sent as Authorization: Bearer; empty: none
-  std::string http_ca;               // http: TLS (https) verified against this PEM; empty: plain HTTP
+  std::string address;               // the frontend's ROUTER; with http or grpc, its KServe v2 ingress (HOST:PORT)
+  std::string input_name = "input";  // http, grpc: the pipeline's input as the protocol names it
+  std::string http_token;            // http, grpc: sent as Authorization: Bearer; empty: none
+  std::string http_ca;               // http, grpc: TLS verified against this PEM; empty: plaintext
   std::string pipeline;
   double slo_ms = 0;           // for ok_within_slo and lost accounting
   tensor_spec input;           // the pipeline's root input

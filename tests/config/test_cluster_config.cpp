@@ -171,7 +171,9 @@ TEST(cluster_config, the_http_ingress_and_tensor_names_are_checked_and_round_tri
   - {name: n, address: "tcp://127.0.0.1:1", roles: [controller, frontend], http: "127.0.0.1:99999"}
   - {name: m, address: "tcp://127.0.0.1:2", roles: [worker], http: "127.0.0.1:8000", devices: [{kind: emulated}]}
   - {name: o, address: "tcp://127.0.0.1:3", roles: [frontend], http: "8000"}
+  - {name: q, address: "tcp://127.0.0.1:4", roles: [worker], grpc: "127.0.0.1:8001", devices: [{kind: emulated}]}
 )");
+  EXPECT_NE(e.find("node 'q' has grpc but not the frontend role"), std::string::npos) << e;
   EXPECT_NE(e.find("c.yaml:2:82: node 'n' http: '127.0.0.1:99999' has an invalid port"), std::string::npos) << e;
   EXPECT_NE(e.find("c.yaml:3:68: node 'm' has http but not the frontend role"), std::string::npos) << e;
   EXPECT_NE(e.find("node 'o' http: '8000' must be HOST:PORT"), std::string::npos) << e;
@@ -214,12 +216,13 @@ security: {keys: k}
       << metrics;
   EXPECT_NE(metrics.find("c.yaml:4:71: metrics '127.0.0.1:8000' is used twice"), std::string::npos) << metrics;
   auto with_metrics = std::string(named);
-  with_metrics.replace(with_metrics.find("http: "), 6, "metrics: \"127.0.0.1:0\", http: ");
+  with_metrics.replace(with_metrics.find("http: "), 6, "metrics: \"127.0.0.1:0\", grpc: \"127.0.0.1:0\", http: ");
   auto m = parse_cluster_config(with_metrics, "c.yaml");
   ASSERT_TRUE(m) << m.error_text();
   auto m2 = parse_cluster_config(to_yaml(*m.config), "again.yaml");
   ASSERT_TRUE(m2) << m2.error_text();
   EXPECT_EQ(m2.config->nodes[0].metrics, "127.0.0.1:0");
+  EXPECT_EQ(m2.config->nodes[0].grpc, "127.0.0.1:0");
   auto bad_name = std::string(named);
   bad_name.replace(bad_name.find("name: pixels"), 12, "name: \"a b\"");
   EXPECT_NE(errors_of(bad_name).find("name 'a b' must be letters"), std::string::npos);

@@ -1,0 +1,318 @@
+#include "actors/grpc_ingress.hpp"
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "actors/kserve_call.hpp"
+#include "kserve/grpc_service.grpc.pb.h"
+#include "messages/curve.hpp"
+#include "messages/kserve_v2.hpp"
+
+namespace sloserve {
+
+namespace {
+
+namespace pb = inference;
+using grpc::Status;
+using grpc::StatusCode;
+
+// Elements of a typed contents field as little-endian bytes of `type`; false when a value does
+// not fit it.
+template <class Out, class Field>
+bool pack(const Field& values, std::string& out) {
+  out.resize(static_cast<size_t>(values.size()) * sizeof(Out));
+  auto* p = out.data();
+  for (auto v : values) {
+    if (v < std::numeric_limits<Out>::lowest() || v > std::numeric_limits<Out>::max()) return false;
+    Out x = static_cast<Out>(v);
+    std::memcpy(p, &x, sizeof x);
+    p += sizeof x;
+  }
+  return true;
+}
+
+// Input `i` of a ModelInfer request as a tensor: raw_input_contents, or the contents field of
+// its datatype. The error is the client's fault.
+expected<tensor> input_tensor(const pb::ModelInferRequest& req, int i) {
+  auto& in = req.inputs(i);
+  auto where = "input '" + in.name() + "'";
+  auto type = kserve::parse_datatype(in.datatype());
+  if (!type)
+    return fail(where + ": datatype '" + in.datatype() +
+                "' is not one sloserve serves (FP32, FP16, INT64, INT32, UINT8)");
+  tensor t;
+  t.name = in.name();
+  t.type = *type;
+  for (auto d : in.shape()) {
+    if (d < 0) return fail(where + ": shape has a negative dimension");
+    t.shape.push_back(d);
+  }
+  if (req.raw_input_contents_size() > 0) {
+    if (req.raw_input_contents_size() != req.inputs_size())
+      return fail("raw_input_contents has " + std::to_string(req.raw_input_contents_size()) + " entries for " +
+                  std::to_string(req.inputs_size()) + " inputs");
+    if (in.has_contents()) return fail(where + " has contents, and the request raw_input_contents too");
+    t.data = bytes::copy_of(req.raw_input_contents(i));
+  } else if (in.has_contents()) {
+    auto& c = in.contents();
+    std::string data;
+    bool fits = true;
+    switch (t.type) {
+      case dtype::float32:
+        fits = pack<float>(c.fp32_contents(), data);
+        break;
+      case dtype::int64:
+        fits = pack<int64_t>(c.int64_contents(), data);
+        break;
+      case dtype::int32:
+        fits = pack<int32_t>(c.int_contents(), data);
+        break;
+      case dtype::uint8:
+        fits = pack<uint8_t>(c.uint_contents(), data);
+        break;
+      case dtype::float16:
+        return fail(where + ": FP16 travels in raw_input_contents only");
+    }
+    if (!fits) return fail(where + ": a value does not fit " + in.datatype());
+    t.data = bytes(std::move(data));
+  } else {
+    return fail(where + " has no contents and the request no raw_input_contents");
+  }
+  if (auto ok = check_tensor_bytes(t); !ok) return fail(where + ": " + ok.error());
+  return t;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void set_metadata(pb::ModelMetadataResponse::TensorMetadata* m, const kserve::tensor_signature& t) {
+  m->set_name(t.name);
+  m->set_datatype(std::string(kserve::datatype_name(t.spec.type)));
+  for (auto d : t.spec.shape) m->add_shape(d);
+}
+
+}  // namespace
+
+// The gRPC status of a frontend's reply: OK; DROPPED and a pipeline not ready UNAVAILABLE (try
+// again later); OVERLOADED RESOURCE_EXHAUSTED; ERROR INTERNAL (the ingress answers the client's
+// own faults with INVALID_ARGUMENT or NOT_FOUND before they reach the frontend).
+Status grpc_status_of(const msg::client_reply& r) {
+  switch (r.code) {
+    case msg::status::ok:
+      return Status::OK;
+    case msg::status::dropped:
+      return {StatusCode::UNAVAILABLE, r.reason};
+    case msg::status::overloaded:
+      return {StatusCode::RESOURCE_EXHAUSTED, r.reason};
+    case msg::status::error:
+      return {r.reason.rfind("not ready", 0) == 0 ? StatusCode::UNAVAILABLE : StatusCode::INTERNAL, r.reason};
+  }
+  return {StatusCode::INTERNAL, r.reason};
+}
+
+struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
+  std::shared_ptr<const cluster_config> cfg;
+  frontend_actor frontend;
+  std::string node;
+  std::set<std::string> tokens;  // bearer tokens admitted; empty: no token needed
+  std::unique_ptr<grpc::Server> server;
+  std::atomic<uint64_t> next_id{1};
+
+  // Under security, everything but the health RPCs needs `authorization: Bearer TOKEN`.
+  bool admitted(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor) {
+    if (tokens.empty()) return true;
+    auto& md = ctx->client_metadata();
+    auto it = md.find("authorization");
+    if (it != md.end()) {
+      std::string_view auth(it->second.data(), it->second.size());
+      if (auth.rfind("Bearer ", 0) == 0 && tokens.count(std::string(auth.substr(7)))) return true;
+    }
+    reactor->Finish({StatusCode::UNAUTHENTICATED, it == md.end() ? "an authorization: Bearer token is required"
+                                                                 : "the bearer token is not admitted"});
+    return false;
+  }
+
+  // Asks the frontend whether `pipeline` (empty: all) can be served; `done` gets the answer on
+  // the frontend's thread.
+  void readiness(const std::string& pipeline, std::function<void(const msg::status_reply&)> done) {
+    auto sink = std::make_shared<const status_sink>([done = std::move(done)](msg::status_reply r) { done(r); });
+    caf::anon_send(frontend, status_query{"grpc", msg::status_request{0}, pipeline, std::move(sink)});
+  }
+
+  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx, const pb::ServerLiveRequest*,
+                                       pb::ServerLiveResponse* res) override {
+    auto* reactor = ctx->DefaultReactor();
+    res->set_live(true);
+    reactor->Finish(Status::OK);
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* ctx, const pb::ServerReadyRequest*,
+                                        pb::ServerReadyResponse* res) override {
+    auto* reactor = ctx->DefaultReactor();
+    readiness("", [reactor, res](const msg::status_reply& r) {
+      res->set_ready(r.ready);
+      reactor->Finish(Status::OK);
+    });
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx, const pb::ModelReadyRequest* req,
+                                       pb::ModelReadyResponse* res) override {
+    auto* reactor = ctx->DefaultReactor();
+    if (!admitted(ctx, reactor)) return reactor;
+    if (!cfg->find_pipeline(req->name())) {
+      reactor->Finish({StatusCode::NOT_FOUND, "no pipeline '" + req->name() + "'"});
+      return reactor;
+    }
+    readiness(req->name(), [reactor, res](const msg::status_reply& r) {
+      res->set_ready(r.ready);
+      reactor->Finish(Status::OK);
+    });
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* ctx, const pb::ServerMetadataRequest*,
+                                           pb::ServerMetadataResponse* res) override {
+    auto* reactor = ctx->DefaultReactor();
+    if (!admitted(ctx, reactor)) return reactor;
+    res->set_name("sloserve");
+    res->set_version(SLOSERVE_VERSION);
+    reactor->Finish(Status::OK);
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx, const pb::ModelMetadataRequest* req,
+                                          pb::ModelMetadataResponse* res) override {
+    auto* reactor = ctx->DefaultReactor();
+    if (!admitted(ctx, reactor)) return reactor;
+    auto* p = cfg->find_pipeline(req->name());
+    if (!p) {
+      reactor->Finish({StatusCode::NOT_FOUND, "no pipeline '" + req->name() + "'"});
+      return reactor;
+    }
+    auto sig = kserve::signature_of(*cfg, *p);
+    res->set_name(p->name);
+    res->add_versions("1");
+    res->set_platform("sloserve_pipeline");
+    set_metadata(res->add_inputs(), sig.input);
+    for (auto& o : sig.outputs) set_metadata(res->add_outputs(), o);
+    reactor->Finish(Status::OK);
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const pb::ModelInferRequest* req,
+                                       pb::ModelInferResponse* res) override {
+    auto* reactor = ctx->DefaultReactor();
+    if (!admitted(ctx, reactor)) return reactor;
+    auto* p = cfg->find_pipeline(req->model_name());
+    if (!p) {
+      reactor->Finish({StatusCode::NOT_FOUND, "unknown pipeline '" + req->model_name() + "'"});
+      return reactor;
+    }
+    std::vector<tensor> inputs;
+    for (int i = 0; i < req->inputs_size(); ++i) {
+      auto t = input_tensor(*req, i);
+      if (!t) {
+        reactor->Finish({StatusCode::INVALID_ARGUMENT, t.error()});
+        return reactor;
+      }
+      inputs.push_back(std::move(*t));
+    }
+    auto call = kserve::prepare_call(*cfg, *p, std::move(inputs), next_id++);
+    if (!call) {
+      reactor->Finish({StatusCode::INVALID_ARGUMENT, call.error()});
+      return reactor;
+    }
+    auto request = std::move(call->request);
+    // The frontend answers every request by its deadline and runtime.reply_grace_ms, on its
+    // thread; the reactor and the response stay valid until Finish.
+    auto sink = std::make_shared<const reply_sink>(
+        [this, p, call = std::move(*call), reactor, res, id = req->id()](msg::client_reply r) {
+          if (r.code != msg::status::ok) return reactor->Finish(grpc_status_of(r));
+          kserve::shape_outputs(*cfg, *p, call, r.outputs);
+          res->set_model_name(p->name);
+          res->set_model_version("1");
+          res->set_id(id);
+          for (auto& o : r.outputs) {
+            auto* out = res->add_outputs();
+            out->set_name(o.name);
+            out->set_datatype(std::string(kserve::datatype_name(o.type)));
+            for (auto d : o.shape) out->add_shape(d);
+            res->add_raw_output_contents(o.data.data(), o.data.size());
+          }
+          reactor->Finish(Status::OK);
+        });
+    caf::anon_send(frontend, ingress{"grpc " + ctx->peer(), std::move(request), std::move(sink)});
+    return reactor;
+  }
+};
+
+grpc_ingress::grpc_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node)
+    : impl_(std::make_unique<impl>()) {
+  impl_->cfg = std::move(cfg);
+  impl_->frontend = std::move(frontend);
+  impl_->node = std::move(node);
+}
+
+grpc_ingress::~grpc_ingress() {
+  stop();
+}
+
+expected<int> grpc_ingress::start(const std::string& host_port) {
+  auto colon = host_port.rfind(':');
+  auto host = host_port.substr(0, colon);
+  if (host == "*") host = "0.0.0.0";
+  auto& sec = impl_->cfg->security;
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+  if (sec.enabled() && !sec.tls_cert.empty()) {
+    grpc::SslServerCredentialsOptions tls;
+    tls.pem_key_cert_pairs.push_back({read_file(sec.tls_key), read_file(sec.tls_cert)});
+    if (tls.pem_key_cert_pairs[0].private_key.empty() || tls.pem_key_cert_pairs[0].cert_chain.empty())
+      return fail("grpc: cannot read TLS certificate " + sec.tls_cert + " and key " + sec.tls_key);
+    creds = grpc::SslServerCredentials(tls);
+  }
+  if (sec.enabled())
+    for (auto& path : sec.tokens) {
+      auto token = read_token_file(path);
+      if (!token) return fail("grpc: " + token.error());
+      impl_->tokens.insert(*token);
+    }
+  if (sec.enabled() && !sec.http_secured())
+    spdlog::warn("{}: security is on but the gRPC ingress has no TLS certificate and tokens: it serves {} only",
+                 impl_->node, host_port);
+  grpc::ServerBuilder b;
+  int bound = 0;
+  b.AddListeningPort(host + host_port.substr(colon), creds, &bound);
+  b.RegisterService(impl_.get());
+  // A message may carry one payload of runtime.max_payload_bytes and its framing; larger ones are
+  // refused RESOURCE_EXHAUSTED before they are buffered whole.
+  auto limit = impl_->cfg->runtime.max_payload_bytes + (1 << 20);
+  b.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(limit, std::numeric_limits<int>::max())));
+  b.SetMaxSendMessageSize(-1);
+  b.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 1024);
+  // Idle connections are closed after 5 minutes; clients that ping more than every 10 s are cut.
+  b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 5 * 60 * 1000);
+  b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  impl_->server = b.BuildAndStart();
+  if (!impl_->server || bound == 0) return fail("grpc: cannot bind " + host_port);
+  return bound;
+}
+
+void grpc_ingress::stop() {
+  if (!impl_ || !impl_->server) return;
+  // Calls in flight get until their replies or 2 s; then they are cancelled.
+  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  impl_->server->Wait();
+  impl_->server.reset();
+}
+
+}  // namespace sloserve

@@ -1,0 +1,32 @@
+#pragma once
+// The KServe v2 inference protocol over gRPC on a frontend node (`nodes[].grpc`): the
+// GRPCInferenceService of messages/grpc_service.proto, every pipeline a model. Requests go to the
+// node's frontend actor like those of the other ingresses and get exactly one reply each. It is
+// event-driven (gRPC's callback API): no thread waits for a reply, so the number of requests in
+// flight is bounded by the frontend's limits, not by a pool.
+
+#include <memory>
+#include <string>
+
+#include "actors/interfaces.hpp"
+#include "config/cluster_config.hpp"
+
+namespace sloserve {
+
+class grpc_ingress {
+ public:
+  grpc_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node);
+  ~grpc_ingress();
+  grpc_ingress(const grpc_ingress&) = delete;
+  grpc_ingress& operator=(const grpc_ingress&) = delete;
+
+  // Binds HOST:PORT (port 0: any free one) and serves until stop(); the port it bound.
+  expected<int> start(const std::string& host_port);
+  void stop();
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace sloserve

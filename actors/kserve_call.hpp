@@ -1,0 +1,43 @@
+#pragma once
+// What both KServe v2 ingresses (HTTP and gRPC) do around the frontend: a pipeline's signature
+// as the protocol shows it, a request's inputs checked and turned into a client request, and the
+// reply's outputs named and shaped as the client sent them.
+
+#include <string>
+#include <vector>
+
+#include "config/cluster_config.hpp"
+#include "messages/types.hpp"
+#include "pipelines/expected.hpp"
+
+namespace sloserve::kserve {
+
+struct tensor_signature {
+  std::string name;
+  tensor_spec spec;
+};
+
+// The pipeline's input (its root model's, named `models[].input.name`) and outputs (its leaves'
+// models': named `models[].output.name` for one leaf, after the leaf stages for several).
+struct pipeline_signature {
+  tensor_signature input;
+  std::vector<tensor_signature> outputs;
+};
+pipeline_signature signature_of(const cluster_config& cfg, const pipeline& p);
+
+// A request for `p` as the frontend takes it, and how to give its reply back.
+struct prepared_call {
+  msg::client_request request;
+  bool batched = false;  // the client sent [1, ...shape]: outputs get the leading 1 too
+};
+
+// Checks `inputs` (one tensor, named as the pipeline's input, with the declared shape or the
+// declared shape behind a batch of 1, as the model takes it); the error is the client's fault.
+expected<prepared_call> prepare_call(const cluster_config& cfg, const pipeline& p, std::vector<tensor> inputs,
+                                     uint64_t request_id);
+
+// Names the reply's outputs as the signature does and restores the client's batch dimension.
+void shape_outputs(const cluster_config& cfg, const pipeline& p, const prepared_call& call,
+                   std::vector<tensor>& outputs);
+
+}  // namespace sloserve::kserve

@@ -1,0 +1,106 @@
+// bench/ingress: every ingress of a frontend against the ZeroMQ one, in one run.
+//
+// A no-op model (l(b) = 0.001·b + 0.01 ms) on one emulated device, a controller-and-frontend node
+// with the KServe v2 HTTP and gRPC ingresses and a worker node (`sloserve up`), and the load
+// client on the same machine (`sloserve load --protocol zmq|http|grpc`, closed loop). For each
+// ingress: p50 at concurrency 1 and throughput at concurrency N; then each ratio to ZeroMQ.
+//
+// usage: bench_ingress [seconds per run, default 5] [concurrency, default 64]
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "apps/child_process.hpp"
+#include "config/cluster_config.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+const char* cluster_yaml = R"(cluster: {name: ingress-bench}
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend], http: "127.0.0.1:0", grpc: "127.0.0.1:0"}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 1}]}
+models:
+  - name: noop
+    input: {dtype: float32, shape: [16]}
+    output: {dtype: float32, shape: [4]}
+    max_batch: 64
+    profile: {alpha_ms: 0.001, beta_ms: 0.01}
+pipelines:
+  - {name: noop, slo_ms: 100, stages: [{name: s, model: noop}]}
+)";
+
+struct result {
+  double rps = 0, p50 = 0, p99 = 0;
+  int64_t lost = 0, errors = 0;
+};
+
+result load(const fs::path& dir, const std::string& protocol, int concurrency, int seconds) {
+  auto out = dir / ("load-" + protocol + "-" + std::to_string(concurrency) + ".json");
+  auto p = sloserve::spawn_child(SLOSERVE_BIN,
+                                 {"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "noop",
+                                  "--protocol", protocol, "--concurrency", std::to_string(concurrency), "--duration",
+                                  std::to_string(seconds), "--warmup", "1", "--json", out.string()},
+                                 dir / "load.log");
+  int status = 0;
+  if (!p.wait_for(std::chrono::seconds(seconds + 60), status) || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "load --protocol %s failed:\n%s\n", protocol.c_str(), p.output().c_str());
+    std::exit(1);
+  }
+  auto s = json::parse(std::ifstream(out));
+  return {s["goodput_rps"].get<double>(), s["latency_ms"]["p50"].get<double>(), s["latency_ms"]["p99"].get<double>(),
+          s["lost"].get<int64_t>(), s["errors"].get<int64_t>()};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int seconds = argc > 1 ? std::atoi(argv[1]) : 5;
+  int concurrency = argc > 2 ? std::atoi(argv[2]) : 64;
+  auto dir = fs::temp_directory_path() / ("sloserve-bench-ingress-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "cluster.yaml") << cluster_yaml;
+  auto up = sloserve::spawn_child(
+      SLOSERVE_BIN,
+      {"sloserve", "up", "-c", (dir / "cluster.yaml").string(), "--write-config", (dir / "resolved.yaml").string()},
+      dir / "up.log");
+  for (int i = 0; i < 600 && up.output().find("cluster up") == std::string::npos; ++i)
+    std::this_thread::sleep_for(50ms);
+  if (up.output().find("cluster up") == std::string::npos) {
+    std::fprintf(stderr, "the cluster did not come up:\n%s\n", up.output().c_str());
+    up.stop();
+    return 1;
+  }
+  std::printf("ingress   conc 1: req/s   p50 ms | conc %d: req/s   p50 ms   p99 ms | lost errors\n", concurrency);
+  std::vector<std::string> protocols{"zmq", "http", "grpc"};
+  std::vector<std::pair<result, result>> results;
+  for (auto& protocol : protocols) {
+    auto one = load(dir, protocol, 1, seconds);
+    auto many = load(dir, protocol, concurrency, seconds);
+    results.emplace_back(one, many);
+    std::printf("%-8s  %12.0f %8.3f | %14.0f %8.3f %8.3f | %4lld %6lld\n", protocol.c_str(), one.rps, one.p50, many.rps,
+                many.p50, many.p99, static_cast<long long>(one.lost + many.lost),
+                static_cast<long long>(one.errors + many.errors));
+  }
+  auto& zmq = results.front();
+  for (size_t i = 1; i < protocols.size(); ++i) {
+    auto& r = results[i];
+    std::printf(
+        "%s vs zmq: p50 at concurrency 1 %.2fx (target <= 2x for http), throughput at %d %.2fx (%.0f req/s; "
+        "target >= 15000)\n",
+        protocols[i].c_str(), r.first.p50 / zmq.first.p50, concurrency, r.second.rps / zmq.second.rps, r.second.rps);
+  }
+  up.stop();
+  fs::remove_all(dir);
+  return 0;
+}

@@ -1,0 +1,168 @@
+#include "loadgen/grpc_connection.hpp"
+
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "kserve/grpc_service.grpc.pb.h"
+#include "messages/codec.hpp"
+#include "messages/kserve_v2.hpp"
+
+namespace sloserve {
+namespace {
+
+namespace pb = inference;
+
+msg::status status_of(const grpc::Status& s) {
+  switch (s.error_code()) {
+    case grpc::StatusCode::OK:
+      return msg::status::ok;
+    case grpc::StatusCode::UNAVAILABLE:
+      return msg::status::dropped;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return msg::status::overloaded;
+    default:
+      return msg::status::error;
+  }
+}
+
+class grpc_connection final : public load_connection {
+ public:
+  explicit grpc_connection(const load_options& o) : o_(o) {
+    input_names_[o.pipeline] = o.input_name;
+    for (auto& m : o.mix) input_names_[m.pipeline] = m.input_name;
+  }
+
+  ~grpc_connection() override {
+    // Calls still in flight hold `this`: wait for their callbacks.
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_cv_.wait(lock, [&] { return in_flight_ == 0; });
+  }
+
+  status connect() override {
+    std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+    if (!o_.http_ca.empty()) {
+      std::ifstream in(o_.http_ca);
+      std::ostringstream pem;
+      pem << in.rdbuf();
+      grpc::SslCredentialsOptions tls;
+      tls.pem_root_certs = pem.str();
+      creds = grpc::SslCredentials(tls);
+    }
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);
+    args.SetMaxSendMessageSize(-1);
+    channel_ = grpc::CreateCustomChannel(o_.address, creds, args);
+    stub_ = pb::GRPCInferenceService::NewStub(channel_);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    pb::ServerLiveRequest req;
+    pb::ServerLiveResponse res;
+    if (auto s = stub_->ServerLive(&ctx, req, &res); !s.ok())
+      return fail("no KServe v2 gRPC ingress answers at " + o_.address + " (nodes[].grpc): " + s.error_message());
+    return {};
+  }
+
+  void send(bytes frame) override {
+    msg::decode_limits limits;
+    limits.max_payload_bytes = 1ULL << 32;
+    auto d = msg::decode(frame.view(), limits);
+    if (!d.value) return;
+    if (auto* r = std::get_if<msg::client_request>(&d.value->content))
+      infer(*r);
+    else if (auto* s = std::get_if<msg::status_request>(&d.value->content))
+      ready(s->token);
+  }
+
+  bool recv(std::string& out, int timeout_ms) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!done_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return !done_.empty(); })) return false;
+    out = std::move(done_.front());
+    done_.pop_front();
+    return true;
+  }
+
+  std::string refused() override { return {}; }
+
+ private:
+  template <class Req, class Res>
+  struct call {
+    grpc::ClientContext ctx;
+    Req req;
+    Res res;
+  };
+
+  void start_call(grpc::ClientContext& ctx) {
+    if (!o_.http_token.empty()) ctx.AddMetadata("authorization", "Bearer " + o_.http_token);
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds(static_cast<int64_t>(o_.grace_ms) + 60000));
+    std::lock_guard<std::mutex> lock(mu_);
+    ++in_flight_;
+  }
+
+  void deliver(msg::body b) {
+    auto frame = msg::encode_frame({{}, std::move(b)}).str();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_.push_back(std::move(frame));
+      --in_flight_;
+    }
+    done_cv_.notify_one();
+    idle_cv_.notify_all();
+  }
+
+  void infer(const msg::client_request& r) {
+    auto* c = new call<pb::ModelInferRequest, pb::ModelInferResponse>;
+    auto& t = r.inputs.front();
+    c->req.set_model_name(r.pipeline);
+    c->req.set_id(std::to_string(r.request_id));
+    auto* in = c->req.add_inputs();
+    auto name = input_names_.find(r.pipeline);
+    in->set_name(name != input_names_.end() ? name->second : "input");
+    in->set_datatype(std::string(kserve::datatype_name(t.type)));
+    for (auto d : t.shape) in->add_shape(d);
+    c->req.add_raw_input_contents(t.data.data(), t.data.size());
+    start_call(c->ctx);
+    stub_->async()->ModelInfer(&c->ctx, &c->req, &c->res, [this, c, id = r.request_id](grpc::Status s) {
+      msg::client_reply out;
+      out.request_id = id;
+      out.code = status_of(s);
+      if (!s.ok()) out.reason = "gRPC " + std::to_string(s.error_code()) + ": " + s.error_message();
+      delete c;
+      deliver(std::move(out));
+    });
+  }
+
+  void ready(uint64_t token) {
+    auto* c = new call<pb::ServerReadyRequest, pb::ServerReadyResponse>;
+    start_call(c->ctx);
+    stub_->async()->ServerReady(&c->ctx, &c->req, &c->res, [this, c, token](grpc::Status s) {
+      msg::status_reply out{token, s.ok() && c->res.ready(),
+                            s.ok() ? (c->res.ready() ? "ready" : "the server is not ready") : s.error_message()};
+      delete c;
+      deliver(std::move(out));
+    });
+  }
+
+  const load_options& o_;
+  std::map<std::string, std::string> input_names_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::GRPCInferenceService::Stub> stub_;
+  std::mutex mu_;
+  std::condition_variable done_cv_, idle_cv_;
+  std::deque<std::string> done_;
+  size_t in_flight_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<load_connection> make_grpc_connection(const load_options& o) {
+  return std::make_unique<grpc_connection>(o);
+}
+
+}  // namespace sloserve

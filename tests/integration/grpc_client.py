@@ -1,0 +1,236 @@
+#!/usr/bin/python3
+"""The KServe v2 gRPC ingress of a real multi-process cluster (`sloserve up`, ephemeral ports),
+spoken to by a Python client generated from messages/grpc_service.proto with grpcio-tools, as
+any client of the protocol would be.
+
+usage: grpc_client.py SLOSERVE_BIN SOURCE_DIR
+"""
+
+import array
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import grpc
+import yaml
+from grpc_tools import protoc
+
+SLOSERVE, SOURCE = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+WORK = tempfile.mkdtemp(prefix="sloserve-grpc-")
+
+# Stubs from the same proto the server is built from.
+assert protoc.main(["protoc", "-I" + os.path.join(SOURCE, "messages"), "--python_out=" + WORK,
+                    "--grpc_python_out=" + WORK, "grpc_service.proto"]) == 0
+sys.path.insert(0, WORK)
+import grpc_service_pb2 as pb  # noqa: E402
+import grpc_service_pb2_grpc as pb_grpc  # noqa: E402
+
+with open(os.path.join(SOURCE, "tests", "integration", "two_stage.yaml")) as f:
+    TWO_STAGE = f.read().replace("runtime: {", "runtime: {max_payload_bytes: 1048576, ")
+
+NODES = """cluster: {name: grpc}
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend], grpc: "127.0.0.1:0"}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 1}]}
+"""
+
+IMAGE = array.array("f", [(i % 17) / 17 for i in range(3 * 32 * 32)])
+
+
+class Cluster:
+    """`sloserve up` on a cluster file in its own folder, and a channel to its gRPC ingress."""
+
+    def __init__(self, name, extra="", tls=False, token=None):
+        self.dir = os.path.join(WORK, name)
+        os.makedirs(self.dir)
+        self.path = os.path.join(self.dir, "cluster.yaml")
+        with open(self.path, "w") as f:
+            f.write(NODES + TWO_STAGE + extra)
+        self.tls, self.token = tls, token
+
+    def run(self, *args):
+        return subprocess.run(list(args), cwd=self.dir, capture_output=True, text=True, timeout=60)
+
+    def start(self):
+        self.log = open(os.path.join(self.dir, "up.log"), "w+")
+        self.up = subprocess.Popen([SLOSERVE, "up", "-c", self.path, "--write-config",
+                                    os.path.join(self.dir, "resolved.yaml")],
+                                   stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            with open(self.log.name) as f:
+                text = f.read()
+            if "cluster up" in text:
+                break
+            assert self.up.poll() is None, text
+            time.sleep(0.05)
+        with open(os.path.join(self.dir, "resolved.yaml")) as f:
+            resolved = yaml.safe_load(f)
+        self.address = [n for n in resolved["nodes"] if n["name"] == "ctl"][0]["grpc"]
+        assert not self.address.endswith(":0"), "up resolves the grpc port"
+        if self.tls:
+            with open(os.path.join(self.dir, "cert.pem"), "rb") as f:
+                creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+            self.channel = grpc.secure_channel(self.address, creds)
+        else:
+            self.channel = grpc.insecure_channel(self.address)
+        self.stub = pb_grpc.GRPCInferenceServiceStub(self.channel)
+        return self
+
+    def wait_ready(self):
+        for _ in range(200):
+            try:
+                if self.stub.ServerReady(pb.ServerReadyRequest(), timeout=2).ready:
+                    return
+            except grpc.RpcError:
+                pass
+            time.sleep(0.05)
+        with open(self.log.name) as f:
+            raise AssertionError("never ready: " + f.read())
+
+    def stop(self):
+        self.channel.close()
+        self.up.terminate()
+        self.up.wait(timeout=30)
+        self.log.close()
+
+
+def infer_request(shape=(3, 32, 32), raw=True, rid="", name="input", datatype="FP32"):
+    t = pb.ModelInferRequest.InferInputTensor(name=name, datatype=datatype, shape=list(shape))
+    r = pb.ModelInferRequest(model_name="traffic", id=rid, inputs=[t])
+    if raw:
+        r.raw_input_contents.append(IMAGE.tobytes())
+    else:
+        r.inputs[0].contents.fp32_contents.extend(IMAGE)
+    return r
+
+
+class GrpcIngress(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.c = Cluster("plain").start()
+        cls.c.wait_ready()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.stop()
+
+    def test_health_and_metadata(self):
+        s = self.c.stub
+        self.assertTrue(s.ServerLive(pb.ServerLiveRequest()).live)
+        self.assertEqual(s.ServerMetadata(pb.ServerMetadataRequest()).name, "sloserve")
+        m = s.ModelMetadata(pb.ModelMetadataRequest(name="traffic"))
+        self.assertEqual(m.name, "traffic")
+        self.assertEqual((m.inputs[0].name, m.inputs[0].datatype, list(m.inputs[0].shape)),
+                         ("input", "FP32", [3, 32, 32]))
+        self.assertEqual((m.outputs[0].name, list(m.outputs[0].shape)), ("output", [10]))
+        self.assertTrue(s.ModelReady(pb.ModelReadyRequest(name="traffic")).ready)
+        with self.assertRaises(grpc.RpcError) as e:
+            s.ModelReady(pb.ModelReadyRequest(name="nope"))
+        self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
+
+    def test_inference_with_raw_and_typed_contents(self):
+        r = self.c.stub.ModelInfer(infer_request(rid="q1"))
+        self.assertEqual((r.model_name, r.id), ("traffic", "q1"))
+        self.assertGreaterEqual(len(r.outputs), 1)  # one per classify invocation: fan-out 1.5
+        self.assertEqual(len(r.raw_output_contents), len(r.outputs))
+        for o, raw in zip(r.outputs, r.raw_output_contents):
+            self.assertEqual((o.name, o.datatype, list(o.shape)), ("output", "FP32", [10]))
+            self.assertEqual(len(raw), 40)
+        # Typed contents, and a client that batches says [1, ...] and gets [1, 10] back.
+        b = self.c.stub.ModelInfer(infer_request(shape=(1, 3, 32, 32), raw=False))
+        self.assertEqual(list(b.outputs[0].shape), [1, 10])
+
+    def test_the_clients_mistakes_get_the_right_code_and_the_node_keeps_serving(self):
+        wrong_count = infer_request()
+        wrong_count.raw_input_contents.append(b"extra")
+        unknown = infer_request()
+        unknown.model_name = "nope"
+        oversize = infer_request()
+        oversize.raw_input_contents[0] = bytes(2 << 20)
+        cases = [
+            (infer_request(shape=(3, 16, 64)), grpc.StatusCode.INVALID_ARGUMENT, "float32[3,32,32]"),
+            (infer_request(name="pixels"), grpc.StatusCode.INVALID_ARGUMENT, "no input 'pixels'"),
+            (infer_request(datatype="BF16"), grpc.StatusCode.INVALID_ARGUMENT, "datatype 'BF16'"),
+            (infer_request(datatype="INT32"), grpc.StatusCode.INVALID_ARGUMENT, "int32[3,32,32] does not match"),
+            (wrong_count, grpc.StatusCode.INVALID_ARGUMENT, "raw_input_contents has 2 entries for 1 inputs"),
+            (unknown, grpc.StatusCode.NOT_FOUND, "unknown pipeline 'nope'"),
+            (oversize, grpc.StatusCode.RESOURCE_EXHAUSTED, ""),
+        ]
+        for request, code, says in cases:
+            with self.assertRaises(grpc.RpcError) as e:
+                self.c.stub.ModelInfer(request, timeout=10)
+            self.assertEqual(e.exception.code(), code, e.exception.details())
+            self.assertIn(says, e.exception.details())
+        self.assertGreaterEqual(len(self.c.stub.ModelInfer(infer_request()).outputs), 1)
+
+    def test_many_requests_in_flight_each_get_exactly_one_reply(self):
+        # A burst of 300 at once, past what one emulated device serves within the SLO: each gets
+        # one reply, served or dropped with a reason.
+        futures = [self.c.stub.ModelInfer.future(infer_request(rid=str(i)), timeout=30) for i in range(300)]
+        served, refused = [], []
+        for f in futures:
+            try:
+                served.append(int(f.result().id))
+            except grpc.RpcError as e:
+                self.assertIn(e.code(), (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED), e.details())
+                self.assertTrue(e.details())
+                refused.append(e.code())
+        self.assertEqual(len(served) + len(refused), 300)
+        self.assertEqual(len(set(served)), len(served))
+        self.assertGreaterEqual(len(served), 20)
+        self.assertGreaterEqual(len(self.c.stub.ModelInfer(infer_request()).outputs), 1)
+
+    def test_the_load_client_speaks_grpc(self):
+        out = os.path.join(self.c.dir, "load.json")
+        done = self.c.run(SLOSERVE, "load", "-c", os.path.join(self.c.dir, "resolved.yaml"), "--pipeline", "traffic",
+                          "--rate", "150", "--duration", "2", "--protocol", "grpc", "--json", out)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        import json
+        with open(out) as f:
+            s = json.load(f)
+        self.assertEqual(s["lost"], 0)
+        self.assertGreaterEqual(s["sent"], 200)
+        self.assertGreaterEqual(s["attainment"], 0.99, s)
+
+
+class GrpcSecurity(unittest.TestCase):
+    def test_tls_and_a_bearer_token(self):
+        c = Cluster("secure", "security: {keys: keys, tls_cert: cert.pem, tls_key: key.pem, tokens: [token]}\n",
+                    tls=True)
+        self.assertEqual(c.run(SLOSERVE, "keys", "-c", c.path).returncode, 0)
+        made = c.run(shutil.which("openssl") or "/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                     "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                     "-keyout", "key.pem", "-out", "cert.pem")
+        self.assertEqual(made.returncode, 0, made.stderr)
+        with open(os.path.join(c.dir, "token"), "w") as f:
+            f.write("grpc-s3cret-token-for-tests\n")
+        c.start()
+        try:
+            c.wait_ready()  # the health RPCs need no token
+            with self.assertRaises(grpc.RpcError) as e:
+                c.stub.ModelInfer(infer_request())
+            self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+            self.assertIn("Bearer token is required", e.exception.details())
+            with self.assertRaises(grpc.RpcError) as e:
+                c.stub.ModelInfer(infer_request(), metadata=[("authorization", "Bearer wrong")])
+            self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+            r = c.stub.ModelInfer(infer_request(), metadata=[("authorization", "Bearer grpc-s3cret-token-for-tests")])
+            self.assertGreaterEqual(len(r.outputs), 1)
+            # Plaintext on the TLS port gets nowhere.
+            plain = pb_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(c.address))
+            with self.assertRaises(grpc.RpcError):
+                plain.ServerLive(pb.ServerLiveRequest(), timeout=2)
+        finally:
+            c.stop()
+
+
+if __name__ == "__main__":
+    try:
+        unittest.main(argv=[sys.argv[0], "-v"])
+    finally:
+        shutil.rmtree(WORK, ignore_errors=True)
