@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "actors/bounded_pool.hpp"
 #include "actors/kserve_call.hpp"
 #include "messages/curve.hpp"
 #include "messages/kserve_v2.hpp"
@@ -23,8 +24,21 @@ using json = nlohmann::json;
 using namespace std::chrono_literals;
 
 // Threads serving connections. A connection holds one while it is open (keep-alive), so this is
-// also how many clients are served at once; the others wait for one.
-constexpr int pool_threads = 64;
+// also how many clients are served at once; up to `waiting_connections` more wait for one, and
+// past them the server accepts no more until one is taken (the kernel's backlog holds the rest).
+constexpr size_t pool_threads = 64;
+constexpr size_t waiting_connections = 256;
+
+// httplib's task queue over a bounded_pool.
+class connection_pool final : public httplib::TaskQueue {
+ public:
+  connection_pool() : pool_(pool_threads, waiting_connections) {}
+  void enqueue(std::function<void()> fn) override { pool_.enqueue(std::move(fn)); }
+  void shutdown() override { pool_.shutdown(); }
+
+ private:
+  bounded_pool pool_;
+};
 
 void reply(httplib::Response& res, int code, const std::string& body, const char* type = "application/json") {
   res.status = code;
@@ -247,7 +261,7 @@ expected<int> http_ingress::start(const std::string& host_port) {
     spdlog::warn("{}: security is on but the HTTP ingress has no TLS certificate and tokens: it serves {} only",
                  impl_->node, host_port);
   auto& s = impl_->server();
-  s.new_task_queue = [] { return new httplib::ThreadPool(pool_threads); };
+  s.new_task_queue = [] { return new connection_pool(); };
   s.set_payload_max_length(static_cast<size_t>(impl_->cfg->runtime.max_payload_bytes));
   // Slow or stalled clients give their thread back.
   s.set_read_timeout(5s);
