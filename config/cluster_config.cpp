@@ -649,7 +649,10 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
                                                                 : "metrics") +
                                                " on '" + host +
                                                "' needs security tls_cert, tls_key and tokens (or a loopback address)");
-          if (h.size() < 2 || h.compare(h.size() - 2, 2, ":0") != 0)
+          // The same port twice on one named host cannot both bind; a wildcard host may be
+          // another machine's, so only its bind can tell.
+          bool wildcard = host == "0.0.0.0" || host == "*";
+          if (!wildcard && (h.size() < 2 || h.compare(h.size() - 2, 2, ":0") != 0))
             if (!addresses.insert("http://" + h).second)
               r.error(root["nodes"][i][key], std::string(key) + " '" + h + "' is used twice");
         }

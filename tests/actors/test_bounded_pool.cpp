@@ -24,8 +24,8 @@ TEST(bounded_pool, enqueue_waits_while_the_queue_is_full_and_every_task_runs) {
     held.wait();
     ++ran;
   });
-  started.get_future().wait();         // the one thread is busy
-  pool.enqueue([&] { ++ran; });        // waits in the queue
+  started.get_future().wait();   // the one thread is busy
+  pool.enqueue([&] { ++ran; });  // waits in the queue
   auto third = std::async(std::launch::async, [&] { pool.enqueue([&] { ++ran; }); });
   EXPECT_EQ(third.wait_for(100ms), std::future_status::timeout) << "the queue is full: enqueue must wait";
   EXPECT_EQ(pool.waiting(), 1u);

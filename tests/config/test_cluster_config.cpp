@@ -210,11 +210,13 @@ security: {keys: k, tls_cert: c.pem}
   - {name: n, address: "tcp://127.0.0.1:1", roles: [controller, frontend], http: "127.0.0.1:8000"}
   - {name: m, address: "tcp://127.0.0.1:2", roles: [worker], metrics: "0.0.0.0:9100", devices: [{kind: emulated}]}
   - {name: o, address: "tcp://127.0.0.1:3", roles: [worker], metrics: "127.0.0.1:8000", devices: [{kind: emulated}]}
+  - {name: p, address: "tcp://127.0.0.1:4", roles: [worker], metrics: "0.0.0.0:9100", devices: [{kind: emulated}]}
 security: {keys: k}
 )");
   EXPECT_NE(metrics.find("c.yaml:3:71: node 'm': with security on, metrics on '0.0.0.0' needs"), std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find("c.yaml:4:71: metrics '127.0.0.1:8000' is used twice"), std::string::npos) << metrics;
+  EXPECT_EQ(metrics.find("'0.0.0.0:9100' is used twice"), std::string::npos) << metrics;
   auto with_metrics = std::string(named);
   with_metrics.replace(with_metrics.find("http: "), 6, "metrics: \"127.0.0.1:0\", grpc: \"127.0.0.1:0\", http: ");
   auto m = parse_cluster_config(with_metrics, "c.yaml");

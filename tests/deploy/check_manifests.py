@@ -4,10 +4,15 @@
 Every manifest parses (the Helm chart once rendered with its values); every command a container,
 service or unit runs is one `sloserve --check` accepts; every cluster file they carry loads and
 simulates (`sloserve sim`), and names every node that a container runs; the probes ask the
-KServe v2 health endpoints on the ingress's port. Images cannot be built nor Kubernetes run here.
+KServe v2 health endpoints on the ingress's port; containers expose the ports their node's
+ingresses and /metrics listen on, and Prometheus is pointed at /metrics where it is served
+(`promtool check config`); the Grafana dashboard's queries parse (`promtool check rules`) and
+name only series sloserve exports (actors/metrics.cpp). Images cannot be built nor Kubernetes
+run here.
 
     check_manifests.py SLOSERVE_BIN SOURCE_DIR
 """
+import json
 import os
 import re
 import subprocess
@@ -33,7 +38,7 @@ def sloserve(args, where):
 
 
 def check_cluster_file(text, where):
-    """Loads and simulates a cluster file; returns {node: http} or None."""
+    """Loads and simulates a cluster file; returns {node: its node map} or None."""
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(text)
         path = f.name
@@ -42,7 +47,16 @@ def check_cluster_file(text, where):
             return None
     finally:
         os.unlink(path)
-    return {n["name"]: n.get("http", "") for n in yaml.safe_load(text)["nodes"]}
+    return {n["name"]: n for n in yaml.safe_load(text)["nodes"]}
+
+
+def port_of(host_port):
+    return int(host_port.rsplit(":", 1)[1]) if host_port else None
+
+
+def metrics_ports(node):
+    """Where a node serves /metrics: its HTTP ingress and its metrics port."""
+    return {p for p in (port_of(node.get("http")), port_of(node.get("metrics"))) if p}
 
 
 def check_command(args, where, nodes, env=None):
@@ -94,9 +108,9 @@ def check_kubernetes(docs, where):
         fail(where, "no ConfigMap with a loadable cluster.yaml")
         return
     http_port = None
-    for name, http in cluster.items():
-        if http:
-            http_port = int(http.rsplit(":", 1)[1])
+    for name, node in cluster.items():
+        if node.get("http"):
+            http_port = port_of(node["http"])
     workloads = [d for d in docs if d["kind"] in ("Deployment", "StatefulSet")]
     if not workloads:
         fail(where, "no Deployment or StatefulSet")
@@ -109,8 +123,22 @@ def check_kubernetes(docs, where):
                 fail(w, "does not run sloserve: %s" % command)
                 continue
             pods = [d["metadata"]["name"] + "-" + str(i) for i in range(replicas)] if d["kind"] == "StatefulSet" else [""]
+            exposed = {int(p["containerPort"]) for p in c.get("ports", [])}
+            annotations = d["spec"]["template"]["metadata"].get("annotations", {})
             for pod in pods:
-                check_command(command[1:] + c.get("args", []), w, cluster, {"POD_NAME": pod})
+                args = command[1:] + c.get("args", [])
+                check_command(args, w, cluster, {"POD_NAME": pod})
+                name = args[args.index("--name") + 1].replace("$(POD_NAME)", pod) if "--name" in args else None
+                node = cluster.get(name, {})
+                for key in ("http", "grpc", "metrics"):
+                    if node.get(key) and port_of(node[key]) not in exposed:
+                        fail(w, "node %s serves %s on port %d, which the container does not expose" %
+                             (name, key, port_of(node[key])))
+                if annotations.get("prometheus.io/scrape") == "true":
+                    port = int(annotations.get("prometheus.io/port", 0))
+                    if port not in metrics_ports(node):
+                        fail(w, "Prometheus is told to scrape port %d; node %s serves /metrics on %s" %
+                             (port, name, sorted(metrics_ports(node)) or "no port"))
             for probe in ("livenessProbe", "readinessProbe"):
                 if probe not in c:
                     continue
@@ -138,7 +166,40 @@ check_kubernetes(docs, "helm/sloserve")
 compose = yaml.safe_load(open(os.path.join(deploy, "compose.yaml")))
 cluster = check_cluster_file(open(os.path.join(deploy, "compose-cluster.yaml")).read(), "compose-cluster.yaml")
 for name, svc in compose["services"].items():
-    check_command(svc["command"], "compose.yaml " + name, cluster)
+    if svc.get("image") == "sloserve":
+        check_command(svc["command"], "compose.yaml " + name, cluster)
+
+# Prometheus for compose: a configuration promtool accepts, aimed at /metrics of every node.
+prom = os.path.join(deploy, "prometheus", "prometheus.yml")
+r = subprocess.run(["promtool", "check", "config", prom], capture_output=True, text=True)
+if r.returncode != 0:
+    fail("prometheus/prometheus.yml", "promtool check config: " + (r.stderr or r.stdout).strip()[-300:])
+targets = {t for job in yaml.safe_load(open(prom))["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]}
+for name, node in (cluster or {}).items():
+    if not any("%s:%d" % (name, p) in targets for p in metrics_ports(node)):
+        fail("prometheus/prometheus.yml", "scrapes no /metrics port of node %s (%s)" % (name, sorted(metrics_ports(node))))
+for t in targets:
+    host, port = t.rsplit(":", 1)
+    if host not in (cluster or {}) or int(port) not in metrics_ports(cluster[host]):
+        fail("prometheus/prometheus.yml", "target %s is no node's /metrics" % t)
+
+# The Grafana dashboard: its queries parse and name only series sloserve exports.
+dashboard = json.load(open(os.path.join(deploy, "grafana", "sloserve.json")))
+exported = set(re.findall(r'"(sloserve_[a-z_]+)"', open(os.path.join(root, "actors", "metrics.cpp")).read()))
+exprs = [t["expr"] for panel in dashboard["panels"] for t in panel.get("targets", [])]
+if not exprs:
+    fail("grafana/sloserve.json", "no panel queries anything")
+for e in exprs:
+    for series in re.findall(r"\bsloserve_\w+", e):
+        if series not in exported and re.sub(r"_(bucket|sum|count)$", "", series) not in exported:
+            fail("grafana/sloserve.json", "queries %s, which sloserve does not export" % series)
+with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as f:
+    yaml.safe_dump({"groups": [{"name": "dashboard", "rules": [{"record": "panel:%d" % i, "expr": e}
+                                                              for i, e in enumerate(exprs)]}]}, f)
+r = subprocess.run(["promtool", "check", "rules", f.name], capture_output=True, text=True)
+os.unlink(f.name)
+if r.returncode != 0:
+    fail("grafana/sloserve.json", "a query does not parse: " + (r.stderr or r.stdout).strip()[-300:])
 
 # The Dockerfile's entrypoint and default command.
 docker = open(os.path.join(deploy, "Dockerfile")).read()
