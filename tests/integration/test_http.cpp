@@ -221,10 +221,12 @@ TEST_F(http_cluster, under_security_it_takes_tls_and_refuses_a_request_without_a
   client->set_bearer_token_auth("not-the-token-at-all");
   EXPECT_EQ(client->Post("/v2/models/traffic/infer", body, "application/json")->status, 401);
   EXPECT_EQ(client->Get("/v2/models/traffic")->status, 401);
+  EXPECT_EQ(client->Get("/metrics")->status, 401);
   client->set_bearer_token_auth("s3cret-token-for-the-test");
   auto ok = client->Post("/v2/models/traffic/infer", body, "application/json");
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200) << ok->body;
+  EXPECT_EQ(client->Get("/metrics")->status, 200);
   // Plain HTTP on the TLS port gets nowhere.
   httplib::Client plain("http://" + base.substr(8));
   plain.set_read_timeout(2s);
