@@ -69,6 +69,7 @@ struct frontend_state {
   uint64_t next_query = 1;
   uint64_t next_invocation = 1;
   frontend_stats stats;
+  std::unordered_map<std::string, int> client_in_flight;  // queries in flight per client
   // Since the last beacon, per pipeline: queries admitted and invocations per stage.
   std::vector<msg::pipeline_load> load;
   caf::actor_clock::time_point last_report;
@@ -117,6 +118,8 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
   r.timings = std::move(q.timings);
   if (code == msg::status::ok) r.outputs = q.walk->take_results();
   st.net->queued.release(q.bytes);
+  if (auto c = st.client_in_flight.find(q.client); c != st.client_in_flight.end() && --c->second <= 0)
+    st.client_in_flight.erase(c);
   for (auto inv : q.invocations) {
     auto f = st.invocations.find(inv);
     if (f == st.invocations.end()) continue;
@@ -274,6 +277,11 @@ void on_ingress(self_ptr self, ingress& in) {
                       std::to_string(p.slo_ms) + " ms SLO",
                   "network_time");
   }
+  if (auto c = st.client_in_flight.find(in.client);
+      c != st.client_in_flight.end() && c->second >= st.cfg->runtime.max_client_in_flight)
+    return reject(msg::status::overloaded,
+                  fmt::format("this client has {} requests in flight (runtime.max_client_in_flight)", c->second),
+                  "client_in_flight");
   auto bytes = payload_bytes(in.request.inputs);
   if (!st.net->queued.try_charge(bytes, st.cfg->runtime.max_queued_mb << 20))
     return reject(msg::status::overloaded,
@@ -291,6 +299,7 @@ void on_ingress(self_ptr self, ingress& in) {
   q.deadline = now + nanoseconds(static_cast<int64_t>(budget_ms * 1e6));
   q.walk.emplace(p, st.cfg->models, qid);
   auto deadline = q.deadline;
+  ++st.client_in_flight[q.client];
   ++st.load[pit->second].queries;
   auto& qq = st.queries.emplace(qid, std::move(q)).first->second;
   st.expiries.emplace(deadline + std::chrono::milliseconds(st.cfg->runtime.reply_grace_ms), qid);
@@ -318,6 +327,7 @@ void on_peer_down(self_ptr self, const std::string& node) {
     auto qid = f.query;
     if (f.deadline > now && send_invocation(self, id, f)) {
       ++st.stats.rerouted;
+      st.net->metrics.count(node_metrics::event::rerouted);
       continue;
     }
     finish(self, qid, msg::status::error,

@@ -135,6 +135,11 @@ void node_metrics::placement(size_t devices, const std::map<std::string, size_t>
   instances_ = instances;
 }
 
+void node_metrics::count(event e, std::string_view label) {
+  std::lock_guard lock(mu_);
+  ++events_[{e, std::string(label)}];
+}
+
 void node_metrics::in_flight(size_t n) {
   std::lock_guard lock(mu_);
   in_flight_ = static_cast<double>(n);
@@ -172,6 +177,7 @@ std::string node_metrics::render(std::string_view node, double now_s) const {
              stage_durations_);
   counters("sloserve_drops_total",
            "Requests dropped or refused for load or time on this node (early_drop, queue_full, payload_budget, "
+           "client_in_flight, "
            "stale_on_arrival, network_time).",
            drops_);
   if (!attainment_.empty()) {
@@ -203,6 +209,28 @@ std::string node_metrics::render(std::string_view node, double now_s) const {
       double ratio = std::min(1.0, b.seconds.sum(now_s, busy_window_s) / span);
       sample(out, "sloserve_device_busy_ratio", label("device", d), ratio);
     }
+  }
+  struct event_family {
+    event e;
+    const char* name;
+    const char* label;
+    const char* help;
+  };
+  static const event_family families[] = {
+      {event::rejected_frame, "sloserve_rejected_frames_total", "reason",
+       "Messages refused unread or unanswerable: too_large (over the frame limit), malformed, invalid, "
+       "payload_too_large, not_a_node (control messages from outside the cluster), handshake (refused "
+       "connections)."},
+      {event::peer_down, "sloserve_peers_down_total", "peer", "Times a peer node was marked down."},
+      {event::rerouted, "sloserve_rerouted_total", "", "Invocations sent again because their node went down."},
+      {event::reply_dropped, "sloserve_replies_dropped_total", "why",
+       "Replies that could not be sent: client_gone, client_not_reading (its queue is full)."},
+  };
+  for (auto& f : families) {
+    header(out, f.name, "counter", f.help);
+    for (auto& [k, v] : events_)
+      if (k.first == f.e)
+        sample(out, f.name, *f.label ? label(f.label, k.second) : std::string(), static_cast<double>(v));
   }
   if (plan_devices_ >= 0) {
     header(out, "sloserve_plan_devices", "gauge", "Devices the current placement uses.");

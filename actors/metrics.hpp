@@ -59,6 +59,15 @@ class node_metrics {
   // Frontend: queries in flight now.
   void in_flight(size_t n);
 
+  // Counters of what the network and clients did to the node, each with at most one label.
+  enum class event {
+    rejected_frame,  // label reason: too_large, malformed, invalid, payload_too_large, not_a_node, handshake
+    peer_down,       // label peer: a node this one stopped hearing
+    rerouted,        // an invocation sent again because its node went down
+    reply_dropped,   // label why: client_gone, client_not_reading
+  };
+  void count(event e, std::string_view label = {});
+
   // Everything, for node `node`, at `now_s` (the sliding windows end there).
   std::string render(std::string_view node, double now_s) const;
 
@@ -86,6 +95,7 @@ class node_metrics {
   std::map<labels, double> queue_lengths_;
   std::map<std::string, busy_time> busy_;
   std::map<std::string, size_t> instances_;
+  std::map<std::pair<event, std::string>, uint64_t> events_;
   double plan_devices_ = -1;  // -1: no placement yet
   double in_flight_ = -1;
 };

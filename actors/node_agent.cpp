@@ -64,6 +64,7 @@ void tick(self_ptr self) {
     bool silent = now - p.last_seen > std::chrono::milliseconds(st.cfg->runtime.peer_timeout_ms);
     if (silent || !hears_us(st, p)) {
       p.up = false;
+      st.net->metrics.count(node_metrics::event::peer_down, name);
       spdlog::warn("{}: peer {} {} for {} ms; marked down", st.net->self_name(), name,
                    silent ? "missed heartbeats" : "has not heard ours", st.cfg->runtime.peer_timeout_ms);
       notify(self, name, false);

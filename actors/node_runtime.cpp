@@ -147,10 +147,27 @@ status node_runtime::start() {
   topts.send_hwm = topts.recv_hwm = cfg_->runtime.zmq_hwm;
   // Frames up to twice the payload limit are read and answered ERROR with the reason; larger
   // ones disconnect their sender before they are buffered whole.
-  topts.max_message_bytes = 2 * cfg_->runtime.max_payload_bytes + (1 << 20);
+  topts.max_message_bytes = static_cast<int64_t>(limits_.max_frame_bytes());
+  topts.client_send_hwm = cfg_->runtime.max_client_queued_replies;
   std::map<std::string, std::string> peer_keys;
   if (auto s = curve_setup(*cfg_, node_, topts, peer_keys); !s) return fail("security: " + s.error());
-  topts.on_refused = [node = node_](const std::string& why) { spdlog::warn("{}: {}", node, why); };
+  // Refused connections name no routing id: the kind of refusal (its text up to the first detail)
+  // stands for the peer.
+  topts.on_refused = [this](const std::string& why) {
+    reject("handshake", why.substr(0, why.find_first_of(":0123456789'")), why);
+  };
+  topts.on_reply_dropped = [this](const std::string& identity, bool gone) {
+    if (!link_) return;
+    link_->metrics.count(node_metrics::event::reply_dropped, gone ? "client_gone" : "client_not_reading");
+    if (gone) return;  // a client that left: nothing to tell
+    auto now = static_cast<double>(link_->now_ns()) / 1e9;
+    if (auto held = rejections_.admit("not reading|" + identity, now))
+      spdlog::warn(
+          "{}: dropped a reply to a client that does not read its replies (its {} queued replies are "
+          "runtime.max_client_queued_replies){}",
+          node_, cfg_->runtime.max_client_queued_replies,
+          *held ? fmt::format("; {} more since the last line", *held) : "");
+  };
   // Under CURVE, which node each authenticated public key belongs to.
   for (auto& [name, key] : peer_keys) node_of_key_[key] = name;
   transport_ = std::make_unique<transport>(
@@ -250,7 +267,7 @@ void node_runtime::on_frame(std::string_view id, const bytes& frame, std::string
   std::string identity(id);
   if (!d.value) {
     auto& e = d.error;
-    spdlog::warn("{}: rejected a message: {}", node_, e.reason);
+    reject(e.kind, identity, "rejected a message: " + e.reason);
     if (e.request_id || e.from.empty())
       link_->to_client(identity, msg::client_reply{e.request_id.value_or(0), msg::status::error, e.reason, {}, {}, 0});
     else if (e.invocation_id && cfg_->find_node(e.from)) {
@@ -270,12 +287,21 @@ void node_runtime::on_frame(std::string_view id, const bytes& frame, std::string
       peer = it != node_of_key_.end() && it->second == env.from;
     }
     if (!peer) {
-      spdlog::warn("{}: refused a control message claiming to be from '{}': not a node of the cluster{}", node_,
-                   env.from, cfg_->security.enabled() ? " (or not its key)" : "");
+      reject("not_a_node", identity,
+             fmt::format("refused a control message claiming to be from '{}': not a node of the cluster{}", env.from,
+                         cfg_->security.enabled() ? " (or not its key)" : ""));
       return;
     }
   }
   dispatch(*link_, std::move(env), identity);
+}
+
+void node_runtime::reject(std::string_view kind, const std::string& peer, const std::string& what) {
+  if (!link_) return;
+  link_->metrics.count(node_metrics::event::rejected_frame, kind);
+  auto now = static_cast<double>(link_->now_ns()) / 1e9;
+  if (auto held = rejections_.admit(peer + "|" + std::string(kind), now))
+    spdlog::warn("{}: {}{}", node_, what, *held ? fmt::format(" ({} more like it since the last line)", *held) : "");
 }
 
 void node_runtime::drain() {

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "actors/interfaces.hpp"
+#include "actors/log_limiter.hpp"
 #include "config/cluster_config.hpp"
 #include "messages/codec.hpp"
 #include "pipelines/expected.hpp"
@@ -47,6 +48,8 @@ class node_runtime {
 
  private:
   void on_frame(std::string_view id, const bytes& frame, std::string_view user);
+  // Counts a rejection of `kind` in the metrics and logs `what`, rate-limited per `peer` and kind.
+  void reject(std::string_view kind, const std::string& peer, const std::string& what);
 
   std::shared_ptr<const cluster_config> cfg_;
   msg::decode_limits limits_;
@@ -59,6 +62,7 @@ class node_runtime {
   std::unique_ptr<http_ingress> http_, metrics_http_;
   std::unique_ptr<grpc_ingress> grpc_;
   int http_port_ = 0, metrics_port_ = 0, grpc_port_ = 0;
+  log_limiter rejections_;
   bool started_ = false;
 };
 

@@ -161,6 +161,16 @@ void add_load_command(CLI::App& app, int& rc) {
       for (uint64_t i = 0; i < 8; ++i)
         lo.images.push_back(make_tensor({dtype::uint8, {h, w, 3}}, lo.seed + i, "image"));
     }
+    // The frontend disconnects a sender whose message is over its frame limit, without a reply:
+    // refuse such payloads here, with the reason.
+    uint64_t largest = lo.images.empty() ? lo.input.byte_size().value_or(0) : 0;
+    for (auto& t : lo.images) largest = std::max<uint64_t>(largest, t.data.size());
+    for (auto& m : lo.mix) largest = std::max<uint64_t>(largest, m.input.byte_size().value_or(0));
+    if (largest > static_cast<uint64_t>(cfg->runtime.max_payload_bytes)) {
+      std::cerr << "a request of " << largest << " bytes exceeds runtime.max_payload_bytes ("
+                << cfg->runtime.max_payload_bytes << ") of " << o->config << "\n";
+      return void(rc = 2);
+    }
     lo.progress = true;
     auto ran = run_load(lo);
     if (!ran) {

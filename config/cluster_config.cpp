@@ -128,7 +128,8 @@ const std::vector<config_section>& config_keys() {
       {"pipelines[].stages[]", {"name", "model", "after", "fanout"}},
       {"runtime",
        {"heartbeat_ms", "peer_timeout_ms", "beacon_ms", "max_payload_bytes", "max_queue_length", "reply_grace_ms",
-        "threads", "drop_policy", "balancer", "max_queued_mb", "zmq_hwm", "clock_tolerance_ms"}},
+        "threads", "drop_policy", "balancer", "max_queued_mb", "zmq_hwm", "clock_tolerance_ms",
+        "max_client_queued_replies", "max_client_in_flight"}},
       {"scheduler", {"policy", "split", "epoch_s", "min_epoch_s", "rate_band", "headroom", "steps"}},
       {"scaler",
        {"policy", "vertical_s", "horizontal_s", "predictor", "max_cores", "max_instances", "max_total_cores",
@@ -457,6 +458,11 @@ void parse_runtime(reader& r, const YAML::Node& n, runtime_options& o) {
   r.get(n, "max_queued_mb", o.max_queued_mb, w, false);
   r.get(n, "zmq_hwm", o.zmq_hwm, w, false);
   r.get(n, "clock_tolerance_ms", o.clock_tolerance_ms, w, false);
+  r.get(n, "max_client_queued_replies", o.max_client_queued_replies, w, false);
+  r.get(n, "max_client_in_flight", o.max_client_in_flight, w, false);
+  if (o.max_client_queued_replies < 1)
+    r.error(n["max_client_queued_replies"], "runtime max_client_queued_replies must be at least 1");
+  if (o.max_client_in_flight < 1) r.error(n["max_client_in_flight"], "runtime max_client_in_flight must be at least 1");
   if (o.clock_tolerance_ms < 0) r.error(n["clock_tolerance_ms"], "runtime clock_tolerance_ms cannot be negative");
   if (o.max_queued_mb < 1) r.error(n["max_queued_mb"], "runtime max_queued_mb must be at least 1");
   if (o.zmq_hwm < 1) r.error(n["zmq_hwm"], "runtime zmq_hwm must be at least 1");
@@ -847,6 +853,8 @@ std::string to_yaml(const cluster_config& cfg) {
   kv("max_queued_mb", o.max_queued_mb);
   kv("zmq_hwm", o.zmq_hwm);
   kv("clock_tolerance_ms", o.clock_tolerance_ms);
+  kv("max_client_queued_replies", o.max_client_queued_replies);
+  kv("max_client_in_flight", o.max_client_in_flight);
   e << YAML::EndMap;
   if (cfg.security.enabled()) {
     e << YAML::Key << "security" << YAML::Value << YAML::BeginMap;

@@ -47,14 +47,18 @@ struct runtime_options {
   int heartbeat_ms = 250;              // period of peer heartbeats
   int peer_timeout_ms = 1000;          // a peer silent this long is marked down
   int beacon_ms = 1000;                // load reports and re-registration
-  long max_payload_bytes = 64L << 20;  // largest tensor payload a message may carry
+  long max_payload_bytes = 16L << 20;  // largest tensor payload a message may carry
   int max_queue_length = 4096;         // per device session; beyond it requests are OVERLOADED
   int reply_grace_ms = 250;            // frontend answers ERROR this long after a deadline passes
   int threads = 2;                     // CAF scheduler threads per node
   drop_policy_kind drop_policy = drop_policy_kind::sliding_window;
   balancer_kind balancer = balancer_kind::p2c;
   long max_queued_mb = 1024;  // per node: payload bytes queued in its devices and frontend
-  int zmq_hwm = 100000;       // ZeroMQ send and receive high-water marks (messages)
+  int zmq_hwm = 100000;       // ZeroMQ send and receive high-water marks between nodes (messages)
+  // Per ZeroMQ client: replies queued for it (beyond, replies to a client that does not read are
+  // dropped at the socket) and requests in flight at the frontend (beyond, OVERLOADED).
+  int max_client_queued_replies = 10000;
+  int max_client_in_flight = 10000;
   // A client whose requests all seem to take longer than this (or less than 0) to arrive has a
   // clock that differs from the frontend's: its send times then count only beyond that offset.
   double clock_tolerance_ms = 100;

@@ -121,7 +121,9 @@ void run_lane(const load_options& o, size_t lane, size_t lanes, load_connection&
   bool tty = lane == 0 && o.progress && isatty(2);
   while (true) {
     auto now = steady::now();
-    bool sending = now < stop_sending;
+    // An open loop sends every arrival scheduled before the stop, also those a late wake-up
+    // finds after it: the arrivals are the same however busy the machine is.
+    bool sending = o.concurrency <= 0 ? next_send < stop_sending : now < stop_sending;
     if (o.concurrency <= 0 && sending) {
       while (next_send <= now && next_send < stop_sending) {
         if (now - next_send > late_after && next_send >= measure_from) out.delayed();

@@ -129,11 +129,13 @@ decoded decode(std::string_view frame, const decode_limits& limits) {
 decoded decode_frame(const bytes& frame_in, const decode_limits& limits) {
   decoded res;
   if (frame_in.size() > limits.max_frame_bytes()) {
+    res.error.kind = "too_large";
     res.error.reason = "message of " + std::to_string(frame_in.size()) + " bytes exceeds the limit of " +
                        std::to_string(limits.max_frame_bytes()) + " bytes (runtime.max_payload_bytes)";
     return res;
   }
   if (frame_in.empty() || frame_in.size() % sizeof(capnp::word) != 0) {
+    res.error.kind = "malformed";
     res.error.reason =
         "malformed message: " + std::to_string(frame_in.size()) + " bytes is not a whole number of Cap'n Proto words";
     return res;
@@ -155,15 +157,18 @@ decoded decode_frame(const bytes& frame_in, const decode_limits& limits) {
     capnp::FlatArrayMessageReader reader(words, opts);
     res.value = read_envelope(reader.getRoot<wire::Envelope>(), c, res.error);
   } catch (const kj::Exception& e) {
+    res.error.kind = "malformed";
     res.error.reason = "malformed message: " + std::string(e.getDescription().cStr());
     return res;
   } catch (const std::exception& e) {
+    res.error.kind = "invalid";
     res.error.reason = std::string("invalid message: ") + e.what();
     res.value.reset();
     return res;
   }
   if (c.payload > limits.max_payload_bytes) {
     res.value.reset();
+    res.error.kind = "payload_too_large";
     res.error.reason = "payload of " + std::to_string(c.payload) + " bytes exceeds the limit of " +
                        std::to_string(limits.max_payload_bytes) + " bytes (runtime.max_payload_bytes)";
   }

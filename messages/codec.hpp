@@ -10,12 +10,16 @@
 namespace sloserve::msg {
 
 struct decode_limits {
-  uint64_t max_payload_bytes = 64ULL << 20;  // sum of tensor bytes in one message
-  uint64_t max_frame_bytes() const { return max_payload_bytes + (1ULL << 20); }
+  uint64_t max_payload_bytes = 16ULL << 20;  // sum of tensor bytes in one message
+  // The largest frame: one payload and the message around it. Nodes set ZMQ_MAXMSGSIZE to it,
+  // so that nothing larger is buffered.
+  static constexpr uint64_t header_allowance = 64 << 10;
+  uint64_t max_frame_bytes() const { return max_payload_bytes + header_allowance; }
 };
 
 struct decode_error {
   std::string reason;
+  std::string_view kind;  // too_large, malformed, invalid, payload_too_large: for metrics and logs
   // Set when the frame was a client request whose id could be read, so the ERROR can be matched.
   std::optional<uint64_t> request_id;
   // Set for invocations whose id could be read, so the frontend's invocation can be failed.

@@ -78,7 +78,7 @@ status transport::start() {
   }
   router_ = zmq_socket(ctx_, ZMQ_ROUTER);
   set_int(router_, ZMQ_LINGER, 0);
-  set_int(router_, ZMQ_SNDHWM, opts_.send_hwm);
+  set_int(router_, ZMQ_SNDHWM, opts_.client_send_hwm);
   set_int(router_, ZMQ_RCVHWM, opts_.recv_hwm);
   set_int(router_, ZMQ_ROUTER_MANDATORY, 1);
   if (opts_.max_message_bytes > 0)
@@ -181,8 +181,12 @@ void transport::flush(std::vector<outbound>& batch) {
         zmq_msg_init_size(&id, o.target.size());
         std::memcpy(zmq_msg_data(&id), o.target.data(), o.target.size());
         if (zmq_msg_send(&id, router_, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+          // ROUTER_MANDATORY: EHOSTUNREACH for a client that is gone, EAGAIN for one whose
+          // queue is full.
+          bool gone = zmq_errno() == EHOSTUNREACH;
           zmq_msg_close(&id);
-          ++counters_.send_failures;  // the client is gone
+          ++counters_.send_failures;
+          if (opts_.on_reply_dropped) opts_.on_reply_dropped(o.target, gone);
           break;
         }
         if (send_frame(router_, std::move(o.frame), ZMQ_DONTWAIT))

@@ -28,6 +28,12 @@ struct transport_options {
   std::vector<std::string> allowed;  // Z85 public keys of clients and peer nodes
   // Called on the I/O thread for each refused connection, with why.
   std::function<void(const std::string&)> on_refused;
+  // Messages queued for one client (the ROUTER's send high-water mark); beyond, its replies are
+  // dropped at the socket.
+  int client_send_hwm = 10000;
+  // Called on the I/O thread for each reply that could not go to a client: `gone` when it has
+  // disconnected, else its queue is full (it does not read).
+  std::function<void(const std::string& identity, bool gone)> on_reply_dropped;
 };
 
 struct transport_counters {

@@ -168,6 +168,55 @@ TEST_F(frontend_fixture, counts_every_reply_in_the_nodes_metrics) {
   EXPECT_TRUE(has("sloserve_requests_in_flight 0")) << text;
 }
 
+// A client may hold runtime.max_client_in_flight requests at once; past it, OVERLOADED at once,
+// while other clients are served; a reply frees its slot.
+TEST_F(frontend_fixture, one_client_cannot_hold_more_than_its_share_of_requests_in_flight) {
+  auto capped = testing::parse_or_die(std::string(yaml) + "runtime: {max_client_in_flight: 2}\n");
+  auto link2 = std::make_shared<recording_link>("fe");
+  auto fe2 = keep(spawn_frontend(*sys, {capped, link2, 1, [this] { return wall_us; }}));
+  link2->actors.frontend = fe2;
+  caf::anon_send(fe2, start_atom::value);
+  run();
+  msg::routing_table t;
+  t.epoch = 1;
+  for (auto& m : capped->models) t.routes.push_back({m.name, {{"w1", 0, 1}}});
+  for (auto& p : capped->pipelines) {
+    auto split = even_split(p);
+    for (size_t i = 0; i < p.stages.size(); ++i) t.budgets.push_back({p.name, p.stages[i].name, split.budget_ms[i]});
+  }
+  caf::anon_send(fe2, t);
+  run();
+  auto send = [&](const std::string& client, uint64_t id) {
+    caf::anon_send(fe2, ingress{client, msg::client_request{"traffic", id, {make_tensor({dtype::float32, {4}}, 1)}}});
+    run();
+  };
+  send("greedy", 1);
+  send("greedy", 2);
+  send("greedy", 3);
+  send("polite", 4);
+  auto replies = link2->client_replies();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].request_id, 3u);
+  EXPECT_EQ(replies[0].code, msg::status::overloaded);
+  EXPECT_NE(replies[0].reason.find("2 requests in flight (runtime.max_client_in_flight)"), std::string::npos)
+      << replies[0].reason;
+  auto invs = link2->take<msg::invocation>();
+  ASSERT_EQ(invs.size(), 3u);  // 1, 2 and the polite client's 4
+  // Request 1 fails at its device: its slot is free again.
+  msg::invocation_result r;
+  r.id = invs[0].second.id;
+  r.code = msg::status::error;
+  r.reason = "test says no";
+  caf::anon_send(fe2, r);
+  run();
+  link2->replies.clear();
+  send("greedy", 5);
+  EXPECT_TRUE(link2->client_replies().empty()) << "admitted";
+  EXPECT_EQ(link2->take<msg::invocation>().size(), 1u);
+  auto text = link2->metrics.render("fe", 0);
+  EXPECT_NE(text.find("sloserve_drops_total{reason=\"client_in_flight\"} 1\n"), std::string::npos) << text;
+}
+
 TEST_F(frontend_fixture, a_full_payload_budget_answers_overloaded_and_finishing_frees_it) {
   route({"w1"});
   int64_t limit = int64_t{cfg_->runtime.max_queued_mb} << 20;

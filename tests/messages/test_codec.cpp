@@ -197,15 +197,20 @@ TEST(codec, rejects_negative_dimensions) {
 
 TEST(codec, rejects_oversize_payloads) {
   auto r = sample_request();
-  r.inputs[0] = make_tensor({dtype::uint8, {600 * 1024}}, 1, "big");
+  // Within the frame limit (the payload and 64 KiB around it), over the payload limit: answered.
+  r.inputs[0] = make_tensor({dtype::uint8, {520 * 1024}}, 1, "big");
   decode_limits small{512 * 1024};
   auto d = decode(encode({"", r}), small);
   ASSERT_FALSE(d.value);
   EXPECT_EQ(d.error.request_id, 42u);
+  EXPECT_EQ(d.error.kind, "payload_too_large");
   EXPECT_NE(d.error.reason.find("exceeds the limit of 524288 bytes"), std::string::npos) << d.error.reason;
+  // Over the frame limit: not read at all.
+  EXPECT_EQ(small.max_frame_bytes(), 512u * 1024 + 64 * 1024);
   std::string huge(small.max_frame_bytes() + 8, '\0');
   auto h = decode(huge, small);
   ASSERT_FALSE(h.value);
+  EXPECT_EQ(h.error.kind, "too_large");
   EXPECT_NE(h.error.reason.find("exceeds the limit"), std::string::npos);
 }
 
