@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <random>
 #include <thread>
@@ -175,6 +176,13 @@ status node_runtime::start() {
   link_ = std::make_shared<zmq_link>(node_, transport_.get());
 
   actor_args args{cfg_, link_, new_incarnation()};
+  // Test hook: this node's wall clock off by SLOSERVE_CLOCK_OFFSET_MS (a host whose clock is
+  // skewed; the chaos tests set it, since a network namespace cannot have a clock of its own).
+  if (auto* offset = std::getenv("SLOSERVE_CLOCK_OFFSET_MS")) {
+    int64_t us = static_cast<int64_t>(std::atof(offset) * 1000);
+    args.wall_us = [us] { return system_wall_us() + us; };
+    spdlog::warn("{}: wall clock offset by {} ms (SLOSERVE_CLOCK_OFFSET_MS)", node_, us / 1000);
+  }
   auto& a = link_->actors_;
   a.agent = spawn_node_agent(*sys_, args);
   if (spec->has_role(role::controller)) {

@@ -62,7 +62,8 @@ class node_runtime {
   std::unique_ptr<http_ingress> http_, metrics_http_;
   std::unique_ptr<grpc_ingress> grpc_;
   int http_port_ = 0, metrics_port_ = 0, grpc_port_ = 0;
-  log_limiter rejections_;
+  // Rejected input: a line a second per peer and reason, one per 2 s overall after a burst of 10.
+  log_limiter rejections_{1.0, 2.0};
   bool started_ = false;
 };
 
