@@ -26,6 +26,11 @@ struct controller_state {
   bool told_unprofiled = false;
   worker_registry workers;
   std::set<std::string> frontends;
+  // Nodes this one does not hear now. Hearing fewer than half of the others, the controller is
+  // more likely cut off than they are all gone: it keeps the placement and routing it has
+  // (plans and tables made now would reach the frontends late, and wrong) until it hears them.
+  std::set<std::string> unheard;
+  bool held = false;        // a plan or a table was held back while cut off
   uint64_t epoch_base = 0;  // numbering of this controller's epochs
   uint64_t epoch = 0;       // current schedule and routing epoch
   cluster_placement current;
@@ -60,8 +65,14 @@ void tell_scaler(self_ptr self) {
   self->send(scaler, std::move(now));
 }
 
+bool cut_off(const controller_state& st) {
+  auto others = st.cfg->nodes.size() - 1;
+  return others > 0 && 2 * st.unheard.size() > others;
+}
+
 void publish(self_ptr self) {
   auto& st = self->state;
+  if (cut_off(st)) return void(st.held = true);
   auto& t = st.publisher.publish(st.current, st.workers, st.epoch);
   spdlog::info("{}: routing epoch {}: {} serving workers", st.net->self_name(), st.epoch - st.epoch_base,
                st.workers.serving_count());
@@ -103,6 +114,7 @@ void on_planned(self_ptr self, planned_epoch& p);
 // One scheduler epoch on the monitor's rates and the workers up, planned by the planner, one at a time.
 void run_epoch(self_ptr self) {
   auto& st = self->state;
+  if (cut_off(st)) return void(st.held = true);
   if (auto* m = unprofiled_model(*st.cfg, st.models)) {
     if (!std::exchange(st.told_unprofiled, true))
       spdlog::info("{}: not planning yet: model '{}' has no profile until a worker measures it", st.net->self_name(),
@@ -217,6 +229,13 @@ void on_register(self_ptr self, msg::register_node& r) {
 
 void on_lost(self_ptr self, const std::string& node) {
   auto& st = self->state;
+  bool was_cut_off = cut_off(st);
+  st.unheard.insert(node);
+  if (!was_cut_off && cut_off(st))
+    spdlog::warn(
+        "{}: hears {} of the {} other nodes: keeping the current placement and routing until it hears "
+        "more of them",
+        st.net->self_name(), st.cfg->nodes.size() - 1 - st.unheard.size(), st.cfg->nodes.size() - 1);
   auto left = st.workers.on_lost(node);
   if (left.stopped_draining) return publish(self);  // it no longer stands in for its replacements
   if (left.was_up) after_departure(self, left);
@@ -255,7 +274,17 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
             });
         },
         [=](peer_down_atom, const std::string& node) { on_lost(self, node); },
-        [=](peer_up_atom, const std::string&) {},
+        [=](peer_up_atom, const std::string& node) {
+          auto& st = self->state;
+          bool was_cut_off = cut_off(st);
+          st.unheard.erase(node);
+          if (!was_cut_off || cut_off(st) || !std::exchange(st.held, false)) return;
+          spdlog::info("{}: hears the cluster again; planning and routing resume", st.net->self_name());
+          if (replans(st))
+            run_epoch(self);
+          else
+            publish(self);
+        },
     };
   });
 }

@@ -150,6 +150,8 @@ status node_runtime::start() {
   // ones disconnect their sender before they are buffered whole.
   topts.max_message_bytes = static_cast<int64_t>(limits_.max_frame_bytes());
   topts.client_send_hwm = cfg_->runtime.max_client_queued_replies;
+  topts.zmtp_heartbeat_ms = cfg_->runtime.heartbeat_ms;
+  topts.zmtp_timeout_ms = cfg_->runtime.peer_timeout_ms;
   std::map<std::string, std::string> peer_keys;
   if (auto s = curve_setup(*cfg_, node_, topts, peer_keys); !s) return fail("security: " + s.error());
   // Refused connections name no routing id: the kind of refusal (its text up to the first detail)

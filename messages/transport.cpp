@@ -158,6 +158,13 @@ void transport::flush(std::vector<outbound>& batch) {
         set_int(s, ZMQ_SNDHWM, opts_.send_hwm);
         set_int(s, ZMQ_RECONNECT_IVL, 50);
         set_int(s, ZMQ_RECONNECT_IVL_MAX, 500);
+        // ZMTP heartbeats: a connection that stops carrying anything (a partition, a peer
+        // frozen) is dropped and dialled afresh, instead of waiting out TCP's retransmission
+        // backoff once the network heals.
+        if (opts_.zmtp_heartbeat_ms > 0) {
+          set_int(s, ZMQ_HEARTBEAT_IVL, opts_.zmtp_heartbeat_ms);
+          set_int(s, ZMQ_HEARTBEAT_TIMEOUT, opts_.zmtp_timeout_ms);
+        }
         if (auto set = secure() ? set_curve_client(s, opts_.curve, o.key) : status{}; !set) {
           ++counters_.send_failures;
           if (opts_.on_refused) opts_.on_refused("peer '" + o.target + "': " + set.error());

@@ -31,6 +31,9 @@ struct transport_options {
   // Messages queued for one client (the ROUTER's send high-water mark); beyond, its replies are
   // dropped at the socket.
   int client_send_hwm = 10000;
+  // ZMTP heartbeats on the connections to peers (0: none), and how long one may stay silent.
+  int zmtp_heartbeat_ms = 0;
+  int zmtp_timeout_ms = 0;
   // Called on the I/O thread for each reply that could not go to a client: `gone` when it has
   // disconnected, else its queue is full (it does not read).
   std::function<void(const std::string& identity, bool gone)> on_reply_dropped;

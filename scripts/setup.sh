@@ -6,7 +6,7 @@ pkgs=(build-essential cmake ninja-build ccache pkg-config
       libyaml-cpp-dev libgtest-dev libgmock-dev libcli11-dev libspdlog-dev libfmt-dev
       nlohmann-json3-dev libtorch-dev python3-torch
       clang libclang-rt-14-dev clang-format iproute2 libturbojpeg0-dev libcpp-httplib-dev python3-yaml openssl
-      prometheus libgrpc++-dev protobuf-compiler-grpc python3-grpcio python3-grpc-tools)
+      prometheus libgrpc++-dev protobuf-compiler-grpc python3-grpcio python3-grpc-tools nftables)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -197,6 +197,35 @@ TEST_F(controller_fixture, a_worker_lost_in_the_middle_of_an_epoch_loses_its_ses
   EXPECT_EQ(routed(), "w2");
 }
 
+// A controller that stops hearing most of the cluster (it is the one cut off) keeps its placement
+// and routing: tables made then would reach the frontends after the partition heals, naming no
+// worker. Once it hears the cluster again it plans and publishes as before.
+TEST_F(controller_fixture, cut_off_from_most_nodes_it_keeps_the_routing_it_has) {
+  start("static");
+  for (std::string w : {"w1", "w2"}) {
+    reg(w, {"worker"}, 7, 0);
+    reg(w, {"worker"}, 7, schedule_of(w).epoch);
+  }
+  EXPECT_EQ(routed(), "w1,w2");
+  for (std::string n : {"fe", "w1"}) caf::anon_send(net->actors.controller, peer_down_atom::value, n);
+  run();
+  // 2 of 3 others unheard: one lost worker was acted on before that (fe went first, 1 of 3),
+  // but nothing once the controller hears fewer than half of them.
+  EXPECT_EQ(routed(), "-");
+  caf::anon_send(net->actors.controller, peer_down_atom::value, std::string("w2"));
+  run();
+  EXPECT_EQ(routed(), "-") << "no table that names no worker";
+  EXPECT_EQ(schedule_of("w2").epoch, 0u);
+  // Heard again: routing resumes with what registers.
+  for (std::string n : {"fe", "w1", "w2"}) caf::anon_send(net->actors.controller, peer_up_atom::value, n);
+  run();
+  reg("w1", {"worker"}, 7, 0);
+  reg("w1", {"worker"}, 7, schedule_of("w1").epoch);
+  auto table = routed();
+  EXPECT_NE(table, "-");
+  EXPECT_NE(table.find("w1"), std::string::npos) << table;
+}
+
 TEST_F(controller_fixture, serves_while_a_plan_is_pending_and_a_stale_plan_is_not_applied) {
   auto held = std::make_shared<held_plans>();
   start("nexus", held);

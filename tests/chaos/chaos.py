@@ -74,7 +74,10 @@ def setup():
 def teardown():
     for n in NODES + ["hub"]:
         sh("ip", "netns", "del", ns(n), check=False)
-    shutil.rmtree(WORK, ignore_errors=True)
+    if os.environ.get("SLOSERVE_CHAOS_KEEP"):
+        print("kept", WORK)
+    else:
+        shutil.rmtree(WORK, ignore_errors=True)
 
 
 class Cluster:
