@@ -30,9 +30,10 @@ struct controller_state {
   // more likely cut off than they are all gone: it keeps the placement and routing it has
   // (plans and tables made now would reach the frontends late, and wrong) until it hears them.
   std::set<std::string> unheard;
-  bool held = false;        // a plan or a table was held back while cut off
-  uint64_t epoch_base = 0;  // numbering of this controller's epochs
-  uint64_t epoch = 0;       // current schedule and routing epoch
+  bool held = false;           // a plan or a table was held back while cut off
+  std::set<std::string> slow;  // workers behind slow links (the monitor's): planned without
+  uint64_t epoch_base = 0;     // numbering of this controller's epochs
+  uint64_t epoch = 0;          // current schedule and routing epoch
   cluster_placement current;
   route_publisher publisher;
   worker_set told_scaler;
@@ -122,8 +123,12 @@ void run_epoch(self_ptr self) {
     return;
   }
   if (std::exchange(st.plan_pending, true)) return void(st.replan = true);  // planned again on its return
-  auto req = epoch_request(*st.cfg, std::make_shared<const std::vector<model_spec>>(st.models), st.rates, st.plan,
-                           [&](const std::string& node) { return st.workers.up(node); });
+  // Workers behind slow links are left out, unless that would leave none.
+  bool fast_one = false;
+  for (auto& n : st.cfg->nodes) fast_one |= n.has_role(role::worker) && st.workers.up(n.name) && !st.slow.count(n.name);
+  auto req = epoch_request(
+      *st.cfg, std::make_shared<const std::vector<model_spec>>(st.models), st.rates, st.plan,
+      [&](const std::string& node) { return st.workers.up(node) && (!fast_one || !st.slow.count(node)); });
   self->request(st.planner, caf::infinite, std::move(req)).then([=](planned_epoch& p) { on_planned(self, p); });
 }
 
@@ -274,6 +279,13 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
             });
         },
         [=](peer_down_atom, const std::string& node) { on_lost(self, node); },
+        [=](slow_atom, std::vector<std::string>& nodes) {
+          auto& st = self->state;
+          std::set<std::string> now(nodes.begin(), nodes.end());
+          if (now == st.slow) return;
+          st.slow = std::move(now);
+          if (replans(st)) run_epoch(self);
+        },
         [=](peer_up_atom, const std::string& node) {
           auto& st = self->state;
           bool was_cut_off = cut_off(st);

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <queue>
 #include <random>
 #include <unordered_map>
@@ -70,6 +71,8 @@ struct frontend_state {
   uint64_t next_invocation = 1;
   frontend_stats stats;
   std::unordered_map<std::string, int> client_in_flight;  // queries in flight per client
+  // Since the last beacon, per worker: time its results spent outside its queue and device.
+  std::map<std::string, std::pair<double, uint64_t>> transfer;  // node -> (sum ms, results)
   // Since the last beacon, per pipeline: queries admitted and invocations per stage.
   std::vector<msg::pipeline_load> load;
   caf::actor_clock::time_point last_report;
@@ -222,6 +225,12 @@ void on_result(self_ptr self, msg::invocation_result& r) {
   auto& s = p.stages[f.stage];
   std::erase(q.invocations, r.id);
   q.timings.push_back({s.name, r.node, r.device, r.batch, r.queue_ns / 1e6, r.exec_ns / 1e6});
+  if (r.code == msg::status::ok) {
+    auto round_ms = std::chrono::duration<double, std::milli>(self->clock().now() - f.sent).count();
+    auto& t = st.transfer[f.node];
+    t.first += std::max(0.0, round_ms - static_cast<double>(r.queue_ns + r.exec_ns) / 1e6);
+    ++t.second;
+  }
   st.net->metrics.stage_done(p.name, s.name, std::chrono::duration<double>(self->clock().now() - f.sent).count());
   if (r.code != msg::status::ok) {
     finish(self, f.query, r.code, "stage '" + s.name + "' on " + r.node + ": " + r.reason);
@@ -364,6 +373,8 @@ void report_load(self_ptr self) {
   r.window_s = std::chrono::duration<double>(now - st.last_report).count();
   st.last_report = now;
   r.pipelines = st.load;
+  for (auto& [node, t] : st.transfer) r.links.push_back({node, t.first / static_cast<double>(t.second), t.second});
+  st.transfer.clear();
   for (auto& l : st.load) {
     l.queries = 0;
     std::fill(l.stage_invocations.begin(), l.stage_invocations.end(), 0);

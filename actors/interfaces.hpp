@@ -25,6 +25,7 @@ using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using leave_atom = caf::atom_constant<caf::atom("leave")>;
 using loaded_atom = caf::atom_constant<caf::atom("loaded")>;
 using rates_atom = caf::atom_constant<caf::atom("rates")>;
+using slow_atom = caf::atom_constant<caf::atom("slow")>;
 
 // Where the frontend hands a reply for a client that is not a ZeroMQ peer (the HTTP ingress):
 // called exactly once, on the frontend's thread.
@@ -107,7 +108,8 @@ using controller_actor =
                      caf::reacts_to<deployment>,                   // the scaler's placement
                      caf::reacts_to<beacon_atom>,                  // run an epoch when one is due
                      caf::reacts_to<peer_down_atom, std::string>,  // take its instances out of routing
-                     caf::reacts_to<peer_up_atom, std::string>>;
+                     caf::reacts_to<peer_up_atom, std::string>,
+                     caf::reacts_to<slow_atom, std::vector<std::string>>>;  // workers behind slow links now
 
 // Autoscaling (scaler: in the cluster file): a vertical loop and a horizontal loop over the
 // monitor's per-second rates, acting through a provisioner.

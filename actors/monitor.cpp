@@ -1,6 +1,8 @@
 // The monitor folds load reports into what the control plane plans on: workers' per-session
-// rates, latencies and drops (for the scaler and operators) and frontends' per-pipeline query and
-// stage counts (for the controller's epochs). Nothing else smooths measurements.
+// rates, latencies and drops (for the scaler and operators), frontends' per-pipeline query and
+// stage counts (for the controller's epochs), and the workers behind slow links (from the
+// frontends' transfer times; the controller plans without them). Nothing else smooths
+// measurements.
 
 #include <spdlog/spdlog.h>
 
@@ -19,12 +21,46 @@ struct monitor_state {
   std::map<std::tuple<std::string, uint32_t, std::string>, session_rate> sessions;
   std::optional<sched::pipeline_load> pipelines;
   caf::actor_clock::time_point window_start;
+  std::map<std::string, caf::actor_clock::time_point> slow_until;  // workers behind slow links
+  std::vector<std::string> told;                                   // the slow set the controller has
 };
 
 using self_ptr = monitor_actor::stateful_pointer<monitor_state>;
 
 // Weight of the newest beacon in the moving averages.
 constexpr double smoothing = 0.5;
+
+// A worker whose invocations spend more than this outside its queue and device (the way there and
+// back) is behind a slow link: a tenth of the tightest SLO, at least 5 ms. Planning avoids it for
+// `slow_for`, then tries it again.
+double slow_link_ms(const cluster_config& cfg) {
+  double tightest = 1e18;
+  for (auto& p : cfg.pipelines) tightest = std::min(tightest, p.slo_ms);
+  return std::max(5.0, 0.1 * tightest);
+}
+constexpr auto slow_for = std::chrono::seconds(30);
+constexpr uint64_t slow_evidence = 5;  // results in a window before a link is judged
+
+void judge_links(self_ptr self, const msg::load_report& r) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  auto limit = slow_link_ms(*st.cfg);
+  for (auto& l : r.links) {
+    if (l.results < slow_evidence || l.transfer_ms <= limit) continue;
+    if (st.slow_until.find(l.node) == st.slow_until.end())
+      spdlog::warn(
+          "{}: invocations to {} spend {:.1f} ms on the way there and back (over {:.1f} ms): planning "
+          "without it for {} s",
+          st.net->self_name(), l.node, l.transfer_ms, limit, slow_for.count());
+    st.slow_until[l.node] = now + slow_for;
+  }
+  std::erase_if(st.slow_until, [&](auto& kv) { return kv.second <= now; });
+  std::vector<std::string> slow;
+  for (auto& [node, until] : st.slow_until) slow.push_back(node);
+  if (slow == st.told) return;
+  st.told = slow;
+  if (auto ctl = st.net->local().controller) self->send(ctl, slow_atom::value, slow);
+}
 
 }  // namespace
 
@@ -41,6 +77,7 @@ monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args) {
     return {
         [=](msg::load_report& r) {
           auto& st = self->state;
+          if (!r.pipelines.empty()) judge_links(self, r);
           for (auto& pl : r.pipelines)
             if (auto* p = st.cfg->find_pipeline(pl.pipeline))
               st.pipelines->count(static_cast<size_t>(p - st.cfg->pipelines.data()), pl.queries, pl.stage_invocations);

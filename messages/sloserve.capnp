@@ -116,11 +116,20 @@ struct PipelineLoad {
   stageInvocations @2 :List(UInt64);
 }
 
+# A frontend's view of the way to one worker over its last window: the time its invocations
+# spent outside the worker's queue and device (send to result, less queueing and execution).
+struct LinkLoad {
+  node @0 :Text;
+  transferMs @1 :Float64;  # mean over the results
+  results @2 :UInt64;
+}
+
 struct LoadReport {
   node @0 :Text;
   windowS @1 :Float64;
   sessions @2 :List(SessionLoad);  # from workers
   pipelines @3 :List(PipelineLoad);  # from frontends
+  links @4 :List(LinkLoad);  # from frontends
 }
 
 struct RouteInstance {

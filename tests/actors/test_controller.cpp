@@ -226,6 +226,46 @@ TEST_F(controller_fixture, cut_off_from_most_nodes_it_keeps_the_routing_it_has) 
   EXPECT_NE(table.find("w1"), std::string::npos) << table;
 }
 
+// A worker behind a slow link (the monitor says so from the frontends' transfer times) is planned
+// without, at once, while another worker can serve; and again once it is no longer slow.
+TEST_F(controller_fixture, a_worker_behind_a_slow_link_is_planned_without) {
+  start("nexus");
+  for (std::string w : {"w1", "w2"}) {
+    reg(w, {"worker"}, 7, 0);
+    reg(w, {"worker"}, 7, schedule_of(w).epoch);
+  }
+  uint64_t planned = 0;
+  for (int s = 0; s < 5 && !planned; ++s) {
+    second_at(300);
+    planned = schedule_of("w1").epoch;
+  }
+  ASSERT_GT(planned, 0u);
+  schedule_of("w2");
+  auto sessions = [](const msg::schedule& s) {
+    size_t n = 0;
+    for (auto& d : s.devices) n += d.sessions.size();
+    return n;
+  };
+  // The frontend's report: w1's results spend 80 ms outside its queue and device (over a tenth
+  // of the 100 ms SLO); the monitor tells the controller.
+  msg::load_report r;
+  r.node = "fe";
+  r.window_s = 1;
+  r.pipelines.push_back({"p", 300, {300}});
+  r.links.push_back({"w1", 80.0, 20});
+  r.links.push_back({"w2", 0.4, 20});
+  caf::anon_send(net->actors.monitor, r);
+  run();
+  auto w1 = schedule_of("w1"), w2 = schedule_of("w2");
+  ASSERT_GT(w1.epoch, planned) << "planned again at once";
+  EXPECT_EQ(sessions(w1), 0u) << "nothing on the slow worker";
+  EXPECT_GE(sessions(w2), 1u);
+  // Every worker slow: planning uses them rather than none.
+  caf::anon_send(net->actors.controller, slow_atom::value, std::vector<std::string>{"w1", "w2"});
+  run();
+  EXPECT_GE(sessions(schedule_of("w1")) + sessions(schedule_of("w2")), 1u);
+}
+
 TEST_F(controller_fixture, serves_while_a_plan_is_pending_and_a_stale_plan_is_not_applied) {
   auto held = std::make_shared<held_plans>();
   start("nexus", held);

@@ -139,9 +139,10 @@ TEST(abuse, hostile_clients_leave_the_honest_load_and_the_nodes_whole) {
   auto lying = request_frame(2, huge);
   auto over_payload = request_frame(3, {"input", sloserve::dtype::uint8, {1048576 + 8}, std::string(1048576 + 8, 'x')});
   auto over_frame = std::string(1048576 + 65536 + 1024, '\0');
+  void* liar = dealer(ctx, endpoint);  // a ZeroMQ socket is used by one thread only
   attackers.push_back(until_stopped(
       [&](std::mt19937_64&) {
-        send(garbage, lying);
+        send(liar, lying);
         void* s = dealer(ctx, endpoint);
         send(s, over_payload);
         send(s, over_frame);
@@ -217,6 +218,7 @@ TEST(abuse, hostile_clients_leave_the_honest_load_and_the_nodes_whole) {
     EXPECT_NE(got->body.find(series), std::string::npos) << series << " in\n" << got->body;
 
   zmq_close(garbage);
+  zmq_close(liar);
   zmq_close(deaf);
   zmq_ctx_term(ctx);
   up.stop();

@@ -123,8 +123,12 @@ TEST(codec, control_messages_round_trip) {
   auto hb = std::get<heartbeat>(round_trip({"w", heartbeat{"w", 5, 6, 4}}).content);
   EXPECT_EQ(hb.seq, 6u);
 
-  load_report lr{"w", 1.0, {{"ssd", 1, 10, 9, 1, 3, 4.5}}, {{"traffic", 100, {100, 150}}}};
+  load_report lr{"w", 1.0, {{"ssd", 1, 10, 9, 1, 3, 4.5}}, {{"traffic", 100, {100, 150}}}, {{"w2", 81.5, 20}}};
   auto l = std::get<load_report>(round_trip({"w", lr}).content);
+  ASSERT_EQ(l.links.size(), 1u);
+  EXPECT_EQ(l.links[0].node, "w2");
+  EXPECT_DOUBLE_EQ(l.links[0].transfer_ms, 81.5);
+  EXPECT_EQ(l.links[0].results, 20u);
   EXPECT_EQ(l.sessions[0].dropped, 1u);
   EXPECT_EQ(l.pipelines[0].stage_invocations, (std::vector<uint64_t>{100, 150}));
   EXPECT_DOUBLE_EQ(l.sessions[0].mean_latency_ms, 4.5);
