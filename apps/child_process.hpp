@@ -71,4 +71,16 @@ inline child_process spawn_child(const std::string& binary, std::vector<std::str
   return p;
 }
 
+// `sloserve up` (the binary `sloserve`) on `dir`/cluster.yaml, writing `dir`/resolved.yaml and
+// logging to `dir`/up.log; returns once it says "cluster up" or after 15 s (check output()).
+inline child_process spawn_up(const std::string& sloserve, const std::filesystem::path& dir) {
+  auto up = spawn_child(
+      sloserve,
+      {"sloserve", "up", "-c", (dir / "cluster.yaml").string(), "--write-config", (dir / "resolved.yaml").string()},
+      dir / "up.log");
+  for (int i = 0; i < 300 && up.output().find("cluster up") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return up;
+}
+
 }  // namespace sloserve

@@ -70,12 +70,7 @@ int main(int argc, char** argv) {
   auto dir = fs::temp_directory_path() / ("sloserve-bench-ingress-" + std::to_string(getpid()));
   fs::create_directories(dir);
   std::ofstream(dir / "cluster.yaml") << cluster_yaml;
-  auto up = sloserve::spawn_child(
-      SLOSERVE_BIN,
-      {"sloserve", "up", "-c", (dir / "cluster.yaml").string(), "--write-config", (dir / "resolved.yaml").string()},
-      dir / "up.log");
-  for (int i = 0; i < 600 && up.output().find("cluster up") == std::string::npos; ++i)
-    std::this_thread::sleep_for(50ms);
+  auto up = sloserve::spawn_up(SLOSERVE_BIN, dir);
   if (up.output().find("cluster up") == std::string::npos) {
     std::fprintf(stderr, "the cluster did not come up:\n%s\n", up.output().c_str());
     up.stop();

@@ -78,12 +78,7 @@ TEST(abuse, hostile_clients_leave_the_honest_load_and_the_nodes_whole) {
   auto yaml = cluster_yaml;
   yaml.replace(yaml.find("runtime: {"), 10, "runtime: {max_payload_bytes: 1048576, max_client_queued_replies: 1000, ");
   std::ofstream(dir / "cluster.yaml") << yaml;
-  auto up = sloserve::spawn_child(
-      SLOSERVE_BIN,
-      {"sloserve", "up", "-c", (dir / "cluster.yaml").string(), "--write-config", (dir / "resolved.yaml").string()},
-      dir / "up.log");
-  for (int i = 0; i < 300 && up.output().find("cluster up") == std::string::npos; ++i)
-    std::this_thread::sleep_for(50ms);
+  auto up = sloserve::spawn_up(SLOSERVE_BIN, dir);
   ASSERT_NE(up.output().find("cluster up"), std::string::npos) << up.output();
   auto pid_of = [&](const std::string& node) {
     std::smatch m;
