@@ -282,7 +282,7 @@ TEST_F(http_cluster, metrics_pass_promtool_and_a_prometheus_server_scrapes_them)
   ASSERT_EQ(back->status, 200);
   EXPECT_EQ(front->get_header_value("Content-Type").rfind("text/plain; version=0.0.4", 0), 0u);
 
-  // Every request the load client sent is counted once, by outcome; the pieces the issue names
+  // Every request the load client sent is counted once, by outcome; the series a dashboard needs
   // are there, on the node that knows them.
   uint64_t counted = 0;
   std::istringstream lines(front->body);
