@@ -144,7 +144,7 @@ status node_runtime::start() {
 
   limits_ = msg::decode_limits{static_cast<uint64_t>(cfg_->runtime.max_payload_bytes)};
   transport_options topts;
-  topts.bind = spec->address;
+  topts.bind = spec->bind.empty() ? spec->address : spec->bind;
   topts.send_hwm = topts.recv_hwm = cfg_->runtime.zmq_hwm;
   // Frames up to twice the payload limit are read and answered ERROR with the reason; larger
   // ones disconnect their sender before they are buffered whole.

@@ -114,7 +114,7 @@ const std::vector<config_section>& config_keys() {
   static const std::vector<config_section> all = {
       {"", {"cluster", "nodes", "models", "pipelines", "runtime", "scheduler", "scaler", "security"}},
       {"cluster", {"name"}},
-      {"nodes[]", {"name", "address", "roles", "devices", "cores", "http", "grpc", "metrics"}},
+      {"nodes[]", {"name", "address", "bind", "roles", "devices", "cores", "http", "grpc", "metrics"}},
       {"nodes[].devices[]", {"kind", "count", "models", "memory_mb", "threads"}},
       {"models[]",
        {"name", "input", "output", "max_batch", "profile", "jitter", "load_ms", "memory_mb", "path", "prefix", "cores",
@@ -363,6 +363,8 @@ void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
   if (r.get(n, "name", s.name, where, true)) where = "node '" + s.name + "'";
   if (r.get(n, "address", s.address, where, true))
     if (auto ok = check_address(s.address); !ok) r.error(n["address"], where + ": " + ok.error());
+  if (r.get(n, "bind", s.bind, where, false))
+    if (auto ok = check_address(s.bind); !ok) r.error(n["bind"], where + " bind: " + ok.error());
   if (r.get(n, "http", s.http, where, false))
     if (auto ok = check_host_port(s.http); !ok) r.error(n["http"], where + " http: " + ok.error());
   if (r.get(n, "grpc", s.grpc, where, false))
@@ -771,6 +773,7 @@ std::string to_yaml(const cluster_config& cfg) {
   for (auto& n : cfg.nodes) {
     e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << n.name << YAML::Key << "address" << YAML::Value
       << n.address << YAML::Key << "roles" << YAML::Value << YAML::Flow << role_names(n.roles);
+    if (!n.bind.empty()) e << YAML::Key << "bind" << YAML::Value << n.bind;
     if (n.cores > 0) e << YAML::Key << "cores" << YAML::Value << n.cores;
     if (!n.http.empty()) e << YAML::Key << "http" << YAML::Value << n.http;
     if (!n.grpc.empty()) e << YAML::Key << "grpc" << YAML::Value << n.grpc;

@@ -22,7 +22,10 @@ struct device_group {
 
 struct node_spec {
   std::string name;
-  std::string address;  // where this node's ZeroMQ ROUTER binds
+  std::string address;  // where other nodes and clients reach this node's ZeroMQ ROUTER
+  // Where the ROUTER binds when that differs from `address` (behind NAT, a proxy or a relay);
+  // empty: `address`.
+  std::string bind;
   std::vector<role> roles;
   std::vector<device_group> devices;
   int cores = 0;  // cores the scaler may hand out on this node; 0: not limited

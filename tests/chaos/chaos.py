@@ -62,13 +62,18 @@ def setup():
         sh("ip", "-n", HUB, "link", "set", "h-" + n, "master", "br0", "up")
     with open(os.path.join(SOURCE, "tests", "integration", "two_stage.yaml")) as f:
         models = f.read()
-    with open(os.path.join(WORK, "cluster.yaml"), "w") as f:
-        f.write("nodes:\n")
-        f.write("  - {name: ctl, address: tcp://%s:7100, roles: [controller]}\n" % IP["ctl"])
-        f.write("  - {name: fe, address: tcp://%s:7100, roles: [frontend]}\n" % IP["fe"])
-        for w in ("w1", "w2"):
-            f.write("  - {name: %s, address: tcp://%s:7100, roles: [worker], devices: [{kind: emulated}]}\n" % (w, IP[w]))
-        f.write(models)
+    # cluster.yaml, and relay.yaml where w2 binds port 7101 behind a relay on its address.
+    for name, w2_bind in (("cluster.yaml", ""), ("relay.yaml", ', bind: "tcp://%s:7101"' % IP["w2"])):
+        with open(os.path.join(WORK, name), "w") as f:
+            f.write("nodes:\n")
+            f.write("  - {name: ctl, address: tcp://%s:7100, roles: [controller]}\n" % IP["ctl"])
+            f.write("  - {name: fe, address: tcp://%s:7100, roles: [frontend]}\n" % IP["fe"])
+            for w in ("w1", "w2"):
+                f.write("  - {name: %s, address: tcp://%s:7100%s, roles: [worker], devices: [{kind: emulated}]}\n" %
+                        (w, IP[w], w2_bind if w == "w2" else ""))
+            f.write(models)
+    with open(os.path.join(WORK, "relay.py"), "w") as f:
+        f.write(RELAY)
 
 
 def teardown():
@@ -80,28 +85,68 @@ def teardown():
         shutil.rmtree(WORK, ignore_errors=True)
 
 
+# A TCP relay in front of w2 (on its address, to its bind port) that delays what it forwards by
+# 20 +- 10 ms while the file `delay_on` exists, keeping the order of the bytes.
+RELAY = r"""
+import asyncio, os, random, sys, time
+listen, port, target, flag = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+async def pump(reader, writer):
+    due = 0.0
+    try:
+        while True:
+            data = await reader.read(65536)
+            if not data:
+                break
+            if os.path.exists(flag):
+                due = max(due, time.monotonic() + random.uniform(0.010, 0.030))
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    writer.close()
+async def serve(reader, writer):
+    try:
+        up_reader, up_writer = await asyncio.open_connection(listen, target)
+    except OSError:
+        writer.close()
+        return
+    await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+async def main():
+    server = await asyncio.start_server(serve, listen, port)
+    async with server:
+        await server.serve_forever()
+asyncio.run(main())
+"""
+
+
 class Cluster:
     """The four nodes, each `sloserve node` in its namespace; `env` per node (the clock hook)."""
 
-    def __init__(self, name, env=None):
+    def __init__(self, name, env=None, cluster_file="cluster.yaml"):
         self.dir = os.path.join(WORK, name)
         os.makedirs(self.dir)
         self.procs = {}
+        self.file = os.path.join(WORK, cluster_file)
+        if cluster_file == "relay.yaml":
+            self.procs["relay"] = subprocess.Popen(
+                ["ip", "netns", "exec", ns("w2"), sys.executable, os.path.join(WORK, "relay.py"), IP["w2"], "7100",
+                 "7101", os.path.join(WORK, "delay_on")])
         for n in NODES:
             e = dict(os.environ, **(env or {}).get(n, {}))
             log = open(os.path.join(self.dir, n + ".log"), "w")
             self.procs[n] = subprocess.Popen(
-                ["ip", "netns", "exec", ns(n), BIN, "node", "-c", os.path.join(WORK, "cluster.yaml"), "--name", n],
+                ["ip", "netns", "exec", ns(n), BIN, "node", "-c", self.file, "--name", n],
                 stdout=log, stderr=subprocess.STDOUT, env=e)
         # Until the frontend serves: a short load that waits for readiness.
-        r = in_ns("fe", BIN, "load", "-c", os.path.join(WORK, "cluster.yaml"), "--pipeline", "traffic", "--rate", "20",
+        r = in_ns("fe", BIN, "load", "-c", self.file, "--pipeline", "traffic", "--rate", "20",
                   "--duration", "1", "--wait-ready", "30", check=False)
         assert r.returncode == 0, r.stdout + r.stderr + self.logs()
 
     def load(self):
         self.out = os.path.join(self.dir, "load.json")
         self.load_proc = subprocess.Popen(
-            ["ip", "netns", "exec", ns("fe"), BIN, "load", "-c", os.path.join(WORK, "cluster.yaml"), "--pipeline",
+            ["ip", "netns", "exec", ns("fe"), BIN, "load", "-c", self.file, "--pipeline",
              "traffic", "--rate", str(RATE), "--arrival", "poisson", "--seed", "7", "--duration", str(DURATION),
              "--json", self.out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.started = time.time()
@@ -167,11 +212,11 @@ def check(name, s, quiet, fails, floor=0.99):
         fails.append("%s: attainment %.4f < %.2f in seconds %s: %s" % (name, got, floor, list(quiet), per))
 
 
-def run(name, fault, heal, quiet_after, env=None):
+def run(name, fault, heal, quiet_after, env=None, cluster_file="cluster.yaml"):
     """One scenario: `fault(cluster)` at FAULT_AT, `heal(cluster)` when the fault is over (its
     time is the scenario's), then the undisturbed seconds are those before the fault and from
     `quiet_after` on."""
-    c = Cluster(name, env)
+    c = Cluster(name, env, cluster_file)
     try:
         c.load()
         c.at(FAULT_AT)
@@ -245,6 +290,19 @@ def slow_link():
     return fault, heal, FAULT_AT + 4
 
 
+def delay():
+    # 20 +- 10 ms on everything w2 receives (invocations, heartbeats), for 5 s.
+    flag = os.path.join(WORK, "delay_on")
+
+    def fault(c):
+        open(flag, "w").close()
+
+    def heal(c):
+        c.at(FAULT_AT + 5)
+        os.unlink(flag)
+    return fault, heal, FAULT_AT + 5 + 3
+
+
 SCENARIOS = {
     "loss_1pct": loss(1),
     "loss_5pct": loss(5),
@@ -252,6 +310,7 @@ SCENARIOS = {
     "controller_partition": controller_partition(),
     "worker_sigstop_3s": sigstop(),
     "slow_link_1mbit": slow_link(),
+    "delay_20ms": delay(),
 }
 
 
@@ -262,7 +321,8 @@ def main():
         for name, (fault, heal, quiet_after) in SCENARIOS.items():
             if ONLY and name not in ONLY:
                 continue
-            s, quiet = run(name, fault, heal, quiet_after)
+            s, quiet = run(name, fault, heal, quiet_after,
+                           cluster_file="relay.yaml" if name == "delay_20ms" else "cluster.yaml")
             check(name, s, quiet, fails)
         if not ONLY or "clock_offset" in ONLY:
             # The frontend's wall clock 5 s ahead, then 5 s behind (the node's clock source, by its

@@ -225,6 +225,17 @@ security: {keys: k}
   ASSERT_TRUE(m2) << m2.error_text();
   EXPECT_EQ(m2.config->nodes[0].metrics, "127.0.0.1:0");
   EXPECT_EQ(m2.config->nodes[0].grpc, "127.0.0.1:0");
+  // A node may bind apart from the address it is dialled at.
+  auto bound = std::string(named);
+  bound.replace(bound.find("http: "), 6, "bind: \"tcp://0.0.0.0:7101\", http: ");
+  auto b = parse_cluster_config(bound, "c.yaml");
+  ASSERT_TRUE(b) << b.error_text();
+  auto b2 = parse_cluster_config(to_yaml(*b.config), "again.yaml");
+  ASSERT_TRUE(b2) << b2.error_text();
+  EXPECT_EQ(b2.config->nodes[0].bind, "tcp://0.0.0.0:7101");
+  auto bad_bind = std::string(named);
+  bad_bind.replace(bad_bind.find("http: "), 6, "bind: \"udp://x\", http: ");
+  EXPECT_NE(errors_of(bad_bind).find("bind: address 'udp://x' must be"), std::string::npos) << errors_of(bad_bind);
   auto bad_name = std::string(named);
   bad_name.replace(bad_name.find("name: pixels"), 12, "name: \"a b\"");
   EXPECT_NE(errors_of(bad_name).find("name 'a b' must be letters"), std::string::npos);
