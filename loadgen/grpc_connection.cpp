@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "kserve/grpc_service.grpc.pb.h"
+#include "loadgen/answer_queue.hpp"
 #include "messages/codec.hpp"
 #include "messages/kserve_v2.hpp"
 
@@ -79,13 +80,7 @@ class grpc_connection final : public load_connection {
       ready(s->token);
   }
 
-  bool recv(std::string& out, int timeout_ms) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!done_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return !done_.empty(); })) return false;
-    out = std::move(done_.front());
-    done_.pop_front();
-    return true;
-  }
+  bool recv(std::string& out, int timeout_ms) override { return answers_.pop(out, timeout_ms); }
 
   std::string refused() override { return {}; }
 
@@ -106,13 +101,10 @@ class grpc_connection final : public load_connection {
   }
 
   void deliver(msg::body b) {
-    auto frame = msg::encode_frame({{}, std::move(b)}).str();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_.push_back(std::move(frame));
-      --in_flight_;
-    }
-    done_cv_.notify_one();
+    answers_.push(msg::encode_frame({{}, std::move(b)}).str());
+    // Notified under the lock: once it is released the destructor may go on.
+    std::lock_guard<std::mutex> lock(mu_);
+    --in_flight_;
     idle_cv_.notify_all();
   }
 
@@ -154,9 +146,9 @@ class grpc_connection final : public load_connection {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::GRPCInferenceService::Stub> stub_;
   std::mutex mu_;
-  std::condition_variable done_cv_, idle_cv_;
-  std::deque<std::string> done_;
-  size_t in_flight_ = 0;
+  std::condition_variable idle_cv_;  // in_flight_ fell
+  size_t in_flight_ = 0;             // calls whose callbacks have not run
+  answer_queue answers_;
 };
 
 }  // namespace

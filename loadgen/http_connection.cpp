@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "loadgen/answer_queue.hpp"
 #include "messages/codec.hpp"
 #include "messages/kserve_v2.hpp"
 
@@ -49,13 +50,7 @@ class http_connection final : public load_connection {
     work_cv_.notify_one();
   }
 
-  bool recv(std::string& out, int timeout_ms) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!done_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return !done_.empty(); })) return false;
-    out = std::move(done_.front());
-    done_.pop_front();
-    return true;
-  }
+  bool recv(std::string& out, int timeout_ms) override { return answers_.pop(out, timeout_ms); }
 
   std::string refused() override { return {}; }
 
@@ -93,11 +88,7 @@ class http_connection final : public load_connection {
         answer = msg::encode_frame({{}, ready(*c, s->token)}).str();
       else
         continue;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        done_.push_back(std::move(answer));
-      }
-      done_cv_.notify_one();
+      answers_.push(std::move(answer));
     }
   }
 
@@ -157,9 +148,9 @@ class http_connection final : public load_connection {
   std::map<std::string, std::string> input_names_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
-  std::condition_variable work_cv_, done_cv_;
+  std::condition_variable work_cv_;
   std::deque<bytes> work_;
-  std::deque<std::string> done_;
+  answer_queue answers_;
   bool stopping_ = false;
 };
 
