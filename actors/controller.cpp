@@ -11,6 +11,7 @@
 #include "actors/roles.hpp"
 #include "actors/route_publisher.hpp"
 #include "actors/worker_registry.hpp"
+#include "scheduling/link_estimate.hpp"
 
 namespace sloserve {
 namespace {
@@ -30,10 +31,11 @@ struct controller_state {
   // more likely cut off than they are all gone: it keeps the placement and routing it has
   // (plans and tables made now would reach the frontends late, and wrong) until it hears them.
   std::set<std::string> unheard;
-  bool held = false;           // a plan or a table was held back while cut off
-  std::set<std::string> slow;  // workers behind slow links (the monitor's): planned without
-  uint64_t epoch_base = 0;     // numbering of this controller's epochs
-  uint64_t epoch = 0;          // current schedule and routing epoch
+  bool held = false;                                    // a plan or a table was held back while cut off
+  std::set<std::string> slow;                           // workers behind slow links (the monitor's): planned without
+  std::map<std::string, std::vector<std::string>> far;  // per worker, models too large for its link
+  uint64_t epoch_base = 0;                              // numbering of this controller's epochs
+  uint64_t epoch = 0;                                   // current schedule and routing epoch
   cluster_placement current;
   route_publisher publisher;
   worker_set told_scaler;
@@ -129,6 +131,8 @@ void run_epoch(self_ptr self) {
   auto req = epoch_request(
       *st.cfg, std::make_shared<const std::vector<model_spec>>(st.models), st.rates, st.plan,
       [&](const std::string& node) { return st.workers.up(node) && (!fast_one || !st.slow.count(node)); });
+  // Models too large for a worker's link are placed elsewhere, while another worker can take them.
+  sched::keep_models_off(req.input.slots, st.far, st.models);
   self->request(st.planner, caf::infinite, std::move(req)).then([=](planned_epoch& p) { on_planned(self, p); });
 }
 
@@ -279,11 +283,12 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
             });
         },
         [=](peer_down_atom, const std::string& node) { on_lost(self, node); },
-        [=](slow_atom, std::vector<std::string>& nodes) {
+        [=](link_verdicts& v) {
           auto& st = self->state;
-          std::set<std::string> now(nodes.begin(), nodes.end());
-          if (now == st.slow) return;
-          st.slow = std::move(now);
+          std::set<std::string> slow(v.slow.begin(), v.slow.end());
+          if (slow == st.slow && v.far == st.far) return;
+          st.slow = std::move(slow);
+          st.far = std::move(v.far);
           if (replans(st)) run_epoch(self);
         },
         [=](peer_up_atom, const std::string& node) {

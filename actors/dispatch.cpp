@@ -54,6 +54,16 @@ bool dispatch(link& l, msg::envelope&& e, const std::string& client) {
         } else if constexpr (std::is_same_v<T, msg::load_report>) {
           return deliver(a.monitor, std::move(m));  // the controller and the scaler read it there
         } else if constexpr (std::is_same_v<T, msg::heartbeat>) {
+          if (m.probe) {
+            // A frontend times the link: answered here, at once, so that the round trip is the
+            // link's and not this node's actors'.
+            msg::heartbeat echo;
+            echo.node = l.self_name();
+            echo.echo = m.probe;
+            l.to_node(e.from, {{}, std::move(echo)});
+            return true;
+          }
+          if (m.echo) m.received_ns = l.now_ns();
           return deliver(a.agent, std::move(m));
         } else {
           spdlog::warn("{}: ignoring a message meant for clients from '{}'", l.self_name(), e.from);

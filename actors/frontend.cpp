@@ -8,6 +8,7 @@
 #include <map>
 #include <queue>
 #include <random>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -73,6 +74,7 @@ struct frontend_state {
   std::unordered_map<std::string, int> client_in_flight;  // queries in flight per client
   // Since the last beacon, per worker: time its results spent outside its queue and device.
   std::map<std::string, std::pair<double, uint64_t>> transfer;  // node -> (sum ms, results)
+  std::set<std::string> unheard;  // workers this frontend marked down: reported until heard again
   // Since the last beacon, per pipeline: queries admitted and invocations per stage.
   std::vector<msg::pipeline_load> load;
   caf::actor_clock::time_point last_report;
@@ -321,8 +323,26 @@ void on_routing(self_ptr self, msg::routing_table& t) {
   spdlog::info("{}: routing table epoch {} ({} models)", st.net->self_name(), t.epoch, t.routes.size());
 }
 
+// Adds the workers this frontend does not hear to a load report.
+void add_unheard(const frontend_state& st, msg::load_report& r) {
+  for (auto& node : st.unheard) {
+    msg::link_load l;
+    l.node = node;
+    l.unheard = true;
+    r.links.push_back(std::move(l));
+  }
+}
+
 void on_peer_down(self_ptr self, const std::string& node) {
   auto& st = self->state;
+  if (auto* n = st.cfg->find_node(node); n && n->has_role(role::worker) && st.unheard.insert(node).second) {
+    // The controller may still hear it (an asymmetric partition): tell it now, so that it plans
+    // the worker's sessions onto workers this frontend can reach.
+    msg::load_report r;
+    r.node = st.net->self_name();
+    add_unheard(st, r);
+    if (auto* ctl = st.cfg->controller()) st.net->to_node(ctl->name, {{}, std::move(r)});
+  }
   if (!st.routes->set_live(node, false)) return;
   std::vector<uint64_t> affected;
   for (auto& [id, f] : st.invocations)
@@ -375,6 +395,7 @@ void report_load(self_ptr self) {
   r.pipelines = st.load;
   for (auto& [node, t] : st.transfer) r.links.push_back({node, t.first / static_cast<double>(t.second), t.second});
   st.transfer.clear();
+  add_unheard(st, r);
   for (auto& l : st.load) {
     l.queries = 0;
     std::fill(l.stage_invocations.begin(), l.stage_invocations.end(), 0);
@@ -431,7 +452,10 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
         [=](msg::invocation_result& r) { on_result(self, r); },
         [=](msg::routing_table& t) { on_routing(self, t); },
         [=](peer_down_atom, const std::string& node) { on_peer_down(self, node); },
-        [=](peer_up_atom, const std::string& node) { self->state.routes->set_live(node, true); },
+        [=](peer_up_atom, const std::string& node) {
+          self->state.unheard.erase(node);
+          self->state.routes->set_live(node, true);
+        },
         [=](tick_atom) {
           on_tick(self);
           self->delayed_send(self, std::chrono::milliseconds(10), tick_atom::value);

@@ -4,6 +4,7 @@
 
 #include <caf/all.hpp>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,7 +26,6 @@ using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using leave_atom = caf::atom_constant<caf::atom("leave")>;
 using loaded_atom = caf::atom_constant<caf::atom("loaded")>;
 using rates_atom = caf::atom_constant<caf::atom("rates")>;
-using slow_atom = caf::atom_constant<caf::atom("slow")>;
 
 // Where the frontend hands a reply for a client that is not a ZeroMQ peer (the HTTP ingress):
 // called exactly once, on the frontend's thread.
@@ -60,6 +60,15 @@ struct frontend_stats {
   uint64_t overloaded = 0;
   uint64_t rerouted = 0;
   uint64_t in_flight = 0;
+};
+
+// The monitor's verdict on the links to workers: workers whose invocations spend too long on
+// the way (planned without), and per worker the models whose requests would take too long to
+// cross its link (planned elsewhere).
+struct link_verdicts {
+  std::vector<std::string> slow;
+  std::map<std::string, std::vector<std::string>> far;
+  bool operator==(const link_verdicts&) const = default;
 };
 
 // Client ingress and per-query DAG orchestration.
@@ -109,7 +118,7 @@ using controller_actor =
                      caf::reacts_to<beacon_atom>,                  // run an epoch when one is due
                      caf::reacts_to<peer_down_atom, std::string>,  // take its instances out of routing
                      caf::reacts_to<peer_up_atom, std::string>,
-                     caf::reacts_to<slow_atom, std::vector<std::string>>>;  // workers behind slow links now
+                     caf::reacts_to<link_verdicts>>;  // workers behind slow links, models too far for links
 
 // Autoscaling (scaler: in the cluster file): a vertical loop and a horizontal loop over the
 // monitor's per-second rates, acting through a provisioner.
@@ -164,6 +173,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::ingress)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::status_query)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::device_load)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::frontend_stats)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::link_verdicts)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::cluster_load)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::sched::pipeline_rates)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::deployment)

@@ -110,6 +110,11 @@ void node_metrics::queue_length(const std::string& model, const std::string& dev
   queue_lengths_[label2("model", model, "device", device)] = static_cast<double>(n);
 }
 
+void node_metrics::link(const std::string& worker, double ms_per_mb, double base_ms) {
+  std::lock_guard lock(mu_);
+  links_[worker] = {ms_per_mb, base_ms};
+}
+
 void node_metrics::batch(const std::string& model, int size) {
   std::lock_guard lock(mu_);
   auto& h = batch_sizes_[label("model", model)];
@@ -197,6 +202,13 @@ std::string node_metrics::render(std::string_view node, double now_s) const {
   if (!queue_lengths_.empty()) {
     header(out, "sloserve_queue_length", "gauge", "Requests queued on a device, by model.");
     for (auto& [l, v] : queue_lengths_) sample(out, "sloserve_queue_length", l, v);
+  }
+  if (!links_.empty()) {
+    header(out, "sloserve_link_seconds_per_megabyte", "gauge",
+           "What each MB of a request adds on the way to a worker, by this frontend's link probes.");
+    for (auto& [w, v] : links_) sample(out, "sloserve_link_seconds_per_megabyte", label("worker", w), v.first / 1e3);
+    header(out, "sloserve_link_round_trip_seconds", "gauge", "Round trip of an empty link probe to a worker.");
+    for (auto& [w, v] : links_) sample(out, "sloserve_link_round_trip_seconds", label("worker", w), v.second / 1e3);
   }
   if (!batch_sizes_.empty()) histograms("sloserve_batch_size", "Requests per batch run, by model.", batch_sizes_);
   if (!busy_.empty()) {

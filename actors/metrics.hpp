@@ -58,6 +58,9 @@ class node_metrics {
   void placement(size_t devices, const std::map<std::string, size_t>& instances);
   // Frontend: queries in flight now.
   void in_flight(size_t n);
+  // Frontend: what its probes found of the link to `worker` (ms per MB a request adds, and the
+  // round trip of an empty probe in ms).
+  void link(const std::string& worker, double ms_per_mb, double base_ms);
 
   // Counters of what the network and clients did to the node, each with at most one label.
   enum class event {
@@ -93,6 +96,7 @@ class node_metrics {
   std::map<labels, histogram> durations_, stage_durations_, batch_sizes_;
   std::map<std::string, attainment> attainment_;
   std::map<labels, double> queue_lengths_;
+  std::map<std::string, std::pair<double, double>> links_;  // worker -> (ms per MB, empty round trip ms)
   std::map<std::string, busy_time> busy_;
   std::map<std::string, size_t> instances_;
   std::map<std::pair<event, std::string>, uint64_t> events_;

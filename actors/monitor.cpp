@@ -1,15 +1,18 @@
 // The monitor folds load reports into what the control plane plans on: workers' per-session
 // rates, latencies and drops (for the scaler and operators), frontends' per-pipeline query and
-// stage counts (for the controller's epochs), and the workers behind slow links (from the
-// frontends' transfer times; the controller plans without them). Nothing else smooths
+// stage counts (for the controller's epochs), and the links to workers: the workers behind slow
+// links (from the frontends' transfer times; the controller plans without them) and the models
+// too large for a link (from the frontends' probes; planned elsewhere). Nothing else smooths
 // measurements.
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 
 #include "actors/roles.hpp"
+#include "scheduling/link_estimate.hpp"
 
 namespace sloserve {
 namespace {
@@ -22,7 +25,11 @@ struct monitor_state {
   std::optional<sched::pipeline_load> pipelines;
   caf::actor_clock::time_point window_start;
   std::map<std::string, caf::actor_clock::time_point> slow_until;  // workers behind slow links
-  std::vector<std::string> told;                                   // the slow set the controller has
+  // Per (frontend, worker): the latest probe estimate of the link's ms per MB, and when it came.
+  std::map<std::pair<std::string, std::string>, std::pair<double, caf::actor_clock::time_point>> probed;
+  std::map<std::string, caf::actor_clock::time_point> far_until;      // "worker\nmodel" -> until
+  std::map<std::string, caf::actor_clock::time_point> unheard_until;  // workers a frontend does not hear
+  link_verdicts told;                                                 // what the controller has
 };
 
 using self_ptr = monitor_actor::stateful_pointer<monitor_state>;
@@ -32,20 +39,32 @@ constexpr double smoothing = 0.5;
 
 // A worker whose invocations spend more than this outside its queue and device (the way there and
 // back) is behind a slow link: a tenth of the tightest SLO, at least 5 ms. Planning avoids it for
-// `slow_for`, then tries it again.
+// `slow_for`, then tries it again. A model whose request would take longer than this to cross a
+// worker's link (by the frontends' probes) is kept off that worker as long.
 double slow_link_ms(const cluster_config& cfg) {
   double tightest = 1e18;
   for (auto& p : cfg.pipelines) tightest = std::min(tightest, p.slo_ms);
   return std::max(5.0, 0.1 * tightest);
 }
 constexpr auto slow_for = std::chrono::seconds(30);
-constexpr uint64_t slow_evidence = 5;  // results in a window before a link is judged
+constexpr uint64_t slow_evidence = 5;                   // results in a window before a link is judged
+constexpr auto probe_fresh = std::chrono::seconds(10);  // probe estimates older than this are forgotten
+// A worker some frontend does not hear (an asymmetric partition: the controller may still hear
+// it) is planned without while frontends report it, and this long after the last report.
+constexpr auto unheard_for = std::chrono::seconds(3);
 
 void judge_links(self_ptr self, const msg::load_report& r) {
   auto& st = self->state;
   auto now = self->clock().now();
   auto limit = slow_link_ms(*st.cfg);
   for (auto& l : r.links) {
+    if (l.ms_per_mb >= 0) st.probed[{r.node, l.node}] = {l.ms_per_mb, now};
+    if (l.unheard) {
+      if (st.unheard_until.find(l.node) == st.unheard_until.end())
+        spdlog::warn("{}: {} does not hear {}: planning without it while that lasts", st.net->self_name(), r.node,
+                     l.node);
+      st.unheard_until[l.node] = now + unheard_for;
+    }
     if (l.results < slow_evidence || l.transfer_ms <= limit) continue;
     if (st.slow_until.find(l.node) == st.slow_until.end())
       spdlog::warn(
@@ -55,11 +74,38 @@ void judge_links(self_ptr self, const msg::load_report& r) {
     st.slow_until[l.node] = now + slow_for;
   }
   std::erase_if(st.slow_until, [&](auto& kv) { return kv.second <= now; });
-  std::vector<std::string> slow;
-  for (auto& [node, until] : st.slow_until) slow.push_back(node);
-  if (slow == st.told) return;
-  st.told = slow;
-  if (auto ctl = st.net->local().controller) self->send(ctl, slow_atom::value, slow);
+  std::erase_if(st.unheard_until, [&](auto& kv) { return kv.second <= now; });
+  // The worst any frontend measured, per worker.
+  std::erase_if(st.probed, [&](auto& kv) { return now - kv.second.second > probe_fresh; });
+  std::map<std::string, double> per_mb;
+  for (auto& [key, v] : st.probed) per_mb[key.second] = std::max(per_mb[key.second], v.first);
+  for (auto& [node, models] : sched::models_too_far(per_mb, st.cfg->models, limit))
+    for (auto& m : models) {
+      auto key = node + "\n" + m;
+      if (st.far_until.find(key) == st.far_until.end()) {
+        auto* spec = st.cfg->find_model(m);
+        auto bytes = spec ? sched::request_bytes(*spec) : 0;
+        spdlog::warn(
+            "{}: the link to {} adds {:.0f} ms per MB: a request of '{}' ({} bytes) would take {:.1f} ms "
+            "to cross it (over {:.1f} ms); planning '{}' elsewhere for {} s",
+            st.net->self_name(), node, per_mb[node], m, bytes, static_cast<double>(bytes) / 1e6 * per_mb[node], limit,
+            m, slow_for.count());
+      }
+      st.far_until[key] = now + slow_for;
+    }
+  std::erase_if(st.far_until, [&](auto& kv) { return kv.second <= now; });
+  link_verdicts v;
+  for (auto& [node, until] : st.slow_until) v.slow.push_back(node);
+  for (auto& [node, until] : st.unheard_until)
+    if (!st.slow_until.count(node)) v.slow.push_back(node);
+  std::sort(v.slow.begin(), v.slow.end());
+  for (auto& [key, until] : st.far_until) {
+    auto cut = key.find('\n');
+    v.far[key.substr(0, cut)].push_back(key.substr(cut + 1));
+  }
+  if (v == st.told) return;
+  st.told = v;
+  if (auto ctl = st.net->local().controller) self->send(ctl, std::move(v));
 }
 
 }  // namespace
@@ -77,7 +123,7 @@ monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args) {
     return {
         [=](msg::load_report& r) {
           auto& st = self->state;
-          if (!r.pipelines.empty()) judge_links(self, r);
+          if (!r.pipelines.empty() || !r.links.empty()) judge_links(self, r);
           for (auto& pl : r.pipelines)
             if (auto* p = st.cfg->find_pipeline(pl.pipeline))
               st.pipelines->count(static_cast<size_t>(p - st.cfg->pipelines.data()), pl.queries, pl.stage_invocations);

@@ -103,11 +103,17 @@ worker_actor spawn_worker(caf::actor_system& sys, actor_args args, std::vector<d
           // Acknowledge the epoch only once every device has loaded what it now runs, so that
           // no frontend routes to a model still loading.
           auto epoch = s.epoch;
+          std::string serving;
+          for (auto& ds : s.devices)
+            for (auto& x : ds.sessions)
+              serving += (serving.empty() ? "" : ", ") + x.model + " on device " + std::to_string(ds.device);
+          if (serving.empty()) serving = "nothing";
           auto remaining = std::make_shared<size_t>(0);
           for (auto& ds : s.devices) *remaining += ds.device < st.devices.size();
           auto applied = [=] {
             auto& st = self->state;
-            if (epoch != st.schedule_epoch) spdlog::info("{}: applied schedule epoch {}", st.node->name, epoch);
+            if (epoch != st.schedule_epoch)
+              spdlog::info("{}: applied schedule epoch {}: serving {}", st.node->name, epoch, serving);
             st.schedule_epoch = epoch;
             register_self(self);  // tells the controller at once that the schedule is in place
           };

@@ -129,7 +129,7 @@ const std::vector<config_section>& config_keys() {
       {"runtime",
        {"heartbeat_ms", "peer_timeout_ms", "beacon_ms", "max_payload_bytes", "max_queue_length", "reply_grace_ms",
         "threads", "drop_policy", "balancer", "max_queued_mb", "zmq_hwm", "clock_tolerance_ms",
-        "max_client_queued_replies", "max_client_in_flight"}},
+        "max_client_queued_replies", "max_client_in_flight", "link_probe_ms", "link_probe_bytes"}},
       {"scheduler", {"policy", "split", "epoch_s", "min_epoch_s", "rate_band", "headroom", "steps"}},
       {"scaler",
        {"policy", "vertical_s", "horizontal_s", "predictor", "max_cores", "max_instances", "max_total_cores",
@@ -462,6 +462,12 @@ void parse_runtime(reader& r, const YAML::Node& n, runtime_options& o) {
   r.get(n, "clock_tolerance_ms", o.clock_tolerance_ms, w, false);
   r.get(n, "max_client_queued_replies", o.max_client_queued_replies, w, false);
   r.get(n, "max_client_in_flight", o.max_client_in_flight, w, false);
+  r.get(n, "link_probe_ms", o.link_probe_ms, w, false);
+  r.get(n, "link_probe_bytes", o.link_probe_bytes, w, false);
+  if (o.link_probe_ms < 0) r.error(n["link_probe_ms"], "runtime link_probe_ms cannot be negative (0: no probes)");
+  if (!n["link_probe_bytes"]) o.link_probe_bytes = std::min(o.link_probe_bytes, o.max_payload_bytes);
+  if (o.link_probe_bytes < 1024 || o.link_probe_bytes > o.max_payload_bytes)
+    r.error(n["link_probe_bytes"], "runtime link_probe_bytes must be from 1024 up to max_payload_bytes");
   if (o.max_client_queued_replies < 1)
     r.error(n["max_client_queued_replies"], "runtime max_client_queued_replies must be at least 1");
   if (o.max_client_in_flight < 1) r.error(n["max_client_in_flight"], "runtime max_client_in_flight must be at least 1");
@@ -858,6 +864,8 @@ std::string to_yaml(const cluster_config& cfg) {
   kv("clock_tolerance_ms", o.clock_tolerance_ms);
   kv("max_client_queued_replies", o.max_client_queued_replies);
   kv("max_client_in_flight", o.max_client_in_flight);
+  kv("link_probe_ms", o.link_probe_ms);
+  kv("link_probe_bytes", o.link_probe_bytes);
   e << YAML::EndMap;
   if (cfg.security.enabled()) {
     e << YAML::Key << "security" << YAML::Value << YAML::BeginMap;

@@ -65,6 +65,11 @@ struct runtime_options {
   // A client whose requests all seem to take longer than this (or less than 0) to arrive has a
   // clock that differs from the frontend's: its send times then count only beyond that offset.
   double clock_tolerance_ms = 100;
+  // Frontends probe each worker's link this often (0: never) with a pair of probes, one empty
+  // and one of `link_probe_bytes`, and the planner keeps models whose requests would take too
+  // long to cross a link off that worker.
+  int link_probe_ms = 1000;
+  long link_probe_bytes = 32768;
 };
 
 // CurveZMQ, named as the user writes them under `security:`. Off when `keys` is empty.

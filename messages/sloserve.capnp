@@ -95,6 +95,13 @@ struct Heartbeat {
   incarnation @1 :UInt64;
   seq @2 :UInt64;
   heard @3 :UInt64;  # seq of the last heartbeat the sender got from the receiver; 0: none
+  # Link probes (frontend -> worker): a heartbeat with `probe` set asks for an immediate answer,
+  # a heartbeat with `echo` set to that id and nothing else that counts. `padding` is the probe's
+  # load (one uint8 tensor), which times the link per byte.
+  probe @4 :UInt64;
+  echo @5 :UInt64;
+  padding @6 :List(Tensor);
+  #! int64_t received_ns = 0;  // when the node took it in (its steady clock)
 }
 
 struct SessionLoad {
@@ -116,12 +123,18 @@ struct PipelineLoad {
   stageInvocations @2 :List(UInt64);
 }
 
-# A frontend's view of the way to one worker over its last window: the time its invocations
-# spent outside the worker's queue and device (send to result, less queueing and execution).
+# A frontend's view of the way to one worker: over its last window, the time its invocations
+# spent outside the worker's queue and device (send to result, less queueing and execution); and
+# what its link probes found.
 struct LinkLoad {
   node @0 :Text;
   transferMs @1 :Float64;  # mean over the results
   results @2 :UInt64;
+  # From the frontend's link probes: what each MB of a request adds on the way there, and the
+  # round trip of an empty probe; < 0: not probed.
+  msPerMb @3 :Float64 = -1;
+  baseMs @4 :Float64 = -1;
+  unheard @5 :Bool;  # the frontend does not hear the worker now (it marked it down)
 }
 
 struct LoadReport {

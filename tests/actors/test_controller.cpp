@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "actors/roles.hpp"
 #include "actors/route_publisher.hpp"
 #include "actors/worker_registry.hpp"
@@ -56,8 +58,9 @@ planner_actor held_planner(caf::actor_system& sys, std::shared_ptr<held_plans> h
 }
 
 struct controller_fixture : caf_fixture, ::testing::Test {
-  void start(const std::string& policy, std::shared_ptr<held_plans> held = nullptr) {
-    cfg_ = testing::parse_or_die(yaml(policy));
+  void start(const std::string& policy, std::shared_ptr<held_plans> held = nullptr) { start_with(yaml(policy), held); }
+  void start_with(const std::string& text, std::shared_ptr<held_plans> held = nullptr) {
+    cfg_ = testing::parse_or_die(text);
     net = std::make_shared<recording_link>("ctl");
     actor_args args{cfg_, net, 1};
     // Planning on the test scheduler, so that the test decides when it happens.
@@ -110,6 +113,27 @@ struct controller_fixture : caf_fixture, ::testing::Test {
     caf::anon_send(net->actors.monitor, r);
     run();
     advance(1s);
+  }
+
+  // w1 and w2 register and acknowledge, and seconds at 300 queries/s pass until an epoch plans
+  // them; returns w1's schedule epoch then (0: none came), with both workers' schedules taken.
+  uint64_t plan_on_both_workers() {
+    for (std::string w : {"w1", "w2"}) {
+      reg(w, {"worker"}, 7, 0);
+      reg(w, {"worker"}, 7, schedule_of(w).epoch);
+    }
+    uint64_t planned = 0;
+    for (int s = 0; s < 5 && !planned; ++s) {
+      second_at(300);
+      planned = schedule_of("w1").epoch;
+    }
+    schedule_of("w2");
+    return planned;
+  }
+  static size_t sessions(const msg::schedule& s) {
+    size_t n = 0;
+    for (auto& d : s.devices) n += d.sessions.size();
+    return n;
   }
 
   std::shared_ptr<const cluster_config> cfg_;
@@ -230,22 +254,8 @@ TEST_F(controller_fixture, cut_off_from_most_nodes_it_keeps_the_routing_it_has) 
 // without, at once, while another worker can serve; and again once it is no longer slow.
 TEST_F(controller_fixture, a_worker_behind_a_slow_link_is_planned_without) {
   start("nexus");
-  for (std::string w : {"w1", "w2"}) {
-    reg(w, {"worker"}, 7, 0);
-    reg(w, {"worker"}, 7, schedule_of(w).epoch);
-  }
-  uint64_t planned = 0;
-  for (int s = 0; s < 5 && !planned; ++s) {
-    second_at(300);
-    planned = schedule_of("w1").epoch;
-  }
+  auto planned = plan_on_both_workers();
   ASSERT_GT(planned, 0u);
-  schedule_of("w2");
-  auto sessions = [](const msg::schedule& s) {
-    size_t n = 0;
-    for (auto& d : s.devices) n += d.sessions.size();
-    return n;
-  };
   // The frontend's report: w1's results spend 80 ms outside its queue and device (over a tenth
   // of the 100 ms SLO); the monitor tells the controller.
   msg::load_report r;
@@ -261,9 +271,101 @@ TEST_F(controller_fixture, a_worker_behind_a_slow_link_is_planned_without) {
   EXPECT_EQ(sessions(w1), 0u) << "nothing on the slow worker";
   EXPECT_GE(sessions(w2), 1u);
   // Every worker slow: planning uses them rather than none.
-  caf::anon_send(net->actors.controller, slow_atom::value, std::vector<std::string>{"w1", "w2"});
+  caf::anon_send(net->actors.controller, link_verdicts{{"w1", "w2"}, {}});
   run();
   EXPECT_GE(sessions(schedule_of("w1")) + sessions(schedule_of("w2")), 1u);
+}
+
+// An asymmetric partition: the controller hears w1, the frontend does not. The frontend says so,
+// and w1 is planned without at once, while that lasts (and a few seconds after).
+TEST_F(controller_fixture, a_worker_a_frontend_does_not_hear_is_planned_without) {
+  start("nexus");
+  auto planned = plan_on_both_workers();
+  ASSERT_GT(planned, 0u);
+  msg::load_report r;
+  r.node = "fe";
+  msg::link_load l;
+  l.node = "w1";
+  l.unheard = true;
+  r.links.push_back(l);
+  caf::anon_send(net->actors.monitor, r);
+  run();
+  auto w1 = schedule_of("w1"), w2 = schedule_of("w2");
+  ASSERT_GT(w1.epoch, planned) << "planned again at once";
+  EXPECT_EQ(sessions(w1), 0u);
+  EXPECT_GE(sessions(w2), 1u);
+  // Heard again: no more reports of it; a few seconds on, w1 may serve again.
+  for (int s = 0; s < 5; ++s) {
+    msg::load_report quiet;
+    quiet.node = "fe";
+    quiet.window_s = 1;
+    quiet.pipelines.push_back({"p", 300, {300}});
+    msg::link_load fine;
+    fine.node = "w1";
+    fine.ms_per_mb = 0.01;
+    quiet.links.push_back(fine);
+    caf::anon_send(net->actors.monitor, quiet);
+    run();
+    advance(1s);
+  }
+  EXPECT_GT(schedule_of("w1").epoch, w1.epoch) << "planned again once the frontend hears it";
+}
+
+// The frontend's link probes find w1's link slow per byte (1 Mbit/s: 8,000 ms per MB): the stage
+// with 48 KB inputs is planned on w2, at once, while the stage with 8-byte inputs may stay on w1.
+// When every worker's link is too slow for it, it is placed all the same.
+TEST_F(controller_fixture, a_model_too_large_for_a_workers_link_is_planned_elsewhere) {
+  auto text = yaml("nexus");
+  auto at = text.find("pipelines:");
+  text = text.substr(0, at) +
+         "  - {name: big, input: {dtype: float32, shape: [3, 64, 64]}, output: {dtype: float32, shape: [2]},\n"
+         "     max_batch: 8, profile: {alpha_ms: 2, beta_ms: 3}}\n"
+         "pipelines:\n"
+         "  - {name: p, slo_ms: 100, stages: [{name: a, model: big}, {name: s, model: m, after: [a]}]}\n" +
+         text.substr(text.find("scheduler:"));
+  start_with(text);
+  for (std::string w : {"w1", "w2"}) {
+    reg(w, {"worker"}, 7, 0);
+    reg(w, {"worker"}, 7, schedule_of(w).epoch);
+  }
+  uint64_t planned = 0;
+  for (int s = 0; s < 5 && !planned; ++s) {
+    msg::load_report second;
+    second.node = "fe";
+    second.window_s = 1;
+    second.pipelines.push_back({"p", 300, {300, 300}});
+    caf::anon_send(net->actors.monitor, second);
+    run();
+    advance(1s);
+    planned = schedule_of("w1").epoch;
+  }
+  ASSERT_GT(planned, 0u);
+  schedule_of("w2");
+  auto models_in = [](const msg::schedule& s) {
+    std::set<std::string> out;
+    for (auto& d : s.devices)
+      for (auto& x : d.sessions) out.insert(x.model);
+    return out;
+  };
+  msg::load_report r;
+  r.node = "fe";
+  msg::link_load slow, fast;
+  slow.node = "w1", slow.ms_per_mb = 8000, slow.base_ms = 0.3;
+  fast.node = "w2", fast.ms_per_mb = 0.05, fast.base_ms = 0.3;
+  r.links = {slow, fast};
+  caf::anon_send(net->actors.monitor, r);
+  run();
+  auto w1 = schedule_of("w1"), w2 = schedule_of("w2");
+  ASSERT_GT(std::max(w1.epoch, w2.epoch), planned) << "planned again at once";
+  EXPECT_EQ(models_in(w1).count("big"), 0u) << "48 KB take 393 ms to cross w1's link";
+  EXPECT_EQ(models_in(w2).count("big"), 1u);
+  // Both links slow per byte: `big` is served all the same.
+  slow.node = "w2";
+  r.links = {slow};
+  caf::anon_send(net->actors.monitor, r);
+  run();
+  w1 = schedule_of("w1"), w2 = schedule_of("w2");
+  EXPECT_EQ(models_in(w1).count("big") + models_in(w2).count("big"), 1u) << "placed on one of them";
 }
 
 TEST_F(controller_fixture, serves_while_a_plan_is_pending_and_a_stale_plan_is_not_applied) {

@@ -89,6 +89,12 @@ TEST(node_metrics, batches_queues_drops_and_the_placement) {
   EXPECT_EQ(value_of(text, "sloserve_plan_devices"), 3);
   EXPECT_EQ(value_of(text, R"(sloserve_instances{model="cls"})"), 0);
   EXPECT_EQ(value_of(text, R"(sloserve_instances{model="det"})"), 2);
+  EXPECT_EQ(text.find("sloserve_link_"), std::string::npos) << "no probe yet";
+  m.link("w2", 8000, 0.5);
+  m.link("w2", 4000, 0.25);
+  text = m.render("fe", 1);
+  EXPECT_EQ(value_of(text, R"(sloserve_link_seconds_per_megabyte{worker="w2"})"), 4);
+  EXPECT_EQ(value_of(text, R"(sloserve_link_round_trip_seconds{worker="w2"})"), 0.00025);
 }
 
 TEST(node_metrics, label_values_are_escaped) {

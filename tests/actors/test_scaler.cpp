@@ -52,7 +52,7 @@ controller_actor recording_controller(caf::actor_system& sys, std::shared_ptr<st
         [](beacon_atom) {},
         [](peer_down_atom, const std::string&) {},
         [](peer_up_atom, const std::string&) {},
-        [](slow_atom, std::vector<std::string>&) {},
+        [](link_verdicts&) {},
     };
   });
 }

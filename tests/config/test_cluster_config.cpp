@@ -342,6 +342,26 @@ TEST(cluster_config, security_needs_a_keys_directory) {
   EXPECT_NE(e.find("max_queued_mb"), std::string::npos) << e;
 }
 
+TEST(cluster_config, link_probes_are_checked_and_round_trip) {
+  auto e = errors_of(with_pipelines(one_pipeline) + "runtime: {link_probe_ms: -1}\n");
+  EXPECT_NE(e.find("c.yaml:22:"), std::string::npos) << e;
+  EXPECT_NE(e.find("link_probe_ms cannot be negative"), std::string::npos) << e;
+  e = errors_of(with_pipelines(one_pipeline) + "runtime: {max_payload_bytes: 4096, link_probe_bytes: 8192}\n");
+  EXPECT_NE(e.find("link_probe_bytes must be from 1024 up to max_payload_bytes"), std::string::npos) << e;
+  // Not given: no more than the payload limit.
+  auto r = parse_cluster_config(with_pipelines(one_pipeline) + "runtime: {max_payload_bytes: 4096}\n", "c.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  EXPECT_EQ(r.config->runtime.link_probe_bytes, 4096);
+  EXPECT_EQ(r.config->runtime.link_probe_ms, 1000);
+  r = parse_cluster_config(with_pipelines(one_pipeline) + "runtime: {link_probe_ms: 0, link_probe_bytes: 2048}\n",
+                           "c.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  auto again = parse_cluster_config(to_yaml(*r.config), "c.yaml");
+  ASSERT_TRUE(again) << again.error_text();
+  EXPECT_EQ(again.config->runtime.link_probe_ms, 0);
+  EXPECT_EQ(again.config->runtime.link_probe_bytes, 2048);
+}
+
 }  // namespace
 }  // namespace sloserve
 
