@@ -1,0 +1,168 @@
+#include "scheduling/ipa.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace sloserve::sched {
+
+namespace {
+
+// One (variant, batch) of a stage, with what it costs and takes.
+struct option {
+  ipa_choice choice;
+  double accuracy = 0;  // a fraction
+  double cost = 0;      // beta * n * R + delta * b
+  double cores = 0;     // n * R
+};
+
+int replicas_for(const ipa_variant& v, int b, double rate) {
+  double per_s = 1000.0 * b / v.model->profile.latency_ms_at(b);
+  return std::max(1, static_cast<int>(std::ceil(rate / per_s - 1e-9)));
+}
+
+option make_option(const ipa_stage& s, size_t variant, int b, const ipa_weights& w) {
+  auto& v = s.variants[variant];
+  option o;
+  o.choice.variant = variant;
+  o.choice.batch = b;
+  o.choice.replicas = replicas_for(v, b, s.rate);
+  o.choice.latency_ms = v.model->profile.latency_ms_at(b) + 1000.0 * (b - 1) / s.rate;
+  o.accuracy = v.accuracy / 100.0;
+  o.cores = o.choice.replicas * v.base_cores;
+  o.cost = w.beta * o.cores + w.delta * b;
+  return o;
+}
+
+// The options of a stage no other option beats in accuracy, cost and latency at once, most
+// accurate first (so that the search meets good choices early).
+std::vector<option> options_of(const ipa_stage& s, const ipa_weights& w) {
+  std::vector<option> all;
+  for (size_t v = 0; v < s.variants.size(); ++v)
+    for (int b : s.variants[v].model->profile.plannable_batches(s.variants[v].model->max_batch))
+      all.push_back(make_option(s, v, b, w));
+  std::vector<option> kept;
+  for (size_t i = 0; i < all.size(); ++i) {
+    bool beaten = false;
+    for (size_t j = 0; j < all.size() && !beaten; ++j) {
+      if (i == j) continue;
+      auto &a = all[j], &b = all[i];
+      bool no_worse = a.accuracy >= b.accuracy && a.cost <= b.cost && a.choice.latency_ms <= b.choice.latency_ms;
+      bool better = a.accuracy > b.accuracy || a.cost < b.cost || a.choice.latency_ms < b.choice.latency_ms;
+      beaten = no_worse && (better || j < i);  // of equal options, the first stays
+    }
+    if (!beaten) kept.push_back(all[i]);
+  }
+  std::sort(kept.begin(), kept.end(), [](const option& a, const option& b) {
+    return a.accuracy != b.accuracy ? a.accuracy > b.accuracy : a.cost < b.cost;
+  });
+  return kept;
+}
+
+struct search {
+  const std::vector<ipa_stage>& stages;
+  double slo_ms;
+  double alpha;
+  std::vector<std::vector<option>> options;
+  std::vector<double> best_accuracy_from;  // per stage: prod of the best accuracies of stages >= it
+  std::vector<double> least_cost_from;     // per stage: sum of the least costs of stages >= it
+  std::vector<double> fastest;             // per stage: its fastest option's latency
+  std::vector<std::vector<size_t>> next;   // successors
+  std::vector<double> tail;                // per stage: the fastest path from its end to a sink
+  std::vector<double> finish;              // per assigned stage: longest path to its end
+  std::vector<size_t> pick;
+  std::vector<size_t> best_pick;
+  double best = -std::numeric_limits<double>::infinity();
+
+  void run(size_t s, double accuracy, double cost) {
+    if (s == stages.size()) {
+      double objective = alpha * accuracy - cost;
+      if (objective > best) best = objective, best_pick = pick;
+      return;
+    }
+    if (alpha * accuracy * best_accuracy_from[s] - cost - least_cost_from[s] <= best) return;
+    double start = 0;
+    for (auto p : stages[s].after) start = std::max(start, finish[p]);
+    for (size_t k = 0; k < options[s].size(); ++k) {
+      auto& o = options[s][k];
+      double end = start + o.choice.latency_ms;
+      if (end + tail[s] > slo_ms + 1e-9) continue;
+      finish[s] = end;
+      pick[s] = k;
+      run(s + 1, accuracy * o.accuracy, cost + o.cost);
+    }
+  }
+};
+
+}  // namespace
+
+ipa_solution evaluate_ipa(const std::vector<ipa_stage>& stages, const std::vector<ipa_choice>& choices,
+                          const ipa_weights& w) {
+  ipa_solution out;
+  out.accuracy = 1;
+  std::vector<double> finish(stages.size(), 0);
+  double cost = 0;
+  for (size_t s = 0; s < stages.size(); ++s) {
+    auto o = make_option(stages[s], choices[s].variant, choices[s].batch, w);
+    double start = 0;
+    for (auto p : stages[s].after) start = std::max(start, finish[p]);
+    finish[s] = start + o.choice.latency_ms;
+    out.latency_ms = std::max(out.latency_ms, finish[s]);
+    out.accuracy *= o.accuracy;
+    out.cost += o.cores;
+    cost += o.cost;
+    out.stages.push_back(o.choice);
+  }
+  out.objective = w.alpha * out.accuracy - cost;
+  return out;
+}
+
+expected<ipa_solution> solve_ipa(const std::vector<ipa_stage>& stages, double slo_ms, const ipa_weights& w) {
+  if (stages.empty()) return fail("ipa: a pipeline with no stages");
+  if (!(w.alpha >= 0)) return fail("ipa: alpha, the weight of accuracy, cannot be negative");
+  for (size_t s = 0; s < stages.size(); ++s) {
+    auto& st = stages[s];
+    auto where = "ipa: stage " + std::to_string(s);
+    if (st.variants.empty()) return fail(where + " has no variants");
+    if (!(st.rate > 0)) return fail(where + " needs a rate above 0");
+    for (auto p : st.after)
+      if (p >= s) return fail(where + " follows a stage that is not before it");
+    for (auto& v : st.variants)
+      if (!v.model || v.accuracy < 0 || v.accuracy > 100 || !(v.base_cores > 0))
+        return fail(where + ": a variant needs a model, an accuracy in 0-100 and base cores above 0");
+  }
+  search x{stages, slo_ms, w.alpha, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  size_t n = stages.size();
+  x.next.resize(n);
+  for (size_t s = 0; s < n; ++s) {
+    x.options.push_back(options_of(stages[s], w));
+    for (auto p : stages[s].after) x.next[p].push_back(s);
+  }
+  x.best_accuracy_from.assign(n + 1, 1);
+  x.least_cost_from.assign(n + 1, 0);
+  x.fastest.assign(n, 0);
+  for (size_t s = n; s-- > 0;) {
+    double acc = 0, cost = std::numeric_limits<double>::infinity(), fast = cost;
+    for (auto& o : x.options[s]) {
+      acc = std::max(acc, o.accuracy);
+      cost = std::min(cost, o.cost);
+      fast = std::min(fast, o.choice.latency_ms);
+    }
+    x.best_accuracy_from[s] = acc * x.best_accuracy_from[s + 1];
+    x.least_cost_from[s] = cost + x.least_cost_from[s + 1];
+    x.fastest[s] = fast;
+  }
+  x.tail.assign(n, 0);
+  for (size_t s = n; s-- > 0;)
+    for (auto c : x.next[s]) x.tail[s] = std::max(x.tail[s], x.fastest[c] + x.tail[c]);
+  x.finish.assign(n, 0);
+  x.pick.assign(n, 0);
+  x.run(0, 1, 0);
+  if (x.best_pick.empty()) return fail("ipa: no choice of variants and batches meets the SLO");
+  std::vector<ipa_choice> choices;
+  for (size_t s = 0; s < n; ++s) choices.push_back(x.options[s][x.best_pick[s]].choice);
+  return evaluate_ipa(stages, choices, w);
+}
+
+}  // namespace sloserve::sched

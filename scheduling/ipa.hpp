@@ -1,0 +1,64 @@
+#pragma once
+// IPA's pipeline configuration (thesis 004, part II), solved exactly: per stage of a pipeline
+// DAG, the model variant, batch b and replicas n that maximise
+//     alpha * prod_s a_s  -  beta * sum_s n_s * R_s  -  delta * sum_s b_s
+// subject to, along every path from a source to a sink,
+//     sum_s ( l_s(b_s) + (b_s - 1) / lambda_s ) <= SLO
+// and n_s * b_s / l_s(b_s) >= lambda_s, where a_s is the variant's accuracy (a fraction), R_s
+// its base cores, l_s its latency profile and lambda_s the stage's rate after fan-out.
+//
+// For a (variant, batch) the fewest replicas that carry the rate are always best, so a stage's
+// options are its (variant, batch) pairs; options no better in accuracy, cost and latency than
+// another are set aside. A depth-first search over the stages in topological order then bounds
+// the objective from above (the best accuracy and the least cost still open) and the latency
+// from below (the fastest options still open on the longest path), and keeps the best complete
+// choice: exact, and fast for the pipelines IPA serves (a few stages of a few variants).
+
+#include <cstddef>
+#include <vector>
+
+#include "pipelines/expected.hpp"
+#include "pipelines/model.hpp"
+
+namespace sloserve::sched {
+
+struct ipa_variant {
+  const model_spec* model = nullptr;  // its latency profile and max_batch
+  double accuracy = 0;                // top-1 in percent (0-100)
+  double base_cores = 1;              // R: what one replica costs
+};
+
+struct ipa_stage {
+  std::vector<ipa_variant> variants;
+  std::vector<size_t> after;  // stages it follows (indices of earlier stages)
+  double rate = 0;            // lambda: requests/s reaching it (after fan-out), > 0
+};
+
+struct ipa_weights {
+  double alpha = 1, beta = 0.01, delta = 0.0001;
+};
+
+struct ipa_choice {
+  size_t variant = 0;
+  int batch = 1;
+  int replicas = 1;
+  double latency_ms = 0;  // l(b) + (b - 1) / lambda
+};
+
+struct ipa_solution {
+  std::vector<ipa_choice> stages;
+  double objective = 0;
+  double accuracy = 0;    // prod_s a_s, as a fraction
+  double cost = 0;        // sum_s n_s * R_s
+  double latency_ms = 0;  // the longest path
+};
+
+// The best configuration, or why there is none (no choice meets the SLO, or bad input).
+expected<ipa_solution> solve_ipa(const std::vector<ipa_stage>& stages, double slo_ms, const ipa_weights& w);
+
+// The objective and longest path of `choices` (variant and batch per stage; replicas are set to
+// the fewest that carry the rate); for tests and for comparing configurations.
+ipa_solution evaluate_ipa(const std::vector<ipa_stage>& stages, const std::vector<ipa_choice>& choices,
+                          const ipa_weights& w);
+
+}  // namespace sloserve::sched

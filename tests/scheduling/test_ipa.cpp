@@ -1,0 +1,146 @@
+// IPA's configuration solver against a worked example and against brute force.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "scheduling/ipa.hpp"
+
+namespace sloserve::sched {
+namespace {
+
+model_spec linear(double alpha_ms, double beta_ms, int max_batch) {
+  model_spec m;
+  m.max_batch = max_batch;
+  m.profile.alpha_ms = alpha_ms;
+  m.profile.beta_ms = beta_ms;
+  return m;
+}
+
+TEST(ipa, a_worked_chain_takes_the_accurate_variant_where_the_slo_allows_it) {
+  // Two stages at 100 requests/s, SLO 60 ms. Stage 0: a small (70%, l(b) = 2b + 3 ms) or a large
+  // variant (80%, l(b) = 10b + 10 ms); stage 1: one variant (90%, l(b) = b + 1 ms).
+  auto small = linear(2, 3, 8), large = linear(10, 10, 8), only = linear(1, 1, 8);
+  std::vector<ipa_stage> stages(2);
+  stages[0].variants = {{&small, 70, 1}, {&large, 80, 1}};
+  stages[0].rate = 100;
+  stages[1].variants = {{&only, 90, 1}};
+  stages[1].after = {0};
+  stages[1].rate = 100;
+  ipa_weights w{1, 0.01, 0.0001};
+  auto r = solve_ipa(stages, 60, w);
+  ASSERT_TRUE(r) << r.error();
+  // The large variant fits: at batch 1 it takes 20 ms (two replicas carry 100/s), stage 1 at
+  // batch 1 takes 2 ms; 0.8 x 0.9 outweighs the replicas' cost.
+  EXPECT_EQ(r->stages[0].variant, 1u);
+  EXPECT_EQ(r->stages[0].batch, 1);
+  EXPECT_EQ(r->stages[0].replicas, 2);
+  EXPECT_NEAR(r->accuracy, 0.8 * 0.9, 1e-12);
+  EXPECT_LE(r->latency_ms, 60 + 1e-9);
+  // The same against every choice by hand.
+  double best = -1e18;
+  for (size_t v = 0; v < 2; ++v)
+    for (int b0 = 1; b0 <= 8; ++b0)
+      for (int b1 = 1; b1 <= 8; ++b1) {
+        auto e = evaluate_ipa(stages, {{v, b0}, {0, b1}}, w);
+        if (e.latency_ms <= 60) best = std::max(best, e.objective);
+      }
+  EXPECT_NEAR(r->objective, best, 1e-9);
+  // A tight SLO leaves only the small variant.
+  auto tight = solve_ipa(stages, 8, w);
+  ASSERT_TRUE(tight) << tight.error();
+  EXPECT_EQ(tight->stages[0].variant, 0u);
+  EXPECT_FALSE(solve_ipa(stages, 3, w)) << "nothing fits 3 ms";
+}
+
+TEST(ipa, bad_input_is_refused_with_a_reason) {
+  auto m = linear(1, 1, 4);
+  std::vector<ipa_stage> stages(1);
+  EXPECT_NE(solve_ipa(stages, 10, {}).error().find("no variants"), std::string::npos);
+  stages[0].variants = {{&m, 70, 1}};
+  EXPECT_NE(solve_ipa(stages, 10, {}).error().find("rate"), std::string::npos);
+  stages[0].rate = 10;
+  stages[0].after = {0};
+  EXPECT_NE(solve_ipa(stages, 10, {}).error().find("not before it"), std::string::npos);
+  stages[0].after.clear();
+  stages[0].variants[0].accuracy = 101;
+  EXPECT_NE(solve_ipa(stages, 10, {}).error().find("accuracy"), std::string::npos);
+  EXPECT_FALSE(solve_ipa({}, 10, {}));
+}
+
+// 200 random pipelines of 2-4 stages (chains and DAGs) with 2-4 variants each: the solver's
+// objective equals the best over every choice of variant and batch, or both find none.
+TEST(ipa, equals_brute_force_on_random_small_pipelines) {
+  std::mt19937_64 rng(2024);
+  std::uniform_real_distribution<double> u(0, 1);
+  int solved = 0, infeasible = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    size_t n = 2 + rng() % 3;
+    std::vector<model_spec> models;
+    models.reserve(16);
+    std::vector<ipa_stage> stages(n);
+    for (size_t s = 0; s < n; ++s) {
+      size_t k = 2 + rng() % 3;
+      for (size_t v = 0; v < k; ++v) {
+        auto m = linear(0.5 + 8 * u(rng), 1 + 15 * u(rng), 1 + static_cast<int>(rng() % 8));
+        if (u(rng) < 0.3) {  // some variants with measured, tabular profiles
+          m.profile.batch = {1, 2, 4};
+          m.profile.latency_ms = {2 + 5 * u(rng), 0, 0};
+          m.profile.latency_ms[1] = m.profile.latency_ms[0] * (1.2 + u(rng));
+          m.profile.latency_ms[2] = m.profile.latency_ms[1] * (1.2 + u(rng));
+          m.profile.step = u(rng) < 0.5;
+          m.max_batch = 4;
+        }
+        models.push_back(m);
+        stages[s].variants.push_back({nullptr, 50 + 40 * u(rng), 1 + std::floor(4 * u(rng))});
+      }
+      stages[s].rate = 20 + 300 * u(rng);
+      for (size_t p = 0; p < s; ++p)
+        if (p + 1 == s ? u(rng) < 0.8 : u(rng) < 0.3) stages[s].after.push_back(p);
+    }
+    size_t next = 0;
+    for (auto& s : stages)
+      for (auto& v : s.variants) v.model = &models[next++];
+    ipa_weights w{1 + 9 * u(rng), 0.001 + 0.05 * u(rng), 0.001 * u(rng)};
+    double slo = 20 + 150 * u(rng);
+
+    double best = -std::numeric_limits<double>::infinity();
+    std::vector<ipa_choice> pick(n);
+    std::function<void(size_t)> all = [&](size_t s) {
+      if (s == n) {
+        auto e = evaluate_ipa(stages, pick, w);
+        if (e.latency_ms <= slo + 1e-9) best = std::max(best, e.objective);
+        return;
+      }
+      for (size_t v = 0; v < stages[s].variants.size(); ++v) {
+        auto& m = *stages[s].variants[v].model;
+        for (int b : m.profile.plannable_batches(m.max_batch)) {
+          pick[s] = {v, b};
+          all(s + 1);
+        }
+      }
+    };
+    all(0);
+    auto r = solve_ipa(stages, slo, w);
+    if (std::isinf(best)) {
+      EXPECT_FALSE(r) << "trial " << trial << ": brute force finds nothing within " << slo << " ms";
+      ++infeasible;
+      continue;
+    }
+    ASSERT_TRUE(r) << "trial " << trial << ": " << r.error();
+    EXPECT_NEAR(r->objective, best, 1e-6) << "trial " << trial;
+    EXPECT_LE(r->latency_ms, slo + 1e-9) << "trial " << trial;
+    for (size_t s = 0; s < n; ++s)
+      EXPECT_GE(r->stages[s].replicas * 1000.0 * r->stages[s].batch /
+                    stages[s].variants[r->stages[s].variant].model->profile.latency_ms_at(r->stages[s].batch),
+                stages[s].rate - 1e-6)
+          << "trial " << trial << ": replicas carry the rate";
+    ++solved;
+  }
+  EXPECT_GT(solved, 150) << "most random pipelines have a solution (" << infeasible << " had none)";
+}
+
+}  // namespace
+}  // namespace sloserve::sched
