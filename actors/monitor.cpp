@@ -27,7 +27,7 @@ struct monitor_state {
   std::map<std::string, caf::actor_clock::time_point> slow_until;  // workers behind slow links
   // Per (frontend, worker): the latest probe estimate of the link's ms per MB, and when it came.
   std::map<std::pair<std::string, std::string>, std::pair<double, caf::actor_clock::time_point>> probed;
-  std::map<std::string, caf::actor_clock::time_point> far_until;      // "worker\nmodel" -> until
+  std::map<std::pair<std::string, std::string>, caf::actor_clock::time_point> far_until;  // (worker, model)
   std::map<std::string, caf::actor_clock::time_point> unheard_until;  // workers a frontend does not hear
   link_verdicts told;                                                 // what the controller has
 };
@@ -81,7 +81,7 @@ void judge_links(self_ptr self, const msg::load_report& r) {
   for (auto& [key, v] : st.probed) per_mb[key.second] = std::max(per_mb[key.second], v.first);
   for (auto& [node, models] : sched::models_too_far(per_mb, st.cfg->models, limit))
     for (auto& m : models) {
-      auto key = node + "\n" + m;
+      std::pair key{node, m};
       if (st.far_until.find(key) == st.far_until.end()) {
         auto* spec = st.cfg->find_model(m);
         auto bytes = spec ? sched::request_bytes(*spec) : 0;
@@ -99,10 +99,7 @@ void judge_links(self_ptr self, const msg::load_report& r) {
   for (auto& [node, until] : st.unheard_until)
     if (!st.slow_until.count(node)) v.slow.push_back(node);
   std::sort(v.slow.begin(), v.slow.end());
-  for (auto& [key, until] : st.far_until) {
-    auto cut = key.find('\n');
-    v.far[key.substr(0, cut)].push_back(key.substr(cut + 1));
-  }
+  for (auto& [key, until] : st.far_until) v.far[key.first].push_back(key.second);
   if (v == st.told) return;
   st.told = v;
   if (auto ctl = st.net->local().controller) self->send(ctl, std::move(v));
