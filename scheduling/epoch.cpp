@@ -14,11 +14,8 @@ namespace sloserve::sched {
 namespace {
 
 bool slot_fits(const device_slot& slot, const device_plan& d, const std::vector<session>& ss) {
-  for (auto& a : d.sessions) {
-    auto& name = ss[a.session].model->name;
-    if (!slot.models.empty() && std::find(slot.models.begin(), slot.models.end(), name) == slot.models.end())
-      return false;
-  }
+  for (auto& a : d.sessions)
+    if (!slot.serves(ss[a.session].model->name)) return false;
   return slot.memory_mb <= 0 || d.memory_mb <= slot.memory_mb + 1e-9;
 }
 

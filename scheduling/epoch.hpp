@@ -3,6 +3,7 @@
 // (merging those that share a model and an SLO), place them, and bind the placed devices to the
 // cluster's physical devices. The scheduler actor, `sloserve plan` and the benchmarks all call it.
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -19,6 +20,9 @@ struct device_slot {
   uint32_t device = 0;
   std::vector<std::string> models;  // those it may serve; empty: any
   double memory_mb = 0;             // 0: not limited
+  bool serves(const std::string& model) const {
+    return models.empty() || std::find(models.begin(), models.end(), model) != models.end();
+  }
 };
 
 // Runs fn(i) for every i < n, in any order, on threads of the caller's choosing. Planning stays

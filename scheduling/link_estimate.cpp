@@ -45,9 +45,6 @@ std::map<std::string, std::vector<std::string>> models_too_far(const std::map<st
 void keep_models_off(std::vector<device_slot>& slots, const std::map<std::string, std::vector<std::string>>& far,
                      const std::vector<model_spec>& models) {
   if (far.empty()) return;
-  auto serves = [](const device_slot& s, const std::string& m) {
-    return s.models.empty() || std::find(s.models.begin(), s.models.end(), m) != s.models.end();
-  };
   auto is_far = [&](const device_slot& s, const std::string& m) {
     auto it = far.find(s.node);
     return it != far.end() && std::find(it->second.begin(), it->second.end(), m) != it->second.end();
@@ -55,13 +52,9 @@ void keep_models_off(std::vector<device_slot>& slots, const std::map<std::string
   // Models that would have no slot left keep theirs.
   std::set<std::string> off;
   for (auto& m : models) {
-    bool near_one = false, any = false;
-    for (auto& s : slots) {
-      if (!serves(s, m.name)) continue;
-      any = true;
-      near_one |= !is_far(s, m.name);
-    }
-    if (any && near_one) off.insert(m.name);
+    bool near_one = false;
+    for (auto& s : slots) near_one |= s.serves(m.name) && !is_far(s, m.name);
+    if (near_one) off.insert(m.name);
   }
   if (off.empty()) return;
   std::vector<device_slot> kept;
@@ -69,7 +62,7 @@ void keep_models_off(std::vector<device_slot>& slots, const std::map<std::string
     std::vector<std::string> keep;
     bool changed = false;
     for (auto& m : models) {
-      if (!serves(s, m.name)) continue;
+      if (!s.serves(m.name)) continue;
       if (off.count(m.name) && is_far(s, m.name))
         changed = true;
       else
