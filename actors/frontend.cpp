@@ -187,7 +187,7 @@ bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, std::vecto
   in_flight f;
   f.query = qid;
   f.stage = stage;
-  f.model = p.stages[stage].model;
+  f.model = st.routes->stage_model(q.pipeline, stage);
   f.deadline = std::min(q.deadline, q.arrival + offset);
   f.checked = p.stages[stage].parents.empty();
   f.inputs = std::move(inputs);
@@ -195,7 +195,8 @@ bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, std::vecto
   auto [it, _] = st.invocations.emplace(id, std::move(f));
   if (!send_invocation(self, id, it->second)) {
     st.invocations.erase(id);
-    finish(self, qid, msg::status::error, "no live instance serves model '" + p.stages[stage].model + "'");
+    finish(self, qid, msg::status::error,
+           "no live instance serves model '" + st.routes->stage_model(q.pipeline, stage) + "'");
     return false;
   }
   q.invocations.push_back(id);
@@ -226,7 +227,7 @@ void on_result(self_ptr self, msg::invocation_result& r) {
   auto& p = st.cfg->pipelines[q.pipeline];
   auto& s = p.stages[f.stage];
   std::erase(q.invocations, r.id);
-  q.timings.push_back({s.name, r.node, r.device, r.batch, r.queue_ns / 1e6, r.exec_ns / 1e6});
+  q.timings.push_back({s.name, r.node, r.device, r.batch, r.queue_ns / 1e6, r.exec_ns / 1e6, f.model});
   if (r.code == msg::status::ok) {
     auto round_ms = std::chrono::duration<double, std::milli>(self->clock().now() - f.sent).count();
     auto& t = st.transfer[f.node];

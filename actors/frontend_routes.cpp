@@ -6,6 +6,10 @@ namespace sloserve {
 
 frontend_routes::frontend_routes(const cluster_config& cfg, std::unique_ptr<sched::balancer> balancer)
     : cfg_(&cfg), balancer_(std::move(balancer)), splits_(cfg.pipelines.size()), blockers_(cfg.pipelines.size()) {
+  for (auto& p : cfg.pipelines) {
+    stage_models_.emplace_back();
+    for (auto& st : p.stages) stage_models_.back().push_back(st.model);
+  }
   refresh();
 }
 
@@ -52,7 +56,14 @@ void frontend_routes::apply(const msg::routing_table& t) {
     std::vector<double> budget(p.stages.size(), -1);
     for (auto& b : t.budgets)
       if (b.pipeline == p.name)
-        if (auto s = p.find_stage(b.stage)) budget[*s] = b.budget_ms;
+        if (auto s = p.find_stage(b.stage)) {
+          budget[*s] = b.budget_ms;
+          // A variant of the stage, or (from a table that names none) the model the file names.
+          auto& st = p.stages[*s];
+          bool variant = std::any_of(st.variant_indices.begin(), st.variant_indices.end(),
+                                     [&](size_t m) { return cfg_->models[m].name == b.model; });
+          stage_models_[pi][*s] = variant ? b.model : st.model;
+        }
     if (std::none_of(budget.begin(), budget.end(), [](double b) { return b < 0; }))
       splits_[pi] = offsets_from_budgets(p, budget);
   }
@@ -107,12 +118,12 @@ void frontend_routes::refresh() {
       why = "no stage budgets for pipeline '" + p.name + "'";
       continue;
     }
-    for (auto& s : p.stages) {
-      auto it = routes_.find(s.model);
+    for (auto& model : stage_models_[pi]) {
+      auto it = routes_.find(model);
       bool live = it != routes_.end() &&
                   std::any_of(it->second.loads.begin(), it->second.loads.end(), [](auto& l) { return l.live; });
       if (!live) {
-        why = "no live instance serves model '" + s.model + "'";
+        why = "no live instance serves model '" + model + "'";
         break;
       }
     }

@@ -38,6 +38,8 @@ class frontend_routes {
   // An invocation on (node, device) of `model` is over.
   void release(const std::string& model, const std::string& node, uint32_t device);
 
+  // The model stage `s` of pipeline `pi` runs now: the variant the table names, else the file's.
+  const std::string& stage_model(size_t pi, size_t s) const { return stage_models_[pi][s]; }
   // Stage budgets of pipeline `pi` as finish offsets; null before a table gave them all.
   const slo_split* split(size_t pi) const { return splits_[pi] ? &*splits_[pi] : nullptr; }
   // Why pipeline `pi` cannot be served now; empty when it can.
@@ -60,6 +62,7 @@ class frontend_routes {
   std::unordered_map<std::string, route> routes_;
   std::unordered_set<std::string> down_;
   std::vector<std::optional<slo_split>> splits_;
+  std::vector<std::vector<std::string>> stage_models_;
   std::vector<std::string> blockers_;
 };
 

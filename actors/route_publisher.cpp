@@ -35,7 +35,41 @@ msg::routing_table route_publisher::live_table(const cluster_placement& p, const
         for (auto& i : old.instances)
           if (w.standing_in(i.node)) r.instances.push_back(i);
   }
+  hold_switches(t, w);
   return t;
+}
+
+// Make before break for variants: a pipeline one of whose stages moves to a model with no
+// instance that may take traffic yet keeps the stage models and budgets it was last published
+// with (and the routes of the models they name) until every new one has.
+void route_publisher::hold_switches(msg::routing_table& t, const worker_registry& w) const {
+  auto routed = [&](const std::string& model) {
+    for (auto& r : t.routes)
+      if (r.model == model) return !r.instances.empty();
+    return false;
+  };
+  std::set<std::string> held;
+  for (auto& b : t.budgets) {
+    if (b.model.empty() || routed(b.model)) continue;
+    for (auto& old : published_.budgets)
+      if (old.pipeline == b.pipeline && old.stage == b.stage && old.model != b.model) held.insert(b.pipeline);
+  }
+  for (auto& pipeline : held) {
+    std::erase_if(t.budgets, [&](auto& b) { return b.pipeline == pipeline; });
+    for (auto& old : published_.budgets) {
+      if (old.pipeline != pipeline) continue;
+      t.budgets.push_back(old);
+      if (routed(old.model)) continue;
+      // A model the new placement no longer runs drains where it ran: those instances serve on.
+      msg::model_route r{old.model, {}};
+      for (auto& pr : published_.routes)
+        if (pr.model == old.model)
+          for (auto& i : pr.instances)
+            if (w.standing_in(i.node)) r.instances.push_back(i);
+      std::erase_if(t.routes, [&](auto& x) { return x.model == old.model; });
+      t.routes.push_back(std::move(r));
+    }
+  }
 }
 
 const msg::routing_table& route_publisher::publish(const cluster_placement& p, const worker_registry& w,

@@ -2,7 +2,9 @@
 // Turns a placement into the routing table frontends may use now. An instance enters routing
 // only once its worker acknowledges the schedule that brought the model there (the worker does
 // so after the model is loaded). A model none of whose instances is ready keeps the instances of
-// the last published table, on workers that still serve or drain. Pure: the controller actor
+// the last published table, on workers that still serve or drain. A pipeline that switches a
+// stage to another variant keeps the variants and budgets of the last published table until the
+// new ones can take traffic. Pure: the controller actor
 // sends what it returns.
 
 #include <cstdint>
@@ -37,6 +39,8 @@ class route_publisher {
   std::vector<instance_key> acknowledged(const cluster_placement& p, const worker_registry& w) const;
 
  private:
+  void hold_switches(msg::routing_table& t, const worker_registry& w) const;
+
   std::map<instance_key, uint64_t> since_;
   msg::routing_table published_;
 };

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "config/knob_format.hpp"
+#include "scheduling/ipa.hpp"
 #include "scheduling/query_analyzer.hpp"
 
 namespace sloserve {
@@ -24,8 +25,16 @@ template <class F>
 void scaler_core::route_budgets(F budget) {
   std::vector<msg::stage_budget> budgets;
   for (auto& s : stages_)
-    budgets.push_back({cfg_.pipelines[s.pipeline].name, cfg_.pipelines[s.pipeline].stages[s.stage].name, budget(s)});
+    budgets.push_back(
+        {cfg_.pipelines[s.pipeline].name, cfg_.pipelines[s.pipeline].stages[s.stage].name, budget(s), s.model->name});
   prov_->set_budgets(std::move(budgets));
+}
+
+std::vector<scaler_core::stage_info*> scaler_core::stages_of(size_t pi) {
+  std::vector<stage_info*> out(cfg_.pipelines[pi].stages.size(), nullptr);
+  for (auto& s : stages_)
+    if (s.pipeline == pi) out[s.stage] = &s;
+  return out;
 }
 
 // Sponge and biscale: each pipeline's SLO split by the query analyzer (pipelines/) so that the
@@ -36,9 +45,7 @@ void scaler_core::split_budgets() {
   bool changed = false;
   for (size_t pi = 0; pi < cfg_.pipelines.size(); ++pi) {
     auto& p = cfg_.pipelines[pi];
-    std::vector<stage_info*> by_stage(p.stages.size(), nullptr);
-    for (auto& s : stages_)
-      if (s.pipeline == pi) by_stage[s.stage] = &s;
+    auto by_stage = stages_of(pi);
     std::vector<double> rates;
     for (auto* s : by_stage) rates.push_back(s && s->last.rate > 0 ? s->last.rate : 1.0);
     auto split = dp_split(p, rates, [&](size_t k, double budget) {
@@ -54,14 +61,22 @@ void scaler_core::split_budgets() {
   if (changed) route_budgets([](const stage_info& s) { return s.split_budget_ms; });
 }
 
+bool scaler_core::is_variant_of(const stage_info& s, const std::string& model) const {
+  return std::any_of(s.variants.begin(), s.variants.end(), [&](const model_spec* m) { return m->name == model; });
+}
+
 // Brings the instances of a stage's model to `shape`: the newest go first, instance 0 is the
 // oldest. Make before break: while an instance of the stage is starting (its model loading),
-// instance 0 gives up no cores.
+// instance 0 gives up no cores, and instances of the variant the stage ran before stop only once
+// every instance of the one it runs now serves.
 void scaler_core::reconcile(stage_info& s) {
   auto& name = s.model->name;
-  std::vector<placed_instance> mine;
+  std::vector<placed_instance> mine, before;
   for (auto& i : prov_->instances())
-    if (i.model == name) mine.push_back(i);
+    if (i.model == name)
+      mine.push_back(i);
+    else if (is_variant_of(s, i.model))
+      before.push_back(i);
   while (static_cast<int>(mine.size()) > s.shape.instances) {
     prov_->stop(mine.back().id);
     mine.pop_back();
@@ -70,7 +85,7 @@ void scaler_core::reconcile(stage_info& s) {
   bool starting = static_cast<int>(mine.size()) < s.shape.instances ||
                   std::any_of(mine.begin(), mine.end(), [&](auto& i) { return !serving_.count(i.id); });
   for (size_t k = 0; k < mine.size(); ++k) {
-    int cores = k == 0 ? s.shape.cores : 1;
+    int cores = k == 0 ? s.shape.cores : s.shape.horizontal_cores;
     int batch = k == 0 ? s.shape.batch : s.shape.horizontal_batch;
     if (k == 0 && starting && cores < mine[0].cores) cores = mine[0].cores, batch = mine[0].batch;
     if (mine[k].cores == cores && mine[k].batch == batch) continue;
@@ -78,7 +93,8 @@ void scaler_core::reconcile(stage_info& s) {
   }
   while (static_cast<int>(mine.size()) < s.shape.instances) {
     bool first = mine.empty();
-    auto id = prov_->start(name, first ? s.shape.cores : 1, first ? s.shape.batch : s.shape.horizontal_batch);
+    auto id = prov_->start(name, first ? s.shape.cores : s.shape.horizontal_cores,
+                           first ? s.shape.batch : s.shape.horizontal_batch);
     if (!id) {
       if (!std::exchange(s.told_no_room, true))
         spdlog::warn(
@@ -91,6 +107,10 @@ void scaler_core::reconcile(stage_info& s) {
     ++stats_.horizontal_changes;
   }
   s.told_no_room = false;
+  if (before.empty() || std::any_of(mine.begin(), mine.end(), [&](auto& i) { return !serving_.count(i.id); })) return;
+  for (auto& i : before) prov_->stop(i.id), ++stats_.horizontal_changes;
+  spdlog::info("{}: scaler {}: '{}' serves; {} instance(s) of the variant before it stopped", name_, cfg_.scaler.policy,
+               name, before.size());
 }
 
 // Instances the controller has acknowledged serve from then on (a resize keeps them serving).
@@ -130,7 +150,7 @@ void scaler_core::decide(const cluster_load& load, double dt) {
     in.max_batch = s.model->batch_limit();
     double rate = 0, budget_w = 0, budget_sum = 0;
     for (auto& x : load.sessions) {
-      if (x.model != s.model->name) continue;
+      if (!is_variant_of(s, x.model)) continue;  // a stage's traffic, whichever variant serves it
       rate += x.last_rate;
       budget_sum += x.budget_ms * x.last_rate;
       budget_w += x.last_rate;
@@ -182,6 +202,13 @@ void scaler_core::decide(const cluster_load& load, double dt) {
       for (size_t j = 0; j < idx.size(); ++j) stages_[idx[j]].shape = shapes[j];
     }
     route_budgets([](const stage_info& s) { return s.shape.budget_ms; });
+  } else if (o.policy == scaler_policy::ipa) {
+    // Every interval, and at once when a stage's rate outgrows what its replicas carry (a surge
+    // is not left to the next interval).
+    bool surge = std::any_of(stages_.begin(), stages_.end(), [](const stage_info& s) {
+      return s.last.rate > 1.25 * sched::shape_capacity(s.l, s.shape) && s.last.rate > 1;
+    });
+    if (horizontal || polls_ == 1 || surge) ipa_shapes();
   } else if (o.policy == scaler_policy::sponge || o.policy == scaler_policy::biscale) {
     if (horizontal) split_budgets();
     for (auto& s : stages_) {
@@ -218,7 +245,8 @@ void scaler_core::decide(const cluster_load& load, double dt) {
 scaler_core::scaler_core(const cluster_config& cfg, std::unique_ptr<provisioner> prov, std::string name)
     : cfg_(cfg), prov_(std::move(prov)), name_(std::move(name)) {
   auto& o = cfg_.scaler;
-  ticks_per_horizontal_ = std::max(1, static_cast<int>(std::lround(o.horizontal_s / o.vertical_s)));
+  double horizontal_s = o.policy == scaler_policy::ipa ? cfg_.scheduler.ipa.interval_s : o.horizontal_s;
+  ticks_per_horizontal_ = std::max(1, static_cast<int>(std::lround(horizontal_s / o.vertical_s)));
   polls_per_tick_ = std::max(1, static_cast<int>(std::lround(o.vertical_s * 1000 / cfg_.runtime.beacon_ms)));
   for (size_t pi = 0; pi < cfg_.pipelines.size(); ++pi) {
     auto& p = cfg_.pipelines[pi];
@@ -228,12 +256,103 @@ scaler_core::scaler_core(const cluster_config& cfg, std::unique_ptr<provisioner>
       s.pipeline = pi;
       s.stage = k;
       s.model = &cfg_.models[p.stages[k].model_index];
+      for (auto m : p.stages[k].variant_indices) s.variants.push_back(&cfg_.models[m]);
       s.l = latency_of(*s.model);
       s.split_budget_ms = split.budget_ms[k];
       s.predictor = sched::make_rate_predictor(o.predictor);
       stages_.push_back(std::move(s));
     }
   }
+}
+
+int replica_cores(const model_spec& m) {
+  return std::max(1, static_cast<int>(std::lround(m.base_cores)));
+}
+
+std::vector<sched::ipa_stage> ipa_problem(const std::vector<model_spec>& models, const pipeline& p,
+                                          const std::vector<double>& rates) {
+  std::vector<sched::ipa_stage> in(p.stages.size());
+  for (size_t k = 0; k < p.stages.size(); ++k) {
+    in[k].after = p.stages[k].parents;
+    in[k].rate = rates[k];
+    for (auto m : p.stages[k].variant_indices) {
+      auto& spec = models[m];
+      auto l = latency_of(spec);
+      int r = replica_cores(spec);
+      in[k].variants.push_back(
+          {&spec, spec.accuracy.value_or(100), spec.base_cores, [l, r](int b) { return l.at(b, r); }});
+    }
+  }
+  return in;
+}
+
+std::vector<double> ipa_stage_budgets(const pipeline& p, const std::vector<sched::ipa_choice>& choices) {
+  std::vector<double> finish(p.stages.size(), 0);
+  double longest = 0;
+  for (auto v : p.topo) {
+    double start = 0;
+    for (auto u : p.stages[v].parents) start = std::max(start, finish[u]);
+    finish[v] = start + choices[v].latency_ms;
+    longest = std::max(longest, finish[v]);
+  }
+  double stretch = longest > 0 ? std::max(1.0, p.slo_ms / longest) : 1;
+  std::vector<double> out;
+  for (auto& c : choices) out.push_back(c.latency_ms * stretch);
+  return out;
+}
+
+// IPA every interval (and on a surge): per pipeline, the variant, batch and replicas of every stage that
+// maximise alpha * accuracy - beta * cores - delta * sum of batches at the predicted rates
+// (headroom included), each replica at its variant's base cores. Stage budgets are IPA's
+// latencies stretched so that the longest path takes the whole SLO. A pipeline no choice serves
+// within its SLO runs its fastest variants at batch 1, enough of them for the rate.
+void scaler_core::ipa_shapes() {
+  auto& w = cfg_.scheduler.ipa;
+  for (size_t pi = 0; pi < cfg_.pipelines.size(); ++pi) {
+    auto& p = cfg_.pipelines[pi];
+    auto by_stage = stages_of(pi);
+    // No traffic yet: planned for one request a second, so that every stage has a replica.
+    std::vector<double> rates;
+    for (auto* s : by_stage) rates.push_back(std::max({s->last.predicted, s->last.rate, 1.0}));
+    auto in = ipa_problem(cfg_.models, p, rates);
+    auto solved = sched::solve_ipa(in, p.slo_ms, {w.alpha, w.beta, w.delta});
+    std::vector<sched::ipa_choice> choices;
+    if (solved) {
+      choices = solved->stages;
+    } else {
+      // The fastest variant of each stage at batch 1.
+      for (size_t k = 0; k < p.stages.size(); ++k) {
+        size_t fastest = 0;
+        for (size_t v = 1; v < in[k].variants.size(); ++v)
+          if (in[k].variants[v].at(1) < in[k].variants[fastest].at(1)) fastest = v;
+        choices.push_back({fastest, 1, 1, 0});
+      }
+      auto fallback = sched::evaluate_ipa(in, choices, {w.alpha, w.beta, w.delta});
+      choices = fallback.stages;
+      spdlog::warn("{}: scaler ipa: pipeline '{}': {}; running its fastest variants at batch 1", name_, p.name,
+                   solved.error());
+    }
+    auto budgets = ipa_stage_budgets(p, choices);
+    for (size_t k = 0; k < p.stages.size(); ++k) {
+      auto& s = *by_stage[k];
+      auto& c = choices[k];
+      auto& v = in[k].variants[c.variant];
+      int r = replica_cores(*v.model);
+      if (s.model != v.model)
+        spdlog::info("{}: scaler ipa: {}.{}: {} -> {} (accuracy {:.2f}% -> {:.2f}%) at {:.1f} requests/s", name_,
+                     p.name, p.stages[k].name, s.model->name, v.model->name, s.model->accuracy.value_or(100),
+                     v.accuracy, in[k].rate);
+      s.model = v.model;
+      s.l = latency_of(*s.model);
+      s.shape = {};
+      s.shape.instances = c.replicas;
+      s.shape.cores = s.shape.horizontal_cores = r;
+      s.shape.batch = s.shape.horizontal_batch = c.batch;
+      s.shape.base_instances = c.replicas;
+      s.shape.budget_ms = budgets[k];
+    }
+  }
+  route_budgets([](const stage_info& s) { return s.shape.budget_ms; });
 }
 
 std::chrono::milliseconds scaler_core::poll_period() const {

@@ -1,8 +1,8 @@
 #pragma once
 // The scaler's decisions apart from any actor: every poll of the monitor's view it feeds the
-// policy (fa2, sponge or biscale; scheduling/autoscaler) and brings the provisioner's instances
-// to the shapes that come back. The scaler actor polls it on its timer; `sloserve sim` polls it
-// in simulated time.
+// policy (fa2, sponge or biscale: scheduling/autoscaler; ipa: scheduling/ipa, which also picks
+// each stage's variant) and brings the provisioner's instances to the shapes that come back. The scaler actor polls it
+// on its timer; `sloserve sim` polls it in simulated time.
 
 #include <chrono>
 #include <deque>
@@ -14,6 +14,7 @@
 #include "actors/provisioner.hpp"
 #include "config/cluster_config.hpp"
 #include "scheduling/autoscaler.hpp"
+#include "scheduling/ipa.hpp"
 #include "scheduling/placement.hpp"
 #include "scheduling/predictor.hpp"
 
@@ -73,7 +74,8 @@ class scaler_core {
  private:
   struct stage_info {
     size_t pipeline = 0, stage = 0;
-    const model_spec* model = nullptr;
+    const model_spec* model = nullptr;        // the variant it runs now
+    std::vector<const model_spec*> variants;  // every model it may run
     core_latency l;
     double split_budget_ms = 0;  // the stage's share of the SLO: the budget when nothing was measured
     std::unique_ptr<sched::rate_predictor> predictor;
@@ -87,6 +89,9 @@ class scaler_core {
 
   template <class F>
   void route_budgets(F budget);
+  void ipa_shapes();
+  std::vector<stage_info*> stages_of(size_t pipeline);  // indexed by stage
+  bool is_variant_of(const stage_info& s, const std::string& model) const;
   void split_budgets();
   void reconcile(stage_info& s);
   void mark_serving();
@@ -110,5 +115,15 @@ class scaler_core {
 
 // l(b, c) of a model: its `cores` entry, else its profile at any core count.
 core_latency latency_of(const model_spec& m);
+
+// IPA's problem for pipeline `p` at per-stage rates `rates` (after fan-out, > 0): every stage's
+// variants with their accuracy (100 when a lone model declares none), base cores R, and l(b)
+// of one replica at R cores (`replica_cores`: R rounded, at least 1).
+int replica_cores(const model_spec& m);
+std::vector<sched::ipa_stage> ipa_problem(const std::vector<model_spec>& models, const pipeline& p,
+                                          const std::vector<double>& rates);
+// Stage budgets for IPA's choices: their latencies stretched so that the longest path takes the
+// whole SLO (every path stays within it).
+std::vector<double> ipa_stage_budgets(const pipeline& p, const std::vector<sched::ipa_choice>& choices);
 
 }  // namespace sloserve

@@ -3,14 +3,100 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "actors/parallel_for.hpp"
+#include "actors/provisioner.hpp"
+#include "actors/scaler_core.hpp"
 #include "apps/commands.hpp"
 #include "apps/knob_option.hpp"
 #include "scheduling/placement.hpp"
+#include "scheduling/query_analyzer.hpp"
 
 namespace sloserve {
+namespace {
+
+// IPA at the given rates: per pipeline, each stage's variant, batch and replicas (scheduling/ipa),
+// and the scaler's instances placed on the cluster's device slots as a running cluster would.
+int plan_ipa(const cluster_config& cfg, const std::vector<double>& rates, bool json) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto& w = cfg.scheduler.ipa;
+  local_provisioner prov(cfg, [](deployment) {});
+  std::vector<std::string> workers;
+  for (auto* n : cfg.with_role(role::worker)) workers.push_back(n->name);
+  prov.set_workers_up(workers);
+  nlohmann::json j;
+  j["policy"] = "ipa";
+  j["weights"] = {{"alpha", w.alpha}, {"beta", w.beta}, {"delta", w.delta}};
+  j["pipelines"] = nlohmann::json::array();
+  std::map<std::string, int> unplaced;
+  double total_cost = 0;
+  for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi) {
+    auto& p = cfg.pipelines[pi];
+    auto per_stage = stage_rates(p, rates[pi], declared_fanout(p));
+    for (auto& r : per_stage) r = std::max(r, 1.0);  // as the scaler plans: at least one request a second
+    auto in = ipa_problem(cfg.models, p, per_stage);
+    auto solved = sched::solve_ipa(in, p.slo_ms, {w.alpha, w.beta, w.delta});
+    if (!solved) {
+      std::cerr << "sloserve plan: pipeline '" << p.name << "': " << solved.error() << "\n";
+      return 2;
+    }
+    auto budgets = ipa_stage_budgets(p, solved->stages);
+    nlohmann::json stages = nlohmann::json::array();
+    for (size_t k = 0; k < p.stages.size(); ++k) {
+      auto& c = solved->stages[k];
+      auto& m = *in[k].variants[c.variant].model;
+      int cores = replica_cores(m);
+      stages.push_back({{"name", p.stages[k].name},
+                        {"variant", m.name},
+                        {"accuracy", in[k].variants[c.variant].accuracy},
+                        {"batch", c.batch},
+                        {"replicas", c.replicas},
+                        {"cores", c.replicas * cores},
+                        {"rate", per_stage[k]},
+                        {"latency_ms", c.latency_ms},
+                        {"budget_ms", budgets[k]}});
+      for (int r = 0; r < c.replicas; ++r)
+        if (!prov.start(m.name, cores, c.batch)) ++unplaced[m.name];
+    }
+    total_cost += solved->cost;
+    j["pipelines"].push_back({{"name", p.name},
+                              {"slo_ms", p.slo_ms},
+                              {"rate", rates[pi]},
+                              {"accuracy", solved->accuracy},
+                              {"cost", solved->cost},
+                              {"objective", solved->objective},
+                              {"latency_ms", solved->latency_ms},
+                              {"stages", stages}});
+  }
+  j["instances"] = nlohmann::json::array();
+  for (auto& i : prov.instances())
+    j["instances"].push_back(
+        {{"node", i.node}, {"device", i.device}, {"model", i.model}, {"cores", i.cores}, {"batch", i.batch}});
+  j["unplaced"] = unplaced;
+  j["cost"] = total_cost;
+  j["planning_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (json) {
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  for (auto& p : j["pipelines"]) {
+    std::printf("pipeline %s  SLO %.1f ms  rate %.1f/s  accuracy %.2f%%  cost %.1f cores  path %.1f ms\n",
+                p["name"].get<std::string>().c_str(), p["slo_ms"].get<double>(), p["rate"].get<double>(),
+                100 * p["accuracy"].get<double>(), p["cost"].get<double>(), p["latency_ms"].get<double>());
+    for (auto& s : p["stages"])
+      std::printf("  %-16s %-20s batch %3d  replicas %3d  cores %3d  budget %7.1f ms\n",
+                  s["name"].get<std::string>().c_str(), s["variant"].get<std::string>().c_str(), s["batch"].get<int>(),
+                  s["replicas"].get<int>(), s["cores"].get<int>(), s["budget_ms"].get<double>());
+  }
+  std::printf("\n%zu instances placed", j["instances"].size());
+  for (auto& [m, n] : unplaced) std::printf("; %d of '%s' found no device slot", n, m.c_str());
+  std::printf("\nplanned in %.1f ms\n", j["planning_ms"].get<double>());
+  return 0;
+}
+
+}  // namespace
 
 void add_plan_command(CLI::App& app, int& rc) {
   struct opts {
@@ -56,6 +142,11 @@ void add_plan_command(CLI::App& app, int& rc) {
         return void(rc = 2);
       }
       in.rates[static_cast<size_t>(p - cfg->pipelines.data())] = v;
+    }
+    if (o->policy == scheduler_policy::ipa) {
+      auto ipa_cfg = *cfg;
+      ipa_cfg.scheduler.policy = scheduler_policy::ipa;
+      return void(rc = plan_ipa(ipa_cfg, in.rates, o->json));
     }
     in.parallel = parallel_for;
     auto t0 = std::chrono::steady_clock::now();

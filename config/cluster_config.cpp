@@ -118,19 +118,20 @@ const std::vector<config_section>& config_keys() {
       {"nodes[].devices[]", {"kind", "count", "models", "memory_mb", "threads"}},
       {"models[]",
        {"name", "input", "output", "max_batch", "profile", "jitter", "load_ms", "memory_mb", "path", "prefix", "cores",
-        "preprocess", "precision"}},
+        "preprocess", "precision", "accuracy", "base_cores"}},
       {"models[].input", {"dtype", "shape", "name"}},
       {"models[].output", {"dtype", "shape", "name"}},
       {"models[].profile", {"batch", "latency_ms", "alpha_ms", "beta_ms", "step"}},
       {"models[].cores", {"gamma_ms", "epsilon_ms", "delta_ms", "eta_ms"}},
       {"models[].preprocess", {"from", "mean", "std"}},
       {"pipelines[]", {"name", "slo_ms", "stages"}},
-      {"pipelines[].stages[]", {"name", "model", "after", "fanout"}},
+      {"pipelines[].stages[]", {"name", "model", "variants", "after", "fanout"}},
       {"runtime",
        {"heartbeat_ms", "peer_timeout_ms", "beacon_ms", "max_payload_bytes", "max_queue_length", "reply_grace_ms",
         "threads", "drop_policy", "balancer", "max_queued_mb", "zmq_hwm", "clock_tolerance_ms",
         "max_client_queued_replies", "max_client_in_flight", "link_probe_ms", "link_probe_bytes"}},
-      {"scheduler", {"policy", "split", "epoch_s", "min_epoch_s", "rate_band", "headroom", "steps"}},
+      {"scheduler", {"policy", "split", "epoch_s", "min_epoch_s", "rate_band", "headroom", "steps", "ipa"}},
+      {"scheduler.ipa", {"alpha", "beta", "delta", "interval_s"}},
       {"scaler",
        {"policy", "vertical_s", "horizontal_s", "predictor", "max_cores", "max_instances", "max_total_cores",
         "stable_band"}},
@@ -345,6 +346,14 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   r.get(n, "load_ms", m.load_ms, where, false);
   if (m.load_ms < 0) r.error(n["load_ms"], where + " load_ms cannot be negative");
   r.get(n, "memory_mb", m.memory_mb, where, false);
+  if (double a = 0; r.get(n, "accuracy", a, where, false)) {
+    if (a >= 0 && a <= 100)
+      m.accuracy = a;
+    else
+      r.error(n["accuracy"], where + " accuracy is a top-1 percentage: it must be in [0, 100]");
+  }
+  r.get(n, "base_cores", m.base_cores, where, false);
+  if (!(m.base_cores > 0)) r.error(n["base_cores"], where + " base_cores must be positive");
   // Relative to the cluster file, made absolute once so that a resolved copy (`up`) names the same file.
   if (r.get(n, "path", m.path, where, false) && !m.path.empty()) m.path = r.resolve(m.path);
   if (m.memory_mb < 0) r.error(n["memory_mb"], where + " memory_mb cannot be negative");
@@ -418,7 +427,14 @@ void parse_pipeline(reader& r, const YAML::Node& n, cluster_config& cfg) {
       stage s;
       r.known_keys(sn, "pipelines[].stages[]", where + " stage");
       r.get(sn, "name", s.name, where + " stage", true);
-      r.get(sn, "model", s.model, where + " stage '" + s.name + "'", true);
+      auto sw = where + " stage '" + s.name + "'";
+      if (sn["variants"]) {
+        if (r.get(sn, "variants", s.variants, sw, true) && s.variants.empty())
+          r.error(sn["variants"], sw + " variants must name at least one model");
+        if (sn["model"]) r.error(sn["model"], sw + " names both 'model' and 'variants'; give one of them");
+      } else {
+        r.get(sn, "model", s.model, sw, true);
+      }
       if (sn["after"] && sn["after"].IsScalar())
         s.after.push_back(sn["after"].as<std::string>());
       else
@@ -513,10 +529,19 @@ void parse_security(reader& r, const YAML::Node& n, security_options& o) {
   }
 }
 
-void parse_scaler(reader& r, const YAML::Node& n, cluster_config& cfg) {
-  if (!n) return;
+void parse_scaler_checks(reader& r, const YAML::Node& at, const cluster_config& cfg);
+
+void parse_scaler(reader& r, const YAML::Node& root, cluster_config& cfg) {
+  auto n = root["scaler"];
   auto& o = cfg.scaler;
   const std::string w = "scaler";
+  // IPA's choices are realised as the scaler's instances: its policy follows the scheduler's.
+  bool ipa = cfg.scheduler.policy == scheduler_policy::ipa;
+  auto policy_at = n && n["policy"] ? n["policy"] : root["scheduler"]["policy"];
+  if (!n) {
+    if (ipa) o.policy = scaler_policy::ipa;
+    return parse_scaler_checks(r, policy_at, cfg);
+  }
   r.known_keys(n, "scaler", w);
   r.get_knob(n, "policy", o.policy, w, false, "scaler policy");
   r.get(n, "vertical_s", o.vertical_s, w, false);
@@ -531,22 +556,35 @@ void parse_scaler(reader& r, const YAML::Node& n, cluster_config& cfg) {
   if (o.max_instances < 0) r.error(n["max_instances"], "scaler max_instances cannot be negative");
   if (o.max_total_cores < 0) r.error(n["max_total_cores"], "scaler max_total_cores cannot be negative");
   if (!(o.stable_band > 0 && o.stable_band < 1)) r.error(n["stable_band"], "scaler stable_band must be in (0, 1)");
+  if (o.policy == scaler_policy::ipa && !ipa)
+    r.error(n["policy"], "scaler policy ipa follows the scheduler's: write scheduler: {policy: ipa}");
+  else if (ipa && o.policy != scaler_policy::none && o.policy != scaler_policy::ipa)
+    r.error(n["policy"], "scheduler policy ipa sizes the instances itself: scaler policy " +
+                             std::string(knob_name(o.policy)) + " cannot run beside it (leave it out)");
+  if (ipa) o.policy = scaler_policy::ipa;
+  parse_scaler_checks(r, policy_at, cfg);
+}
+
+// The scaler sizes each stage's models on its own: a model may serve one stage of one pipeline,
+// and must say how it scales with cores (l(b, c)) or at least how long a batch takes.
+void parse_scaler_checks(reader& r, const YAML::Node& at, const cluster_config& cfg) {
+  auto& o = cfg.scaler;
   if (!o.enabled()) return;
-  // The scaler sizes each stage's model on its own: a model may serve one stage of one pipeline,
-  // and must say how it scales with cores (l(b, c)) or at least how long a batch takes.
-  std::map<std::string, std::string> used;
+  std::map<size_t, std::string> used;
   for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi)
-    for (auto& s : cfg.pipelines[pi].stages) {
-      auto [it, fresh] = used.emplace(s.model, cfg.pipelines[pi].name + "." + s.name);
-      if (!fresh)
-        r.error(n["policy"], "scaler policy " + std::string(knob_name(o.policy)) +
-                                 " sizes every stage on its own, but model '" + s.model + "' serves both " +
-                                 it->second + " and " + cfg.pipelines[pi].name + "." + s.name);
-    }
-  for (auto& m : cfg.models)
-    if (o.policy != scaler_policy::fa2 && used.count(m.name) && !m.cores)
-      r.error(n["policy"], "scaler policy " + std::string(knob_name(o.policy)) + " scales cores in place: model '" +
-                               m.name + "' needs 'cores: {gamma_ms, epsilon_ms, delta_ms, eta_ms}'");
+    for (auto& s : cfg.pipelines[pi].stages)
+      for (auto m : s.variant_indices) {
+        auto [it, fresh] = used.emplace(m, cfg.pipelines[pi].name + "." + s.name);
+        if (!fresh)
+          r.error(at, "scaler policy " + std::string(knob_name(o.policy)) +
+                          " sizes every stage on its own, but model '" + cfg.models[m].name + "' serves both " +
+                          it->second + " and " + cfg.pipelines[pi].name + "." + s.name);
+      }
+  bool in_place = o.policy == scaler_policy::sponge || o.policy == scaler_policy::biscale;
+  for (auto& [m, where] : used)
+    if (in_place && !cfg.models[m].cores)
+      r.error(at, "scaler policy " + std::string(knob_name(o.policy)) + " scales cores in place: model '" +
+                      cfg.models[m].name + "' needs 'cores: {gamma_ms, epsilon_ms, delta_ms, eta_ms}'");
 }
 
 void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
@@ -569,6 +607,19 @@ void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
   if (!(o.min_epoch_s > 0) || o.epoch_s < o.min_epoch_s) r.error(n, "scheduler needs 0 < min_epoch_s <= epoch_s");
   if (o.headroom < 0) r.error(n["headroom"], "scheduler headroom cannot be negative");
   if (o.steps < 4 || o.steps > 1000) r.error(n["steps"], "scheduler steps must be in [4, 1000]");
+  if (auto ipa = n["ipa"]) {
+    const std::string wi = "scheduler ipa";
+    r.known_keys(ipa, "scheduler.ipa", wi);
+    auto& x = o.ipa;
+    r.get(ipa, "alpha", x.alpha, wi, false);
+    r.get(ipa, "beta", x.beta, wi, false);
+    r.get(ipa, "delta", x.delta, wi, false);
+    r.get(ipa, "interval_s", x.interval_s, wi, false);
+    if (!(x.alpha > 0) || x.beta < 0 || x.delta < 0)
+      r.error(ipa, wi + " needs alpha > 0 and non-negative beta and delta");
+    if (!(x.interval_s > 0)) r.error(ipa["interval_s"], wi + " interval_s must be positive");
+    if (o.policy != scheduler_policy::ipa) r.error(ipa, "scheduler ipa is only read with policy: ipa");
+  }
 }
 
 }  // namespace
@@ -631,7 +682,7 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
       for (auto n : root["pipelines"]) parse_pipeline(r, n, cfg);
     parse_runtime(r, root["runtime"], cfg.runtime);
     parse_scheduler(r, root["scheduler"], cfg.scheduler);
-    parse_scaler(r, root["scaler"], cfg);
+    parse_scaler(r, root, cfg);
     parse_security(r, root["security"], cfg.security);
     if (root["nodes"] && root["nodes"].IsSequence()) {
       if (cfg.with_role(role::frontend).empty())
@@ -695,15 +746,17 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
           }
         }
       for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi)
-        for (auto& s : cfg.pipelines[pi].stages) {
-          bool served = false;
-          for (auto& n : cfg.nodes)
-            if (n.has_role(role::worker))
-              for (int d = 0; d < n.device_count(); ++d) served |= n.serves(d, s.model);
-          if (!served && cfg.find_model(s.model))
-            r.error(root["pipelines"][pi], "pipeline '" + cfg.pipelines[pi].name + "' stage '" + s.name +
-                                               "': no worker device serves model '" + s.model + "'");
-        }
+        for (auto& s : cfg.pipelines[pi].stages)
+          for (auto m : s.variant_indices) {
+            auto& name = cfg.models[m].name;
+            bool served = false;
+            for (auto& n : cfg.nodes)
+              if (n.has_role(role::worker))
+                for (int d = 0; d < n.device_count(); ++d) served |= n.serves(d, name);
+            if (!served)
+              r.error(root["pipelines"][pi], "pipeline '" + cfg.pipelines[pi].name + "' stage '" + s.name +
+                                                 "': no worker device serves model '" + name + "'");
+          }
     }
   } catch (const YAML::Exception& e) {
     r.error_at(e.mark.is_null() ? r.last_ : e.mark, "unexpected structure: " + e.msg);
@@ -814,6 +867,8 @@ std::string to_yaml(const cluster_config& cfg) {
     if (m.jitter > 0) e << YAML::Key << "jitter" << YAML::Value << m.jitter;
     if (m.load_ms > 0) e << YAML::Key << "load_ms" << YAML::Value << m.load_ms;
     if (m.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << m.memory_mb;
+    if (m.accuracy) e << YAML::Key << "accuracy" << YAML::Value << *m.accuracy;
+    if (m.base_cores != 1) e << YAML::Key << "base_cores" << YAML::Value << m.base_cores;
     if (!m.path.empty()) e << YAML::Key << "path" << YAML::Value << m.path;
     if (m.is_variant()) e << YAML::Key << "prefix" << YAML::Value << m.prefix;
     if (m.precision != precision::fp32)
@@ -832,8 +887,11 @@ std::string to_yaml(const cluster_config& cfg) {
     e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << p.name << YAML::Key << "slo_ms" << YAML::Value
       << p.slo_ms << YAML::Key << "stages" << YAML::Value << YAML::BeginSeq;
     for (auto& s : p.stages) {
-      e << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << s.name << YAML::Key << "model"
-        << YAML::Value << s.model;
+      e << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << s.name;
+      if (s.variants.empty())
+        e << YAML::Key << "model" << YAML::Value << s.model;
+      else
+        e << YAML::Key << "variants" << YAML::Value << YAML::Flow << s.variants;
       if (!s.after.empty()) e << YAML::Key << "after" << YAML::Value << YAML::Flow << s.after;
       if (s.fanout) e << YAML::Key << "fanout" << YAML::Value << *s.fanout;
       e << YAML::EndMap;
@@ -885,6 +943,14 @@ std::string to_yaml(const cluster_config& cfg) {
     << std::vector<double>{so.rate_band_low, so.rate_band_high};
   kv("headroom", so.headroom);
   kv("steps", so.steps);
+  if (so.policy == scheduler_policy::ipa) {
+    e << YAML::Key << "ipa" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    kv("alpha", so.ipa.alpha);
+    kv("beta", so.ipa.beta);
+    kv("delta", so.ipa.delta);
+    kv("interval_s", so.ipa.interval_s);
+    e << YAML::EndMap;
+  }
   e << YAML::EndMap;
   auto& sc = cfg.scaler;
   e << YAML::Key << "scaler" << YAML::Value << YAML::BeginMap;

@@ -84,6 +84,16 @@ struct security_options {
   bool http_secured() const { return !tls_cert.empty() && !tls_key.empty() && !tokens.empty(); }
 };
 
+// IPA's adaptation (`scheduler: {policy: ipa, ipa: {...}}`): every `interval_s` each pipeline's
+// variant, batch and replicas per stage are chosen anew to maximise
+// alpha * accuracy - beta * cores - delta * sum of batches (scheduling/ipa.hpp).
+struct ipa_options {
+  double alpha = 1;
+  double beta = 0.01;
+  double delta = 0.0001;
+  double interval_s = 10;
+};
+
 // The control plane, named as the user writes them under `scheduler:`.
 struct scheduler_options {
   scheduler_policy policy = scheduler_policy::nexus;  // static: every device runs every model
@@ -94,11 +104,13 @@ struct scheduler_options {
   double rate_band_high = 1.1;                        // [low, high] x the rate it was planned for
   double headroom = 0.1;                              // plan for measured rate x (1 + headroom)
   int steps = 100;                                    // budget grid of the DP
+  ipa_options ipa;                                    // policy ipa: the scaler's instances follow IPA's choices
 };
 
 // Autoscaling, named as the user writes them under `scaler:`. With a policy other than none the
 // scaler owns placement: every instance runs one model on one device slot of a worker, with
-// `cores` intra-op threads, and the scheduler's epochs stop.
+// `cores` intra-op threads, and the scheduler's epochs stop. `scheduler.policy: ipa` makes the
+// scaler's policy ipa as well: IPA's choices are realised as the scaler's instances.
 struct scaler_options {
   scaler_policy policy = scaler_policy::none;
   double vertical_s = 1;                             // period of the vertical loop (sponge, biscale)

@@ -15,9 +15,9 @@ namespace sloserve {
 
 enum class role : uint8_t { controller, frontend, worker };
 enum class device_kind : uint8_t { emulated, cpu, cuda };
-enum class scheduler_policy : uint8_t { nexus, batch_oblivious, static_plan };
+enum class scheduler_policy : uint8_t { nexus, batch_oblivious, static_plan, ipa };
 enum class split_policy : uint8_t { dp, even };
-enum class scaler_policy : uint8_t { none, fa2, sponge, biscale };
+enum class scaler_policy : uint8_t { none, fa2, sponge, biscale, ipa };
 enum class predictor_kind : uint8_t { trend, recent_max };
 enum class drop_policy_kind : uint8_t { sliding_window, earliest_first, maximal_window };
 enum class balancer_kind : uint8_t { p2c, weighted_random };
@@ -36,10 +36,11 @@ struct knob;
 SLOSERVE_KNOB(role, {role::controller, "controller"}, {role::frontend, "frontend"}, {role::worker, "worker"});
 SLOSERVE_KNOB(device_kind, {device_kind::emulated, "emulated"}, {device_kind::cpu, "cpu"}, {device_kind::cuda, "cuda"});
 SLOSERVE_KNOB(scheduler_policy, {scheduler_policy::nexus, "nexus"},
-              {scheduler_policy::batch_oblivious, "batch-oblivious"}, {scheduler_policy::static_plan, "static"});
+              {scheduler_policy::batch_oblivious, "batch-oblivious"}, {scheduler_policy::static_plan, "static"},
+              {scheduler_policy::ipa, "ipa"});
 SLOSERVE_KNOB(split_policy, {split_policy::dp, "dp"}, {split_policy::even, "even"});
 SLOSERVE_KNOB(scaler_policy, {scaler_policy::none, "none"}, {scaler_policy::fa2, "fa2"},
-              {scaler_policy::sponge, "sponge"}, {scaler_policy::biscale, "biscale"});
+              {scaler_policy::sponge, "sponge"}, {scaler_policy::biscale, "biscale"}, {scaler_policy::ipa, "ipa"});
 SLOSERVE_KNOB(predictor_kind, {predictor_kind::trend, "trend"}, {predictor_kind::recent_max, "recent_max"});
 SLOSERVE_KNOB(drop_policy_kind, {drop_policy_kind::sliding_window, "sliding_window"},
               {drop_policy_kind::earliest_first, "earliest_first"},

@@ -34,6 +34,7 @@ struct StageTiming {
   batch @3 :UInt32;
   queueMs @4 :Float64;
   execMs @5 :Float64;
+  model @6 :Text;  # the model (variant) that ran the stage
 }
 
 # Frontend -> client: exactly one per request.
@@ -160,6 +161,7 @@ struct StageBudget {
   pipeline @0 :Text;
   stage @1 :Text;
   budgetMs @2 :Float64;
+  model @3 :Text;  # the model (variant) the stage runs now; empty: the one the file names
 }
 
 # Controller -> frontends.

@@ -79,6 +79,10 @@ struct model_spec {
   // and warming up take.
   double load_ms = 0;
   double memory_mb = 0;  // resident size on a device; 0: not accounted
+  // Accuracy as a knob: top-1 accuracy in percent (unset: not declared; a stage of one model
+  // counts as 100 in IPA's product), and IPA's base allocation R of one replica in cores.
+  std::optional<double> accuracy;
+  double base_cores = 1;
   // How l(b) scales with a device's cores (`cores:` in the file); emulated devices follow it
   // when resized. Without it, l(b) does not depend on cores.
   std::optional<core_latency> cores;

@@ -34,11 +34,48 @@ std::vector<pipeline_issue> resolve(pipeline& p, const std::vector<model_spec>& 
     s.children.clear();
     if (!by_name.emplace(s.name, i).second)
       issues.push_back({i, "duplicate stage name '" + s.name + "' in pipeline '" + p.name + "'"});
-    auto m = std::find_if(models.begin(), models.end(), [&](const model_spec& ms) { return ms.name == s.model; });
-    if (m == models.end())
-      issues.push_back({i, "stage '" + s.name + "' uses unknown model '" + s.model + "'"});
-    else
-      s.model_index = static_cast<size_t>(m - models.begin());
+    auto find = [&](const std::string& name) {
+      auto m = std::find_if(models.begin(), models.end(), [&](const model_spec& ms) { return ms.name == name; });
+      return m == models.end() ? std::optional<size_t>() : std::optional(static_cast<size_t>(m - models.begin()));
+    };
+    s.variant_indices.clear();
+    if (s.variants.empty()) {
+      if (auto m = find(s.model)) {
+        s.model_index = *m;
+        s.variant_indices = {*m};
+      } else {
+        issues.push_back({i, "stage '" + s.name + "' uses unknown model '" + s.model + "'"});
+      }
+    } else {
+      for (auto& v : s.variants) {
+        auto m = find(v);
+        if (!m) {
+          issues.push_back({i, "stage '" + s.name + "' has unknown variant '" + v + "'"});
+          continue;
+        }
+        if (std::find(s.variant_indices.begin(), s.variant_indices.end(), *m) != s.variant_indices.end()) {
+          issues.push_back({i, "stage '" + s.name + "' lists variant '" + v + "' twice"});
+          continue;
+        }
+        auto& first = models[s.variant_indices.empty() ? *m : s.variant_indices.front()];
+        auto& mv = models[*m];
+        auto same = [](const tensor_spec& a, const tensor_spec& b) { return a.type == b.type && a.shape == b.shape; };
+        if (!same(mv.input, first.input) || !same(mv.output, first.output))
+          issues.push_back({i, "stage '" + s.name + "': variant '" + v + "' takes " + mv.input.to_string() +
+                                   " and gives " + mv.output.to_string() + ", but variant '" + first.name + "' takes " +
+                                   first.input.to_string() + " and gives " + first.output.to_string()});
+        if (!mv.accuracy)
+          issues.push_back({i, "stage '" + s.name + "': variant '" + v + "' declares no 'accuracy' to choose by"});
+        s.variant_indices.push_back(*m);
+      }
+      // It starts with the most accurate (the first listed among equals).
+      if (!s.variant_indices.empty()) {
+        s.model_index = s.variant_indices.front();
+        for (auto m : s.variant_indices)
+          if (models[m].accuracy.value_or(0) > models[s.model_index].accuracy.value_or(0)) s.model_index = m;
+        s.model = models[s.model_index].name;
+      }
+    }
     if (s.fanout && !(*s.fanout > 0)) issues.push_back({i, "stage '" + s.name + "' has a non-positive fanout"});
   }
   for (size_t i = 0; i < p.stages.size(); ++i) {
@@ -102,7 +139,9 @@ double fastest_path_ms(const pipeline& p, const std::vector<model_spec>& models)
   for (auto v : p.topo) {
     double start = 0;
     for (auto u : p.stages[v].parents) start = std::max(start, finish[u]);
-    finish[v] = start + models[p.stages[v].model_index].profile.latency_ms_at(1);
+    double fastest = models[p.stages[v].model_index].profile.latency_ms_at(1);
+    for (auto m : p.stages[v].variant_indices) fastest = std::min(fastest, models[m].profile.latency_ms_at(1));
+    finish[v] = start + fastest;
     best = std::max(best, finish[v]);
   }
   return best;

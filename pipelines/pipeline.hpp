@@ -11,14 +11,18 @@ namespace sloserve {
 
 struct stage {
   std::string name;
+  // The model it runs. With `variants` (below), the one it starts with (the most accurate); the
+  // control plane may run another of them instead (the routing table says which).
   std::string model;
   std::vector<std::string> after;  // names of parent stages, as written
   // Invocations of this stage per invocation of its parent. Set: one invocation per forwarded
   // output row of the parent. Unset: one invocation per parent invocation.
   std::optional<double> fanout;
+  std::vector<std::string> variants{};  // models this stage may run, as written; empty: just `model`
 
   // Filled by resolve():
   size_t model_index = 0;
+  std::vector<size_t> variant_indices{};  // every model it may run (`model` alone without variants)
   std::vector<size_t> parents{};
   std::vector<size_t> children{};
 };
@@ -40,11 +44,13 @@ struct pipeline_issue {
   std::string message;
 };
 
-// Resolves model and parent names to indices, computes children and a topological order, and
-// reports unknown models and stages, duplicates, cycles and stages that no root reaches.
+// Resolves model (or variant) and parent names to indices, picks each stage's starting variant, computes children and a
+// topological order, and reports unknown models and stages, duplicates, cycles, stages that no root reaches, and
+// variants that do not take and give the same tensors.
 std::vector<pipeline_issue> resolve(pipeline& p, const std::vector<model_spec>& models);
 
-// Longest root-to-leaf sum of single-request latency l(1): the fastest the pipeline can answer.
+// Longest root-to-leaf sum of single-request latency l(1), each stage at its fastest variant: the
+// fastest the pipeline can answer.
 double fastest_path_ms(const pipeline& p, const std::vector<model_spec>& models);
 
 // Most stages on any root-to-leaf path.

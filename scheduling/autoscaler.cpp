@@ -210,7 +210,7 @@ stage_shape biscale_horizontal(const scale_stage& s, const stage_shape& now, boo
 
 double shape_capacity(const core_latency& l, const stage_shape& s) {
   if (s.instances < 1) return 0;
-  return l.throughput(s.batch, s.cores) + (s.instances - 1) * l.throughput(s.horizontal_batch, 1);
+  return l.throughput(s.batch, s.cores) + (s.instances - 1) * l.throughput(s.horizontal_batch, s.horizontal_cores);
 }
 
 bool stable_load(const std::deque<double>& rates, double band) {

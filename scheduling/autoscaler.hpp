@@ -32,7 +32,8 @@ struct stage_shape {
   double budget_ms = 0;      // FA2: the stage budget its plan assumes; 0: keep the split
   int base_instances = 1;    // biscale: what the horizontal loop planned; instances beyond it
                              // were started by the vertical loop for a surge and go with it
-  int total_cores() const { return instances > 0 ? cores + instances - 1 : 0; }
+  int horizontal_cores = 1;  // of the instances beside instance 0 (ipa: each replica has its R)
+  int total_cores() const { return instances > 0 ? cores + (instances - 1) * horizontal_cores : 0; }
   bool operator==(const stage_shape&) const = default;
 };
 

@@ -18,7 +18,7 @@ struct option {
 };
 
 int replicas_for(const ipa_variant& v, int b, double rate) {
-  double per_s = 1000.0 * b / v.model->profile.latency_ms_at(b);
+  double per_s = 1000.0 * b / v.at(b);
   return std::max(1, static_cast<int>(std::ceil(rate / per_s - 1e-9)));
 }
 
@@ -28,7 +28,7 @@ option make_option(const ipa_stage& s, size_t variant, int b, const ipa_weights&
   o.choice.variant = variant;
   o.choice.batch = b;
   o.choice.replicas = replicas_for(v, b, s.rate);
-  o.choice.latency_ms = v.model->profile.latency_ms_at(b) + 1000.0 * (b - 1) / s.rate;
+  o.choice.latency_ms = v.at(b) + 1000.0 * (b - 1) / s.rate;
   o.accuracy = v.accuracy / 100.0;
   o.cores = o.choice.replicas * v.base_cores;
   o.cost = w.beta * o.cores + w.delta * b;

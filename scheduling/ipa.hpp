@@ -15,6 +15,7 @@
 // choice: exact, and fast for the pipelines IPA serves (a few stages of a few variants).
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "pipelines/expected.hpp"
@@ -26,6 +27,9 @@ struct ipa_variant {
   const model_spec* model = nullptr;  // its latency profile and max_batch
   double accuracy = 0;                // top-1 in percent (0-100)
   double base_cores = 1;              // R: what one replica costs
+  // l(b) in ms of one replica (at its R cores); empty: the model's profile.
+  std::function<double(int)> latency_ms{};
+  double at(int b) const { return latency_ms ? latency_ms(b) : model->profile.latency_ms_at(b); }
 };
 
 struct ipa_stage {

@@ -66,10 +66,13 @@ msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_in
     for (auto& [model, w] : rate) routes[model].instances.push_back({slot.node, slot.device, std::max(w, 1e-3)});
   }
   for (auto& [name, route] : routes) t.routes.push_back(std::move(route));
-  for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi) {
-    auto& p = cfg.pipelines[pi];
+  // Each stage runs the model (variant) the epoch planned it with.
+  auto& planned = in.pipelines ? *in.pipelines : cfg.pipelines;
+  auto& models = in.models ? *in.models : cfg.models;
+  for (size_t pi = 0; pi < planned.size(); ++pi) {
+    auto& p = planned[pi];
     for (size_t s = 0; s < p.stages.size(); ++s)
-      t.budgets.push_back({p.name, p.stages[s].name, r.splits[pi].budget_ms[s]});
+      t.budgets.push_back({p.name, p.stages[s].name, r.splits[pi].budget_ms[s], models[p.stages[s].model_index].name});
   }
   return t;
 }
@@ -145,7 +148,7 @@ cluster_placement static_placement(const cluster_config& cfg, uint64_t epoch) {
   for (auto& p : cfg.pipelines) {
     auto split = even_split(p);
     for (size_t i = 0; i < p.stages.size(); ++i)
-      out.table.budgets.push_back({p.name, p.stages[i].name, split.budget_ms[i]});
+      out.table.budgets.push_back({p.name, p.stages[i].name, split.budget_ms[i], p.stages[i].model});
   }
   return out;
 }

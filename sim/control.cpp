@@ -125,7 +125,14 @@ void engine::on_apply(ns now, uint32_t which) {
     std::vector<double> budget(pl.stages.size(), -1);
     for (auto& b : p.table.budgets)
       if (b.pipeline == pl.name)
-        if (auto s = pl.find_stage(b.stage)) budget[*s] = b.budget_ms;
+        if (auto s = pl.find_stage(b.stage)) {
+          budget[*s] = b.budget_ms;
+          // The stage runs the variant the table names (loaded by now: make before break).
+          auto m = model_id_.find(b.model);
+          auto& vs = pl.stages[*s].variant_indices;
+          if (m != model_id_.end() && std::find(vs.begin(), vs.end(), m->second) != vs.end())
+            stage_model_[pi][*s] = m->second;
+        }
     if (std::none_of(budget.begin(), budget.end(), [](double b) { return b < 0; }))
       splits_[pi] = offsets_from_budgets(pl, budget);
   }

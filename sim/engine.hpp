@@ -78,6 +78,8 @@ struct query {
   walk w;
   double queue_ms = 0, exec_ms = 0;
   uint32_t first_node = none;
+  double accuracy = 1;      // product of accuracy/100 of the models its stages ran
+  uint64_t stages_ran = 0;  // bit per stage: counted in `accuracy` already
 };
 
 struct invocation {
@@ -192,6 +194,9 @@ class engine {
   std::vector<std::optional<slo_split>> splits_;                 // per pipeline
   std::vector<std::vector<uint32_t>> stage_model_;               // per pipeline and stage
   std::vector<int64_t> rows_;                                    // per model: rows of its output, for fan-out
+  std::vector<double> accuracy_;                                 // per model: accuracy / 100 (1: none declared)
+  double accuracy_sum_ = 0;                                      // over measured OK replies
+  uint64_t accuracy_n_ = 0;
 
   std::vector<query> queries_;
   std::vector<uint32_t> free_queries_;

@@ -77,6 +77,10 @@ bool engine::spawn(ns now, uint32_t q, uint32_t stage) {
   f.query = q;
   f.stage = stage;
   f.model = stage_model_[qq.pipeline][stage];
+  if (stage < 64 && !(qq.stages_ran >> stage & 1)) {
+    qq.stages_ran |= uint64_t{1} << stage;
+    qq.accuracy *= accuracy_[f.model];
+  }
   f.deadline = std::min(qq.deadline, qq.arrival + static_cast<ns>(span * split.finish_offset_ms[stage] / p.slo_ms));
   f.live = true;
   ++qq.pending;
@@ -183,6 +187,8 @@ void engine::finish(ns now, uint32_t q, msg::status code, const std::string& rea
     r.reason = reason;
     r.total_ms = static_cast<double>(now - qq.arrival) / 1e6;
     if (code == msg::status::ok) {
+      accuracy_sum_ += qq.accuracy;
+      ++accuracy_n_;
       msg::stage_timing t;
       t.node = qq.first_node == none ? "" : nodes_[qq.first_node].name;
       t.queue_ms = qq.queue_ms;

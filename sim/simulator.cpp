@@ -36,6 +36,7 @@ expected<result> engine::run() {
   splits_.assign(cfg_.pipelines.size(), std::nullopt);
   routes_.assign(cfg_.models.size(), {});
   route_pos_.assign(cfg_.models.size(), {});
+  for (auto& m : cfg_.models) accuracy_.push_back(m.accuracy.value_or(100) / 100);
   std::vector<size_t> stages;
   for (auto& p : cfg_.pipelines) {
     stages.push_back(p.stages.size());
@@ -120,6 +121,7 @@ expected<result> engine::run() {
   out.summary = merge_lanes(lanes_, duration);
   out.events = events_run_;
   out.plans = plans_;
+  out.accuracy = accuracy_n_ ? accuracy_sum_ / static_cast<double>(accuracy_n_) : 0;
   out.devices = devices_.size();
   out.peak_devices_used = peak_used_;
   if (scaler_) out.scaling = scaler_->stats();

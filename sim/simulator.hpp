@@ -48,6 +48,9 @@ struct result {
   size_t devices = 0;            // in the cluster
   size_t peak_devices_used = 0;  // the most devices any applied plan used
   scaler_stats scaling;          // with a scaler: what its instances cost
+  // Mean over measured OK replies of the product of accuracy/100 of the models that ran their
+  // stages (a model that declares no accuracy counts as 1): the rate-weighted accuracy served.
+  double accuracy = 0;
 };
 
 // Runs the simulation; fails on options that do not fit the cluster (unknown pipeline or node).

@@ -121,8 +121,8 @@ def member(f, enums):
         init = " = false"
     elif f.type in PRIMITIVES and f.type != "Text":
         init = " = 0"
-    elif f.element:
-        init = "{}"  # so that a brace-initialised message may leave its trailing lists out
+    elif f.element or f.type == "Text":
+        init = "{}"  # so that a brace-initialised message may leave its trailing lists and texts out
     else:
         init = ""
     line = "  " + t + " " + f.cpp + init + ";"

@@ -5,6 +5,7 @@
 
 #include "actors/client_time.hpp"
 #include "actors/frontend_routes.hpp"
+#include "actors/route_publisher.hpp"
 #include "caf_fixture.hpp"
 
 namespace sloserve {
@@ -91,6 +92,72 @@ TEST(frontend_routes, a_model_moved_to_a_node_not_heard_yet_keeps_its_old_instan
   // A table with no instance at all for a model keeps nothing: the controller stood nothing in.
   r.apply(table({}));
   EXPECT_EQ(r.blocker(0), "no live instance serves model 'm'");
+}
+
+const char* variants_yaml = R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 2}]}
+models:
+  - {name: small, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, profile: {alpha_ms: 1, beta_ms: 1},
+     accuracy: 60}
+  - {name: big, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, profile: {alpha_ms: 2, beta_ms: 2},
+     accuracy: 70}
+  - {name: m, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, profile: {alpha_ms: 1, beta_ms: 1}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: a, variants: [small, big]}, {name: b, model: m, after: [a]}]}
+)";
+
+TEST(frontend_routes, a_stage_runs_the_variant_the_table_names) {
+  auto cfg = testing::parse_or_die(variants_yaml);
+  frontend_routes r(*cfg, sched::make_balancer(balancer_kind::p2c));
+  EXPECT_EQ(r.stage_model(0, 0), "big") << "the most accurate, before any table";
+  msg::routing_table t;
+  t.epoch = 2;
+  t.routes = {{"small", {{"w1", 0, 1}}}, {"m", {{"w1", 1, 1}}}};
+  t.budgets = {{"p", "a", 40, "small"}, {"p", "b", 60, "m"}};
+  r.apply(t);
+  EXPECT_EQ(r.stage_model(0, 0), "small");
+  EXPECT_EQ(r.readiness(), "");
+  // A table naming a model that is no variant of the stage leaves it on the one the file names.
+  t.budgets[0].model = "m";
+  r.apply(t);
+  EXPECT_EQ(r.stage_model(0, 0), "big");
+  EXPECT_EQ(r.blocker(0), "no live instance serves model 'big'");
+}
+
+// The controller's side of a variant switch: the table keeps the pipeline on its old variants
+// and budgets until the new variant's instance is acknowledged by its worker.
+TEST(route_publisher, holds_a_variant_switch_until_the_new_variant_may_take_traffic) {
+  auto cfg = testing::parse_or_die(variants_yaml);
+  worker_registry w(0);
+  w.on_register("w1", 1, 1);
+  auto placement = [](const std::string& variant, uint32_t device, uint64_t epoch) {
+    cluster_placement p;
+    p.schedules["w1"] = {epoch, {{device, 0, {{variant, 1}}}, {1, 0, {{"m", 1}}}}};
+    p.table.routes = {{variant, {{"w1", device, 1}}}, {"m", {{"w1", 1, 1}}}};
+    p.table.budgets = {{"p", "a", variant == "big" ? 60.0 : 30.0, variant},
+                       {"p", "b", variant == "big" ? 40.0 : 70.0, "m"}};
+    return p;
+  };
+  route_publisher pub;
+  auto first = placement("big", 0, 1);
+  pub.adopt(first);
+  EXPECT_EQ(pub.publish(first, w, 1).budgets[0].model, "big");
+  auto next = placement("small", 0, 2);
+  pub.adopt(next);
+  auto& held = pub.publish(next, w, 2);
+  ASSERT_EQ(held.budgets.size(), 2u);
+  for (auto& b : held.budgets) EXPECT_EQ(b.model, b.stage == "a" ? "big" : "m");
+  for (auto& b : held.budgets) EXPECT_DOUBLE_EQ(b.budget_ms, b.stage == "a" ? 60 : 40) << "the old budgets, together";
+  bool big_routed = false;
+  for (auto& route : held.routes) big_routed |= route.model == "big" && route.instances.size() == 1;
+  EXPECT_TRUE(big_routed) << "the old variant's instance drains and serves meanwhile";
+  // The worker acknowledges epoch 2: small has loaded.
+  w.on_register("w1", 1, 2);
+  auto& switched = pub.publish(next, w, 3);
+  for (auto& b : switched.budgets) EXPECT_EQ(b.model, b.stage == "a" ? "small" : "m");
+  EXPECT_DOUBLE_EQ(switched.budgets[0].budget_ms, 30);
 }
 
 TEST(client_time, reported_network_time_counts_and_is_remembered_for_requests_without_it) {

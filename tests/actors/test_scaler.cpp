@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "actors/provisioner.hpp"
 #include "actors/roles.hpp"
 #include "caf_fixture.hpp"
@@ -254,6 +256,82 @@ TEST_F(scaler_fixture, lost_workers_lose_their_instances_and_the_cost_is_counted
   EXPECT_GT(got.instance_seconds, 25);
   EXPECT_GE(got.core_seconds, got.instance_seconds);
   EXPECT_GT(got.horizontal_changes, 0u);
+}
+
+// IPA picks the variant: the accurate one (two cores a replica) while the load is light; at
+// 1,000 req/s, 13 of its replicas (26 cores) cost more than its 8.55 points of accuracy are worth
+// (beta 0.01 a core), and three one-core replicas of the small one take over. Make before break:
+// the big one serves until the small ones do, and the table names the small one from then on.
+TEST_F(scaler_fixture, ipa_switches_variants_as_the_load_changes_and_the_old_one_serves_until_the_new_one_does) {
+  start_with(R"(
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], cores: 32, devices: [{kind: emulated, count: 8}]}
+models:
+  - {name: big, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 10, beta_ms: 10}, accuracy: 78.31, base_cores: 2}
+  - {name: small, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 2, beta_ms: 2}, accuracy: 69.76}
+pipelines:
+  - {name: p, slo_ms: 200, stages: [{name: s, variants: [small, big]}]}
+scheduler: {policy: ipa, ipa: {alpha: 1, beta: 0.01, delta: 0.0001, interval_s: 5}}
+scaler: {vertical_s: 1, predictor: recent_max}
+)");
+  ASSERT_EQ(cfg_->scaler.policy, scaler_policy::ipa);
+  auto models_of = [](const deployment& d) {
+    std::map<std::string, int> n;
+    for (auto& i : d.instances) ++n[i.model];
+    return n;
+  };
+  auto budget_model = [](const deployment& d) { return d.budgets.empty() ? "" : d.budgets[0].model; };
+  // One second at `rate`, spread over the instances of `serving` (acknowledged by the controller).
+  auto second = [&](double rate, const std::string& serving) {
+    auto& d = deployments->back();
+    worker_set status{{"w1"}, {}};
+    msg::load_report r;
+    r.node = "w1";
+    r.window_s = 1;
+    for (auto& i : d.instances) {
+      status.acknowledged.push_back({i.node, i.device, i.model});
+      if (i.model == serving)
+        r.sessions.push_back({i.model, i.device, static_cast<uint64_t>(rate / models_of(d)[serving]), 0, 0, 0, 0, 150});
+    }
+    caf::anon_send(net->actors.scaler, status);
+    caf::anon_send(net->actors.monitor, r);
+    run();
+    advance(1s);
+  };
+  advance(1s);
+  ASSERT_FALSE(deployments->empty());
+  EXPECT_EQ(models_of(deployments->back()), (std::map<std::string, int>{{"big", 1}}));
+  EXPECT_EQ(deployments->back().instances[0].cores, 2u) << "a replica of big has its base cores";
+  EXPECT_EQ(budget_model(deployments->back()), "big");
+  for (int k = 0; k < 4; ++k) second(20, "big");
+  EXPECT_EQ(models_of(deployments->back()), (std::map<std::string, int>{{"big", 1}}));
+  // The load rises; at the next interval IPA moves to small and starts its replicas beside big.
+  for (int k = 0; k < 6 && budget_model(deployments->back()) != "small"; ++k) {
+    auto d = deployments->back();
+    worker_set status{{"w1"}, {}};
+    for (auto& i : d.instances)
+      if (i.model == "big") status.acknowledged.push_back({i.node, i.device, i.model});
+    caf::anon_send(net->actors.scaler, status);
+    msg::load_report r{"w1", 1, {{"big", d.instances[0].device, 1000, 0, 0, 0, 0, 150}}, {}, {}};
+    caf::anon_send(net->actors.monitor, r);
+    run();
+    advance(1s);
+  }
+  auto switching = deployments->back();
+  ASSERT_EQ(budget_model(switching), "small");
+  auto n = models_of(switching);
+  EXPECT_EQ(n["small"], 3) << "1,100 req/s (10% headroom) over small's 444 req/s at batch 8";
+  EXPECT_GE(n["big"], 1) << "big went before small served";
+  // Once the controller acknowledges small's replicas, big stops.
+  worker_set status{{"w1"}, {}};
+  for (auto& i : switching.instances) status.acknowledged.push_back({i.node, i.device, i.model});
+  caf::anon_send(net->actors.scaler, status);
+  run();
+  advance(1s);
+  EXPECT_EQ(models_of(deployments->back()), (std::map<std::string, int>{{"small", 3}}));
 }
 
 TEST(local_provisioner, places_within_free_slots_node_cores_and_limits) {

@@ -518,7 +518,7 @@ TEST(cluster_config, scaler_section_round_trips_and_names_its_errors) {
             std::string::npos)
       << e;
   e = errors_of(nodes + cored + two + "scaler: {policy: magic, vertical_s: 0}\n");
-  EXPECT_NE(e.find("scaler policy 'magic' is not none, fa2, sponge or biscale"), std::string::npos) << e;
+  EXPECT_NE(e.find("scaler policy 'magic' is not none, fa2, sponge, biscale or ipa"), std::string::npos) << e;
   EXPECT_NE(e.find("scaler needs 0 < vertical_s <= horizontal_s"), std::string::npos) << e;
   // Each model sized on its own: one stage each.
   e = errors_of(
@@ -539,6 +539,82 @@ namespace sloserve {
 namespace {
 
 // Every example a user may start from loads as it is.
+// Three classifiers of one input; `c` gives another output, `d` declares no accuracy.
+const std::string variant_models = R"(
+  - {name: small, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [3, 2]}, max_batch: 8,
+     profile: {alpha_ms: 1, beta_ms: 2}, accuracy: 69.76, memory_mb: 45}
+  - {name: large, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [3, 2]}, max_batch: 8,
+     profile: {alpha_ms: 4, beta_ms: 8}, accuracy: 76.13, base_cores: 2, memory_mb: 98}
+  - {name: c, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [5]}, profile: {alpha_ms: 1, beta_ms: 1},
+     accuracy: 50}
+  - {name: d, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [3, 2]}, profile: {alpha_ms: 1, beta_ms: 1}}
+)";
+
+TEST(cluster_config, stages_may_name_variants_that_start_at_the_most_accurate_and_round_trip) {
+  auto text = nodes + models + variant_models + R"(pipelines:
+  - name: p
+    slo_ms: 100
+    stages: [{name: s, variants: [small, large]}, {name: t, model: b, after: s}]
+scheduler: {policy: ipa, ipa: {alpha: 2, beta: 0.02, delta: 0.001, interval_s: 5}}
+)";
+  auto r = parse_cluster_config(text, "c.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  auto& s = r.config->pipelines[0].stages[0];
+  EXPECT_EQ(s.model, "large");
+  EXPECT_EQ(s.variant_indices.size(), 2u);
+  EXPECT_EQ(r.config->pipelines[0].stages[1].variant_indices.size(), 1u);
+  auto* large = r.config->find_model("large");
+  EXPECT_DOUBLE_EQ(*large->accuracy, 76.13);
+  EXPECT_DOUBLE_EQ(large->base_cores, 2);
+  EXPECT_FALSE(r.config->find_model("d")->accuracy);
+  EXPECT_EQ(r.config->scheduler.policy, scheduler_policy::ipa);
+  EXPECT_EQ(r.config->scaler.policy, scaler_policy::ipa) << "IPA's choices run as the scaler's instances";
+  EXPECT_DOUBLE_EQ(r.config->scheduler.ipa.beta, 0.02);
+  EXPECT_DOUBLE_EQ(r.config->scheduler.ipa.interval_s, 5);
+  auto again = parse_cluster_config(to_yaml(*r.config), "again.yaml");
+  ASSERT_TRUE(again) << again.error_text() << "\n" << to_yaml(*r.config);
+  EXPECT_EQ(again.config->pipelines[0].stages[0].variants, (std::vector<std::string>{"small", "large"}));
+  EXPECT_DOUBLE_EQ(*again.config->find_model("small")->accuracy, 69.76);
+  EXPECT_DOUBLE_EQ(again.config->find_model("large")->base_cores, 2);
+  EXPECT_DOUBLE_EQ(again.config->scheduler.ipa.alpha, 2);
+  EXPECT_EQ(again.config->scaler.policy, scaler_policy::ipa);
+}
+
+TEST(cluster_config, variants_are_checked_with_their_place) {
+  auto with = [&](const std::string& stages, const std::string& rest = "") {
+    return errors_of(nodes + models + variant_models + "pipelines:\n  - name: p\n    slo_ms: 100\n    stages:\n" +
+                     stages + rest);
+  };
+  auto e = with("      - {name: s, variants: [small, nope]}\n");
+  EXPECT_NE(e.find("c.yaml:32:9:"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown variant 'nope'"), std::string::npos) << e;
+  e = with("      - {name: s, variants: [small, c]}\n");
+  EXPECT_NE(e.find("variant 'c' takes float32[4] and gives float32[5], but variant 'small'"), std::string::npos) << e;
+  e = with("      - {name: s, model: small, variants: [small, large]}\n");
+  EXPECT_NE(e.find("c.yaml:32:26: pipeline 'p' stage 's' names both 'model' and 'variants'"), std::string::npos) << e;
+  e = with("      - {name: s, variants: [small, d]}\n");
+  EXPECT_NE(e.find("variant 'd' declares no 'accuracy'"), std::string::npos) << e;
+  e = with("      - {name: s, variants: []}\n");
+  EXPECT_NE(e.find("variants must name at least one model"), std::string::npos) << e;
+  e = with("      - {name: s, variants: [small, small]}\n");
+  EXPECT_NE(e.find("lists variant 'small' twice"), std::string::npos) << e;
+  e = errors_of(nodes + models +
+                "  - {name: x, input: {dtype: float32, shape: [1]}, output: {dtype: float32, shape: [1]},"
+                " profile: {alpha_ms: 1, beta_ms: 1}, accuracy: 101, base_cores: 0}\n");
+  EXPECT_NE(e.find("accuracy is a top-1 percentage"), std::string::npos) << e;
+  EXPECT_NE(e.find("base_cores must be positive"), std::string::npos) << e;
+  e = with("      - {name: s, variants: [small, large]}\n", "scaler: {policy: ipa}\n");
+  EXPECT_NE(e.find("scaler policy ipa follows the scheduler's"), std::string::npos) << e;
+  e = with("      - {name: s, variants: [small, large]}\n", "scheduler: {policy: ipa}\nscaler: {policy: fa2}\n");
+  EXPECT_NE(e.find("scaler policy fa2 cannot run beside it"), std::string::npos) << e;
+  e = with("      - {name: s, variants: [small, large]}\n", "scheduler: {ipa: {alpha: 1}}\n");
+  EXPECT_NE(e.find("scheduler ipa is only read with policy: ipa"), std::string::npos) << e;
+  // Under a scaler a model serves one stage: a variant shared by two stages is refused.
+  e = with("      - {name: s, variants: [small, large]}\n      - {name: t, model: small, after: s}\n",
+           "scheduler: {policy: ipa}\n");
+  EXPECT_NE(e.find("model 'small' serves both p.s and p.t"), std::string::npos) << e;
+}
+
 TEST(cluster_config, every_example_loads) {
   int n = 0;
   for (auto& e : std::filesystem::directory_iterator(SLOSERVE_EXAMPLES_DIR)) {

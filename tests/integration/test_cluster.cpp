@@ -415,6 +415,43 @@ pipelines:
   EXPECT_NE(bad.output().find("--rate nope=3: expected PIPELINE=RATE"), std::string::npos) << bad.output();
 }
 
+// `sloserve plan --policy ipa --json` on the IPA example: each stage's variant, batch and replicas,
+// each pipeline's accuracy (the product of its stages') and cost (cores); the most accurate
+// choices while the load is light and cheaper ones under a heavy load, whose replicas fill the
+// cluster's slots.
+TEST_F(cluster_fixture, plan_with_ipa_prints_variants_accuracy_and_cost) {
+  auto run_plan = [&](int rate) {
+    auto p = spawn({"sloserve", "plan", "-c", std::string(SLOSERVE_EXAMPLES_DIR) + "/ipa.yaml", "--policy", "ipa",
+                    "--json", "--rate", "video=" + std::to_string(rate)},
+                   dir / ("ipa-" + std::to_string(rate) + ".json"));
+    int status = 0;
+    EXPECT_TRUE(p.wait_for(10s, status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << p.output();
+    return nlohmann::json::parse(p.output());
+  };
+  auto light = run_plan(20), heavy = run_plan(400);
+  for (auto* j : {&light, &heavy}) {
+    auto& p = (*j)["pipelines"][0];
+    double accuracy = 1, cost = 0;
+    for (auto& s : p["stages"]) {
+      for (auto key : {"variant", "batch", "replicas", "cores", "budget_ms"}) EXPECT_TRUE(s.contains(key)) << key;
+      accuracy *= s["accuracy"].get<double>() / 100;
+      cost += s["cores"].get<double>();
+    }
+    EXPECT_NEAR(p["accuracy"].get<double>(), accuracy, 1e-9);
+    EXPECT_NEAR(p["cost"].get<double>(), cost, 1e-9);
+    EXPECT_LE(p["latency_ms"].get<double>(), 400);
+    EXPECT_TRUE((*j)["unplaced"].empty()) << j->dump();
+  }
+  EXPECT_GT(light["pipelines"][0]["accuracy"].get<double>(), heavy["pipelines"][0]["accuracy"].get<double>());
+  EXPECT_LT(light["cost"].get<double>(), heavy["cost"].get<double>());
+  EXPECT_EQ(light["pipelines"][0]["stages"][1]["variant"], "resnet101");
+  EXPECT_EQ(heavy["pipelines"][0]["stages"][1]["variant"], "resnet18");
+  size_t replicas = 0;
+  for (auto& s : heavy["pipelines"][0]["stages"]) replicas += s["replicas"].get<size_t>();
+  EXPECT_EQ(heavy["instances"].size(), replicas);
+}
+
 // A user's own folder: the cluster file names a real TorchScript model by a path relative to
 // itself and gives no profile; `up` runs from another folder with a relative -c. The worker
 // measures the model at start-up and the load is served.

@@ -159,6 +159,39 @@ TEST(simulator, the_scaler_meets_a_burst_with_the_clusters_own_policies) {
   EXPECT_GT(runs.at("biscale").scaling.vertical_changes, 0u);
 }
 
+// The IPA example under a load that rises from 20 to 400 queries/s and falls back: IPA serves
+// the accurate variants while the load is light and cheaper ones through the peak (accuracy in
+// between the two), every switch make before break: nothing is lost, and what the peak's cheap
+// variants serve stays within the SLO.
+TEST(simulator, ipa_trades_accuracy_for_load_and_loses_nothing_while_variants_switch) {
+  auto cfg = parse(read_text(std::string(SLOSERVE_EXAMPLES_DIR) + "/ipa.yaml"));
+  options o;
+  o.pipelines = {"video"};
+  for (int t = 0; t < 90; ++t) o.trace.push_back(t >= 30 && t < 60 ? 400 : 20);
+  o.duration_s = 90;
+  auto r = simulate(cfg, o);
+  ASSERT_TRUE(r) << r.error();
+  expect_one_reply_each(r->summary);
+  // The step itself costs what the old replicas cannot carry while the new ones load (1-2 s);
+  // from 10 s into the peak on, and after it, every second is served within the SLO.
+  auto within = [&](size_t from, size_t to) {
+    uint64_t sent = 0, ok = 0;
+    for (size_t t = from; t < to && t < r->summary.series.size(); ++t) {
+      sent += r->summary.series[t]["sent"].get<uint64_t>();
+      ok += r->summary.series[t]["ok_within_slo"].get<uint64_t>();
+    }
+    return sent ? static_cast<double>(ok) / static_cast<double>(sent) : 0;
+  };
+  EXPECT_GE(within(0, 30), 0.99);
+  EXPECT_GE(within(40, 60), 0.99);
+  EXPECT_GE(within(65, 90), 0.99);
+  EXPECT_GE(r->summary.attainment, 0.9);
+  // Light: mobilenet_v2 and resnet101 (0.556); heavy: mobilenet_v2 and resnet18 (0.501).
+  EXPECT_GT(r->accuracy, 0.505);
+  EXPECT_LT(r->accuracy, 0.553);
+  EXPECT_GT(r->scaling.horizontal_changes, 4u);
+}
+
 TEST(simulator, bad_options_are_refused_with_a_reason) {
   auto cfg = parse(two_workers);
   auto o = load(10, 1);
