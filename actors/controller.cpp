@@ -3,6 +3,7 @@
 // the monitor's pipeline rates, or the scaler's deployments; the route publisher turns the current
 // one into the table frontends may use (an instance routes once its worker acknowledges it).
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <map>
@@ -145,6 +146,14 @@ void on_planned(self_ptr self, planned_epoch& p) {
   if (p.scale < 1)
     spdlog::warn("{}: the cluster has {} devices, too few for the measured load; planning for {:.0f}% of it",
                  st.net->self_name(), p.input.slots.size(), 100 * p.scale);
+  // Variants given up for memory, said when that changes (MCDNN's catalogue).
+  if (p.degraded != (st.plan ? st.plan->degraded : std::vector<std::string>{})) {
+    if (p.degraded.empty())
+      spdlog::info("{}: memory: every stage runs its most accurate variant again", st.net->self_name());
+    else
+      spdlog::warn("{}: memory: the most accurate variants do not fit the cluster{}; running {}", st.net->self_name(),
+                   p.variants_fit ? "" : " (nor do the smallest)", fmt::join(p.degraded, "; "));
+  }
   ++st.epoch;
   auto plan = std::make_shared<planned_epoch>(std::move(p));
   plan->previous.reset();  // only the planning needed it

@@ -142,6 +142,8 @@ struct planned_epoch {
   sched::epoch_input input;      // its rates are those planned for (scaled to the cluster)
   sched::epoch_result result;
   double scale = 1;
+  std::vector<std::string> degraded;  // stages on less accurate variants for memory (sched::scaled_epoch)
+  bool variants_fit = true;
   std::string error;  // non-empty: no plan
   std::shared_ptr<const std::vector<model_spec>> models;
   std::shared_ptr<const planned_epoch> previous;  // what `result` was placed against; released on apply

@@ -28,6 +28,8 @@ planned_epoch run_plan_request(plan_request& r) {
   if (planned) {
     out.result = std::move(planned->result);
     out.scale = planned->scale;
+    out.degraded = std::move(planned->degraded);
+    out.variants_fit = planned->variants_fit;
   } else {
     out.error = planned.error();
   }

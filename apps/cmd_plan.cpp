@@ -150,6 +150,8 @@ void add_plan_command(CLI::App& app, int& rc) {
     }
     in.parallel = parallel_for;
     auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::string> degraded;
+    if (sched::has_variants(cfg->pipelines)) degraded = sched::choose_epoch_variants(in, nullptr).degraded;
     auto planned = sched::plan_epoch(in);
     double planning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!planned) {
@@ -164,9 +166,12 @@ void add_plan_command(CLI::App& app, int& rc) {
     for (size_t pi = 0; pi < cfg->pipelines.size(); ++pi) {
       auto& p = cfg->pipelines[pi];
       nlohmann::json stages = nlohmann::json::array();
+      // The model each stage runs: with variants, the one chosen for the cluster's memory.
+      auto& planned_stages = (*in.pipelines)[pi].stages;
       for (size_t s = 0; s < p.stages.size(); ++s)
-        stages.push_back(
-            {{"name", p.stages[s].name}, {"model", p.stages[s].model}, {"budget_ms", res.splits[pi].budget_ms[s]}});
+        stages.push_back({{"name", p.stages[s].name},
+                          {"model", planned_stages[s].model},
+                          {"budget_ms", res.splits[pi].budget_ms[s]}});
       j["pipelines"].push_back({{"name", p.name}, {"slo_ms", p.slo_ms}, {"rate", in.rates[pi]}, {"stages", stages}});
     }
     j["sessions"] = nlohmann::json::array();
@@ -209,6 +214,7 @@ void add_plan_command(CLI::App& app, int& rc) {
     j["devices_available"] = in.slots.size();
     j["devices_missing"] = res.devices_missing;
     j["planning_ms"] = planning_ms;
+    j["degraded"] = degraded;
     j["infeasible"] = nlohmann::json::array();
     for (auto i : res.placement.infeasible) j["infeasible"].push_back(res.sessions[i].model->name);
     if (o->json) {
@@ -240,6 +246,7 @@ void add_plan_command(CLI::App& app, int& rc) {
     if (res.devices_missing) std::printf(" (%zu more needed)", res.devices_missing);
     std::printf("\nplanned in %.1f ms\n", planning_ms);
     if (!res.placement.infeasible.empty()) std::printf("infeasible sessions: %s\n", j["infeasible"].dump().c_str());
+    for (auto& d : degraded) std::printf("for memory: %s\n", d.c_str());
   });
 }
 

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "scheduling/catalogue.hpp"
 #include "scheduling/packing.hpp"
 
 namespace sloserve::sched {
@@ -64,7 +65,13 @@ void collect_sessions(const epoch_input& in, const std::vector<std::vector<doubl
 // differ between epochs.
 void place(const epoch_input& in, const planner& planner, const epoch_result* previous, const batch_tables& tables,
            epoch_result& out) {
-  device_caps caps;  // per-slot memory is checked when binding to slots
+  // Devices are packed within the smallest slot's memory when every slot has a limit (so that
+  // the packing does not merge sessions no slot can hold); binding checks each slot's own.
+  device_caps caps;
+  if (!in.slots.empty() && std::all_of(in.slots.begin(), in.slots.end(), [](auto& s) { return s.memory_mb > 0; }))
+    caps.memory_mb = std::min_element(in.slots.begin(), in.slots.end(), [](auto& a, auto& b) {
+                       return a.memory_mb < b.memory_mb;
+                     })->memory_mb;
   out.placement = previous ? planner.make(out.sessions, caps, &previous->placement, &previous->sessions, &tables)
                            : planner.make(out.sessions, caps, nullptr, nullptr, &tables);
   out.slots = in.slots;
@@ -380,15 +387,45 @@ double fit_scale(epoch_input& in, const epoch_result* prev, double lo, double hi
 
 }  // namespace
 
+namespace {
+
+// Fits: every session served, no device missing.
+bool fits_cluster(const epoch_result& r) {
+  return r.devices_missing == 0 && r.placement.infeasible.empty();
+}
+
+}  // namespace
+
+catalogue_choice choose_epoch_variants(epoch_input& in, const epoch_result* previous) {
+  auto& pipes = *in.pipelines;
+  std::vector<std::vector<double>> rates;
+  for (size_t pi = 0; pi < pipes.size(); ++pi) {
+    auto& p = pipes[pi];
+    auto fan = pi < in.fanouts.size() && !in.fanouts[pi].empty() ? in.fanouts[pi] : declared_fanout(p);
+    rates.push_back(stage_rates(p, pi < in.rates.size() ? in.rates[pi] : 0, fan));
+  }
+  auto choice = choose_variants(pipes, *in.models, rates, [&](const std::vector<pipeline>& candidate) {
+    auto trial = in;
+    trial.pipelines = &candidate;
+    auto r = plan_epoch(trial, previous);
+    return r && fits_cluster(*r);
+  });
+  in.chosen = std::make_shared<const std::vector<pipeline>>(choice.pipelines);
+  in.pipelines = in.chosen.get();
+  return choice;
+}
+
 expected<scaled_epoch> plan_scaled_epoch(epoch_input& in, const epoch_result* previous) {
+  std::optional<catalogue_choice> variants;
+  if (in.rates.size() == in.pipelines->size() && has_variants(*in.pipelines))
+    variants = choose_epoch_variants(in, previous);
   auto planned = plan_epoch(in, previous);
   if (!planned) return fail(planned.error());
   scaled_epoch out{std::move(*planned), 1};
+  if (variants) out.degraded = variants->degraded, out.variants_fit = variants->fits;
   auto& r = out.result;
   if (r.devices_missing == 0 && r.placement.devices.size() < in.slots.size())
-    out.scale = fit_scale(in, previous, 1, 4, 8, r, [](const epoch_result& x) {
-      return x.devices_missing == 0 && x.placement.infeasible.empty();
-    });
+    out.scale = fit_scale(in, previous, 1, 4, 8, r, fits_cluster);
   else if (r.devices_missing > 0)
     out.scale = fit_scale(in, previous, 0, 1, 12, r, [](const epoch_result& x) { return x.devices_missing == 0; });
   return out;

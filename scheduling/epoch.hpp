@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "pipelines/expected.hpp"
+#include "scheduling/catalogue.hpp"
 #include "scheduling/planner.hpp"
 #include "scheduling/query_analyzer.hpp"
 
@@ -32,6 +34,9 @@ using parallel_runner = std::function<void(size_t n, const std::function<void(si
 struct epoch_input {
   const std::vector<model_spec>* models = nullptr;
   const std::vector<pipeline>* pipelines = nullptr;
+  // Set by plan_scaled_epoch when stages have variants: the pipelines with the variants chosen
+  // (`pipelines` then points here).
+  std::shared_ptr<const std::vector<pipeline>> chosen;
   std::vector<double> rates;                 // queries/s per pipeline
   std::vector<std::vector<double>> fanouts;  // per pipeline and stage; empty: as declared
   std::vector<device_slot> slots;
@@ -66,10 +71,20 @@ expected<epoch_result> plan_epoch(const epoch_input& in, const epoch_result* pre
 // of the load (up to 4x) that still fits, so that bursts find capacity instead of idle devices;
 // with too few devices, for the largest fraction of the load that fits. `in.rates` ends as the
 // rates planned for; `scale` is that multiple (1: the load as given).
+//
+// Stages with variants run their most accurate ones unless the plan would not fit the cluster's
+// devices and memory: then the variants with the highest rate-weighted accuracy whose plan fits
+// (MCDNN's catalogue, scheduling/catalogue.hpp); `degraded` says which stages gave up accuracy.
 struct scaled_epoch {
   epoch_result result;
   double scale = 1;
+  std::vector<std::string> degraded{};
+  bool variants_fit = true;  // false: not even the smallest variants fit
 };
 expected<scaled_epoch> plan_scaled_epoch(epoch_input& in, const epoch_result* previous);
+
+// The variants stages run at `in.rates` (see scaled_epoch): `in.pipelines` then points to
+// `in.chosen`, the pipelines with those variants.
+catalogue_choice choose_epoch_variants(epoch_input& in, const epoch_result* previous);
 
 }  // namespace sloserve::sched

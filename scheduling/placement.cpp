@@ -156,11 +156,13 @@ cluster_placement static_placement(const cluster_config& cfg, uint64_t epoch) {
 namespace {
 
 // Gives every model a pipeline uses that has no instance a backup session (see epoch_placement).
-void add_backups(const cluster_config& cfg, const std::vector<sched::device_slot>& slots, cluster_placement& pl) {
+// `pipelines`: as planned (each stage on the variant the epoch chose).
+void add_backups(const cluster_config& cfg, const std::vector<pipeline>& pipelines,
+                 const std::vector<sched::device_slot>& slots, cluster_placement& pl) {
   std::set<std::string> routed;
   for (auto& r : pl.table.routes)
     if (!r.instances.empty()) routed.insert(r.model);
-  for (auto& p : cfg.pipelines)
+  for (auto& p : pipelines)
     for (auto& stage : p.stages) {
       if (routed.count(stage.model)) continue;
       const sched::device_slot* best = nullptr;
@@ -185,7 +187,7 @@ void add_backups(const cluster_config& cfg, const std::vector<sched::device_slot
 cluster_placement epoch_placement(const cluster_config& cfg, const sched::epoch_input& in, const sched::epoch_result& r,
                                   uint64_t epoch) {
   cluster_placement out{schedules_from(cfg, in, r, epoch), routing_from(cfg, in, r, epoch)};
-  add_backups(cfg, in.slots, out);
+  add_backups(cfg, in.pipelines ? *in.pipelines : cfg.pipelines, in.slots, out);
   return out;
 }
 
@@ -211,7 +213,8 @@ cluster_placement deployment_placement(const cluster_config& cfg, const deployme
 const model_spec* unprofiled_model(const cluster_config& cfg, const std::vector<model_spec>& models) {
   for (auto& p : cfg.pipelines)
     for (auto& stage : p.stages)
-      if (models[stage.model_index].needs_profile) return &models[stage.model_index];
+      for (auto m : stage.variant_indices)
+        if (models[m].needs_profile) return &models[m];
   return nullptr;
 }
 

@@ -102,6 +102,7 @@ TEST(placement, a_measured_profile_is_adopted_once_for_a_model_without_one) {
   cluster_config cfg;
   pipeline p;
   p.stages.resize(1);
+  p.stages[0].variant_indices = {0};  // as resolve() leaves it
   cfg.pipelines = {p};
   EXPECT_EQ(unprofiled_model(cfg, models), &models[0]);
   EXPECT_FALSE(adopt_measured_profile(models, {"m", {1, 2}, {5}, false})) << "unequal lists";
