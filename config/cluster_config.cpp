@@ -582,6 +582,11 @@ void parse_scaler_checks(reader& r, const YAML::Node& at, const cluster_config& 
       }
   bool in_place = o.policy == scaler_policy::sponge || o.policy == scaler_policy::biscale;
   for (auto& [m, where] : used)
+    if (cfg.models[m].needs_profile && !cfg.models[m].cores)
+      r.error(at, "scaler policy " + std::string(knob_name(o.policy)) +
+                      " sizes instances by the file's profiles: model '" + cfg.models[m].name +
+                      "' needs a 'profile' (measure it with sloserve profile)");
+  for (auto& [m, where] : used)
     if (in_place && !cfg.models[m].cores)
       r.error(at, "scaler policy " + std::string(knob_name(o.policy)) + " scales cores in place: model '" +
                       cfg.models[m].name + "' needs 'cores: {gamma_ms, epsilon_ms, delta_ms, eta_ms}'");

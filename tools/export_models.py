@@ -8,8 +8,9 @@ Run with Debian's interpreter (it has python3-torch and python3-torchvision):
 comes with a reference batch: NAME.input.bin and NAME.output.bin hold float32 rows computed
 here, so C++ tests can check the executor against PyTorch itself.
 
-Without --small it also writes ResNet-18, ResNet-50, MobileNetV2 and SqueezeNet (randomly
-initialised: there is no model hub) and N transfer-learned ResNet-18 variants that share one
+Without --small it also writes ResNet-18, -34, -50, -101 and -152, MobileNetV2 and SqueezeNet 1.1
+(randomly initialised: there is no model hub; config/examples/variants-cpu.yaml serves them as
+variants with their published ImageNet top-1) and N transfer-learned ResNet-18 variants that share one
 backbone, both as full models and as one prefix plus per-variant suffixes.
 """
 import argparse
@@ -116,7 +117,9 @@ def full(out, variants, only):
     import torchvision
 
     example = torch.zeros(1, 3, 224, 224)
-    for name, ctor in [("resnet18", torchvision.models.resnet18), ("resnet50", torchvision.models.resnet50),
+    for name, ctor in [("resnet18", torchvision.models.resnet18), ("resnet34", torchvision.models.resnet34),
+                       ("resnet50", torchvision.models.resnet50), ("resnet101", torchvision.models.resnet101),
+                       ("resnet152", torchvision.models.resnet152),
                        ("mobilenet_v2", torchvision.models.mobilenet_v2),
                        ("squeezenet", torchvision.models.squeezenet1_1)]:
         if only and name not in only:
@@ -143,7 +146,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--variants", type=int, default=5)
-    ap.add_argument("--only", default="", help="comma list of resnet18,resnet50,mobilenet_v2,squeezenet,variants")
+    ap.add_argument("--only", default="", help="comma list of resnet18,resnet34,resnet50,resnet101,resnet152,mobilenet_v2,squeezenet,variants")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(1)
