@@ -50,6 +50,7 @@ struct in_flight {
   clock_time sent;             // when it last went to a device
   std::vector<tensor> inputs;  // kept to re-route when the node fails
   bool checked = false;        // a root's: the inputs were checked at ingress
+  bool fallback = false;       // a cascade's second model, its first having been unsure
 };
 
 struct frontend_state {
@@ -189,6 +190,13 @@ bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, std::vecto
   f.stage = stage;
   f.model = st.routes->stage_model(q.pipeline, stage);
   f.deadline = std::min(q.deadline, q.arrival + offset);
+  // A cascade's first model finishes by its share of the stage's budget: the second may follow.
+  if (auto& c = p.stages[stage].cascade) {
+    double share = cascade_first_share(st.cfg->models[p.stages[stage].model_index], st.cfg->models[c->second_index]);
+    double first_ms = split.finish_offset_ms[stage] - split.budget_ms[stage] * (1 - share);
+    auto first = nanoseconds(static_cast<int64_t>(static_cast<double>(span.count()) * first_ms / p.slo_ms));
+    f.deadline = std::min(f.deadline, q.arrival + first);
+  }
   f.checked = p.stages[stage].parents.empty();
   f.inputs = std::move(inputs);
   auto id = st.next_invocation++;
@@ -201,6 +209,38 @@ bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, std::vecto
   }
   q.invocations.push_back(id);
   ++st.load[q.pipeline].stage_invocations[stage];
+  return true;
+}
+
+// A cascade's first model was unsure: its second runs on the same input by the stage's deadline.
+// False when no instance was live (the query has then been answered).
+bool fall_through(self_ptr self, uint64_t qid, query& q, in_flight& first) {
+  auto& st = self->state;
+  auto& p = st.cfg->pipelines[q.pipeline];
+  auto& s = p.stages[first.stage];
+  auto& split = *st.routes->split(q.pipeline);
+  auto span = q.deadline - q.arrival;
+  in_flight f;
+  f.query = qid;
+  f.stage = first.stage;
+  f.model = st.cfg->models[s.cascade->second_index].name;
+  f.deadline = std::min(q.deadline,
+                        q.arrival + nanoseconds(static_cast<int64_t>(static_cast<double>(span.count()) *
+                                                                     split.finish_offset_ms[first.stage] / p.slo_ms)));
+  f.checked = first.checked;  // the same input, of the same declared tensor
+  f.inputs = std::move(first.inputs);
+  f.fallback = true;
+  auto id = st.next_invocation++;
+  auto [it, _] = st.invocations.emplace(id, std::move(f));
+  if (!send_invocation(self, id, it->second)) {
+    auto model = it->second.model;
+    st.invocations.erase(id);
+    finish(self, qid, msg::status::error,
+           "no live instance serves model '" + model + "' (stage '" + s.name + "' falls through to it)");
+    return false;
+  }
+  q.invocations.push_back(id);
+  ++st.load[q.pipeline].fallthroughs[first.stage];
   return true;
 }
 
@@ -239,6 +279,9 @@ void on_result(self_ptr self, msg::invocation_result& r) {
     finish(self, f.query, r.code, "stage '" + s.name + "' on " + r.node + ": " + r.reason);
     return;
   }
+  if (s.cascade && !f.fallback &&
+      !cascade_confident(st.cfg->models[s.model_index], *s.cascade, r.outputs, f.query, f.stage))
+    return void(fall_through(self, f.query, q, f));
   send_all(self, f.query, q, q.walk->on_result(f.stage, std::move(r.outputs)));
 }
 
@@ -400,6 +443,7 @@ void report_load(self_ptr self) {
   for (auto& l : st.load) {
     l.queries = 0;
     std::fill(l.stage_invocations.begin(), l.stage_invocations.end(), 0);
+    std::fill(l.fallthroughs.begin(), l.fallthroughs.end(), 0);
   }
   st.net->to_node(ctl->name, {{}, std::move(r)});
 }
@@ -425,7 +469,9 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
     st.wall_us = args.wall_us;
     st.routes.emplace(*st.cfg, sched::make_balancer(args.cfg->runtime.balancer));
     for (size_t i = 0; i < st.cfg->pipelines.size(); ++i) st.pipeline_index.emplace(st.cfg->pipelines[i].name, i);
-    for (auto& p : st.cfg->pipelines) st.load.push_back({p.name, 0, std::vector<uint64_t>(p.stages.size(), 0)});
+    for (auto& p : st.cfg->pipelines)
+      st.load.push_back(
+          {p.name, 0, std::vector<uint64_t>(p.stages.size(), 0), std::vector<uint64_t>(p.stages.size(), 0)});
     st.last_report = self->clock().now();
     return {
         [=](start_atom) {

@@ -118,7 +118,10 @@ void frontend_routes::refresh() {
       why = "no stage budgets for pipeline '" + p.name + "'";
       continue;
     }
-    for (auto& model : stage_models_[pi]) {
+    auto models = stage_models_[pi];  // and each cascade's second model
+    for (auto& st : p.stages)
+      if (st.cascade) models.push_back(cfg_->models[st.cascade->second_index].name);
+    for (auto& model : models) {
       auto it = routes_.find(model);
       bool live = it != routes_.end() &&
                   std::any_of(it->second.loads.begin(), it->second.loads.end(), [](auto& l) { return l.live; });

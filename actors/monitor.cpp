@@ -123,7 +123,8 @@ monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args) {
           if (!r.pipelines.empty() || !r.links.empty()) judge_links(self, r);
           for (auto& pl : r.pipelines)
             if (auto* p = st.cfg->find_pipeline(pl.pipeline))
-              st.pipelines->count(static_cast<size_t>(p - st.cfg->pipelines.data()), pl.queries, pl.stage_invocations);
+              st.pipelines->count(static_cast<size_t>(p - st.cfg->pipelines.data()), pl.queries, pl.stage_invocations,
+                                  pl.fallthroughs);
           if (r.window_s <= 0) return;
           // A worker reports every session its devices hold: the ones it no longer holds are gone.
           std::erase_if(self->state.sessions, [&](auto& kv) {

@@ -34,6 +34,12 @@ int plan_ipa(const cluster_config& cfg, const std::vector<double>& rates, bool j
   double total_cost = 0;
   for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi) {
     auto& p = cfg.pipelines[pi];
+    for (auto& st : p.stages)
+      if (st.cascade) {
+        std::cerr << "sloserve plan: pipeline '" << p.name << "' stage '" << st.name
+                  << "' is a cascade, which IPA does not plan (the nexus policy does)\n";
+        return 2;
+      }
     auto per_stage = stage_rates(p, rates[pi], declared_fanout(p));
     for (auto& r : per_stage) r = std::max(r, 1.0);  // as the scaler plans: at least one request a second
     auto in = ipa_problem(cfg.models, p, per_stage);

@@ -1,5 +1,6 @@
 // `sloserve sim`: the data plane of a cluster file in simulated time.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -74,6 +75,9 @@ void add_sim_command(CLI::App& app, int& rc) {
     std::cout << ran->summary.to_text();
     std::printf("simulated %zu devices, %lu events, %zu plans (at most %zu devices used) in %.2f s\n", ran->devices,
                 static_cast<unsigned long>(ran->events), ran->plans, ran->peak_devices_used, wall_s);
+    bool accuracies = std::any_of(cfg->models.begin(), cfg->models.end(), [](auto& m) { return m.accuracy; });
+    if (accuracies)
+      std::printf("accuracy served %.2f%% (mean over OK replies of their stages' product)\n", 100 * ran->accuracy);
     if (cfg->scaler.enabled())
       std::printf("scaler %s: %.0f instance-s, %.0f core-s, %lu resizes in place, %lu instances started or stopped\n",
                   std::string(knob_name(cfg->scaler.policy)).c_str(), ran->scaling.instance_seconds,
@@ -86,6 +90,7 @@ void add_sim_command(CLI::App& app, int& rc) {
                         {"plans", ran->plans},
                         {"peak_devices_used", ran->peak_devices_used},
                         {"wall_s", wall_s}};
+      if (accuracies) j["simulated"]["accuracy"] = ran->accuracy;
       if (cfg->scaler.enabled())
         j["simulated"]["scaler"] = {{"instance_seconds", ran->scaling.instance_seconds},
                                     {"core_seconds", ran->scaling.core_seconds},

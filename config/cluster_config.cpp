@@ -118,14 +118,15 @@ const std::vector<config_section>& config_keys() {
       {"nodes[].devices[]", {"kind", "count", "models", "memory_mb", "threads"}},
       {"models[]",
        {"name", "input", "output", "max_batch", "profile", "jitter", "load_ms", "memory_mb", "path", "prefix", "cores",
-        "preprocess", "precision", "accuracy", "base_cores"}},
+        "preprocess", "precision", "accuracy", "base_cores", "pass_rate"}},
       {"models[].input", {"dtype", "shape", "name"}},
       {"models[].output", {"dtype", "shape", "name"}},
       {"models[].profile", {"batch", "latency_ms", "alpha_ms", "beta_ms", "step"}},
       {"models[].cores", {"gamma_ms", "epsilon_ms", "delta_ms", "eta_ms"}},
       {"models[].preprocess", {"from", "mean", "std"}},
       {"pipelines[]", {"name", "slo_ms", "stages"}},
-      {"pipelines[].stages[]", {"name", "model", "variants", "after", "fanout"}},
+      {"pipelines[].stages[]", {"name", "model", "variants", "cascade", "after", "fanout"}},
+      {"pipelines[].stages[].cascade", {"models", "confidence"}},
       {"runtime",
        {"heartbeat_ms", "peer_timeout_ms", "beacon_ms", "max_payload_bytes", "max_queue_length", "reply_grace_ms",
         "threads", "drop_policy", "balancer", "max_queued_mb", "zmq_hwm", "clock_tolerance_ms",
@@ -353,6 +354,12 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
       r.error(n["accuracy"], where + " accuracy is a top-1 percentage: it must be in [0, 100]");
   }
   r.get(n, "base_cores", m.base_cores, where, false);
+  if (double f = 0; r.get(n, "pass_rate", f, where, false)) {
+    if (f >= 0 && f <= 1)
+      m.pass_rate = f;
+    else
+      r.error(n["pass_rate"], where + " pass_rate is a fraction: it must be in [0, 1]");
+  }
   if (!(m.base_cores > 0)) r.error(n["base_cores"], where + " base_cores must be positive");
   // Relative to the cluster file, made absolute once so that a resolved copy (`up`) names the same file.
   if (r.get(n, "path", m.path, where, false) && !m.path.empty()) m.path = r.resolve(m.path);
@@ -428,7 +435,16 @@ void parse_pipeline(reader& r, const YAML::Node& n, cluster_config& cfg) {
       r.known_keys(sn, "pipelines[].stages[]", where + " stage");
       r.get(sn, "name", s.name, where + " stage", true);
       auto sw = where + " stage '" + s.name + "'";
-      if (sn["variants"]) {
+      if (sn["cascade"]) {
+        if (sn["model"] || sn["variants"])
+          r.error(sn["cascade"], sw + " names 'cascade' beside 'model' or 'variants'; give one of them");
+        auto cn = sn["cascade"];
+        r.known_keys(cn, "pipelines[].stages[].cascade", sw + " cascade");
+        cascade_spec c;
+        r.get(cn, "models", c.models, sw + " cascade", true);
+        r.get(cn, "confidence", c.confidence, sw + " cascade", false);
+        s.cascade = std::move(c);
+      } else if (sn["variants"]) {
         if (r.get(sn, "variants", s.variants, sw, true) && s.variants.empty())
           r.error(sn["variants"], sw + " variants must name at least one model");
         if (sn["model"]) r.error(sn["model"], sw + " names both 'model' and 'variants'; give one of them");
@@ -572,7 +588,10 @@ void parse_scaler_checks(reader& r, const YAML::Node& at, const cluster_config& 
   if (!o.enabled()) return;
   std::map<size_t, std::string> used;
   for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi)
-    for (auto& s : cfg.pipelines[pi].stages)
+    for (auto& s : cfg.pipelines[pi].stages) {
+      if (s.cascade)
+        r.error(at, "scaler policy " + std::string(knob_name(o.policy)) + " does not size cascades: stage '" +
+                        cfg.pipelines[pi].name + "." + s.name + "' runs one (the scheduler's epochs plan them)");
       for (auto m : s.variant_indices) {
         auto [it, fresh] = used.emplace(m, cfg.pipelines[pi].name + "." + s.name);
         if (!fresh)
@@ -580,6 +599,7 @@ void parse_scaler_checks(reader& r, const YAML::Node& at, const cluster_config& 
                           " sizes every stage on its own, but model '" + cfg.models[m].name + "' serves both " +
                           it->second + " and " + cfg.pipelines[pi].name + "." + s.name);
       }
+    }
   bool in_place = o.policy == scaler_policy::sponge || o.policy == scaler_policy::biscale;
   for (auto& [m, where] : used)
     if (cfg.models[m].needs_profile && !cfg.models[m].cores)
@@ -752,7 +772,7 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
         }
       for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi)
         for (auto& s : cfg.pipelines[pi].stages)
-          for (auto m : s.variant_indices) {
+          for (auto m : stage_models(s)) {
             auto& name = cfg.models[m].name;
             bool served = false;
             for (auto& n : cfg.nodes)
@@ -874,6 +894,7 @@ std::string to_yaml(const cluster_config& cfg) {
     if (m.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << m.memory_mb;
     if (m.accuracy) e << YAML::Key << "accuracy" << YAML::Value << *m.accuracy;
     if (m.base_cores != 1) e << YAML::Key << "base_cores" << YAML::Value << m.base_cores;
+    if (m.pass_rate) e << YAML::Key << "pass_rate" << YAML::Value << *m.pass_rate;
     if (!m.path.empty()) e << YAML::Key << "path" << YAML::Value << m.path;
     if (m.is_variant()) e << YAML::Key << "prefix" << YAML::Value << m.prefix;
     if (m.precision != precision::fp32)
@@ -893,7 +914,11 @@ std::string to_yaml(const cluster_config& cfg) {
       << p.slo_ms << YAML::Key << "stages" << YAML::Value << YAML::BeginSeq;
     for (auto& s : p.stages) {
       e << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << s.name;
-      if (s.variants.empty())
+      if (s.cascade)
+        e << YAML::Key << "cascade" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "models"
+          << YAML::Value << YAML::Flow << s.cascade->models << YAML::Key << "confidence" << YAML::Value
+          << s.cascade->confidence << YAML::EndMap;
+      else if (s.variants.empty())
         e << YAML::Key << "model" << YAML::Value << s.model;
       else
         e << YAML::Key << "variants" << YAML::Value << YAML::Flow << s.variants;

@@ -64,8 +64,10 @@ void lane_tally::reply(const msg::client_reply& r, size_t second, double lat, do
       for (size_t k = 0; k < 4; ++k) parts_[k].push_back(static_cast<float>(std::max(0.0, part[k])));
       // The user waits for the upload too.
       if (lat + network_ms <= slo_ms) ++s_.ok_within_slo, ++b.ok_within_slo;
-      for (auto& t : r.timings)
+      for (auto& t : r.timings) {
         if (!t.node.empty()) s_.nodes[t.node] = s_.nodes.value(t.node, 0) + 1;
+        if (!t.model.empty()) s_.models[t.model] = s_.models.value(t.model, 0) + 1;
+      }
       break;
     }
     case msg::status::dropped:
@@ -97,6 +99,7 @@ load_summary merge_lanes(std::vector<lane_tally>& lanes, double measured_s) {
       s.*f += r.s_.*f;
     for (auto& [k, v] : r.s_.reasons.items()) s.reasons[k] = s.reasons.value(k, 0) + v.get<long>();
     for (auto& [k, v] : r.s_.nodes.items()) s.nodes[k] = s.nodes.value(k, 0) + v.get<long>();
+    for (auto& [k, v] : r.s_.models.items()) s.models[k] = s.models.value(k, 0) + v.get<long>();
     all_latencies.insert(all_latencies.end(), r.latencies_.begin(), r.latencies_.end());
     for (size_t k = 0; k < r.parts_.size(); ++k)
       parts[k].insert(parts[k].end(), r.parts_[k].begin(), r.parts_[k].end());
@@ -167,6 +170,7 @@ nlohmann::json load_summary::to_json(const load_options& o) const {
           {"latency_breakdown_ms", breakdown},
           {"reasons", reasons},
           {"nodes", nodes},
+          {"models", models},
           {"series", series}};
 }
 

@@ -29,7 +29,8 @@ struct load_summary {
   double p50 = 0, p90 = 0, p99 = 0, max = 0, mean = 0;
   nlohmann::json series = nlohmann::json::array();
   nlohmann::json reasons = nlohmann::json::object();
-  nlohmann::json nodes = nlohmann::json::object();  // stage runs of OK replies, per worker node
+  nlohmann::json nodes = nlohmann::json::object();   // stage runs of OK replies, per worker node
+  nlohmann::json models = nlohmann::json::object();  // stage runs of OK replies, per model (variant) that ran
   // Where OK replies' latency went: {client, frontend, queue, exec: {p50, p99}} in ms.
   nlohmann::json breakdown = nlohmann::json::object();
   // The latency CDF of OK replies: (ms, fraction of them at most that), at 201 quantiles.

@@ -122,6 +122,7 @@ struct PipelineLoad {
   pipeline @0 :Text;
   queries @1 :UInt64;
   stageInvocations @2 :List(UInt64);
+  fallthroughs @3 :List(UInt64);  # per stage: invocations of a cascade's second model (its first unsure)
 }
 
 # A frontend's view of the way to one worker: over its last window, the time its invocations

@@ -83,6 +83,9 @@ struct model_spec {
   // counts as 100 in IPA's product), and IPA's base allocation R of one replica in cores.
   std::optional<double> accuracy;
   double base_cores = 1;
+  // The first model of a cascade: the fraction of requests it answers itself (emulated models,
+  // whose outputs carry no confidence); unset: decided from its outputs.
+  std::optional<double> pass_rate;
   // How l(b) scales with a device's cores (`cores:` in the file); emulated devices follow it
   // when resized. Without it, l(b) does not depend on cores.
   std::optional<core_latency> cores;

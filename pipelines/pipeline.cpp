@@ -5,6 +5,12 @@
 
 namespace sloserve {
 
+std::vector<size_t> stage_models(const stage& s) {
+  auto out = s.variant_indices;
+  if (s.cascade) out.push_back(s.cascade->second_index);
+  return out;
+}
+
 std::vector<size_t> pipeline::roots() const {
   std::vector<size_t> r;
   for (size_t i = 0; i < stages.size(); ++i)
@@ -39,7 +45,35 @@ std::vector<pipeline_issue> resolve(pipeline& p, const std::vector<model_spec>& 
       return m == models.end() ? std::optional<size_t>() : std::optional(static_cast<size_t>(m - models.begin()));
     };
     s.variant_indices.clear();
-    if (s.variants.empty()) {
+    if (s.cascade) {
+      auto& c = *s.cascade;
+      if (c.models.size() != 2) {
+        issues.push_back({i, "stage '" + s.name + "' cascade needs exactly two models: [first, second]"});
+      } else {
+        auto first = find(c.models[0]), second = find(c.models[1]);
+        for (auto& m : c.models)
+          if (!find(m)) issues.push_back({i, "stage '" + s.name + "' cascade has unknown model '" + m + "'"});
+        if (first && second) {
+          auto &a = models[*first], &b = models[*second];
+          if (a.input.type != b.input.type || a.input.shape != b.input.shape || a.output.type != b.output.type ||
+              a.output.shape != b.output.shape)
+            issues.push_back({i, "stage '" + s.name + "' cascade: '" + b.name + "' takes " + b.input.to_string() +
+                                     " and gives " + b.output.to_string() + ", but '" + a.name + "' takes " +
+                                     a.input.to_string() + " and gives " + a.output.to_string()});
+          if (*first == *second) issues.push_back({i, "stage '" + s.name + "' cascade names '" + a.name + "' twice"});
+          if (!(c.confidence > 0 && c.confidence <= 1))
+            issues.push_back({i, "stage '" + s.name + "' cascade confidence must be in (0, 1]"});
+          if (!a.pass_rate && a.path.empty())
+            issues.push_back({i, "stage '" + s.name + "' cascade: '" + a.name +
+                                     "' has no outputs to judge (no 'path'): it needs 'pass_rate', the fraction "
+                                     "it answers itself"});
+          s.model = a.name;
+          s.model_index = *first;
+          s.variant_indices = {*first};
+          c.second_index = *second;
+        }
+      }
+    } else if (s.variants.empty()) {
       if (auto m = find(s.model)) {
         s.model_index = *m;
         s.variant_indices = {*m};
@@ -141,6 +175,8 @@ double fastest_path_ms(const pipeline& p, const std::vector<model_spec>& models)
     for (auto u : p.stages[v].parents) start = std::max(start, finish[u]);
     double fastest = models[p.stages[v].model_index].profile.latency_ms_at(1);
     for (auto m : p.stages[v].variant_indices) fastest = std::min(fastest, models[m].profile.latency_ms_at(1));
+    // A cascade's slow path runs both of its models.
+    if (auto& c = p.stages[v].cascade) fastest += models[c->second_index].profile.latency_ms_at(1);
     finish[v] = start + fastest;
     best = std::max(best, finish[v]);
   }

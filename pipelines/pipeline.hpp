@@ -9,6 +9,15 @@
 
 namespace sloserve {
 
+// `cascade: {models: [first, second], confidence}` (sequential specialization, thesis 002 ch. 5):
+// the first model runs; when it is unsure (its top softmax probability below `confidence`, or for
+// a model that declares `pass_rate`, a draw above it), the second runs on the same input.
+struct cascade_spec {
+  std::vector<std::string> models;  // as written: exactly two
+  double confidence = 0.8;
+  size_t second_index = 0;  // filled by resolve(): the second model (the first is the stage's model)
+};
+
 struct stage {
   std::string name;
   // The model it runs. With `variants` (below), the one it starts with (the most accurate); the
@@ -18,7 +27,8 @@ struct stage {
   // Invocations of this stage per invocation of its parent. Set: one invocation per forwarded
   // output row of the parent. Unset: one invocation per parent invocation.
   std::optional<double> fanout;
-  std::vector<std::string> variants{};  // models this stage may run, as written; empty: just `model`
+  std::vector<std::string> variants{};    // models this stage may run, as written; empty: just `model`
+  std::optional<cascade_spec> cascade{};  // `model` is its first model
 
   // Filled by resolve():
   size_t model_index = 0;
@@ -26,6 +36,9 @@ struct stage {
   std::vector<size_t> parents{};
   std::vector<size_t> children{};
 };
+
+// Every model stage `s` may run: its variants (its model alone without), and a cascade's second.
+std::vector<size_t> stage_models(const stage& s);
 
 struct pipeline {
   std::string name;

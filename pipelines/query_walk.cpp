@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string_view>
 
 namespace sloserve {
@@ -14,12 +15,46 @@ tensor adapt(const tensor& t, const tensor_spec& spec) {
   return make_tensor(spec, sample_fingerprint(t.data), t.name);
 }
 
-}  // namespace
-
-int64_t fanout_rows(uint64_t query_id, size_t stage, double f, int64_t rows) {
+// A uniform draw in [0, 1) from the query and stage.
+double draw(uint64_t query_id, size_t stage) {
   uint64_t h =
       fingerprint(std::string_view(reinterpret_cast<const char*>(&query_id), 8)) ^ (stage * 0x9e3779b97f4a7c15ULL);
-  double u = static_cast<double>(h >> 11) / static_cast<double>(1ULL << 53);
+  return static_cast<double>(h >> 11) / static_cast<double>(1ULL << 53);
+}
+
+}  // namespace
+
+double least_top_probability(const tensor& t) {
+  if (t.type != dtype::float32 || t.shape.empty() || !check_tensor_bytes(t)) return 0;
+  auto classes = static_cast<size_t>(t.shape.back());
+  size_t n = t.data.size() / sizeof(float);
+  if (classes == 0 || n == 0 || n % classes) return 0;
+  double least = 1;
+  for (size_t row = 0; row < n / classes; ++row) {
+    std::vector<float> x(classes);
+    std::memcpy(x.data(), t.data.data() + row * classes * sizeof(float), classes * sizeof(float));
+    float top = *std::max_element(x.begin(), x.end());
+    if (!std::isfinite(top)) return 0;
+    double sum = 0;
+    for (float v : x) sum += std::exp(static_cast<double>(v) - top);
+    least = std::min(least, 1 / sum);  // softmax of the top class: e^0 / sum
+  }
+  return least;
+}
+
+bool cascade_confident(const model_spec& first, const cascade_spec& c, const std::vector<tensor>& outputs,
+                       uint64_t query_id, size_t stage) {
+  if (first.pass_rate) return draw(query_id, stage) < *first.pass_rate;
+  return !outputs.empty() && least_top_probability(outputs.front()) >= c.confidence;
+}
+
+double cascade_first_share(const model_spec& first, const model_spec& second) {
+  double a = first.profile.latency_ms_at(1), b = second.profile.latency_ms_at(1);
+  return a + b > 0 ? a / (a + b) : 0.5;
+}
+
+int64_t fanout_rows(uint64_t query_id, size_t stage, double f, int64_t rows) {
+  double u = draw(query_id, stage);
   auto k = static_cast<int64_t>(std::floor(f)) + (u < f - std::floor(f) ? 1 : 0);
   return std::min(k, rows);
 }

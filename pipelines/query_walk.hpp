@@ -51,6 +51,18 @@ class query_walk {
   bool done_ = false;
 };
 
+// Cascades (`stages[].cascade`): whether the first model's answer stands. With `pass_rate`
+// declared, a draw from the query (deterministic, as fan-out's) below it; otherwise every row of
+// its first output (the last dimension holds the classes, float32) has a top softmax probability
+// of at least `confidence`. Anything else is unsure, and the second model runs.
+bool cascade_confident(const model_spec& first, const cascade_spec& c, const std::vector<tensor>& outputs,
+                       uint64_t query_id, size_t stage);
+// The top softmax probability over the last dimension of each row of `t` (float32), the least of
+// them; 0 for anything else.
+double least_top_probability(const tensor& t);
+// The share of a cascade stage's budget its first model gets: l1(1) / (l1(1) + l2(1)).
+double cascade_first_share(const model_spec& first, const model_spec& second);
+
 // Rows forwarded along a fan-out edge: floor(f) plus one more with probability frac(f), drawn
 // deterministically from the query so replays fan out identically; at most the rows present.
 int64_t fanout_rows(uint64_t query_id, size_t stage, double f, int64_t rows);

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "pipelines/query_walk.hpp"
 #include "scheduling/catalogue.hpp"
 #include "scheduling/packing.hpp"
 
@@ -24,8 +25,31 @@ bool slot_fits(const device_slot& slot, const device_plan& d, const std::vector<
 
 namespace {
 
+// A cascade stage's second model: what share of the stage's budget its first model gets, and
+// what fraction of the stage's requests fall through to the second.
+struct cascade_plan {
+  const model_spec* second = nullptr;
+  double first_share = 1;
+  double fallthrough = 0;
+};
+std::optional<cascade_plan> cascade_of(const epoch_input& in, size_t pi, size_t s) {
+  auto& st = (*in.pipelines)[pi].stages[s];
+  if (!st.cascade) return std::nullopt;
+  auto& models = *in.models;
+  cascade_plan c;
+  c.second = &models[st.cascade->second_index];
+  c.first_share = cascade_first_share(models[st.model_index], *c.second);
+  if (pi < in.fallthroughs.size() && s < in.fallthroughs[pi].size())
+    c.fallthrough = in.fallthroughs[pi][s];
+  else
+    c.fallthrough = models[st.model_index].pass_rate ? 1 - *models[st.model_index].pass_rate : 0.5;
+  return c;
+}
+
 // Sessions from the splits. Budgets are rounded to 0.1 ms so that stages that share a model and
-// an SLO become one session, and so do variants that share a prefix and an SLO.
+// an SLO become one session, and so do variants that share a prefix and an SLO. A cascade stage
+// gives two: its first model on its share of the budget at the stage's rate, its second on the
+// rest at the rate that falls through.
 void collect_sessions(const epoch_input& in, const std::vector<std::vector<double>>& rates, epoch_result& out) {
   auto& pipes = *in.pipelines;
   auto& models = *in.models;
@@ -36,7 +60,24 @@ void collect_sessions(const epoch_input& in, const std::vector<std::vector<doubl
   for (size_t pi = 0; pi < pipes.size(); ++pi) {
     auto& p = pipes[pi];
     for (size_t s = 0; s < p.stages.size(); ++s) {
-      auto budget = std::floor(out.splits[pi].budget_ms[s] * 10) / 10;
+      auto cascade = cascade_of(in, pi, s);
+      if (cascade) {
+        auto& second = *cascade->second;
+        double rest = std::floor(out.splits[pi].budget_ms[s] * (1 - cascade->first_share) * 10) / 10;
+        auto key = std::make_pair(second.name, static_cast<long>(std::lround(rest * 10)));
+        auto it = session_of.find(key);
+        if (it == session_of.end()) {
+          it = session_of.emplace(key, out.sessions.size()).first;
+          out.sessions.push_back({&second, rest, 0});
+          out.members.emplace_back();
+          out.models_of.emplace_back();
+          out.models_of.back().emplace_back(&second, 0);
+        }
+        double rate = rates[pi][s] * cascade->fallthrough;
+        out.sessions[it->second].rate += rate;
+        out.models_of[it->second].front().second += rate;
+      }
+      auto budget = std::floor(out.splits[pi].budget_ms[s] * (cascade ? cascade->first_share : 1) * 10) / 10;
       auto& model = models[p.stages[s].model_index];
       auto key = std::make_pair(model.is_variant() ? "prefix:" + model.prefix : model.name,
                                 static_cast<long>(std::lround(budget * 10)));
@@ -300,14 +341,32 @@ expected<epoch_result> plan_epoch(const epoch_input& in, const epoch_result* pre
     auto& p = pipes[pi];
     auto fan = pi < in.fanouts.size() && !in.fanouts[pi].empty() ? in.fanouts[pi] : declared_fanout(p);
     rates.push_back(stage_rates(p, in.rates[pi], fan));
-    T.push_back([&models, &p, &tables](size_t s, double L) {
-      return tables.of(models[p.stages[s].model_index]).throughput(L);
+    std::vector<std::optional<cascade_plan>> cascades;
+    for (size_t s = 0; s < p.stages.size(); ++s) {
+      cascades.push_back(cascade_of(in, pi, s));
+      if (cascades.back()) tables.of(*cascades.back()->second);
+    }
+    // A cascade stage at budget L: its first model at share·L for every request and its second
+    // at the rest for those that fall through; devices per request/s add up.
+    T.push_back([&models, &p, &tables, cascades](size_t s, double L) {
+      double first =
+          tables.of(models[p.stages[s].model_index]).throughput(cascades[s] ? L * cascades[s]->first_share : L);
+      if (!cascades[s] || first <= 0) return first;
+      if (cascades[s]->fallthrough <= 0) return first;
+      double second = tables.of(*cascades[s]->second).throughput(L * (1 - cascades[s]->first_share));
+      if (second <= 0) return 0.0;
+      return 1 / (1 / first + cascades[s]->fallthrough / second);
     });
   }
   // The DP's split of every pipeline and the neighbours of each: pipelines apart, so in parallel
   // where the caller gave threads (tables are all made by now, and only read).
+  // The neighbour search moves one session per stage; a cascade stage has two, so pipelines with
+  // cascades keep the DP's split.
+  bool cascades = std::any_of(pipes.begin(), pipes.end(), [](const pipeline& p) {
+    return std::any_of(p.stages.begin(), p.stages.end(), [](const stage& s) { return s.cascade.has_value(); });
+  });
   const bool search =
-      in.split == split_policy::dp && in.neighbours > 0 && in.policy != scheduler_policy::batch_oblivious;
+      in.split == split_policy::dp && in.neighbours > 0 && in.policy != scheduler_policy::batch_oblivious && !cascades;
   out.splits.resize(pipes.size());
   std::vector<std::vector<neighbour>> candidates(pipes.size());
   for_each_index(in, pipes.size(), [&](size_t pi) {

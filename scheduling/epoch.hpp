@@ -39,6 +39,9 @@ struct epoch_input {
   std::shared_ptr<const std::vector<pipeline>> chosen;
   std::vector<double> rates;                 // queries/s per pipeline
   std::vector<std::vector<double>> fanouts;  // per pipeline and stage; empty: as declared
+  // Per pipeline and stage: the fraction of a cascade's requests its second model runs; empty:
+  // as declared (1 - the first model's pass_rate, or 0.5).
+  std::vector<std::vector<double>> fallthroughs;
   std::vector<device_slot> slots;
   scheduler_policy policy = scheduler_policy::nexus;  // static packs as nexus
   split_policy split = split_policy::dp;

@@ -11,15 +11,19 @@ namespace sloserve::sched {
 pipeline_load::pipeline_load(const std::vector<size_t>& stages, int settle_windows)
     : settle_windows_(settle_windows), queries_(stages.size(), 0) {
   for (auto n : stages) {
-    rates_.pipelines.push_back({0, std::vector<double>(n, 0)});
+    rates_.pipelines.push_back({0, std::vector<double>(n, 0), std::vector<double>(n, 0)});
     stages_.emplace_back(n, 0);
+    fallthroughs_.emplace_back(n, 0);
   }
 }
 
-void pipeline_load::count(size_t p, uint64_t queries, const std::vector<uint64_t>& stage_invocations) {
+void pipeline_load::count(size_t p, uint64_t queries, const std::vector<uint64_t>& stage_invocations,
+                          const std::vector<uint64_t>& fallthroughs) {
   if (p >= queries_.size()) return;
   queries_[p] += queries;
   for (size_t s = 0; s < stage_invocations.size() && s < stages_[p].size(); ++s) stages_[p][s] += stage_invocations[s];
+  for (size_t s = 0; s < fallthroughs.size() && s < fallthroughs_[p].size(); ++s)
+    fallthroughs_[p][s] += fallthroughs[s];
 }
 
 void pipeline_load::close_window(double window_s) {
@@ -32,7 +36,9 @@ void pipeline_load::close_window(double window_s) {
     r.rate = w * static_cast<double>(queries_[p]) / window_s + (1 - w) * r.rate;
     for (size_t s = 0; s < r.stage.size(); ++s) {
       r.stage[s] = w * static_cast<double>(stages_[p][s]) / window_s + (1 - w) * r.stage[s];
+      r.fallthrough[s] = w * static_cast<double>(fallthroughs_[p][s]) / window_s + (1 - w) * r.fallthrough[s];
       stages_[p][s] = 0;
+      fallthroughs_[p][s] = 0;
     }
     any |= queries_[p] > 0;
     queries_[p] = 0;
@@ -43,14 +49,30 @@ void pipeline_load::close_window(double window_s) {
 void set_measured_load(epoch_input& in, const pipeline_rates& rates, double headroom) {
   in.rates.clear();
   in.fanouts.clear();
+  in.fallthroughs.clear();
   for (size_t pi = 0; pi < in.pipelines->size() && pi < rates.pipelines.size(); ++pi) {
     in.rates.push_back(rates.pipelines[pi].rate * (1 + headroom));
     in.fanouts.push_back(measured_fanout((*in.pipelines)[pi], rates.pipelines[pi]));
+    in.fallthroughs.push_back(measured_fallthrough((*in.pipelines)[pi], *in.models, rates.pipelines[pi]));
   }
 }
 
 int settle_windows(int beacon_ms) {
   return 1 + std::max(1, static_cast<int>(std::lround(1000.0 / std::max(1, beacon_ms))));
+}
+
+std::vector<double> measured_fallthrough(const pipeline& p, const std::vector<model_spec>& models,
+                                         const pipeline_rate& r) {
+  std::vector<double> out(p.stages.size(), 0);
+  for (size_t s = 0; s < p.stages.size(); ++s) {
+    if (!p.stages[s].cascade) continue;
+    auto& first = models[p.stages[s].model_index];
+    out[s] = first.pass_rate ? 1 - *first.pass_rate : 0.5;
+    // Measured once the stage saw about a request a second.
+    if (s < r.stage.size() && s < r.fallthrough.size() && r.stage[s] >= 1)
+      out[s] = std::clamp(r.fallthrough[s] / r.stage[s], 0.0, 1.0);
+  }
+  return out;
 }
 
 std::vector<double> measured_fanout(const pipeline& p, const pipeline_rate& r) {

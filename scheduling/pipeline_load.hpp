@@ -10,8 +10,9 @@
 namespace sloserve::sched {
 
 struct pipeline_rate {
-  double rate = 0;            // queries/s
-  std::vector<double> stage;  // invocations/s per stage
+  double rate = 0;                    // queries/s
+  std::vector<double> stage;          // invocations/s per stage
+  std::vector<double> fallthrough{};  // per stage: invocations/s of a cascade's second model
 };
 
 struct pipeline_rates {
@@ -27,7 +28,9 @@ class pipeline_load {
   pipeline_load(const std::vector<size_t>& stages, int settle_windows);
 
   // A frontend's counts for pipeline `p` since its last report.
-  void count(size_t p, uint64_t queries, const std::vector<uint64_t>& stage_invocations);
+  // `fallthroughs`: per stage, invocations of a cascade's second model (may be empty).
+  void count(size_t p, uint64_t queries, const std::vector<uint64_t>& stage_invocations,
+             const std::vector<uint64_t>& fallthroughs = {});
   // Folds the counts of the last `window_s` seconds into the rates and starts a new window.
   void close_window(double window_s);
   const pipeline_rates& rates() const { return rates_; }
@@ -36,7 +39,7 @@ class pipeline_load {
   int settle_windows_;
   pipeline_rates rates_;
   std::vector<uint64_t> queries_;
-  std::vector<std::vector<uint64_t>> stages_;
+  std::vector<std::vector<uint64_t>> stages_, fallthroughs_;
 };
 
 // Beacon windows with load before the first plan: one partial window and about a second of full
@@ -58,6 +61,12 @@ bool epoch_due(const epoch_rule& rule, const pipeline_rates& rates, const std::v
 struct epoch_input;
 // Sets `in`'s rates to the measured ones × (1 + headroom), and its fan-outs to the measured ones.
 void set_measured_load(epoch_input& in, const pipeline_rates& rates, double headroom);
+
+// Measured fall-through per stage: the fraction of a cascade's invocations its second model ran;
+// the first model's declared 1 - pass_rate (or 0.5 when it declares none) where nothing was
+// measured, and 0 for stages without a cascade.
+std::vector<double> measured_fallthrough(const pipeline& p, const std::vector<model_spec>& models,
+                                         const pipeline_rate& r);
 
 // Measured fan-out per stage: invocations of a stage per invocation of its parent (per query for
 // roots and joins); the declared value where nothing was measured.

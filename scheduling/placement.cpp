@@ -164,21 +164,27 @@ void add_backups(const cluster_config& cfg, const std::vector<pipeline>& pipelin
     if (!r.instances.empty()) routed.insert(r.model);
   for (auto& p : pipelines)
     for (auto& stage : p.stages) {
-      if (routed.count(stage.model)) continue;
-      const sched::device_slot* best = nullptr;
-      size_t best_load = SIZE_MAX;
-      for (auto& slot : slots) {
-        if (!cfg.find_node(slot.node)->serves(static_cast<int>(slot.device), stage.model)) continue;
-        size_t load = pl.schedules[slot.node].devices[slot.device].sessions.size();
-        if (load < best_load) best = &slot, best_load = load;
+      std::vector<std::string> names{stage.model};  // and a cascade's second model
+      if (stage.cascade) names.push_back(cfg.models[stage.cascade->second_index].name);
+      for (auto& name : names) {
+        if (routed.count(name)) continue;
+        const sched::device_slot* best = nullptr;
+        size_t best_load = SIZE_MAX;
+        for (auto& slot : slots) {
+          if (!cfg.find_node(slot.node)->serves(static_cast<int>(slot.device), name)) continue;
+          size_t load = pl.schedules[slot.node].devices[slot.device].sessions.size();
+          if (load < best_load) best = &slot, best_load = load;
+        }
+        if (!best) continue;
+        auto* m = cfg.find_model(name);
+        pl.schedules[best->node].devices[best->device].sessions.push_back(
+            {m->name, static_cast<uint32_t>(m->batch_limit())});
+        bool listed = false;
+        for (auto& r : pl.table.routes)
+          if (r.model == name) r.instances.push_back({best->node, best->device, 1.0}), listed = true;
+        if (!listed) pl.table.routes.push_back({name, {{best->node, best->device, 1.0}}});
+        routed.insert(name);
       }
-      if (!best) continue;
-      auto* m = cfg.find_model(stage.model);
-      pl.schedules[best->node].devices[best->device].sessions.push_back(
-          {m->name, static_cast<uint32_t>(m->batch_limit())});
-      for (auto& r : pl.table.routes)
-        if (r.model == stage.model) r.instances.push_back({best->node, best->device, 1.0});
-      routed.insert(stage.model);
     }
 }
 
@@ -213,7 +219,7 @@ cluster_placement deployment_placement(const cluster_config& cfg, const deployme
 const model_spec* unprofiled_model(const cluster_config& cfg, const std::vector<model_spec>& models) {
   for (auto& p : cfg.pipelines)
     for (auto& stage : p.stages)
-      for (auto m : stage.variant_indices)
+      for (auto m : stage_models(stage))
         if (models[m].needs_profile) return &models[m];
   return nullptr;
 }

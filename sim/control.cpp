@@ -6,9 +6,10 @@ namespace sloserve::sim::detail {
 
 void engine::on_beacon(ns now) {
   for (size_t p = 0; p < cfg_.pipelines.size(); ++p) {
-    load_->count(p, window_queries_[p], window_stages_[p]);
+    load_->count(p, window_queries_[p], window_stages_[p], window_fallthroughs_[p]);
     window_queries_[p] = 0;
     std::fill(window_stages_[p].begin(), window_stages_[p].end(), 0);
+    std::fill(window_fallthroughs_[p].begin(), window_fallthroughs_[p].end(), 0);
   }
   load_->close_window(cfg_.runtime.beacon_ms / 1000.0);
   auto& so = cfg_.scheduler;

@@ -88,6 +88,7 @@ struct invocation {
   ns device_deadline = 0;  // as the device sees it: the budget runs from when it took it in
   ns enqueued = 0;
   bool live = false;
+  bool fallback = false;  // a cascade's second model, its first having been unsure
 };
 
 struct dev_session {
@@ -148,6 +149,8 @@ class engine {
   void on_send(ns now);
   void on_arrival(ns now, uint32_t q);
   bool spawn(ns now, uint32_t q, uint32_t stage);
+  bool fall_through(ns now, uint32_t q, uint32_t stage);
+  uint32_t take_invocation();
   bool route_invocation(ns now, uint32_t inv);
   void on_result(ns now, uint32_t inv, msg::status code);
   void finish(ns now, uint32_t q, msg::status code, const std::string& reason);
@@ -214,6 +217,7 @@ class engine {
   std::unique_ptr<sched::pipeline_load> load_;
   std::vector<uint64_t> window_queries_;
   std::vector<std::vector<uint64_t>> window_stages_;
+  std::vector<std::vector<uint64_t>> window_fallthroughs_;  // per pipeline and stage, since the last beacon
   ns last_epoch_ = 0;
   std::shared_ptr<sched::epoch_result> previous_;
   std::vector<double> planned_for_;

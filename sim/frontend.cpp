@@ -1,5 +1,6 @@
 // The simulated frontend: arrivals, the query walk, routing, replies.
 
+#include "pipelines/query_walk.hpp"
 #include "sim/engine.hpp"
 
 namespace sloserve::sim::detail {
@@ -63,17 +64,9 @@ bool engine::spawn(ns now, uint32_t q, uint32_t stage) {
   auto& qq = queries_[q];
   auto& p = cfg_.pipelines[qq.pipeline];
   auto& split = *splits_[qq.pipeline];
-  uint32_t inv;
-  if (!free_invocations_.empty()) {
-    inv = free_invocations_.back();
-    free_invocations_.pop_back();
-  } else {
-    inv = static_cast<uint32_t>(invocations_.size());
-    invocations_.emplace_back();
-  }
+  uint32_t inv = take_invocation();
   auto span = static_cast<double>(qq.deadline - qq.arrival);
   auto& f = invocations_[inv];
-  f = invocation{};
   f.query = q;
   f.stage = stage;
   f.model = stage_model_[qq.pipeline][stage];
@@ -82,6 +75,12 @@ bool engine::spawn(ns now, uint32_t q, uint32_t stage) {
     qq.accuracy *= accuracy_[f.model];
   }
   f.deadline = std::min(qq.deadline, qq.arrival + static_cast<ns>(span * split.finish_offset_ms[stage] / p.slo_ms));
+  // A cascade's first model finishes by its share of the stage's budget (as the frontend has it).
+  if (auto& c = p.stages[stage].cascade) {
+    double share = cascade_first_share(cfg_.models[p.stages[stage].model_index], cfg_.models[c->second_index]);
+    double first_ms = split.finish_offset_ms[stage] - split.budget_ms[stage] * (1 - share);
+    f.deadline = std::min(f.deadline, qq.arrival + static_cast<ns>(span * first_ms / p.slo_ms));
+  }
   f.live = true;
   ++qq.pending;
   ++window_stages_[qq.pipeline][stage];
@@ -90,6 +89,47 @@ bool engine::spawn(ns now, uint32_t q, uint32_t stage) {
   --qq.pending;
   free_invocations_.push_back(inv);
   finish(now, q, msg::status::error, "no live instance serves model '" + p.stages[stage].model + "'");
+  return false;
+}
+
+// A free invocation slot, reset.
+uint32_t engine::take_invocation() {
+  uint32_t inv;
+  if (!free_invocations_.empty()) {
+    inv = free_invocations_.back();
+    free_invocations_.pop_back();
+  } else {
+    inv = static_cast<uint32_t>(invocations_.size());
+    invocations_.emplace_back();
+  }
+  invocations_[inv] = invocation{};
+  return inv;
+}
+
+// The cascade's second model on the same input, by the stage's deadline. False when the query
+// was answered (no live instance).
+bool engine::fall_through(ns now, uint32_t q, uint32_t stage) {
+  auto& qq = queries_[q];
+  auto& p = cfg_.pipelines[qq.pipeline];
+  auto& split = *splits_[qq.pipeline];
+  uint32_t inv = take_invocation();
+  auto& f = invocations_[inv];
+  f.query = q;
+  f.stage = stage;
+  f.model = static_cast<uint32_t>(p.stages[stage].cascade->second_index);
+  auto span = static_cast<double>(qq.deadline - qq.arrival);
+  f.deadline = std::min(qq.deadline, qq.arrival + static_cast<ns>(span * split.finish_offset_ms[stage] / p.slo_ms));
+  f.live = true;
+  f.fallback = true;
+  ++qq.pending;
+  ++window_fallthroughs_[qq.pipeline][stage];
+  // The second model answers the stage: the query's accuracy is its, not the first's.
+  if (stage < 64) qq.accuracy = qq.accuracy / accuracy_[p.stages[stage].model_index] * accuracy_[f.model];
+  if (route_invocation(now, inv)) return true;
+  f.live = false;
+  --qq.pending;
+  free_invocations_.push_back(inv);
+  finish(now, q, msg::status::error, "no live instance serves model '" + cfg_.models[f.model].name + "'");
   return false;
 }
 
@@ -152,6 +192,7 @@ void engine::on_result(ns now, uint32_t inv, msg::status code) {
   f.live = false;
   auto q = f.query;
   auto stage = f.stage;
+  bool fallback = f.fallback;
   auto& pos = route_pos_[f.model];
   if (auto it = pos.find(f.device); it != pos.end() && routes_[f.model].loads[it->second].outstanding > 0)
     --routes_[f.model].loads[it->second].outstanding;
@@ -169,6 +210,11 @@ void engine::on_result(ns now, uint32_t inv, msg::status code) {
     case msg::status::error:
       return finish(now, q, code, "model not scheduled on the device it was sent to");
   }
+  // A cascade's first model without `pass_rate` has no outputs here to judge: every request
+  // falls through.
+  auto& st = cfg_.pipelines[qq.pipeline].stages[stage];
+  if (st.cascade && !fallback && !cascade_confident(cfg_.models[st.model_index], *st.cascade, {}, qq.qid, stage))
+    return void(fall_through(now, q, stage));
   std::vector<uint32_t> spawns;
   walk_result(q, stage, spawns);
   for (auto s : spawns)

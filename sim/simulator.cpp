@@ -44,6 +44,7 @@ expected<result> engine::run() {
     for (auto& s : p.stages) ms.push_back(static_cast<uint32_t>(s.model_index));
     stage_model_.push_back(std::move(ms));
     window_stages_.emplace_back(p.stages.size(), 0);
+    window_fallthroughs_.emplace_back(p.stages.size(), 0);
   }
   window_queries_.assign(cfg_.pipelines.size(), 0);
   load_ = std::make_unique<sched::pipeline_load>(stages, sched::settle_windows(cfg_.runtime.beacon_ms));

@@ -7,12 +7,14 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <set>
 #include <thread>
 
 #include "actors/node_runtime.hpp"
 #include "gpu/executor.hpp"
 #include "messages/codec.hpp"
+#include "pipelines/query_walk.hpp"
 
 namespace sloserve {
 namespace {
@@ -148,17 +150,17 @@ struct cpu_node {
   std::unique_ptr<raw_client> client;
 
   void start(std::string profile = ", profile: {alpha_ms: 0.05, beta_ms: 0.5}") {
+    start_with(
+        "models:\n  - {name: mlp, path: " + dir +
+        "/tiny_mlp.pt, input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [4]}, max_batch: 8" +
+        profile + "}\npipelines:\n  - {name: p, slo_ms: 100, stages: [{name: s, model: mlp}]}\n");
+  }
+  // `models_and_pipelines`: the file's models: and pipelines: sections.
+  void start_with(const std::string& models_and_pipelines) {
     auto r = parse_cluster_config(
         R"(nodes:
   - {name: local, address: "tcp://127.0.0.1:0", roles: [controller, frontend, worker], devices: [{kind: cpu, count: 1, threads: 1}]}
-models:
-  - {name: mlp, path: )" +
-            dir +
-            R"(/tiny_mlp.pt, input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [4]}, max_batch: 8)" +
-            profile + R"(}
-pipelines:
-  - {name: p, slo_ms: 100, stages: [{name: s, model: mlp}]}
-)",
+)" + models_and_pipelines,
         "cpu.yaml");
     ASSERT_TRUE(r) << r.error_text();
     node = std::make_unique<node_runtime>(std::make_shared<const cluster_config>(std::move(*r.config)), "local");
@@ -176,6 +178,61 @@ pipelines:
     ASSERT_TRUE(ready);
   }
 };
+
+// A cascade of two real tiny classifiers (tiny_v0, then tiny_v1: float32[16] -> 3 classes): its
+// answer is the second model's output exactly wherever the first one's top softmax probability
+// was below the confidence, and the first's elsewhere; the reply names the model that answered.
+TEST(node_runtime_cpu, a_cascade_answers_with_its_second_model_wherever_its_first_is_unsure) {
+  if (!torch_available()) GTEST_SKIP() << "built without LibTorch";
+  cpu_node n;
+  auto model = [&](const char* name, const char* file) {
+    return std::string("  - {name: ") + name + ", path: " + n.dir + "/" + file +
+           ", input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [3]}, max_batch: 8,"
+           " profile: {alpha_ms: 0.05, beta_ms: 0.5}}\n";
+  };
+  ASSERT_NO_FATAL_FAILURE(
+      n.start_with("models:\n" + model("small", "tiny_v0.pt") + model("big", "tiny_v1.pt") + R"(pipelines:
+  - {name: cascade, slo_ms: 500, stages: [{name: s, cascade: {models: [small, big], confidence: 0.6}}]}
+  - {name: small, slo_ms: 500, stages: [{name: s, model: small}]}
+  - {name: big, slo_ms: 500, stages: [{name: s, model: big}]}
+)"));
+  std::mt19937_64 rng(3);
+  std::normal_distribution<float> normal(0, 3);
+  uint64_t id = 1;
+  auto call = [&](const std::string& pipeline, const std::string& input) {
+    n.client->send(
+        msg::encode({{}, msg::client_request{pipeline, id++, {tensor{"x", dtype::float32, {16}, input}}, -1}}));
+    auto e = n.client->recv();
+    EXPECT_TRUE(e);
+    auto reply = std::get<msg::client_reply>(e->content);
+    EXPECT_EQ(reply.code, msg::status::ok) << reply.reason;
+    return reply;
+  };
+  auto floats = [](const tensor& t) {
+    std::vector<float> v(t.data.size() / 4);
+    std::memcpy(v.data(), t.data.data(), t.data.size());
+    return v;
+  };
+  int unsure = 0, total = 40;
+  for (int k = 0; k < total; ++k) {
+    std::vector<float> x(16);
+    for (auto& v : x) v = normal(rng);
+    std::string input(64, '\0');
+    std::memcpy(input.data(), x.data(), 64);
+    auto small = call("small", input), big = call("big", input), cascade = call("cascade", input);
+    ASSERT_EQ(cascade.outputs.size(), 1u);
+    bool falls = least_top_probability(small.outputs.at(0)) < 0.6;
+    unsure += falls;
+    ASSERT_FALSE(cascade.timings.empty());
+    EXPECT_EQ(cascade.timings.back().model, falls ? "big" : "small");
+    EXPECT_EQ(cascade.timings.size(), falls ? 2u : 1u);
+    auto want = floats((falls ? big : small).outputs.at(0)), got = floats(cascade.outputs[0]);
+    ASSERT_EQ(got.size(), 3u);
+    for (size_t c = 0; c < 3; ++c) EXPECT_NEAR(got[c], want[c], 1e-5) << "input " << k;
+  }
+  EXPECT_GT(unsure, 0) << "inputs must make the first model unsure sometimes";
+  EXPECT_LT(unsure, total) << "and sure sometimes";
+}
 
 // A cpu device running a TorchScript model behind the same transport.
 TEST(node_runtime_cpu, serves_a_torchscript_model) {

@@ -615,6 +615,49 @@ TEST(cluster_config, variants_are_checked_with_their_place) {
   EXPECT_NE(e.find("model 'small' serves both p.s and p.t"), std::string::npos) << e;
 }
 
+TEST(cluster_config, a_cascade_names_two_models_and_round_trips) {
+  auto text = nodes + models + variant_models +
+              R"(  - {name: e, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [3, 2]},
+     profile: {alpha_ms: 1, beta_ms: 1}, pass_rate: 0.7}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, cascade: {models: [e, large], confidence: 0.9}}]}
+)";
+  auto r = parse_cluster_config(text, "c.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  auto& s = r.config->pipelines[0].stages[0];
+  ASSERT_TRUE(s.cascade);
+  EXPECT_EQ(s.model, "e") << "the first model is the stage's";
+  EXPECT_EQ(r.config->models[s.cascade->second_index].name, "large");
+  EXPECT_DOUBLE_EQ(s.cascade->confidence, 0.9);
+  EXPECT_DOUBLE_EQ(*r.config->find_model("e")->pass_rate, 0.7);
+  auto again = parse_cluster_config(to_yaml(*r.config), "again.yaml");
+  ASSERT_TRUE(again) << again.error_text();
+  EXPECT_EQ(again.config->pipelines[0].stages[0].cascade->models, (std::vector<std::string>{"e", "large"}));
+  EXPECT_DOUBLE_EQ(*again.config->find_model("e")->pass_rate, 0.7);
+
+  auto with = [&](const std::string& stage, const std::string& rest = "") {
+    return errors_of(nodes + models + variant_models +
+                     "  - {name: e, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [3, 2]},"
+                     " profile: {alpha_ms: 1, beta_ms: 1}, pass_rate: 0.7}\npipelines:\n  - name: p\n    slo_ms: 100\n"
+                     "    stages:\n" +
+                     stage + rest);
+  };
+  auto e = with("      - {name: s, cascade: {models: [small, large]}}\n");
+  EXPECT_NE(e.find("'small' has no outputs to judge (no 'path'): it needs 'pass_rate'"), std::string::npos) << e;
+  e = with("      - {name: s, cascade: {models: [e]}}\n");
+  EXPECT_NE(e.find("cascade needs exactly two models"), std::string::npos) << e;
+  e = with("      - {name: s, cascade: {models: [e, c]}}\n");
+  EXPECT_NE(e.find("cascade: 'c' takes float32[4] and gives float32[5]"), std::string::npos) << e;
+  e = with("      - {name: s, cascade: {models: [e, nope]}}\n");
+  EXPECT_NE(e.find("cascade has unknown model 'nope'"), std::string::npos) << e;
+  e = with("      - {name: s, cascade: {models: [e, large], confidence: 1.5}}\n");
+  EXPECT_NE(e.find("confidence must be in (0, 1]"), std::string::npos) << e;
+  e = with("      - {name: s, model: e, cascade: {models: [e, large]}}\n");
+  EXPECT_NE(e.find("names 'cascade' beside 'model' or 'variants'"), std::string::npos) << e;
+  e = with("      - {name: s, cascade: {models: [e, large]}}\n", "scaler: {policy: fa2}\n");
+  EXPECT_NE(e.find("scaler policy fa2 does not size cascades"), std::string::npos) << e;
+}
+
 TEST(cluster_config, every_example_loads) {
   int n = 0;
   for (auto& e : std::filesystem::directory_iterator(SLOSERVE_EXAMPLES_DIR)) {

@@ -56,7 +56,7 @@ TEST(arrivals, constant_gaps_are_exact_and_poisson_gaps_average_to_the_rate) {
 
 TEST(tally, every_reply_is_counted_once_and_lanes_merge) {
   std::vector<lane_tally> lanes(2, lane_tally(3));
-  msg::client_reply ok{1, msg::status::ok, "", {}, {{"s", "w1", 0, 4, 2.0, 5.0}}, 9.0};
+  msg::client_reply ok{1, msg::status::ok, "", {}, {{"s", "w1", 0, 4, 2.0, 5.0, "small"}}, 9.0};
   lanes[0].sent(0);
   lanes[0].reply(ok, 0, 10, 0, 100);  // within the SLO
   lanes[0].sent(1);
@@ -81,6 +81,7 @@ TEST(tally, every_reply_is_counted_once_and_lanes_merge) {
   EXPECT_DOUBLE_EQ(s.generator_late_fraction, 0.2);
   EXPECT_EQ(s.reasons.size(), 1u) << "reasons count by their words: " << s.reasons.dump();
   EXPECT_EQ(s.nodes["w1"], 2);
+  EXPECT_EQ(s.models["small"], 2) << "which variant ran each stage";
   EXPECT_DOUBLE_EQ(s.breakdown["exec"]["p50"].get<double>(), 5.0);
   ASSERT_EQ(s.series.size(), 3u);
   EXPECT_EQ(s.series[1]["sent"], 2);

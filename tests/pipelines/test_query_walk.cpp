@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "pipelines/query_walk.hpp"
 
 namespace sloserve {
@@ -120,6 +122,37 @@ TEST_F(walk_test, several_roots_all_start_and_a_stage_without_output_ends_its_br
   w.on_result(1, {of("det", 1)});
   EXPECT_TRUE(w.done());
   EXPECT_EQ(w.take_results().size(), 1u);
+}
+
+// A cascade's first model stands when its top softmax probability reaches the confidence, or,
+// declaring pass_rate, when the query's draw falls below it (deterministic, as fan-out's).
+TEST(cascade, the_first_model_stands_when_confident_or_by_its_pass_rate) {
+  auto floats = [](std::vector<float> v, std::vector<int64_t> shape) {
+    std::string b(v.size() * 4, '\0');
+    std::memcpy(b.data(), v.data(), b.size());
+    return tensor{"y", dtype::float32, std::move(shape), bytes(b)};
+  };
+  // softmax([2, 0, 0]) tops at e^2 / (e^2 + 2) = 0.787; softmax([0, 0, 0]) at 1/3.
+  EXPECT_NEAR(least_top_probability(floats({2, 0, 0}, {3})), 0.7869, 1e-4);
+  EXPECT_NEAR(least_top_probability(floats({2, 0, 0, 0, 0, 0}, {2, 3})), 1.0 / 3, 1e-9) << "the least of the rows";
+  EXPECT_EQ(least_top_probability(tensor{"y", dtype::int64, {3}, bytes(std::string(24, '\0'))}), 0);
+  model_spec real;
+  real.path = "m.pt";
+  cascade_spec c{{"a", "b"}, 0.75, 1};
+  EXPECT_TRUE(cascade_confident(real, c, {floats({2, 0, 0}, {3})}, 1, 0));
+  c.confidence = 0.8;
+  EXPECT_FALSE(cascade_confident(real, c, {floats({2, 0, 0}, {3})}, 1, 0));
+  EXPECT_FALSE(cascade_confident(real, c, {}, 1, 0)) << "no output: unsure";
+  model_spec emulated;
+  emulated.pass_rate = 0.7;
+  int passed = 0;
+  for (uint64_t q = 1; q <= 10000; ++q) passed += cascade_confident(emulated, c, {}, q, 2);
+  EXPECT_NEAR(passed / 10000.0, 0.7, 0.02);
+  EXPECT_EQ(cascade_confident(emulated, c, {}, 42, 2), cascade_confident(emulated, c, {}, 42, 2));
+  model_spec fast, slow;
+  fast.profile.beta_ms = 1;
+  slow.profile.beta_ms = 3;
+  EXPECT_DOUBLE_EQ(cascade_first_share(fast, slow), 0.25);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "config/cluster_config.hpp"
 #include "scheduling/placement.hpp"
 
@@ -111,6 +113,49 @@ TEST(placement, a_measured_profile_is_adopted_once_for_a_model_without_one) {
   EXPECT_DOUBLE_EQ(models[0].profile.latency_ms_at(2), 7);
   EXPECT_FALSE(adopt_measured_profile(models, {"m", {1}, {9}, false})) << "already profiled";
   EXPECT_FALSE(adopt_measured_profile(models, {"other", {1}, {9}, false}));
+}
+
+// A cascade stage plans two sessions: its first model on its share of the stage's budget (by
+// l(1): 2 of 2 + 6 ms) for every request, its second on the rest for those that fall through,
+// declared (1 - pass_rate) or measured.
+TEST(placement, a_cascade_plans_its_second_model_at_the_rate_that_falls_through) {
+  auto cfg = parse(R"(
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 4}]}
+models:
+  - {name: fast, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 1, beta_ms: 1}, pass_rate: 0.75}
+  - {name: slow, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 3, beta_ms: 3}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, cascade: {models: [fast, slow], confidence: 0.8}}]}
+)");
+  auto in = planning_input(cfg, cfg.models);
+  in.rates = {200};
+  auto r = sched::plan_epoch(in);
+  ASSERT_TRUE(r) << r.error();
+  ASSERT_EQ(r->sessions.size(), 2u);
+  std::map<std::string, sched::session> by_model;
+  for (auto& s : r->sessions) by_model[s.model->name] = s;
+  EXPECT_DOUBLE_EQ(by_model["fast"].rate, 200);
+  EXPECT_DOUBLE_EQ(by_model["slow"].rate, 50);
+  EXPECT_NEAR(by_model["fast"].slo_ms, 25, 0.1);
+  EXPECT_NEAR(by_model["slow"].slo_ms, 75, 0.1);
+  EXPECT_TRUE(r->placement.infeasible.empty());
+  auto t = routing_from(cfg, in, *r, 1);
+  ASSERT_EQ(t.budgets.size(), 1u);
+  EXPECT_EQ(t.budgets[0].model, "fast");
+  EXPECT_FALSE(routed(epoch_placement(cfg, in, *r, 1), "slow").empty());
+  // Measured: half fall through.
+  in.fallthroughs = {{0.5}};
+  auto measured = sched::plan_epoch(in);
+  ASSERT_TRUE(measured);
+  for (auto& s : measured->sessions) {
+    if (s.model->name == "slow") {
+      EXPECT_DOUBLE_EQ(s.rate, 100);
+    }
+  }
 }
 
 }  // namespace

@@ -192,6 +192,31 @@ TEST(simulator, ipa_trades_accuracy_for_load_and_loses_nothing_while_variants_sw
   EXPECT_GT(r->scaling.horizontal_changes, 4u);
 }
 
+// A cascade in simulated time: a quarter of the requests fall through to the slow, accurate
+// model (pass_rate 0.75), and the accuracy served is the mix of the two.
+TEST(simulator, a_cascade_answers_most_requests_with_its_first_model_and_the_rest_with_its_second) {
+  auto cfg = parse(R"(nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 2}]}
+models:
+  - {name: fast, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 1, beta_ms: 1}, pass_rate: 0.75, accuracy: 60}
+  - {name: slow, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 3, beta_ms: 3}, accuracy: 80}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, cascade: {models: [fast, slow], confidence: 0.8}}]}
+)");
+  options o;
+  o.pipelines = {"p"};
+  o.rate = 200;
+  o.duration_s = 20;
+  auto r = simulate(cfg, o);
+  ASSERT_TRUE(r) << r.error();
+  expect_one_reply_each(r->summary);
+  EXPECT_GE(r->summary.attainment, 0.99);
+  EXPECT_NEAR(r->accuracy, 0.75 * 0.6 + 0.25 * 0.8, 0.01);
+}
+
 TEST(simulator, bad_options_are_refused_with_a_reason) {
   auto cfg = parse(two_workers);
   auto o = load(10, 1);
