@@ -28,8 +28,11 @@ msg::routing_table route_publisher::live_table(const cluster_placement& p, const
   auto t = p.table;
   t.epoch = epoch;
   for (auto& r : t.routes) {
+    // A model the placement runs nowhere has nothing to stand in for: the instances it had are
+    // gone (or serve other models), and a stage that switches to it must wait (hold_switches).
+    bool placed = !r.instances.empty();
     std::erase_if(r.instances, [&](const msg::route_instance& i) { return !live(w, r.model, i); });
-    if (!r.instances.empty()) continue;
+    if (!r.instances.empty() || !placed) continue;
     for (auto& old : published_.routes)
       if (old.model == r.model)
         for (auto& i : old.instances)

@@ -1,8 +1,8 @@
 #pragma once
 // Turns a placement into the routing table frontends may use now. An instance enters routing
 // only once its worker acknowledges the schedule that brought the model there (the worker does
-// so after the model is loaded). A model none of whose instances is ready keeps the instances of
-// the last published table, on workers that still serve or drain. A pipeline that switches a
+// so after the model is loaded). A model the placement runs, none of whose instances is ready,
+// keeps the instances of the last published table, on workers that still serve or drain. A pipeline that switches a
 // stage to another variant keeps the variants and budgets of the last published table until the
 // new ones can take traffic. Pure: the controller actor
 // sends what it returns.

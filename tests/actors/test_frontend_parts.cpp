@@ -160,6 +160,40 @@ TEST(route_publisher, holds_a_variant_switch_until_the_new_variant_may_take_traf
   EXPECT_DOUBLE_EQ(switched.budgets[0].budget_ms, 30);
 }
 
+// A variant the placement stopped running leaves routing: a later switch back to it waits for its
+// new instance instead of reaching devices that no longer hold it.
+TEST(route_publisher, a_model_placed_nowhere_keeps_no_stale_instances) {
+  auto cfg = testing::parse_or_die(variants_yaml);
+  worker_registry w(0);
+  w.on_register("w1", 1, 1);
+  auto placement = [](const std::string& variant, uint32_t device, uint64_t epoch) {
+    cluster_placement p;
+    p.schedules["w1"] = {epoch, {{device, 0, {{variant, 1}}}, {1, 0, {{"m", 1}}}}};
+    p.table.routes = {{"small", {}}, {"big", {}}, {"m", {{"w1", 1, 1}}}};
+    for (auto& r : p.table.routes)
+      if (r.model == variant) r.instances = {{"w1", device, 1}};
+    p.table.budgets = {{"p", "a", 50, variant}, {"p", "b", 50, "m"}};
+    return p;
+  };
+  route_publisher pub;
+  auto first = placement("big", 0, 1);
+  pub.adopt(first);
+  pub.publish(first, w, 1);
+  w.on_register("w1", 1, 2);
+  auto second = placement("small", 0, 2);  // big is placed nowhere now
+  pub.adopt(second);
+  for (auto& r : pub.publish(second, w, 2).routes) {
+    if (r.model == "big") {
+      EXPECT_TRUE(r.instances.empty()) << "no stale instance of big";
+    }
+  }
+  // Back to big on device 0 again, not acknowledged yet: the pipeline stays on small.
+  auto third = placement("big", 0, 3);
+  pub.adopt(third);
+  auto& held = pub.publish(third, w, 3);
+  for (auto& b : held.budgets) EXPECT_EQ(b.model, b.stage == "a" ? "small" : "m");
+}
+
 TEST(client_time, reported_network_time_counts_and_is_remembered_for_requests_without_it) {
   client_time c;
   auto now = std::chrono::steady_clock::time_point{};
