@@ -1,0 +1,84 @@
+#include "scheduling/jellyfish.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace sloserve::sched {
+
+std::pair<double, int> jf_capacity(const jf_dnn& dnn, double budget_ms) {
+  double best = 0;
+  int batch = 0;
+  for (int b = 1; b <= dnn.max_batch; ++b) {
+    double l = dnn.latency_ms(b);
+    if (!(l > 0) || 2 * l > budget_ms) break;
+    batch = b;
+    best = std::max(best, 1000.0 * b / l);
+  }
+  return {best, batch};
+}
+
+jf_choice find_optimal_clients(const jf_dnn& dnn, size_t d, const std::vector<jf_client>& clients,
+                               const std::vector<size_t>& candidates) {
+  jf_choice out;
+  // Clients in descending budget for this DNN: each row's capacity is at most the one before.
+  auto order = candidates;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return clients[a].budget_ms[d] > clients[b].budget_ms[d]; });
+  int h = 0;
+  for (auto c : order) h = std::gcd(h, clients[c].rate);
+  if (h <= 0) return out;
+  std::vector<std::vector<int>> dp{{0}};  // row 0: no client
+  std::vector<int> batch_of{0};           // per row: the largest batch its client allows
+  int best = 0;
+  size_t best_row = 0, best_col = 0;
+  for (auto c : order) {
+    auto [capacity, batch] = jf_capacity(dnn, clients[c].budget_ms[d]);
+    if (batch == 0) break;  // nor can any client after it
+    auto columns = static_cast<size_t>(std::floor(capacity / h + 1e-9));
+    if (dp.size() == 1) dp[0].assign(columns + 1, 0);
+    columns = std::min(columns, dp.back().size() - 1);
+    auto& prev = dp.back();
+    std::vector<int> row(prev.size(), 0);
+    int rate = clients[c].rate;
+    for (size_t k = 1; k <= columns; ++k) {
+      row[k] = prev[k];
+      int w = static_cast<int>(k) * h;
+      if (rate > w) continue;
+      int v = rate + prev[static_cast<size_t>((w - rate) / h)];
+      if (v > prev[k]) row[k] = v;
+      if (v > best) best = v, best_row = dp.size(), best_col = k;
+    }
+    dp.push_back(std::move(row));
+    batch_of.push_back(batch);
+  }
+  // Back from the best cell: a row whose value differs from the one above took its client.
+  out.rate = best;
+  for (size_t i = best_row, k = best_col; i > 0; --i) {
+    if (dp[i][k] == dp[i - 1][k]) continue;
+    auto c = order[i - 1];
+    out.clients.push_back(c);
+    out.batch = out.batch == 0 ? batch_of[i] : std::min(out.batch, batch_of[i]);
+    k -= static_cast<size_t>(clients[c].rate / h);
+  }
+  std::sort(out.clients.begin(), out.clients.end());
+  return out;
+}
+
+std::vector<jf_choice> map_clients(const std::vector<jf_dnn>& dnns, const std::vector<jf_client>& clients) {
+  std::vector<size_t> by_accuracy(dnns.size());
+  std::iota(by_accuracy.begin(), by_accuracy.end(), 0);
+  std::stable_sort(by_accuracy.begin(), by_accuracy.end(),
+                   [&](size_t a, size_t b) { return dnns[a].accuracy > dnns[b].accuracy; });
+  std::vector<size_t> left(clients.size());
+  std::iota(left.begin(), left.end(), 0);
+  std::vector<jf_choice> out(dnns.size());
+  for (auto d : by_accuracy) {
+    if (left.empty()) break;
+    out[d] = find_optimal_clients(dnns[d], d, clients, left);
+    std::erase_if(left, [&](size_t c) { return std::binary_search(out[d].clients.begin(), out[d].clients.end(), c); });
+  }
+  return out;
+}
+
+}  // namespace sloserve::sched
