@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <random>
 
 namespace sloserve::sched {
 
@@ -65,7 +66,8 @@ jf_choice find_optimal_clients(const jf_dnn& dnn, size_t d, const std::vector<jf
   return out;
 }
 
-std::vector<jf_choice> map_clients(const std::vector<jf_dnn>& dnns, const std::vector<jf_client>& clients) {
+std::vector<jf_choice> map_clients(const std::vector<jf_dnn>& dnns, const std::vector<jf_client>& clients,
+                                   const std::vector<size_t>& column) {
   std::vector<size_t> by_accuracy(dnns.size());
   std::iota(by_accuracy.begin(), by_accuracy.end(), 0);
   std::stable_sort(by_accuracy.begin(), by_accuracy.end(),
@@ -75,10 +77,72 @@ std::vector<jf_choice> map_clients(const std::vector<jf_dnn>& dnns, const std::v
   std::vector<jf_choice> out(dnns.size());
   for (auto d : by_accuracy) {
     if (left.empty()) break;
-    out[d] = find_optimal_clients(dnns[d], d, clients, left);
+    out[d] = find_optimal_clients(dnns[d], column.empty() ? d : column[d], clients, left);
     std::erase_if(left, [&](size_t c) { return std::binary_search(out[d].clients.begin(), out[d].clients.end(), c); });
   }
   return out;
+}
+
+jf_quality quality_of(const std::vector<jf_choice>& mapping, const std::vector<jf_dnn>& dnns,
+                      const std::vector<jf_client>& clients) {
+  jf_quality q;
+  double total = 0;
+  for (auto& c : clients) total += c.rate;
+  size_t mapped = 0;
+  for (size_t d = 0; d < mapping.size(); ++d)
+    for (auto c : mapping[d].clients) {
+      ++mapped;
+      q.accuracy += clients[c].rate * dnns[d].accuracy / 100;
+    }
+  q.mapped = clients.empty() ? 1 : static_cast<double>(mapped) / static_cast<double>(clients.size());
+  q.accuracy = total > 0 ? q.accuracy / total : 0;
+  return q;
+}
+
+jf_selection evaluate_selection(const std::vector<jf_dnn>& zoo, const std::vector<jf_client>& clients,
+                                std::vector<size_t> dnns) {
+  jf_selection s;
+  std::vector<jf_dnn> instances;
+  for (auto m : dnns) instances.push_back(zoo[m]);
+  s.mapping = map_clients(instances, clients, dnns);
+  s.quality = quality_of(s.mapping, instances, clients);
+  s.dnns = std::move(dnns);
+  return s;
+}
+
+jf_selection select_dnns(const std::vector<jf_dnn>& zoo, const std::vector<jf_client>& clients,
+                         std::vector<size_t> start, const jf_annealing& a) {
+  std::mt19937_64 rng(a.seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  auto best = evaluate_selection(zoo, clients, std::move(start));
+  enum class mode { degrade, upgrade };
+  for (auto m : {mode::degrade, mode::upgrade}) {
+    double t = a.t0;
+    auto current = best;
+    double floor = best.quality.mapped;  // UPGRADE maps no fewer clients than DEGRADE reached
+    while (t > a.t_min && !(m == mode::degrade && current.quality.mapped >= 1)) {
+      auto next = current.dnns;
+      for (auto& d : next) {
+        // DEGRADE: one step smaller or kept; UPGRADE: smaller, kept or larger.
+        int step = m == mode::degrade ? (u(rng) < 0.5 ? -1 : 0) : static_cast<int>(rng() % 3) - 1;
+        if (step < 0 && d > 0) --d;
+        if (step > 0 && d + 1 < zoo.size()) ++d;
+      }
+      t *= a.cool;
+      auto candidate = evaluate_selection(zoo, clients, std::move(next));
+      double diff;
+      if (m == mode::degrade) {
+        diff = candidate.quality.mapped - current.quality.mapped;
+        if (candidate.quality.mapped > best.quality.mapped) best = candidate;
+      } else {
+        if (candidate.quality.mapped < floor - 1e-12) continue;  // maps fewer: dropped
+        diff = candidate.quality.accuracy - current.quality.accuracy;
+        if (candidate.quality.accuracy > best.quality.accuracy) best = candidate;
+      }
+      if (diff > 0 || std::exp(-std::abs(diff) / t) > u(rng)) current = std::move(candidate);
+    }
+  }
+  return best;
 }
 
 }  // namespace sloserve::sched

@@ -14,6 +14,7 @@
 // map_clients: DNNs in descending accuracy, each takes the best subset of the clients left.
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -42,7 +43,39 @@ jf_choice find_optimal_clients(const jf_dnn& dnn, size_t d, const std::vector<jf
                                const std::vector<size_t>& candidates);
 
 // Per DNN (in the order given), the clients mapped to it; clients no DNN can take are in none.
-std::vector<jf_choice> map_clients(const std::vector<jf_dnn>& dnns, const std::vector<jf_client>& clients);
+// `column[d]`: which of a client's budgets DNN d uses (empty: d itself), so that several
+// instances of one DNN of a zoo share its budgets.
+std::vector<jf_choice> map_clients(const std::vector<jf_dnn>& dnns, const std::vector<jf_client>& clients,
+                                   const std::vector<size_t>& column = {});
+
+// A mapping's quality: O1, the fraction of clients mapped, and O2, the rate-weighted accuracy
+// (a fraction; unmapped clients count 0).
+struct jf_quality {
+  double mapped = 0;
+  double accuracy = 0;
+};
+jf_quality quality_of(const std::vector<jf_choice>& mapping, const std::vector<jf_dnn>& dnns,
+                      const std::vector<jf_client>& clients);
+
+// Algorithm 2: which DNN of the zoo each worker runs. `zoo` ascends in size (and accuracy);
+// `start`: per worker, an index into it (the previous selection, or the smallest). Simulated
+// annealing: DEGRADE (each worker's DNN one step smaller or kept) until every client is mapped,
+// then UPGRADE (one step smaller, kept or larger) for accuracy without mapping fewer clients; a
+// worse state is accepted with probability exp(-|diff| / T), T from t0 down to t_min by `cool`.
+struct jf_annealing {
+  double t0 = 0.0125, t_min = 0.0005, cool = 0.99;
+  uint64_t seed = 1;
+};
+struct jf_selection {
+  std::vector<size_t> dnns;        // per worker, an index into the zoo
+  std::vector<jf_choice> mapping;  // per worker
+  jf_quality quality;
+};
+jf_selection select_dnns(const std::vector<jf_dnn>& zoo, const std::vector<jf_client>& clients,
+                         std::vector<size_t> start, const jf_annealing& a = {});
+// The selection's mapping and quality (Algorithm 1 on those DNNs).
+jf_selection evaluate_selection(const std::vector<jf_dnn>& zoo, const std::vector<jf_client>& clients,
+                                std::vector<size_t> dnns);
 
 // What one instance of `dnn` carries at the largest batch whose 2·l(b) fits `budget_ms`
 // (the best b / l(b) over the batches that fit), and that batch; {0, 0} when none fits.

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <random>
 
 #include "scheduling/jellyfish.hpp"
@@ -86,6 +88,56 @@ TEST(jellyfish, map_clients_gives_the_most_accurate_dnn_the_most_traffic_first) 
   EXPECT_EQ(map[0].rate, 30) << "small takes the rest it can: 20 + 10";
   for (auto& m : map)
     for (auto c : m.clients) EXPECT_NE(c, 4u) << "no DNN fits a 5 ms budget";
+}
+
+// Algorithm 2 against exhaustive search over every multiset of DNNs for the workers, on small
+// random instances: the same (clients mapped, rate-weighted accuracy) on most of them, and never
+// a selection that maps fewer clients than the start.
+TEST(jellyfish, annealing_finds_the_exhaustive_optimum_on_most_small_instances) {
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> u(0, 1);
+  int optimal = 0, trials = 60;
+  double sa_ms = 0, exhaustive_ms = 0;
+  for (int trial = 0; trial < trials; ++trial) {
+    // A zoo of 4 sizes: larger is slower and more accurate.
+    std::vector<jf_dnn> zoo;
+    for (int m = 0; m < 4; ++m) {
+      double alpha = 2 + 4 * m + 2 * u(rng), beta = 4 + 3 * m;
+      zoo.push_back({60 + 5.0 * m + u(rng), 8, [alpha, beta](int b) { return alpha * b + beta; }});
+    }
+    size_t workers = 2 + rng() % 2, n = 4 + rng() % 5;
+    std::vector<jf_client> clients;
+    for (size_t i = 0; i < n; ++i) {
+      jf_client c{static_cast<int>(5 * (1 + rng() % 6)), {}};
+      double slo = 40 + 120 * u(rng);
+      for (int m = 0; m < 4; ++m) c.budget_ms.push_back(slo - 3.0 * m * u(rng));  // larger inputs upload longer
+      clients.push_back(std::move(c));
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    auto sa = select_dnns(zoo, clients, std::vector<size_t>(workers, 0), {0.0125, 0.0005, 0.99, 1 + uint64_t(trial)});
+    sa_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    t0 = std::chrono::steady_clock::now();
+    jf_quality best{-1, -1};
+    std::vector<size_t> pick(workers, 0);
+    while (true) {
+      auto q = evaluate_selection(zoo, clients, pick).quality;
+      if (q.mapped > best.mapped + 1e-12 || (q.mapped > best.mapped - 1e-12 && q.accuracy > best.accuracy)) best = q;
+      // Next non-decreasing sequence (a multiset).
+      size_t k = workers;
+      while (k > 0 && pick[k - 1] == zoo.size() - 1) --k;
+      if (k == 0) break;
+      ++pick[k - 1];
+      for (size_t j = k; j < workers; ++j) pick[j] = pick[k - 1];
+    }
+    exhaustive_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    auto start = evaluate_selection(zoo, clients, std::vector<size_t>(workers, 0)).quality;
+    EXPECT_GE(sa.quality.mapped, start.mapped - 1e-12) << "trial " << trial;
+    EXPECT_LE(sa.quality.mapped, best.mapped + 1e-12);
+    optimal += std::abs(sa.quality.mapped - best.mapped) < 1e-9 && std::abs(sa.quality.accuracy - best.accuracy) < 1e-9;
+  }
+  std::printf("annealing optimal on %d of %d instances; %.2f ms against exhaustive %.2f ms in all\n", optimal, trials,
+              sa_ms, exhaustive_ms);
+  EXPECT_GE(optimal, trials * 7 / 10);
 }
 
 }  // namespace
