@@ -347,19 +347,17 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   r.get(n, "load_ms", m.load_ms, where, false);
   if (m.load_ms < 0) r.error(n["load_ms"], where + " load_ms cannot be negative");
   r.get(n, "memory_mb", m.memory_mb, where, false);
-  if (double a = 0; r.get(n, "accuracy", a, where, false)) {
-    if (a >= 0 && a <= 100)
-      m.accuracy = a;
-    else
-      r.error(n["accuracy"], where + " accuracy is a top-1 percentage: it must be in [0, 100]");
-  }
+  // An optional number within [lo, hi]; outside it, an error that says what it is.
+  auto bounded = [&](const char* key, double lo, double hi, const std::string& what) -> std::optional<double> {
+    double x = 0;
+    if (!r.get(n, key, x, where, false)) return std::nullopt;
+    if (x >= lo && x <= hi) return x;
+    r.error(n[key], where + " " + key + " is " + what + ": it must be in [" + number(lo) + ", " + number(hi) + "]");
+    return std::nullopt;
+  };
+  m.accuracy = bounded("accuracy", 0, 100, "a top-1 percentage");
   r.get(n, "base_cores", m.base_cores, where, false);
-  if (double f = 0; r.get(n, "pass_rate", f, where, false)) {
-    if (f >= 0 && f <= 1)
-      m.pass_rate = f;
-    else
-      r.error(n["pass_rate"], where + " pass_rate is a fraction: it must be in [0, 1]");
-  }
+  m.pass_rate = bounded("pass_rate", 0, 1, "a fraction");
   if (!(m.base_cores > 0)) r.error(n["base_cores"], where + " base_cores must be positive");
   // Relative to the cluster file, made absolute once so that a resolved copy (`up`) names the same file.
   if (r.get(n, "path", m.path, where, false) && !m.path.empty()) m.path = r.resolve(m.path);

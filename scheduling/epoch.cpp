@@ -57,46 +57,38 @@ void collect_sessions(const epoch_input& in, const std::vector<std::vector<doubl
   out.members.clear();
   out.models_of.clear();
   std::map<std::pair<std::string, long>, size_t> session_of;
+  // Adds `rate` of `model` at `budget` to the session of (`name`, budget), made on first use.
+  auto add = [&](const std::string& name, const model_spec& model, double budget, double rate) {
+    auto key = std::make_pair(name, static_cast<long>(std::lround(budget * 10)));
+    auto it = session_of.find(key);
+    if (it == session_of.end()) {
+      it = session_of.emplace(key, out.sessions.size()).first;
+      // A merged family plans with its first variant's profile: the suffixes are small.
+      out.sessions.push_back({&model, budget, 0});
+      out.members.emplace_back();
+      out.models_of.emplace_back();
+    }
+    out.sessions[it->second].rate += rate;
+    auto& mo = out.models_of[it->second];
+    auto m = std::find_if(mo.begin(), mo.end(), [&](auto& x) { return x.first == &model; });
+    if (m == mo.end())
+      mo.emplace_back(&model, rate);
+    else
+      m->second += rate;
+    return it->second;
+  };
   for (size_t pi = 0; pi < pipes.size(); ++pi) {
     auto& p = pipes[pi];
     for (size_t s = 0; s < p.stages.size(); ++s) {
       auto cascade = cascade_of(in, pi, s);
       if (cascade) {
-        auto& second = *cascade->second;
         double rest = std::floor(out.splits[pi].budget_ms[s] * (1 - cascade->first_share) * 10) / 10;
-        auto key = std::make_pair(second.name, static_cast<long>(std::lround(rest * 10)));
-        auto it = session_of.find(key);
-        if (it == session_of.end()) {
-          it = session_of.emplace(key, out.sessions.size()).first;
-          out.sessions.push_back({&second, rest, 0});
-          out.members.emplace_back();
-          out.models_of.emplace_back();
-          out.models_of.back().emplace_back(&second, 0);
-        }
-        double rate = rates[pi][s] * cascade->fallthrough;
-        out.sessions[it->second].rate += rate;
-        out.models_of[it->second].front().second += rate;
+        add(cascade->second->name, *cascade->second, rest, rates[pi][s] * cascade->fallthrough);
       }
       auto budget = std::floor(out.splits[pi].budget_ms[s] * (cascade ? cascade->first_share : 1) * 10) / 10;
       auto& model = models[p.stages[s].model_index];
-      auto key = std::make_pair(model.is_variant() ? "prefix:" + model.prefix : model.name,
-                                static_cast<long>(std::lround(budget * 10)));
-      auto it = session_of.find(key);
-      if (it == session_of.end()) {
-        it = session_of.emplace(key, out.sessions.size()).first;
-        // A merged family plans with its first variant's profile: the suffixes are small.
-        out.sessions.push_back({&model, budget, 0});
-        out.members.emplace_back();
-        out.models_of.emplace_back();
-      }
-      out.sessions[it->second].rate += rates[pi][s];
-      out.members[it->second].emplace_back(pi, s);
-      auto& mo = out.models_of[it->second];
-      auto m = std::find_if(mo.begin(), mo.end(), [&](auto& x) { return x.first == &model; });
-      if (m == mo.end())
-        mo.emplace_back(&model, rates[pi][s]);
-      else
-        m->second += rates[pi][s];
+      auto i = add(model.is_variant() ? "prefix:" + model.prefix : model.name, model, budget, rates[pi][s]);
+      out.members[i].emplace_back(pi, s);
     }
   }
 }

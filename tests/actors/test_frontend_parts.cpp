@@ -126,6 +126,18 @@ TEST(frontend_routes, a_stage_runs_the_variant_the_table_names) {
   EXPECT_EQ(r.blocker(0), "no live instance serves model 'big'");
 }
 
+// w1 runs `variant` on `device` and m on device 1 (schedule epoch `epoch`); stage a of p has
+// budget `a_ms` on `variant`, stage b the rest of 100 ms on m.
+cluster_placement variant_placement(const std::string& variant, uint32_t device, uint64_t epoch, double a_ms) {
+  cluster_placement p;
+  p.schedules["w1"] = {epoch, {{device, 0, {{variant, 1}}}, {1, 0, {{"m", 1}}}}};
+  p.table.routes = {{"small", {}}, {"big", {}}, {"m", {{"w1", 1, 1}}}};
+  for (auto& r : p.table.routes)
+    if (r.model == variant) r.instances = {{"w1", device, 1}};
+  p.table.budgets = {{"p", "a", a_ms, variant}, {"p", "b", 100 - a_ms, "m"}};
+  return p;
+}
+
 // The controller's side of a variant switch: the table keeps the pipeline on its old variants
 // and budgets until the new variant's instance is acknowledged by its worker.
 TEST(route_publisher, holds_a_variant_switch_until_the_new_variant_may_take_traffic) {
@@ -133,12 +145,7 @@ TEST(route_publisher, holds_a_variant_switch_until_the_new_variant_may_take_traf
   worker_registry w(0);
   w.on_register("w1", 1, 1);
   auto placement = [](const std::string& variant, uint32_t device, uint64_t epoch) {
-    cluster_placement p;
-    p.schedules["w1"] = {epoch, {{device, 0, {{variant, 1}}}, {1, 0, {{"m", 1}}}}};
-    p.table.routes = {{variant, {{"w1", device, 1}}}, {"m", {{"w1", 1, 1}}}};
-    p.table.budgets = {{"p", "a", variant == "big" ? 60.0 : 30.0, variant},
-                       {"p", "b", variant == "big" ? 40.0 : 70.0, "m"}};
-    return p;
+    return variant_placement(variant, device, epoch, variant == "big" ? 60 : 30);
   };
   route_publisher pub;
   auto first = placement("big", 0, 1);
@@ -167,13 +174,7 @@ TEST(route_publisher, a_model_placed_nowhere_keeps_no_stale_instances) {
   worker_registry w(0);
   w.on_register("w1", 1, 1);
   auto placement = [](const std::string& variant, uint32_t device, uint64_t epoch) {
-    cluster_placement p;
-    p.schedules["w1"] = {epoch, {{device, 0, {{variant, 1}}}, {1, 0, {{"m", 1}}}}};
-    p.table.routes = {{"small", {}}, {"big", {}}, {"m", {{"w1", 1, 1}}}};
-    for (auto& r : p.table.routes)
-      if (r.model == variant) r.instances = {{"w1", device, 1}};
-    p.table.budgets = {{"p", "a", 50, variant}, {"p", "b", 50, "m"}};
-    return p;
+    return variant_placement(variant, device, epoch, 50);
   };
   route_publisher pub;
   auto first = placement("big", 0, 1);
