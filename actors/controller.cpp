@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "actors/jellyfish_core.hpp"
 #include "actors/roles.hpp"
 #include "actors/route_publisher.hpp"
 #include "actors/worker_registry.hpp"
@@ -50,6 +51,8 @@ struct controller_state {
   // The scaler's.
   deployment deployed;
   std::map<std::pair<std::string, uint32_t>, uint32_t> cores;  // threads last sent per device
+  // Jellyfish's (scheduler.policy: jellyfish).
+  std::optional<jellyfish_core> jellyfish;
 };
 
 using self_ptr = controller_actor::stateful_pointer<controller_state>;
@@ -78,8 +81,9 @@ void publish(self_ptr self) {
   auto& st = self->state;
   if (cut_off(st)) return void(st.held = true);
   auto& t = st.publisher.publish(st.current, st.workers, st.epoch);
-  spdlog::info("{}: routing epoch {}: {} serving workers", st.net->self_name(), st.epoch - st.epoch_base,
-               st.workers.serving_count());
+  // Jellyfish re-maps its clients every interval: its tables are many.
+  spdlog::log(st.jellyfish ? spdlog::level::debug : spdlog::level::info, "{}: routing epoch {}: {} serving workers",
+              st.net->self_name(), st.epoch - st.epoch_base, st.workers.serving_count());
   for (auto& f : st.frontends) st.net->to_node(f, {{}, t});
   tell_scaler(self);
 }
@@ -115,16 +119,23 @@ void adopt(self_ptr self, cluster_placement p) {
 
 void on_planned(self_ptr self, planned_epoch& p);
 
-// One scheduler epoch on the monitor's rates and the workers up, planned by the planner, one at a time.
-void run_epoch(self_ptr self) {
-  auto& st = self->state;
-  if (cut_off(st)) return void(st.held = true);
+// Whether a plan may be made now: not while cut off (held for later), nor while a model lacks the
+// profile a worker will measure.
+bool may_plan(controller_state& st) {
+  if (cut_off(st)) return st.held = true, false;
   if (auto* m = unprofiled_model(*st.cfg, st.models)) {
     if (!std::exchange(st.told_unprofiled, true))
       spdlog::info("{}: not planning yet: model '{}' has no profile until a worker measures it", st.net->self_name(),
                    m->name);
-    return;
+    return false;
   }
+  return true;
+}
+
+// One scheduler epoch on the monitor's rates and the workers up, planned by the planner, one at a time.
+void run_epoch(self_ptr self) {
+  auto& st = self->state;
+  if (!may_plan(st)) return;
   if (std::exchange(st.plan_pending, true)) return void(st.replan = true);  // planned again on its return
   // Workers behind slow links are left out, unless that would leave none.
   bool fast_one = false;
@@ -193,12 +204,39 @@ void on_deployment(self_ptr self, deployment& d) {
 
 bool epoch_due(const controller_state& st, clock_time now) {
   auto& so = st.cfg->scheduler;
-  if (so.policy == scheduler_policy::static_plan || st.cfg->scaler.enabled()) return false;
+  if (so.policy == scheduler_policy::static_plan || st.cfg->scaler.enabled() || st.jellyfish) return false;
   sched::epoch_rule rule{so.epoch_s, so.min_epoch_s, so.rate_band_low, so.rate_band_high,
                          sched::settle_windows(st.cfg->runtime.beacon_ms)};
   auto since = std::chrono::duration<double>(now - st.last_epoch).count();
   if (st.plan_pending) return false;
   return sched::epoch_due(rule, st.rates, st.plan ? &st.plan->measured : nullptr, since);
+}
+
+// One Jellyfish re-schedule on the clients the frontends reported. A worker whose devices keep
+// their sessions keeps its schedule; nothing is sent when nothing changed.
+void jellyfish_round(self_ptr self, const std::vector<msg::client_load>& clients) {
+  auto& st = self->state;
+  if (!may_plan(st)) return;
+  std::vector<sched::device_slot> slots;
+  for (auto& s : device_slots(*st.cfg))
+    if (st.workers.up(s.node)) slots.push_back(s);
+  auto switches = st.jellyfish->counters().switches;
+  auto p = st.jellyfish->decide(clients, slots, st.models, st.epoch + 1);
+  bool changed = false;
+  for (auto& [name, s] : p.schedules) {
+    auto old = st.current.schedules.find(name);
+    if (old != st.current.schedules.end() && old->second.devices == s.devices)
+      s = old->second;
+    else
+      changed = true;
+  }
+  auto& t = st.current.table;
+  if (!changed && p.table.routes == t.routes && p.table.budgets == t.budgets && p.table.clients == t.clients) return;
+  if (auto& c = st.jellyfish->counters(); c.switches != switches)
+    spdlog::info("{}: jellyfish: {} clients, {:.0f}% mapped within their budgets, accuracy {:.1f}%; {} devices switch",
+                 st.net->self_name(), clients.size(), 100 * c.mapped, 100 * c.accuracy, c.switches - switches);
+  ++st.epoch;
+  adopt(self, std::move(p));
 }
 
 // A worker that was up left or was lost: out of routing now, and a plan for the survivors (it may
@@ -274,13 +312,27 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
     st.planner = args.planner ? args.planner(self->home_system()) : spawn_planner(self->home_system());
     self->link_to(st.planner);  // it stops with the controller
     st.rates.pipelines.resize(st.cfg->pipelines.size());
+    if (st.cfg->scheduler.policy == scheduler_policy::jellyfish) st.jellyfish.emplace(*st.cfg);
     st.current = static_placement(*st.cfg, st.epoch);
     count_placement(st);
     st.publisher.adopt(st.current);
     st.last_epoch = self->clock().now();
     auto beacon = std::chrono::milliseconds(st.cfg->runtime.beacon_ms);
     return {
-        [=](start_atom) { self->delayed_send(self, beacon, beacon_atom::value); },
+        [=](start_atom) {
+          self->delayed_send(self, beacon, beacon_atom::value);
+          if (self->state.jellyfish) self->send(self, tick_atom::value);
+        },
+        [=](tick_atom) {
+          auto& st = self->state;
+          self->delayed_send(
+              self, std::chrono::microseconds(static_cast<int64_t>(st.cfg->scheduler.jellyfish.interval_ms * 1e3)),
+              tick_atom::value);
+          if (auto mon = st.net->local().monitor)
+            self->request(mon, caf::infinite, clients_atom::value).then([=](std::vector<msg::client_load>& c) {
+              jellyfish_round(self, c);
+            });
+        },
         [=](msg::register_node& r) { on_register(self, r); },
         [=](deployment& d) { on_deployment(self, d); },
         [=](beacon_atom) {

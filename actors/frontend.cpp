@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "actors/client_registry.hpp"
 #include "actors/client_time.hpp"
 #include "actors/frontend_routes.hpp"
 #include "actors/roles.hpp"
@@ -36,8 +37,9 @@ struct query {
   clock_time arrival, deadline;
   std::optional<query_walk> walk;
   std::vector<msg::stage_timing> timings;
-  std::vector<uint64_t> invocations;  // still in flight
-  int64_t bytes = 0;                  // charged to the node's payload budget
+  std::vector<uint64_t> invocations;       // still in flight
+  int64_t bytes = 0;                       // charged to the node's payload budget
+  std::optional<msg::client_route> route;  // where Jellyfish maps its client; the reply tells the size
 };
 
 struct in_flight {
@@ -47,10 +49,11 @@ struct in_flight {
   std::string node;
   uint32_t device = 0;
   clock_time deadline;
-  clock_time sent;             // when it last went to a device
-  std::vector<tensor> inputs;  // kept to re-route when the node fails
-  bool checked = false;        // a root's: the inputs were checked at ingress
-  bool fallback = false;       // a cascade's second model, its first having been unsure
+  clock_time sent;                                     // when it last went to a device
+  std::vector<tensor> inputs;                          // kept to re-route when the node fails
+  bool checked = false;                                // a root's: the inputs were checked at ingress
+  bool fallback = false;                               // a cascade's second model, its first having been unsure
+  std::optional<std::pair<std::string, uint32_t>> at;  // the instance its client is mapped to
 };
 
 struct frontend_state {
@@ -63,6 +66,8 @@ struct frontend_state {
 
   std::unordered_map<std::string, size_t> pipeline_index;
   client_time client_times;
+  client_registry clients;  // clients that name themselves
+  clock_time last_client_report;
   std::function<int64_t()> wall_us;
 
   std::unordered_map<uint64_t, query> queries;
@@ -122,6 +127,7 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
   auto now = self->clock().now();
   r.total_ms = ms_between(q.arrival, now);
   r.timings = std::move(q.timings);
+  if (q.route) r.input_height = q.route->input_height, r.input_width = q.route->input_width;
   if (code == msg::status::ok) r.outputs = q.walk->take_results();
   st.net->queued.release(q.bytes);
   if (auto c = st.client_in_flight.find(q.client); c != st.client_in_flight.end() && --c->second <= 0)
@@ -160,7 +166,14 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
 // Sends (or re-sends) invocation `id` to a live instance of its model. False when none is live.
 bool send_invocation(self_ptr self, uint64_t id, in_flight& f) {
   auto& st = self->state;
-  auto b = st.routes->pick(f.model, st.rng);
+  auto b = f.at ? st.routes->pick_at(f.model, f.at->first, f.at->second, st.rng) : st.routes->pick(f.model, st.rng);
+  if (!b && f.at) {
+    // The mapped variant has no live instance here: the stage's own model serves it.
+    auto& q = st.queries.at(f.query);
+    f.at.reset();
+    f.model = st.routes->stage_model(q.pipeline, f.stage);
+    b = st.routes->pick(f.model, st.rng);
+  }
   if (!b) return false;
   f.node = b->node;
   f.device = b->device;
@@ -190,6 +203,14 @@ bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, std::vecto
   f.stage = stage;
   f.model = st.routes->stage_model(q.pipeline, stage);
   f.deadline = std::min(q.deadline, q.arrival + offset);
+  // A client Jellyfish mapped runs the variant on the device it was mapped to.
+  if (q.route) {
+    auto& vi = p.stages[stage].variant_indices;
+    if (std::any_of(vi.begin(), vi.end(), [&](size_t m) { return st.cfg->models[m].name == q.route->model; })) {
+      f.model = q.route->model;
+      f.at.emplace(q.route->node, q.route->device);
+    }
+  }
   // A cascade's first model finishes by its share of the stage's budget: the second may follow.
   if (auto& c = p.stages[stage].cascade) {
     double share = cascade_first_share(st.cfg->models[p.stages[stage].model_index], st.cfg->models[c->second_index]);
@@ -316,20 +337,32 @@ void on_ingress(self_ptr self, ingress& in) {
   for (auto r : p.roots())
     if (auto ok = check_input(in.request.inputs.front(), st.cfg->models[p.stages[r].model_index]); !ok)
       return reject(msg::status::error, "stage '" + p.stages[r].name + "': " + ok.error());
+  auto& rq = in.request;
+  if (rq.client.size() > 256) return reject(msg::status::error, "client id longer than 256 bytes");
+  if (!(rq.slo_ms >= 0 && rq.slo_ms <= 3600e3) || !(rq.rate_hz >= 0 && rq.rate_hz <= 1e6) || std::isnan(rq.rtt_ms))
+    return reject(msg::status::error, "a client's sloMs must be in [0, 3600000] and rateHz in [0, 1000000]");
   auto now = self->clock().now();
   // What the SLO has already lost: the network time, or the time since the client sent it.
-  auto t = st.client_times.on_request(in.client, in.request.network_ms, in.request.sent_at_us, st.wall_us(), now,
+  auto t = st.client_times.on_request(in.client, rq.network_ms, rq.sent_at_us, st.wall_us(), now,
                                       st.cfg->runtime.clock_tolerance_ms);
   double spent_ms = t.spent_ms, network_ms = t.network_ms, waited_ms = t.waited_ms;
-  double budget_ms = p.slo_ms - spent_ms;
+  double slo_ms = rq.slo_ms > 0 ? rq.slo_ms : p.slo_ms;  // a client may declare its own
+  std::optional<msg::client_route> route;
+  if (!rq.client.empty()) {
+    st.clients.on_request({rq.client, p.name, rq.slo_ms, rq.rate_hz, rq.rtt_ms, payload_bytes(rq.inputs),
+                           image_pixels_of(rq.inputs.front()), waited_ms, p.slo_ms},
+                          seconds_of(now));
+    if (auto* r = st.clients.route(rq.client, p.name)) route = *r;
+  }
+  double budget_ms = slo_ms - spent_ms;
   if (budget_ms <= 0) {
     if (waited_ms > network_ms)
       return reject(msg::status::dropped,
-                    fmt::format("stale on arrival: sent {:.1f} ms ago, beyond the {} ms SLO", spent_ms, p.slo_ms),
+                    fmt::format("stale on arrival: sent {:.1f} ms ago, beyond the {} ms SLO", spent_ms, slo_ms),
                     "stale_on_arrival");
     return reject(msg::status::dropped,
-                  "network time " + std::to_string(network_ms) + " ms leaves nothing of the " +
-                      std::to_string(p.slo_ms) + " ms SLO",
+                  "network time " + std::to_string(network_ms) + " ms leaves nothing of the " + std::to_string(slo_ms) +
+                      " ms SLO",
                   "network_time");
   }
   if (auto c = st.client_in_flight.find(in.client);
@@ -353,6 +386,7 @@ void on_ingress(self_ptr self, ingress& in) {
   q.arrival = now;
   q.deadline = now + nanoseconds(static_cast<int64_t>(budget_ms * 1e6));
   q.walk.emplace(p, st.cfg->models, qid);
+  q.route = std::move(route);
   auto deadline = q.deadline;
   ++st.client_in_flight[q.client];
   ++st.load[pit->second].queries;
@@ -364,6 +398,7 @@ void on_ingress(self_ptr self, ingress& in) {
 void on_routing(self_ptr self, msg::routing_table& t) {
   auto& st = self->state;
   st.routes->apply(t);
+  st.clients.apply(t.clients);
   spdlog::info("{}: routing table epoch {} ({} models)", st.net->self_name(), t.epoch, t.routes.size());
 }
 
@@ -408,9 +443,26 @@ void on_peer_down(self_ptr self, const std::string& node) {
   }
 }
 
+// Sends the controller what this frontend knows of its clients (Jellyfish re-schedules on it).
+void report_clients(self_ptr self, clock_time now) {
+  auto& st = self->state;
+  auto* ctl = st.cfg->controller();
+  double window = std::chrono::duration<double>(now - st.last_client_report).count();
+  st.last_client_report = now;
+  if (!ctl) return;
+  msg::load_report r;
+  r.node = st.net->self_name();
+  r.clients = st.clients.report(seconds_of(now), window);
+  if (!r.clients.empty()) st.net->to_node(ctl->name, {{}, std::move(r)});
+}
+
 void on_tick(self_ptr self) {
   auto& st = self->state;
   auto now = self->clock().now();
+  if (st.cfg->scheduler.policy == scheduler_policy::jellyfish &&
+      now - st.last_client_report >=
+          std::chrono::microseconds(static_cast<int64_t>(st.cfg->scheduler.jellyfish.interval_ms * 1e3)))
+    report_clients(self, now);
   while (!st.expiries.empty() && st.expiries.top().first <= now) {
     auto qid = st.expiries.top().second;
     st.expiries.pop();
@@ -472,7 +524,7 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
     for (auto& p : st.cfg->pipelines)
       st.load.push_back(
           {p.name, 0, std::vector<uint64_t>(p.stages.size(), 0), std::vector<uint64_t>(p.stages.size(), 0)});
-    st.last_report = self->clock().now();
+    st.last_report = st.last_client_report = self->clock().now();
     return {
         [=](start_atom) {
           register_with_controller(self);

@@ -101,6 +101,15 @@ std::optional<frontend_routes::backend> frontend_routes::pick(const std::string&
   return it->second.backends[*k];
 }
 
+std::optional<frontend_routes::backend> frontend_routes::pick_at(const std::string& model, const std::string& node,
+                                                                 uint32_t device, std::mt19937_64& rng) {
+  if (auto* l = load_of(model, node, device); l && l->live) {
+    ++l->outstanding;
+    return backend{node, device};
+  }
+  return pick(model, rng);
+}
+
 void frontend_routes::release(const std::string& model, const std::string& node, uint32_t device) {
   if (auto* l = load_of(model, node, device); l && l->outstanding) --l->outstanding;
 }

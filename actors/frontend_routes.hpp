@@ -35,6 +35,10 @@ class frontend_routes {
 
   // Picks a live instance of `model` by the balancer and counts an invocation on it.
   std::optional<backend> pick(const std::string& model, std::mt19937_64& rng);
+  // Counts an invocation on instance (node, device) of `model` when it is routed and live:
+  // where a client's mapping sends it. Otherwise as pick.
+  std::optional<backend> pick_at(const std::string& model, const std::string& node, uint32_t device,
+                                 std::mt19937_64& rng);
   // An invocation on (node, device) of `model` is over.
   void release(const std::string& model, const std::string& node, uint32_t device);
 

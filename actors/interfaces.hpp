@@ -26,6 +26,7 @@ using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using leave_atom = caf::atom_constant<caf::atom("leave")>;
 using loaded_atom = caf::atom_constant<caf::atom("loaded")>;
 using rates_atom = caf::atom_constant<caf::atom("rates")>;
+using clients_atom = caf::atom_constant<caf::atom("clients")>;
 
 // Where the frontend hands a reply for a client that is not a ZeroMQ peer (the HTTP ingress):
 // called exactly once, on the frontend's thread.
@@ -107,8 +108,9 @@ using worker_actor = caf::typed_actor<caf::reacts_to<start_atom>,     // wiring 
 using monitor_actor =
     caf::typed_actor<caf::reacts_to<msg::load_report>,                          // fold a node's report in
                      caf::replies_to<rates_atom>::with<sched::pipeline_rates>,  // close the window: pipeline rates
-                     caf::reacts_to<beacon_atom>,                               // log a summary line
-                     caf::replies_to<stats_atom>::with<cluster_load>>;          // the current view
+                     caf::replies_to<clients_atom>::with<std::vector<msg::client_load>>,  // clients heard lately
+                     caf::reacts_to<beacon_atom>,                                         // log a summary line
+                     caf::replies_to<stats_atom>::with<cluster_load>>;                    // the current view
 
 // Registration, placement, routing tables and schedules.
 using controller_actor =
@@ -116,6 +118,7 @@ using controller_actor =
                      caf::reacts_to<msg::register_node>,           // a node (re)announces itself
                      caf::reacts_to<deployment>,                   // the scaler's placement
                      caf::reacts_to<beacon_atom>,                  // run an epoch when one is due
+                     caf::reacts_to<tick_atom>,                    // jellyfish: re-schedule the clients
                      caf::reacts_to<peer_down_atom, std::string>,  // take its instances out of routing
                      caf::reacts_to<peer_up_atom, std::string>,
                      caf::reacts_to<link_verdicts>>;  // workers behind slow links, models too far for links
@@ -181,6 +184,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::sched::pipeline_rates)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::deployment)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::worker_set)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::plan_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<sloserve::msg::client_load>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::planned_epoch)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::scaler_stats)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::invocation)

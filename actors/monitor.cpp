@@ -30,6 +30,8 @@ struct monitor_state {
   std::map<std::pair<std::string, std::string>, caf::actor_clock::time_point> far_until;  // (worker, model)
   std::map<std::string, caf::actor_clock::time_point> unheard_until;  // workers a frontend does not hear
   link_verdicts told;                                                 // what the controller has
+  // Per (client, pipeline): the latest a frontend reported of it, and when.
+  std::map<std::pair<std::string, std::string>, std::pair<caf::actor_clock::time_point, msg::client_load>> clients;
 };
 
 using self_ptr = monitor_actor::stateful_pointer<monitor_state>;
@@ -120,6 +122,10 @@ monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args) {
     return {
         [=](msg::load_report& r) {
           auto& st = self->state;
+          for (auto& c : r.clients) {
+            auto key = std::make_pair(c.client, c.pipeline);
+            st.clients[key] = {self->clock().now(), std::move(c)};
+          }
           if (!r.pipelines.empty() || !r.links.empty()) judge_links(self, r);
           for (auto& pl : r.pipelines)
             if (auto* p = st.cfg->find_pipeline(pl.pipeline))
@@ -160,6 +166,15 @@ monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args) {
           st.pipelines->close_window(std::chrono::duration<double>(now - st.window_start).count());
           st.window_start = now;
           return st.pipelines->rates();
+        },
+        [=](clients_atom) {
+          // Clients some frontend reported within the last two seconds; the others are gone.
+          auto& st = self->state;
+          auto now = self->clock().now();
+          std::erase_if(st.clients, [&](auto& kv) { return now - kv.second.first > std::chrono::seconds(2); });
+          std::vector<msg::client_load> out;
+          for (auto& [k, c] : st.clients) out.push_back(c.second);
+          return out;
         },
         [=](stats_atom) {
           cluster_load out;

@@ -39,7 +39,34 @@ msg::routing_table route_publisher::live_table(const cluster_placement& p, const
           if (w.standing_in(i.node)) r.instances.push_back(i);
   }
   hold_switches(t, w);
+  hold_clients(t, w);
   return t;
+}
+
+// Make before break for clients (Jellyfish): a client whose new instance cannot take traffic yet
+// stays on the one it was last published with while that device still holds the model (a
+// resident variant), which is then routed too; with neither it has no route (the stage's serve it).
+void route_publisher::hold_clients(msg::routing_table& t, const worker_registry& w) const {
+  auto placed_live = [&](const std::string& model, const std::string& node, uint32_t device) {
+    return since_.count({node, device, model}) && live(w, model, {node, device, 1});
+  };
+  std::vector<msg::client_route> kept;
+  for (auto& c : t.clients) {
+    if (placed_live(c.model, c.node, c.device)) {
+      kept.push_back(c);
+      continue;
+    }
+    auto old = std::find_if(published_.clients.begin(), published_.clients.end(),
+                            [&](auto& o) { return o.client == c.client && o.pipeline == c.pipeline; });
+    if (old == published_.clients.end() || !placed_live(old->model, old->node, old->device)) continue;
+    kept.push_back(*old);
+    auto r = std::find_if(t.routes.begin(), t.routes.end(), [&](auto& x) { return x.model == old->model; });
+    if (r == t.routes.end()) r = t.routes.insert(t.routes.end(), msg::model_route{old->model, {}});
+    if (std::none_of(r->instances.begin(), r->instances.end(),
+                     [&](auto& i) { return i.node == old->node && i.device == old->device; }))
+      r->instances.push_back({old->node, old->device, 1});
+  }
+  t.clients = std::move(kept);
 }
 
 // Make before break for variants: a pipeline one of whose stages moves to a model with no

@@ -4,7 +4,8 @@
 // so after the model is loaded). A model the placement runs, none of whose instances is ready,
 // keeps the instances of the last published table, on workers that still serve or drain. A pipeline that switches a
 // stage to another variant keeps the variants and budgets of the last published table until the
-// new ones can take traffic. Pure: the controller actor
+// new ones can take traffic; a client mapped to an instance that cannot yet stays on the one it was
+// published with while that device still holds its model. Pure: the controller actor
 // sends what it returns.
 
 #include <cstdint>
@@ -40,6 +41,7 @@ class route_publisher {
 
  private:
   void hold_switches(msg::routing_table& t, const worker_registry& w) const;
+  void hold_clients(msg::routing_table& t, const worker_registry& w) const;
 
   std::map<instance_key, uint64_t> since_;
   msg::routing_table published_;

@@ -2,23 +2,87 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "apps/commands.hpp"
 #include "apps/knob_option.hpp"
+#include "loadgen/clients.hpp"
 #include "loadgen/load.hpp"
 #include "loadgen/report.hpp"
 #include "messages/curve.hpp"
 
 namespace sloserve {
 
+namespace {
+
+// `--clients N`: the sizes the pipeline's variants take, each client's uplink trace, then the run.
+int run_clients_command(const cluster_config& cfg, const pipeline& p, const std::string& traces,
+                        const std::string& adaptation, const std::string& json, load_options& lo, client_options& co) {
+  for (auto m : p.stages[p.roots().front()].variant_indices) {
+    auto& model = cfg.models[m];
+    if (!model.preprocess || model.input.shape.size() != 3) {
+      std::cerr << "--clients sends images: model '" << model.name << "' of pipeline '" << p.name
+                << "' needs preprocess: {from: image}\n";
+      return 2;
+    }
+    image_size s{static_cast<int>(model.input.shape[1]), static_cast<int>(model.input.shape[2])};
+    if (std::find(co.sizes.begin(), co.sizes.end(), s) == co.sizes.end()) co.sizes.push_back(s);
+    co.accuracy.emplace_back(model.name, model.accuracy.value_or(100));
+  }
+  std::sort(co.sizes.begin(), co.sizes.end(),
+            [](auto& a, auto& b) { return int64_t{a.height} * a.width < int64_t{b.height} * b.width; });
+  co.fixed = co.sizes[co.sizes.size() / 2];
+  co.adaptation = adaptation == "off"         ? data_adaptation::off
+                  : adaptation == "bandwidth" ? data_adaptation::bandwidth
+                                              : data_adaptation::jellyfish;
+  // Traces: FILE, FILE,FILE,..., or a folder of files (in name order).
+  std::vector<std::string> files;
+  std::error_code ec;
+  if (!traces.empty() && std::filesystem::is_directory(traces, ec)) {
+    for (auto& e : std::filesystem::directory_iterator(traces, ec))
+      if (e.is_regular_file()) files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+  } else {
+    std::stringstream in(traces);
+    for (std::string f; std::getline(in, f, ',');)
+      if (!f.empty()) files.push_back(f);
+  }
+  for (auto& f : files) {
+    auto t = read_rate_trace(f);
+    if (!t) {
+      std::cerr << t.error() << "\n";
+      return 2;
+    }
+    co.bandwidth.push_back(std::move(*t));
+  }
+  for (auto v : co.slo_ms)
+    if (!(v > 0)) return std::cerr << "--client-slo-ms: SLOs must be positive\n", 2;
+  for (auto v : co.fps)
+    if (!(v > 0 && v <= 1000)) return std::cerr << "--client-fps: rates must be in (0, 1000]\n", 2;
+  lo.progress = false;
+  auto ran = run_clients(lo, co);
+  if (!ran) {
+    std::cerr << "sloserve load: " << ran.error() << "\n";
+    return 1;
+  }
+  std::cout << ran->to_text();
+  if (!json.empty()) std::ofstream(json) << ran->to_json(lo).dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace
+
 void add_load_command(CLI::App& app, int& rc) {
   struct opts {
     std::string config, address, pipeline, json, trace, key, bandwidth, images, image_size, protocol = "zmq", token,
                                                                                             report;
     load_options lo;
+    client_options co;
+    std::string adaptation = "jellyfish";
   };
   auto o = std::make_shared<opts>();
   auto& lo = o->lo;
@@ -46,7 +110,23 @@ void add_load_command(CLI::App& app, int& rc) {
       ->capture_default_str();
   cmd->add_option("--network-ms", lo.network_ms, "network time to attach to every request");
   cmd->add_option("--bandwidth-trace", o->bandwidth,
-                  "file of per-second uplink Mbps: each request carries payload·8/Mbps ms of network time");
+                  "file of per-second uplink Mbps: each request carries payload·8/Mbps ms of network time; with "
+                  "--clients, each client's uplink: one file, FILE,FILE,... (cycled) or a folder of them");
+  cmd->add_option("--clients", o->co.clients,
+                  "N video clients of their own, each sending JPEG frames over an emulated uplink (see --client-fps, "
+                  "--client-slo-ms, --bandwidth-trace, --rtt-ms, --data-adaptation); the model needs preprocess:");
+  cmd->add_option("--client-slo-ms", o->co.slo_ms,
+                  "with --clients: each client's SLO, cycled (default: the pipeline's)")
+      ->delimiter(',');
+  cmd->add_option("--client-fps", o->co.fps, "with --clients: each client's frames/s, cycled (default: rate / N)")
+      ->delimiter(',');
+  cmd->add_option("--rtt-ms", o->co.rtt_ms, "with --clients: each client's round trip to the frontend")
+      ->capture_default_str();
+  cmd->add_option("--data-adaptation", o->adaptation,
+                  "with --clients: jellyfish (send the size replies advise, or the largest the uplink carries), "
+                  "bandwidth (the largest the uplink carries), off (always the middle size)")
+      ->check(CLI::IsMember({"jellyfish", "bandwidth", "off"}))
+      ->capture_default_str();
   cmd->add_option("--payload-kb", lo.payload_kb, "payload size for --bandwidth-trace (default: the input tensor's)");
   cmd->add_option("--seed", lo.seed, "random seed of arrivals and payloads")->capture_default_str();
   cmd->add_option("--wait-ready", lo.wait_ready_s, "seconds to wait for the frontend to be ready")
@@ -143,6 +223,8 @@ void add_load_command(CLI::App& app, int& rc) {
         into = std::move(*got);
       return bool(got);
     };
+    if (o->co.clients > 0)
+      return void(rc = run_clients_command(*cfg, *p, o->bandwidth, o->adaptation, o->json, lo, o->co));
     if (!read(o->bandwidth, read_rate_trace, lo.bandwidth_mbps) || !read(o->trace, read_rate_trace, lo.trace) ||
         !read(o->images, read_images, lo.images))
       return void(rc = 2);

@@ -131,7 +131,9 @@ const std::vector<config_section>& config_keys() {
        {"heartbeat_ms", "peer_timeout_ms", "beacon_ms", "max_payload_bytes", "max_queue_length", "reply_grace_ms",
         "threads", "drop_policy", "balancer", "max_queued_mb", "zmq_hwm", "clock_tolerance_ms",
         "max_client_queued_replies", "max_client_in_flight", "link_probe_ms", "link_probe_bytes"}},
-      {"scheduler", {"policy", "split", "epoch_s", "min_epoch_s", "rate_band", "headroom", "steps", "ipa"}},
+      {"scheduler",
+       {"policy", "split", "epoch_s", "min_epoch_s", "rate_band", "headroom", "steps", "ipa", "jellyfish"}},
+      {"scheduler.jellyfish", {"interval_ms", "overhead_ms", "bytes_per_pixel", "resident"}},
       {"scheduler.ipa", {"alpha", "beta", "delta", "interval_s"}},
       {"scaler",
        {"policy", "vertical_s", "horizontal_s", "predictor", "max_cores", "max_instances", "max_total_cores",
@@ -544,6 +546,7 @@ void parse_security(reader& r, const YAML::Node& n, security_options& o) {
 }
 
 void parse_scaler_checks(reader& r, const YAML::Node& at, const cluster_config& cfg);
+void parse_jellyfish_checks(reader& r, const YAML::Node& root, const cluster_config& cfg);
 
 void parse_scaler(reader& r, const YAML::Node& root, cluster_config& cfg) {
   auto n = root["scaler"];
@@ -610,6 +613,26 @@ void parse_scaler_checks(reader& r, const YAML::Node& at, const cluster_config& 
                       cfg.models[m].name + "' needs 'cores: {gamma_ms, epsilon_ms, delta_ms, eta_ms}'");
 }
 
+// Jellyfish maps clients to variants of one stage that take images, and owns the devices.
+void parse_jellyfish_checks(reader& r, const YAML::Node& root, const cluster_config& cfg) {
+  if (cfg.scheduler.policy != scheduler_policy::jellyfish) return;
+  auto at = root["scheduler"]["policy"];
+  if (cfg.scaler.enabled())
+    r.error(root["scaler"]["policy"], "scheduler policy jellyfish runs one variant per device itself: scaler policy " +
+                                          std::string(knob_name(cfg.scaler.policy)) + " cannot run beside it");
+  for (auto& p : cfg.pipelines) {
+    if (p.stages.size() != 1 || p.stages.front().cascade) {
+      r.error(at, "scheduler policy jellyfish serves pipelines of one stage (one DNN a request): pipeline '" + p.name +
+                      "' has " + (p.stages.size() == 1 ? "a cascade" : std::to_string(p.stages.size()) + " stages"));
+      continue;
+    }
+    for (auto m : p.stages.front().variant_indices)
+      if (!cfg.models[m].preprocess)
+        r.error(at, "scheduler policy jellyfish tells clients which image size to send: model '" + cfg.models[m].name +
+                        "' of pipeline '" + p.name + "' needs 'preprocess: {from: image}'");
+  }
+}
+
 void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
   if (!n) return;
   const std::string w = "scheduler";
@@ -642,6 +665,20 @@ void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
       r.error(ipa, wi + " needs alpha > 0 and non-negative beta and delta");
     if (!(x.interval_s > 0)) r.error(ipa["interval_s"], wi + " interval_s must be positive");
     if (o.policy != scheduler_policy::ipa) r.error(ipa, "scheduler ipa is only read with policy: ipa");
+  }
+  if (auto jf = n["jellyfish"]) {
+    const std::string wj = "scheduler jellyfish";
+    r.known_keys(jf, "scheduler.jellyfish", wj);
+    auto& x = o.jellyfish;
+    r.get(jf, "interval_ms", x.interval_ms, wj, false);
+    r.get(jf, "overhead_ms", x.overhead_ms, wj, false);
+    r.get(jf, "bytes_per_pixel", x.bytes_per_pixel, wj, false);
+    r.get(jf, "resident", x.resident, wj, false);
+    if (!(x.interval_ms >= 10)) r.error(jf["interval_ms"], wj + " interval_ms must be at least 10");
+    if (!(x.overhead_ms >= 0)) r.error(jf["overhead_ms"], wj + " overhead_ms cannot be negative");
+    if (!(x.bytes_per_pixel > 0)) r.error(jf["bytes_per_pixel"], wj + " bytes_per_pixel must be positive");
+    if (x.resident < 1) r.error(jf["resident"], wj + " resident must be at least 1");
+    if (o.policy != scheduler_policy::jellyfish) r.error(jf, "scheduler jellyfish is only read with policy: jellyfish");
   }
 }
 
@@ -706,6 +743,7 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
     parse_runtime(r, root["runtime"], cfg.runtime);
     parse_scheduler(r, root["scheduler"], cfg.scheduler);
     parse_scaler(r, root, cfg);
+    parse_jellyfish_checks(r, root, cfg);
     parse_security(r, root["security"], cfg.security);
     if (root["nodes"] && root["nodes"].IsSequence()) {
       if (cfg.with_role(role::frontend).empty())
@@ -977,6 +1015,14 @@ std::string to_yaml(const cluster_config& cfg) {
     kv("beta", so.ipa.beta);
     kv("delta", so.ipa.delta);
     kv("interval_s", so.ipa.interval_s);
+    e << YAML::EndMap;
+  }
+  if (so.policy == scheduler_policy::jellyfish) {
+    e << YAML::Key << "jellyfish" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    kv("interval_ms", so.jellyfish.interval_ms);
+    kv("overhead_ms", so.jellyfish.overhead_ms);
+    kv("bytes_per_pixel", so.jellyfish.bytes_per_pixel);
+    kv("resident", so.jellyfish.resident);
     e << YAML::EndMap;
   }
   e << YAML::EndMap;

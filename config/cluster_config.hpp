@@ -94,6 +94,16 @@ struct ipa_options {
   double interval_s = 10;
 };
 
+// Jellyfish (`scheduler: {policy: jellyfish, jellyfish: {...}}`): every `interval_ms` the clients
+// that name themselves are mapped to variants of their pipeline's one stage, one variant per
+// device (scheduling/jellyfish_plan.hpp), and each is told the image size to send.
+struct jellyfish_options {
+  double interval_ms = 500;
+  double overhead_ms = 5;         // per request beyond upload and compute, in the budgets L_ij
+  double bytes_per_pixel = 0.25;  // of a client's images before any was seen
+  int resident = 3;               // variants a device keeps loaded (memory allowing): switches back cost nothing
+};
+
 // The control plane, named as the user writes them under `scheduler:`.
 struct scheduler_options {
   scheduler_policy policy = scheduler_policy::nexus;  // static: every device runs every model
@@ -105,6 +115,7 @@ struct scheduler_options {
   double headroom = 0.1;                              // plan for measured rate x (1 + headroom)
   int steps = 100;                                    // budget grid of the DP
   ipa_options ipa;                                    // policy ipa: the scaler's instances follow IPA's choices
+  jellyfish_options jellyfish;                        // policy jellyfish
 };
 
 // Autoscaling, named as the user writes them under `scaler:`. With a policy other than none the

@@ -39,6 +39,17 @@ status jpeg_size(const uint8_t* data, size_t n, int& h, int& w) {
   return {};
 }
 
+int64_t image_pixels_of(const tensor& t) {
+  if (t.type == dtype::uint8 && t.shape.size() == 1) {
+    int h = 0, w = 0;
+    auto* data = reinterpret_cast<const uint8_t*>(t.data.data());
+    return jpeg_size(data, t.data.size(), h, w) ? int64_t{h} * w : 0;
+  }
+  if (t.type == dtype::uint8 && t.shape.size() == 3) return t.shape[0] * t.shape[1];
+  if (t.shape.size() >= 2) return t.shape[t.shape.size() - 2] * t.shape.back();
+  return 0;
+}
+
 status decode_jpeg(const uint8_t* data, size_t n, std::vector<uint8_t>& rgb, int& h, int& w) {
   if (auto ok = jpeg_size(data, n, h, w); !ok) return ok;
   auto* tj = decompressor();

@@ -16,6 +16,10 @@ namespace sloserve {
 // damaged before its frame header, or is larger than max_image_side / max_image_pixels.
 status jpeg_size(const uint8_t* data, size_t n, int& h, int& w);
 
+// Pixels of an input: a raw uint8[h, w, 3] image's, a JPEG's (from its header), or the last two
+// dimensions of a tensor; 0 when it has none.
+int64_t image_pixels_of(const tensor& t);
+
 // Decodes JPEG bytes to RGB, h x w x 3.
 status decode_jpeg(const uint8_t* data, size_t n, std::vector<uint8_t>& rgb, int& h, int& w);
 

@@ -131,14 +131,7 @@ void run_lane(const load_options& o, size_t lane, size_t lanes, load_connection&
         next_send += std::chrono::nanoseconds(static_cast<int64_t>(gen.gap_s(rate_at(next_send)) * 1e9));
       }
     }
-    while (!expiry.empty() && expiry.front().first <= now) {
-      auto it = pending.find(expiry.front().second);
-      if (it != pending.end()) {
-        if (it->second.measured) out.lost();
-        pending.erase(it);
-      }
-      expiry.pop_front();
-    }
+    expire_lost(expiry, pending, now, out);
     if (!sending && pending.empty()) break;
     int timeout = 0;
     if (o.concurrency > 0 || !sending)
@@ -174,6 +167,15 @@ void run_lane(const load_options& o, size_t lane, size_t lanes, load_connection&
 
 }  // namespace
 
+tensor encoded_image(std::string data) {
+  tensor t;
+  t.name = "image";
+  t.type = dtype::uint8;
+  t.shape = {static_cast<int64_t>(data.size())};
+  t.data = std::move(data);
+  return t;
+}
+
 expected<std::vector<tensor>> read_images(const std::string& path) {
   std::vector<tensor> out;
   namespace fs = std::filesystem;
@@ -196,12 +198,7 @@ expected<std::vector<tensor>> read_images(const std::string& path) {
     std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (data.size() < 4 || static_cast<unsigned char>(data[0]) != 0xFF || static_cast<unsigned char>(data[1]) != 0xD8)
       return fail(f.string() + ": not a JPEG file");
-    tensor t;
-    t.name = "image";
-    t.type = dtype::uint8;
-    t.shape = {static_cast<int64_t>(data.size())};
-    t.data = std::move(data);
-    out.push_back(std::move(t));
+    out.push_back(encoded_image(std::move(data)));
   }
   return out;
 }

@@ -12,6 +12,9 @@
 
 namespace sloserve {
 
+// Encoded image bytes as a request input: uint8[N].
+tensor encoded_image(std::string data);
+
 // JPEG files as request inputs (uint8[N] each): `path` is one file, or a folder whose *.jpg and
 // *.jpeg files are read in name order.
 expected<std::vector<tensor>> read_images(const std::string& path);

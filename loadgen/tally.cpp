@@ -171,6 +171,8 @@ nlohmann::json load_summary::to_json(const load_options& o) const {
           {"reasons", reasons},
           {"nodes", nodes},
           {"models", models},
+          {"clients", clients},
+          {"accuracy", accuracy},
           {"series", series}};
 }
 
@@ -199,6 +201,16 @@ std::string load_summary::to_text() const {
     out += "\n";
   }
   for (auto& [reason, n] : reasons.items()) out += "  " + std::to_string(n.get<long>()) + "x " + reason + "\n";
+  for (auto& [id, c] : clients.items()) {
+    snprintf(buf, sizeof buf, "  %s: SLO %.0f ms, %.0f fps: sent %lu, missed %.2f%%, accuracy %.2f%%, sizes %s\n",
+             id.c_str(), c["slo_ms"].get<double>(), c["fps"].get<double>(), (unsigned long)c["sent"].get<uint64_t>(),
+             100 * c["miss_rate"].get<double>(), c["accuracy"].get<double>(), c["sizes"].dump().c_str());
+    out += buf;
+  }
+  if (!clients.empty()) {
+    snprintf(buf, sizeof buf, "accuracy of the answers within their SLO: %.2f%%\n", accuracy);
+    out += buf;
+  }
   for (auto& w : warnings()) out += "warning: " + w + "\n";
   return out;
 }

@@ -6,6 +6,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -33,6 +34,10 @@ struct load_summary {
   nlohmann::json models = nlohmann::json::object();  // stage runs of OK replies, per model (variant) that ran
   // Where OK replies' latency went: {client, frontend, queue, exec: {p50, p99}} in ms.
   nlohmann::json breakdown = nlohmann::json::object();
+  // --clients: per client (slo_ms, fps, sent, ok_within_slo, miss_rate, accuracy, sizes), and the
+  // mean accuracy (percent) of the models that answered within their SLO.
+  nlohmann::json clients = nlohmann::json::object();
+  double accuracy = 0;
   // The latency CDF of OK replies: (ms, fraction of them at most that), at 201 quantiles.
   std::vector<std::pair<double, double>> cdf;
 
@@ -77,6 +82,21 @@ class lane_tally {
   std::vector<float> latencies_;
   std::array<std::vector<float>, 4> parts_;  // of OK replies: client, frontend, queue, exec (ms)
 };
+
+// Requests whose time is up (`expiry`: (deadline, id) in deadline order) and still in `pending`
+// (id -> something with `measured`) are lost: counted (when measured) and forgotten.
+template <class Pending>
+void expire_lost(std::deque<std::pair<std::chrono::steady_clock::time_point, uint64_t>>& expiry, Pending& pending,
+                 std::chrono::steady_clock::time_point now, lane_tally& out) {
+  while (!expiry.empty() && expiry.front().first <= now) {
+    auto it = pending.find(expiry.front().second);
+    if (it != pending.end()) {
+      if (it->second.measured) out.lost();
+      pending.erase(it);
+    }
+    expiry.pop_front();
+  }
+}
 
 // The run's summary over `measured_s` seconds from every lane's tally.
 load_summary merge_lanes(std::vector<lane_tally>& lanes, double measured_s);

@@ -25,6 +25,12 @@ struct ClientRequest {
   inputs @2 :List(Tensor);
   networkMs @3 :Float64 = -1;  # the client's measured network time; < 0 when unknown
   sentAtUs @4 :Int64;  # the client's wall clock when it meant to send (µs since the Unix epoch); 0: unknown
+  # A client of its own (Jellyfish): its id, and what it declares of itself. Requests of one id
+  # share an uplink estimate, an SLO and the variant the scheduler maps them to.
+  client @5 :Text;  # empty: the connection stands for the client
+  sloMs @6 :Float64;  # 0: the pipeline's SLO
+  rateHz @7 :Float64;  # frames/s it sends; 0: measured at the frontend
+  rttMs @8 :Float64 = -1;  # its smoothed round trip to the frontend; < 0: unknown
 }
 
 struct StageTiming {
@@ -45,6 +51,10 @@ struct ClientReply {
   outputs @3 :List(Tensor);
   timings @4 :List(StageTiming);
   totalMs @5 :Float64;
+  # Data adaptation: the image size (pixels) the variant this client is mapped to takes; the
+  # client sends that size next, or the largest its uplink carries. 0: no advice.
+  inputHeight @6 :UInt32;
+  inputWidth @7 :UInt32;
 }
 
 # Frontend -> worker: run one stage on one device.
@@ -139,23 +149,37 @@ struct LinkLoad {
   unheard @5 :Bool;  # the frontend does not hear the worker now (it marked it down)
 }
 
+# A frontend's view of one client that names itself (ClientRequest.client), over the last second.
+struct ClientLoad {
+  client @0 :Text;
+  pipeline @1 :Text;
+  sloMs @2 :Float64;
+  rateHz @3 :Float64;  # declared, else measured over the window
+  uplinkMbps @4 :Float64 = -1;  # harmonic mean of its uploads over the last second; < 0: unknown
+  rttMs @5 :Float64;
+  bytesPerPixel @6 :Float64;  # of the images it sent (JPEG compresses); 0: unknown
+}
+
 struct LoadReport {
   node @0 :Text;
   windowS @1 :Float64;
   sessions @2 :List(SessionLoad);  # from workers
   pipelines @3 :List(PipelineLoad);  # from frontends
   links @4 :List(LinkLoad);  # from frontends
+  clients @5 :List(ClientLoad);  # from frontends
 }
 
 struct RouteInstance {
   node @0 :Text;
   device @1 :UInt32;
   weight @2 :Float64 = 1;
+  #! eq
 }
 
 struct ModelRoute {
   model @0 :Text;
   instances @1 :List(RouteInstance);
+  #! eq
 }
 
 struct StageBudget {
@@ -163,6 +187,21 @@ struct StageBudget {
   stage @1 :Text;
   budgetMs @2 :Float64;
   model @3 :Text;  # the model (variant) the stage runs now; empty: the one the file names
+  #! eq
+}
+
+# Where one client's requests of a pipeline go (Jellyfish's mapping): the variant, the instance,
+# the compute budget planned for them and the image size to tell the client.
+struct ClientRoute {
+  client @0 :Text;
+  pipeline @1 :Text;
+  model @2 :Text;
+  node @3 :Text;
+  device @4 :UInt32;
+  budgetMs @5 :Float64;
+  inputHeight @6 :UInt32;
+  inputWidth @7 :UInt32;
+  #! eq
 }
 
 # Controller -> frontends.
@@ -170,6 +209,7 @@ struct RoutingTable {
   epoch @0 :UInt64;
   routes @1 :List(ModelRoute);
   budgets @2 :List(StageBudget);
+  clients @3 :List(ClientRoute);
 }
 
 struct SessionSchedule {

@@ -94,7 +94,11 @@ std::vector<pipeline_issue> resolve(pipeline& p, const std::vector<model_spec>& 
         auto& first = models[s.variant_indices.empty() ? *m : s.variant_indices.front()];
         auto& mv = models[*m];
         auto same = [](const tensor_spec& a, const tensor_spec& b) { return a.type == b.type && a.shape == b.shape; };
-        if (!same(mv.input, first.input) || !same(mv.output, first.output))
+        // Variants that take images may differ in size: the device resizes what a request carries.
+        bool images = mv.preprocess && first.preprocess && mv.input.type == first.input.type &&
+                      mv.input.shape.size() == first.input.shape.size() && !mv.input.shape.empty() &&
+                      mv.input.shape[0] == first.input.shape[0];
+        if (!(same(mv.input, first.input) || images) || !same(mv.output, first.output))
           issues.push_back({i, "stage '" + s.name + "': variant '" + v + "' takes " + mv.input.to_string() +
                                    " and gives " + mv.output.to_string() + ", but variant '" + first.name + "' takes " +
                                    first.input.to_string() + " and gives " + first.output.to_string()});

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "actors/client_registry.hpp"
 #include "actors/client_time.hpp"
 #include "actors/frontend_routes.hpp"
 #include "actors/route_publisher.hpp"
@@ -193,6 +194,84 @@ TEST(route_publisher, a_model_placed_nowhere_keeps_no_stale_instances) {
   pub.adopt(third);
   auto& held = pub.publish(third, w, 3);
   for (auto& b : held.budgets) EXPECT_EQ(b.model, b.stage == "a" ? "small" : "m");
+}
+
+// A client Jellyfish moves to a variant its device has not loaded yet stays on the instance it was
+// published with (the device keeps the old variant resident), which stays routed meanwhile.
+TEST(route_publisher, a_client_moves_to_its_new_instance_once_it_may_take_traffic) {
+  auto cfg = testing::parse_or_die(variants_yaml);
+  worker_registry w(0);
+  w.on_register("w1", 1, 1);
+  auto placement = [](const std::string& variant, uint64_t epoch) {
+    auto p = variant_placement(variant, 0, epoch, 50);
+    if (variant == "small") p.schedules["w1"].devices[0].sessions = {{"small", 1}, {"big", 1}};  // big stays resident
+    p.table.clients = {{"cam", "p", variant, "w1", 0, 80, variant == "big" ? 320u : 160u, 320u}};
+    return p;
+  };
+  route_publisher pub;
+  auto first = placement("big", 1);
+  pub.adopt(first);
+  ASSERT_EQ(pub.publish(first, w, 1).clients.size(), 1u);
+  auto next = placement("small", 2);
+  pub.adopt(next);
+  auto& held = pub.publish(next, w, 2);
+  ASSERT_EQ(held.clients.size(), 1u);
+  EXPECT_EQ(held.clients[0].model, "big") << "small is not acknowledged yet";
+  EXPECT_EQ(held.clients[0].input_height, 320u);
+  bool big_routed = false;
+  for (auto& r : held.routes) big_routed |= r.model == "big" && r.instances.size() == 1;
+  EXPECT_TRUE(big_routed);
+  w.on_register("w1", 1, 2);
+  auto& moved = pub.publish(next, w, 3);
+  ASSERT_EQ(moved.clients.size(), 1u);
+  EXPECT_EQ(moved.clients[0].model, "small");
+  // A route to a variant its device does not hold is no route, and the old one is gone with it.
+  auto gone = variant_placement("big", 0, 4, 50);
+  gone.table.clients = {{"cam", "p", "small", "w1", 0, 80, 160, 320}};
+  pub.adopt(gone);
+  auto& none = pub.publish(gone, w, 4);
+  EXPECT_TRUE(none.clients.empty()) << "small is placed nowhere now";
+}
+
+TEST(uplink_estimate, harmonic_mean_of_the_last_second) {
+  uplink_estimate u;
+  EXPECT_EQ(u.mbps(0), -1);
+  u.add(0.0, 125000, 100);  // 1 Mbit in 100 ms: 10 Mbps
+  u.add(0.5, 125000, 25);   // 40 Mbps
+  EXPECT_NEAR(u.mbps(0.5), 2 / (1 / 10.0 + 1 / 40.0), 1e-9);
+  EXPECT_NEAR(u.mbps(1.2), 40, 1e-9) << "the first is over a second old";
+  EXPECT_EQ(u.mbps(3), -1);
+  u.add(3, 1000, 0);  // no measurable time: counted at 10 Gbps
+  EXPECT_NEAR(u.mbps(3), 1e4, 1e-9);
+}
+
+TEST(client_registry, reports_what_clients_declare_and_what_their_uploads_show) {
+  client_registry reg(2);
+  std::string cam = "cam", p = "p", other = "other";
+  // 50,000 bytes of a 200x250 image, 40 ms after it was sent, with a 20 ms round trip: 30 ms up.
+  ASSERT_TRUE(reg.on_request({cam, p, 150, 0, 20, 50000, 50000, 40, 100}, 10.0));
+  ASSERT_TRUE(reg.on_request({cam, p, 150, 0, 20, 50000, 50000, 40, 100}, 10.5));
+  ASSERT_TRUE(reg.on_request({other, p, 0, 25, -1, 1000, 0, -1, 100}, 10.5));
+  EXPECT_FALSE(reg.on_request({std::string("third"), p, 0, 0, -1, 1, 0, -1, 100}, 10.5)) << "full";
+  auto r = reg.report(10.6, 0.5);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].client, "cam");
+  EXPECT_DOUBLE_EQ(r[0].slo_ms, 150);
+  EXPECT_DOUBLE_EQ(r[0].rate_hz, 4) << "measured: 2 in 0.5 s";
+  EXPECT_NEAR(r[0].uplink_mbps, 50000 * 8 / 30e3, 1e-9);
+  EXPECT_DOUBLE_EQ(r[0].rtt_ms, 20);
+  EXPECT_DOUBLE_EQ(r[0].bytes_per_pixel, 1);
+  EXPECT_EQ(r[1].client, "other");
+  EXPECT_DOUBLE_EQ(r[1].slo_ms, 100) << "the pipeline's";
+  EXPECT_DOUBLE_EQ(r[1].rate_hz, 25) << "declared";
+  EXPECT_EQ(r[1].uplink_mbps, -1) << "no send time";
+  EXPECT_EQ(reg.report(30, 1).size(), 0u) << "silent clients are forgotten";
+  // Routes from the controller.
+  EXPECT_EQ(reg.route(cam, p), nullptr);
+  reg.apply({{"cam", "p", "big", "w1", 0, 80, 320, 320}});
+  ASSERT_NE(reg.route(cam, p), nullptr);
+  EXPECT_EQ(reg.route(cam, p)->model, "big");
+  EXPECT_EQ(reg.route(other, p), nullptr);
 }
 
 TEST(client_time, reported_network_time_counts_and_is_remembered_for_requests_without_it) {

@@ -52,6 +52,7 @@ controller_actor recording_controller(caf::actor_system& sys, std::shared_ptr<st
         [](msg::register_node&) {},
         [out](deployment& d) { out->push_back(std::move(d)); },
         [](beacon_atom) {},
+        [](tick_atom) {},
         [](peer_down_atom, const std::string&) {},
         [](peer_up_atom, const std::string&) {},
         [](link_verdicts&) {},

@@ -615,6 +615,58 @@ TEST(cluster_config, variants_are_checked_with_their_place) {
   EXPECT_NE(e.find("model 'small' serves both p.s and p.t"), std::string::npos) << e;
 }
 
+// Jellyfish: variants of one network at several image sizes; its options round-trip.
+const std::string image_variants = R"(
+  - {name: i128, input: {dtype: float32, shape: [3, 128, 128]}, output: {dtype: float32, shape: [10]},
+     preprocess: {from: image}, profile: {alpha_ms: 1, beta_ms: 1}, accuracy: 60}
+  - {name: i256, input: {dtype: float32, shape: [3, 256, 256]}, output: {dtype: float32, shape: [10]},
+     preprocess: {from: image}, profile: {alpha_ms: 2, beta_ms: 1}, accuracy: 70}
+)";
+
+TEST(cluster_config, jellyfish_serves_image_variants_of_several_sizes_and_round_trips) {
+  auto text = nodes + models + image_variants + R"(pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, variants: [i128, i256]}]}
+scheduler: {policy: jellyfish, jellyfish: {interval_ms: 250, overhead_ms: 3, bytes_per_pixel: 0.4, resident: 2}}
+)";
+  auto r = parse_cluster_config(text, "c.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  EXPECT_EQ(r.config->scheduler.policy, scheduler_policy::jellyfish);
+  EXPECT_EQ(r.config->pipelines[0].stages[0].model, "i256");
+  auto again = parse_cluster_config(to_yaml(*r.config), "again.yaml");
+  ASSERT_TRUE(again) << again.error_text();
+  auto& j = again.config->scheduler.jellyfish;
+  EXPECT_DOUBLE_EQ(j.interval_ms, 250);
+  EXPECT_DOUBLE_EQ(j.overhead_ms, 3);
+  EXPECT_DOUBLE_EQ(j.bytes_per_pixel, 0.4);
+  EXPECT_EQ(j.resident, 2);
+}
+
+TEST(cluster_config, jellyfish_is_checked_with_its_place) {
+  auto with = [&](const std::string& pipelines, const std::string& rest) {
+    return errors_of(nodes + models + variant_models + image_variants + "pipelines:\n" + pipelines + rest);
+  };
+  auto one = "  - {name: p, slo_ms: 100, stages: [{name: s, variants: [i128, i256]}]}\n";
+  auto e = with("  - {name: p, slo_ms: 100, stages: [{name: s, variants: [small, large]}]}\n",
+                "scheduler: {policy: jellyfish}\n");
+  EXPECT_NE(e.find("model 'large' of pipeline 'p' needs 'preprocess: {from: image}'"), std::string::npos) << e;
+  e = with(
+      "  - {name: p, slo_ms: 100, stages: [{name: s, variants: [i128, i256]}, {name: t, model: i128, after: s}]}\n",
+      "scheduler: {policy: jellyfish}\n");
+  EXPECT_NE(e.find("serves pipelines of one stage (one DNN a request): pipeline 'p' has 2 stages"), std::string::npos)
+      << e;
+  e = with(one, "scheduler: {policy: jellyfish}\nscaler: {policy: fa2}\n");
+  EXPECT_NE(e.find("scaler policy fa2 cannot run beside it"), std::string::npos) << e;
+  e = with(one, "scheduler: {policy: nexus, jellyfish: {interval_ms: 100}}\n");
+  EXPECT_NE(e.find("scheduler jellyfish is only read with policy: jellyfish"), std::string::npos) << e;
+  e = with(one, "scheduler: {policy: jellyfish, jellyfish: {interval_ms: 1, resident: 0, bytes_per_pixel: 0}}\n");
+  EXPECT_NE(e.find("interval_ms must be at least 10"), std::string::npos) << e;
+  EXPECT_NE(e.find("resident must be at least 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("bytes_per_pixel must be positive"), std::string::npos) << e;
+  // Image variants of different sizes are one stage's variants.
+  auto ok = parse_cluster_config(nodes + models + image_variants + "pipelines:\n" + one, "c.yaml");
+  EXPECT_TRUE(ok) << ok.error_text();
+}
+
 TEST(cluster_config, a_cascade_names_two_models_and_round_trips) {
   auto text = nodes + models + variant_models +
               R"(  - {name: e, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [3, 2]},

@@ -231,6 +231,72 @@ scaler: {policy: fa2, vertical_s: 0.5, horizontal_s: 1}
   EXPECT_GE(s["nodes"].size(), 2u) << s.dump(2);
 }
 
+// Jellyfish under load: four video clients whose uplinks step between 2 and 20 Mbps (two in each
+// phase) send JPEG frames at the sizes the replies advise; devices switch variants (each load
+// takes 200 ms) and nothing is lost meanwhile.
+TEST_F(cluster_fixture, jellyfish_adapts_clients_and_variants_to_their_uplinks_and_loses_nothing) {
+  std::ofstream(dir / "cluster.yaml") << R"(cluster: {name: it}
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, memory_mb: 300}]}
+  - {name: w2, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, memory_mb: 300}]}
+models:
+  - {name: d128, input: {dtype: float32, shape: [3, 128, 128]}, output: {dtype: float32, shape: [10]},
+     preprocess: {from: image}, profile: {alpha_ms: 1, beta_ms: 3}, accuracy: 60, max_batch: 8, load_ms: 200,
+     memory_mb: 100}
+  - {name: d256, input: {dtype: float32, shape: [3, 256, 256]}, output: {dtype: float32, shape: [10]},
+     preprocess: {from: image}, profile: {alpha_ms: 2, beta_ms: 4}, accuracy: 70, max_batch: 8, load_ms: 200,
+     memory_mb: 100}
+  - {name: d384, input: {dtype: float32, shape: [3, 384, 384]}, output: {dtype: float32, shape: [10]},
+     preprocess: {from: image}, profile: {alpha_ms: 3, beta_ms: 5}, accuracy: 76, max_batch: 8, load_ms: 200,
+     memory_mb: 100}
+pipelines:
+  - {name: traffic, slo_ms: 150, stages: [{name: detect, variants: [d128, d256, d384]}]}
+runtime: {heartbeat_ms: 100, peer_timeout_ms: 500, beacon_ms: 500}
+scheduler: {policy: jellyfish, jellyfish: {interval_ms: 250}}
+)";
+  start_cluster();
+  std::ofstream(dir / "up.txt") << "20\n20\n2\n2\n20\n20\n2\n2\n20\n20\n2\n2\n";
+  std::ofstream(dir / "down.txt") << "2\n2\n20\n20\n2\n2\n20\n20\n2\n2\n20\n20\n";
+  auto l = spawn({"sloserve",
+                  "load",
+                  "-c",
+                  (dir / "resolved.yaml").string(),
+                  "--pipeline",
+                  "traffic",
+                  "--clients",
+                  "4",
+                  "--client-fps",
+                  "10",
+                  "--client-slo-ms",
+                  "150,120",
+                  "--bandwidth-trace",
+                  (dir / "up.txt").string() + "," + (dir / "down.txt").string(),
+                  "--rtt-ms",
+                  "10",
+                  "--duration",
+                  "8",
+                  "--warmup",
+                  "1",
+                  "--json",
+                  (dir / "load.json").string()},
+                 dir / "load.log");
+  auto s = finish_load(l, 60s);
+  std::cout << l.output() << "\n";
+  EXPECT_EQ(s["lost"].get<int>(), 0) << s.dump(2);
+  EXPECT_EQ(s["errors"].get<int>(), 0) << s.dump(2);
+  EXPECT_EQ(s["sent"].get<int>(), s["ok"].get<int>() + s["dropped"].get<int>() + s["overloaded"].get<int>());
+  ASSERT_EQ(s["clients"].size(), 4u) << s.dump(2);
+  EXPECT_DOUBLE_EQ(s["clients"]["client-1"]["slo_ms"].get<double>(), 120);
+  // Clients sent more than one size as their uplinks changed, and more than one variant answered.
+  size_t adapted = 0;
+  for (auto& [id, c] : s["clients"].items()) adapted += c["sizes"].size() > 1;
+  EXPECT_GE(adapted, 2u) << s.dump(2);
+  EXPECT_GE(s["models"].size(), 2u) << s.dump(2);
+  EXPECT_GT(s["accuracy"].get<double>(), 0);
+  EXPECT_NE(up.output().find("jellyfish: 4 clients"), std::string::npos) << up.output();
+}
+
 TEST_F(cluster_fixture, curve_admits_listed_clients_and_refuses_others) {
   // Keys for every node and two clients; only alice is listed.
   std::ofstream(dir / "cluster.yaml", std::ios::app) << "security: {keys: keys, clients: [keys/alice.pub]}\n";

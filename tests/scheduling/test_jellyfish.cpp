@@ -8,6 +8,7 @@
 #include <random>
 
 #include "scheduling/jellyfish.hpp"
+#include "scheduling/jellyfish_plan.hpp"
 
 namespace sloserve::sched {
 namespace {
@@ -138,6 +139,63 @@ TEST(jellyfish, annealing_finds_the_exhaustive_optimum_on_most_small_instances) 
   std::printf("annealing optimal on %d of %d instances; %.2f ms against exhaustive %.2f ms in all\n", optimal, trials,
               sa_ms, exhaustive_ms);
   EXPECT_GE(optimal, trials * 7 / 10);
+}
+
+// L_ij: SLO less upload at the variant's size and the round trip and overheads; 0 when the uplink
+// cannot carry that size at the client's rate.
+TEST(jellyfish_plan, budgets_count_the_upload_of_each_variants_input_size) {
+  jf_plan_options o;
+  o.overhead_ms = 5;
+  jf_client_state c{"c", 100, 10, 8, 10, 0.25};           // 8 Mbps = 1 MB/s
+  jf_variant small{"s", 200, 200, 70, 8, [](int b) { return 1.0 * b; }};  // 10,000 bytes: 10 ms
+  jf_variant large{"l", 400, 500, 80, 8, [](int b) { return 2.0 * b; }};  // 50,000 bytes: 50 ms
+  EXPECT_DOUBLE_EQ(jf_input_bytes(c, small, o), 10000);
+  EXPECT_DOUBLE_EQ(jf_budget_ms(c, small, o), 100 - 10 - 10 - 5);
+  EXPECT_DOUBLE_EQ(jf_budget_ms(c, large, o), 100 - 50 - 10 - 5);
+  c.rate_hz = 20;
+  c.uplink_mbps = 0.8;  // 100,000 B/s: 10 of the small a second, fewer than the 20 it sends
+  EXPECT_EQ(jf_budget_ms(c, small, o), 0);
+  c.uplink_mbps = -1;  // not measured yet: uploads cost nothing
+  EXPECT_DOUBLE_EQ(jf_budget_ms(c, large, o), 100 - 10 - 5);
+  c.bytes_per_pixel = 0;  // images not seen yet: the plan's default
+  o.bytes_per_pixel = 1;
+  EXPECT_DOUBLE_EQ(jf_input_bytes(c, small, o), 40000);
+}
+
+// A client on a slow uplink gets a smaller variant than one on a fast uplink; everyone is mapped.
+TEST(jellyfish_plan, slow_uplinks_get_smaller_inputs_and_everyone_is_mapped) {
+  std::vector<jf_variant> zoo;
+  for (int k = 0; k < 4; ++k) {
+    int side = 128 + 128 * k;
+    double a = 0.5 + 0.5 * k;
+    zoo.push_back({"v" + std::to_string(side), side, side, 60.0 + 5 * k, 8, [a](int b) { return a * b + 2; }});
+  }
+  std::vector<jf_client_state> clients{{"fast", 100, 10, 200, 10, 0.25}, {"slow", 100, 10, 2, 10, 0.25}};
+  auto plan = plan_jellyfish(zoo, clients, 2, {}, {});
+  ASSERT_EQ(plan.clients.size(), 2u);
+  EXPECT_TRUE(plan.clients[0].mapped);
+  EXPECT_TRUE(plan.clients[1].mapped);
+  EXPECT_GT(plan.clients[0].variant, plan.clients[1].variant);
+  EXPECT_NE(plan.clients[0].worker, plan.clients[1].worker);
+  EXPECT_DOUBLE_EQ(plan.quality.mapped, 1);
+  for (auto& a : plan.clients) EXPECT_GT(a.budget_ms, 0);
+  // No clients: every worker keeps what it ran.
+  auto idle = plan_jellyfish(zoo, {}, 2, {3, 1}, {});
+  EXPECT_EQ(idle.variants, (std::vector<size_t>{3, 1}));
+}
+
+// A client no variant serves within its budget is still routed: to the fastest variant running.
+TEST(jellyfish_plan, clients_beyond_every_budget_go_to_the_fastest_worker) {
+  std::vector<jf_variant> zoo{{"small", 100, 100, 60, 4, [](int b) { return 10.0 * b; }},
+                              {"large", 300, 300, 80, 4, [](int b) { return 30.0 * b; }}};
+  std::vector<jf_client_state> clients{{"ok", 200, 5, -1, 0, 0.25}, {"hopeless", 20, 5, -1, 0, 0.25}};
+  auto plan = plan_jellyfish(zoo, clients, 2, {1, 1}, {});
+  EXPECT_TRUE(plan.clients[0].mapped);
+  EXPECT_FALSE(plan.clients[1].mapped);
+  auto fastest = std::min(plan.variants[0], plan.variants[1]);
+  EXPECT_EQ(plan.clients[1].variant, fastest);
+  EXPECT_EQ(plan.variants[plan.clients[1].worker], fastest);
+  EXPECT_DOUBLE_EQ(plan.quality.mapped, 0.5);
 }
 
 }  // namespace

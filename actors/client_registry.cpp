@@ -1,0 +1,82 @@
+#include "actors/client_registry.hpp"
+
+#include <algorithm>
+
+namespace sloserve {
+
+void uplink_estimate::add(double now_s, int64_t bytes, double upload_ms) {
+  if (bytes <= 0) return;
+  // Uploads faster than 10 Gbps are loopback or clock noise: counted at that.
+  double mbps = static_cast<double>(bytes) * 8 / (std::max(upload_ms, 0.0) * 1e3);
+  samples_.emplace_back(now_s, std::min(mbps, 1e4));
+  while (samples_.size() > 1024 || (!samples_.empty() && samples_.front().first < now_s - 1)) samples_.pop_front();
+}
+
+double uplink_estimate::mbps(double now_s) const {
+  double inverse = 0;
+  size_t n = 0;
+  for (auto& [at, mbps] : samples_)
+    if (at >= now_s - 1) inverse += 1 / mbps, ++n;
+  return n ? static_cast<double>(n) / inverse : -1;
+}
+
+bool client_registry::on_request(const request& r, double now_s) {
+  auto k = key(r.client, r.pipeline);
+  auto it = clients_.find(k);
+  if (it == clients_.end()) {
+    if (clients_.size() >= max_) return false;
+    it = clients_.emplace(k, entry{}).first;
+    it->second.client = r.client;
+    it->second.pipeline = r.pipeline;
+  }
+  auto& e = it->second;
+  e.slo_ms = r.slo_ms > 0 ? r.slo_ms : r.default_slo_ms;
+  e.rate_hz = r.rate_hz;
+  if (r.rtt_ms >= 0) e.rtt_ms = r.rtt_ms;
+  e.last_s = now_s;
+  ++e.arrivals;
+  if (r.pixels > 0) {
+    double bpp = static_cast<double>(r.bytes) / static_cast<double>(r.pixels);
+    e.bytes_per_pixel = e.bytes_per_pixel > 0 ? 0.8 * e.bytes_per_pixel + 0.2 * bpp : bpp;
+  }
+  if (r.waited_ms >= 0) e.uplink.add(now_s, r.bytes, r.waited_ms - std::max(0.0, e.rtt_ms) / 2);
+  return true;
+}
+
+std::vector<msg::client_load> client_registry::report(double now_s, double window_s, double forget_s) {
+  std::vector<msg::client_load> out;
+  for (auto it = clients_.begin(); it != clients_.end();) {
+    auto& e = it->second;
+    if (e.last_s < now_s - forget_s) {
+      it = clients_.erase(it);
+      continue;
+    }
+    msg::client_load l;
+    l.client = e.client;
+    l.pipeline = e.pipeline;
+    l.slo_ms = e.slo_ms;
+    l.rate_hz = e.rate_hz > 0 ? e.rate_hz : window_s > 0 ? static_cast<double>(e.arrivals) / window_s : 0;
+    l.uplink_mbps = e.uplink.mbps(now_s);
+    l.rtt_ms = std::max(0.0, e.rtt_ms);
+    l.bytes_per_pixel = e.bytes_per_pixel;
+    e.arrivals = 0;
+    out.push_back(std::move(l));
+    ++it;
+  }
+  std::sort(out.begin(), out.end(),
+            [](auto& a, auto& b) { return std::tie(a.client, a.pipeline) < std::tie(b.client, b.pipeline); });
+  return out;
+}
+
+void client_registry::apply(const std::vector<msg::client_route>& routes) {
+  routes_.clear();
+  for (auto& r : routes) routes_[key(r.client, r.pipeline)] = r;
+}
+
+const msg::client_route* client_registry::route(const std::string& client, const std::string& pipeline) const {
+  if (routes_.empty()) return nullptr;
+  auto it = routes_.find(key(client, pipeline));
+  return it == routes_.end() ? nullptr : &it->second;
+}
+
+}  // namespace sloserve

@@ -1,0 +1,73 @@
+#pragma once
+// Clients that name themselves (ClientRequest.client), as one frontend sees them: per client and
+// pipeline, the SLO and frame rate it declares (else its measured rate), its uplink (the harmonic
+// mean of the last second of its uploads: bytes over the time each took, from its send time less
+// half its round trip), the bytes per pixel of its images, and the controller's route for it (the
+// variant, instance and image size Jellyfish mapped it to). CAF-free; the frontend owns one.
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "messages/types.hpp"
+
+namespace sloserve {
+
+// Harmonic mean of the uploads of the last second, in Mbps.
+class uplink_estimate {
+ public:
+  // An upload of `bytes` that took `upload_ms` (one way), seen at `now_s`.
+  void add(double now_s, int64_t bytes, double upload_ms);
+  // -1 when no upload of the last second is known.
+  double mbps(double now_s) const;
+
+ private:
+  std::deque<std::pair<double, double>> samples_;  // (seen at s, Mbps), oldest first
+};
+
+class client_registry {
+ public:
+  struct request {
+    const std::string& client;
+    const std::string& pipeline;
+    double slo_ms = 0;   // what it declares (0: the pipeline's, `default_slo_ms`)
+    double rate_hz = 0;  // 0: measured
+    double rtt_ms = -1;
+    int64_t bytes = 0;
+    int64_t pixels = 0;     // of its image (0: not an image)
+    double waited_ms = -1;  // since it sent, clock offset removed; < 0: no send time
+    double default_slo_ms = 0;
+  };
+  explicit client_registry(size_t max_clients = 4096) : max_(max_clients) {}
+
+  // Counts one request. False when the registry is full and the client is new (it is then
+  // served as an anonymous client).
+  bool on_request(const request& r, double now_s);
+  // Every client heard within `forget_s`, with its rate over the `window_s` since the last call;
+  // clients silent longer are forgotten.
+  std::vector<msg::client_load> report(double now_s, double window_s, double forget_s = 10);
+
+  // The controller's mapping; replaces the last.
+  void apply(const std::vector<msg::client_route>& routes);
+  // Where the client's requests of `pipeline` go; null when the table names none.
+  const msg::client_route* route(const std::string& client, const std::string& pipeline) const;
+  size_t size() const { return clients_.size(); }
+
+ private:
+  struct entry {
+    std::string client, pipeline;
+    double slo_ms = 0, rate_hz = 0, rtt_ms = -1, bytes_per_pixel = 0, last_s = 0;
+    uint64_t arrivals = 0;  // since the last report
+    uplink_estimate uplink;
+  };
+  static std::string key(const std::string& client, const std::string& pipeline) { return client + '\n' + pipeline; }
+
+  size_t max_;
+  std::unordered_map<std::string, entry> clients_;
+  std::unordered_map<std::string, msg::client_route> routes_;
+};
+
+}  // namespace sloserve

@@ -1,0 +1,200 @@
+#include "actors/jellyfish_core.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace sloserve {
+
+std::vector<sched::jf_variant> jellyfish_zoo(const pipeline& p, const std::vector<model_spec>& models) {
+  std::vector<sched::jf_variant> zoo;
+  for (auto m : p.stages.front().variant_indices) {
+    auto& spec = models[m];
+    auto& shape = spec.input.shape;
+    sched::jf_variant v;
+    v.model = spec.name;
+    v.height = shape.size() >= 2 ? shape[shape.size() - 2] : 1;
+    v.width = shape.empty() ? 1 : shape.back();
+    v.accuracy = spec.accuracy.value_or(100);
+    v.max_batch = spec.batch_limit();
+    v.latency_ms = [profile = spec.profile](int b) { return profile.latency_ms_at(b); };
+    zoo.push_back(std::move(v));
+  }
+  std::stable_sort(zoo.begin(), zoo.end(), [](auto& a, auto& b) {
+    if (a.accuracy != b.accuracy) return a.accuracy < b.accuracy;
+    return a.latency_ms(1) < b.latency_ms(1);
+  });
+  return zoo;
+}
+
+namespace {
+
+// Slots per pipeline: one each while they last, the rest by the frame rates of their clients
+// (largest remainders), pipelines without clients sharing the rest evenly.
+std::vector<size_t> apportion(const std::vector<double>& rate, size_t slots) {
+  size_t n = rate.size();
+  std::vector<size_t> out(n, 0);
+  for (size_t p = 0; p < n && slots > 0; ++p, --slots) out[p] = 1;
+  double total = std::accumulate(rate.begin(), rate.end(), 0.0);
+  std::vector<double> share(n, total > 0 ? 0 : 1.0 / static_cast<double>(std::max<size_t>(n, 1)));
+  if (total > 0)
+    for (size_t p = 0; p < n; ++p) share[p] = rate[p] / total;
+  size_t left = slots;
+  std::vector<std::pair<double, size_t>> remainders;
+  for (size_t p = 0; p < n; ++p) {
+    double exact = share[p] * static_cast<double>(slots);
+    auto whole = static_cast<size_t>(std::floor(exact));
+    out[p] += whole;
+    left -= whole;
+    remainders.emplace_back(exact - static_cast<double>(whole), p);
+  }
+  std::sort(remainders.begin(), remainders.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  for (size_t i = 0; i < left && i < remainders.size(); ++i) ++out[remainders[i].second];
+  return out;
+}
+
+}  // namespace
+
+cluster_placement jellyfish_core::decide(const std::vector<msg::client_load>& clients,
+                                         const std::vector<sched::device_slot>& slots,
+                                         const std::vector<model_spec>& models, uint64_t epoch) {
+  ++stats_.reschedules;
+  auto& o = cfg_.scheduler.jellyfish;
+  size_t np = cfg_.pipelines.size();
+  // Clients per pipeline.
+  std::vector<std::vector<const msg::client_load*>> of(np);
+  std::vector<double> rate(np, 0);
+  for (auto& c : clients)
+    if (auto* p = cfg_.find_pipeline(c.pipeline)) {
+      auto pi = static_cast<size_t>(p - cfg_.pipelines.data());
+      of[pi].push_back(&c);
+      rate[pi] += std::max(1.0, c.rate_hz);
+    }
+  auto count = apportion(rate, slots.size());
+  // Slots keep the pipeline they served while it wants as many; the others fill up in order.
+  std::vector<std::vector<size_t>> mine(np);
+  std::vector<bool> taken(slots.size(), false);
+  auto pipeline_of = [&](const std::string& model) -> size_t {
+    for (size_t pi = 0; pi < np; ++pi)
+      for (auto m : cfg_.pipelines[pi].stages.front().variant_indices)
+        if (models[m].name == model) return pi;
+    return np;
+  };
+  for (size_t s = 0; s < slots.size(); ++s)
+    if (auto it = running_.find({slots[s].node, slots[s].device}); it != running_.end()) {
+      auto pi = pipeline_of(it->second);
+      if (pi < np && mine[pi].size() < count[pi]) mine[pi].push_back(s), taken[s] = true;
+    }
+  for (size_t pi = 0, s = 0; pi < np; ++pi)
+    for (; mine[pi].size() < count[pi] && s < slots.size(); ++s)
+      if (!taken[s]) mine[pi].push_back(s), taken[s] = true;
+
+  cluster_placement out;
+  for (auto& slot : device_slots(cfg_)) {
+    auto& sched = out.schedules[slot.node];
+    sched.epoch = epoch;
+    sched.devices.push_back({slot.device, 0, {}});
+  }
+  auto device_of = [&](const slot_key& k) -> msg::device_schedule& {
+    for (auto& d : out.schedules[k.first].devices)
+      if (d.device == k.second) return d;
+    return out.schedules[k.first].devices.emplace_back(msg::device_schedule{k.second, 0, {}});
+  };
+  sched::jf_plan_options po{o.overhead_ms, o.bytes_per_pixel, {}};
+  po.annealing.seed = stats_.reschedules;
+  double mapped = 0, accuracy = 0, weight = 0;
+  std::map<std::string, size_t> model_index;
+  for (size_t m = 0; m < models.size(); ++m) model_index[models[m].name] = m;
+  for (size_t pi = 0; pi < np; ++pi) {
+    auto& p = cfg_.pipelines[pi];
+    auto zoo = jellyfish_zoo(p, models);
+    std::vector<sched::jf_client_state> cs;
+    for (auto* c : of[pi])
+      cs.push_back({c->client, c->slo_ms, c->rate_hz, c->uplink_mbps, c->rtt_ms, c->bytes_per_pixel});
+    // Where each slot starts: what it ran, else the stage's most accurate variant.
+    std::vector<size_t> previous;
+    for (auto s : mine[pi]) {
+      auto it = running_.find({slots[s].node, slots[s].device});
+      auto name = it != running_.end() ? it->second : p.stages.front().model;
+      size_t z = zoo.size() - 1;
+      for (size_t i = 0; i < zoo.size(); ++i)
+        if (zoo[i].model == name) z = i;
+      previous.push_back(z);
+    }
+    auto plan = sched::plan_jellyfish(zoo, cs, mine[pi].size(), previous, po);
+    if (!cs.empty()) {
+      mapped += plan.quality.mapped * static_cast<double>(cs.size());
+      accuracy += plan.quality.accuracy * static_cast<double>(cs.size());
+      weight += static_cast<double>(cs.size());
+    }
+    size_t fastest = zoo.size();
+    for (size_t w = 0; w < mine[pi].size(); ++w) {
+      auto& slot = slots[mine[pi][w]];
+      slot_key k{slot.node, slot.device};
+      auto& v = zoo[plan.variants[w]];
+      fastest = std::min(fastest, plan.variants[w]);
+      // The selected variant first, then what the device ran most recently, within its memory.
+      auto& mru = resident_[k];
+      if (auto it = running_.find(k); it != running_.end() && it->second != v.model) {
+        ++stats_.switches;
+        if (std::find(mru.begin(), mru.end(), v.model) != mru.end()) ++stats_.resident_hits;
+      }
+      // A batch that moved little keeps the schedule as it is: workers are not re-sent one
+      // every interval for estimates that jitter.
+      auto same = running_.find(k);
+      int batch = plan.batch[w];
+      if (same != running_.end() && same->second == v.model && batch_.count(k) &&
+          std::abs(batch - batch_[k]) <= std::max(1, batch_[k] / 4))
+        batch = batch_[k];
+      batch_[k] = batch;
+      running_[k] = v.model;
+      std::erase(mru, v.model);
+      mru.insert(mru.begin(), v.model);
+      auto& d = device_of(k);
+      double memory = 0;
+      std::vector<std::string> kept;
+      for (auto& name : mru) {
+        double mb = models[model_index[name]].memory_mb;
+        if (kept.size() >= static_cast<size_t>(o.resident) || (slot.memory_mb > 0 && memory + mb > slot.memory_mb))
+          break;
+        memory += mb;
+        kept.push_back(name);
+        d.sessions.push_back({name, name == v.model ? static_cast<uint32_t>(batch) : 1u});
+      }
+      if (kept.empty()) {  // the selected variant alone exceeds the slot's memory: it runs anyway
+        kept.push_back(v.model);
+        d.sessions.push_back({v.model, static_cast<uint32_t>(batch)});
+      }
+      mru = std::move(kept);
+    }
+    // Routes: each variant to the devices selecting it, weighted by what they carry.
+    for (auto& v : zoo) {
+      msg::model_route r{v.model, {}};
+      for (size_t w = 0; w < mine[pi].size(); ++w)
+        if (zoo[plan.variants[w]].model == v.model) {
+          int b = plan.batch[w];
+          r.instances.push_back({slots[mine[pi][w]].node, slots[mine[pi][w]].device, b / v.latency_ms(b) * 1e3});
+        }
+      out.table.routes.push_back(std::move(r));
+    }
+    // Requests of clients without a route run on the fastest variant running.
+    auto anonymous = fastest < zoo.size() ? zoo[fastest].model : p.stages.front().model;
+    out.table.budgets.push_back({p.name, p.stages.front().name, p.slo_ms, anonymous});
+    for (size_t c = 0; c < cs.size(); ++c) {
+      auto& a = plan.clients[c];
+      if (mine[pi].empty()) break;
+      auto& slot = slots[mine[pi][a.worker]];
+      auto& v = zoo[a.variant];
+      out.table.clients.push_back({cs[c].id, p.name, v.model, slot.node, slot.device, a.budget_ms,
+                                   static_cast<uint32_t>(v.height), static_cast<uint32_t>(v.width)});
+    }
+  }
+  // Slots no pipeline was given (more slots than pipelines want, or a pipeline of no zoo) forget.
+  for (size_t s = 0; s < slots.size(); ++s)
+    if (!taken[s]) running_.erase({slots[s].node, slots[s].device}), batch_.erase({slots[s].node, slots[s].device});
+  stats_.mapped = weight > 0 ? mapped / weight : 1;
+  stats_.accuracy = weight > 0 ? accuracy / weight : 0;
+  return out;
+}
+
+}  // namespace sloserve

@@ -1,0 +1,54 @@
+#pragma once
+// The controller's Jellyfish policy (`scheduler.policy: jellyfish`), apart from any actor. Every
+// interval it takes the clients the frontends report, gives each pipeline device slots in
+// proportion to its clients' frame rates (one at least), runs Jellyfish's re-schedule per pipeline
+// (scheduling/jellyfish_plan.hpp: one variant per device, clients mapped to devices), and turns it
+// into a placement: each device runs its selected variant at the batch its clients allow, and
+// keeps the variants it ran most recently loaded beside it (`resident`, within the slot's memory),
+// so that switching back costs no load; the table routes each client to its device with the image
+// size to tell it. Requests of clients without a route go to the fastest variant running.
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/cluster_config.hpp"
+#include "messages/types.hpp"
+#include "scheduling/jellyfish_plan.hpp"
+#include "scheduling/placement.hpp"
+
+namespace sloserve {
+
+class jellyfish_core {
+ public:
+  explicit jellyfish_core(const cluster_config& cfg) : cfg_(cfg) {}
+
+  // One re-schedule on the device slots of the workers up (`slots`) with `models` (the file's,
+  // with measured profiles). Devices of workers not up are listed with no sessions.
+  cluster_placement decide(const std::vector<msg::client_load>& clients, const std::vector<sched::device_slot>& slots,
+                           const std::vector<model_spec>& models, uint64_t epoch);
+
+  struct stats {
+    uint64_t reschedules = 0;
+    uint64_t switches = 0;       // devices whose selected variant changed
+    uint64_t resident_hits = 0;  // of those, switches to a variant the device still held
+    double mapped = 1;           // last re-schedule: fraction of clients mapped within their budgets
+    double accuracy = 0;         // and their rate-weighted accuracy (a fraction)
+  };
+  const stats& counters() const { return stats_; }
+
+ private:
+  using slot_key = std::pair<std::string, uint32_t>;
+  const cluster_config& cfg_;
+  std::map<slot_key, std::string> running_;                // selected variant per device
+  std::map<slot_key, int> batch_;                          // and the batch it runs at
+  std::map<slot_key, std::vector<std::string>> resident_;  // per device, most recently selected first
+  stats stats_;
+};
+
+// The zoo of pipeline `p`'s stage: its variants ascending in accuracy (then l(1)), each with
+// the image size it takes (its input's last two dimensions).
+std::vector<sched::jf_variant> jellyfish_zoo(const pipeline& p, const std::vector<model_spec>& models);
+
+}  // namespace sloserve

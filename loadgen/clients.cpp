@@ -1,0 +1,268 @@
+#include "loadgen/clients.hpp"
+
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <thread>
+#include <unordered_map>
+
+#include "loadgen/load.hpp"
+#include "loadgen/socket.hpp"
+#include "messages/codec.hpp"
+
+namespace sloserve {
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+double ms(steady::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+}  // namespace
+
+std::string camera_frame_jpeg(int h, int w, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> noise(-28, 28);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<uint8_t> rgb(static_cast<size_t>(h) * w * 3);
+  // Smooth shading, a few flat objects, a little sensor noise.
+  struct box {
+    double y0, x0, y1, x1, level;
+  };
+  std::vector<box> boxes;
+  for (int k = 0; k < 12; ++k) {
+    double y = u(rng), x = u(rng);
+    boxes.push_back({y, x, y + 0.05 + 0.2 * u(rng), x + 0.05 + 0.2 * u(rng), 255 * u(rng)});
+  }
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      double fy = static_cast<double>(y) / h, fx = static_cast<double>(x) / w;
+      for (int c = 0; c < 3; ++c) {
+        double v = 128 + 80 * std::sin(6 * fx + 2 * c + 9 * fy * (c + 1));
+        for (auto& b : boxes)
+          if (fy >= b.y0 && fy < b.y1 && fx >= b.x0 && fx < b.x1) v = b.level + 20 * c;
+        v += noise(rng);
+        rgb[(static_cast<size_t>(y) * w + x) * 3 + c] = static_cast<uint8_t>(std::clamp(v, 0.0, 255.0));
+      }
+    }
+  tjhandle tj = tjInitCompress();
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  tjCompress2(tj, rgb.data(), w, 0, h, TJPF_RGB, &buf, &size, TJSAMP_420, 80, 0);
+  std::string out(reinterpret_cast<char*>(buf), size);
+  tjFree(buf);
+  tjDestroy(tj);
+  return out;
+}
+
+namespace {
+
+struct client_result {
+  std::string id;
+  double slo_ms = 0, fps = 0;
+  uint64_t sent = 0, ok_within_slo = 0, answered_within = 0;
+  double accuracy_sum = 0;
+  std::map<std::string, uint64_t> sizes;  // "HxW" -> frames sent
+};
+
+struct frame {
+  uint64_t id;
+  steady::time_point capture, deliver;
+  size_t size;
+  bool measured;
+  size_t second;
+};
+
+template <class T>
+const T& cycled(const std::vector<T>& v, size_t i) {
+  return v[i % v.size()];
+}
+
+void run_client(const load_options& o, const client_options& co, size_t index, load_connection& c,
+                steady::time_point start, int64_t start_wall_us, const std::vector<tensor>& frames,
+                const std::map<std::string, double>& accuracy, lane_tally& out, client_result& res) {
+  msg::decode_limits limits;
+  limits.max_payload_bytes = 1ULL << 32;
+  auto n = static_cast<size_t>(co.clients);
+  res.id = "client-" + std::to_string(index);
+  res.slo_ms = co.slo_ms.empty() ? o.slo_ms : cycled(co.slo_ms, index);
+  res.fps = co.fps.empty() ? std::max(1.0, o.rate / static_cast<double>(n)) : cycled(co.fps, index);
+  const std::vector<double>* trace = co.bandwidth.empty() ? nullptr : &cycled(co.bandwidth, index);
+  double total_s = o.warmup_s + o.duration_s;
+  auto measure_from = start + std::chrono::microseconds(static_cast<int64_t>(o.warmup_s * 1e6));
+  auto stop = start + std::chrono::microseconds(static_cast<int64_t>(total_s * 1e6));
+  auto gap = std::chrono::nanoseconds(static_cast<int64_t>(1e9 / res.fps));
+  auto grace = std::chrono::microseconds(static_cast<int64_t>((res.slo_ms + o.grace_ms) * 1000));
+  auto second_of = [&](steady::time_point t) {
+    return t < measure_from ? size_t{0} : static_cast<size_t>(std::chrono::duration<double>(t - measure_from).count());
+  };
+  auto mbps_at = [&](steady::time_point t) {
+    if (!trace || trace->empty()) return std::numeric_limits<double>::infinity();
+    auto s = static_cast<size_t>(std::max(0.0, std::chrono::duration<double>(t - start).count()));
+    return (*trace)[std::min(s, trace->size() - 1)];
+  };
+  double pixels = 0, bytes = 0;
+  for (size_t i = 0; i < co.sizes.size(); ++i) {
+    pixels += static_cast<double>(co.sizes[i].height) * co.sizes[i].width;
+    bytes += static_cast<double>(frames[i].data.size());
+  }
+  double bpp = bytes / std::max(1.0, pixels);
+  auto index_of = [&](image_size s) {
+    for (size_t i = 0; i < co.sizes.size(); ++i)
+      if (co.sizes[i] == s) return i;
+    return co.sizes.size();
+  };
+  std::optional<image_size> advised;
+  auto choose = [&](steady::time_point t) {
+    auto carried = index_of(largest_carried(co.sizes, mbps_at(t), res.fps, bpp));
+    switch (co.adaptation) {
+      case data_adaptation::off:
+        return index_of(co.fixed);
+      case data_adaptation::bandwidth:
+        return carried;
+      case data_adaptation::jellyfish:
+        if (advised && index_of(*advised) < co.sizes.size()) return std::min(index_of(*advised), carried);
+        return carried;
+    }
+    return carried;
+  };
+
+  out = lane_tally(static_cast<size_t>(std::ceil(total_s)));
+  std::unordered_map<uint64_t, frame> pending;
+  std::deque<frame> uplink;                                    // captured, not yet at the frontend
+  std::deque<std::pair<steady::time_point, uint64_t>> expiry;  // capture order = deadline order
+  auto next_capture = start + gap * static_cast<int64_t>(index) / static_cast<int64_t>(n);
+  auto link_free = start;
+  uint64_t next_id = 1;
+  std::string buf;
+  while (true) {
+    auto now = steady::now();
+    for (; next_capture <= now && next_capture < stop; next_capture += gap) {
+      frame f{next_id++, next_capture, {}, choose(next_capture), next_capture >= measure_from, second_of(next_capture)};
+      auto begin = std::max(next_capture, link_free);
+      double ser_ms = static_cast<double>(frames[f.size].data.size()) * 8 / (mbps_at(begin) * 1e3);
+      link_free = begin + std::chrono::nanoseconds(static_cast<int64_t>(ser_ms * 1e6));
+      f.deliver = link_free + std::chrono::nanoseconds(static_cast<int64_t>(co.rtt_ms / 2 * 1e6));
+      if (f.measured) {
+        out.sent(f.second);
+        ++res.sent;
+        auto& sz = co.sizes[f.size];
+        ++res.sizes[std::to_string(sz.height) + "x" + std::to_string(sz.width)];
+      }
+      expiry.emplace_back(f.capture + grace, f.id);
+      uplink.push_back(f);
+    }
+    while (!uplink.empty() && uplink.front().deliver <= now) {
+      auto f = uplink.front();
+      uplink.pop_front();
+      msg::client_request r;
+      r.pipeline = o.pipeline;
+      r.request_id = f.id;
+      r.inputs.push_back(frames[f.size]);
+      r.sent_at_us = start_wall_us + std::chrono::duration_cast<std::chrono::microseconds>(f.capture - start).count();
+      r.client = res.id;
+      r.slo_ms = res.slo_ms;
+      r.rate_hz = res.fps;
+      r.rtt_ms = co.rtt_ms;
+      pending.emplace(f.id, f);
+      c.send(msg::encode_frame({{}, std::move(r)}));
+    }
+    expire_lost(expiry, pending, now, out);
+    if (next_capture >= stop && uplink.empty() && pending.empty()) break;
+    auto wake = std::min(next_capture < stop ? next_capture : now + std::chrono::milliseconds(20),
+                         uplink.empty() ? now + std::chrono::milliseconds(20) : uplink.front().deliver);
+    int timeout = static_cast<int>(
+        std::clamp<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count(), 0, 20));
+    for (int wait = timeout; c.recv(buf, wait); wait = 0) {
+      auto d = msg::decode(buf, limits);
+      if (!d.value) continue;
+      auto* r = std::get_if<msg::client_reply>(&d.value->content);
+      if (!r) continue;
+      auto it = pending.find(r->request_id);
+      if (it == pending.end()) {
+        out.late();
+        continue;
+      }
+      auto f = it->second;
+      pending.erase(it);
+      if (r->input_height > 0 && r->input_width > 0)
+        advised = image_size{static_cast<int>(r->input_height), static_cast<int>(r->input_width)};
+      if (!f.measured) continue;
+      double latency = ms(steady::now() - f.capture);
+      out.reply(*r, f.second, latency, 0, res.slo_ms);
+      if (r->code == msg::status::ok && latency <= res.slo_ms) {
+        ++res.ok_within_slo;
+        if (!r->timings.empty())
+          if (auto a = accuracy.find(r->timings.front().model); a != accuracy.end()) {
+            res.accuracy_sum += a->second;
+            ++res.answered_within;
+          }
+      }
+      if (steady::now() >= next_capture || (!uplink.empty() && steady::now() >= uplink.front().deliver)) break;
+    }
+  }
+}
+
+}  // namespace
+
+image_size largest_carried(const std::vector<image_size>& sizes, double mbps, double fps, double bytes_per_pixel) {
+  image_size best = sizes.empty() ? image_size{} : sizes.front();
+  for (auto& s : sizes)
+    if (bytes_per_pixel * s.height * s.width * 8 * fps < mbps * 1e6) best = s;
+  return best;
+}
+
+expected<load_summary> run_clients(const load_options& o, const client_options& co) {
+  if (co.clients <= 0 || co.sizes.empty()) return fail("--clients needs at least one client and one image size");
+  auto n = static_cast<size_t>(co.clients);
+  std::vector<std::unique_ptr<load_connection>> conns;
+  for (size_t i = 0; i < n; ++i) {
+    conns.push_back(std::make_unique<load_socket>(o));
+    if (auto connected = conns.back()->connect(); !connected) return fail(connected.error());
+  }
+  if (auto ready = wait_ready(*conns.front(), o); !ready) return fail(ready.error());
+  std::vector<tensor> frames;
+  for (size_t i = 0; i < co.sizes.size(); ++i) {
+    frames.push_back(encoded_image(camera_frame_jpeg(co.sizes[i].height, co.sizes[i].width, o.seed)));
+  }
+  std::map<std::string, double> accuracy(co.accuracy.begin(), co.accuracy.end());
+  auto start = steady::now() + std::chrono::milliseconds(20);
+  auto start_wall_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                           (std::chrono::system_clock::now() + std::chrono::milliseconds(20)).time_since_epoch())
+                           .count();
+  std::vector<lane_tally> tallies(n);
+  std::vector<client_result> results(n);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < n; ++i)
+    threads.emplace_back([&, i] {
+      std::this_thread::sleep_until(start);
+      run_client(o, co, i, *conns[i], start, start_wall_us, frames, accuracy, tallies[i], results[i]);
+    });
+  for (auto& t : threads) t.join();
+  auto s = merge_lanes(tallies, o.duration_s);
+  double acc = 0;
+  uint64_t answered = 0;
+  s.clients = nlohmann::json::object();
+  for (auto& r : results) {
+    s.clients[r.id] = {{"slo_ms", r.slo_ms},
+                       {"fps", r.fps},
+                       {"sent", r.sent},
+                       {"ok_within_slo", r.ok_within_slo},
+                       {"miss_rate", r.sent ? 1 - static_cast<double>(r.ok_within_slo) / r.sent : 0},
+                       {"accuracy", r.answered_within ? r.accuracy_sum / r.answered_within : 0},
+                       {"sizes", r.sizes}};
+    acc += r.accuracy_sum;
+    answered += r.answered_within;
+  }
+  s.accuracy = answered ? acc / static_cast<double>(answered) : 0;
+  return s;
+}
+
+}  // namespace sloserve

@@ -1,0 +1,51 @@
+#pragma once
+// `sloserve load --clients N`: N video clients of their own (ClientRequest.client), each sending
+// frames at its frame rate under its SLO over an emulated uplink: a frame waits for the frames
+// before it to cross the link, crosses it at the bandwidth its trace gives for that second, and
+// reaches the frontend half a round trip later; it carries its capture time as its send time, so
+// the SLO counts the upload. Data adaptation: each client sends JPEG frames at one of the image
+// sizes its pipeline's variants take, as the replies advise (jellyfish), the largest its uplink
+// carries at its frame rate (bandwidth), or always the first size (off).
+
+#include <string>
+#include <vector>
+
+#include "loadgen/options.hpp"
+#include "loadgen/tally.hpp"
+
+namespace sloserve {
+
+enum class data_adaptation { jellyfish, bandwidth, off };
+
+struct image_size {
+  int height = 0, width = 0;
+  bool operator==(const image_size&) const = default;
+};
+
+struct client_options {
+  int clients = 0;
+  std::vector<double> slo_ms;                  // per client, cycled; empty: the pipeline's
+  std::vector<double> fps;                     // per client, cycled
+  std::vector<std::vector<double>> bandwidth;  // per-second Mbps traces, cycled; empty: unlimited
+  double rtt_ms = 10;
+  data_adaptation adaptation = data_adaptation::jellyfish;
+  std::vector<image_size> sizes;  // ascending in pixels: what the pipeline's variants take
+  image_size fixed{};             // adaptation off: the size sent (default: the middle one)
+  // Accuracy of each model, for the summary's rate-weighted accuracy.
+  std::vector<std::pair<std::string, double>> accuracy;
+};
+
+// Runs the clients against `o.address` for `o.duration_s` (after `o.warmup_s`) and summarises
+// them: the load summary plus `clients` (per client: sent, ok within its SLO, miss rate, mean
+// accuracy of its answers, sizes sent) and `accuracy` (of answers within their SLO).
+expected<load_summary> run_clients(const load_options& o, const client_options& c);
+
+// A synthetic camera frame of h x w as JPEG (quality 80): shading, flat objects and noise, at
+// roughly the bytes per pixel of real video frames. The same seed draws the same scene.
+std::string camera_frame_jpeg(int h, int w, uint64_t seed);
+
+// The largest of `sizes` whose JPEG (at `bytes_per_pixel`) `mbps` carries `fps` times a second;
+// the smallest when none does.
+image_size largest_carried(const std::vector<image_size>& sizes, double mbps, double fps, double bytes_per_pixel);
+
+}  // namespace sloserve

@@ -1,0 +1,70 @@
+#pragma once
+// Jellyfish's re-schedule of one pipeline (seed 000, §4): from what the frontends know of each
+// client (SLO, frame rate, uplink, round trip, bytes per pixel of its images) and the pipeline's
+// zoo of variants (one network at several input sizes), the per-client, per-variant compute
+// budgets L_ij, the DNN each worker runs (Algorithm 2 over Algorithm 1), and where each client's
+// requests go with the image size to tell it. Pure: the controller and the benchmark run it.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "scheduling/jellyfish.hpp"
+
+namespace sloserve::sched {
+
+// One client as the frontends report it.
+struct jf_client_state {
+  std::string id;
+  double slo_ms = 0;
+  double rate_hz = 0;
+  double uplink_mbps = -1;  // < 0: not measured yet (its uploads then cost nothing)
+  double rtt_ms = 0;
+  double bytes_per_pixel = 0;  // of its images; 0: unknown (the plan's default then)
+};
+
+// One variant of the zoo: a model and the image size it takes.
+struct jf_variant {
+  std::string model;
+  int64_t height = 0, width = 0;
+  double accuracy = 0;  // percent
+  int max_batch = 1;
+  std::function<double(int)> latency_ms;  // l(b)
+};
+
+struct jf_plan_options {
+  double overhead_ms = 5;         // per request, beyond upload and compute (frontend, hops, reply)
+  double bytes_per_pixel = 0.25;  // for clients whose images were not seen yet (a JPEG's, roughly)
+  jf_annealing annealing{};
+};
+
+// What an image of `v`'s size from client `c` weighs, in bytes.
+double jf_input_bytes(const jf_client_state& c, const jf_variant& v, const jf_plan_options& o);
+// L_ij = SLO_i - (size_j / W_i + RTT_i) - overheads, clamped at 0; 0 also when the uplink cannot
+// carry size_j at the client's rate (W_i / size_j <= rate_i).
+double jf_budget_ms(const jf_client_state& c, const jf_variant& v, const jf_plan_options& o);
+
+// Where one client goes.
+struct jf_assignment {
+  size_t worker = 0;
+  size_t variant = 0;  // the worker's
+  double budget_ms = 0;
+  bool mapped = false;  // Algorithm 1 placed it; false: the fastest worker takes it, best effort
+};
+
+struct jf_plan {
+  std::vector<size_t> variants;        // per worker, an index into the zoo
+  std::vector<int> batch;              // per worker: the batch its clients allow (1 when none)
+  std::vector<jf_assignment> clients;  // per client, in the order given
+  jf_quality quality;
+};
+
+// The zoo is sorted ascending (accuracy, then l(1)) by the caller. `previous`: per worker, the
+// selection before (resized to `workers`; empty: every worker starts on the smallest variant).
+// With no clients every worker keeps its variant.
+jf_plan plan_jellyfish(const std::vector<jf_variant>& zoo, const std::vector<jf_client_state>& clients, size_t workers,
+                       std::vector<size_t> previous, const jf_plan_options& o = {});
+
+}  // namespace sloserve::sched

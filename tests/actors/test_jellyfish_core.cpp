@@ -1,0 +1,110 @@
+// The controller's Jellyfish policy apart from the actor: slots per pipeline, one variant per
+// device, clients routed with the image size to send, and the resident zoo of each device.
+
+#include <gtest/gtest.h>
+
+#include "actors/jellyfish_core.hpp"
+#include "caf_fixture.hpp"
+
+namespace sloserve {
+namespace {
+
+const char* yaml = R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, memory_mb: 300}]}
+  - {name: w2, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, memory_mb: 150}]}
+models:
+  - {name: d128, input: {dtype: float32, shape: [3, 128, 128]}, output: {dtype: float32, shape: [10]},
+     preprocess: {from: image}, profile: {alpha_ms: 0.5, beta_ms: 2}, accuracy: 60, memory_mb: 100, max_batch: 8}
+  - {name: d256, input: {dtype: float32, shape: [3, 256, 256]}, output: {dtype: float32, shape: [10]},
+     preprocess: {from: image}, profile: {alpha_ms: 1, beta_ms: 2}, accuracy: 70, memory_mb: 100, max_batch: 8}
+  - {name: d384, input: {dtype: float32, shape: [3, 384, 384]}, output: {dtype: float32, shape: [10]},
+     preprocess: {from: image}, profile: {alpha_ms: 1.5, beta_ms: 2}, accuracy: 75, memory_mb: 100, max_batch: 8}
+  - {name: d512, input: {dtype: float32, shape: [3, 512, 512]}, output: {dtype: float32, shape: [10]},
+     preprocess: {from: image}, profile: {alpha_ms: 2, beta_ms: 2}, accuracy: 80, memory_mb: 100, max_batch: 8}
+pipelines:
+  - {name: detect, slo_ms: 100, stages: [{name: d, variants: [d512, d128, d384, d256]}]}
+scheduler: {policy: jellyfish, jellyfish: {resident: 3, overhead_ms: 5, bytes_per_pixel: 0.25}}
+)";
+
+msg::client_load client(const std::string& id, double mbps) {
+  return {id, "detect", 100, 10, mbps, 10, 0.25};
+}
+
+const msg::client_route* route_of(const cluster_placement& p, const std::string& id) {
+  for (auto& c : p.table.clients)
+    if (c.client == id) return &c;
+  return nullptr;
+}
+
+TEST(jellyfish_core, the_zoo_ascends_in_accuracy_with_each_variants_image_size) {
+  auto cfg = testing::parse_or_die(yaml);
+  auto zoo = jellyfish_zoo(cfg->pipelines[0], cfg->models);
+  ASSERT_EQ(zoo.size(), 4u);
+  EXPECT_EQ(zoo[0].model, "d128");
+  EXPECT_EQ(zoo[3].model, "d512");
+  EXPECT_EQ(zoo[2].height, 384);
+  EXPECT_EQ(zoo[2].width, 384);
+  EXPECT_DOUBLE_EQ(zoo[1].latency_ms(4), 6);
+}
+
+TEST(jellyfish_core, maps_clients_to_devices_and_tells_them_the_size_to_send) {
+  auto cfg = testing::parse_or_die(yaml);
+  jellyfish_core core(*cfg);
+  auto slots = device_slots(*cfg);
+  auto p = core.decide({client("fast", 200), client("slow", 2)}, slots, cfg->models, 7);
+  auto* fast = route_of(p, "fast");
+  auto* slow = route_of(p, "slow");
+  ASSERT_TRUE(fast && slow);
+  EXPECT_GT(fast->input_height, slow->input_height) << "the slow uplink sends smaller images";
+  EXPECT_NE(fast->node, slow->node);
+  EXPECT_GT(fast->budget_ms, 0);
+  EXPECT_EQ(fast->input_height, fast->input_width);
+  // Each device runs the variant its clients were mapped to, first in its schedule.
+  for (auto* c : {fast, slow}) {
+    auto& s = p.schedules.at(c->node);
+    EXPECT_EQ(s.epoch, 7u);
+    ASSERT_FALSE(s.devices[0].sessions.empty());
+    EXPECT_EQ(s.devices[0].sessions[0].model, c->model);
+    bool routed = false;
+    for (auto& r : p.table.routes)
+      if (r.model == c->model)
+        for (auto& i : r.instances) routed |= i.node == c->node;
+    EXPECT_TRUE(routed);
+  }
+  // Requests without a client route run on the fastest variant running.
+  ASSERT_EQ(p.table.budgets.size(), 1u);
+  EXPECT_EQ(p.table.budgets[0].model, slow->model);
+  EXPECT_DOUBLE_EQ(p.table.budgets[0].budget_ms, 100);
+  EXPECT_DOUBLE_EQ(core.counters().mapped, 1);
+}
+
+TEST(jellyfish_core, devices_keep_recent_variants_resident_within_their_memory) {
+  auto cfg = testing::parse_or_die(yaml);
+  jellyfish_core core(*cfg);
+  auto slots = device_slots(*cfg);
+  slots.pop_back();  // w2 is down: w1 alone
+  std::vector<std::string> ran;
+  for (double mbps : {200.0, 2.0, 200.0}) {
+    auto p = core.decide({client("cam", mbps)}, slots, cfg->models, 1);
+    auto& d = p.schedules.at("w1").devices[0];
+    ran.push_back(d.sessions[0].model);
+    EXPECT_LE(d.sessions.size(), 3u) << "300 MB hold three variants of 100 MB";
+    EXPECT_TRUE(p.schedules.at("w2").devices[0].sessions.empty());
+  }
+  EXPECT_NE(ran[0], ran[1]);
+  EXPECT_EQ(core.counters().switches, 2u);
+  EXPECT_EQ(core.counters().resident_hits, 1u) << "the switch back found its variant loaded";
+  // w2 holds 150 MB: one variant.
+  jellyfish_core small(*cfg);
+  auto only_w2 = device_slots(*cfg);
+  only_w2.erase(only_w2.begin());
+  for (double mbps : {200.0, 2.0}) {
+    auto p = small.decide({client("cam", mbps)}, only_w2, cfg->models, 1);
+    EXPECT_EQ(p.schedules.at("w2").devices[0].sessions.size(), 1u);
+  }
+}
+
+}  // namespace
+}  // namespace sloserve
