@@ -443,7 +443,8 @@ void on_peer_down(self_ptr self, const std::string& node) {
   }
 }
 
-// Sends the controller what this frontend knows of its clients (Jellyfish re-schedules on it).
+// Sends the controller what this frontend knows of its clients (Jellyfish re-schedules on it),
+// twice an interval, so that a re-schedule sees estimates at most half an interval old.
 void report_clients(self_ptr self, clock_time now) {
   auto& st = self->state;
   auto* ctl = st.cfg->controller();
@@ -461,7 +462,7 @@ void on_tick(self_ptr self) {
   auto now = self->clock().now();
   if (st.cfg->scheduler.policy == scheduler_policy::jellyfish &&
       now - st.last_client_report >=
-          std::chrono::microseconds(static_cast<int64_t>(st.cfg->scheduler.jellyfish.interval_ms * 1e3)))
+          std::chrono::microseconds(static_cast<int64_t>(st.cfg->scheduler.jellyfish.interval_ms * 500)))
     report_clients(self, now);
   while (!st.expiries.empty() && st.expiries.top().first <= now) {
     auto qid = st.expiries.top().second;

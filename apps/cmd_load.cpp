@@ -22,20 +22,10 @@ namespace {
 // `--clients N`: the sizes the pipeline's variants take, each client's uplink trace, then the run.
 int run_clients_command(const cluster_config& cfg, const pipeline& p, const std::string& traces,
                         const std::string& adaptation, const std::string& json, load_options& lo, client_options& co) {
-  for (auto m : p.stages[p.roots().front()].variant_indices) {
-    auto& model = cfg.models[m];
-    if (!model.preprocess || model.input.shape.size() != 3) {
-      std::cerr << "--clients sends images: model '" << model.name << "' of pipeline '" << p.name
-                << "' needs preprocess: {from: image}\n";
-      return 2;
-    }
-    image_size s{static_cast<int>(model.input.shape[1]), static_cast<int>(model.input.shape[2])};
-    if (std::find(co.sizes.begin(), co.sizes.end(), s) == co.sizes.end()) co.sizes.push_back(s);
-    co.accuracy.emplace_back(model.name, model.accuracy.value_or(100));
+  if (auto sized = set_image_sizes(cfg, p, co); !sized) {
+    std::cerr << sized.error() << "\n";
+    return 2;
   }
-  std::sort(co.sizes.begin(), co.sizes.end(),
-            [](auto& a, auto& b) { return int64_t{a.height} * a.width < int64_t{b.height} * b.width; });
-  co.fixed = co.sizes[co.sizes.size() / 2];
   co.adaptation = adaptation == "off"         ? data_adaptation::off
                   : adaptation == "bandwidth" ? data_adaptation::bandwidth
                                               : data_adaptation::jellyfish;

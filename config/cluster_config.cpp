@@ -133,7 +133,7 @@ const std::vector<config_section>& config_keys() {
         "max_client_queued_replies", "max_client_in_flight", "link_probe_ms", "link_probe_bytes"}},
       {"scheduler",
        {"policy", "split", "epoch_s", "min_epoch_s", "rate_band", "headroom", "steps", "ipa", "jellyfish"}},
-      {"scheduler.jellyfish", {"interval_ms", "overhead_ms", "bytes_per_pixel", "resident"}},
+      {"scheduler.jellyfish", {"interval_ms", "overhead_ms", "bytes_per_pixel", "resident", "compute_share"}},
       {"scheduler.ipa", {"alpha", "beta", "delta", "interval_s"}},
       {"scaler",
        {"policy", "vertical_s", "horizontal_s", "predictor", "max_cores", "max_instances", "max_total_cores",
@@ -674,6 +674,9 @@ void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
     r.get(jf, "overhead_ms", x.overhead_ms, wj, false);
     r.get(jf, "bytes_per_pixel", x.bytes_per_pixel, wj, false);
     r.get(jf, "resident", x.resident, wj, false);
+    r.get(jf, "compute_share", x.compute_share, wj, false);
+    if (!(x.compute_share >= 0 && x.compute_share <= 1))
+      r.error(jf["compute_share"], wj + " compute_share must be in [0, 1]");
     if (!(x.interval_ms >= 10)) r.error(jf["interval_ms"], wj + " interval_ms must be at least 10");
     if (!(x.overhead_ms >= 0)) r.error(jf["overhead_ms"], wj + " overhead_ms cannot be negative");
     if (!(x.bytes_per_pixel > 0)) r.error(jf["bytes_per_pixel"], wj + " bytes_per_pixel must be positive");
@@ -1023,6 +1026,7 @@ std::string to_yaml(const cluster_config& cfg) {
     kv("overhead_ms", so.jellyfish.overhead_ms);
     kv("bytes_per_pixel", so.jellyfish.bytes_per_pixel);
     kv("resident", so.jellyfish.resident);
+    kv("compute_share", so.jellyfish.compute_share);
     e << YAML::EndMap;
   }
   e << YAML::EndMap;

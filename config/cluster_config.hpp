@@ -102,6 +102,7 @@ struct jellyfish_options {
   double overhead_ms = 5;         // per request beyond upload and compute, in the budgets L_ij
   double bytes_per_pixel = 0.25;  // of a client's images before any was seen
   int resident = 3;               // variants a device keeps loaded (memory allowing): switches back cost nothing
+  double compute_share = 0;       // > 0: budgets are this share of each SLO, uplinks ignored
 };
 
 // The control plane, named as the user writes them under `scheduler:`.

@@ -86,8 +86,8 @@ const T& cycled(const std::vector<T>& v, size_t i) {
 }
 
 void run_client(const load_options& o, const client_options& co, size_t index, load_connection& c,
-                steady::time_point start, int64_t start_wall_us, const std::vector<tensor>& frames,
-                const std::map<std::string, double>& accuracy, lane_tally& out, client_result& res) {
+                steady::time_point start, int64_t start_wall_us, const std::vector<tensor>& frames, lane_tally& out,
+                client_result& res) {
   msg::decode_limits limits;
   limits.max_payload_bytes = 1ULL << 32;
   auto n = static_cast<size_t>(co.clients);
@@ -106,7 +106,7 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
   auto mbps_at = [&](steady::time_point t) {
     if (!trace || trace->empty()) return std::numeric_limits<double>::infinity();
     auto s = static_cast<size_t>(std::max(0.0, std::chrono::duration<double>(t - start).count()));
-    return (*trace)[std::min(s, trace->size() - 1)];
+    return std::max(0.05, (*trace)[std::min(s, trace->size() - 1)]);  // a dead link still trickles
   };
   double pixels = 0, bytes = 0;
   for (size_t i = 0; i < co.sizes.size(); ++i) {
@@ -156,7 +156,6 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
         auto& sz = co.sizes[f.size];
         ++res.sizes[std::to_string(sz.height) + "x" + std::to_string(sz.width)];
       }
-      expiry.emplace_back(f.capture + grace, f.id);
       uplink.push_back(f);
     }
     while (!uplink.empty() && uplink.front().deliver <= now) {
@@ -172,6 +171,8 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
       r.rate_hz = res.fps;
       r.rtt_ms = co.rtt_ms;
       pending.emplace(f.id, f);
+      // The deadline runs from capture; a reply is awaited from the moment it is on the wire.
+      expiry.emplace_back(f.deliver + grace, f.id);
       c.send(msg::encode_frame({{}, std::move(r)}));
     }
     expire_lost(expiry, pending, now, out);
@@ -200,8 +201,8 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
       if (r->code == msg::status::ok && latency <= res.slo_ms) {
         ++res.ok_within_slo;
         if (!r->timings.empty())
-          if (auto a = accuracy.find(r->timings.front().model); a != accuracy.end()) {
-            res.accuracy_sum += a->second;
+          if (auto m = co.model_size.find(r->timings.front().model); m != co.model_size.end()) {
+            res.accuracy_sum += co.size_accuracy[std::min(m->second, f.size)];
             ++res.answered_within;
           }
       }
@@ -211,6 +212,31 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
 }
 
 }  // namespace
+
+status set_image_sizes(const cluster_config& cfg, const pipeline& p, client_options& co) {
+  co.sizes.clear();
+  auto& variants = p.stages[p.roots().front()].variant_indices;
+  for (auto m : variants) {
+    auto& model = cfg.models[m];
+    if (!model.preprocess || model.input.shape.size() != 3)
+      return fail("--clients sends images: model '" + model.name + "' of pipeline '" + p.name +
+                  "' needs preprocess: {from: image}");
+    image_size s{static_cast<int>(model.input.shape[1]), static_cast<int>(model.input.shape[2])};
+    if (std::find(co.sizes.begin(), co.sizes.end(), s) == co.sizes.end()) co.sizes.push_back(s);
+  }
+  std::sort(co.sizes.begin(), co.sizes.end(),
+            [](auto& a, auto& b) { return int64_t{a.height} * a.width < int64_t{b.height} * b.width; });
+  co.size_accuracy.assign(co.sizes.size(), 0);
+  for (auto m : variants) {
+    auto& model = cfg.models[m];
+    image_size s{static_cast<int>(model.input.shape[1]), static_cast<int>(model.input.shape[2])};
+    auto i = static_cast<size_t>(std::find(co.sizes.begin(), co.sizes.end(), s) - co.sizes.begin());
+    co.model_size[model.name] = i;
+    co.size_accuracy[i] = std::max(co.size_accuracy[i], model.accuracy.value_or(100));
+  }
+  co.fixed = co.sizes[co.sizes.size() / 2];
+  return {};
+}
 
 image_size largest_carried(const std::vector<image_size>& sizes, double mbps, double fps, double bytes_per_pixel) {
   image_size best = sizes.empty() ? image_size{} : sizes.front();
@@ -232,7 +258,6 @@ expected<load_summary> run_clients(const load_options& o, const client_options& 
   for (size_t i = 0; i < co.sizes.size(); ++i) {
     frames.push_back(encoded_image(camera_frame_jpeg(co.sizes[i].height, co.sizes[i].width, o.seed)));
   }
-  std::map<std::string, double> accuracy(co.accuracy.begin(), co.accuracy.end());
   auto start = steady::now() + std::chrono::milliseconds(20);
   auto start_wall_us = std::chrono::duration_cast<std::chrono::microseconds>(
                            (std::chrono::system_clock::now() + std::chrono::milliseconds(20)).time_since_epoch())
@@ -243,7 +268,7 @@ expected<load_summary> run_clients(const load_options& o, const client_options& 
   for (size_t i = 0; i < n; ++i)
     threads.emplace_back([&, i] {
       std::this_thread::sleep_until(start);
-      run_client(o, co, i, *conns[i], start, start_wall_us, frames, accuracy, tallies[i], results[i]);
+      run_client(o, co, i, *conns[i], start, start_wall_us, frames, tallies[i], results[i]);
     });
   for (auto& t : threads) t.join();
   auto s = merge_lanes(tallies, o.duration_s);

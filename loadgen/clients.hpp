@@ -7,9 +7,11 @@
 // sizes its pipeline's variants take, as the replies advise (jellyfish), the largest its uplink
 // carries at its frame rate (bandwidth), or always the first size (off).
 
+#include <map>
 #include <string>
 #include <vector>
 
+#include "config/cluster_config.hpp"
 #include "loadgen/options.hpp"
 #include "loadgen/tally.hpp"
 
@@ -31,9 +33,17 @@ struct client_options {
   data_adaptation adaptation = data_adaptation::jellyfish;
   std::vector<image_size> sizes;  // ascending in pixels: what the pipeline's variants take
   image_size fixed{};             // adaptation off: the size sent (default: the middle one)
-  // Accuracy of each model, for the summary's rate-weighted accuracy.
-  std::vector<std::pair<std::string, double>> accuracy;
+  // For the summary's accuracy: the size each model takes (an index into `sizes`), and the
+  // accuracy of the best variant at each size. An answer is as accurate as the variant of the
+  // smaller of the size sent and the size of the model that ran (an image scaled up gains
+  // nothing).
+  std::map<std::string, size_t> model_size;
+  std::vector<double> size_accuracy;
 };
+
+// The image sizes (and accuracies) of the variants of `p`'s first stage, ascending; the middle
+// one for adaptation off. An error when a variant takes no images.
+status set_image_sizes(const cluster_config& cfg, const pipeline& p, client_options& co);
 
 // Runs the clients against `o.address` for `o.duration_s` (after `o.warmup_s`) and summarises
 // them: the load summary plus `clients` (per client: sent, ok within its SLO, miss rate, mean

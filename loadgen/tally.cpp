@@ -67,6 +67,7 @@ void lane_tally::reply(const msg::client_reply& r, size_t second, double lat, do
       for (auto& t : r.timings) {
         if (!t.node.empty()) s_.nodes[t.node] = s_.nodes.value(t.node, 0) + 1;
         if (!t.model.empty()) s_.models[t.model] = s_.models.value(t.model, 0) + 1;
+        s_.device_busy_s += t.exec_ms / std::max(1u, t.batch) / 1e3;  // its share of its batch
       }
       break;
     }
@@ -100,6 +101,7 @@ load_summary merge_lanes(std::vector<lane_tally>& lanes, double measured_s) {
     for (auto& [k, v] : r.s_.reasons.items()) s.reasons[k] = s.reasons.value(k, 0) + v.get<long>();
     for (auto& [k, v] : r.s_.nodes.items()) s.nodes[k] = s.nodes.value(k, 0) + v.get<long>();
     for (auto& [k, v] : r.s_.models.items()) s.models[k] = s.models.value(k, 0) + v.get<long>();
+    s.device_busy_s += r.s_.device_busy_s;
     all_latencies.insert(all_latencies.end(), r.latencies_.begin(), r.latencies_.end());
     for (size_t k = 0; k < r.parts_.size(); ++k)
       parts[k].insert(parts[k].end(), r.parts_[k].begin(), r.parts_[k].end());
@@ -172,6 +174,7 @@ nlohmann::json load_summary::to_json(const load_options& o) const {
           {"nodes", nodes},
           {"models", models},
           {"clients", clients},
+          {"device_busy_s", device_busy_s},
           {"accuracy", accuracy},
           {"series", series}};
 }

@@ -38,6 +38,8 @@ struct load_summary {
   // mean accuracy (percent) of the models that answered within their SLO.
   nlohmann::json clients = nlohmann::json::object();
   double accuracy = 0;
+  // Device time the OK replies took: each its share of its batch's execution, in seconds.
+  double device_busy_s = 0;
   // The latency CDF of OK replies: (ms, fraction of them at most that), at 201 quantiles.
   std::vector<std::pair<double, double>> cdf;
 

@@ -11,6 +11,7 @@ double jf_input_bytes(const jf_client_state& c, const jf_variant& v, const jf_pl
 }
 
 double jf_budget_ms(const jf_client_state& c, const jf_variant& v, const jf_plan_options& o) {
+  if (o.compute_share > 0) return o.compute_share * c.slo_ms;
   double upload_ms = 0;
   if (c.uplink_mbps >= 0) {
     double bytes = jf_input_bytes(c, v, o);

@@ -37,6 +37,9 @@ struct jf_variant {
 struct jf_plan_options {
   double overhead_ms = 5;         // per request, beyond upload and compute (frontend, hops, reply)
   double bytes_per_pixel = 0.25;  // for clients whose images were not seen yet (a JPEG's, roughly)
+  // > 0: every budget is this share of the client's SLO, whatever its uplink (a scheduler that
+  // leaves the network to the clients' own adaptation: the DA_bw baseline).
+  double compute_share = 0;
   jf_annealing annealing{};
 };
 

@@ -157,6 +157,9 @@ TEST(jellyfish_plan, budgets_count_the_upload_of_each_variants_input_size) {
   EXPECT_EQ(jf_budget_ms(c, small, o), 0);
   c.uplink_mbps = -1;  // not measured yet: uploads cost nothing
   EXPECT_DOUBLE_EQ(jf_budget_ms(c, large, o), 100 - 10 - 5);
+  o.compute_share = 0.5;  // a fixed share of the SLO, whatever the uplink
+  EXPECT_DOUBLE_EQ(jf_budget_ms(c, large, o), 50);
+  o.compute_share = 0;
   c.bytes_per_pixel = 0;  // images not seen yet: the plan's default
   o.bytes_per_pixel = 1;
   EXPECT_DOUBLE_EQ(jf_input_bytes(c, small, o), 40000);
