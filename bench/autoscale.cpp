@@ -25,6 +25,7 @@
 #include <sstream>
 
 #include "actors/node_runtime.hpp"
+#include "bench/harness.hpp"
 #include "loadgen/load.hpp"
 #include "scheduling/autoscaler.hpp"
 
@@ -96,19 +97,9 @@ struct result {
 
 result run(const std::string& policy, const std::string& predictor, const std::vector<double>& rates,
            const std::vector<double>& mbps, double kb) {
-  auto parsed = parse_cluster_config(yaml(policy, predictor), "autoscale.yaml");
-  if (!parsed) {
-    fprintf(stderr, "%s\n", parsed.error_text().c_str());
-    std::exit(1);
-  }
-  auto cfg = std::make_shared<cluster_config>(std::move(*parsed.config));
-  node_runtime node(cfg, "n");
-  if (auto started = node.start(); !started) {
-    fprintf(stderr, "node: %s\n", started.error().c_str());
-    std::exit(1);
-  }
+  auto [cfg, node] = bench::start_node(yaml(policy, predictor), "autoscale.yaml");
   load_options o;
-  o.address = node.endpoint();
+  o.address = node->endpoint();
   o.pipeline = "p";
   o.slo_ms = 200;
   o.input = cfg->models[0].input;
@@ -122,8 +113,8 @@ result run(const std::string& policy, const std::string& predictor, const std::v
     r.load = std::move(*ran);
   else
     fprintf(stderr, "load: %s\n", ran.error().c_str());
-  if (auto scaler = node.actors().scaler) {
-    caf::scoped_actor self{node.system()};
+  if (auto scaler = node->actors().scaler) {
+    caf::scoped_actor self{node->system()};
     self->request(scaler, std::chrono::seconds(5), stats_atom::value)
         .receive([&](const scaler_stats& s) { r.cost = s; }, [](caf::error&) {});
   } else {
@@ -131,7 +122,7 @@ result run(const std::string& policy, const std::string& predictor, const std::v
     r.cost.seconds = s;
     r.cost.instance_seconds = r.cost.core_seconds = 6 * s;
   }
-  node.stop();
+  node->stop();
   if (std::getenv("SLOSERVE_SERIES")) {
     // Violations per second, for reading where a policy loses requests.
     fprintf(stderr, "%s violations/s:", policy.c_str());

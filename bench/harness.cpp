@@ -7,6 +7,22 @@
 
 namespace sloserve::bench {
 
+started_node start_node(const std::string& yaml, const std::string& file) {
+  auto parsed = parse_cluster_config(yaml, file);
+  if (!parsed) {
+    fprintf(stderr, "%s\n", parsed.error_text().c_str());
+    std::exit(1);
+  }
+  started_node out;
+  out.cfg = std::make_shared<cluster_config>(std::move(*parsed.config));
+  out.node = std::make_shared<node_runtime>(out.cfg, out.cfg->nodes.front().name);
+  if (auto started = out.node->start(); !started) {
+    fprintf(stderr, "node: %s\n", started.error().c_str());
+    std::exit(1);
+  }
+  return out;
+}
+
 load_summary trial(std::shared_ptr<cluster_config> cfg, double rate, double warmup_s, double measure_s,
                    arrival_kind arrival, bool equal_weights) {
   node_runtime node(cfg, cfg->nodes.front().name);

@@ -9,7 +9,19 @@
 #include "config/cluster_config.hpp"
 #include "loadgen/load.hpp"
 
+namespace sloserve {
+class node_runtime;
+}
+
 namespace sloserve::bench {
+
+// A node of a cluster file given as text, started: its first node, every role it names. Exits
+// with the reason when the file is wrong or the node cannot start.
+struct started_node {
+  std::shared_ptr<cluster_config> cfg;
+  std::shared_ptr<node_runtime> node;
+};
+started_node start_node(const std::string& yaml, const std::string& file);
 
 // Starts a node for `cfg` (one node, every role), sends load for warmup + measure seconds over
 // every pipeline (Zipf-0.9 weights in file order, or equal; one pipeline gets all), stops the node.

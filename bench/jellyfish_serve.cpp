@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "actors/node_runtime.hpp"
+#include "bench/harness.hpp"
 #include "loadgen/arrivals.hpp"
 #include "loadgen/clients.hpp"
 
@@ -109,19 +110,9 @@ struct outcome {
 };
 
 outcome run(way w, int clients, double slo_ms, const std::string& trace, double warmup_s, double measure_s) {
-  auto parsed = parse_cluster_config(config_yaml(w, slo_ms), "jellyfish-bench.yaml");
-  if (!parsed) {
-    fprintf(stderr, "%s\n", parsed.error_text().c_str());
-    std::exit(2);
-  }
-  auto cfg = std::make_shared<cluster_config>(std::move(*parsed.config));
-  node_runtime node(cfg, "n");
-  if (auto started = node.start(); !started) {
-    fprintf(stderr, "node: %s\n", started.error().c_str());
-    std::exit(1);
-  }
+  auto [cfg, node] = bench::start_node(config_yaml(w, slo_ms), "jellyfish-bench.yaml");
   load_options o;
-  o.address = node.endpoint();
+  o.address = node->endpoint();
   o.pipeline = "video";
   o.slo_ms = slo_ms;
   o.warmup_s = warmup_s;
@@ -149,7 +140,7 @@ outcome run(way w, int clients, double slo_ms, const std::string& trace, double 
   } else {
     fprintf(stderr, "load: %s\n", ran.error().c_str());
   }
-  node.stop();
+  node->stop();
   return out;
 }
 
