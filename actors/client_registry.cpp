@@ -4,22 +4,6 @@
 
 namespace sloserve {
 
-void uplink_estimate::add(double now_s, int64_t bytes, double upload_ms) {
-  if (bytes <= 0) return;
-  // Uploads faster than 10 Gbps are loopback or clock noise: counted at that.
-  double mbps = static_cast<double>(bytes) * 8 / (std::max(upload_ms, 0.0) * 1e3);
-  samples_.emplace_back(now_s, std::min(mbps, 1e4));
-  while (samples_.size() > 1024 || (!samples_.empty() && samples_.front().first < now_s - 1)) samples_.pop_front();
-}
-
-double uplink_estimate::mbps(double now_s) const {
-  double inverse = 0;
-  size_t n = 0;
-  for (auto& [at, mbps] : samples_)
-    if (at >= now_s - 1) inverse += 1 / mbps, ++n;
-  return n ? static_cast<double>(n) / inverse : -1;
-}
-
 bool client_registry::on_request(const request& r, double now_s) {
   auto k = key(r.client, r.pipeline);
   auto it = clients_.find(k);
@@ -37,7 +21,9 @@ bool client_registry::on_request(const request& r, double now_s) {
   ++e.arrivals;
   if (r.pixels > 0) {
     double bpp = static_cast<double>(r.bytes) / static_cast<double>(r.pixels);
-    e.bytes_per_pixel = e.bytes_per_pixel > 0 ? 0.8 * e.bytes_per_pixel + 0.2 * bpp : bpp;
+    bool first = e.bytes_per_pixel <= 0;
+    e.bytes_per_pixel = first ? bpp : 0.8 * e.bytes_per_pixel + 0.2 * bpp;
+    e.pixels = first ? static_cast<double>(r.pixels) : 0.8 * e.pixels + 0.2 * static_cast<double>(r.pixels);
   }
   if (r.waited_ms >= 0) e.uplink.add(now_s, r.bytes, r.waited_ms - std::max(0.0, e.rtt_ms) / 2);
   return true;
@@ -59,6 +45,7 @@ std::vector<msg::client_load> client_registry::report(double now_s, double windo
     l.uplink_mbps = e.uplink.mbps(now_s);
     l.rtt_ms = std::max(0.0, e.rtt_ms);
     l.bytes_per_pixel = e.bytes_per_pixel;
+    l.image_pixels = e.pixels;
     e.arrivals = 0;
     out.push_back(std::move(l));
     ++it;

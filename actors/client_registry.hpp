@@ -7,26 +7,14 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "messages/types.hpp"
+#include "scheduling/uplink_estimate.hpp"
 
 namespace sloserve {
-
-// Harmonic mean of the uploads of the last second, in Mbps.
-class uplink_estimate {
- public:
-  // An upload of `bytes` that took `upload_ms` (one way), seen at `now_s`.
-  void add(double now_s, int64_t bytes, double upload_ms);
-  // -1 when no upload of the last second is known.
-  double mbps(double now_s) const;
-
- private:
-  std::deque<std::pair<double, double>> samples_;  // (seen at s, Mbps), oldest first
-};
 
 class client_registry {
  public:
@@ -59,9 +47,9 @@ class client_registry {
  private:
   struct entry {
     std::string client, pipeline;
-    double slo_ms = 0, rate_hz = 0, rtt_ms = -1, bytes_per_pixel = 0, last_s = 0;
+    double slo_ms = 0, rate_hz = 0, rtt_ms = -1, bytes_per_pixel = 0, pixels = 0, last_s = 0;
     uint64_t arrivals = 0;  // since the last report
-    uplink_estimate uplink;
+    sched::uplink_estimate uplink;
   };
   static std::string key(const std::string& client, const std::string& pipeline) { return client + '\n' + pipeline; }
 

@@ -10,11 +10,13 @@
 #include <memory>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include "loadgen/load.hpp"
 #include "loadgen/socket.hpp"
 #include "messages/codec.hpp"
+#include "scheduling/uplink_estimate.hpp"
 
 namespace sloserve {
 namespace {
@@ -120,8 +122,23 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
     return co.sizes.size();
   };
   std::optional<image_size> advised;
+  auto link_free = start;  // when the uplink has sent every frame given to it so far
+  // What the client knows of its uplink: the transfers it has finished (harmonic mean of the last
+  // second); before the first, it sends the smallest size.
+  sched::uplink_estimate uplink_seen;
+  std::deque<std::tuple<steady::time_point, int64_t, double>> transfers;  // (finished at, bytes, ms)
+  auto seconds = [&](steady::time_point t) { return std::chrono::duration<double>(t - start).count(); };
   auto choose = [&](steady::time_point t) {
-    auto carried = index_of(largest_carried(co.sizes, mbps_at(t), res.fps, bpp));
+    while (!transfers.empty() && std::get<0>(transfers.front()) <= t) {
+      auto [at, bytes, took] = transfers.front();
+      uplink_seen.add(seconds(at), bytes, took);
+      transfers.pop_front();
+    }
+    double mbps = uplink_seen.mbps(seconds(t));
+    // A link still busy with earlier frames carries less than they assumed: the smallest size
+    // drains it fastest.
+    bool backlog = link_free > t;
+    auto carried = mbps < 0 || backlog ? size_t{0} : index_of(largest_carried(co.sizes, mbps, res.fps, bpp));
     switch (co.adaptation) {
       case data_adaptation::off:
         return index_of(co.fixed);
@@ -139,7 +156,6 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
   std::deque<frame> uplink;                                    // captured, not yet at the frontend
   std::deque<std::pair<steady::time_point, uint64_t>> expiry;  // capture order = deadline order
   auto next_capture = start + gap * static_cast<int64_t>(index) / static_cast<int64_t>(n);
-  auto link_free = start;
   uint64_t next_id = 1;
   std::string buf;
   while (true) {
@@ -149,6 +165,7 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
       auto begin = std::max(next_capture, link_free);
       double ser_ms = static_cast<double>(frames[f.size].data.size()) * 8 / (mbps_at(begin) * 1e3);
       link_free = begin + std::chrono::nanoseconds(static_cast<int64_t>(ser_ms * 1e6));
+      transfers.emplace_back(link_free, static_cast<int64_t>(frames[f.size].data.size()), ser_ms);
       f.deliver = link_free + std::chrono::nanoseconds(static_cast<int64_t>(co.rtt_ms / 2 * 1e6));
       if (f.measured) {
         out.sent(f.second);

@@ -5,7 +5,10 @@
 // reaches the frontend half a round trip later; it carries its capture time as its send time, so
 // the SLO counts the upload. Data adaptation: each client sends JPEG frames at one of the image
 // sizes its pipeline's variants take, as the replies advise (jellyfish), the largest its uplink
-// carries at its frame rate (bandwidth), or always the first size (off).
+// carries at its frame rate (bandwidth), or always the middle size (off). A client knows its
+// uplink only from the transfers it finished (the harmonic mean of the last second, as the
+// frontend estimates it), and sends the smallest size until it has one, and whenever a frame
+// finds the link still busy with earlier ones.
 
 #include <map>
 #include <string>

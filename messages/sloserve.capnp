@@ -158,6 +158,7 @@ struct ClientLoad {
   uplinkMbps @4 :Float64 = -1;  # harmonic mean of its uploads over the last second; < 0: unknown
   rttMs @5 :Float64;
   bytesPerPixel @6 :Float64;  # of the images it sent (JPEG compresses); 0: unknown
+  imagePixels @7 :Float64;  # the pixels of those images (bytesPerPixel was measured there)
 }
 
 struct LoadReport {

@@ -6,8 +6,10 @@
 namespace sloserve::sched {
 
 double jf_input_bytes(const jf_client_state& c, const jf_variant& v, const jf_plan_options& o) {
-  double bpp = c.bytes_per_pixel > 0 ? c.bytes_per_pixel : o.bytes_per_pixel;
-  return bpp * static_cast<double>(v.height) * static_cast<double>(v.width);
+  double pixels = static_cast<double>(v.height) * static_cast<double>(v.width);
+  if (c.bytes_per_pixel > 0 && c.image_pixels > 0)
+    return c.bytes_per_pixel * c.image_pixels * std::pow(pixels / c.image_pixels, 0.9);
+  return (c.bytes_per_pixel > 0 ? c.bytes_per_pixel : o.bytes_per_pixel) * pixels;
 }
 
 double jf_budget_ms(const jf_client_state& c, const jf_variant& v, const jf_plan_options& o) {

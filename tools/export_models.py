@@ -107,7 +107,12 @@ def small(out):
     mlp = save(TinyMLP(), torch.zeros(1, 16), os.path.join(out, "tiny_mlp.pt"))
     write_reference(mlp, torch.randn(3, 16), os.path.join(out, "tiny_mlp"))
     torch.manual_seed(7)
-    save(SmallCNN(), torch.zeros(1, 3, 64, 64), os.path.join(out, "small_cnn.pt"))
+    cnn = SmallCNN()
+    save(cnn, torch.zeros(1, 3, 64, 64), os.path.join(out, "small_cnn.pt"))
+    # The same network traced at smaller input sizes: Jellyfish's zoo of one network at several
+    # resolutions.
+    for side in (32, 48):
+        save(cnn, torch.zeros(1, 3, side, side), os.path.join(out, "small_cnn_%d.pt" % side))
     torch.manual_seed(99)
     cnn = save(TinyCNN(), torch.zeros(1, 3, 8, 8), os.path.join(out, "tiny_cnn.pt"))
     write_reference(cnn, torch.randn(4, 3, 8, 8), os.path.join(out, "tiny_cnn"))
@@ -125,7 +130,11 @@ def full(out, variants, only):
         if only and name not in only:
             continue
         torch.manual_seed(0)
-        save(ctor(), example, os.path.join(out, name + ".pt"))
+        net = ctor()
+        save(net, example, os.path.join(out, name + ".pt"))
+        if name == "mobilenet_v2":  # a zoo of input sizes for Jellyfish
+            for side in (96, 128, 160):
+                save(net, torch.zeros(1, 3, side, side), os.path.join(out, "%s_%d.pt" % (name, side)))
     if only and "variants" not in only:
         return
     # Transfer learning: one ResNet-18 backbone, a different 10-class head per variant.

@@ -138,6 +138,56 @@ TEST_F(frontend_fixture, walks_a_fan_out_dag_and_answers_once) {
   EXPECT_EQ(replies[0].timings.size(), 4u);
 }
 
+// A client that names itself: its requests run on the instance the controller mapped it to,
+// under the SLO it declares, and each reply tells it the image size to send; others are served
+// as before; nonsense in its fields is refused.
+TEST_F(frontend_fixture, a_mapped_client_runs_on_its_instance_under_its_slo_and_is_told_its_size) {
+  route({"w1", "w2"});
+  msg::routing_table t;
+  t.epoch = 2;
+  for (auto& m : cfg_->models) t.routes.push_back({m.name, {{"w1", 0, 1}, {"w2", 0, 1}}});
+  t.budgets = {{"traffic", "detect", 50}, {"traffic", "classify", 50}, {"diamond", "a", 30},
+               {"diamond", "b", 30},      {"diamond", "c", 30},        {"diamond", "d", 30}};
+  t.clients = {{"cam", "traffic", "det", "w2", 0, 60, 224, 320}};
+  caf::anon_send(fe, t);
+  run();
+  auto send = [&](const std::string& client, uint64_t id, double slo_ms) {
+    msg::client_request r{"traffic", id, {make_tensor({dtype::float32, {4}}, 1)}};
+    r.client = client;
+    r.slo_ms = slo_ms;
+    caf::anon_send(fe, ingress{"conn", std::move(r)});
+    run();
+  };
+  for (uint64_t id = 1; id <= 8; ++id) {
+    send("cam", id, 150);
+    auto inv = net->take<msg::invocation>();
+    ASSERT_EQ(inv.size(), 1u);
+    EXPECT_EQ(inv[0].first, "w2") << "the mapped instance, every time";
+    EXPECT_EQ(inv[0].second.budget_ns, std::chrono::nanoseconds(75ms).count()) << "half of its own 150 ms";
+    answer(inv[0].second, *cfg_->find_model("det"));
+    for (auto& [node, i] : net->take<msg::invocation>()) answer(i, *cfg_->find_model("cls"));
+    auto replies = net->client_replies();
+    ASSERT_EQ(replies.size(), id);
+    EXPECT_EQ(replies.back().code, msg::status::ok);
+    EXPECT_EQ(replies.back().input_height, 224u);
+    EXPECT_EQ(replies.back().input_width, 320u);
+  }
+  send("other", 9, 0);
+  auto inv = net->take<msg::invocation>();
+  ASSERT_EQ(inv.size(), 1u);
+  EXPECT_EQ(inv[0].second.budget_ns, std::chrono::nanoseconds(50ms).count()) << "the pipeline's SLO";
+  answer(inv[0].second, *cfg_->find_model("det"));
+  for (auto& [node, i] : net->take<msg::invocation>()) answer(i, *cfg_->find_model("cls"));
+  auto replies = net->client_replies();
+  ASSERT_EQ(replies.size(), 9u);
+  EXPECT_EQ(replies.back().input_height, 0u) << "no mapping, no advice";
+  send("cam", 10, -5);
+  replies = net->client_replies();
+  ASSERT_EQ(replies.size(), 10u);
+  EXPECT_EQ(replies.back().code, msg::status::error);
+  EXPECT_NE(replies.back().reason.find("sloMs must be in"), std::string::npos) << replies.back().reason;
+}
+
 // What the node's /metrics shows of the frontend's work: every reply counted once by outcome,
 // durations on the actors' clock, stages, and drops by reason; names clients make up do not
 // become labels.

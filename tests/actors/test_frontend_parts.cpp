@@ -234,7 +234,7 @@ TEST(route_publisher, a_client_moves_to_its_new_instance_once_it_may_take_traffi
 }
 
 TEST(uplink_estimate, harmonic_mean_of_the_last_second) {
-  uplink_estimate u;
+  sched::uplink_estimate u;
   EXPECT_EQ(u.mbps(0), -1);
   u.add(0.0, 125000, 100);  // 1 Mbit in 100 ms: 10 Mbps
   u.add(0.5, 125000, 25);   // 40 Mbps
@@ -261,6 +261,7 @@ TEST(client_registry, reports_what_clients_declare_and_what_their_uploads_show) 
   EXPECT_NEAR(r[0].uplink_mbps, 50000 * 8 / 30e3, 1e-9);
   EXPECT_DOUBLE_EQ(r[0].rtt_ms, 20);
   EXPECT_DOUBLE_EQ(r[0].bytes_per_pixel, 1);
+  EXPECT_DOUBLE_EQ(r[0].image_pixels, 50000);
   EXPECT_EQ(r[1].client, "other");
   EXPECT_DOUBLE_EQ(r[1].slo_ms, 100) << "the pipeline's";
   EXPECT_DOUBLE_EQ(r[1].rate_hz, 25) << "declared";

@@ -15,6 +15,7 @@
 #include "gpu/executor.hpp"
 #include "messages/codec.hpp"
 #include "pipelines/query_walk.hpp"
+#include "tests/jpeg_writer.hpp"
 
 namespace sloserve {
 namespace {
@@ -232,6 +233,50 @@ TEST(node_runtime_cpu, a_cascade_answers_with_its_second_model_wherever_its_firs
   }
   EXPECT_GT(unsure, 0) << "inputs must make the first model unsure sometimes";
   EXPECT_LT(unsure, total) << "and sure sometimes";
+}
+
+// Jellyfish with real TorchScript variants: one small CNN traced at 32, 48 and 64 pixels. A client
+// that names itself is mapped to a variant, told its image size, and answered by that variant's
+// TorchScript module on the cpu device, whatever size of JPEG it sends (the device resizes).
+TEST(node_runtime_cpu, jellyfish_maps_a_client_to_a_real_variant_and_tells_it_the_size) {
+  if (!torch_available()) GTEST_SKIP() << "built without LibTorch";
+  cpu_node n;
+  auto model = [&](int side, const char* file, int accuracy) {
+    auto s = std::to_string(side);
+    return "  - {name: s" + s + ", path: " + n.dir + "/" + file + ", input: {dtype: float32, shape: [3, " + s + ", " +
+           s + "]}, output: {dtype: float32, shape: [10]}, max_batch: 4, preprocess: {from: image}," +
+           " accuracy: " + std::to_string(accuracy) + ", profile: {alpha_ms: 1, beta_ms: 1}}\n";
+  };
+  ASSERT_NO_FATAL_FAILURE(n.start_with("models:\n" + model(32, "small_cnn_32.pt", 50) +
+                                       model(48, "small_cnn_48.pt", 60) + model(64, "small_cnn.pt", 70) +
+                                       R"(pipelines:
+  - {name: video, slo_ms: 1000, stages: [{name: d, variants: [s32, s48, s64]}]}
+scheduler: {policy: jellyfish, jellyfish: {interval_ms: 50}}
+)"));
+  std::vector<uint8_t> rgb(40 * 40 * 3);
+  for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>(i * 7);
+  auto jpeg = testing::jpeg_of(rgb, 40, 40);
+  msg::client_reply last;
+  // Until the controller has mapped the client (it re-schedules every 50 ms on what the frontend
+  // reports): at most 200 requests.
+  for (uint64_t id = 1; id <= 200 && last.input_height == 0; ++id) {
+    msg::client_request r{"video", id, {tensor{"image", dtype::uint8, {static_cast<int64_t>(jpeg.size())}, jpeg}}};
+    r.client = "cam";
+    r.rate_hz = 10;
+    n.client->send(msg::encode({{}, std::move(r)}));
+    auto e = n.client->recv();
+    ASSERT_TRUE(e);
+    last = std::get<msg::client_reply>(e->content);
+    ASSERT_EQ(last.code, msg::status::ok) << last.reason;
+    ASSERT_EQ(last.outputs.size(), 1u);
+    EXPECT_EQ(last.outputs[0].shape, (std::vector<int64_t>{10}));
+    if (last.input_height == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // Its uplink is not measured (no send time) and its SLO is loose: the most accurate variant.
+  EXPECT_EQ(last.input_height, 64u);
+  EXPECT_EQ(last.input_width, 64u);
+  ASSERT_FALSE(last.timings.empty());
+  EXPECT_EQ(last.timings[0].model, "s64");
 }
 
 // A cpu device running a TorchScript model behind the same transport.

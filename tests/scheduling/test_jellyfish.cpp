@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <random>
 
@@ -157,6 +158,10 @@ TEST(jellyfish_plan, budgets_count_the_upload_of_each_variants_input_size) {
   EXPECT_EQ(jf_budget_ms(c, small, o), 0);
   c.uplink_mbps = -1;  // not measured yet: uploads cost nothing
   EXPECT_DOUBLE_EQ(jf_budget_ms(c, large, o), 100 - 10 - 5);
+  // Measured on images of 100x100: larger ones weigh less per pixel.
+  auto measured = c;
+  measured.image_pixels = 10000;
+  EXPECT_NEAR(jf_input_bytes(measured, small, o), 0.25 * 10000 * std::pow(4.0, 0.9), 1e-6);
   o.compute_share = 0.5;  // a fixed share of the SLO, whatever the uplink
   EXPECT_DOUBLE_EQ(jf_budget_ms(c, large, o), 50);
   o.compute_share = 0;
