@@ -25,7 +25,8 @@ bool client_registry::on_request(const request& r, double now_s) {
     e.bytes_per_pixel = first ? bpp : 0.8 * e.bytes_per_pixel + 0.2 * bpp;
     e.pixels = first ? static_cast<double>(r.pixels) : 0.8 * e.pixels + 0.2 * static_cast<double>(r.pixels);
   }
-  if (r.waited_ms >= 0) e.uplink.add(now_s, r.bytes, r.waited_ms - std::max(0.0, e.rtt_ms) / 2);
+  if (r.waited_ms >= 0)
+    e.uplink.add(now_s, r.bytes, r.waited_ms - std::max(0.0, r.queued_ms) - std::max(0.0, e.rtt_ms) / 2);
   return true;
 }
 
@@ -42,7 +43,7 @@ std::vector<msg::client_load> client_registry::report(double now_s, double windo
     l.pipeline = e.pipeline;
     l.slo_ms = e.slo_ms;
     l.rate_hz = e.rate_hz > 0 ? e.rate_hz : window_s > 0 ? static_cast<double>(e.arrivals) / window_s : 0;
-    l.uplink_mbps = e.uplink.mbps(now_s);
+    l.uplink_mbps = e.reported_mbps = e.uplink.mbps(now_s);
     l.rtt_ms = std::max(0.0, e.rtt_ms);
     l.bytes_per_pixel = e.bytes_per_pixel;
     l.image_pixels = e.pixels;
@@ -53,6 +54,13 @@ std::vector<msg::client_load> client_registry::report(double now_s, double windo
   std::sort(out.begin(), out.end(),
             [](auto& a, auto& b) { return std::tie(a.client, a.pipeline) < std::tie(b.client, b.pipeline); });
   return out;
+}
+
+bool client_registry::moved(const std::string& client, const std::string& pipeline, double now_s, double factor) const {
+  auto it = clients_.find(key(client, pipeline));
+  if (it == clients_.end() || it->second.reported_mbps <= 0) return false;
+  double now = it->second.uplink.mbps(now_s);
+  return now > 0 && (now > factor * it->second.reported_mbps || now * factor < it->second.reported_mbps);
 }
 
 void client_registry::apply(const std::vector<msg::client_route>& routes) {

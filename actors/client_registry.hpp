@@ -28,6 +28,7 @@ class client_registry {
     int64_t pixels = 0;     // of its image (0: not an image)
     double waited_ms = -1;  // since it sent, clock offset removed; < 0: no send time
     double default_slo_ms = 0;
+    double queued_ms = 0;  // of waited_ms, on the client before its upload began
   };
   explicit client_registry(size_t max_clients = 4096) : max_(max_clients) {}
 
@@ -37,6 +38,10 @@ class client_registry {
   // Every client heard within `forget_s`, with its rate over the `window_s` since the last call;
   // clients silent longer are forgotten.
   std::vector<msg::client_load> report(double now_s, double window_s, double forget_s = 10);
+
+  // Whether the client's uplink estimate moved beyond `factor` (either way) since the last report:
+  // worth reporting before the next one.
+  bool moved(const std::string& client, const std::string& pipeline, double now_s, double factor = 1.25) const;
 
   // The controller's mapping; replaces the last.
   void apply(const std::vector<msg::client_route>& routes);
@@ -48,7 +53,8 @@ class client_registry {
   struct entry {
     std::string client, pipeline;
     double slo_ms = 0, rate_hz = 0, rtt_ms = -1, bytes_per_pixel = 0, pixels = 0, last_s = 0;
-    uint64_t arrivals = 0;  // since the last report
+    double reported_mbps = -1;  // the uplink the last report gave
+    uint64_t arrivals = 0;      // since the last report
     sched::uplink_estimate uplink;
   };
   static std::string key(const std::string& client, const std::string& pipeline) { return client + '\n' + pipeline; }

@@ -53,6 +53,7 @@ struct controller_state {
   std::map<std::pair<std::string, uint32_t>, uint32_t> cores;  // threads last sent per device
   // Jellyfish's (scheduler.policy: jellyfish).
   std::optional<jellyfish_core> jellyfish;
+  clock_time last_round;  // of jellyfish's re-schedules
 };
 
 using self_ptr = controller_actor::stateful_pointer<controller_state>;
@@ -239,6 +240,16 @@ void jellyfish_round(self_ptr self, const std::vector<msg::client_load>& clients
   adopt(self, std::move(p));
 }
 
+// Asks the monitor for the clients and re-schedules on them.
+void ask_clients(self_ptr self) {
+  auto& st = self->state;
+  st.last_round = self->clock().now();
+  if (auto mon = st.net->local().monitor)
+    self->request(mon, caf::infinite, clients_atom::value).then([=](std::vector<msg::client_load>& c) {
+      jellyfish_round(self, c);
+    });
+}
+
 // A worker that was up left or was lost: out of routing now, and a plan for the survivors (it may
 // have held a model's only instances).
 void after_departure(self_ptr self, const worker_registry::left& left) {
@@ -328,10 +339,12 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
           self->delayed_send(
               self, std::chrono::microseconds(static_cast<int64_t>(st.cfg->scheduler.jellyfish.interval_ms * 1e3)),
               tick_atom::value);
-          if (auto mon = st.net->local().monitor)
-            self->request(mon, caf::infinite, clients_atom::value).then([=](std::vector<msg::client_load>& c) {
-              jellyfish_round(self, c);
-            });
+          ask_clients(self);
+        },
+        [=](clients_atom) {
+          // A client's uplink moved much: re-schedule now, unless one ran within 100 ms.
+          if (self->state.jellyfish && self->clock().now() - self->state.last_round >= std::chrono::milliseconds(100))
+            ask_clients(self);
         },
         [=](msg::register_node& r) { on_register(self, r); },
         [=](deployment& d) { on_deployment(self, d); },

@@ -24,6 +24,7 @@ namespace {
 
 using clock_time = caf::actor_clock::time_point;
 using std::chrono::nanoseconds;
+using namespace std::chrono_literals;
 
 double ms_between(clock_time a, clock_time b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
@@ -306,6 +307,20 @@ void on_result(self_ptr self, msg::invocation_result& r) {
   send_all(self, f.query, q, q.walk->on_result(f.stage, std::move(r.outputs)));
 }
 
+// Sends the controller what this frontend knows of its clients (Jellyfish re-schedules on it),
+// twice an interval, so that a re-schedule sees estimates at most half an interval old.
+void report_clients(self_ptr self, clock_time now) {
+  auto& st = self->state;
+  auto* ctl = st.cfg->controller();
+  double window = std::chrono::duration<double>(now - st.last_client_report).count();
+  st.last_client_report = now;
+  if (!ctl) return;
+  msg::load_report r;
+  r.node = st.net->self_name();
+  r.clients = st.clients.report(seconds_of(now), window);
+  if (!r.clients.empty()) st.net->to_node(ctl->name, {{}, std::move(r)});
+}
+
 void on_ingress(self_ptr self, ingress& in) {
   auto& st = self->state;
   ++st.stats.received;
@@ -350,9 +365,14 @@ void on_ingress(self_ptr self, ingress& in) {
   std::optional<msg::client_route> route;
   if (!rq.client.empty()) {
     st.clients.on_request({rq.client, p.name, rq.slo_ms, rq.rate_hz, rq.rtt_ms, payload_bytes(rq.inputs),
-                           image_pixels_of(rq.inputs.front()), waited_ms, p.slo_ms},
+                           image_pixels_of(rq.inputs.front()), waited_ms, p.slo_ms, rq.queued_ms},
                           seconds_of(now));
     if (auto* r = st.clients.route(rq.client, p.name)) route = *r;
+    // An uplink that moved much is reported at once (Jellyfish re-schedules on it), at most
+    // every 50 ms.
+    if (st.cfg->scheduler.policy == scheduler_policy::jellyfish && now - st.last_client_report >= 50ms &&
+        st.clients.moved(rq.client, p.name, seconds_of(now)))
+      report_clients(self, now);
   }
   double budget_ms = slo_ms - spent_ms;
   if (budget_ms <= 0) {
@@ -399,7 +419,9 @@ void on_routing(self_ptr self, msg::routing_table& t) {
   auto& st = self->state;
   st.routes->apply(t);
   st.clients.apply(t.clients);
-  spdlog::info("{}: routing table epoch {} ({} models)", st.net->self_name(), t.epoch, t.routes.size());
+  // Jellyfish re-maps its clients every interval: its tables are many.
+  spdlog::log(st.cfg->scheduler.policy == scheduler_policy::jellyfish ? spdlog::level::debug : spdlog::level::info,
+              "{}: routing table epoch {} ({} models)", st.net->self_name(), t.epoch, t.routes.size());
 }
 
 // Adds the workers this frontend does not hear to a load report.
@@ -441,20 +463,6 @@ void on_peer_down(self_ptr self, const std::string& node) {
     finish(self, qid, msg::status::error,
            "worker node '" + node + "' failed and no other instance could meet the deadline");
   }
-}
-
-// Sends the controller what this frontend knows of its clients (Jellyfish re-schedules on it),
-// twice an interval, so that a re-schedule sees estimates at most half an interval old.
-void report_clients(self_ptr self, clock_time now) {
-  auto& st = self->state;
-  auto* ctl = st.cfg->controller();
-  double window = std::chrono::duration<double>(now - st.last_client_report).count();
-  st.last_client_report = now;
-  if (!ctl) return;
-  msg::load_report r;
-  r.node = st.net->self_name();
-  r.clients = st.clients.report(seconds_of(now), window);
-  if (!r.clients.empty()) st.net->to_node(ctl->name, {{}, std::move(r)});
 }
 
 void on_tick(self_ptr self) {

@@ -119,6 +119,7 @@ using controller_actor =
                      caf::reacts_to<deployment>,                   // the scaler's placement
                      caf::reacts_to<beacon_atom>,                  // run an epoch when one is due
                      caf::reacts_to<tick_atom>,                    // jellyfish: re-schedule the clients
+                     caf::reacts_to<clients_atom>,                 // jellyfish: a client's uplink moved much
                      caf::reacts_to<peer_down_atom, std::string>,  // take its instances out of routing
                      caf::reacts_to<peer_up_atom, std::string>,
                      caf::reacts_to<link_verdicts>>;  // workers behind slow links, models too far for links

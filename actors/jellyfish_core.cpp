@@ -148,15 +148,28 @@ cluster_placement jellyfish_core::decide(const std::vector<msg::client_load>& cl
         batch = batch_[k];
       batch_[k] = batch;
       running_[k] = v.model;
-      std::erase(mru, v.model);
-      mru.insert(mru.begin(), v.model);
+      // Resident, in this order while memory and `resident` allow: the selected variant, its
+      // neighbours in size (prefetched: the next re-schedule most likely moves there), the
+      // variants it ran most recently, then farther neighbours.
+      auto z = plan.variants[w];
+      std::vector<std::string> order{v.model};
+      auto neighbours = [&](size_t from, size_t to) {
+        for (size_t step = from; step <= to; ++step) {
+          if (z + step < zoo.size()) order.push_back(zoo[z + step].model);
+          if (z >= step) order.push_back(zoo[z - step].model);
+        }
+      };
+      neighbours(1, 1);
+      order.insert(order.end(), mru.begin(), mru.end());
+      neighbours(2, zoo.size());
       auto& d = device_of(k);
       double memory = 0;
       std::vector<std::string> kept;
-      for (auto& name : mru) {
+      for (auto& name : order) {
         double mb = models[model_index[name]].memory_mb;
-        if (kept.size() >= static_cast<size_t>(o.resident) || (slot.memory_mb > 0 && memory + mb > slot.memory_mb))
-          break;
+        if (std::find(kept.begin(), kept.end(), name) != kept.end()) continue;
+        if (kept.size() >= static_cast<size_t>(o.resident)) break;
+        if (slot.memory_mb > 0 && memory + mb > slot.memory_mb) continue;
         memory += mb;
         kept.push_back(name);
         d.sessions.push_back({name, name == v.model ? static_cast<uint32_t>(batch) : 1u});

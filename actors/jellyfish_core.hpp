@@ -4,8 +4,9 @@
 // proportion to its clients' frame rates (one at least), runs Jellyfish's re-schedule per pipeline
 // (scheduling/jellyfish_plan.hpp: one variant per device, clients mapped to devices), and turns it
 // into a placement: each device runs its selected variant at the batch its clients allow, and
-// keeps the variants it ran most recently loaded beside it (`resident`, within the slot's memory),
-// so that switching back costs no load; the table routes each client to its device with the image
+// keeps loaded beside it (`resident`, within the slot's memory) its neighbours in size
+// (prefetched, as Jellyfish does) and the variants it ran most recently, so that most switches
+// find their variant loaded; the table routes each client to its device with the image
 // size to tell it. Requests of clients without a route go to the fastest variant running.
 
 #include <map>
@@ -43,7 +44,7 @@ class jellyfish_core {
   const cluster_config& cfg_;
   std::map<slot_key, std::string> running_;                // selected variant per device
   std::map<slot_key, int> batch_;                          // and the batch it runs at
-  std::map<slot_key, std::vector<std::string>> resident_;  // per device, most recently selected first
+  std::map<slot_key, std::vector<std::string>> resident_;  // per device, what it keeps loaded
   stats stats_;
 };
 

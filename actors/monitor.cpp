@@ -122,10 +122,15 @@ monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args) {
     return {
         [=](msg::load_report& r) {
           auto& st = self->state;
+          bool moved = false;  // a client's uplink, by more than a quarter or a fifth less
           for (auto& c : r.clients) {
             auto key = std::make_pair(c.client, c.pipeline);
-            st.clients[key] = {self->clock().now(), std::move(c)};
+            auto& slot = st.clients[key];
+            double was = slot.second.uplink_mbps;
+            moved |= was > 0 && c.uplink_mbps > 0 && (c.uplink_mbps > 1.25 * was || 1.25 * c.uplink_mbps < was);
+            slot = {self->clock().now(), std::move(c)};
           }
+          if (auto ctl = st.net->local().controller; moved && ctl) self->send(ctl, clients_atom::value);
           if (!r.pipelines.empty() || !r.links.empty()) judge_links(self, r);
           for (auto& pl : r.pipelines)
             if (auto* p = st.cfg->find_pipeline(pl.pipeline))

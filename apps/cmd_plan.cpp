@@ -130,6 +130,11 @@ void add_plan_command(CLI::App& app, int& rc) {
                   << "`sloserve profile -c " << o->config << " --model " << m.name << "` and add the printed key\n";
         return void(rc = 2);
       }
+    if (o->policy == scheduler_policy::jellyfish) {
+      std::cerr << "plan --policy jellyfish: Jellyfish plans per client, on their uplinks, every interval while "
+                   "serving; there is no plan for pipeline rates to print (see the controller's log)\n";
+      return void(rc = 2);
+    }
     auto in = planning_input(*cfg, cfg->models);
     in.rates.assign(cfg->pipelines.size(), 0);
     in.policy = o->policy;

@@ -48,6 +48,11 @@ void add_sim_command(CLI::App& app, int& rc) {
     auto cfg = load_config_or_report(o->config);
     if (!cfg) return void(rc = 2);
     auto& so = o->so;
+    if (cfg->scheduler.policy == scheduler_policy::jellyfish) {
+      std::cerr << o->config << ": sloserve sim does not simulate clients and their uplinks, which "
+                << "scheduler policy jellyfish plans for; serve it and load it with sloserve load --clients\n";
+      return void(rc = 2);
+    }
     for (auto& f : o->failures) {
       auto parsed = sim::parse_failure(f);
       if (!parsed) {

@@ -17,6 +17,8 @@
 // the devices' utilisation (device time of the answers over device time available).
 //
 //   build/bench/bench_jellyfish_serve [measure_s=10] [clients=4,8,16] [slos=75,100,150] [traces=stepped,bursty]
+//
+// SLOSERVE_BENCH_VERBOSE=1 prints each run's load summary (reasons, per-client figures) on stderr.
 
 #include <spdlog/spdlog.h>
 
@@ -61,7 +63,7 @@ std::string config_yaml(way w, double slo_ms) {
   y << "cluster: {name: jellyfish-bench}\n"
        "nodes:\n"
        "  - {name: n, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker],\n"
-       "     devices: [{kind: emulated, count: 4, memory_mb: 700}]}\n"
+       "     devices: [{kind: emulated, count: 4, memory_mb: 1100}]}\n"
        "models:\n";
   for (size_t i = 0; i < 5; ++i) {
     double f = static_cast<double>(sides[i]) / 608;
@@ -74,10 +76,11 @@ std::string config_yaml(way w, double slo_ms) {
     << (w == way::da_off ? std::string("model: v352") : std::string("variants: [v128, v256, v352, v480, v608]"))
     << "}]}\n";
   y << "runtime: {beacon_ms: 500}\n";
+  // The zoo is one network's weights at five input sizes: every device keeps all five loaded.
   if (w == way::jellyfish)
-    y << "scheduler: {policy: jellyfish}\n";
+    y << "scheduler: {policy: jellyfish, jellyfish: {resident: 5}}\n";
   else if (w == way::da_bw)
-    y << "scheduler: {policy: jellyfish, jellyfish: {compute_share: 0.5}}\n";
+    y << "scheduler: {policy: jellyfish, jellyfish: {resident: 5, compute_share: 0.5}}\n";
   else
     y << "scheduler: {policy: nexus, epoch_s: 4, min_epoch_s: 2}\n";
   return y.str();
@@ -133,6 +136,7 @@ outcome run(way w, int clients, double slo_ms, const std::string& trace, double 
   }
   outcome out;
   if (auto ran = run_clients(o, co)) {
+    if (std::getenv("SLOSERVE_BENCH_VERBOSE")) fprintf(stderr, "%s: %s", name_of(w), ran->to_text().c_str());
     out.miss = ran->sent ? 1 - static_cast<double>(ran->ok_within_slo) / static_cast<double>(ran->sent) : 1;
     out.accuracy = ran->accuracy;
     out.utilisation = ran->device_busy_s / (4 * measure_s);

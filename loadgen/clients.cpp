@@ -76,7 +76,7 @@ struct client_result {
 
 struct frame {
   uint64_t id;
-  steady::time_point capture, deliver;
+  steady::time_point capture, start, deliver;  // captured, its upload began, at the frontend
   size_t size;
   bool measured;
   size_t second;
@@ -123,18 +123,21 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
   };
   std::optional<image_size> advised;
   auto link_free = start;  // when the uplink has sent every frame given to it so far
-  // What the client knows of its uplink: the transfers it has finished (harmonic mean of the last
-  // second); before the first, it sends the smallest size.
+  // What the client knows of its uplink: the transfers it has finished, as the harmonic mean of
+  // the last second, or the latest transfer's rate when that is lower (a drop counts at once);
+  // before the first, it sends the smallest size.
   sched::uplink_estimate uplink_seen;
+  double latest_mbps = -1;
   std::deque<std::tuple<steady::time_point, int64_t, double>> transfers;  // (finished at, bytes, ms)
   auto seconds = [&](steady::time_point t) { return std::chrono::duration<double>(t - start).count(); };
   auto choose = [&](steady::time_point t) {
     while (!transfers.empty() && std::get<0>(transfers.front()) <= t) {
       auto [at, bytes, took] = transfers.front();
       uplink_seen.add(seconds(at), bytes, took);
+      latest_mbps = static_cast<double>(bytes) * 8 / (std::max(took, 1e-6) * 1e3);
       transfers.pop_front();
     }
-    double mbps = uplink_seen.mbps(seconds(t));
+    double mbps = std::min(uplink_seen.mbps(seconds(t)), latest_mbps);
     // A link still busy with earlier frames carries less than they assumed: the smallest size
     // drains it fastest.
     bool backlog = link_free > t;
@@ -161,8 +164,9 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
   while (true) {
     auto now = steady::now();
     for (; next_capture <= now && next_capture < stop; next_capture += gap) {
-      frame f{next_id++, next_capture, {}, choose(next_capture), next_capture >= measure_from, second_of(next_capture)};
-      auto begin = std::max(next_capture, link_free);
+      frame f{
+          next_id++, next_capture, {}, {}, choose(next_capture), next_capture >= measure_from, second_of(next_capture)};
+      auto begin = f.start = std::max(next_capture, link_free);
       double ser_ms = static_cast<double>(frames[f.size].data.size()) * 8 / (mbps_at(begin) * 1e3);
       link_free = begin + std::chrono::nanoseconds(static_cast<int64_t>(ser_ms * 1e6));
       transfers.emplace_back(link_free, static_cast<int64_t>(frames[f.size].data.size()), ser_ms);
@@ -187,6 +191,7 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
       r.slo_ms = res.slo_ms;
       r.rate_hz = res.fps;
       r.rtt_ms = co.rtt_ms;
+      r.queued_ms = ms(f.start - f.capture);
       pending.emplace(f.id, f);
       // The deadline runs from capture; a reply is awaited from the moment it is on the wire.
       expiry.emplace_back(f.deliver + grace, f.id);

@@ -7,8 +7,8 @@
 // sizes its pipeline's variants take, as the replies advise (jellyfish), the largest its uplink
 // carries at its frame rate (bandwidth), or always the middle size (off). A client knows its
 // uplink only from the transfers it finished (the harmonic mean of the last second, as the
-// frontend estimates it), and sends the smallest size until it has one, and whenever a frame
-// finds the link still busy with earlier ones.
+// frontend estimates it, or the latest transfer's rate when that is lower), and sends the
+// smallest size until it has one, and whenever a frame finds the link still busy with earlier ones.
 
 #include <map>
 #include <string>

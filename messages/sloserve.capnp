@@ -31,6 +31,7 @@ struct ClientRequest {
   sloMs @6 :Float64;  # 0: the pipeline's SLO
   rateHz @7 :Float64;  # frames/s it sends; 0: measured at the frontend
   rttMs @8 :Float64 = -1;  # its smoothed round trip to the frontend; < 0: unknown
+  queuedMs @9 :Float64;  # how long it waited on the client, after sentAtUs, before its bytes went out
 }
 
 struct StageTiming {

@@ -266,6 +266,17 @@ TEST(client_registry, reports_what_clients_declare_and_what_their_uploads_show) 
   EXPECT_DOUBLE_EQ(r[1].slo_ms, 100) << "the pipeline's";
   EXPECT_DOUBLE_EQ(r[1].rate_hz, 25) << "declared";
   EXPECT_EQ(r[1].uplink_mbps, -1) << "no send time";
+  // An uplink that moves much since the report is worth reporting at once.
+  EXPECT_FALSE(reg.moved(cam, p, 10.6));
+  // Time a request waited on its client before its upload began is no upload time.
+  client_registry queued;
+  ASSERT_TRUE(queued.on_request({cam, p, 150, 0, 20, 50000, 50000, 140, 100, 100}, 1));
+  EXPECT_NEAR(queued.report(1, 1)[0].uplink_mbps, 50000 * 8 / 30e3, 1e-9);
+  ASSERT_TRUE(reg.on_request({cam, p, 150, 0, 20, 50000, 50000, 15, 100}, 10.7));  // 5 ms up: 80 Mbps
+  EXPECT_FALSE(reg.moved(cam, p, 10.7, 1.5)) << "one fast upload among slow ones moves it less than 1.5x";
+  ASSERT_TRUE(reg.on_request({cam, p, 150, 0, 20, 50000, 50000, 15, 100}, 10.7));
+  EXPECT_TRUE(reg.moved(cam, p, 10.7));
+  EXPECT_FALSE(reg.moved(other, p, 10.7)) << "no uplink known";
   EXPECT_EQ(reg.report(30, 1).size(), 0u) << "silent clients are forgotten";
   // Routes from the controller.
   EXPECT_EQ(reg.route(cam, p), nullptr);

@@ -80,6 +80,21 @@ TEST(jellyfish_core, maps_clients_to_devices_and_tells_them_the_size_to_send) {
   EXPECT_DOUBLE_EQ(core.counters().mapped, 1);
 }
 
+// A device keeps its variant's neighbours in size loaded too (Jellyfish's prefetching).
+TEST(jellyfish_core, devices_prefetch_the_neighbours_of_their_variant) {
+  auto cfg = testing::parse_or_die(yaml);
+  jellyfish_core core(*cfg);
+  auto slots = device_slots(*cfg);
+  slots.pop_back();
+  auto p = core.decide({client("cam", 200)}, slots, cfg->models, 1);
+  auto& d = p.schedules.at("w1").devices[0];
+  ASSERT_EQ(d.sessions.size(), 3u);
+  EXPECT_EQ(d.sessions[0].model, "d512");
+  EXPECT_EQ(d.sessions[1].model, "d384") << "its one neighbour";
+  EXPECT_EQ(d.sessions[2].model, "d256") << "then the next one out";
+  EXPECT_EQ(d.sessions[1].batch, 1u);
+}
+
 TEST(jellyfish_core, devices_keep_recent_variants_resident_within_their_memory) {
   auto cfg = testing::parse_or_die(yaml);
   jellyfish_core core(*cfg);
@@ -95,7 +110,7 @@ TEST(jellyfish_core, devices_keep_recent_variants_resident_within_their_memory) 
   }
   EXPECT_NE(ran[0], ran[1]);
   EXPECT_EQ(core.counters().switches, 2u);
-  EXPECT_EQ(core.counters().resident_hits, 1u) << "the switch back found its variant loaded";
+  EXPECT_GE(core.counters().resident_hits, 1u) << "the switch back found its variant loaded";
   // w2 holds 150 MB: one variant.
   jellyfish_core small(*cfg);
   auto only_w2 = device_slots(*cfg);

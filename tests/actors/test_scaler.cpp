@@ -53,6 +53,7 @@ controller_actor recording_controller(caf::actor_system& sys, std::shared_ptr<st
         [out](deployment& d) { out->push_back(std::move(d)); },
         [](beacon_atom) {},
         [](tick_atom) {},
+        [](clients_atom) {},
         [](peer_down_atom, const std::string&) {},
         [](peer_up_atom, const std::string&) {},
         [](link_verdicts&) {},
