@@ -88,8 +88,9 @@ std::unique_ptr<planner> make_planner(scheduler_policy policy) {
       return std::make_unique<batch_oblivious_planner>();
     case scheduler_policy::nexus:
     case scheduler_policy::static_plan:
-    case scheduler_policy::ipa:  // chooses variants and sizes; what it places packs as nexus
-      break;                     // static plans are made by placement; epochs pack as nexus
+    case scheduler_policy::ipa:        // chooses variants and sizes; what it places packs as nexus
+    case scheduler_policy::jellyfish:  // places one variant per device itself; packs as nexus if asked
+      break;                           // static plans are made by placement; epochs pack as nexus
   }
   return std::make_unique<nexus_planner>();
 }
