@@ -2,7 +2,7 @@
 // Clients that name themselves (ClientRequest.client), as one frontend sees them: per client and
 // pipeline, the SLO and frame rate it declares (else its measured rate), its uplink (the harmonic
 // mean of the last second of its uploads: bytes over the time each took, from its send time less
-// half its round trip), the bytes per pixel of its images, and the controller's route for it (the
+// what it waited on the client and half its round trip), the bytes per pixel of its images, and the controller's route for it (the
 // variant, instance and image size Jellyfish mapped it to). CAF-free; the frontend owns one.
 
 #include <cstddef>
@@ -47,7 +47,6 @@ class client_registry {
   void apply(const std::vector<msg::client_route>& routes);
   // Where the client's requests of `pipeline` go; null when the table names none.
   const msg::client_route* route(const std::string& client, const std::string& pipeline) const;
-  size_t size() const { return clients_.size(); }
 
  private:
   struct entry {
