@@ -24,6 +24,17 @@ bool client_registry::on_request(const request& r, double now_s) {
     bool first = e.bytes_per_pixel <= 0;
     e.bytes_per_pixel = first ? bpp : 0.8 * e.bytes_per_pixel + 0.2 * bpp;
     e.pixels = first ? static_cast<double>(r.pixels) : 0.8 * e.pixels + 0.2 * static_cast<double>(r.pixels);
+    // Per size too: a JPEG's bytes per pixel falls as it grows, so each size the client sends
+    // is known by what it weighed, and the plan carries the nearest one to sizes not seen.
+    auto px = static_cast<double>(r.pixels);
+    auto at = std::find_if(e.images.begin(), e.images.end(), [&](auto& i) { return i.pixels == px; });
+    msg::image_bytes seen{px, static_cast<double>(r.bytes)};
+    if (at != e.images.end()) {
+      seen.bytes = 0.8 * at->bytes + 0.2 * seen.bytes;
+      e.images.erase(at);
+    }
+    e.images.insert(e.images.begin(), seen);
+    if (e.images.size() > max_image_sizes) e.images.pop_back();
   }
   if (r.waited_ms >= 0)
     e.uplink.add(now_s, r.bytes, r.waited_ms - std::max(0.0, r.queued_ms) - std::max(0.0, e.rtt_ms) / 2);
@@ -47,6 +58,7 @@ std::vector<msg::client_load> client_registry::report(double now_s, double windo
     l.rtt_ms = std::max(0.0, e.rtt_ms);
     l.bytes_per_pixel = e.bytes_per_pixel;
     l.image_pixels = e.pixels;
+    l.images = e.images;
     e.arrivals = 0;
     out.push_back(std::move(l));
     ++it;

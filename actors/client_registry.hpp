@@ -32,6 +32,7 @@ class client_registry {
     double queued_ms = 0;  // of waited_ms, on the client before its upload began
   };
   explicit client_registry(size_t max_clients = 4096) : max_(max_clients) {}
+  static constexpr size_t max_image_sizes = 8;  // sizes remembered per client
 
   // Counts one request. False when the registry is full and the client is new (it is then
   // served as an anonymous client).
@@ -53,8 +54,9 @@ class client_registry {
   struct entry {
     std::string client, pipeline;
     double slo_ms = 0, rate_hz = 0, rtt_ms = -1, bytes_per_pixel = 0, pixels = 0, last_s = 0;
-    double reported_mbps = -1;  // the uplink the last report gave
-    uint64_t arrivals = 0;      // since the last report
+    std::vector<msg::image_bytes> images;  // per size it sent, most recent first
+    double reported_mbps = -1;             // the uplink the last report gave
+    uint64_t arrivals = 0;                 // since the last report
     sched::uplink_estimate uplink;
   };
   static std::string key(const std::string& client, const std::string& pipeline) { return client + '\n' + pipeline; }

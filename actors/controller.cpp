@@ -53,7 +53,8 @@ struct controller_state {
   std::map<std::pair<std::string, uint32_t>, uint32_t> cores;  // threads last sent per device
   // Jellyfish's (scheduler.policy: jellyfish).
   std::optional<jellyfish_core> jellyfish;
-  clock_time last_round;  // of jellyfish's re-schedules
+  clock_time last_round;        // of jellyfish's re-schedules
+  bool round_deferred = false;  // a client's move came too soon after one: a round follows
 };
 
 using self_ptr = controller_actor::stateful_pointer<controller_state>;
@@ -342,9 +343,17 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
           ask_clients(self);
         },
         [=](clients_atom) {
-          // A client's uplink moved much: re-schedule now, unless one ran within 100 ms.
-          if (self->state.jellyfish && self->clock().now() - self->state.last_round >= std::chrono::milliseconds(100))
-            ask_clients(self);
+          // A client's uplink moved much: re-schedule now, or 100 ms after the last round.
+          auto& st = self->state;
+          if (!st.jellyfish || st.round_deferred) return;
+          auto since = self->clock().now() - st.last_round;
+          if (since >= std::chrono::milliseconds(100)) return ask_clients(self);
+          st.round_deferred = true;
+          self->delayed_send(self, std::chrono::milliseconds(100) - since, round_atom::value);
+        },
+        [=](round_atom) {
+          self->state.round_deferred = false;
+          ask_clients(self);
         },
         [=](msg::register_node& r) { on_register(self, r); },
         [=](deployment& d) { on_deployment(self, d); },

@@ -27,6 +27,7 @@ using leave_atom = caf::atom_constant<caf::atom("leave")>;
 using loaded_atom = caf::atom_constant<caf::atom("loaded")>;
 using rates_atom = caf::atom_constant<caf::atom("rates")>;
 using clients_atom = caf::atom_constant<caf::atom("clients")>;
+using round_atom = caf::atom_constant<caf::atom("round")>;
 
 // Where the frontend hands a reply for a client that is not a ZeroMQ peer (the HTTP ingress):
 // called exactly once, on the frontend's thread.
@@ -120,6 +121,7 @@ using controller_actor =
                      caf::reacts_to<beacon_atom>,                  // run an epoch when one is due
                      caf::reacts_to<tick_atom>,                    // jellyfish: re-schedule the clients
                      caf::reacts_to<clients_atom>,                 // jellyfish: a client's uplink moved much
+                     caf::reacts_to<round_atom>,                   // jellyfish: a move deferred to now
                      caf::reacts_to<peer_down_atom, std::string>,  // take its instances out of routing
                      caf::reacts_to<peer_up_atom, std::string>,
                      caf::reacts_to<link_verdicts>>;  // workers behind slow links, models too far for links

@@ -19,10 +19,12 @@
 //   build/bench/bench_jellyfish_serve [measure_s=10] [clients=4,8,16] [slos=75,100,150] [traces=stepped,bursty]
 //
 // SLOSERVE_BENCH_VERBOSE=1 prints each run's load summary (reasons, per-client figures) on stderr.
+// SLOSERVE_BENCH_WAYS=DA_bw,nexus runs jellyfish and those baselines alone.
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -170,7 +172,14 @@ int main(int argc, char** argv) {
   auto counts = list_arg<int>(argc, argv, 2, {4, 8, 16});
   auto slos = list_arg<double>(argc, argv, 3, {75, 100, 150});
   auto kinds = list_arg<std::string>(argc, argv, 4, {"stepped", "bursty"});
-  const way ways[] = {way::jellyfish, way::da_off, way::da_bw, way::nexus};
+  std::vector<way> ways{way::jellyfish, way::da_off, way::da_bw, way::nexus};
+  if (auto only = std::getenv("SLOSERVE_BENCH_WAYS")) {  // jellyfish and the baselines named
+    std::vector<way> picked{way::jellyfish};
+    for (auto& name : list_arg<std::string>(2, std::array<char*, 2>{nullptr, only}.data(), 1, {}))
+      for (auto w : ways)
+        if (w != way::jellyfish && name == name_of(w)) picked.push_back(w);
+    ways = picked;
+  }
   printf("%-8s %7s %4s |", "trace", "clients", "SLO");
   for (auto w : ways) printf(" %-22s|", name_of(w));
   printf("  (miss%% acc%% util%%)\n");

@@ -110,12 +110,8 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
     auto s = static_cast<size_t>(std::max(0.0, std::chrono::duration<double>(t - start).count()));
     return std::max(0.05, (*trace)[std::min(s, trace->size() - 1)]);  // a dead link still trickles
   };
-  double pixels = 0, bytes = 0;
-  for (size_t i = 0; i < co.sizes.size(); ++i) {
-    pixels += static_cast<double>(co.sizes[i].height) * co.sizes[i].width;
-    bytes += static_cast<double>(frames[i].data.size());
-  }
-  double bpp = bytes / std::max(1.0, pixels);
+  std::vector<size_t> frame_bytes;  // what a frame of each size weighs
+  for (size_t i = 0; i < co.sizes.size(); ++i) frame_bytes.push_back(frames[i].data.size());
   auto index_of = [&](image_size s) {
     for (size_t i = 0; i < co.sizes.size(); ++i)
       if (co.sizes[i] == s) return i;
@@ -141,7 +137,7 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
     // A link still busy with earlier frames carries less than they assumed: the smallest size
     // drains it fastest.
     bool backlog = link_free > t;
-    auto carried = mbps < 0 || backlog ? size_t{0} : index_of(largest_carried(co.sizes, mbps, res.fps, bpp));
+    auto carried = mbps < 0 || backlog ? size_t{0} : largest_carried(frame_bytes, mbps, res.fps);
     switch (co.adaptation) {
       case data_adaptation::off:
         return index_of(co.fixed);
@@ -260,10 +256,10 @@ status set_image_sizes(const cluster_config& cfg, const pipeline& p, client_opti
   return {};
 }
 
-image_size largest_carried(const std::vector<image_size>& sizes, double mbps, double fps, double bytes_per_pixel) {
-  image_size best = sizes.empty() ? image_size{} : sizes.front();
-  for (auto& s : sizes)
-    if (bytes_per_pixel * s.height * s.width * 8 * fps < mbps * 1e6) best = s;
+size_t largest_carried(const std::vector<size_t>& bytes, double mbps, double fps) {
+  size_t best = 0;
+  for (size_t i = 0; i < bytes.size(); ++i)
+    if (static_cast<double>(bytes[i]) * 8 * fps < mbps * 1e6) best = i;
   return best;
 }
 

@@ -57,8 +57,8 @@ expected<load_summary> run_clients(const load_options& o, const client_options& 
 // roughly the bytes per pixel of real video frames. The same seed draws the same scene.
 std::string camera_frame_jpeg(int h, int w, uint64_t seed);
 
-// The largest of `sizes` whose JPEG (at `bytes_per_pixel`) `mbps` carries `fps` times a second;
-// the smallest when none does.
-image_size largest_carried(const std::vector<image_size>& sizes, double mbps, double fps, double bytes_per_pixel);
+// Of frames of `bytes`, smallest first, the index of the largest that `mbps` carries `fps` times a
+// second; 0 when none does.
+size_t largest_carried(const std::vector<size_t>& bytes, double mbps, double fps);
 
 }  // namespace sloserve

@@ -150,6 +150,11 @@ struct LinkLoad {
   unheard @5 :Bool;  # the frontend does not hear the worker now (it marked it down)
 }
 
+struct ImageBytes {
+  pixels @0 :Float64;
+  bytes @1 :Float64;  # a recent mean
+}
+
 # A frontend's view of one client that names itself (ClientRequest.client), over the last second.
 struct ClientLoad {
   client @0 :Text;
@@ -160,6 +165,7 @@ struct ClientLoad {
   rttMs @5 :Float64;
   bytesPerPixel @6 :Float64;  # of the images it sent (JPEG compresses); 0: unknown
   imagePixels @7 :Float64;  # the pixels of those images (bytesPerPixel was measured there)
+  images @8 :List(ImageBytes);  # what its images weighed, per size it sent lately
 }
 
 struct LoadReport {

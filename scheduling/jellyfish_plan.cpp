@@ -7,6 +7,12 @@ namespace sloserve::sched {
 
 double jf_input_bytes(const jf_client_state& c, const jf_variant& v, const jf_plan_options& o) {
   double pixels = static_cast<double>(v.height) * static_cast<double>(v.width);
+  const std::pair<double, double>* near = nullptr;
+  for (auto& i : c.image_bytes)
+    if (i.first > 0 && i.second > 0 &&
+        (!near || std::abs(std::log(pixels / i.first)) < std::abs(std::log(pixels / near->first))))
+      near = &i;
+  if (near) return near->second * std::pow(pixels / near->first, 0.9);
   if (c.bytes_per_pixel > 0 && c.image_pixels > 0)
     return c.bytes_per_pixel * c.image_pixels * std::pow(pixels / c.image_pixels, 0.9);
   return (c.bytes_per_pixel > 0 ? c.bytes_per_pixel : o.bytes_per_pixel) * pixels;

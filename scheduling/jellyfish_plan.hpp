@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "scheduling/jellyfish.hpp"
@@ -24,6 +25,7 @@ struct jf_client_state {
   double rtt_ms = 0;
   double bytes_per_pixel = 0;  // of its images; 0: unknown (the plan's default then)
   double image_pixels = 0;     // the pixels of the images bytes_per_pixel was measured on; 0: any
+  std::vector<std::pair<double, double>> image_bytes;  // (pixels, bytes) of sizes it sent lately
 };
 
 // One variant of the zoo: a model and the image size it takes.
@@ -44,8 +46,9 @@ struct jf_plan_options {
   jf_annealing annealing{};
 };
 
-// What an image of `v`'s size from client `c` weighs, in bytes: its bytes per pixel, measured at
-// `image_pixels`, carried to v's pixels as JPEG sizes grow, as pixels^0.9 (larger images
+// What an image of `v`'s size from client `c` weighs, in bytes: what the client's images of the
+// nearest size it sent weighed (exact when it sent v's size), else its bytes per pixel measured
+// at `image_pixels`; carried to v's pixels as JPEG sizes grow, as pixels^0.9 (larger images
 // compress better: 128² to 608² frames grow 17x for 22.6x the pixels).
 double jf_input_bytes(const jf_client_state& c, const jf_variant& v, const jf_plan_options& o);
 // L_ij = SLO_i - (size_j / W_i + RTT_i) - overheads, clamped at 0; 0 also when the uplink cannot

@@ -262,6 +262,9 @@ TEST(client_registry, reports_what_clients_declare_and_what_their_uploads_show) 
   EXPECT_DOUBLE_EQ(r[0].rtt_ms, 20);
   EXPECT_DOUBLE_EQ(r[0].bytes_per_pixel, 1);
   EXPECT_DOUBLE_EQ(r[0].image_pixels, 50000);
+  ASSERT_EQ(r[0].images.size(), 1u) << "one size sent";
+  EXPECT_DOUBLE_EQ(r[0].images[0].pixels, 50000);
+  EXPECT_DOUBLE_EQ(r[0].images[0].bytes, 50000);
   EXPECT_EQ(r[1].client, "other");
   EXPECT_DOUBLE_EQ(r[1].slo_ms, 100) << "the pipeline's";
   EXPECT_DOUBLE_EQ(r[1].rate_hz, 25) << "declared";
@@ -272,6 +275,15 @@ TEST(client_registry, reports_what_clients_declare_and_what_their_uploads_show) 
   client_registry queued;
   ASSERT_TRUE(queued.on_request({cam, p, 150, 0, 20, 50000, 50000, 140, 100, 100}, 1));
   EXPECT_NEAR(queued.report(1, 1)[0].uplink_mbps, 50000 * 8 / 30e3, 1e-9);
+  // Each size it sends is remembered by what it weighed, the most recent first, so many at most.
+  for (int k = 1; k <= 10; ++k)
+    ASSERT_TRUE(queued.on_request({cam, p, 150, 0, 20, int64_t{1000} * k, int64_t{10000} * k, 140, 100, 100}, 1));
+  ASSERT_TRUE(queued.on_request({cam, p, 150, 0, 20, 12000, 100000, 140, 100, 100}, 1));
+  auto sizes = queued.report(1, 1)[0].images;
+  ASSERT_EQ(sizes.size(), client_registry::max_image_sizes);
+  EXPECT_DOUBLE_EQ(sizes[0].pixels, 100000);
+  EXPECT_DOUBLE_EQ(sizes[0].bytes, 0.8 * 10000 + 0.2 * 12000) << "a mean over its recent images";
+  EXPECT_DOUBLE_EQ(sizes[1].pixels, 90000);
   ASSERT_TRUE(reg.on_request({cam, p, 150, 0, 20, 50000, 50000, 15, 100}, 10.7));  // 5 ms up: 80 Mbps
   EXPECT_FALSE(reg.moved(cam, p, 10.7, 1.5)) << "one fast upload among slow ones moves it less than 1.5x";
   ASSERT_TRUE(reg.on_request({cam, p, 150, 0, 20, 50000, 50000, 15, 100}, 10.7));

@@ -54,6 +54,7 @@ controller_actor recording_controller(caf::actor_system& sys, std::shared_ptr<st
         [](beacon_atom) {},
         [](tick_atom) {},
         [](clients_atom) {},
+        [](round_atom) {},
         [](peer_down_atom, const std::string&) {},
         [](peer_up_atom, const std::string&) {},
         [](link_verdicts&) {},

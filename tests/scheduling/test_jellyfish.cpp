@@ -147,7 +147,7 @@ TEST(jellyfish, annealing_finds_the_exhaustive_optimum_on_most_small_instances) 
 TEST(jellyfish_plan, budgets_count_the_upload_of_each_variants_input_size) {
   jf_plan_options o;
   o.overhead_ms = 5;
-  jf_client_state c{"c", 100, 10, 8, 10, 0.25};           // 8 Mbps = 1 MB/s
+  jf_client_state c{"c", 100, 10, 8, 10, 0.25, 0, {}};    // 8 Mbps = 1 MB/s
   jf_variant small{"s", 200, 200, 70, 8, [](int b) { return 1.0 * b; }};  // 10,000 bytes: 10 ms
   jf_variant large{"l", 400, 500, 80, 8, [](int b) { return 2.0 * b; }};  // 50,000 bytes: 50 ms
   EXPECT_DOUBLE_EQ(jf_input_bytes(c, small, o), 10000);
@@ -162,6 +162,11 @@ TEST(jellyfish_plan, budgets_count_the_upload_of_each_variants_input_size) {
   auto measured = c;
   measured.image_pixels = 10000;
   EXPECT_NEAR(jf_input_bytes(measured, small, o), 0.25 * 10000 * std::pow(4.0, 0.9), 1e-6);
+  // Sizes it sent are known by what they weighed: exact at those, the nearest one carried to
+  // the others.
+  measured.image_bytes = {{10000, 3000}, {40000, 9000}, {250000, 52000}};
+  EXPECT_DOUBLE_EQ(jf_input_bytes(measured, small, o), 9000);
+  EXPECT_DOUBLE_EQ(jf_input_bytes(measured, large, o), 52000 * std::pow(200000.0 / 250000, 0.9));
   o.compute_share = 0.5;  // a fixed share of the SLO, whatever the uplink
   EXPECT_DOUBLE_EQ(jf_budget_ms(c, large, o), 50);
   o.compute_share = 0;
@@ -178,7 +183,7 @@ TEST(jellyfish_plan, slow_uplinks_get_smaller_inputs_and_everyone_is_mapped) {
     double a = 0.5 + 0.5 * k;
     zoo.push_back({"v" + std::to_string(side), side, side, 60.0 + 5 * k, 8, [a](int b) { return a * b + 2; }});
   }
-  std::vector<jf_client_state> clients{{"fast", 100, 10, 200, 10, 0.25}, {"slow", 100, 10, 2, 10, 0.25}};
+  std::vector<jf_client_state> clients{{"fast", 100, 10, 200, 10, 0.25, 0, {}}, {"slow", 100, 10, 2, 10, 0.25, 0, {}}};
   auto plan = plan_jellyfish(zoo, clients, 2, {}, {});
   ASSERT_EQ(plan.clients.size(), 2u);
   EXPECT_TRUE(plan.clients[0].mapped);
@@ -196,7 +201,7 @@ TEST(jellyfish_plan, slow_uplinks_get_smaller_inputs_and_everyone_is_mapped) {
 TEST(jellyfish_plan, clients_beyond_every_budget_go_to_the_fastest_worker) {
   std::vector<jf_variant> zoo{{"small", 100, 100, 60, 4, [](int b) { return 10.0 * b; }},
                               {"large", 300, 300, 80, 4, [](int b) { return 30.0 * b; }}};
-  std::vector<jf_client_state> clients{{"ok", 200, 5, -1, 0, 0.25}, {"hopeless", 20, 5, -1, 0, 0.25}};
+  std::vector<jf_client_state> clients{{"ok", 200, 5, -1, 0, 0.25, 0, {}}, {"hopeless", 20, 5, -1, 0, 0.25, 0, {}}};
   auto plan = plan_jellyfish(zoo, clients, 2, {1, 1}, {});
   EXPECT_TRUE(plan.clients[0].mapped);
   EXPECT_FALSE(plan.clients[1].mapped);
