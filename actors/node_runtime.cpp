@@ -98,7 +98,7 @@ expected<std::shared_ptr<const cluster_config>> with_startup_profiles(std::share
     if (!group) continue;
     spdlog::info("{}: model '{}' has no profile in {}; profiling it on a {} device ({} threads) at start-up", node.name,
                  m.name, cfg->file, group->kind, group->threads);
-    auto ex = make_executor(group->kind, 1, group->threads);
+    auto ex = make_executor(group->kind, 1, group->threads, group->type);
     profile_options o;
     o.min_runs = 10;
     o.max_seconds = 1;

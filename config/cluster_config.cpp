@@ -53,6 +53,15 @@ const model_spec* cluster_config::find_model(std::string_view n) const {
     if (x.name == n) return &x;
   return nullptr;
 }
+const device_type* cluster_config::find_device_type(std::string_view n) const {
+  for (auto& x : device_types)
+    if (x.name == n) return &x;
+  return nullptr;
+}
+double cluster_config::price_of(const device_group& g) const {
+  auto* t = g.type.empty() ? nullptr : find_device_type(g.type);
+  return t ? t->price : 1;
+}
 const pipeline* cluster_config::find_pipeline(std::string_view n) const {
   for (auto& x : pipelines)
     if (x.name == n) return &x;
@@ -112,13 +121,14 @@ status check_address(std::string_view a) {
 
 const std::vector<config_section>& config_keys() {
   static const std::vector<config_section> all = {
-      {"", {"cluster", "nodes", "models", "pipelines", "runtime", "scheduler", "scaler", "security"}},
+      {"", {"cluster", "device_types", "nodes", "models", "pipelines", "runtime", "scheduler", "scaler", "security"}},
       {"cluster", {"name"}},
+      {"device_types[]", {"name", "price"}},
       {"nodes[]", {"name", "address", "bind", "roles", "devices", "cores", "http", "grpc", "metrics"}},
-      {"nodes[].devices[]", {"kind", "count", "models", "memory_mb", "threads"}},
+      {"nodes[].devices[]", {"kind", "count", "models", "memory_mb", "threads", "type"}},
       {"models[]",
-       {"name", "input", "output", "max_batch", "profile", "jitter", "load_ms", "memory_mb", "path", "prefix", "cores",
-        "preprocess", "precision", "accuracy", "base_cores", "pass_rate"}},
+       {"name", "input", "output", "max_batch", "profile", "profiles", "jitter", "load_ms", "memory_mb", "path",
+        "prefix", "cores", "preprocess", "precision", "accuracy", "base_cores", "pass_rate"}},
       {"models[].input", {"dtype", "shape", "name"}},
       {"models[].output", {"dtype", "shape", "name"}},
       {"models[].profile", {"batch", "latency_ms", "alpha_ms", "beta_ms", "step"}},
@@ -243,13 +253,12 @@ void parse_tensor_spec(reader& r, const YAML::Node& n, tensor_spec& out, const s
   }
 }
 
-void parse_profile(reader& r, const YAML::Node& n, model_spec& m, const std::string& where) {
+void parse_profile(reader& r, const YAML::Node& n, latency_profile& p, const std::string& where) {
   if (!n || !n.IsMap()) {
     r.error(n, where + " is missing 'profile' ({batch, latency_ms} or {alpha_ms, beta_ms})");
     return;
   }
   r.known_keys(n, "models[].profile", where + " profile");
-  auto& p = m.profile;
   if (n["batch"] || n["latency_ms"]) {
     r.get(n, "batch", p.batch, where + " profile", true);
     r.get(n, "latency_ms", p.latency_ms, where + " profile", true);
@@ -323,9 +332,23 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   if (m.max_batch < 1) r.error(n["max_batch"], where + " max_batch must be at least 1");
   // A real model may leave its profile to the worker that serves it (measured at start-up).
   if (n["profile"] || !n["path"])
-    parse_profile(r, n["profile"], m, where);
+    parse_profile(r, n["profile"], m.profile, where);
   else
     m.needs_profile = true;
+  // Per device type: the types must be declared (device_types comes first in the file's reading).
+  if (auto ps = n["profiles"]) {
+    if (!ps.IsMap()) r.error(ps, where + " profiles must be a map {TYPE: profile}");
+    for (auto it = ps.begin(); ps.IsMap() && it != ps.end(); ++it) {
+      auto type = it->first.as<std::string>("");
+      if (!cfg.find_device_type(type)) {
+        r.error(it->first, where + " profiles name '" + type + "', which device_types does not declare");
+        continue;
+      }
+      latency_profile p;
+      parse_profile(r, it->second, p, where + " (" + type + ")");
+      m.profiles.emplace_back(type, std::move(p));
+    }
+  }
   if (auto c = n["cores"]) {
     core_latency l;
     auto w = where + " cores";
@@ -407,6 +430,8 @@ void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
       r.get(d, "count", g.count, where + " device", false);
       if (g.count < 1) r.error(d["count"], where + " device count must be at least 1");
       r.get(d, "models", g.models, where + " device", false);
+      if (r.get(d, "type", g.type, where + " device", false) && !cfg.find_device_type(g.type))
+        r.error(d["type"], where + " device type '" + g.type + "' is not in device_types");
       s.devices.push_back(std::move(g));
     }
   }
@@ -711,6 +736,18 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
     r.known_keys(root, "", "the cluster file");
     r.known_keys(root["cluster"], "cluster", "cluster");
     if (root["cluster"]) r.get(root["cluster"], "name", cfg.name, "cluster", false);
+    if (auto types = root["device_types"]) {
+      if (!types.IsSequence()) r.error(types, "device_types must be a list of {name, price}");
+      for (auto t : types) {
+        device_type x;
+        r.known_keys(t, "device_types[]", "device type");
+        if (!r.get(t, "name", x.name, "device type", true)) continue;
+        r.get(t, "price", x.price, "device type '" + x.name + "'", true);
+        if (!(x.price > 0)) r.error(t["price"], "device type '" + x.name + "' price must be positive");
+        if (cfg.find_device_type(x.name)) r.error(t["name"], "duplicate device type '" + x.name + "'");
+        cfg.device_types.push_back(std::move(x));
+      }
+    }
     if (!root["nodes"] || !root["nodes"].IsSequence() || root["nodes"].size() == 0)
       r.error(root, "the cluster file needs a non-empty list 'nodes'");
     else
@@ -866,8 +903,9 @@ void emit_tensor(YAML::Emitter& e, const char* key, const tensor_spec& t, const 
   if (name != key) e << YAML::Key << "name" << YAML::Value << name;
   e << YAML::EndMap;
 }
-void emit_profile(YAML::Emitter& e, const latency_profile& p) {
-  e << YAML::Key << "profile" << YAML::Value << YAML::Flow << YAML::BeginMap;
+void emit_profile(YAML::Emitter& e, const latency_profile& p, bool keyed = true) {
+  if (keyed) e << YAML::Key << "profile" << YAML::Value;
+  e << YAML::Flow << YAML::BeginMap;
   if (p.tabular()) {
     e << YAML::Key << "batch" << YAML::Value << YAML::Flow << p.batch << YAML::Key << "latency_ms" << YAML::Value
       << YAML::Flow << p.latency_ms;
@@ -892,6 +930,13 @@ std::string to_yaml(const cluster_config& cfg) {
   e << YAML::BeginMap;
   e << YAML::Key << "cluster" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value
     << cfg.name << YAML::EndMap;
+  if (!cfg.device_types.empty()) {
+    e << YAML::Key << "device_types" << YAML::Value << YAML::BeginSeq;
+    for (auto& t : cfg.device_types)
+      e << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << t.name << YAML::Key << "price"
+        << YAML::Value << t.price << YAML::EndMap;
+    e << YAML::EndSeq;
+  }
   e << YAML::Key << "nodes" << YAML::Value << YAML::BeginSeq;
   for (auto& n : cfg.nodes) {
     e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << n.name << YAML::Key << "address" << YAML::Value
@@ -909,6 +954,7 @@ std::string to_yaml(const cluster_config& cfg) {
         if (!g.models.empty()) e << YAML::Key << "models" << YAML::Value << YAML::Flow << g.models;
         if (g.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << g.memory_mb;
         if (g.threads != 1) e << YAML::Key << "threads" << YAML::Value << g.threads;
+        if (!g.type.empty()) e << YAML::Key << "type" << YAML::Value << g.type;
         e << YAML::EndMap;
       }
       e << YAML::EndSeq;
@@ -924,6 +970,14 @@ std::string to_yaml(const cluster_config& cfg) {
     e << YAML::Key << "max_batch" << YAML::Value << m.max_batch;
     // A model left to be profiled at start-up stays so: its nodes measure it.
     if (!m.needs_profile) emit_profile(e, m.profile);
+    if (!m.profiles.empty()) {
+      e << YAML::Key << "profiles" << YAML::Value << YAML::BeginMap;
+      for (auto& [type, p] : m.profiles) {
+        e << YAML::Key << type << YAML::Value;
+        emit_profile(e, p, false);
+      }
+      e << YAML::EndMap;
+    }
     if (m.cores)
       e << YAML::Key << "cores" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "gamma_ms" << YAML::Value
         << m.cores->gamma << YAML::Key << "epsilon_ms" << YAML::Value << m.cores->epsilon << YAML::Key << "delta_ms"

@@ -12,8 +12,15 @@
 
 namespace sloserve {
 
+// A kind of hardware the cluster pays for (`device_types: [{name, price}]`).
+struct device_type {
+  std::string name;
+  double price = 1;  // per device, per unit of time (any currency): plans report cost in it
+};
+
 struct device_group {
   device_kind kind = device_kind::emulated;
+  std::string type;  // a device_types name; empty: untyped (price 1, the model's `profile`)
   int count = 1;
   std::vector<std::string> models;  // models these devices serve; empty: every model
   double memory_mb = 0;             // per device; 0: not limited
@@ -139,6 +146,7 @@ struct scaler_options {
 struct cluster_config {
   std::string name = "sloserve";
   std::string file;  // where it was loaded from, for messages
+  std::vector<device_type> device_types;
   std::vector<node_spec> nodes;
   std::vector<model_spec> models;
   std::vector<pipeline> pipelines;
@@ -149,6 +157,9 @@ struct cluster_config {
 
   const node_spec* find_node(std::string_view name) const;
   const model_spec* find_model(std::string_view name) const;
+  const device_type* find_device_type(std::string_view name) const;
+  // What a device of group `g` costs: its type's price, 1 untyped.
+  double price_of(const device_group& g) const;
   const pipeline* find_pipeline(std::string_view name) const;
   const node_spec* controller() const;
   std::vector<const node_spec*> with_role(role r) const;

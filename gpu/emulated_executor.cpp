@@ -20,13 +20,14 @@ namespace {
 
 class emulated_executor final : public device_executor {
  public:
-  emulated_executor(uint64_t seed, int threads) : rng_(seed), threads_(std::max(1, threads)) {}
+  emulated_executor(uint64_t seed, int threads, std::string type)
+      : rng_(seed), threads_(std::max(1, threads)), type_(std::move(type)) {}
   void set_threads(int threads) override { threads_ = std::max(1, threads); }
 
   device_kind kind() const override { return device_kind::emulated; }
-  // With `cores:`, l(b, c) at the device's current cores; otherwise the profile's l(b).
+  // With `cores:`, l(b, c) at the device's current cores; otherwise the profile of its type's l(b).
   double latency_ms(const model_spec& m, int b) const override {
-    return m.cores ? m.cores->at(b, threads_) : m.profile.latency_ms_at(b);
+    return m.cores ? m.cores->at(b, threads_) : m.profile_for(type_).latency_ms_at(b);
   }
   double load_delay_ms(const model_spec& m) const override { return std::max(0.0, m.load_ms); }
 
@@ -70,12 +71,13 @@ class emulated_executor final : public device_executor {
  private:
   std::mt19937_64 rng_;
   int threads_;
+  std::string type_;
 };
 
 }  // namespace
 
-std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed, int threads) {
-  return std::make_unique<emulated_executor>(seed, threads);
+std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed, int threads, const std::string& type) {
+  return std::make_unique<emulated_executor>(seed, threads, type);
 }
 
 #ifdef SLOSERVE_WITH_TORCH
@@ -89,8 +91,9 @@ bool torch_available() {
 }
 #endif
 
-expected<std::unique_ptr<device_executor>> make_executor(device_kind kind, uint64_t seed, int threads) {
-  if (kind == device_kind::emulated) return make_emulated_executor(seed, threads);
+expected<std::unique_ptr<device_executor>> make_executor(device_kind kind, uint64_t seed, int threads,
+                                                         const std::string& type) {
+  if (kind == device_kind::emulated) return make_emulated_executor(seed, threads, type);
 #ifdef SLOSERVE_WITH_TORCH
   return make_torch_executor(kind, threads);
 #else

@@ -79,11 +79,13 @@ class device_executor {
 // Waits l(b) from the model's profile (scaled by the model's jitter, drawn from `seed`) and
 // returns outputs of the declared shape derived deterministically from each request's input.
 // With `threads`, models that declare `cores:` take l(b, threads) instead (set_threads changes it).
-std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed, int threads = 1);
+// `type`: the device type, whose profile (`profiles: {TYPE: ...}`) it runs where a model has one.
+std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed, int threads = 1, const std::string& type = {});
 
 // The executor for a device kind; an error when the kind is not available in this build or on
-// this machine. `threads`: intra-op threads (cpu).
-expected<std::unique_ptr<device_executor>> make_executor(device_kind kind, uint64_t seed, int threads);
+// this machine. `threads`: intra-op threads (cpu); `type`: the device type (emulated devices).
+expected<std::unique_ptr<device_executor>> make_executor(device_kind kind, uint64_t seed, int threads,
+                                                         const std::string& type = {});
 
 // Whether this build has the LibTorch executors.
 bool torch_available();

@@ -4,6 +4,12 @@
 
 namespace sloserve {
 
+const latency_profile& model_spec::profile_for(std::string_view type) const {
+  for (auto& [name, p] : profiles)
+    if (name == type) return p;
+  return profile;
+}
+
 int latency_profile::max_batch(int model_max_batch) const {
   if (tabular()) return std::min(batch.back(), model_max_batch);
   return model_max_batch;

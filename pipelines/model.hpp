@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "pipelines/expected.hpp"
@@ -73,6 +74,9 @@ struct model_spec {
   std::string output_name = "output";
   int max_batch = 1;
   latency_profile profile;
+  // Per device type (`profiles: {TYPE: profile}`), beside `profile`, which the other types run.
+  std::vector<std::pair<std::string, latency_profile>> profiles;
+  const latency_profile& profile_for(std::string_view type) const;
   double jitter = 0;  // emulated devices: l(b) is scaled by a factor in [1 - jitter, 1 + jitter]
   // Emulated devices: a device that does not hold the model takes this long to load it (cold
   // start) before it acknowledges the schedule that brings it. Real devices take what loading

@@ -783,5 +783,60 @@ cluster: {name: c, owner: me}
   EXPECT_NE(e.find("unknown key 'owner' in cluster"), std::string::npos) << e;
 }
 
+// Device types with prices, devices of a type, and per-type profiles beside the default.
+const std::string typed = R"(device_types: [{name: t4, price: 0.35}, {name: a100, price: 2.9}]
+nodes:
+  - name: ctl
+    address: tcp://127.0.0.1:7100
+    roles: [controller, frontend]
+  - name: w1
+    address: tcp://127.0.0.1:7101
+    roles: [worker]
+    devices: [{kind: emulated, count: 2, type: t4}, {kind: emulated, count: 1, type: a100}, {kind: emulated}]
+models:
+  - name: a
+    input: {dtype: float32, shape: [4]}
+    output: {dtype: float32, shape: [2]}
+    max_batch: 8
+    profile: {alpha_ms: 10, beta_ms: 2}
+    profiles: {a100: {alpha_ms: 2, beta_ms: 0.5}}
+)";
+
+TEST(cluster_config, device_types_prices_and_per_type_profiles_parse_and_round_trip) {
+  auto r = parse_cluster_config(typed, "c.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  auto& cfg = *r.config;
+  ASSERT_EQ(cfg.device_types.size(), 2u);
+  EXPECT_DOUBLE_EQ(cfg.find_device_type("a100")->price, 2.9);
+  auto& groups = cfg.nodes[1].devices;
+  EXPECT_EQ(groups[0].type, "t4");
+  EXPECT_DOUBLE_EQ(cfg.price_of(groups[0]), 0.35);
+  EXPECT_DOUBLE_EQ(cfg.price_of(groups[2]), 1) << "untyped";
+  auto& m = *cfg.find_model("a");
+  EXPECT_DOUBLE_EQ(m.profile_for("a100").latency_ms_at(4), 8.5);
+  EXPECT_DOUBLE_EQ(m.profile_for("t4").latency_ms_at(4), 42) << "no profile of its own: the default";
+  auto again = parse_cluster_config(to_yaml(cfg), "again.yaml");
+  ASSERT_TRUE(again) << again.error_text();
+  EXPECT_EQ(again.config->device_types.size(), 2u);
+  EXPECT_EQ(again.config->nodes[1].devices[1].type, "a100");
+  EXPECT_DOUBLE_EQ(again.config->find_model("a")->profile_for("a100").latency_ms_at(4), 8.5);
+}
+
+TEST(cluster_config, device_types_are_checked_with_their_place) {
+  auto e =
+      errors_of("device_types: [{name: t4, price: 0}, {name: t4, price: 1}]\n" + typed.substr(typed.find("nodes:")));
+  EXPECT_NE(e.find("c.yaml:1:"), std::string::npos) << e;
+  EXPECT_NE(e.find("device type 't4' price must be positive"), std::string::npos) << e;
+  EXPECT_NE(e.find("duplicate device type 't4'"), std::string::npos) << e;
+  auto bad = typed;
+  bad.replace(bad.find("type: a100}"), 11, "type: v100}");
+  bad.replace(bad.find("profiles: {a100"), 15, "profiles: {h100");
+  e = errors_of(bad);
+  EXPECT_NE(e.find("device type 'v100' is not in device_types"), std::string::npos) << e;
+  EXPECT_NE(e.find("profiles name 'h100', which device_types does not declare"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.yaml:9:86: node 'w1' device type"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.yaml:16:16: model 'a' profiles"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace sloserve

@@ -134,5 +134,21 @@ TEST(profiler, rejects_batches_beyond_max_batch) {
   EXPECT_NE(measured.error().find("batch 8 is outside 1..4"), std::string::npos) << measured.error();
 }
 
+// An emulated device of a type runs the model's profile for that type, else the default one.
+TEST(emulated_executor, runs_the_profile_of_its_device_type) {
+  model_spec m;
+  m.name = "m";
+  m.max_batch = 8;
+  m.profile.alpha_ms = 2;
+  m.profile.beta_ms = 10;
+  latency_profile fast;
+  fast.alpha_ms = 0.5;
+  fast.beta_ms = 1;
+  m.profiles.emplace_back("fast", fast);
+  EXPECT_DOUBLE_EQ(make_emulated_executor(1, 1, "fast")->latency_ms(m, 4), 3);
+  EXPECT_DOUBLE_EQ(make_emulated_executor(1, 1, "slow")->latency_ms(m, 4), 18);
+  EXPECT_DOUBLE_EQ(make_emulated_executor(1)->latency_ms(m, 4), 18);
+}
+
 }  // namespace
 }  // namespace sloserve
