@@ -5,12 +5,14 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "actors/parallel_for.hpp"
 #include "actors/provisioner.hpp"
 #include "actors/scaler_core.hpp"
 #include "apps/commands.hpp"
 #include "apps/knob_option.hpp"
+#include "scheduling/piccolo_input.hpp"
 #include "scheduling/placement.hpp"
 #include "scheduling/query_analyzer.hpp"
 
@@ -81,7 +83,14 @@ int plan_ipa(const cluster_config& cfg, const std::vector<double>& rates, bool j
     j["instances"].push_back(
         {{"node", i.node}, {"device", i.device}, {"model", i.model}, {"cores", i.cores}, {"batch", i.batch}});
   j["unplaced"] = unplaced;
-  j["cost"] = total_cost;
+  j["cores"] = total_cost;
+  // Replicas hold their devices: each device holding one costs its type's price.
+  std::set<std::pair<std::string, uint32_t>> held;
+  for (auto& i : prov.instances()) held.insert({i.node, i.device});
+  double cost = 0;
+  for (auto& s : device_slots(cfg))
+    if (held.count({s.node, s.device})) cost += s.price;
+  j["cost"] = cost;
   j["planning_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (json) {
     std::cout << j.dump(2) << "\n";
@@ -96,9 +105,100 @@ int plan_ipa(const cluster_config& cfg, const std::vector<double>& rates, bool j
                   s["name"].get<std::string>().c_str(), s["variant"].get<std::string>().c_str(), s["batch"].get<int>(),
                   s["replicas"].get<int>(), s["cores"].get<int>(), s["budget_ms"].get<double>());
   }
-  std::printf("\n%zu instances placed", j["instances"].size());
+  std::printf("\n%zu instances placed on devices costing %.2f", j["instances"].size(), cost);
   for (auto& [m, n] : unplaced) std::printf("; %d of '%s' found no device slot", n, m.c_str());
   std::printf("\nplanned in %.1f ms\n", j["planning_ms"].get<double>());
+  return 0;
+}
+
+// Piccolo at the given rates: per pipeline, each stage's budget and configuration set over the
+// cluster's device types (scheduling/piccolo), its dummies and cost; then what the sets need of
+// each type against what the cluster has.
+int plan_piccolo(const cluster_config& cfg, const std::vector<double>& rates, bool json) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto types = piccolo_device_types(cfg);
+  nlohmann::json j;
+  j["policy"] = "piccolo";
+  j["pipelines"] = nlohmann::json::array();
+  std::vector<size_t> needed(types.names.size(), 0);
+  double cost = 0, dummy = 0;
+  for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi) {
+    auto& p = cfg.pipelines[pi];
+    if (rates[pi] <= 0) continue;
+    auto app = piccolo_app(cfg, types, p, rates[pi]);
+    auto planned = sched::plan_app(app);
+    if (!planned.feasible) {
+      std::cerr << "sloserve plan: pipeline '" << p.name << "': no configurations of its stages fit its " << p.slo_ms
+                << " ms SLO at " << rates[pi] << " queries/s\n";
+      return 2;
+    }
+    nlohmann::json stages = nlohmann::json::array();
+    for (size_t s = 0; s < p.stages.size(); ++s) {
+      auto sorted = sched::by_ratio(app.modules[s].configs);
+      auto& mp = planned.modules[s];
+      auto wc = sched::worst_cases(sorted, mp.machines);
+      nlohmann::json machines = nlohmann::json::array();
+      for (size_t k = 0; k < mp.machines.size(); ++k) {
+        auto& c = sorted[mp.machines[k].config];
+        ++needed[c.type];
+        machines.push_back({{"type", types.names[c.type]},
+                            {"batch", c.batch},
+                            {"rate", mp.machines[k].rate},
+                            {"occupancy", mp.machines[k].rate / c.throughput()},
+                            {"worst_case_ms", 1e3 * wc[k]}});
+      }
+      stages.push_back({{"name", p.stages[s].name},
+                        {"model", p.stages[s].model},
+                        {"rate", app.modules[s].rate},
+                        {"budget_ms", 1e3 * planned.budget_s[s]},
+                        {"worst_case_ms", 1e3 * mp.worst_case_s},
+                        {"dummy_rate", mp.dummy},
+                        {"cost", mp.cost},
+                        {"machines", machines}});
+    }
+    cost += planned.cost;
+    dummy += planned.dummy;
+    j["pipelines"].push_back({{"name", p.name},
+                              {"slo_ms", p.slo_ms},
+                              {"rate", rates[pi]},
+                              {"cost", planned.cost},
+                              {"dummy_rate", planned.dummy},
+                              {"stages", stages}});
+  }
+  j["devices"] = nlohmann::json::array();
+  for (size_t t = 0; t < types.names.size(); ++t)
+    j["devices"].push_back({{"type", types.names[t]},
+                            {"price", types.price[t]},
+                            {"needed", needed[t]},
+                            {"available", types.available[t]}});
+  j["cost"] = cost;
+  j["dummy_rate"] = dummy;
+  j["planning_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (json) {
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  for (auto& p : j["pipelines"]) {
+    std::printf("pipeline %s  SLO %.1f ms  rate %.1f/s  cost %.3f  dummies %.1f/s\n",
+                p["name"].get<std::string>().c_str(), p["slo_ms"].get<double>(), p["rate"].get<double>(),
+                p["cost"].get<double>(), p["dummy_rate"].get<double>());
+    for (auto& s : p["stages"]) {
+      std::printf("  %-16s %-20s budget %7.1f ms  worst case %7.1f ms  cost %.3f\n",
+                  s["name"].get<std::string>().c_str(), s["model"].get<std::string>().c_str(),
+                  s["budget_ms"].get<double>(), s["worst_case_ms"].get<double>(), s["cost"].get<double>());
+      for (auto& m : s["machines"])
+        std::printf("    %-10s batch %4d  %8.1f req/s  occupancy %.2f  worst case %.1f ms\n",
+                    m["type"].get<std::string>().empty() ? "(untyped)" : m["type"].get<std::string>().c_str(),
+                    m["batch"].get<int>(), m["rate"].get<double>(), m["occupancy"].get<double>(),
+                    m["worst_case_ms"].get<double>());
+    }
+  }
+  std::printf("\n");
+  for (auto& d : j["devices"])
+    std::printf("%-10s price %.2f: %zu needed of %zu\n",
+                d["type"].get<std::string>().empty() ? "(untyped)" : d["type"].get<std::string>().c_str(),
+                d["price"].get<double>(), d["needed"].get<size_t>(), d["available"].get<size_t>());
+  std::printf("cost %.3f (price x occupancy)  planned in %.1f ms\n", cost, j["planning_ms"].get<double>());
   return 0;
 }
 
@@ -154,6 +254,7 @@ void add_plan_command(CLI::App& app, int& rc) {
       }
       in.rates[static_cast<size_t>(p - cfg->pipelines.data())] = v;
     }
+    if (o->policy == scheduler_policy::piccolo) return void(rc = plan_piccolo(*cfg, in.rates, o->json));
     if (o->policy == scheduler_policy::ipa) {
       auto ipa_cfg = *cfg;
       ipa_cfg.scheduler.policy = scheduler_policy::ipa;
@@ -202,6 +303,9 @@ void add_plan_command(CLI::App& app, int& rc) {
            {"batch", batch}});
     }
     j["devices"] = nlohmann::json::array();
+    double cost = 0;  // price x occupancy; a device no slot took costs the dearest slot's price
+    double dearest = 1;
+    for (auto& s : in.slots) dearest = std::max(dearest, s.price);
     for (size_t k = 0; k < res.placement.devices.size(); ++k) {
       auto& d = res.placement.devices[k];
       nlohmann::json sess = nlohmann::json::array();
@@ -210,10 +314,13 @@ void add_plan_command(CLI::App& app, int& rc) {
           sess.push_back(
               {{"model", m->name}, {"slo_ms", res.sessions[a.session].slo_ms}, {"batch", a.batch}, {"rate", a.rate}});
       nlohmann::json node = nullptr, device = nullptr;
+      double price = dearest;
       if (res.slot_of[k] >= 0) {
         node = in.slots[static_cast<size_t>(res.slot_of[k])].node;
         device = in.slots[static_cast<size_t>(res.slot_of[k])].device;
+        price = in.slots[static_cast<size_t>(res.slot_of[k])].price;
       }
+      cost += price * std::min(1.0, d.occupancy);
       j["devices"].push_back({{"node", node},
                               {"device", device},
                               {"duty_cycle_ms", d.duty_cycle_ms},
@@ -221,6 +328,7 @@ void add_plan_command(CLI::App& app, int& rc) {
                               {"occupancy", d.occupancy},
                               {"sessions", sess}});
     }
+    j["cost"] = cost;
     j["devices_used"] = res.placement.devices.size();
     j["devices_available"] = in.slots.size();
     j["devices_missing"] = res.devices_missing;
@@ -253,7 +361,8 @@ void add_plan_command(CLI::App& app, int& rc) {
                   d["duty_cycle_ms"].get<double>(), d["occupancy"].get<double>(), sess.c_str(),
                   d["dedicated"].get<bool>() ? "(dedicated)" : "");
     }
-    std::printf("\ndevices used %zu of %zu available", res.placement.devices.size(), in.slots.size());
+    std::printf("\ncost %.3f (price x occupancy); devices used %zu of %zu available", cost,
+                res.placement.devices.size(), in.slots.size());
     if (res.devices_missing) std::printf(" (%zu more needed)", res.devices_missing);
     std::printf("\nplanned in %.1f ms\n", planning_ms);
     if (!res.placement.infeasible.empty()) std::printf("infeasible sessions: %s\n", j["infeasible"].dump().c_str());

@@ -640,6 +640,10 @@ void parse_scaler_checks(reader& r, const YAML::Node& at, const cluster_config& 
 
 // Jellyfish maps clients to variants of one stage that take images, and owns the devices.
 void parse_jellyfish_checks(reader& r, const YAML::Node& root, const cluster_config& cfg) {
+  if (cfg.scheduler.policy == scheduler_policy::piccolo)
+    r.error(root["scheduler"]["policy"],
+            "scheduler policy piccolo plans configuration sets with `sloserve plan --policy piccolo`; a cluster does "
+            "not serve them (per-configuration dispatch and dummy requests): choose nexus to serve");
   if (cfg.scheduler.policy != scheduler_policy::jellyfish) return;
   auto at = root["scheduler"]["policy"];
   if (cfg.scaler.enabled())

@@ -22,6 +22,7 @@ struct device_slot {
   uint32_t device = 0;
   std::vector<std::string> models;  // those it may serve; empty: any
   double memory_mb = 0;             // 0: not limited
+  double price = 1;                 // its device type's
   bool serves(const std::string& model) const {
     return models.empty() || std::find(models.begin(), models.end(), model) != models.end();
   }

@@ -453,7 +453,7 @@ pc_app_plan plan_from(const pc_app& app, const std::vector<size_t>& order,
       out.budget_s[m] = out.modules[m].worst_case_s;
     }
   }
-  move_budget(app, order, sorted, out);
+  if (n > 1) move_budget(app, order, sorted, out);
   out.feasible = true;
   for (auto& pm : out.modules) out.cost += pm.cost, out.dummy += pm.dummy;
   return out;

@@ -481,6 +481,49 @@ pipelines:
   EXPECT_NE(bad.output().find("--rate nope=3: expected PIPELINE=RATE"), std::string::npos) << bad.output();
 }
 
+// `sloserve plan --policy piccolo --json` on the mixed-fleet example: per stage a configuration
+// set over the device types whose worst cases keep within the stage's budget, budgets within the
+// SLO, and a cost (price x occupancy) below the Nexus plan's on the same fleet, which prices
+// every device by its type. A cluster file that asks to serve with piccolo is refused.
+TEST_F(cluster_fixture, plan_with_piccolo_prints_configuration_sets_and_costs_less_than_nexus) {
+  auto file = std::string(SLOSERVE_EXAMPLES_DIR) + "/mixed-fleet.yaml";
+  auto run_plan = [&](const std::string& policy) {
+    auto p = spawn({"sloserve", "plan", "-c", file, "--policy", policy, "--json", "--rate", "traffic=300"},
+                   dir / ("mixed-" + policy + ".json"));
+    int status = 0;
+    EXPECT_TRUE(p.wait_for(20s, status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << p.output();
+    return nlohmann::json::parse(p.output());
+  };
+  auto piccolo = run_plan("piccolo"), nexus = run_plan("nexus");
+  auto& p = piccolo["pipelines"][0];
+  double budgets = 0, cost = 0;
+  for (auto& s : p["stages"]) {
+    budgets += s["budget_ms"].get<double>();
+    EXPECT_LE(s["worst_case_ms"].get<double>(), s["budget_ms"].get<double>() + 1e-6);
+    double rate = 0;
+    for (auto& m : s["machines"]) {
+      EXPECT_LE(m["worst_case_ms"].get<double>(), s["budget_ms"].get<double>() + 1e-6);
+      EXPECT_LE(m["occupancy"].get<double>(), 1 + 1e-9);
+      rate += m["rate"].get<double>();
+    }
+    EXPECT_GE(rate + 1e-6, s["rate"].get<double>()) << "the set carries the stage's rate (dummies included)";
+    cost += s["cost"].get<double>();
+  }
+  EXPECT_LE(budgets, 300 + 1e-6) << "detect then classify: the budgets add up within the SLO";
+  EXPECT_NEAR(piccolo["cost"].get<double>(), cost, 1e-9);
+  EXPECT_GT(piccolo["cost"].get<double>(), 0);
+  EXPECT_LT(piccolo["cost"].get<double>(), nexus["cost"].get<double>()) << piccolo.dump() << nexus.dump();
+  for (auto& d : piccolo["devices"]) EXPECT_LE(d["needed"].get<int>(), d["available"].get<int>());
+  std::ofstream(dir / "serve-piccolo.yaml") << std::ifstream(file).rdbuf() << "scheduler: {policy: piccolo}\n";
+  auto refused = spawn({"sloserve", "plan", "-c", (dir / "serve-piccolo.yaml").string(), "--rate", "traffic=1"},
+                       dir / "refused.txt");
+  int status = 0;
+  ASSERT_TRUE(refused.wait_for(10s, status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_NE(refused.output().find("a cluster does not serve them"), std::string::npos) << refused.output();
+}
+
 // `sloserve plan --policy ipa --json` on the IPA example: each stage's variant, batch and replicas,
 // each pipeline's accuracy (the product of its stages') and cost (cores); the most accurate
 // choices while the load is light and cheaper ones under a heavy load, whose replicas fill the
@@ -510,7 +553,9 @@ TEST_F(cluster_fixture, plan_with_ipa_prints_variants_accuracy_and_cost) {
     EXPECT_TRUE((*j)["unplaced"].empty()) << j->dump();
   }
   EXPECT_GT(light["pipelines"][0]["accuracy"].get<double>(), heavy["pipelines"][0]["accuracy"].get<double>());
-  EXPECT_LT(light["cost"].get<double>(), heavy["cost"].get<double>());
+  EXPECT_LT(light["cores"].get<double>(), heavy["cores"].get<double>());
+  EXPECT_LE(light["cost"].get<double>(), heavy["cost"].get<double>()) << "the devices its replicas hold";
+  EXPECT_GT(light["cost"].get<double>(), 0);
   EXPECT_EQ(light["pipelines"][0]["stages"][1]["variant"], "resnet101");
   EXPECT_EQ(heavy["pipelines"][0]["stages"][1]["variant"], "resnet18");
   size_t replicas = 0;
