@@ -11,6 +11,7 @@ namespace {
 
 constexpr double eps = 1e-9;
 constexpr double inf = std::numeric_limits<double>::infinity();
+constexpr int chain_grid = 60;  // steps of the SLO the chain split searches
 
 bool full(const pc_config& c, const pc_machine& m) {
   return m.rate >= c.throughput() - 1e-6;
@@ -59,7 +60,7 @@ std::vector<double> worst_cases(const std::vector<pc_config>& configs, const std
     if (!whole || i == 0 || machines[i - 1].config != m.config || !full(c, machines[i - 1])) run = i;
     if (m.rate <= eps) continue;
     double w = suffix[whole ? run : i];
-    out[i] = c.duration_s + c.batch / w;
+    out[i] = c.worst_case(w);
   }
   return out;
 }
@@ -82,7 +83,7 @@ pc_module_plan generate_from(const std::vector<pc_config>& configs, double rate,
   double rw = rate, dummy = 0;
   size_t k = first, n = configs.size();
   while (rw > eps) {
-    while (k < n && configs[k].duration_s + configs[k].batch / rw > budget_s + eps) ++k;
+    while (k < n && configs[k].worst_case(rw) > budget_s + eps) ++k;
     if (k == n) {
       // No configuration fills a batch of the residual in time: pad it with dummies, the
       // cheapest way that fits: up to the rate a configuration's batch needs, or to a whole
@@ -90,8 +91,8 @@ pc_module_plan generate_from(const std::vector<pc_config>& configs, double rate,
       std::vector<pc_machine> options;
       for (size_t j = first; j < n; ++j) {
         auto& c = configs[j];
-        if (budget_s > c.duration_s && c.batch / (budget_s - c.duration_s) <= c.throughput() + 1e-6)
-          options.push_back({j, std::max(rw, c.batch / (budget_s - c.duration_s))});
+        if (c.rate_needed(budget_s) <= c.throughput() + 1e-6)
+          options.push_back({j, std::max(rw, c.rate_needed(budget_s))});
         if (c.throughput() >= rw) options.push_back({j, c.throughput()});
       }
       std::stable_sort(options.begin(), options.end(), [&](auto& a, auto& b) {
@@ -140,7 +141,7 @@ pc_module_plan with_dummies(const std::vector<pc_config>& configs, double rate, 
     for (auto& m : base.machines)
       if (m.config > ci) leftover += m.rate;
     if (base.padded != static_cast<size_t>(-1) && base.padded > ci) leftover -= base.dummy;
-    double dum = c.batch / (budget_s - c.duration_s) - leftover;
+    double dum = c.rate_needed(budget_s) - leftover;
     if (dum <= 1e-6 || leftover <= eps || leftover + dum > c.throughput() + 1e-6) continue;
     double dummies = (base.padded != static_cast<size_t>(-1) && base.padded <= ci ? base.dummy : 0) + dum;
     auto padded = generate_from(configs, rate + dummies, budget_s, first, fewer);
@@ -162,6 +163,9 @@ pc_module_plan plan_module(const std::vector<pc_config>& configs, double rate, d
     if (p.feasible && (!best.feasible || p.cost < best.cost - 1e-9)) best = std::move(p);
   };
   for (size_t first = 0; first < configs.size(); ++first) {
+    // A start whose configuration does not fit at the whole rate makes the same set as the next
+    // one that does (but for dummies, which the start from 0 tries on every configuration).
+    if (first > 0 && configs[first].worst_case(rate) > budget_s + eps) continue;
     auto greedy = with_dummies(configs, rate, budget_s, first, none);
     // And with one whole machine fewer of a configuration it took whole machines of.
     for (size_t i = 0; i < greedy.machines.size(); ++i) {
@@ -177,7 +181,7 @@ pc_module_plan plan_module(const std::vector<pc_config>& configs, double rate, d
 pc_module_plan two_config_plan(const std::vector<pc_config>& configs, double rate, double budget_s) {
   // Round-robin dispatch: a machine collects its batch from its own share, so a whole machine's
   // worst case is 2d and one at rate f has d + b/f.
-  auto fits = [&](const pc_config& c, double f) { return c.duration_s + c.batch / f <= budget_s + eps; };
+  auto fits = [&](const pc_config& c, double f) { return c.worst_case(f) <= budget_s + eps; };
   std::vector<pc_machine> majority;
   double rw = rate;
   for (size_t k = 0; k < configs.size(); ++k)
@@ -214,7 +218,7 @@ pc_module_plan two_config_plan(const std::vector<pc_config>& configs, double rat
 
 double latency_cost_efficiency(const pc_config& from, const pc_config& to, double rate) {
   double saved = from.price * rate / from.throughput() - to.price * rate / to.throughput();
-  double added = (to.duration_s + to.batch / rate) - (from.duration_s + from.batch / rate);
+  double added = to.worst_case(rate) - from.worst_case(rate);
   return saved / added;
 }
 
@@ -270,7 +274,7 @@ pc_split split_latency(const pc_app& app) {
   if (order.empty() || n == 0) return s;
   auto wcl = [&](size_t m, size_t c) {
     auto& x = app.modules[m].configs[c];
-    return x.duration_s + x.batch / app.modules[m].rate;
+    return x.worst_case(app.modules[m].rate);
   };
   auto cost = [&](size_t m, size_t c) {
     auto& x = app.modules[m].configs[c];
@@ -328,7 +332,7 @@ std::vector<double> breakpoints(const std::vector<pc_config>& configs, double ra
   std::vector<double> out;
   for (auto& c : configs) {
     out.push_back(2 * c.duration_s);
-    for (double r : rests) out.push_back(c.duration_s + c.batch / r);
+    for (double r : rests) out.push_back(c.worst_case(r));
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
@@ -427,7 +431,7 @@ namespace {
 
 // From per-module budgets within the SLO: the sets, the unused budget handed back, the moves.
 pc_app_plan plan_from(const pc_app& app, const std::vector<size_t>& order,
-                      const std::vector<std::vector<pc_config>>& sorted, std::vector<double> budgets) {
+                      const std::vector<std::vector<pc_config>>& sorted, std::vector<double> budgets, bool moves) {
   pc_app_plan out;
   size_t n = app.modules.size();
   out.budget_s = std::move(budgets);
@@ -453,10 +457,54 @@ pc_app_plan plan_from(const pc_app& app, const std::vector<size_t>& order,
       out.budget_s[m] = out.modules[m].worst_case_s;
     }
   }
-  if (n > 1) move_budget(app, order, sorted, out);
+  if (moves && n > 1) move_budget(app, order, sorted, out);
   out.feasible = true;
   for (auto& pm : out.modules) out.cost += pm.cost, out.dummy += pm.dummy;
   return out;
+}
+
+// A chain: module order[k] feeds order[k + 1] alone.
+bool is_chain(const pc_app& app, const std::vector<size_t>& order) {
+  for (size_t k = 0; k < order.size(); ++k) {
+    auto& next = app.modules[order[k]].next;
+    if (k + 1 < order.size() ? next != std::vector<size_t>{order[k + 1]} : !next.empty()) return false;
+  }
+  return true;
+}
+
+// On a chain the split is a sum: the cheapest budgets on a grid of `grid` steps of the SLO,
+// each module's cost there from plan_module, by dynamic programming.
+std::vector<double> chain_budgets(const pc_app& app, const std::vector<size_t>& order,
+                                  const std::vector<std::vector<pc_config>>& sorted, int grid) {
+  size_t n = order.size();
+  double step = app.slo_s / grid;
+  auto g = static_cast<size_t>(grid);
+  std::vector<std::vector<double>> cost(n, std::vector<double>(g + 1, inf));
+  std::vector<std::vector<size_t>> from(n, std::vector<size_t>(g + 1, 0));  // where cost[k][x] is planned
+  for (size_t k = 0; k < n; ++k)
+    for (size_t x = 1; x + (n - 1 - k) <= g; ++x) {
+      auto m = order[k];
+      auto p = plan_module(sorted[m], app.modules[m].rate, static_cast<double>(x) * step);
+      if (p.feasible) cost[k][x] = p.cost, from[k][x] = x;
+      // More budget never has to cost more: a plan that fits less fits more.
+      if (x > 1 && cost[k][x - 1] <= cost[k][x]) cost[k][x] = cost[k][x - 1], from[k][x] = from[k][x - 1];
+    }
+  // best[k][used]: the least cost of modules 0..k within `used` steps.
+  std::vector<std::vector<double>> best(n, std::vector<double>(g + 1, inf));
+  std::vector<std::vector<size_t>> took(n, std::vector<size_t>(g + 1, 0));
+  for (size_t used = 1; used <= g; ++used) best[0][used] = cost[0][used], took[0][used] = used;
+  for (size_t k = 1; k < n; ++k)
+    for (size_t used = k + 1; used <= g; ++used)
+      for (size_t x = 1; x < used; ++x)
+        if (double c = best[k - 1][used - x] + cost[k][x]; c < best[k][used]) best[k][used] = c, took[k][used] = x;
+  std::vector<double> budgets(app.modules.size(), 0);
+  if (!std::isfinite(best[n - 1][g])) return {};
+  for (size_t k = n, used = g; k-- > 0;) {
+    auto x = took[k][used];
+    budgets[order[k]] = static_cast<double>(from[k][x]) * step;
+    used -= x;
+  }
+  return budgets;
 }
 
 }  // namespace
@@ -467,19 +515,30 @@ pc_app_plan plan_app(const pc_app& app) {
   auto order = topological(app);
   std::vector<std::vector<pc_config>> sorted;
   for (auto& m : app.modules) sorted.push_back(by_ratio(m.configs));
-  auto out = plan_from(app, order, sorted, split.budget_s);
+  auto keep = [](pc_app_plan& best, pc_app_plan other) {
+    if (other.feasible && (!best.feasible || other.cost < best.cost - 1e-9)) best = std::move(other);
+  };
+  if (app.modules.size() > 1 && is_chain(app, order)) {
+    // A chain: the splitter's budgets, and the grid's cheapest, each with the unused budget
+    // handed back; the cheaper stands.
+    auto out = plan_from(app, order, sorted, split.budget_s, false);
+    if (auto grid = chain_budgets(app, order, sorted, chain_grid); !grid.empty())
+      keep(out, plan_from(app, order, sorted, grid, false));
+    return out;
+  }
+  auto out = plan_from(app, order, sorted, split.budget_s, true);
+  if (app.modules.size() == 1) return out;
   // A second start, at the other end: budgets in proportion to each module's cheapest single
   // configuration (the splitter starts from the fastest); the cheaper result stands.
   std::vector<double> lat;
   for (auto& m : app.modules) {
     auto cheapest = by_ratio(m.configs).front();
-    lat.push_back(cheapest.duration_s + cheapest.batch / m.rate);
+    lat.push_back(cheapest.worst_case(m.rate));
   }
   auto p = longest(app, order, lat);
   std::vector<double> budgets;
   for (size_t m = 0; m < lat.size(); ++m) budgets.push_back(lat[m] * app.slo_s / p.through(m, lat));
-  auto other = plan_from(app, order, sorted, budgets);
-  if (other.feasible && (!out.feasible || other.cost < out.cost - 1e-9)) out = std::move(other);
+  keep(out, plan_from(app, order, sorted, budgets, true));
   return out;
 }
 
@@ -499,7 +558,7 @@ double brute_force_module(const std::vector<pc_config>& configs, double rate, do
     auto& last = filled.back();
     auto& c = configs[last.config];
     std::vector<double> pads{last.rate, c.throughput()};
-    if (budget_s > c.duration_s) pads.push_back(c.batch / (budget_s - c.duration_s));
+    if (budget_s > c.duration_s) pads.push_back(c.rate_needed(budget_s));
     for (double r : pads) {
       if (r < last.rate - eps || r > c.throughput() + 1e-6) continue;
       auto trial = filled;

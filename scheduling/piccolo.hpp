@@ -5,9 +5,8 @@
 // a batch size b, with execution duration d and throughput t = b/d. Throughput-cost (TC)
 // dispatch ranks machines by t/price and hands requests to them in that order in whole batches,
 // so machine i collects its batch at w_i, the rate of every machine ranked no higher than it,
-// and its worst case is d_i + b_i/w_i (Theorem 1). The cost of a set of machines is the sum of
-// price x occupancy (rate carried over throughput): a machine at partial capacity costs its
-// share.
+// and its worst case is d_i + b_i/w_i (Theorem 1; a batch of one runs on arrival: d_i). The cost of a set of machines
+// is the sum of price x occupancy (rate carried over throughput): a machine at partial capacity costs its share.
 //
 // - generate_configs is Algorithm 1: configurations in descending t/price; whole machines of the
 //   first whose worst case fits while the rate covers one, else one machine at partial capacity;
@@ -42,6 +41,7 @@
 //   the tests and bench_planners compare with.
 
 #include <cstddef>
+#include <limits>
 #include <vector>
 
 namespace sloserve::sched {
@@ -53,6 +53,15 @@ struct pc_config {
   double price = 1;       // per machine
   double throughput() const { return batch / duration_s; }
   double ratio() const { return throughput() / price; }
+  // Collecting a batch at w requests/s, then running it: d + b/w (Theorem 1). A batch of one is
+  // the request itself: it runs on arrival.
+  double worst_case(double w) const { return duration_s + (batch > 1 ? batch / w : 0); }
+  // The rate at which a batch collects within `budget_s`: b/(L - d); infinity when d alone
+  // exceeds it.
+  double rate_needed(double budget_s) const {
+    if (budget_s <= duration_s) return std::numeric_limits<double>::infinity();
+    return batch > 1 ? batch / (budget_s - duration_s) : 0;
+  }
 };
 
 // Descending t/price; among equals, the shorter batch first.

@@ -29,7 +29,10 @@ std::vector<int> piccolo_batches(const latency_profile& profile, int max_batch) 
     for (int b : profile.batch)
       if (b <= max_batch) out.push_back(b);
   } else {
-    for (int b = 1; b < max_batch; b *= 2) out.push_back(b);
+    for (int b = 1; b < max_batch; b *= 2) {
+      out.push_back(b);
+      if (b >= 2 && b + b / 2 < max_batch) out.push_back(b + b / 2);
+    }
   }
   if (out.empty() || out.back() < max_batch) out.push_back(max_batch);
   if (profile.tabular() && max_batch > profile.batch.back()) out.pop_back();  // beyond what was measured
@@ -54,7 +57,20 @@ sched::pc_app piccolo_app(const cluster_config& cfg, const piccolo_types& types,
                     (g.models.empty() || std::find(g.models.begin(), g.models.end(), m.name) != g.models.end());
       if (!serves) continue;
       auto& profile = m.profile_for(types.names[t]);
-      for (int b : piccolo_batches(profile, m.max_batch))
+      auto batches = piccolo_batches(profile, m.max_batch);
+      if (!profile.tabular()) {
+        // And the largest batches the whole SLO allows at the stage's rate, collected (d + b/w)
+        // or waited out by a whole machine (2d): where a one-stage pipeline's best size lies.
+        int collected = 0, waited = 0;
+        for (int b = 1; b <= m.max_batch; ++b) {
+          double d = profile.latency_ms_at(b);
+          if (d + (b > 1 ? 1e3 * b / mod.rate : 0) <= p.slo_ms) collected = b;
+          if (2 * d <= p.slo_ms) waited = b;
+        }
+        for (int b : {collected, waited})
+          if (b > 0 && std::find(batches.begin(), batches.end(), b) == batches.end()) batches.push_back(b);
+      }
+      for (int b : batches)
         if (double d = profile.latency_ms_at(b) / 1e3; d > 0) mod.configs.push_back({t, b, d, types.price[t]});
     }
     app.modules.push_back(std::move(mod));

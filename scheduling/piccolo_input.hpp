@@ -19,10 +19,12 @@ struct piccolo_types {
 piccolo_types piccolo_device_types(const cluster_config& cfg);
 
 // The batch sizes a module's configurations take: a measured profile's listed sizes, else powers
-// of two; and the model's max_batch where the profile reaches it.
+// of two and the sizes halfway between (1, 2, 3, 4, 6, 8, 12, ...); and the model's max_batch
+// where the profile reaches it.
 std::vector<int> piccolo_batches(const latency_profile& profile, int max_batch);
 
-// Stage s of `p` is module s; `rate`: the pipeline's queries/s.
+// Stage s of `p` is module s; `rate`: the pipeline's queries/s. A linear profile also offers the
+// largest batches the whole SLO allows at the stage's rate.
 sched::pc_app piccolo_app(const cluster_config& cfg, const piccolo_types& types, const pipeline& p, double rate);
 
 }  // namespace sloserve
