@@ -26,13 +26,14 @@
 //   the worst cases scaled so that the critical path through each module spends the SLO.
 // - plan_app runs the splitter, then plan_module per module, then hands each module's unused
 //   budget (the slack of the paths through it) back to it where a larger budget is cheaper.
-//   The splitter weighs a module as one configuration, the sets cost in steps of their own, so
-//   budget then moves between modules while that lowers the sets' total cost: to each module's
-//   breakpoints (where its set changes), by what another frees moving to one of its own, and
-//   by sampled amounts between them (dummies make costs fall smoothly with budget). It runs
-//   from the splitter's budgets and from budgets in proportion to each module's cheapest
-//   configuration, and keeps the cheaper: 194 of 200 random small applications come within
-//   1% of the brute force (the test).
+//   The splitter weighs a module as one configuration; the sets cost in steps of their own.
+//   So on a chain, a DP over a grid of 60 steps of the SLO, with plan_module's cost at each,
+//   gives a second split, and the cheaper stands. On other DAGs budget moves between modules
+//   while that lowers the sets' total cost: to each module's breakpoints (where its set
+//   changes), by what another frees moving to one of its own, and by sampled amounts between
+//   them (dummies make costs fall smoothly with budget), from the splitter's budgets and from
+//   budgets in proportion to each module's cheapest configuration. The test: all of 200 random
+//   small applications come within 1% of the brute force.
 // - two_config_plan is the baseline the paper compares with: one configuration for the majority
 //   on whole machines, one for the residual, and per machine a worst case of d + b/(its own
 //   rate) (round-robin dispatch collects each machine's batch from its own share).
