@@ -1,0 +1,273 @@
+#include "scheduling/graft.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <tuple>
+
+namespace sloserve::sched {
+namespace {
+
+constexpr double inf = std::numeric_limits<double>::infinity();
+
+}  // namespace
+
+gf_alloc allocate(const gf_model& m, int a, int b, double q, double d) {
+  gf_alloc best;
+  if (a >= b || q <= 0) {
+    best.feasible = true;
+    return best;
+  }
+  best.resources = inf;
+  for (double s : m.shares)
+    for (int batch = 1; batch <= m.max_batch; ++batch) {
+      double l = m.latency_s(a, b, batch, s);
+      if (l > d) break;  // larger batches take longer
+      double per = batch / l;
+      int instances = static_cast<int>(std::ceil(q / per - 1e-9));
+      // Each instance's batch fills while it runs the last one (queueing within one execution,
+      // as the budget of t/2 per part assumes): its share of the rate brings b - 1 more in l.
+      if (batch > 1 && q / instances * l < batch - 1) continue;
+      double r = instances * s;
+      if (r < best.resources - 1e-12 || (r <= best.resources + 1e-12 && instances * per > best.throughput)) {
+        best = {true, r, s, batch, instances, instances * per};
+      }
+    }
+  if (!best.feasible) best.resources = 0;
+  return best;
+}
+
+std::vector<gf_fragment> merge_fragments(const gf_model& m, std::vector<gf_fragment> fragments, double theta) {
+  std::stable_sort(fragments.begin(), fragments.end(),
+                   [](auto& x, auto& y) { return std::make_tuple(x.p, x.t, -x.q) < std::make_tuple(y.p, y.t, -y.q); });
+  std::vector<gf_fragment> out;
+  for (auto& f : fragments) {
+    if (!out.empty() && out.back().p == f.p && out.back().t == f.t) {
+      auto& cur = out.back();
+      auto a = allocate(m, cur.p, m.layers, cur.q, cur.t / 2);
+      // What the merged fragment's instances carry beyond its demand: room for this one.
+      if (a.feasible && cur.q > 0 && (a.throughput - cur.q) / cur.q > theta) {
+        cur.q += f.q;
+        cur.count += f.count;
+        continue;
+      }
+    }
+    out.push_back(f);
+  }
+  return out;
+}
+
+std::vector<std::vector<size_t>> group_fragments(const std::vector<gf_fragment>& fragments, size_t size) {
+  size_t n = fragments.size();
+  if (n == 0) return {};
+  size = std::max<size_t>(1, size);
+  size_t k = std::max<size_t>(1, (n + size / 2) / size);  // groups of about `size`
+  if (k == 1) {
+    std::vector<size_t> all(n);
+    std::iota(all.begin(), all.end(), 0);
+    return {all};
+  }
+  // <p, t, q> normalised by their ranges.
+  double lo[3] = {inf, inf, inf}, hi[3] = {-inf, -inf, -inf};
+  auto v = [&](size_t i, int c) { return c == 0 ? fragments[i].p : c == 1 ? fragments[i].t : fragments[i].q; };
+  for (size_t i = 0; i < n; ++i)
+    for (int c = 0; c < 3; ++c) lo[c] = std::min(lo[c], v(i, c)), hi[c] = std::max(hi[c], v(i, c));
+  auto dist = [&](size_t i, size_t j) {
+    double s = 0;
+    for (int c = 0; c < 3; ++c) {
+      double range = hi[c] > lo[c] ? hi[c] - lo[c] : 1;
+      s += std::pow((v(i, c) - v(j, c)) / range, 2);
+    }
+    return std::sqrt(s);
+  };
+  // Seeds spread over the fragments: the first, then each the farthest from those taken.
+  std::vector<std::vector<size_t>> groups;
+  std::vector<bool> taken(n, false);
+  groups.push_back({0});
+  taken[0] = true;
+  while (groups.size() < k) {
+    size_t far = n;
+    double best = -1;
+    for (size_t i = 0; i < n; ++i) {
+      if (taken[i]) continue;
+      double near = inf;
+      for (auto& g : groups) near = std::min(near, dist(i, g.front()));
+      if (near > best) best = near, far = i;
+    }
+    groups.push_back({far});
+    taken[far] = true;
+  }
+  size_t cap = (n + k - 1) / k;
+  for (size_t i = 0; i < n; ++i) {
+    if (taken[i]) continue;
+    size_t pick = k;
+    double grow = inf;
+    for (size_t g = 0; g < k; ++g) {
+      if (groups[g].size() >= cap) continue;
+      double d = 0;
+      for (auto j : groups[g]) d += dist(i, j);
+      if (d < grow) grow = d, pick = g;
+    }
+    groups[pick].push_back(i);
+  }
+  return groups;
+}
+
+namespace {
+
+// The fragments of `group` with p > `above`, re-aligned (memoised by `above`).
+struct realigner {
+  const gf_model& m;
+  const std::vector<gf_fragment>& group;
+  int sweep;
+  std::map<int, gf_plan> memo;
+
+  gf_plan above(int x) {
+    if (auto it = memo.find(x); it != memo.end()) return it->second;
+    std::vector<size_t> idx;
+    for (size_t i = 0; i < group.size(); ++i)
+      if (group[i].p > x) idx.push_back(i);
+    gf_plan best;
+    if (idx.empty()) {
+      best.feasible = true;
+      return memo[x] = best;
+    }
+    best.resources = inf;
+    int pmin = m.layers;
+    for (auto i : idx) pmin = std::min(pmin, group[i].p);
+    for (int ps = pmin; ps <= m.layers; ++ps) {
+      std::vector<size_t> a;
+      for (auto i : idx)
+        if (group[i].p <= ps) a.push_back(i);
+      auto mine = at(ps, a);
+      if (!mine.feasible) continue;
+      auto rest = above(ps);
+      if (!rest.feasible || mine.resources + rest.resources >= best.resources - 1e-12) continue;
+      best = mine;
+      best.resources += rest.resources;
+      best.stages.insert(best.stages.end(), rest.stages.begin(), rest.stages.end());
+    }
+    if (!std::isfinite(best.resources)) best = {};
+    return memo[x] = best;
+  }
+
+  // Fragments `a` (p_i <= ps) re-aligned at ps: each runs [p_i, ps) within t_i/2 - d_s, one
+  // shared stage [ps, end) within d_s over their traffic; ps = end: each runs alone. The
+  // tightest budget bounds d_s, so the tightest fragments may instead run alone.
+  gf_plan at(int ps, std::vector<size_t> a) {
+    std::stable_sort(a.begin(), a.end(), [&](size_t x, size_t y) { return group[x].t < group[y].t; });
+    gf_plan best = shared_at(ps, a);
+    for (size_t k = 1; k < a.size() && ps < m.layers; ++k) {
+      std::vector<size_t> alone(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(k)),
+          rest(a.begin() + static_cast<std::ptrdiff_t>(k), a.end());
+      auto x = shared_at(m.layers, alone);
+      if (!x.feasible) continue;
+      auto y = shared_at(ps, rest);
+      if (!y.feasible || x.resources + y.resources >= (best.feasible ? best.resources : inf) - 1e-12) continue;
+      x.resources += y.resources;
+      x.stages.insert(x.stages.end(), y.stages.begin(), y.stages.end());
+      best = std::move(x);
+    }
+    return best;
+  }
+
+  gf_plan shared_at(int ps, const std::vector<size_t>& a) {
+    gf_plan best;
+    best.resources = inf;
+    double half = inf, rate = 0;
+    for (auto i : a) half = std::min(half, group[i].t / 2), rate += group[i].q;
+    auto parts = [&](double ds, gf_plan& plan) {
+      for (auto i : a) {
+        if (group[i].p >= ps) continue;
+        auto al = allocate(m, group[i].p, ps, group[i].q, group[i].t / 2 - ds);
+        if (!al.feasible) return false;
+        plan.resources += al.resources;
+        plan.stages.push_back({group[i].p, ps, {i}, group[i].t / 2 - ds, al});
+      }
+      return true;
+    };
+    if (ps >= m.layers) {
+      gf_plan plan;
+      if (parts(0, plan)) plan.feasible = true, best = plan;
+    } else {
+      for (int k = 1; k <= sweep; ++k) {
+        double ds = half * k / sweep;
+        auto shared = allocate(m, ps, m.layers, rate, ds);
+        if (!shared.feasible) continue;
+        gf_plan plan;
+        plan.resources = shared.resources;
+        plan.stages.push_back({ps, m.layers, a, ds, shared});
+        if (!parts(ds, plan) || plan.resources >= best.resources - 1e-12) continue;
+        plan.feasible = true;
+        best = std::move(plan);
+      }
+    }
+    if (!best.feasible) best = {};
+    return best;
+  }
+};
+
+}  // namespace
+
+gf_plan realign(const gf_model& m, const std::vector<gf_fragment>& group, int sweep) {
+  realigner r{m, group, sweep, {}};
+  return r.above(-1);
+}
+
+gf_plan plan_graft(const gf_model& m, const std::vector<gf_fragment>& fragments, std::vector<gf_fragment>* merged,
+                   size_t group_size) {
+  auto frags = merge_fragments(m, fragments);
+  gf_plan out;
+  out.feasible = true;
+  for (auto& g : group_fragments(frags, group_size)) {
+    std::vector<gf_fragment> sub;
+    for (auto i : g) sub.push_back(frags[i]);
+    auto p = realign(m, sub);
+    if (!p.feasible) return {};
+    out.resources += p.resources;
+    for (auto& s : p.stages) {
+      for (auto& f : s.fragments) f = g[f];
+      out.stages.push_back(std::move(s));
+    }
+  }
+  if (merged) *merged = std::move(frags);
+  return out;
+}
+
+gf_plan gslice_plan(const gf_model& m, const std::vector<gf_fragment>& fragments) {
+  gf_plan out;
+  out.feasible = true;
+  for (size_t i = 0; i < fragments.size(); ++i) {
+    auto& f = fragments[i];
+    auto a = allocate(m, f.p, m.layers, f.q, f.t / 2);
+    if (!a.feasible) return {};
+    out.resources += a.resources;
+    out.stages.push_back({f.p, m.layers, {i}, f.t / 2, a});
+  }
+  return out;
+}
+
+double brute_force_plan(const gf_model& m, const std::vector<gf_fragment>& fragments) {
+  size_t n = fragments.size();
+  if (n == 0) return 0;
+  size_t full = (size_t{1} << n) - 1;
+  std::vector<double> block(full + 1, inf), best(full + 1, inf);
+  for (size_t mask = 1; mask <= full; ++mask) {
+    std::vector<gf_fragment> sub;
+    for (size_t i = 0; i < n; ++i)
+      if (mask >> i & 1) sub.push_back(fragments[i]);
+    auto p = realign(m, sub);
+    if (p.feasible) block[mask] = p.resources;
+  }
+  best[0] = 0;
+  for (size_t mask = 1; mask <= full; ++mask) {
+    size_t low = mask & (~mask + 1);
+    for (size_t sub = mask; sub; sub = (sub - 1) & mask)
+      if (sub & low) best[mask] = std::min(best[mask], block[sub] + best[mask ^ sub]);
+  }
+  return best[full];
+}
+
+}  // namespace sloserve::sched

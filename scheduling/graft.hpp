@@ -1,0 +1,93 @@
+#pragma once
+// Graft's serving of partitioned DNNs (seed 003), as pure functions.
+//
+// A mobile client runs layers [0, p) of a DNN and the server the rest: a fragment <p, t, q> is
+// the layer where the server starts, the time left to it (s) and its rate (requests/s). The
+// server runs layer ranges as instances at a GPU share s in (0, 1] (as MPS gives) and a batch;
+// resources are sum of share x instances. A part of a request's work gets, as in the paper,
+// half its time budget for execution (the other half is the worst-case queueing).
+//
+// - allocate: the least share x instances that run layers [a, b) at rate q with every batch
+//   done within d, and batches no larger than each instance's share of the rate fills while it
+//   runs the previous one (so a slow fragment alone cannot batch: what re-alignment gains).
+// - merge_fragments: fragments with the same (p, t) are merged, in descending rate, while the
+//   merged fragment's resource margin (achievable over demanded throughput, less 1) stays above
+//   theta = 0.2: merging then uses capacity already paid for.
+// - group_fragments: groups of about `size` similar fragments, by the greedy balanced graph
+//   partitioning the paper describes (seeds spread over the fragments, then each fragment to the
+//   group whose internal distance grows least; distance: Euclidean over <p, t, q> normalised by
+//   their ranges). The printed objective's sign is inconsistent: similar fragments are grouped.
+// - realign: per group, a shared layer p*; fragments with p_i <= p* run [p_i, p*) each and one
+//   shared stage runs [p*, end) over their traffic, with d_i + d_s <= t_i / 2; fragments with
+//   p_i > p* are re-aligned among themselves (the printed recursion, fixed: p_i <= p*, candidate
+//   plans accumulated, compared by sum of share x instances). For a p*, the parts' budgets are
+//   t_i/2 - d_s, so the search is a sweep over d_s.
+// - gslice_plan: the baseline without re-alignment: every fragment runs [p_i, end) alone within
+//   t_i / 2, its share and batch tuned (GSLICE-style).
+// - brute_force_plan: every partition of the fragments into groups, each re-aligned: the optimum
+//   the tests compare with on small instances.
+
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+namespace sloserve::sched {
+
+// Shares of `step`, 2·step, ... up to 1.
+inline std::vector<double> share_steps(double step) {
+  std::vector<double> out;
+  for (int k = 1; k * step <= 1 + 1e-9; ++k) out.push_back(k * step);
+  return out;
+}
+
+struct gf_model {
+  int layers = 0;  // the server's last layer is layers - 1; a fragment at p runs [p, layers)
+  int max_batch = 32;
+  std::vector<double> shares = share_steps(0.05);  // MPS shares a GPU in any percentage
+  // l([a, b), batch, share) in seconds, a < b.
+  std::function<double(int, int, int, double)> latency_s;
+};
+
+struct gf_fragment {
+  int p = 0;      // the first layer the server runs
+  double t = 0;   // seconds left for the server
+  double q = 0;   // requests/s
+  int count = 1;  // clients merged into it
+};
+
+struct gf_alloc {
+  bool feasible = false;
+  double resources = 0;  // share x instances
+  double share = 0;
+  int batch = 0;
+  int instances = 0;
+  double throughput = 0;  // what those instances carry
+};
+gf_alloc allocate(const gf_model& m, int a, int b, double q, double d);
+
+std::vector<gf_fragment> merge_fragments(const gf_model& m, std::vector<gf_fragment> fragments, double theta = 0.2);
+
+std::vector<std::vector<size_t>> group_fragments(const std::vector<gf_fragment>& fragments, size_t size = 5);
+
+// One stage of a plan: layers [a, b) for the fragments listed (indices into the group's).
+struct gf_stage {
+  int a = 0, b = 0;
+  std::vector<size_t> fragments;
+  double budget_s = 0;
+  gf_alloc alloc;
+};
+struct gf_plan {
+  bool feasible = false;
+  double resources = 0;
+  std::vector<gf_stage> stages;
+};
+gf_plan realign(const gf_model& m, const std::vector<gf_fragment>& group, int sweep = 64);
+
+// Merge, group, re-align: the whole plan (stage fragment indices refer to `fragments` after
+// merging, returned in `merged`).
+gf_plan plan_graft(const gf_model& m, const std::vector<gf_fragment>& fragments,
+                   std::vector<gf_fragment>* merged = nullptr, size_t group_size = 5);
+gf_plan gslice_plan(const gf_model& m, const std::vector<gf_fragment>& fragments);
+double brute_force_plan(const gf_model& m, const std::vector<gf_fragment>& fragments);
+
+}  // namespace sloserve::sched

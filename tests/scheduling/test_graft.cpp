@@ -1,0 +1,139 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+
+#include "scheduling/graft.hpp"
+
+namespace sloserve::sched {
+namespace {
+
+// Per layer i: l = (beta_i + alpha_i * b) / share, summed over the range: a batch's fixed cost
+// and its per-request cost, both slower on a smaller share of the GPU.
+gf_model linear_model(const std::vector<double>& alpha, const std::vector<double>& beta) {
+  gf_model m;
+  m.layers = static_cast<int>(alpha.size());
+  m.latency_s = [alpha, beta](int a, int b, int batch, double share) {
+    double l = 0;
+    for (int i = a; i < b; ++i) l += (beta[static_cast<size_t>(i)] + alpha[static_cast<size_t>(i)] * batch) / share;
+    return l;
+  };
+  return m;
+}
+
+TEST(graft, allocate_takes_the_least_share_times_instances_within_the_budget) {
+  auto m = linear_model({0.002}, {0.004});
+  auto a = allocate(m, 0, 1, 100, 0.03);
+  ASSERT_TRUE(a.feasible);
+  EXPECT_LE(m.latency_s(0, 1, a.batch, a.share), 0.03);
+  EXPECT_GE(a.throughput, 100);
+  EXPECT_NEAR(a.resources, a.share * a.instances, 1e-12);
+  // No cheaper choice exists.
+  for (double s : m.shares)
+    for (int b = 1; b <= m.max_batch; ++b) {
+      double l = m.latency_s(0, 1, b, s);
+      if (l > 0.03) continue;
+      EXPECT_GE(std::ceil(100 / (b / l) - 1e-9) * s, a.resources - 1e-9) << "share " << s << " batch " << b;
+    }
+  EXPECT_FALSE(allocate(m, 0, 1, 100, 0.004).feasible) << "the batch's fixed cost alone fills the budget";
+  // A slow stream cannot batch: its batches would not fill while the last one runs.
+  auto slow = allocate(m, 0, 1, 5, 0.03);
+  ASSERT_TRUE(slow.feasible);
+  EXPECT_LE(slow.batch - 1, 5.0 / slow.instances * m.latency_s(0, 1, slow.batch, slow.share) + 1e-9);
+  EXPECT_TRUE(allocate(m, 1, 1, 100, 0.001).feasible) << "no layers: nothing to run";
+}
+
+TEST(graft, identical_fragments_merge_while_the_margin_stays_above_theta) {
+  auto m = linear_model({0.001, 0.001}, {0.002, 0.002});
+  std::vector<gf_fragment> f{{0, 0.1, 5}, {0, 0.1, 5}, {0, 0.1, 5}, {0, 0.2, 5}, {1, 0.1, 5}};
+  auto merged = merge_fragments(m, f);
+  // One share unit at a small batch carries far more than 5 requests/s: the three alike merge;
+  // another time budget or partition point does not.
+  ASSERT_EQ(merged.size(), 3u);
+  EXPECT_EQ(merged[0].count, 3);
+  EXPECT_DOUBLE_EQ(merged[0].q, 15);
+  // With theta above every margin nothing merges.
+  EXPECT_EQ(merge_fragments(m, f, 1e9).size(), 5u);
+}
+
+TEST(graft, grouping_puts_similar_fragments_together_in_groups_of_the_size_asked) {
+  std::vector<gf_fragment> f;
+  for (int i = 0; i < 5; ++i) f.push_back({1, 0.05 + 0.001 * i, 10.0 + i});  // early, tight
+  for (int i = 0; i < 5; ++i) f.push_back({7, 0.30 + 0.001 * i, 50.0 + i});  // late, loose
+  std::shuffle(f.begin(), f.end(), std::mt19937_64(3));
+  auto groups = group_fragments(f, 5);
+  ASSERT_EQ(groups.size(), 2u);
+  for (auto& g : groups) {
+    ASSERT_EQ(g.size(), 5u);
+    for (auto i : g) EXPECT_EQ(f[i].p, f[g.front()].p) << "a group mixes early and late fragments";
+  }
+}
+
+// Five clients split one 6-layer DNN at layers 1 to 3, each sending 10 requests/s: alone, none
+// can batch; one shared stage over their traffic costs less than each running its rest alone,
+// and each request's parts keep within half its time.
+TEST(graft, realignment_shares_the_common_layers_within_every_budget) {
+  auto m = linear_model({0.0002, 0.0002, 0.0002, 0.0002, 0.0002, 0.0002}, {0.001, 0.001, 0.001, 0.001, 0.001, 0.001});
+  std::vector<gf_fragment> f{{1, 0.10, 10}, {2, 0.11, 10}, {1, 0.12, 10}, {2, 0.13, 10}, {3, 0.14, 10}};
+  auto plan = realign(m, f);
+  ASSERT_TRUE(plan.feasible);
+  auto alone = gslice_plan(m, f);
+  ASSERT_TRUE(alone.feasible);
+  EXPECT_LT(plan.resources, alone.resources);
+  bool shared = false;
+  for (auto& s : plan.stages) shared |= s.fragments.size() >= 2 && s.b == m.layers;
+  EXPECT_TRUE(shared);
+  // Along each fragment's layers, its parts' budgets add up to at most t/2, and cover [p, end).
+  for (size_t i = 0; i < f.size(); ++i) {
+    double spent = 0;
+    int covered = 0;
+    for (auto& s : plan.stages)
+      if (std::find(s.fragments.begin(), s.fragments.end(), i) != s.fragments.end()) {
+        spent += s.budget_s;
+        covered += s.b - s.a;
+        EXPECT_LE(m.latency_s(s.a, s.b, s.alloc.batch, s.alloc.share), s.budget_s + 1e-12);
+      }
+    EXPECT_LE(spent, f[i].t / 2 + 1e-12);
+    EXPECT_EQ(covered, m.layers - f[i].p);
+  }
+  EXPECT_LE(brute_force_plan(m, f), plan.resources + 1e-9);
+  std::printf("five fragments: re-aligned %.2f, each alone %.2f\n", plan.resources, alone.resources);
+}
+
+// Small random instances: Graft against the optimum over every grouping, and against GSLICE.
+TEST(graft, small_instances_come_within_four_percent_of_brute_force_and_beat_gslice) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(0, 1);
+  int trials = 40;
+  double ratio_sum = 0, worst = 1, saved_sum = 0;
+  int n_ok = 0;
+  for (int t = 0; t < trials; ++t) {
+    std::vector<double> alpha, beta;
+    for (int i = 0; i < 8; ++i) alpha.push_back(0.0002 + 0.0008 * u(rng)), beta.push_back(0.0005 + 0.001 * u(rng));
+    auto m = linear_model(alpha, beta);
+    m.max_batch = 16;
+    std::vector<gf_fragment> f;
+    size_t n = 4 + static_cast<size_t>(u(rng) * 2);
+    for (size_t i = 0; i < n; ++i)
+      f.push_back({static_cast<int>(u(rng) * 8), 0.06 + 0.14 * u(rng), std::round(5 + 40 * u(rng))});
+    auto graft = plan_graft(m, f);
+    auto gslice = gslice_plan(m, f);
+    double best = brute_force_plan(m, f);
+    ASSERT_TRUE(graft.feasible) << "trial " << t;
+    ASSERT_TRUE(gslice.feasible) << "trial " << t;
+    EXPECT_LE(graft.resources, gslice.resources + 1e-9) << "trial " << t;
+    ASSERT_GT(best, 0);
+    double ratio = graft.resources / best;
+    ratio_sum += ratio;
+    worst = std::max(worst, ratio);
+    saved_sum += 1 - graft.resources / gslice.resources;
+    ++n_ok;
+  }
+  std::printf("graft / optimum: mean %.4f, worst %.3f; resources saved against GSLICE: mean %.1f%%\n", ratio_sum / n_ok,
+              worst, 100 * saved_sum / n_ok);
+  EXPECT_LE(ratio_sum / n_ok, 1.04);
+}
+
+}  // namespace
+}  // namespace sloserve::sched
