@@ -55,8 +55,8 @@ struct workload {
   double rate = 0, slo_ms = 0;
 };
 
-// `per_type`: each model's slowdown on each type (mixed fleets); the file's `profile` is the
-// slowest type's.
+// The nodes: a controller, and `per_type_devices` workers of each type (mixed) or three times
+// as many untyped.
 std::string fleet_yaml(bool mixed, int per_type_devices) {
   std::ostringstream y;
   int port = 7600;
@@ -77,6 +77,8 @@ std::string fleet_yaml(bool mixed, int per_type_devices) {
   return y.str();
 }
 
+// A model whose a10 profile is l(b) = alpha b + beta ms; on a mixed fleet each type's speed is
+// drawn around its slowdown, and `profile` is the slowest type's.
 std::string model_yaml(const std::string& name, double alpha, double beta, bool mixed, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> u(0.7, 1.3);
   std::ostringstream y;
