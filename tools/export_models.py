@@ -4,9 +4,10 @@
 Run with Debian's interpreter (it has python3-torch and python3-torchvision):
     /usr/bin/python3 tools/export_models.py --out build/models [--small] [--variants N]
 
---small writes only the tiny models the tests use (seconds, no torchvision). Each tiny model
-comes with a reference batch: NAME.input.bin and NAME.output.bin hold float32 rows computed
-here, so C++ tests can check the executor against PyTorch itself.
+--small writes only the small models the tests use (seconds). Each comes with a reference batch:
+NAME.input.bin and NAME.output.bin hold float32 rows computed here, so C++ tests can check the
+executor against PyTorch itself. Among them, ResNet-18 cut at several layers (resnet18_from_P.pt
+runs layers [P, end) of one network; NAME.shape holds what it takes).
 
 Without --small it also writes ResNet-18, -34, -50, -101 and -152, MobileNetV2 and SqueezeNet 1.1
 (randomly initialised: there is no model hub; config/examples/variants-cpu.yaml serves them as
@@ -100,8 +101,66 @@ def tiny_family(out):
         save(torch.nn.Sequential(prefix, suffix), torch.zeros(1, 16), os.path.join(out, "tiny_v%d.pt" % v))
 
 
+# Where a mobile client may hand ResNet-18 over to the server (Graft's partition points): the
+# index of the first top-level child the server runs, and what it receives.
+RESNET18_SPLITS = (0, 4, 5, 6, 7, 8)
+
+
+class BasicBlock(torch.nn.Module):
+    """ResNet's two-convolution block (as torchvision's), without torchvision."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        nn = torch.nn
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return torch.relu(y + (x if self.down is None else self.down(x)))
+
+
+def resnet18_layers():
+    """ResNet-18's top-level layers in order: conv1 bn1 relu maxpool layer1-4 avgpool flatten fc."""
+    nn = torch.nn
+    stage = lambda cin, cout, stride: nn.Sequential(BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1))
+    return [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1),
+            stage(64, 64, 1), stage(64, 128, 2), stage(128, 256, 2), stage(256, 512, 2),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(1), nn.Linear(512, 1000)]
+
+
+def resnet18_fragments(out, side=64):
+    """ResNet-18 (random weights, seed 0) as server fragments [p, end) for each split p:
+    resnet18_from_P.pt, with a reference batch: the input is what layers [0, p) make of random
+    images and the output is the whole network's on those images, so that a fragment is checked
+    against the full model (within 1e-5)."""
+    torch.manual_seed(0)
+    layers = resnet18_layers()
+    net = torch.nn.Sequential(*layers).eval()
+    images = torch.randn(2, 3, side, side)
+    with torch.no_grad():
+        full_out = net(images)
+    for p in RESNET18_SPLITS:
+        head, tail = torch.nn.Sequential(*layers[:p]), torch.nn.Sequential(*layers[p:])
+        with torch.no_grad():
+            handed = head(images)
+        save(tail, handed[:1], os.path.join(out, "resnet18_from_%d.pt" % p))
+        stem = os.path.join(out, "resnet18_from_%d" % p)
+        handed.numpy().astype("float32").tofile(stem + ".input.bin")
+        full_out.numpy().astype("float32").tofile(stem + ".output.bin")
+        with open(stem + ".shape", "w") as f:
+            f.write(" ".join(str(d) for d in handed.shape[1:]) + "\n")
+
+
 def small(out):
     preprocess_reference(out)
+    resnet18_fragments(out)
     tiny_family(out)
     torch.manual_seed(1234)
     mlp = save(TinyMLP(), torch.zeros(1, 16), os.path.join(out, "tiny_mlp.pt"))

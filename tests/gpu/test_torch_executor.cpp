@@ -114,6 +114,25 @@ TEST_P(torch_executor_kinds, batch_outputs_equal_pytorch_and_split_per_request) 
   expect_reference(*ex, tiny_cnn(), "tiny_cnn");  // loads on first use
 }
 
+// Graft's fragments: ResNet-18 cut at each exported layer p, the server's part [p, end) run on
+// what layers [0, p) made of two images, answers as the whole network does on the images.
+TEST_P(torch_executor_kinds, a_resnet18_fragment_from_any_split_answers_as_the_whole_network) {
+  for (int p : {0, 4, 5, 6, 7, 8}) {
+    auto stem = "resnet18_from_" + std::to_string(p);
+    model_spec m;
+    m.name = stem;
+    m.path = dir + "/" + stem + ".pt";
+    std::ifstream shape(dir + "/" + stem + ".shape");
+    for (int64_t d; shape >> d;) m.input.shape.push_back(d);
+    ASSERT_EQ(m.input.shape.size(), 3u) << stem;
+    m.input.type = dtype::float32;
+    m.output = {dtype::float32, {1000}};
+    m.max_batch = 4;
+    SCOPED_TRACE(stem);
+    expect_reference(*ex, m, stem);
+  }
+}
+
 TEST_P(torch_executor_kinds, a_request_alone_gets_what_it_gets_in_a_batch) {
   auto m = tiny_mlp();
   auto reqs = reference_requests(m, "tiny_mlp");
