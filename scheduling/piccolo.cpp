@@ -140,10 +140,10 @@ pc_module_plan with_dummies(const std::vector<pc_config>& configs, double rate, 
     double leftover = 0;  // requests below c_i, dummies apart
     for (auto& m : base.machines)
       if (m.config > ci) leftover += m.rate;
-    if (base.padded != static_cast<size_t>(-1) && base.padded > ci) leftover -= base.dummy;
+    if (base.padded != none && base.padded > ci) leftover -= base.dummy;
     double dum = c.rate_needed(budget_s) - leftover;
     if (dum <= 1e-6 || leftover <= eps || leftover + dum > c.throughput() + 1e-6) continue;
-    double dummies = (base.padded != static_cast<size_t>(-1) && base.padded <= ci ? base.dummy : 0) + dum;
+    double dummies = (base.padded != none && base.padded <= ci ? base.dummy : 0) + dum;
     auto padded = generate_from(configs, rate + dummies, budget_s, first, fewer);
     padded.dummy += dummies;
     if (padded.feasible && padded.cost < best.cost - 1e-9) best = std::move(padded);
