@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -99,6 +100,25 @@ std::string model_yaml(const std::string& name, double alpha, double beta, bool 
   return y.str();
 }
 
+// A chain of `stages` models (a10: l(b) = alpha b + beta ms, drawn from `rng`) on a fleet, one
+// pipeline `p` whose SLO `slo_ms` makes of the fastest path (batch 1 on the slowest type).
+std::string chain_yaml(int stages, bool mixed, int per_type_devices, std::mt19937_64& rng,
+                       const std::function<double(double)>& slo_ms) {
+  std::uniform_real_distribution<double> u(0, 1);
+  std::ostringstream models, chain;
+  double fastest = 0;
+  for (int s = 0; s < stages; ++s) {
+    double alpha = 0.5 + 3 * u(rng), beta = 2 + 10 * u(rng);
+    models << model_yaml("m" + std::to_string(s), alpha, beta, mixed, rng);
+    chain << (s ? ", " : "") << "{name: s" << s << ", model: m" << s
+          << (s ? ", after: [s" + std::to_string(s - 1) + "]" : "") << "}";
+    fastest += (alpha + beta) * (mixed ? 2.6 : 1);
+  }
+  double slo = slo_ms(fastest);
+  return fleet_yaml(mixed, per_type_devices) + "models:\n" + models.str() +
+         "pipelines:\n  - {name: p, slo_ms: " + std::to_string(slo) + ", stages: [" + chain.str() + "]}\n";
+}
+
 std::vector<workload> workloads(int count) {
   std::mt19937_64 rng(1001);
   std::uniform_real_distribution<double> u(0, 1);
@@ -108,18 +128,8 @@ std::vector<workload> workloads(int count) {
     x.mixed = w % 2 == 1;
     x.stages = 1 + (w / 2) % 3;
     x.rate = std::round(50 * std::pow(20.0, u(rng)));  // 50 - 1,000
-    std::ostringstream models, stages;
-    double fastest = 0;
-    for (int s = 0; s < x.stages; ++s) {
-      double alpha = 0.5 + 3 * u(rng), beta = 2 + 10 * u(rng);  // a10: l(b) = alpha b + beta ms
-      models << model_yaml("m" + std::to_string(s), alpha, beta, x.mixed, rng);
-      stages << (s ? ", " : "") << "{name: s" << s << ", model: m" << s
-             << (s ? ", after: [s" + std::to_string(s - 1) + "]" : "") << "}";
-      fastest += (alpha + beta) * (x.mixed ? 2.6 : 1);  // batch 1 on the slowest type
-    }
-    x.slo_ms = std::round(fastest * (1.5 + 3.5 * u(rng)));
-    x.yaml = fleet_yaml(x.mixed, 16) + "models:\n" + models.str() +
-             "pipelines:\n  - {name: p, slo_ms: " + std::to_string(x.slo_ms) + ", stages: [" + stages.str() + "]}\n";
+    x.yaml = chain_yaml(x.stages, x.mixed, 16, rng,
+                        [&](double fastest) { return x.slo_ms = std::round(fastest * (1.5 + 3.5 * u(rng))); });
     out.push_back(std::move(x));
   }
   return out;
@@ -269,18 +279,7 @@ void against_brute_force() {
   printf("\npiccolo against brute force (grid 60), mixed fleet:\n");
   for (auto [stages, rate] : {std::pair{1, 100.0}, {2, 100.0}, {3, 100.0}, {3, 300.0}, {4, 300.0}, {3, 1000.0}}) {
     std::mt19937_64 rng(static_cast<uint64_t>(stages * 1000 + rate));
-    std::uniform_real_distribution<double> u(0, 1);
-    std::ostringstream models, st;
-    double fastest = 0;
-    for (int s = 0; s < stages; ++s) {
-      double alpha = 0.5 + 3 * u(rng), beta = 2 + 10 * u(rng);
-      models << model_yaml("m" + std::to_string(s), alpha, beta, true, rng);
-      st << (s ? ", " : "") << "{name: s" << s << ", model: m" << s
-         << (s ? ", after: [s" + std::to_string(s - 1) + "]" : "") << "}";
-      fastest += (alpha + beta) * 2.6;
-    }
-    auto cfg = parse(fleet_yaml(true, 64) + "models:\n" + models.str() + "pipelines:\n  - {name: p, slo_ms: " +
-                     std::to_string(std::round(fastest * 3)) + ", stages: [" + st.str() + "]}\n");
+    auto cfg = parse(chain_yaml(stages, true, 64, rng, [](double fastest) { return std::round(fastest * 3); }));
     auto app = piccolo_app(cfg, piccolo_device_types(cfg), cfg.pipelines[0], rate);
     auto t0 = std::chrono::steady_clock::now();
     auto pc = sched::plan_app(app);
