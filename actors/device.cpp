@@ -204,7 +204,7 @@ void on_done(self_ptr self, uint64_t token) {
     auto& [m, e] = r.entries[i];
     auto queue_ns = (r.started - e.item.enqueued).count();
     for (auto& s : st.sessions.all())
-      if (s.model == m) {
+      if (s.model == m && !e.item.inv.dummy) {
         ++s.load.completed;
         s.latency_sum_ms += (now - e.item.enqueued).count() / 1e6;
       }
@@ -214,7 +214,8 @@ void on_done(self_ptr self, uint64_t token) {
     else if (i < outcome.failed.size() && !outcome.failed[i].empty())
       answer(self, e.item.inv, msg::status::error, where + outcome.failed[i], {}, b, queue_ns, exec_ns);
     else if (i < outcome.outputs.size())
-      answer(self, e.item.inv, msg::status::ok, {}, std::move(outcome.outputs[i]), b, queue_ns, exec_ns);
+      answer(self, e.item.inv, msg::status::ok, {},
+             e.item.inv.dummy ? std::vector<tensor>{} : std::move(outcome.outputs[i]), b, queue_ns, exec_ns);
     else
       answer(self, e.item.inv, msg::status::error, where + "the executor returned no output for this request", {}, b,
              queue_ns, exec_ns);
@@ -242,8 +243,11 @@ void on_invocation(self_ptr self, msg::invocation& inv) {
   if (!inv.checked)
     if (auto ok = check_input(inv.inputs.front(), *s->model); !ok)
       return answer(self, inv, msg::status::error, ok.error());
-  ++s->load.arrived;
-  s->budget_sum_ms += static_cast<double>(inv.budget_ns) / 1e6;
+  // Piccolo's dummies pad the batches; the session's load reports only real work.
+  if (!inv.dummy) {
+    ++s->load.arrived;
+    s->budget_sum_ms += static_cast<double>(inv.budget_ns) / 1e6;
+  }
   if (static_cast<int>(s->queue.size()) >= st.cfg->runtime.max_queue_length) {
     st.net->metrics.dropped("queue_full");
     return answer(self, inv, msg::status::overloaded,

@@ -14,6 +14,7 @@
 
 #include "actors/client_registry.hpp"
 #include "actors/client_time.hpp"
+#include "actors/dummy_padding.hpp"
 #include "actors/frontend_routes.hpp"
 #include "actors/roles.hpp"
 #include "gpu/image.hpp"
@@ -85,6 +86,12 @@ struct frontend_state {
   // Since the last beacon, per pipeline: queries admitted and invocations per stage.
   std::vector<msg::pipeline_load> load;
   caf::actor_clock::time_point last_report;
+  // Piccolo's dummy requests: what the table asks of this frontend, those in flight (by id, with
+  // when they went out), one input per model, and how many were sent.
+  dummy_padding padding;
+  std::unordered_map<uint64_t, clock_time> dummies;
+  std::unordered_map<std::string, std::vector<tensor>> dummy_inputs;
+  uint64_t dummies_sent = 0;
 };
 
 using self_ptr = frontend_actor::stateful_pointer<frontend_state>;
@@ -276,8 +283,38 @@ bool send_all(self_ptr self, uint64_t qid, query& q, std::vector<query_walk::spa
   return false;
 }
 
+// Sends Piccolo's dummies that are due: invocations of the model's input, which the device runs
+// in its batches and answers without outputs. They do not count as outstanding work (the
+// balancer's weights leave them out too).
+void send_dummies(self_ptr self, clock_time now) {
+  auto& st = self->state;
+  for (auto& d : st.padding.due(seconds_of(now))) {
+    if (st.unheard.count(d.node)) continue;
+    auto* m = st.cfg->find_model(d.model);
+    if (!m) continue;
+    auto& inputs = st.dummy_inputs[d.model];
+    if (inputs.empty()) inputs.push_back(make_tensor(m->input, 0, m->input_name));
+    msg::invocation inv;
+    inv.id = st.next_invocation++;
+    inv.frontend = st.net->self_name();
+    inv.model = d.model;
+    inv.device = d.device;
+    inv.budget_ns = static_cast<int64_t>(d.budget_ms * 1e6);
+    inv.inputs = inputs;
+    inv.dummy = true;
+    st.dummies.emplace(inv.id, now);
+    ++st.dummies_sent;
+    st.net->metrics.count(node_metrics::event::dummy, "sent");
+    st.net->to_node(d.node, {{}, std::move(inv)});
+  }
+}
+
 void on_result(self_ptr self, msg::invocation_result& r) {
   auto& st = self->state;
+  if (auto d = st.dummies.find(r.id); d != st.dummies.end()) {
+    st.dummies.erase(d);
+    return st.net->metrics.count(node_metrics::event::dummy, outcome_label(r.code));
+  }
   auto fit = st.invocations.find(r.id);
   if (fit == st.invocations.end()) return;  // answered already (re-routed or query finished)
   auto f = std::move(fit->second);
@@ -419,6 +456,7 @@ void on_routing(self_ptr self, msg::routing_table& t) {
   auto& st = self->state;
   st.routes->apply(t);
   st.clients.apply(t.clients);
+  st.padding.apply(t);
   // Jellyfish re-maps its clients every interval: its tables are many.
   spdlog::log(st.cfg->scheduler.policy == scheduler_policy::jellyfish ? spdlog::level::debug : spdlog::level::info,
               "{}: routing table epoch {} ({} models)", st.net->self_name(), t.epoch, t.routes.size());
@@ -472,6 +510,7 @@ void on_tick(self_ptr self) {
       now - st.last_client_report >=
           std::chrono::microseconds(static_cast<int64_t>(st.cfg->scheduler.jellyfish.interval_ms * 500)))
     report_clients(self, now);
+  send_dummies(self, now);
   while (!st.expiries.empty() && st.expiries.top().first <= now) {
     auto qid = st.expiries.top().second;
     st.expiries.pop();
@@ -507,6 +546,8 @@ void report_load(self_ptr self) {
     std::fill(l.fallthroughs.begin(), l.fallthroughs.end(), 0);
   }
   st.net->to_node(ctl->name, {{}, std::move(r)});
+  // Dummies whose worker never answered (it failed) are forgotten after a while.
+  std::erase_if(st.dummies, [&](auto& d) { return now - d.second > std::chrono::seconds(30); });
 }
 
 void register_with_controller(self_ptr self) {
@@ -551,7 +592,7 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
           } else {
             why = st.routes->blocker(it->second);
           }
-          msg::status_reply r{q.request.token, why.empty(), why.empty() ? "ready" : why};
+          msg::status_reply r{q.request.token, why.empty(), why.empty() ? "ready" : why, st.dummies_sent};
           if (q.sink)
             (*q.sink)(std::move(r));
           else

@@ -237,6 +237,8 @@ std::string node_metrics::render(std::string_view node, double now_s) const {
       {event::rerouted, "sloserve_rerouted_total", "", "Invocations sent again because their node went down."},
       {event::reply_dropped, "sloserve_replies_dropped_total", "why",
        "Replies that could not be sent: client_gone, client_not_reading (its queue is full)."},
+      {event::dummy, "sloserve_dummy_requests_total", "outcome",
+       "Piccolo's dummy requests: sent, and their answers by outcome (ok, dropped, overloaded, error)."},
   };
   for (auto& f : families) {
     header(out, f.name, "counter", f.help);

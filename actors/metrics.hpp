@@ -68,6 +68,7 @@ class node_metrics {
     peer_down,       // label peer: a node this one stopped hearing
     rerouted,        // an invocation sent again because its node went down
     reply_dropped,   // label why: client_gone, client_not_reading
+    dummy,           // label outcome: sent, ok, dropped, overloaded, error (Piccolo's padding)
   };
   void count(event e, std::string_view label = {});
 

@@ -12,7 +12,6 @@
 #include "actors/scaler_core.hpp"
 #include "apps/commands.hpp"
 #include "apps/knob_option.hpp"
-#include "scheduling/piccolo_input.hpp"
 #include "scheduling/placement.hpp"
 #include "scheduling/query_analyzer.hpp"
 
@@ -111,36 +110,35 @@ int plan_ipa(const cluster_config& cfg, const std::vector<double>& rates, bool j
   return 0;
 }
 
-// Piccolo at the given rates: per pipeline, each stage's budget and configuration set over the
-// cluster's device types (scheduling/piccolo), its dummies and cost; then what the sets need of
-// each type against what the cluster has.
-int plan_piccolo(const cluster_config& cfg, const std::vector<double>& rates, bool json) {
+// Piccolo at the given rates, as a cluster with `scheduler.policy: piccolo` plans it: per
+// pipeline, each stage's budget and configuration set over the cluster's device types
+// (scheduling/piccolo), its dummies and cost; then what the sets need of each type against what
+// the cluster has (scarce types weigh more while planning).
+int plan_piccolo(const cluster_config& cfg, const sched::epoch_input& in, bool json) {
   auto t0 = std::chrono::steady_clock::now();
-  auto types = piccolo_device_types(cfg);
+  auto planned = sched::plan_piccolo(in);
+  auto& types = planned.types;
   nlohmann::json j;
   j["policy"] = "piccolo";
   j["pipelines"] = nlohmann::json::array();
-  std::vector<size_t> needed(types.names.size(), 0);
   double cost = 0, dummy = 0;
   for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi) {
     auto& p = cfg.pipelines[pi];
-    if (rates[pi] <= 0) continue;
-    auto app = piccolo_app(cfg, types, p, rates[pi]);
-    auto planned = sched::plan_app(app);
-    if (!planned.feasible) {
+    auto& pp = planned.pipelines[pi];
+    if (pp.rates.empty()) continue;
+    if (!pp.plan.feasible) {
       std::cerr << "sloserve plan: pipeline '" << p.name << "': no configurations of its stages fit its " << p.slo_ms
-                << " ms SLO at " << rates[pi] << " queries/s\n";
+                << " ms SLO at " << in.rates[pi] << " queries/s\n";
       return 2;
     }
     nlohmann::json stages = nlohmann::json::array();
     for (size_t s = 0; s < p.stages.size(); ++s) {
-      auto sorted = sched::by_ratio(app.modules[s].configs);
-      auto& mp = planned.modules[s];
+      auto& sorted = pp.configs[s];
+      auto& mp = pp.plan.modules[s];
       auto wc = sched::worst_cases(sorted, mp.machines);
       nlohmann::json machines = nlohmann::json::array();
       for (size_t k = 0; k < mp.machines.size(); ++k) {
         auto& c = sorted[mp.machines[k].config];
-        ++needed[c.type];
         machines.push_back({{"type", types.names[c.type]},
                             {"batch", c.batch},
                             {"rate", mp.machines[k].rate},
@@ -149,27 +147,27 @@ int plan_piccolo(const cluster_config& cfg, const std::vector<double>& rates, bo
       }
       stages.push_back({{"name", p.stages[s].name},
                         {"model", p.stages[s].model},
-                        {"rate", app.modules[s].rate},
-                        {"budget_ms", 1e3 * planned.budget_s[s]},
+                        {"rate", pp.rates[s]},
+                        {"budget_ms", 1e3 * pp.plan.budget_s[s]},
                         {"worst_case_ms", 1e3 * mp.worst_case_s},
                         {"dummy_rate", mp.dummy},
-                        {"cost", mp.cost},
+                        {"cost", pp.cost[s]},
                         {"machines", machines}});
     }
-    cost += planned.cost;
-    dummy += planned.dummy;
+    cost += pp.total;
+    dummy += pp.plan.dummy;
     j["pipelines"].push_back({{"name", p.name},
                               {"slo_ms", p.slo_ms},
-                              {"rate", rates[pi]},
-                              {"cost", planned.cost},
-                              {"dummy_rate", planned.dummy},
+                              {"rate", in.rates[pi]},
+                              {"cost", pp.total},
+                              {"dummy_rate", pp.plan.dummy},
                               {"stages", stages}});
   }
   j["devices"] = nlohmann::json::array();
   for (size_t t = 0; t < types.names.size(); ++t)
     j["devices"].push_back({{"type", types.names[t]},
                             {"price", types.price[t]},
-                            {"needed", needed[t]},
+                            {"needed", planned.needed[t]},
                             {"available", types.available[t]}});
   j["cost"] = cost;
   j["dummy_rate"] = dummy;
@@ -254,7 +252,7 @@ void add_plan_command(CLI::App& app, int& rc) {
       }
       in.rates[static_cast<size_t>(p - cfg->pipelines.data())] = v;
     }
-    if (o->policy == scheduler_policy::piccolo) return void(rc = plan_piccolo(*cfg, in.rates, o->json));
+    if (o->policy == scheduler_policy::piccolo) return void(rc = plan_piccolo(*cfg, in, o->json));
     if (o->policy == scheduler_policy::ipa) {
       auto ipa_cfg = *cfg;
       ipa_cfg.scheduler.policy = scheduler_policy::ipa;

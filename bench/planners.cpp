@@ -1,6 +1,7 @@
 // bench/planners: the planners side by side on one set of workloads, by what their plans cost.
 //
 //   build/bench/bench_planners [workloads=48]
+//   build/bench/bench_planners served     (the served section alone)
 //
 // Workloads: chains of 1-3 stages, each stage its own model with a linear profile per device
 // type, rates of 50-1,000 queries/s and SLOs of 1.5-5x the fastest path. Half run on one device
@@ -18,7 +19,9 @@
 // (one-stage pipelines) over 200 devices of three types, beside plan_epoch on the same; and
 // Piccolo against brute force as stages and rates grow. Last, partitioned DNNs: Graft's
 // merging, grouping and re-alignment against GSLICE-style per-fragment shares, for 10 to 100
-// clients of one 12-layer DNN (GPU share x instances).
+// clients of one 12-layer DNN (GPU share x instances). And served: nexus and piccolo plans of
+// a mixed fleet and of a padded set, each served by an in-process emulated node under Poisson
+// load at the rate planned for (attainment, lost, dummies).
 
 #include <spdlog/spdlog.h>
 
@@ -33,10 +36,10 @@
 #include <string>
 #include <vector>
 
+#include "bench/harness.hpp"
 #include "scheduling/epoch.hpp"
 #include "scheduling/graft.hpp"
 #include "scheduling/piccolo.hpp"
-#include "scheduling/piccolo_input.hpp"
 #include "scheduling/placement.hpp"
 
 using namespace sloserve;
@@ -148,6 +151,7 @@ cluster_config parse(const std::string& yaml) {
 struct priced {
   double cost = std::numeric_limits<double>::infinity();
   size_t devices = 0;
+  size_t missing = 0;  // devices no slot was left for
 };
 priced epoch_cost(const cluster_config& cfg, const std::vector<double>& rates, scheduler_policy policy) {
   auto in = planning_input(cfg, cfg.models);
@@ -164,6 +168,7 @@ priced epoch_cost(const cluster_config& cfg, const std::vector<double>& rates, s
     out.cost += price * std::min(1.0, res->placement.devices[k].occupancy);
   }
   out.devices = res->placement.devices.size();
+  out.missing = res->devices_missing;
   return out;
 }
 
@@ -183,8 +188,7 @@ void compare(int count) {
   int at_most_nexus = 0, below_nexus_mixed = 0, mixed = 0, compared = 0;
   for (auto& w : workloads(count)) {
     auto cfg = parse(w.yaml);
-    auto types = piccolo_device_types(cfg);
-    auto app = piccolo_app(cfg, types, cfg.pipelines[0], w.rate);
+    auto app = piccolo_app(cfg, cfg.pipelines[0], w.rate);
     auto t0 = std::chrono::steady_clock::now();
     auto pc = sched::plan_app(app);
     double pc_ms = ms_since(t0);
@@ -250,28 +254,18 @@ void at_scale() {
     rates.push_back(std::round(2 + 20 * u(rng)));
   }
   auto cfg = parse(y.str());
+  // The epoch a cluster with `scheduler.policy: piccolo` plans: every pipeline's sets, then
+  // machines bound to device slots of their types.
   auto t0 = std::chrono::steady_clock::now();
-  auto types = piccolo_device_types(cfg);
-  double cost = 0;
-  size_t machines = 0;
-  int infeasible = 0;
-  for (size_t p = 0; p < cfg.pipelines.size(); ++p) {
-    auto plan = sched::plan_app(piccolo_app(cfg, types, cfg.pipelines[p], rates[p]));
-    if (!plan.feasible) {
-      ++infeasible;
-      continue;
-    }
-    cost += plan.cost;
-    for (auto& m : plan.modules) machines += m.devices();
-  }
+  auto pc = epoch_cost(cfg, rates, scheduler_policy::piccolo);
   double piccolo_ms = ms_since(t0);
   t0 = std::chrono::steady_clock::now();
   auto nx = epoch_cost(cfg, rates, scheduler_policy::nexus);
   double nexus_ms = ms_since(t0);
   printf(
-      "\nat scale: 1000 sessions on 200 devices of 3 types: piccolo %.1f ms (cost %.2f, %zu machine shares, %d "
-      "infeasible; target < 100 ms); plan_epoch nexus %.1f ms (cost %.2f, %zu devices)\n",
-      piccolo_ms, cost, machines, infeasible, nexus_ms, nx.cost, nx.devices);
+      "\nat scale: 1000 sessions on 200 devices of 3 types: plan_epoch piccolo %.1f ms (cost %.2f, %zu devices, "
+      "%zu without a slot; target < 100 ms); plan_epoch nexus %.1f ms (cost %.2f, %zu devices)\n",
+      piccolo_ms, pc.cost, pc.devices, pc.missing, nexus_ms, nx.cost, nx.devices);
 }
 
 // Piccolo against brute force as a chain's stages and rate grow.
@@ -280,7 +274,7 @@ void against_brute_force() {
   for (auto [stages, rate] : {std::pair{1, 100.0}, {2, 100.0}, {3, 100.0}, {3, 300.0}, {4, 300.0}, {3, 1000.0}}) {
     std::mt19937_64 rng(static_cast<uint64_t>(stages * 1000 + rate));
     auto cfg = parse(chain_yaml(stages, true, 64, rng, [](double fastest) { return std::round(fastest * 3); }));
-    auto app = piccolo_app(cfg, piccolo_device_types(cfg), cfg.pipelines[0], rate);
+    auto app = piccolo_app(cfg, cfg.pipelines[0], rate);
     auto t0 = std::chrono::steady_clock::now();
     auto pc = sched::plan_app(app);
     double pc_ms = ms_since(t0);
@@ -330,12 +324,84 @@ void partitioned() {
 
 }  // namespace
 
+// Each policy's plan served: one node with every role and the workload's devices, the policy's
+// epochs on the measured rates (every 2 s), Poisson load at `rate` for 4 s of warm-up and 8 s
+// measured. Cost is the plan's for the rate with the default 10% headroom.
+void served() {
+  printf("\nserved (one in-process node, emulated devices, Poisson, 4 s warm-up + 8 s):\n");
+  const char* mixed = R"(device_types: [{name: t4, price: 0.53}, {name: a10, price: 1.01}, {name: a100, price: 3.67}]
+nodes:
+  - name: n
+    address: tcp://127.0.0.1:0
+    roles: [controller, frontend, worker]
+    devices: [{kind: emulated, count: 8, type: t4}, {kind: emulated, count: 4, type: a10}, {kind: emulated, count: 2, type: a100}]
+models:
+  - name: detector
+    input: {dtype: float32, shape: [16]}
+    output: {dtype: float32, shape: [8]}
+    max_batch: 32
+    profile: {batch: [1, 4, 8, 16, 32], latency_ms: [14, 38, 70, 134, 262]}
+    profiles:
+      a10: {batch: [1, 4, 8, 16, 32], latency_ms: [9, 21, 37, 68, 131]}
+      a100: {batch: [1, 4, 8, 16, 32], latency_ms: [5, 8, 12, 20, 36]}
+  - name: classifier
+    input: {dtype: float32, shape: [16]}
+    output: {dtype: float32, shape: [4]}
+    max_batch: 64
+    profile: {batch: [1, 8, 16, 32, 64], latency_ms: [6, 15, 27, 51, 99]}
+    profiles:
+      a10: {batch: [1, 8, 16, 32, 64], latency_ms: [4, 9, 15, 27, 51]}
+      a100: {batch: [1, 8, 16, 32, 64], latency_ms: [2, 4, 6, 10, 18]}
+pipelines:
+  - name: traffic
+    slo_ms: 300
+    stages:
+      - {name: detect, model: detector}
+      - {name: classify, model: classifier, after: [detect], fanout: 2}
+)";
+  const char* padded = R"(nodes:
+  - {name: n, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], devices: [{kind: emulated, count: 2}]}
+models:
+  - {name: det, input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [4]}, max_batch: 8,
+     profile: {batch: [1, 8], latency_ms: [20, 24]}}
+pipelines:
+  - {name: traffic, slo_ms: 100, stages: [{name: detect, model: det}]}
+)";
+  struct run {
+    const char* name;
+    const char* yaml;
+    double rate;
+  };
+  printf("%-14s %6s | %-8s %6s %10s %7s %5s %8s\n", "workload", "rate", "policy", "cost", "attainment", "p99 ms",
+         "lost", "dummies");
+  int kept = 0, runs = 0;
+  for (auto [name, yaml, rate] :
+       {run{"mixed 2-stage", mixed, 100}, run{"mixed 2-stage", mixed, 250}, run{"padded", padded, 55}}) {
+    for (auto policy : {scheduler_policy::nexus, scheduler_policy::piccolo}) {
+      auto text = std::string(yaml) +
+                  "runtime: {beacon_ms: 500}\nscheduler: {policy: " + std::string(knob_name(policy)) +
+                  ", epoch_s: 2, min_epoch_s: 1}\n";
+      auto cfg = std::make_shared<cluster_config>(parse(text));
+      auto cost = epoch_cost(*cfg, {rate * (1 + cfg->scheduler.headroom)}, policy);
+      auto s = bench::trial(cfg, rate, 4, 8);
+      bool ok = s.attainment >= 0.99 && s.lost == 0;
+      kept += ok, ++runs;
+      printf("%-14s %6.0f | %-8s %6.3f %9.2f%% %7.1f %5lu %8lu%s\n", name, rate, std::string(knob_name(policy)).c_str(),
+             cost.cost, 100 * s.attainment, s.p99, (unsigned long)s.lost, (unsigned long)s.dummies,
+             ok ? "" : "  (below 99% or lost)");
+    }
+  }
+  printf("  %d of %d served plans kept >= 99%% attainment with nothing lost\n", kept, runs);
+}
+
 int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
+  if (argc > 1 && std::string(argv[1]) == "served") return served(), 0;  // that section alone
   int count = argc > 1 ? std::atoi(argv[1]) : 48;
   compare(count);
   at_scale();
   against_brute_force();
   partitioned();
+  served();
   return 0;
 }

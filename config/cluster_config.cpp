@@ -638,12 +638,22 @@ void parse_scaler_checks(reader& r, const YAML::Node& at, const cluster_config& 
                       cfg.models[m].name + "' needs 'cores: {gamma_ms, epsilon_ms, delta_ms, eta_ms}'");
 }
 
+// Piccolo gives every machine one stage's model at one configuration, and owns the devices.
+void parse_piccolo_checks(reader& r, const YAML::Node& root, const cluster_config& cfg) {
+  if (cfg.scheduler.policy != scheduler_policy::piccolo) return;
+  auto at = root["scheduler"]["policy"];
+  if (cfg.scaler.enabled())
+    r.error(root["scaler"]["policy"], "scheduler policy piccolo plans every device itself: scaler policy " +
+                                          std::string(knob_name(cfg.scaler.policy)) + " cannot run beside it");
+  for (auto& p : cfg.pipelines)
+    for (auto& s : p.stages)
+      if (s.cascade)
+        r.error(at, "scheduler policy piccolo plans one model a stage: stage '" + s.name + "' of pipeline '" + p.name +
+                        "' is a cascade");
+}
+
 // Jellyfish maps clients to variants of one stage that take images, and owns the devices.
 void parse_jellyfish_checks(reader& r, const YAML::Node& root, const cluster_config& cfg) {
-  if (cfg.scheduler.policy == scheduler_policy::piccolo)
-    r.error(root["scheduler"]["policy"],
-            "scheduler policy piccolo plans configuration sets with `sloserve plan --policy piccolo`; a cluster does "
-            "not serve them (per-configuration dispatch and dummy requests): choose nexus to serve");
   if (cfg.scheduler.policy != scheduler_policy::jellyfish) return;
   auto at = root["scheduler"]["policy"];
   if (cfg.scaler.enabled())
@@ -788,6 +798,7 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
     parse_scheduler(r, root["scheduler"], cfg.scheduler);
     parse_scaler(r, root, cfg);
     parse_jellyfish_checks(r, root, cfg);
+    parse_piccolo_checks(r, root, cfg);
     parse_security(r, root["security"], cfg.security);
     if (root["nodes"] && root["nodes"].IsSequence()) {
       if (cfg.with_role(role::frontend).empty())

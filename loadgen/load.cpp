@@ -230,7 +230,8 @@ expected<load_summary> run_load(const load_options& o) {
       clients.push_back(std::make_unique<load_socket>(o));
     if (auto connected = clients.back()->connect(); !connected) return fail(connected.error());
   }
-  if (auto ready = wait_ready(*clients.front(), o); !ready) return fail(ready.error());
+  auto ready = wait_ready(*clients.front(), o);
+  if (!ready) return fail(ready.error());
   // Pipelines to draw from: the mix, or the one pipeline.
   auto mix = o.mix;
   if (mix.empty()) mix.push_back({o.pipeline, 1, o.slo_ms, o.input});
@@ -251,7 +252,10 @@ expected<load_summary> run_load(const load_options& o) {
   for (auto& t : threads) t.join();
 
   double total_s = o.warmup_s + (o.trace.empty() ? o.duration_s : std::min<double>(o.duration_s, o.trace.size()));
-  return merge_lanes(results, total_s - o.warmup_s);
+  auto out = merge_lanes(results, total_s - o.warmup_s);
+  if (auto after = wait_ready(*clients.front(), o); after && after->dummies >= ready->dummies)
+    out.dummies = after->dummies - ready->dummies;
+  return out;
 }
 
 }  // namespace sloserve

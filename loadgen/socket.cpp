@@ -73,7 +73,7 @@ bool load_socket::recv(std::string& out, int timeout_ms) {
   return true;
 }
 
-status wait_ready(load_connection& c, const load_options& o) {
+expected<msg::status_reply> wait_ready(load_connection& c, const load_options& o) {
   auto until = steady::now() + std::chrono::milliseconds(static_cast<int64_t>(o.wait_ready_s * 1000));
   std::string detail = "no answer", frame;
   msg::decode_limits limits;
@@ -86,7 +86,7 @@ status wait_ready(load_connection& c, const load_options& o) {
       auto d = msg::decode(frame, limits);
       if (!d.value) continue;
       if (auto* r = std::get_if<msg::status_reply>(&d.value->content); r && r->token == token) {
-        if (r->ready) return {};
+        if (r->ready) return *r;
         detail = r->detail;
         break;
       }

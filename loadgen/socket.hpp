@@ -5,7 +5,9 @@
 #include <string>
 
 #include "loadgen/options.hpp"
+#include "messages/types.hpp"
 #include "pipelines/bytes.hpp"
+#include "pipelines/expected.hpp"
 
 namespace sloserve {
 
@@ -43,7 +45,8 @@ class load_socket final : public load_connection {
 };
 
 // Asks the frontend whether it can serve until it says so, for up to o.wait_ready_s; an error
-// (its last reason, or why the handshake failed) when it never does.
-status wait_ready(load_connection& c, const load_options& o);
+// (its last reason, or why the handshake failed) when it never does. The reply says how many
+// dummy requests the frontend has sent (Piccolo's padding).
+expected<msg::status_reply> wait_ready(load_connection& c, const load_options& o);
 
 }  // namespace sloserve

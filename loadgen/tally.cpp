@@ -162,6 +162,7 @@ nlohmann::json load_summary::to_json(const load_options& o) const {
           {"errors", errors},
           {"lost", lost},
           {"late", late},
+          {"dummies", dummies},
           {"delayed", delayed},
           {"generator_late_fraction", generator_late_fraction},
           {"threads", lanes},
@@ -196,6 +197,8 @@ std::string load_summary::to_text() const {
            (unsigned long)overloaded, (unsigned long)errors, (unsigned long)lost, 100 * attainment, goodput_rps, p50,
            p90, p99, max);
   std::string out = buf;
+  if (dummies)
+    out += "dummy requests the frontend sent meanwhile (not counted above): " + std::to_string(dummies) + "\n";
   if (ok) {
     out += "where the time went, ms p50/p99:";
     for (auto name : part_names)

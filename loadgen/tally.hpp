@@ -25,6 +25,9 @@ struct load_summary {
   uint64_t sent = 0, ok = 0, ok_within_slo = 0, dropped = 0, overloaded = 0, errors = 0, lost = 0, late = 0,
            delayed = 0;
   double generator_late_fraction = 0;
+  // Dummy requests (Piccolo's padding) the frontend sent from before the first request to after
+  // the last: never among the figures above.
+  uint64_t dummies = 0;
   size_t lanes = 1;  // sending threads used
   double attainment = 0, goodput_rps = 0, measured_s = 0;
   double p50 = 0, p90 = 0, p99 = 0, max = 0, mean = 0;

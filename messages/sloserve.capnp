@@ -66,6 +66,7 @@ struct Invocation {
   device @3 :UInt32;
   budgetNs @4 :Int64;  # time left until this stage's deadline when sent
   inputs @5 :List(Tensor);
+  dummy @6 :Bool;  # Piccolo's padding: the device runs it in its batches and answers without outputs
   #! int64_t received_ns = 0;  // when the node took it in (its steady clock); the deadline runs from there
   #! bool checked = false;  // its inputs were checked on this node already (by the frontend, at ingress)
 }
@@ -181,6 +182,7 @@ struct RouteInstance {
   node @0 :Text;
   device @1 :UInt32;
   weight @2 :Float64 = 1;
+  dummyRate @3 :Float64;  # dummy requests/s the frontends send it between them (Piccolo's padding)
   #! eq
 }
 
@@ -218,6 +220,7 @@ struct RoutingTable {
   routes @1 :List(ModelRoute);
   budgets @2 :List(StageBudget);
   clients @3 :List(ClientRoute);
+  frontends @4 :UInt32 = 1;  # frontends sharing the dummy rates: each sends its share
 }
 
 struct SessionSchedule {
@@ -248,7 +251,12 @@ struct Resize {
 
 # Client -> frontend: is the frontend ready to serve?
 struct StatusRequest { token @0 :UInt64; }
-struct StatusReply { token @0 :UInt64; ready @1 :Bool; detail @2 :Text; }
+struct StatusReply {
+  token @0 :UInt64;
+  ready @1 :Bool;
+  detail @2 :Text;
+  dummies @3 :UInt64;  # dummy requests (Piccolo's padding) this frontend has sent since it started
+}
 
 struct Envelope {
   from @0 :Text;

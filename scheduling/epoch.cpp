@@ -10,12 +10,14 @@
 #include "pipelines/query_walk.hpp"
 #include "scheduling/catalogue.hpp"
 #include "scheduling/packing.hpp"
+#include "scheduling/piccolo_epoch.hpp"
 
 namespace sloserve::sched {
 
 namespace {
 
 bool slot_fits(const device_slot& slot, const device_plan& d, const std::vector<session>& ss) {
+  if (d.type && slot.type != *d.type) return false;
   for (auto& a : d.sessions)
     if (!slot.serves(ss[a.session].model->name)) return false;
   return slot.memory_mb <= 0 || d.memory_mb <= slot.memory_mb + 1e-9;
@@ -107,42 +109,7 @@ void place(const epoch_input& in, const planner& planner, const epoch_result* pr
                      })->memory_mb;
   out.placement = previous ? planner.make(out.sessions, caps, &previous->placement, &previous->sessions, &tables)
                            : planner.make(out.sessions, caps, nullptr, nullptr, &tables);
-  out.slots = in.slots;
-  out.slot_of.assign(out.placement.devices.size(), -1);
-  out.devices_missing = 0;
-  std::vector<bool> taken(in.slots.size(), false);
-  if (previous) {
-    std::map<std::pair<std::string_view, uint32_t>, int> slot_at;
-    for (size_t s = 0; s < in.slots.size(); ++s)
-      slot_at.emplace(std::make_pair(std::string_view(in.slots[s].node), in.slots[s].device), static_cast<int>(s));
-    std::map<int, size_t> previous_at;  // device id -> index in the previous placement
-    for (size_t j = 0; j < previous->placement.devices.size(); ++j)
-      previous_at.emplace(previous->placement.devices[j].id, j);
-    for (size_t k = 0; k < out.placement.devices.size(); ++k) {
-      auto j = previous_at.find(out.placement.devices[k].id);
-      if (j == previous_at.end() || j->second >= previous->slot_of.size()) continue;
-      int ps = previous->slot_of[j->second];
-      if (ps < 0) continue;
-      auto& was = previous->slots[static_cast<size_t>(ps)];
-      auto at = slot_at.find({was.node, was.device});
-      if (at == slot_at.end()) continue;
-      auto s = static_cast<size_t>(at->second);
-      if (!taken[s] && slot_fits(in.slots[s], out.placement.devices[k], out.sessions))
-        out.slot_of[k] = at->second, taken[s] = true;
-    }
-  }
-  size_t first_free = 0;
-  for (size_t k = 0; k < out.placement.devices.size(); ++k) {
-    if (out.slot_of[k] >= 0) continue;
-    while (first_free < in.slots.size() && taken[first_free]) ++first_free;
-    for (size_t s = first_free; s < in.slots.size(); ++s)
-      if (!taken[s] && slot_fits(in.slots[s], out.placement.devices[k], out.sessions)) {
-        out.slot_of[k] = static_cast<int>(s);
-        taken[s] = true;
-        break;
-      }
-    if (out.slot_of[k] < 0) ++out.devices_missing;
-  }
+  bind_slots(in, previous, out);
 }
 
 // What a plan costs, compared lexicographically: sessions it cannot serve, devices it lacks,
@@ -318,7 +285,47 @@ std::vector<neighbour> neighbours_of(const pipeline& p, const std::vector<double
 
 }  // namespace
 
+void bind_slots(const epoch_input& in, const epoch_result* previous, epoch_result& out) {
+  out.slots = in.slots;
+  out.slot_of.assign(out.placement.devices.size(), -1);
+  out.devices_missing = 0;
+  std::vector<bool> taken(in.slots.size(), false);
+  if (previous) {
+    std::map<std::pair<std::string_view, uint32_t>, int> slot_at;
+    for (size_t s = 0; s < in.slots.size(); ++s)
+      slot_at.emplace(std::make_pair(std::string_view(in.slots[s].node), in.slots[s].device), static_cast<int>(s));
+    std::map<int, size_t> previous_at;  // device id -> index in the previous placement
+    for (size_t j = 0; j < previous->placement.devices.size(); ++j)
+      previous_at.emplace(previous->placement.devices[j].id, j);
+    for (size_t k = 0; k < out.placement.devices.size(); ++k) {
+      auto j = previous_at.find(out.placement.devices[k].id);
+      if (j == previous_at.end() || j->second >= previous->slot_of.size()) continue;
+      int ps = previous->slot_of[j->second];
+      if (ps < 0) continue;
+      auto& was = previous->slots[static_cast<size_t>(ps)];
+      auto at = slot_at.find({was.node, was.device});
+      if (at == slot_at.end()) continue;
+      auto s = static_cast<size_t>(at->second);
+      if (!taken[s] && slot_fits(in.slots[s], out.placement.devices[k], out.sessions))
+        out.slot_of[k] = at->second, taken[s] = true;
+    }
+  }
+  size_t first_free = 0;
+  for (size_t k = 0; k < out.placement.devices.size(); ++k) {
+    if (out.slot_of[k] >= 0) continue;
+    while (first_free < in.slots.size() && taken[first_free]) ++first_free;
+    for (size_t s = first_free; s < in.slots.size(); ++s)
+      if (!taken[s] && slot_fits(in.slots[s], out.placement.devices[k], out.sessions)) {
+        out.slot_of[k] = static_cast<int>(s);
+        taken[s] = true;
+        break;
+      }
+    if (out.slot_of[k] < 0) ++out.devices_missing;
+  }
+}
+
 expected<epoch_result> plan_epoch(const epoch_input& in, const epoch_result* previous) {
+  if (in.policy == scheduler_policy::piccolo) return plan_piccolo_epoch(in, previous);
   auto& pipes = *in.pipelines;
   auto& models = *in.models;
   if (in.rates.size() != pipes.size()) return fail("need one rate per pipeline");
@@ -475,7 +482,9 @@ expected<scaled_epoch> plan_scaled_epoch(epoch_input& in, const epoch_result* pr
   scaled_epoch out{std::move(*planned), 1};
   if (variants) out.degraded = variants->degraded, out.variants_fit = variants->fits;
   auto& r = out.result;
-  if (r.devices_missing == 0 && r.placement.devices.size() < in.slots.size())
+  // Piccolo plans for the cost of the load as measured (with the configured headroom): spare
+  // devices stay off.
+  if (in.policy != scheduler_policy::piccolo && r.devices_missing == 0 && r.placement.devices.size() < in.slots.size())
     out.scale = fit_scale(in, previous, 1, 4, 8, r, fits_cluster);
   else if (r.devices_missing > 0)
     out.scale = fit_scale(in, previous, 0, 1, 12, r, [](const epoch_result& x) { return x.devices_missing == 0; });

@@ -23,6 +23,7 @@ struct device_slot {
   std::vector<std::string> models;  // those it may serve; empty: any
   double memory_mb = 0;             // 0: not limited
   double price = 1;                 // its device type's
+  std::string type = {};            // its device type (`device_types`); empty: untyped
   bool serves(const std::string& model) const {
     return models.empty() || std::find(models.begin(), models.end(), model) != models.end();
   }
@@ -66,6 +67,11 @@ struct epoch_result {
   // share an SLO (merged so that they land on the same devices and batch the prefix together).
   std::vector<std::vector<std::pair<const model_spec*, double>>> models_of;
 };
+
+// Binds `out.placement`'s devices to `in.slots`: a device keeps the previous epoch's slot of its
+// id where it still fits (models, memory, device type), the others take the first free slot
+// that fits; `out.devices_missing` counts those none fits.
+void bind_slots(const epoch_input& in, const epoch_result* previous, epoch_result& out);
 
 // `previous` (same models and pipelines) makes the placement incremental and keeps devices
 // bound to the same slots where it can. Returns false with `error` set on bad input.

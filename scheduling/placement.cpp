@@ -30,9 +30,15 @@ std::vector<sched::device_slot> device_slots(const cluster_config& cfg) {
     if (!n.has_role(role::worker)) continue;
     uint32_t d = 0;
     for (auto& g : n.devices)
-      for (int i = 0; i < g.count; ++i) out.push_back({n.name, d++, g.models, g.memory_mb, cfg.price_of(g)});
+      for (int i = 0; i < g.count; ++i) out.push_back({n.name, d++, g.models, g.memory_mb, cfg.price_of(g), g.type});
   }
   return out;
+}
+
+sched::pc_app piccolo_app(const cluster_config& cfg, const pipeline& p, double rate) {
+  auto slots = device_slots(cfg);
+  return sched::piccolo_app(cfg.models, sched::piccolo_types(slots), slots, p,
+                            stage_rates(p, rate, declared_fanout(p)));
 }
 
 sched::epoch_input planning_input(const cluster_config& cfg, const std::vector<model_spec>& models) {
@@ -63,8 +69,14 @@ msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_in
       for (auto& [m, w] : mo) total += w;
       for (auto& [m, w] : mo) rate[m->name] += total > 0 ? a.rate * w / total : a.rate / mo.size();
     }
-    for (auto& [model, w] : rate) routes[model].instances.push_back({slot.node, slot.device, std::max(w, 1e-3)});
+    // Piccolo's padding goes with the machine's one model.
+    auto& pd = r.placement.devices[k];
+    auto* padded = pd.dummy_rate > 0 ? r.models_of[pd.sessions.front().session].front().first : nullptr;
+    for (auto& [model, w] : rate)
+      routes[model].instances.push_back(
+          {slot.node, slot.device, std::max(w, 1e-3), padded && padded->name == model ? pd.dummy_rate : 0});
   }
+  t.frontends = static_cast<uint32_t>(std::max<size_t>(1, cfg.with_role(role::frontend).size()));
   for (auto& [name, route] : routes) t.routes.push_back(std::move(route));
   // Each stage runs the model (variant) the epoch planned it with.
   auto& planned = in.pipelines ? *in.pipelines : cfg.pipelines;

@@ -10,6 +10,7 @@
 #include "config/cluster_config.hpp"
 #include "messages/types.hpp"
 #include "scheduling/epoch.hpp"
+#include "scheduling/piccolo_epoch.hpp"
 
 namespace sloserve {
 
@@ -44,6 +45,10 @@ struct cluster_placement {
 
 // Every device of every worker node, in config order.
 std::vector<sched::device_slot> device_slots(const cluster_config& cfg);
+
+// Piccolo's modules for pipeline `p` of `cfg` at `rate` queries/s (declared fan-outs), over the
+// cluster's device types (sched::piccolo_types of device_slots(cfg)).
+sched::pc_app piccolo_app(const cluster_config& cfg, const pipeline& p, double rate);
 
 // What an epoch plans with, as `scheduler:` says: every device slot, `models` (the config's, with
 // measured profiles), the config's pipelines; rates still to be set.

@@ -4,6 +4,7 @@
 // baseline, behind one interface.
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +35,10 @@ struct device_plan {
   std::vector<assignment> sessions;
   double occupancy = 0;  // busy fraction of the duty cycle
   double memory_mb = 0;
+  // Piccolo's machines: the device type a configuration runs on (none: any), and the dummy
+  // requests/s the frontends send it beside its sessions' rates.
+  std::optional<std::string> type;
+  double dummy_rate = 0;
 };
 
 struct plan {

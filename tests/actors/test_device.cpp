@@ -75,6 +75,27 @@ TEST_F(device_fixture, batches_form_while_the_device_is_busy) {
   EXPECT_EQ(r[0].code, msg::status::ok);
 }
 
+// Piccolo's dummies run in the batches beside real requests, and come back answered without
+// outputs.
+TEST_F(device_fixture, a_dummy_runs_in_the_batch_and_comes_back_without_outputs) {
+  invoke(1, 100ms);  // starts at once, alone
+  invoke(2, 100ms);
+  msg::invocation d{3, "fe", "m", 0, std::chrono::nanoseconds(100ms).count(), {make_tensor({dtype::float32, {2}}, 3)}};
+  d.dummy = true;
+  caf::anon_send(dev, d);
+  run();
+  advance(10ms);
+  ASSERT_EQ(results().size(), 1u);
+  advance(12ms);  // l(2): request 2 and the dummy together
+  auto r = results();
+  ASSERT_EQ(r.size(), 2u);
+  for (auto& x : r) {
+    EXPECT_EQ(x.code, msg::status::ok);
+    EXPECT_EQ(x.batch, 2u);
+    EXPECT_EQ(x.outputs.empty(), x.id == 3) << x.id;
+  }
+}
+
 // A model that preprocesses takes images; one that is no JPEG is answered ERROR with why before it
 // queues, and the good ones run.
 TEST_F(device_fixture, a_bad_image_is_refused_alone) {

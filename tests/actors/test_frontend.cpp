@@ -406,6 +406,50 @@ TEST_F(frontend_fixture, silence_past_deadline_and_grace_is_answered) {
   EXPECT_NE(r[0].reason.find("waiting on w1"), std::string::npos) << r[0].reason;
 }
 
+// Piccolo's padding: an instance the table gives a dummy rate gets this frontend's share of it,
+// evenly spaced, as invocations of the model's input marked dummy under the model's tightest
+// stage budget; their results reach no client and count apart in the metrics.
+TEST_F(frontend_fixture, sends_its_share_of_an_instances_dummies_and_counts_them_apart) {
+  msg::routing_table t;
+  t.epoch = 1;
+  t.frontends = 2;
+  for (auto& m : cfg_->models) t.routes.push_back({m.name, {{"w1", 0, 1, m.name == "det" ? 20.0 : 0.0}}});
+  for (auto& p : cfg_->pipelines) {
+    auto s = even_split(p);
+    for (size_t i = 0; i < p.stages.size(); ++i)
+      t.budgets.push_back({p.name, p.stages[i].name, s.budget_ms[i], p.stages[i].model});
+  }
+  caf::anon_send(fe, t);
+  run();
+  for (int i = 0; i < 100; ++i) advance(10ms);
+  auto sent = net->take<msg::invocation>();
+  EXPECT_GE(sent.size(), 9u) << "10/s: its half of 20/s";
+  EXPECT_LE(sent.size(), 10u);
+  for (auto& [node, inv] : sent) {
+    EXPECT_EQ(node, "w1");
+    EXPECT_TRUE(inv.dummy);
+    EXPECT_EQ(inv.model, "det");
+    EXPECT_EQ(inv.inputs.at(0).shape, std::vector<int64_t>{4});
+    EXPECT_EQ(inv.budget_ns, std::chrono::nanoseconds(40ms).count()) << "diamond's first stage: 120/3 ms";
+  }
+  for (size_t i = 0; i < sent.size(); ++i)
+    answer(sent[i].second, *cfg_->find_model("det"), i == 0 ? msg::status::dropped : msg::status::ok);
+  EXPECT_TRUE(net->client_replies().empty());
+  auto text = net->metrics.render("fe", std::chrono::duration<double>(now().time_since_epoch()).count());
+  auto has = [&](const std::string& line) { return text.find(line + "\n") != std::string::npos; };
+  EXPECT_TRUE(has("sloserve_dummy_requests_total{outcome=\"sent\"} " + std::to_string(sent.size()))) << text;
+  EXPECT_TRUE(has("sloserve_dummy_requests_total{outcome=\"ok\"} " + std::to_string(sent.size() - 1))) << text;
+  EXPECT_TRUE(has("sloserve_dummy_requests_total{outcome=\"dropped\"} 1")) << text;
+  EXPECT_EQ(text.find("sloserve_requests_total{"), std::string::npos) << "no request was answered";
+  // A table without dummy rates stops them.
+  t.epoch = 2;
+  for (auto& r : t.routes) r.instances[0].dummy_rate = 0;
+  caf::anon_send(fe, t);
+  run();
+  for (int i = 0; i < 50; ++i) advance(10ms);
+  EXPECT_TRUE(net->take<msg::invocation>().empty());
+}
+
 TEST_F(frontend_fixture, reroutes_when_a_node_goes_down) {
   route({"w1", "w2"});
   request("traffic", 1, make_tensor({dtype::float32, {4}}, 1));

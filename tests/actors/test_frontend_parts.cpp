@@ -5,6 +5,7 @@
 
 #include "actors/client_registry.hpp"
 #include "actors/client_time.hpp"
+#include "actors/dummy_padding.hpp"
 #include "actors/frontend_routes.hpp"
 #include "actors/route_publisher.hpp"
 #include "caf_fixture.hpp"
@@ -31,6 +32,36 @@ msg::routing_table table(std::vector<msg::route_instance> instances, bool budget
   t.routes = {{"m", std::move(instances)}};
   if (budgets) t.budgets = {{"p", "a", 30}, {"p", "b", 70}};
   return t;
+}
+
+// Dummies at 2.5/s come evenly, progress survives a table that keeps the instance, a stall counts
+// as one second at most, and instances of models no stage runs get none.
+TEST(dummy_padding, spaces_an_instances_share_and_carries_progress_across_tables) {
+  msg::routing_table t;
+  t.routes = {{"a", {{"w", 0, 1, 5}, {"w", 1, 1, 0}}}, {"orphan", {{"w", 2, 1, 5}}}};
+  t.budgets = {{"p", "s", 80, "a"}, {"q", "s", 30, "a"}};
+  t.frontends = 2;
+  dummy_padding pad;
+  pad.apply(t);
+  EXPECT_DOUBLE_EQ(pad.rate(), 2.5);
+  EXPECT_TRUE(pad.due(10).empty()) << "the first call starts the clock";
+  EXPECT_TRUE(pad.due(10.3).empty());
+  auto d = pad.due(10.5);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].model, "a");
+  EXPECT_EQ(d[0].node, "w");
+  EXPECT_EQ(d[0].device, 0u);
+  EXPECT_DOUBLE_EQ(d[0].budget_ms, 30) << "the tightest stage that runs it";
+  EXPECT_TRUE(pad.due(10.7).empty());
+  pad.apply(t);                         // 0.75 of the next one owed, kept
+  EXPECT_EQ(pad.due(11.0).size(), 1u);  // 0.75 + 0.75
+  EXPECT_EQ(pad.due(30.0).size(), 3u);  // a stall of 19 s counts as 1 s: 0.5 + 2.5
+  EXPECT_TRUE(pad.due(30.2).empty());
+  EXPECT_EQ(pad.due(30.7).size(), 1u);
+  t.routes[0].instances[0].dummy_rate = 0;
+  pad.apply(t);
+  EXPECT_TRUE(pad.due(40).empty());
+  EXPECT_DOUBLE_EQ(pad.rate(), 0);
 }
 
 TEST(frontend_routes, say_why_a_pipeline_cannot_be_served_until_it_can) {

@@ -515,13 +515,41 @@ TEST_F(cluster_fixture, plan_with_piccolo_prints_configuration_sets_and_costs_le
   EXPECT_GT(piccolo["cost"].get<double>(), 0);
   EXPECT_LT(piccolo["cost"].get<double>(), nexus["cost"].get<double>()) << piccolo.dump() << nexus.dump();
   for (auto& d : piccolo["devices"]) EXPECT_LE(d["needed"].get<int>(), d["available"].get<int>());
-  std::ofstream(dir / "serve-piccolo.yaml") << std::ifstream(file).rdbuf() << "scheduler: {policy: piccolo}\n";
-  auto refused = spawn({"sloserve", "plan", "-c", (dir / "serve-piccolo.yaml").string(), "--rate", "traffic=1"},
-                       dir / "refused.txt");
-  int status = 0;
-  ASSERT_TRUE(refused.wait_for(10s, status));
-  EXPECT_EQ(WEXITSTATUS(status), 2);
-  EXPECT_NE(refused.output().find("a cluster does not serve them"), std::string::npos) << refused.output();
+}
+
+// A cluster planned by Piccolo: l(1) = 20 ms and l(8) = 24 ms, so within 100 ms a stage of a few
+// dozen requests/s costs least as a batch-8 machine padded with dummies up to the 105 req/s that
+// fill its batches in time (its other choice, batch 1, would cost several times more). The
+// frontend sends the dummies, the devices run them beside the requests, and the load client
+// counts them apart; every request is answered within its SLO.
+TEST_F(cluster_fixture, piccolo_serves_its_plan_with_dummies_counted_apart_and_loses_nothing) {
+  std::ofstream(dir / "cluster.yaml") << R"(cluster: {name: it}
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 2}]}
+models:
+  - name: det
+    input: {dtype: float32, shape: [16]}
+    output: {dtype: float32, shape: [4]}
+    max_batch: 8
+    profile: {batch: [1, 8], latency_ms: [20, 24]}
+pipelines:
+  - {name: traffic, slo_ms: 100, stages: [{name: detect, model: det}]}
+runtime: {beacon_ms: 500}
+scheduler: {policy: piccolo, epoch_s: 2, min_epoch_s: 1}
+)";
+  start_cluster();
+  auto l = load(50, 8);
+  auto s = finish_load(l, 60s);
+  std::cout << s.dump().substr(0, 600) << "\n";
+  EXPECT_EQ(s["lost"].get<int>(), 0) << s.dump(2);
+  EXPECT_EQ(s["errors"].get<int>(), 0) << s.dump(2);
+  EXPECT_GE(s["attainment"].get<double>(), 0.99) << s.dump(2);
+  EXPECT_EQ(s["sent"].get<int>(), s["ok"].get<int>() + s["dropped"].get<int>() + s["overloaded"].get<int>());
+  // Dummies pad about 105 - 55 req/s (the measured rate with 10% headroom) once the first epoch
+  // is in: a few seconds' worth.
+  EXPECT_GE(s["dummies"].get<int>(), 50) << s.dump(2);
+  EXPECT_NE(up.output().find("ctl: epoch "), std::string::npos) << up.output();
 }
 
 // `sloserve plan --policy ipa --json` on the IPA example: each stage's variant, batch and replicas,

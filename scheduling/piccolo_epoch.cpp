@@ -1,0 +1,200 @@
+#include "scheduling/piccolo_epoch.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "scheduling/packing.hpp"
+#include "scheduling/query_analyzer.hpp"
+
+namespace sloserve::sched {
+
+pc_types piccolo_types(const std::vector<device_slot>& slots) {
+  pc_types out;
+  for (auto& s : slots) {
+    auto at = static_cast<size_t>(std::find(out.names.begin(), out.names.end(), s.type) - out.names.begin());
+    if (at == out.names.size()) {
+      out.names.push_back(s.type);
+      out.price.push_back(s.price);
+      out.available.push_back(0);
+    }
+    ++out.available[at];
+  }
+  return out;
+}
+
+std::vector<int> piccolo_batches(const latency_profile& profile, int max_batch) {
+  std::vector<int> out;
+  if (profile.tabular()) {
+    for (int b : profile.batch)
+      if (b <= max_batch) out.push_back(b);
+  } else {
+    for (int b = 1; b < max_batch; b *= 2) {
+      out.push_back(b);
+      if (b >= 2 && b + b / 2 < max_batch) out.push_back(b + b / 2);
+    }
+  }
+  if (out.empty() || out.back() < max_batch) out.push_back(max_batch);
+  if (profile.tabular() && max_batch > profile.batch.back()) out.pop_back();  // beyond what was measured
+  return out;
+}
+
+pc_app piccolo_app(const std::vector<model_spec>& models, const pc_types& types, const std::vector<device_slot>& slots,
+                   const pipeline& p, const std::vector<double>& stage_rates) {
+  pc_app app;
+  app.slo_s = p.slo_ms / 1e3;
+  for (size_t s = 0; s < p.stages.size(); ++s) {
+    auto& st = p.stages[s];
+    auto& m = models[st.model_index];
+    pc_module mod;
+    mod.rate = stage_rates[s];
+    mod.next = st.children;
+    for (size_t t = 0; t < types.names.size(); ++t) {
+      bool serves = std::any_of(slots.begin(), slots.end(),
+                                [&](const device_slot& x) { return x.type == types.names[t] && x.serves(m.name); });
+      if (!serves) continue;
+      auto& profile = m.profile_for(types.names[t]);
+      auto batches = piccolo_batches(profile, m.max_batch);
+      if (!profile.tabular() && mod.rate > 0) {
+        // And the largest batches the whole SLO allows at the stage's rate, collected (d + b/w)
+        // or waited out by a whole machine (2d): where a one-stage pipeline's best size lies.
+        int collected = 0, waited = 0;
+        for (int b = 1; b <= m.max_batch; ++b) {
+          double d = profile.latency_ms_at(b);
+          if (d + (b > 1 ? 1e3 * b / mod.rate : 0) <= p.slo_ms) collected = b;
+          if (2 * d <= p.slo_ms) waited = b;
+        }
+        for (int b : {collected, waited})
+          if (b > 0 && std::find(batches.begin(), batches.end(), b) == batches.end()) batches.push_back(b);
+      }
+      for (int b : batches)
+        if (double d = profile.latency_ms_at(b) / 1e3; d > 0) mod.configs.push_back({t, b, d, types.price[t]});
+    }
+    app.modules.push_back(std::move(mod));
+  }
+  return app;
+}
+
+namespace {
+
+// Every pipeline planned with `price` per type; pipelines without traffic are left empty.
+std::vector<pc_pipeline_plan> plan_all(const epoch_input& in, pc_types types, const std::vector<double>& price) {
+  auto real = types.price;
+  types.price = price;
+  auto& pipes = *in.pipelines;
+  std::vector<pc_pipeline_plan> out(pipes.size());
+  for (size_t pi = 0; pi < pipes.size(); ++pi) {
+    if (in.rates[pi] <= 0) continue;
+    auto& p = pipes[pi];
+    auto& pp = out[pi];
+    auto fan = pi < in.fanouts.size() && !in.fanouts[pi].empty() ? in.fanouts[pi] : declared_fanout(p);
+    pp.rates = stage_rates(p, in.rates[pi], fan);
+    pp.app = piccolo_app(*in.models, types, in.slots, p, pp.rates);
+    pp.plan = plan_app(pp.app);
+    for (size_t s = 0; s < pp.app.modules.size(); ++s) {
+      auto sorted = by_ratio(pp.app.modules[s].configs);
+      for (auto& c : sorted) c.price = real[c.type];
+      pp.cost.push_back(pp.plan.feasible ? cost_of(sorted, pp.plan.modules[s].machines) : 0);
+      pp.total += pp.cost.back();
+      pp.configs.push_back(std::move(sorted));
+    }
+  }
+  return out;
+}
+
+std::vector<size_t> needed(const std::vector<pc_pipeline_plan>& plans, size_t types) {
+  std::vector<size_t> n(types, 0);
+  for (auto& pp : plans) {
+    if (!pp.plan.feasible) continue;
+    for (size_t s = 0; s < pp.plan.modules.size(); ++s)
+      for (auto& m : pp.plan.modules[s].machines) ++n[pp.configs[s][m.config].type];
+  }
+  return n;
+}
+
+size_t shortfall(const std::vector<size_t>& need, const pc_types& types) {
+  size_t missing = 0;
+  for (size_t t = 0; t < need.size(); ++t) missing += need[t] > types.available[t] ? need[t] - types.available[t] : 0;
+  return missing;
+}
+
+}  // namespace
+
+pc_cluster_plan plan_piccolo(const epoch_input& in) {
+  pc_cluster_plan out;
+  out.types = piccolo_types(in.slots);
+  auto& types = out.types;
+  // Scarce types cost more to the planner until the plans fit the slots there are.
+  auto price = types.price;
+  out.pipelines = plan_all(in, types, price);
+  out.needed = needed(out.pipelines, types.names.size());
+  for (int round = 0; round < 12 && shortfall(out.needed, types) > 0; ++round) {
+    for (size_t t = 0; t < price.size(); ++t)
+      if (out.needed[t] > types.available[t]) price[t] *= 1.5;
+    auto trial = plan_all(in, types, price);
+    auto trial_need = needed(trial, types.names.size());
+    if (shortfall(trial_need, types) < shortfall(out.needed, types))
+      out.pipelines = std::move(trial), out.needed = std::move(trial_need);
+  }
+  return out;
+}
+
+expected<epoch_result> plan_piccolo_epoch(const epoch_input& in, const epoch_result* previous) {
+  auto& pipes = *in.pipelines;
+  auto& models = *in.models;
+  if (in.rates.size() != pipes.size()) return fail("need one rate per pipeline");
+  auto planned = plan_piccolo(in);
+  epoch_result out;
+  out.splits.resize(pipes.size());
+  int next_id = 0;
+  for (size_t pi = 0; pi < pipes.size(); ++pi) {
+    auto& p = pipes[pi];
+    auto& pp = planned.pipelines[pi];
+    if (pp.rates.empty() || !pp.plan.feasible) {
+      out.splits[pi] = even_split(p);
+    } else {
+      // The sets meet Piccolo's budgets; what the critical path leaves of the SLO is slack
+      // every stage shares, so that devices drop only what would miss the SLO itself.
+      std::vector<double> budget_ms;
+      for (double b : pp.plan.budget_s) budget_ms.push_back(b * 1e3);
+      auto split = offsets_from_budgets(p, budget_ms);
+      double path = *std::max_element(split.finish_offset_ms.begin(), split.finish_offset_ms.end());
+      if (path > 0 && path < p.slo_ms)
+        for (auto& b : budget_ms) b *= p.slo_ms / path;
+      out.splits[pi] = offsets_from_budgets(p, std::move(budget_ms));
+    }
+    if (pp.rates.empty()) continue;
+    for (size_t s = 0; s < p.stages.size(); ++s) {
+      auto& model = models[p.stages[s].model_index];
+      size_t session = out.sessions.size();
+      out.sessions.push_back({&model, std::floor(out.splits[pi].budget_ms[s] * 10) / 10, pp.rates[s]});
+      out.members.push_back({{pi, s}});
+      out.models_of.push_back({{&model, pp.rates[s]}});
+      if (!pp.plan.feasible) {
+        if (pp.rates[s] > 0) out.placement.infeasible.push_back(session);
+        continue;
+      }
+      // The module's dummies travel with its requests: each machine carries both in proportion.
+      auto& mp = pp.plan.modules[s];
+      double carried = 0;
+      for (auto& m : mp.machines) carried += m.rate;
+      double real = carried > 0 ? std::min(1.0, pp.rates[s] / carried) : 0;
+      for (auto& m : mp.machines) {
+        auto& c = pp.configs[s][m.config];
+        device_plan d;
+        d.id = next_id++;
+        d.dedicated = true;
+        d.duty_cycle_ms = c.duration_s * 1e3;
+        d.sessions.push_back({session, c.batch, m.rate * real});
+        d.occupancy = m.rate / c.throughput();
+        d.memory_mb = memory_of(d.sessions, out.sessions);
+        d.type = planned.types.names[c.type];
+        d.dummy_rate = m.rate * (1 - real);
+        out.placement.devices.push_back(std::move(d));
+      }
+    }
+  }
+  bind_slots(in, previous, out);
+  return out;
+}
+
+}  // namespace sloserve::sched

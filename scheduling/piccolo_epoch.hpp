@@ -1,0 +1,61 @@
+#pragma once
+// Piccolo as a scheduler epoch (`scheduler.policy: piccolo`): each pipeline's stages become
+// modules with a configuration per device type and batch size (scheduling/piccolo), planned by
+// plan_app; every machine of the plan is a device of its type running one stage's model, routed
+// the rate its configuration carries, with the module's dummies spread over its machines in
+// proportion to their rates. `sloserve plan --policy piccolo` prints the same plans.
+
+#include <string>
+#include <vector>
+
+#include "pipelines/expected.hpp"
+#include "scheduling/epoch.hpp"
+#include "scheduling/piccolo.hpp"
+
+namespace sloserve::sched {
+
+struct pc_types {
+  std::vector<std::string> names;  // indexed by pc_config::type; "" for untyped devices
+  std::vector<double> price;
+  std::vector<size_t> available;  // slots of each type
+};
+pc_types piccolo_types(const std::vector<device_slot>& slots);
+
+// The batch sizes a module's configurations take: a measured profile's listed sizes, else powers
+// of two and the sizes halfway between (1, 2, 3, 4, 6, 8, 12, ...); and the model's max_batch
+// where the profile reaches it.
+std::vector<int> piccolo_batches(const latency_profile& profile, int max_batch);
+
+// Stage s of `p` is module s, at stage_rates[s] requests/s, with a configuration per type of
+// `types` that some slot of `slots` serving the stage's model has, at that type's profile
+// (`models[].profiles`, else `profile`) and `types.price`. A linear profile also offers the
+// largest batches the whole SLO allows at the stage's rate.
+pc_app piccolo_app(const std::vector<model_spec>& models, const pc_types& types, const std::vector<device_slot>& slots,
+                   const pipeline& p, const std::vector<double>& stage_rates);
+
+// Every pipeline of `in` with traffic planned by plan_app, on the slots' types. Where a type has
+// fewer slots than the plans need, that type's price is raised for planning (not for cost)
+// until they fit or raising no longer helps.
+struct pc_pipeline_plan {
+  std::vector<double> rates;  // per stage; empty: the pipeline has no traffic
+  pc_app app;
+  pc_app_plan plan;
+  // Per module, its configurations in the order plan.modules[s].machines index them, at the
+  // types' real prices; and each module's cost at those prices.
+  std::vector<std::vector<pc_config>> configs;
+  std::vector<double> cost;
+  double total = 0;
+};
+struct pc_cluster_plan {
+  pc_types types;
+  std::vector<pc_pipeline_plan> pipelines;  // parallel to in.pipelines
+  std::vector<size_t> needed;               // machines of each type
+};
+pc_cluster_plan plan_piccolo(const epoch_input& in);
+
+// The epoch: sessions one per stage at Piccolo's budget, a dedicated device per machine (its
+// type, batch, rate and dummies), bound to slots of its type (plan_piccolo); what still finds no
+// slot counts in devices_missing.
+expected<epoch_result> plan_piccolo_epoch(const epoch_input& in, const epoch_result* previous);
+
+}  // namespace sloserve::sched
