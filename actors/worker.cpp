@@ -67,7 +67,7 @@ std::vector<device_actor> spawn_devices(caf::actor_system& sys, const actor_args
   auto* node = args.cfg->find_node(args.net->self_name());
   uint32_t index = 0;
   for (auto& g : node->devices)
-    for (int i = 0; i < g.count; ++i) out.push_back(spawn_device(sys, args, index++, g.kind));
+    for (int i = 0; i < g.instances(); ++i) out.push_back(spawn_device(sys, args, index++, g.kind));
   return out;
 }
 

@@ -140,6 +140,8 @@ int plan_piccolo(const cluster_config& cfg, const sched::epoch_input& in, bool j
       for (size_t k = 0; k < mp.machines.size(); ++k) {
         auto& c = sorted[mp.machines[k].config];
         machines.push_back({{"type", types.names[c.type]},
+                            {"share", types.share[c.type]},
+                            {"label", types.label(c.type)},
                             {"batch", c.batch},
                             {"rate", mp.machines[k].rate},
                             {"occupancy", mp.machines[k].rate / c.throughput()},
@@ -166,6 +168,8 @@ int plan_piccolo(const cluster_config& cfg, const sched::epoch_input& in, bool j
   j["devices"] = nlohmann::json::array();
   for (size_t t = 0; t < types.names.size(); ++t)
     j["devices"].push_back({{"type", types.names[t]},
+                            {"share", types.share[t]},
+                            {"label", types.label(t)},
                             {"price", types.price[t]},
                             {"needed", planned.needed[t]},
                             {"available", types.available[t]}});
@@ -186,15 +190,13 @@ int plan_piccolo(const cluster_config& cfg, const sched::epoch_input& in, bool j
                   s["budget_ms"].get<double>(), s["worst_case_ms"].get<double>(), s["cost"].get<double>());
       for (auto& m : s["machines"])
         std::printf("    %-10s batch %4d  %8.1f req/s  occupancy %.2f  worst case %.1f ms\n",
-                    m["type"].get<std::string>().empty() ? "(untyped)" : m["type"].get<std::string>().c_str(),
-                    m["batch"].get<int>(), m["rate"].get<double>(), m["occupancy"].get<double>(),
-                    m["worst_case_ms"].get<double>());
+                    m["label"].get<std::string>().c_str(), m["batch"].get<int>(), m["rate"].get<double>(),
+                    m["occupancy"].get<double>(), m["worst_case_ms"].get<double>());
     }
   }
   std::printf("\n");
   for (auto& d : j["devices"])
-    std::printf("%-10s price %.2f: %zu needed of %zu\n",
-                d["type"].get<std::string>().empty() ? "(untyped)" : d["type"].get<std::string>().c_str(),
+    std::printf("%-10s price %.2f: %zu needed of %zu\n", d["label"].get<std::string>().c_str(),
                 d["price"].get<double>(), d["needed"].get<size_t>(), d["available"].get<size_t>());
   std::printf("cost %.3f (price x occupancy)  planned in %.1f ms\n", cost, j["planning_ms"].get<double>());
   return 0;

@@ -1,7 +1,7 @@
 // bench/planners: the planners side by side on one set of workloads, by what their plans cost.
 //
 //   build/bench/bench_planners [workloads=48]
-//   build/bench/bench_planners served     (the served section alone)
+//   build/bench/bench_planners served|scale   (that section alone)
 //
 // Workloads: chains of 1-3 stages, each stage its own model with a linear profile per device
 // type, rates of 50-1,000 queries/s and SLOs of 1.5-5x the fastest path. Half run on one device
@@ -231,8 +231,10 @@ void compare(int count) {
          below_nexus_mixed, mixed);
 }
 
-// 1,000 one-stage pipelines (sessions) of 50 models on 200 devices of three types.
-void at_scale() {
+// 1,000 one-stage pipelines (sessions) of 50 models on 200 devices of three types, and their
+// rates. `shares`: each device split into that many equal instances (Piccolo gives every session
+// machines of its own, so 1,000 sessions need at least 1,000 instances).
+std::string at_scale_yaml(int shares, std::vector<double>& rates) {
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> u(0, 1);
   std::ostringstream y;
@@ -240,32 +242,48 @@ void at_scale() {
   for (auto& t : mixed_types) y << "  - {name: " << t.name << ", price: " << t.price << "}\n";
   y << "nodes:\n  - {name: ctl, address: tcp://127.0.0.1:7700, roles: [controller, frontend]}\n";
   int counts[] = {100, 70, 30}, port = 7701;
-  for (int k = 0; k < 3; ++k)
+  for (int k = 0; k < 3; ++k) {
     y << "  - {name: w" << k << ", address: tcp://127.0.0.1:" << port++
-      << ", roles: [worker], devices: [{kind: emulated, count: " << counts[k] << ", type: " << mixed_types[k].name
-      << "}]}\n";
+      << ", roles: [worker], devices: [{kind: emulated, count: " << counts[k] << ", type: " << mixed_types[k].name;
+    for (int i = 0; shares > 1 && i < shares; ++i) y << (i ? ", " : ", shares: [") << 1.0 / shares;
+    y << (shares > 1 ? "]" : "") << "}]}\n";
+  }
   y << "models:\n";
-  for (int m = 0; m < 50; ++m) y << model_yaml("m" + std::to_string(m), 0.5 + 3 * u(rng), 2 + 10 * u(rng), true, rng);
+  for (int m = 0; m < 50; ++m) {
+    auto model = model_yaml("m" + std::to_string(m), 0.5 + 3 * u(rng), 2 + 10 * u(rng), true, rng);
+    // A small batch leaves most of a GPU idle: a share slows it by less than in proportion.
+    if (shares > 1) model.replace(model.find("max_batch"), 0, "share_exponent: 0.5, ");
+    y << model;
+  }
   y << "pipelines:\n";
-  std::vector<double> rates;
+  rates.clear();
   for (int p = 0; p < 1000; ++p) {
     y << "  - {name: p" << p << ", slo_ms: " << 100 + 50 * (p % 9) << ", stages: [{name: s, model: m" << p % 50
       << "}]}\n";
     rates.push_back(std::round(2 + 20 * u(rng)));
   }
-  auto cfg = parse(y.str());
-  // The epoch a cluster with `scheduler.policy: piccolo` plans: every pipeline's sets, then
-  // machines bound to device slots of their types.
-  auto t0 = std::chrono::steady_clock::now();
-  auto pc = epoch_cost(cfg, rates, scheduler_policy::piccolo);
-  double piccolo_ms = ms_since(t0);
-  t0 = std::chrono::steady_clock::now();
-  auto nx = epoch_cost(cfg, rates, scheduler_policy::nexus);
-  double nexus_ms = ms_since(t0);
-  printf(
-      "\nat scale: 1000 sessions on 200 devices of 3 types: plan_epoch piccolo %.1f ms (cost %.2f, %zu devices, "
-      "%zu without a slot; target < 100 ms); plan_epoch nexus %.1f ms (cost %.2f, %zu devices)\n",
-      piccolo_ms, pc.cost, pc.devices, pc.missing, nexus_ms, nx.cost, nx.devices);
+  return y.str();
+}
+
+// 1,000 one-stage pipelines (sessions) of 50 models on 200 devices of three types: the epoch a
+// cluster with `scheduler.policy: piccolo` plans (every pipeline's sets, then machines bound to
+// slots of their types), on the devices whole and split into shares (the models slowed by
+// share^-0.5 there); beside Nexus's.
+void at_scale() {
+  std::vector<double> rates;
+  auto whole = parse(at_scale_yaml(1, rates));
+  auto split = parse(at_scale_yaml(5, rates));
+  auto finer = parse(at_scale_yaml(10, rates));
+  printf("\nat scale: 1000 sessions on 200 devices of 3 types (target < 100 ms):\n");
+  for (auto [name, cfg, policy] : {std::tuple{"piccolo, whole devices", &whole, scheduler_policy::piccolo},
+                                   std::tuple{"piccolo, 5 x 0.2 shares", &split, scheduler_policy::piccolo},
+                                   std::tuple{"piccolo, 10 x 0.1 shares", &finer, scheduler_policy::piccolo},
+                                   std::tuple{"nexus, whole devices", &whole, scheduler_policy::nexus}}) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto c = epoch_cost(*cfg, rates, policy);
+    printf("  %-24s plan_epoch %7.1f ms: cost %7.2f, %4zu devices (instances), %4zu without a slot\n", name,
+           ms_since(t0), c.cost, c.devices, c.missing);
+  }
 }
 
 // Piccolo against brute force as a chain's stages and rate grow.
@@ -396,7 +414,9 @@ pipelines:
 
 int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
-  if (argc > 1 && std::string(argv[1]) == "served") return served(), 0;  // that section alone
+  // One section alone: `served` or `scale`.
+  if (argc > 1 && std::string(argv[1]) == "served") return served(), 0;
+  if (argc > 1 && std::string(argv[1]) == "scale") return at_scale(), 0;
   int count = argc > 1 ? std::atoi(argv[1]) : 48;
   compare(count);
   at_scale();

@@ -17,25 +17,33 @@ bool node_spec::has_role(role r) const {
 
 int node_spec::device_count() const {
   int n = 0;
-  for (auto& g : devices) n += g.count;
+  for (auto& g : devices) n += g.instances();
   return n;
 }
 
 const std::vector<std::string>& node_spec::device_models(int d) const {
   static const std::vector<std::string> none;
   for (auto& g : devices) {
-    if (d < g.count) return g.models;
-    d -= g.count;
+    if (d < g.instances()) return g.models;
+    d -= g.instances();
   }
   return none;
 }
 
 const device_group* node_spec::group_of(int d) const {
   for (auto& g : devices) {
-    if (d < g.count) return &g;
-    d -= g.count;
+    if (d < g.instances()) return &g;
+    d -= g.instances();
   }
   return nullptr;
+}
+
+double node_spec::share_of(int d) const {
+  for (auto& g : devices) {
+    if (d < g.instances()) return g.share_of(d);
+    d -= g.instances();
+  }
+  return 1;
 }
 
 bool node_spec::serves(int d, const std::string& model) const {
@@ -125,10 +133,10 @@ const std::vector<config_section>& config_keys() {
       {"cluster", {"name"}},
       {"device_types[]", {"name", "price"}},
       {"nodes[]", {"name", "address", "bind", "roles", "devices", "cores", "http", "grpc", "metrics"}},
-      {"nodes[].devices[]", {"kind", "count", "models", "memory_mb", "threads", "type"}},
+      {"nodes[].devices[]", {"kind", "count", "models", "memory_mb", "threads", "type", "shares"}},
       {"models[]",
        {"name", "input", "output", "max_batch", "profile", "profiles", "jitter", "load_ms", "memory_mb", "path",
-        "prefix", "cores", "preprocess", "precision", "accuracy", "base_cores", "pass_rate"}},
+        "prefix", "cores", "preprocess", "precision", "accuracy", "base_cores", "pass_rate", "share_exponent"}},
       {"models[].input", {"dtype", "shape", "name"}},
       {"models[].output", {"dtype", "shape", "name"}},
       {"models[].profile", {"batch", "latency_ms", "alpha_ms", "beta_ms", "step"}},
@@ -368,6 +376,9 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
       r.error(n["precision"], where + " precision '" + p + "' must be fp32, fp16 or bf16");
   }
   r.get(n, "jitter", m.jitter, where, false);
+  r.get(n, "share_exponent", m.share_exponent, where, false);
+  if (!(m.share_exponent >= 0 && m.share_exponent <= 4))
+    r.error(n["share_exponent"], where + " share_exponent must be in [0, 4]");
   if (m.jitter < 0 || m.jitter >= 1) r.error(n["jitter"], where + " jitter must be in [0, 1)");
   r.get(n, "load_ms", m.load_ms, where, false);
   if (m.load_ms < 0) r.error(n["load_ms"], where + " load_ms cannot be negative");
@@ -432,6 +443,18 @@ void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
       r.get(d, "models", g.models, where + " device", false);
       if (r.get(d, "type", g.type, where + " device", false) && !cfg.find_device_type(g.type))
         r.error(d["type"], where + " device type '" + g.type + "' is not in device_types");
+      if (r.get(d, "shares", g.shares, where + " device", false)) {
+        double sum = 0;
+        for (double x : g.shares) sum += x;
+        if (g.shares.empty() ||
+            std::any_of(g.shares.begin(), g.shares.end(), [](double x) { return !(x > 0 && x <= 1); }))
+          r.error(d["shares"], where + " device shares must each be in (0, 1]");
+        else if (sum > 1 + 1e-9)
+          r.error(d["shares"], where + " device shares sum to " + std::to_string(sum) + "; a device has 1 to share");
+        else if (g.kind != device_kind::emulated)
+          r.error(d["shares"], where + " device shares need MPS on a " + std::string(knob_name(g.kind)) +
+                                   " device, which sloserve does not drive: only emulated devices take shares");
+      }
       s.devices.push_back(std::move(g));
     }
   }
@@ -970,6 +993,7 @@ std::string to_yaml(const cluster_config& cfg) {
         if (g.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << g.memory_mb;
         if (g.threads != 1) e << YAML::Key << "threads" << YAML::Value << g.threads;
         if (!g.type.empty()) e << YAML::Key << "type" << YAML::Value << g.type;
+        if (!g.shares.empty()) e << YAML::Key << "shares" << YAML::Value << YAML::Flow << g.shares;
         e << YAML::EndMap;
       }
       e << YAML::EndSeq;
@@ -998,6 +1022,7 @@ std::string to_yaml(const cluster_config& cfg) {
         << m.cores->gamma << YAML::Key << "epsilon_ms" << YAML::Value << m.cores->epsilon << YAML::Key << "delta_ms"
         << YAML::Value << m.cores->delta << YAML::Key << "eta_ms" << YAML::Value << m.cores->eta << YAML::EndMap;
     if (m.jitter > 0) e << YAML::Key << "jitter" << YAML::Value << m.jitter;
+    if (m.share_exponent != 1) e << YAML::Key << "share_exponent" << YAML::Value << m.share_exponent;
     if (m.load_ms > 0) e << YAML::Key << "load_ms" << YAML::Value << m.load_ms;
     if (m.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << m.memory_mb;
     if (m.accuracy) e << YAML::Key << "accuracy" << YAML::Value << *m.accuracy;

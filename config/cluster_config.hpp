@@ -1,6 +1,7 @@
 #pragma once
 // The cluster file: nodes, models, pipelines and runtime knobs, loaded and validated.
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +26,12 @@ struct device_group {
   std::vector<std::string> models;  // models these devices serve; empty: every model
   double memory_mb = 0;             // per device; 0: not limited
   int threads = 1;                  // intra-op threads of each cpu device
+  // Fractional devices (`shares`): each device of the group hosts one instance per share, each
+  // with that fraction of the device (as MPS gives), summing to at most 1; empty: whole devices.
+  // Every instance is a device of its own to schedules and routes.
+  std::vector<double> shares;
+  int instances() const { return count * std::max<int>(1, static_cast<int>(shares.size())); }
+  double share_of(int i) const { return shares.empty() ? 1 : shares[static_cast<size_t>(i) % shares.size()]; }
 };
 
 struct node_spec {
@@ -50,6 +57,7 @@ struct node_spec {
   const std::vector<std::string>& device_models(int d) const;
   bool serves(int d, const std::string& model) const;
   const device_group* group_of(int d) const;
+  double share_of(int d) const;  // of device (instance) d: 1 for a whole device
 };
 
 // Runtime knobs, named as the user writes them under `runtime:`.

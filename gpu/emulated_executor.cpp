@@ -20,14 +20,15 @@ namespace {
 
 class emulated_executor final : public device_executor {
  public:
-  emulated_executor(uint64_t seed, int threads, std::string type)
-      : rng_(seed), threads_(std::max(1, threads)), type_(std::move(type)) {}
+  emulated_executor(uint64_t seed, int threads, std::string type, double share)
+      : rng_(seed), threads_(std::max(1, threads)), type_(std::move(type)), share_(share) {}
   void set_threads(int threads) override { threads_ = std::max(1, threads); }
 
   device_kind kind() const override { return device_kind::emulated; }
-  // With `cores:`, l(b, c) at the device's current cores; otherwise the profile of its type's l(b).
+  // With `cores:`, l(b, c) at the device's current cores; otherwise the profile of its type's l(b);
+  // on a fractional instance, slowed by the model's rule for its share.
   double latency_ms(const model_spec& m, int b) const override {
-    return m.cores ? m.cores->at(b, threads_) : m.profile_for(type_).latency_ms_at(b);
+    return (m.cores ? m.cores->at(b, threads_) : m.profile_for(type_).latency_ms_at(b)) * m.share_slowdown(share_);
   }
   double load_delay_ms(const model_spec& m) const override { return std::max(0.0, m.load_ms); }
 
@@ -72,12 +73,14 @@ class emulated_executor final : public device_executor {
   std::mt19937_64 rng_;
   int threads_;
   std::string type_;
+  double share_ = 1;
 };
 
 }  // namespace
 
-std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed, int threads, const std::string& type) {
-  return std::make_unique<emulated_executor>(seed, threads, type);
+std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed, int threads, const std::string& type,
+                                                        double share) {
+  return std::make_unique<emulated_executor>(seed, threads, type, share);
 }
 
 #ifdef SLOSERVE_WITH_TORCH
@@ -92,8 +95,8 @@ bool torch_available() {
 #endif
 
 expected<std::unique_ptr<device_executor>> make_executor(device_kind kind, uint64_t seed, int threads,
-                                                         const std::string& type) {
-  if (kind == device_kind::emulated) return make_emulated_executor(seed, threads, type);
+                                                         const std::string& type, double share) {
+  if (kind == device_kind::emulated) return make_emulated_executor(seed, threads, type, share);
 #ifdef SLOSERVE_WITH_TORCH
   return make_torch_executor(kind, threads);
 #else

@@ -80,12 +80,16 @@ class device_executor {
 // returns outputs of the declared shape derived deterministically from each request's input.
 // With `threads`, models that declare `cores:` take l(b, threads) instead (set_threads changes it).
 // `type`: the device type, whose profile (`profiles: {TYPE: ...}`) it runs where a model has one.
-std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed, int threads = 1, const std::string& type = {});
+// `share`: a fractional instance's share of its device, which slows it by each model's
+// share_slowdown (instances of one device run side by side, each an executor of its own).
+std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed, int threads = 1, const std::string& type = {},
+                                                        double share = 1);
 
 // The executor for a device kind; an error when the kind is not available in this build or on
-// this machine. `threads`: intra-op threads (cpu); `type`: the device type (emulated devices).
+// this machine. `threads`: intra-op threads (cpu); `type` and `share`: the device type and the
+// instance's share (emulated devices).
 expected<std::unique_ptr<device_executor>> make_executor(device_kind kind, uint64_t seed, int threads,
-                                                         const std::string& type = {});
+                                                         const std::string& type = {}, double share = 1);
 
 // Whether this build has the LibTorch executors.
 bool torch_available();

@@ -2,6 +2,7 @@
 // A model as the cluster file declares it: tensors, batch limit and latency profile.
 
 #include <array>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -78,6 +79,10 @@ struct model_spec {
   std::vector<std::pair<std::string, latency_profile>> profiles;
   const latency_profile& profile_for(std::string_view type) const;
   double jitter = 0;  // emulated devices: l(b) is scaled by a factor in [1 - jitter, 1 + jitter]
+  // A fractional device instance with share s (nodes[].devices[].shares) runs l(b) / s^share_exponent:
+  // 1, the default, when the model keeps a whole device busy; less when it leaves part idle.
+  double share_exponent = 1;
+  double share_slowdown(double share) const { return share >= 1 ? 1 : std::pow(share, -share_exponent); }
   // Emulated devices: a device that does not hold the model takes this long to load it (cold
   // start) before it acknowledges the schedule that brings it. Real devices take what loading
   // and warming up take.

@@ -17,7 +17,8 @@ namespace sloserve::sched {
 namespace {
 
 bool slot_fits(const device_slot& slot, const device_plan& d, const std::vector<session>& ss) {
-  if (d.type && slot.type != *d.type) return false;
+  // Planners other than Piccolo plan whole devices with the model's profile.
+  if (d.type ? slot.type != *d.type || std::abs(slot.share - d.share) > 1e-9 : slot.share < 1) return false;
   for (auto& a : d.sessions)
     if (!slot.serves(ss[a.session].model->name)) return false;
   return slot.memory_mb <= 0 || d.memory_mb <= slot.memory_mb + 1e-9;

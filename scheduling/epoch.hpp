@@ -22,8 +22,9 @@ struct device_slot {
   uint32_t device = 0;
   std::vector<std::string> models;  // those it may serve; empty: any
   double memory_mb = 0;             // 0: not limited
-  double price = 1;                 // its device type's
+  double price = 1;                 // its device type's, times its share
   std::string type = {};            // its device type (`device_types`); empty: untyped
+  double share = 1;                 // of its device: < 1 for a fractional instance
   bool serves(const std::string& model) const {
     return models.empty() || std::find(models.begin(), models.end(), model) != models.end();
   }
@@ -69,7 +70,7 @@ struct epoch_result {
 };
 
 // Binds `out.placement`'s devices to `in.slots`: a device keeps the previous epoch's slot of its
-// id where it still fits (models, memory, device type), the others take the first free slot
+// id where it still fits (models, memory, device type and share), the others take the first free slot
 // that fits; `out.devices_missing` counts those none fits.
 void bind_slots(const epoch_input& in, const epoch_result* previous, epoch_result& out);
 

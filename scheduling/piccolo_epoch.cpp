@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "scheduling/packing.hpp"
 #include "scheduling/query_analyzer.hpp"
@@ -11,14 +12,22 @@ namespace sloserve::sched {
 pc_types piccolo_types(const std::vector<device_slot>& slots) {
   pc_types out;
   for (auto& s : slots) {
-    auto at = static_cast<size_t>(std::find(out.names.begin(), out.names.end(), s.type) - out.names.begin());
+    size_t at = 0;
+    while (at < out.names.size() && (out.names[at] != s.type || std::abs(out.share[at] - s.share) > 1e-9)) ++at;
     if (at == out.names.size()) {
       out.names.push_back(s.type);
+      out.share.push_back(s.share);
       out.price.push_back(s.price);
       out.available.push_back(0);
     }
     ++out.available[at];
   }
+  return out;
+}
+
+std::string pc_types::label(size_t t) const {
+  std::string out = names[t].empty() ? "(untyped)" : names[t];
+  if (share[t] < 1) out += "@" + std::to_string(share[t]).substr(0, 4);
   return out;
 }
 
@@ -49,17 +58,19 @@ pc_app piccolo_app(const std::vector<model_spec>& models, const pc_types& types,
     mod.rate = stage_rates[s];
     mod.next = st.children;
     for (size_t t = 0; t < types.names.size(); ++t) {
-      bool serves = std::any_of(slots.begin(), slots.end(),
-                                [&](const device_slot& x) { return x.type == types.names[t] && x.serves(m.name); });
+      bool serves = std::any_of(slots.begin(), slots.end(), [&](const device_slot& x) {
+        return x.type == types.names[t] && std::abs(x.share - types.share[t]) < 1e-9 && x.serves(m.name);
+      });
       if (!serves) continue;
       auto& profile = m.profile_for(types.names[t]);
+      double slow = m.share_slowdown(types.share[t]);
       auto batches = piccolo_batches(profile, m.max_batch);
       if (!profile.tabular() && mod.rate > 0) {
         // And the largest batches the whole SLO allows at the stage's rate, collected (d + b/w)
         // or waited out by a whole machine (2d): where a one-stage pipeline's best size lies.
         int collected = 0, waited = 0;
         for (int b = 1; b <= m.max_batch; ++b) {
-          double d = profile.latency_ms_at(b);
+          double d = profile.latency_ms_at(b) * slow;
           if (d + (b > 1 ? 1e3 * b / mod.rate : 0) <= p.slo_ms) collected = b;
           if (2 * d <= p.slo_ms) waited = b;
         }
@@ -67,7 +78,7 @@ pc_app piccolo_app(const std::vector<model_spec>& models, const pc_types& types,
           if (b > 0 && std::find(batches.begin(), batches.end(), b) == batches.end()) batches.push_back(b);
       }
       for (int b : batches)
-        if (double d = profile.latency_ms_at(b) / 1e3; d > 0) mod.configs.push_back({t, b, d, types.price[t]});
+        if (double d = profile.latency_ms_at(b) * slow / 1e3; d > 0) mod.configs.push_back({t, b, d, types.price[t]});
     }
     app.modules.push_back(std::move(mod));
   }
@@ -127,7 +138,11 @@ pc_cluster_plan plan_piccolo(const epoch_input& in) {
   auto price = types.price;
   out.pipelines = plan_all(in, types, price);
   out.needed = needed(out.pipelines, types.names.size());
-  for (int round = 0; round < 12 && shortfall(out.needed, types) > 0; ++round) {
+  // (Only while the sets need no more machines than there are slots: pricing cannot make up for
+  // slots that do not exist.)
+  auto machines = [](const std::vector<size_t>& n) { return std::accumulate(n.begin(), n.end(), size_t{0}); };
+  size_t slots = machines(types.available);
+  for (int round = 0; round < 12 && shortfall(out.needed, types) > 0 && machines(out.needed) <= slots; ++round) {
     for (size_t t = 0; t < price.size(); ++t)
       if (out.needed[t] > types.available[t]) price[t] *= 1.5;
     auto trial = plan_all(in, types, price);
@@ -188,6 +203,7 @@ expected<epoch_result> plan_piccolo_epoch(const epoch_input& in, const epoch_res
         d.occupancy = m.rate / c.throughput();
         d.memory_mb = memory_of(d.sessions, out.sessions);
         d.type = planned.types.names[c.type];
+        d.share = planned.types.share[c.type];
         d.dummy_rate = m.rate * (1 - real);
         out.placement.devices.push_back(std::move(d));
       }

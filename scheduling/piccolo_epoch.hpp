@@ -14,10 +14,14 @@
 
 namespace sloserve::sched {
 
+// Piccolo's hardware types: a device type at a share (a fractional instance is a type of its own,
+// at its share of the price and slowed by each model's share_slowdown).
 struct pc_types {
-  std::vector<std::string> names;  // indexed by pc_config::type; "" for untyped devices
-  std::vector<double> price;
-  std::vector<size_t> available;  // slots of each type
+  std::vector<std::string> names;     // indexed by pc_config::type; "" for untyped devices
+  std::vector<double> share;          // 1: whole devices
+  std::vector<double> price;          // of one instance (device_slot::price): the type's price x share
+  std::vector<size_t> available;      // slots of each
+  std::string label(size_t t) const;  // "a10", "a10@0.5", "(untyped)"
 };
 pc_types piccolo_types(const std::vector<device_slot>& slots);
 
@@ -28,7 +32,7 @@ std::vector<int> piccolo_batches(const latency_profile& profile, int max_batch);
 
 // Stage s of `p` is module s, at stage_rates[s] requests/s, with a configuration per type of
 // `types` that some slot of `slots` serving the stage's model has, at that type's profile
-// (`models[].profiles`, else `profile`) and `types.price`. A linear profile also offers the
+// (`models[].profiles`, else `profile`, slowed for a share) and `types.price`. A linear profile also offers the
 // largest batches the whole SLO allows at the stage's rate.
 pc_app piccolo_app(const std::vector<model_spec>& models, const pc_types& types, const std::vector<device_slot>& slots,
                    const pipeline& p, const std::vector<double>& stage_rates);

@@ -30,7 +30,8 @@ std::vector<sched::device_slot> device_slots(const cluster_config& cfg) {
     if (!n.has_role(role::worker)) continue;
     uint32_t d = 0;
     for (auto& g : n.devices)
-      for (int i = 0; i < g.count; ++i) out.push_back({n.name, d++, g.models, g.memory_mb, cfg.price_of(g), g.type});
+      for (int i = 0; i < g.instances(); ++i)
+        out.push_back({n.name, d++, g.models, g.memory_mb, cfg.price_of(g) * g.share_of(i), g.type, g.share_of(i)});
   }
   return out;
 }

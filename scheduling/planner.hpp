@@ -35,9 +35,10 @@ struct device_plan {
   std::vector<assignment> sessions;
   double occupancy = 0;  // busy fraction of the duty cycle
   double memory_mb = 0;
-  // Piccolo's machines: the device type a configuration runs on (none: any), and the dummy
-  // requests/s the frontends send it beside its sessions' rates.
+  // Piccolo's machines: the device type and share a configuration runs on (no type: any whole
+  // device), and the dummy requests/s the frontends send it beside its sessions' rates.
   std::optional<std::string> type;
+  double share = 1;
   double dummy_rate = 0;
 };
 

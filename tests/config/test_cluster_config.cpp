@@ -838,5 +838,47 @@ TEST(cluster_config, device_types_are_checked_with_their_place) {
   EXPECT_NE(e.find("c.yaml:16:16: model 'a' profiles"), std::string::npos) << e;
 }
 
+// Fractional devices: each device of a group hosts one instance per share; every instance is a
+// device of its own, with its share; shares are checked with their place and round-trip.
+TEST(cluster_config, device_shares_make_instances_and_are_checked) {
+  const char* text = R"(nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 2, shares: [0.5, 0.25]}, {kind: emulated}]}
+models:
+  - {name: m, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, profile: {alpha_ms: 1, beta_ms: 1}, share_exponent: 0.5}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: m}]}
+)";
+  auto r = parse_cluster_config(text, "c.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  auto& w = r.config->nodes[1];
+  ASSERT_EQ(w.device_count(), 5) << "two devices of two instances, and a whole one";
+  EXPECT_DOUBLE_EQ(w.share_of(0), 0.5);
+  EXPECT_DOUBLE_EQ(w.share_of(1), 0.25);
+  EXPECT_DOUBLE_EQ(w.share_of(2), 0.5);
+  EXPECT_DOUBLE_EQ(w.share_of(3), 0.25);
+  EXPECT_DOUBLE_EQ(w.share_of(4), 1);
+  EXPECT_EQ(w.group_of(4), &w.devices[1]);
+  auto& m = *r.config->find_model("m");
+  EXPECT_DOUBLE_EQ(m.share_slowdown(0.25), 2);
+  EXPECT_DOUBLE_EQ(m.share_slowdown(1), 1);
+  auto again = parse_cluster_config(to_yaml(*r.config), "again.yaml");
+  ASSERT_TRUE(again) << again.error_text();
+  EXPECT_EQ(again.config->nodes[1].devices[0].shares, (std::vector<double>{0.5, 0.25}));
+  EXPECT_DOUBLE_EQ(again.config->find_model("m")->share_exponent, 0.5);
+
+  std::string bad = text;
+  bad.replace(bad.find("[0.5, 0.25]"), 11, "[0.75, 0.5]");
+  auto e = errors_of(bad);
+  EXPECT_NE(e.find("c.yaml:3:"), std::string::npos) << e;
+  EXPECT_NE(e.find("shares sum to 1.25"), std::string::npos) << e;
+  bad = text;
+  bad.replace(bad.find("[0.5, 0.25]"), 11, "[0, 0.25]");
+  EXPECT_NE(errors_of(bad).find("shares must each be in (0, 1]"), std::string::npos);
+  bad = text;
+  bad.replace(bad.find("kind: emulated, count: 2"), 14, "kind: cpu");
+  EXPECT_NE(errors_of(bad).find("only emulated devices take shares"), std::string::npos) << errors_of(bad);
+}
+
 }  // namespace
 }  // namespace sloserve

@@ -150,5 +150,18 @@ TEST(emulated_executor, runs_the_profile_of_its_device_type) {
   EXPECT_DOUBLE_EQ(make_emulated_executor(1)->latency_ms(m, 4), 18);
 }
 
+// A fractional instance runs l(b) / share^share_exponent of its type's profile.
+TEST(emulated_executor, a_fractional_instance_runs_slower_by_its_models_rule) {
+  model_spec m;
+  m.name = "m";
+  m.max_batch = 8;
+  m.profile.alpha_ms = 2;
+  m.profile.beta_ms = 10;
+  EXPECT_DOUBLE_EQ(make_emulated_executor(1, 1, "", 0.5)->latency_ms(m, 4), 36);
+  m.share_exponent = 0.5;
+  EXPECT_DOUBLE_EQ(make_emulated_executor(1, 1, "", 0.25)->latency_ms(m, 4), 36);
+  EXPECT_DOUBLE_EQ(make_emulated_executor(1, 1, "", 1)->latency_ms(m, 4), 18);
+}
+
 }  // namespace
 }  // namespace sloserve

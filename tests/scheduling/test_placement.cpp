@@ -237,5 +237,43 @@ scheduler: {policy: piccolo}
   for (auto& b : p.table.budgets) EXPECT_NEAR(b.budget_ms, 2000, 1e-6) << "the worst case, 4/3 s, leaves slack";
 }
 
+// Fractional instances are slots of their own, at their share of the price. Piccolo plans them
+// as a type of their own (slowed by the model's rule); other planners use whole devices only.
+TEST(placement, fractional_instances_are_slots_that_only_piccolo_plans) {
+  const char* text = R"(device_types: [{name: g, price: 2}]
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, type: g, shares: [0.25, 0.25, 0.25, 0.25]}, {kind: emulated, type: g}]}
+models:
+  - {name: m, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 1, beta_ms: 4}, share_exponent: 0.5}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: m}]}
+)";
+  auto cfg = parse(std::string(text) + "scheduler: {policy: piccolo}\n");
+  auto slots = device_slots(cfg);
+  ASSERT_EQ(slots.size(), 5u);
+  EXPECT_DOUBLE_EQ(slots[0].share, 0.25);
+  EXPECT_DOUBLE_EQ(slots[0].price, 0.5);
+  EXPECT_DOUBLE_EQ(slots[4].share, 1);
+  EXPECT_DOUBLE_EQ(slots[4].price, 2);
+  // A light stage: a quarter of the device (half as fast, a quarter of the price) is cheaper.
+  auto in = planning_input(cfg, cfg.models);
+  in.rates = {20};
+  auto r = sched::plan_scaled_epoch(in, nullptr);
+  ASSERT_TRUE(r) << r.error();
+  ASSERT_EQ(r->result.placement.devices.size(), 1u);
+  EXPECT_DOUBLE_EQ(r->result.placement.devices[0].share, 0.25);
+  EXPECT_LT(r->result.slot_of[0], 4) << "bound to a quarter instance";
+  // Nexus plans whole devices: only the whole one.
+  auto nx = parse(text);
+  auto nin = planning_input(nx, nx.models);
+  nin.rates = {20};
+  auto n = sched::plan_epoch(nin);
+  ASSERT_TRUE(n) << n.error();
+  ASSERT_EQ(n->placement.devices.size(), 1u);
+  EXPECT_EQ(n->slot_of[0], 4);
+}
+
 }  // namespace
 }  // namespace sloserve
