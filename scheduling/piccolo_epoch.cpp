@@ -87,14 +87,31 @@ pc_app piccolo_app(const std::vector<model_spec>& models, const pc_types& types,
 
 namespace {
 
-// Every pipeline planned with `price` per type; pipelines without traffic are left empty.
-std::vector<pc_pipeline_plan> plan_all(const epoch_input& in, pc_types types, const std::vector<double>& price) {
+// Whether `pp`'s sets hold a machine of a type `marked`.
+bool uses(const pc_pipeline_plan& pp, const std::vector<bool>& marked) {
+  if (!pp.plan.feasible) return false;
+  for (size_t s = 0; s < pp.plan.modules.size(); ++s)
+    for (auto& m : pp.plan.modules[s].machines)
+      if (marked[pp.configs[s][m.config].type]) return true;
+  return false;
+}
+
+// Every pipeline planned with `price` per type; pipelines without traffic are left empty. With
+// `before`, a pipeline whose sets hold no machine of a `raised` type keeps its plan (a dearer
+// type it does not use changes nothing for it).
+std::vector<pc_pipeline_plan> plan_all(const epoch_input& in, pc_types types, const std::vector<double>& price,
+                                       const std::vector<pc_pipeline_plan>* before = nullptr,
+                                       const std::vector<bool>* raised = nullptr) {
   auto real = types.price;
   types.price = price;
   auto& pipes = *in.pipelines;
   std::vector<pc_pipeline_plan> out(pipes.size());
   for (size_t pi = 0; pi < pipes.size(); ++pi) {
     if (in.rates[pi] <= 0) continue;
+    if (before && raised && !uses((*before)[pi], *raised) && (*before)[pi].plan.feasible) {
+      out[pi] = (*before)[pi];
+      continue;
+    }
     auto& p = pipes[pi];
     auto& pp = out[pi];
     auto fan = pi < in.fanouts.size() && !in.fanouts[pi].empty() ? in.fanouts[pi] : declared_fanout(p);
@@ -142,13 +159,18 @@ pc_cluster_plan plan_piccolo(const epoch_input& in) {
   // slots that do not exist.)
   auto machines = [](const std::vector<size_t>& n) { return std::accumulate(n.begin(), n.end(), size_t{0}); };
   size_t slots = machines(types.available);
-  for (int round = 0; round < 12 && shortfall(out.needed, types) > 0 && machines(out.needed) <= slots; ++round) {
+  // Two rounds in a row that fit no more machines end it.
+  for (int round = 0, stale = 0;
+       round < 12 && stale < 2 && shortfall(out.needed, types) > 0 && machines(out.needed) <= slots; ++round) {
+    std::vector<bool> raised(price.size(), false);
     for (size_t t = 0; t < price.size(); ++t)
-      if (out.needed[t] > types.available[t]) price[t] *= 1.5;
-    auto trial = plan_all(in, types, price);
+      if (out.needed[t] > types.available[t]) price[t] *= 1.5, raised[t] = true;
+    auto trial = plan_all(in, types, price, &out.pipelines, &raised);
     auto trial_need = needed(trial, types.names.size());
     if (shortfall(trial_need, types) < shortfall(out.needed, types))
-      out.pipelines = std::move(trial), out.needed = std::move(trial_need);
+      out.pipelines = std::move(trial), out.needed = std::move(trial_need), stale = 0;
+    else
+      ++stale;
   }
   return out;
 }

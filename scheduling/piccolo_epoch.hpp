@@ -39,7 +39,8 @@ pc_app piccolo_app(const std::vector<model_spec>& models, const pc_types& types,
 
 // Every pipeline of `in` with traffic planned by plan_app, on the slots' types. Where a type has
 // fewer slots than the plans need, that type's price is raised for planning (not for cost)
-// until they fit or raising no longer helps.
+// until they fit, two raises in a row fit no more machines, or the sets need more machines than
+// there are slots. Pipelines that hold no machine of a raised type keep their sets.
 struct pc_pipeline_plan {
   std::vector<double> rates;  // per stage; empty: the pipeline has no traffic
   pc_app app;
