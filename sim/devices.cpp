@@ -36,7 +36,11 @@ void engine::start_next(ns now, uint32_t di) {
     if (s.queue.empty()) continue;
     auto& m = cfg_.models[s.model];
     int threads = d.threads;
-    auto ms_at = [&m, threads](int b) { return m.cores ? m.cores->at(b, threads) : m.profile.latency_ms_at(b); };
+    double slow = m.share_slowdown(d.share);
+    auto& profile = m.profile_for(d.type);
+    auto ms_at = [&m, &profile, threads, slow](int b) {
+      return (m.cores ? m.cores->at(b, threads) : profile.latency_ms_at(b)) * slow;
+    };
     auto l = [&ms_at](int b) { return std::chrono::nanoseconds(to_ns(ms_at(b))); };
     batch.clear();
     dropped.clear();

@@ -109,6 +109,8 @@ struct device {
   ns started = 0;
   uint64_t generation = 0;  // bumped when the node fails: batches of before are lost
   int threads = 1;          // cores, as the scaler sized the instance
+  std::string type;         // its device type: each model runs that type's profile
+  double share = 1;         // a fractional instance runs slower by each model's share_slowdown
 };
 
 struct node_state {

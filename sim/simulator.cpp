@@ -23,7 +23,7 @@ expected<result> engine::run() {
     auto n = node_id_.at(slot.node);
     device_at_[{slot.node, slot.device}] = static_cast<uint32_t>(devices_.size());
     nodes_[n].devices.push_back(static_cast<uint32_t>(devices_.size()));
-    devices_.push_back({n, slot.device, {}, 0, false, {}, 0, 0});
+    devices_.push_back({n, slot.device, {}, 0, false, {}, 0, 0, 1, slot.type, slot.share});
   }
   for (auto& name : o_.pipelines) {
     auto* p = cfg_.find_pipeline(name);

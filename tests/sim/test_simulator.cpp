@@ -72,6 +72,34 @@ TEST(simulator, the_same_seed_gives_the_same_run_and_another_seed_another) {
   EXPECT_NE(a->events, c->events);
 }
 
+// Simulated devices run their type's profile, slowed on a fractional instance: 400 queries/s
+// overload the default profile's device, not a 4x faster type's, and again a quarter of it.
+TEST(simulator, devices_run_their_types_profile_and_their_share) {
+  auto yaml = [](const std::string& device) {
+    return R"(device_types: [{name: fast, price: 2}]
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [)" +
+           device + R"(]}
+models:
+  - {name: m, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 16,
+     profile: {alpha_ms: 4, beta_ms: 8}, profiles: {fast: {alpha_ms: 1, beta_ms: 2}}}
+pipelines:
+  - {name: traffic, slo_ms: 100, stages: [{name: s, model: m}]}
+scheduler: {policy: static}
+)";
+  };
+  auto run = [&](const std::string& device) {
+    auto r = simulate(parse(yaml(device)), load(400, 5));
+    EXPECT_TRUE(r) << r.error();
+    expect_one_reply_each(r->summary);
+    return r->summary.attainment;
+  };
+  EXPECT_LT(run("{kind: emulated}"), 0.9);
+  EXPECT_GE(run("{kind: emulated, type: fast}"), 0.99);
+  EXPECT_LT(run("{kind: emulated, type: fast, shares: [0.25]}"), 0.9);
+}
+
 TEST(simulator, a_static_plan_never_changes) {
   auto cfg = parse(two_workers + "scheduler: {policy: static}\n");
   auto r = simulate(cfg, load(200, 5));
