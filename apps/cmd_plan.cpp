@@ -217,13 +217,19 @@ void add_plan_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand("plan", "Print the SLO splits, sessions and device placement for given rates");
   cmd->add_option("-c,--config", o->config, "cluster file")->required();
   cmd->add_option("--rate", o->rates, "PIPELINE=QUERIES_PER_S (repeat for each pipeline)")->required();
-  add_knob_option(cmd, "--policy", o->policy, "packing (static packs as nexus)");
-  add_knob_option(cmd, "--split", o->split, "SLO split (dp: the query analyzer)");
-  cmd->add_option("--steps", o->steps, "budget grid of the DP")->capture_default_str();
+  auto* policy = add_knob_option(cmd, "--policy", o->policy, "packing (static packs as nexus); default: the file's")
+                     ->default_str("scheduler.policy");
+  auto* split =
+      add_knob_option(cmd, "--split", o->split, "SLO split (dp: the query analyzer)")->default_str("scheduler.split");
+  auto* steps = cmd->add_option("--steps", o->steps, "budget grid of the DP")->default_str("scheduler.steps");
   cmd->add_flag("--json", o->json, "print JSON");
-  cmd->callback([o, &rc] {
+  cmd->callback([o, &rc, policy, split, steps] {
     auto cfg = load_config_or_report(o->config);
     if (!cfg) return void(rc = 2);
+    // What the file's scheduler would plan with, unless the command line says otherwise.
+    if (!policy->count()) o->policy = cfg->scheduler.policy;
+    if (!split->count()) o->split = cfg->scheduler.split;
+    if (!steps->count()) o->steps = cfg->scheduler.steps;
     for (auto& m : cfg->models)
       if (m.needs_profile) {
         std::cerr << o->config << ": model '" << m.name << "' has no profile to plan with; measure it with "
@@ -231,7 +237,7 @@ void add_plan_command(CLI::App& app, int& rc) {
         return void(rc = 2);
       }
     if (o->policy == scheduler_policy::jellyfish) {
-      std::cerr << "plan --policy jellyfish: Jellyfish plans per client, on their uplinks, every interval while "
+      std::cerr << "sloserve plan: policy jellyfish: Jellyfish plans per client, on their uplinks, every interval while "
                    "serving; there is no plan for pipeline rates to print (see the controller's log)\n";
       return void(rc = 2);
     }

@@ -515,6 +515,16 @@ TEST_F(cluster_fixture, plan_with_piccolo_prints_configuration_sets_and_costs_le
   EXPECT_GT(piccolo["cost"].get<double>(), 0);
   EXPECT_LT(piccolo["cost"].get<double>(), nexus["cost"].get<double>()) << piccolo.dump() << nexus.dump();
   for (auto& d : piccolo["devices"]) EXPECT_LE(d["needed"].get<int>(), d["available"].get<int>());
+  // Without --policy, the file's scheduler policy plans.
+  std::ofstream(dir / "serve-piccolo.yaml") << std::ifstream(file).rdbuf() << "scheduler: {policy: piccolo}\n";
+  auto own = spawn({"sloserve", "plan", "-c", (dir / "serve-piccolo.yaml").string(), "--json", "--rate", "traffic=300"},
+                   dir / "own.json");
+  int status = 0;
+  ASSERT_TRUE(own.wait_for(20s, status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << own.output();
+  auto j = nlohmann::json::parse(own.output());
+  EXPECT_EQ(j["policy"], "piccolo");
+  EXPECT_DOUBLE_EQ(j["cost"].get<double>(), piccolo["cost"].get<double>());
 }
 
 // A cluster planned by Piccolo: l(1) = 20 ms and l(8) = 24 ms, so within 100 ms a stage of a few
