@@ -237,8 +237,9 @@ void add_plan_command(CLI::App& app, int& rc) {
         return void(rc = 2);
       }
     if (o->policy == scheduler_policy::jellyfish) {
-      std::cerr << "sloserve plan: policy jellyfish: Jellyfish plans per client, on their uplinks, every interval while "
-                   "serving; there is no plan for pipeline rates to print (see the controller's log)\n";
+      std::cerr
+          << "sloserve plan: policy jellyfish: Jellyfish plans per client, on their uplinks, every interval while "
+             "serving; there is no plan for pipeline rates to print (see the controller's log)\n";
       return void(rc = 2);
     }
     auto in = planning_input(*cfg, cfg->models);
