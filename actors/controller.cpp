@@ -176,6 +176,12 @@ void on_planned(self_ptr self, planned_epoch& p) {
                st.net->self_name(), st.epoch - st.epoch_base, plan->result.sessions.size(),
                plan->result.placement.devices.size(), plan->input.slots.size(), plan->result.placement.moved,
                plan->scale * (1 + st.cfg->scheduler.headroom));
+  if (auto& fr = plan->result.fragment_routes; !fr.empty()) {
+    std::vector<std::string> routes;
+    for (auto& f : fr) routes.push_back(fmt::format("{}@{:g}ms {}", f.start, f.slo_ms, fmt::join(f.models, "+")));
+    spdlog::info("{}: graft: {} fragments on {:.2f} GPU shares: {}", st.net->self_name(), fr.size(),
+                 plan->result.resources, fmt::join(routes, ", "));
+  }
   adopt(self, epoch_placement(*st.cfg, plan->input, plan->result, st.epoch));
 }
 
@@ -204,6 +210,22 @@ void on_deployment(self_ptr self, deployment& d) {
   for (auto& name : st.workers.up_workers()) send_resizes(self, name, false);
 }
 
+// Graft: a fragment (start layer, SLO) with a twentieth of its pipeline's queries that the plan
+// has no route for; its queries run the model's rest from where they start meanwhile.
+bool unplanned_fragment(const controller_state& st) {
+  if (st.cfg->scheduler.policy != scheduler_policy::graft || !st.plan) return false;
+  for (size_t pi = 0; pi < st.rates.pipelines.size(); ++pi)
+    for (auto& f : st.rates.pipelines[pi].fragments) {
+      if (f.share < 0.05) continue;
+      auto& routes = st.plan->result.fragment_routes;
+      if (std::none_of(routes.begin(), routes.end(), [&](auto& r) {
+            return r.pipeline == pi && r.start == f.start && std::abs(r.slo_ms - f.slo_ms) < 1e-6;
+          }))
+        return true;
+    }
+  return false;
+}
+
 bool epoch_due(const controller_state& st, clock_time now) {
   auto& so = st.cfg->scheduler;
   if (so.policy == scheduler_policy::static_plan || st.cfg->scaler.enabled() || st.jellyfish) return false;
@@ -211,7 +233,8 @@ bool epoch_due(const controller_state& st, clock_time now) {
                          sched::settle_windows(st.cfg->runtime.beacon_ms)};
   auto since = std::chrono::duration<double>(now - st.last_epoch).count();
   if (st.plan_pending) return false;
-  return sched::epoch_due(rule, st.rates, st.plan ? &st.plan->measured : nullptr, since);
+  return sched::epoch_due(rule, st.rates, st.plan ? &st.plan->measured : nullptr, since) ||
+         (since >= so.min_epoch_s && unplanned_fragment(st));
 }
 
 // One Jellyfish re-schedule on the clients the frontends reported. A worker whose devices keep

@@ -42,6 +42,8 @@ struct query {
   std::vector<uint64_t> invocations;       // still in flight
   int64_t bytes = 0;                       // charged to the node's payload budget
   std::optional<msg::client_route> route;  // where Jellyfish maps its client; the reply tells the size
+  int start = 0;                           // a partitioned model: the layer the server starts at
+  double slo_ms = 0;                       // the SLO it was admitted under (the client's, else the pipeline's)
 };
 
 struct in_flight {
@@ -56,6 +58,9 @@ struct in_flight {
   bool checked = false;                                // a root's: the inputs were checked at ingress
   bool fallback = false;                               // a cascade's second model, its first having been unsure
   std::optional<std::pair<std::string, uint32_t>> at;  // the instance its client is mapped to
+  // Graft: the layer ranges still to run after this one, each with its deadline.
+  std::vector<std::string> chain{};
+  std::vector<clock_time> chain_deadlines{};
 };
 
 struct frontend_state {
@@ -85,6 +90,13 @@ struct frontend_state {
   std::set<std::string> unheard;  // workers this frontend marked down: reported until heard again
   // Since the last beacon, per pipeline: queries admitted and invocations per stage.
   std::vector<msg::pipeline_load> load;
+  // Since the last beacon, per partitioned pipeline: queries by (start layer, SLO) and the clients
+  // that sent them (Graft's fragments).
+  struct fragment_tally {
+    uint64_t queries = 0;
+    std::set<std::string> clients;
+  };
+  std::vector<std::map<std::pair<uint32_t, double>, fragment_tally>> fragments;
   caf::actor_clock::time_point last_report;
   // Piccolo's dummy requests: what the table asks of this frontend, those in flight (by id, with
   // when they went out), one input per model, and how many were sent.
@@ -198,6 +210,22 @@ bool send_invocation(self_ptr self, uint64_t id, in_flight& f) {
   return true;
 }
 
+// Sends invocation `f` of query `qid`; false when no instance of its model was live (the query is
+// then answered with the reason, `why` appended).
+bool launch(self_ptr self, uint64_t qid, query& q, in_flight f, const std::string& why) {
+  auto& st = self->state;
+  auto id = st.next_invocation++;
+  auto [it, _] = st.invocations.emplace(id, std::move(f));
+  if (!send_invocation(self, id, it->second)) {
+    auto model = it->second.model;
+    st.invocations.erase(id);
+    finish(self, qid, msg::status::error, "no live instance serves model '" + model + "'" + why);
+    return false;
+  }
+  q.invocations.push_back(id);
+  return true;
+}
+
 // False when no instance was live: the query has then been answered and `q` is gone.
 bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, std::vector<tensor> inputs) {
   auto& st = self->state;
@@ -226,17 +254,34 @@ bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, std::vecto
     auto first = nanoseconds(static_cast<int64_t>(static_cast<double>(span.count()) * first_ms / p.slo_ms));
     f.deadline = std::min(f.deadline, q.arrival + first);
   }
+  // A partitioned model: the layer ranges its fragment's route names, in turn, each by its share
+  // of the time left; without a route, the rest of the model from where the client stopped.
+  if (auto& whole = st.cfg->models[p.stages[stage].model_index]; whole.partitioned()) {
+    if (auto* fr = st.routes->fragment_route(q.pipeline, q.start, q.slo_ms, st.rng)) {
+      double total = 0, done = 0;
+      for (double b : fr->budgets_ms) total += std::max(0.0, b);
+      auto end = f.deadline;
+      for (size_t k = 0; k < fr->models.size(); ++k) {
+        done += std::max(0.0, fr->budgets_ms[k]);
+        auto at = k + 1 == fr->models.size() || total <= 0
+                      ? end
+                      : std::min(end, q.arrival + nanoseconds(static_cast<int64_t>(static_cast<double>(span.count()) *
+                                                                                   done / total)));
+        if (k == 0) {
+          f.model = fr->models[0];
+          f.deadline = at;
+        } else {
+          f.chain.push_back(fr->models[k]);
+          f.chain_deadlines.push_back(at);
+        }
+      }
+    } else if (q.start > 0) {
+      f.model = fragment_name(whole, q.start, static_cast<int>(whole.layers.size()));
+    }
+  }
   f.checked = p.stages[stage].parents.empty();
   f.inputs = std::move(inputs);
-  auto id = st.next_invocation++;
-  auto [it, _] = st.invocations.emplace(id, std::move(f));
-  if (!send_invocation(self, id, it->second)) {
-    st.invocations.erase(id);
-    finish(self, qid, msg::status::error,
-           "no live instance serves model '" + st.routes->stage_model(q.pipeline, stage) + "'");
-    return false;
-  }
-  q.invocations.push_back(id);
+  if (!launch(self, qid, q, std::move(f), {})) return false;
   ++st.load[q.pipeline].stage_invocations[stage];
   return true;
 }
@@ -259,18 +304,24 @@ bool fall_through(self_ptr self, uint64_t qid, query& q, in_flight& first) {
   f.checked = first.checked;  // the same input, of the same declared tensor
   f.inputs = std::move(first.inputs);
   f.fallback = true;
-  auto id = st.next_invocation++;
-  auto [it, _] = st.invocations.emplace(id, std::move(f));
-  if (!send_invocation(self, id, it->second)) {
-    auto model = it->second.model;
-    st.invocations.erase(id);
-    finish(self, qid, msg::status::error,
-           "no live instance serves model '" + model + "' (stage '" + s.name + "' falls through to it)");
-    return false;
-  }
-  q.invocations.push_back(id);
+  if (!launch(self, qid, q, std::move(f), " (stage '" + s.name + "' falls through to it)")) return false;
   ++st.load[q.pipeline].fallthroughs[first.stage];
   return true;
+}
+
+// Graft: the next layer range of a query's fragment runs on what the last one made. False when no
+// instance was live (the query has then been answered).
+bool next_range(self_ptr self, query& q, in_flight& done, std::vector<tensor> outputs) {
+  auto& st = self->state;
+  in_flight f;
+  f.query = done.query;
+  f.stage = done.stage;
+  f.model = done.chain.front();
+  f.deadline = done.chain_deadlines.front();
+  f.chain.assign(done.chain.begin() + 1, done.chain.end());
+  f.chain_deadlines.assign(done.chain_deadlines.begin() + 1, done.chain_deadlines.end());
+  f.inputs = std::move(outputs);
+  return launch(self, done.query, q, std::move(f), {});
 }
 
 // Sends what the walk asked for and answers the query once its walk is done. False when the
@@ -338,6 +389,7 @@ void on_result(self_ptr self, msg::invocation_result& r) {
     finish(self, f.query, r.code, "stage '" + s.name + "' on " + r.node + ": " + r.reason);
     return;
   }
+  if (!f.chain.empty()) return void(next_range(self, q, f, std::move(r.outputs)));
   if (s.cascade && !f.fallback &&
       !cascade_confident(st.cfg->models[s.model_index], *s.cascade, r.outputs, f.query, f.stage))
     return void(fall_through(self, f.query, q, f));
@@ -386,9 +438,24 @@ void on_ingress(self_ptr self, ingress& in) {
   if (in.request.inputs.empty()) return reject(msg::status::error, "request carries no input tensor");
   // The declared tensor, or an image for a model that preprocesses (its device decodes it). A
   // device on this node takes the roots' invocations without checking them again.
-  for (auto r : p.roots())
-    if (auto ok = check_input(in.request.inputs.front(), st.cfg->models[p.stages[r].model_index]); !ok)
+  // A partitioned model's request may start at a later layer: it then carries what the layers
+  // before made, and the server runs the rest.
+  auto start = static_cast<int>(in.request.start_layer);
+  for (auto r : p.roots()) {
+    const model_spec* m = &st.cfg->models[p.stages[r].model_index];
+    if (start > 0) {
+      if (!m->partitioned() || p.stages.size() != 1)
+        return reject(msg::status::error, "startLayer " + std::to_string(start) + ": pipeline '" + p.name +
+                                              "' does not run a partitioned model (models[].layers)");
+      auto layers = static_cast<int>(m->layers.size());
+      if (start >= layers)
+        return reject(msg::status::error, "startLayer " + std::to_string(start) + " is not below the " +
+                                              std::to_string(layers) + " layers of model '" + m->name + "'");
+      m = st.cfg->find_model(fragment_name(*m, start, layers));
+    }
+    if (auto ok = check_input(in.request.inputs.front(), *m); !ok)
       return reject(msg::status::error, "stage '" + p.stages[r].name + "': " + ok.error());
+  }
   auto& rq = in.request;
   if (rq.client.size() > 256) return reject(msg::status::error, "client id longer than 256 bytes");
   if (!(rq.slo_ms >= 0 && rq.slo_ms <= 3600e3) || !(rq.rate_hz >= 0 && rq.rate_hz <= 1e6) || std::isnan(rq.rtt_ms))
@@ -444,6 +511,13 @@ void on_ingress(self_ptr self, ingress& in) {
   q.deadline = now + nanoseconds(static_cast<int64_t>(budget_ms * 1e6));
   q.walk.emplace(p, st.cfg->models, qid);
   q.route = std::move(route);
+  q.start = start;
+  q.slo_ms = slo_ms;
+  if (st.cfg->models[p.stages.front().model_index].partitioned()) {
+    auto& tally = st.fragments[pit->second][{static_cast<uint32_t>(start), slo_ms}];
+    ++tally.queries;
+    if (tally.clients.size() < 1024) tally.clients.insert(rq.client.empty() ? q.client : rq.client);
+  }
   auto deadline = q.deadline;
   ++st.client_in_flight[q.client];
   ++st.load[pit->second].queries;
@@ -540,6 +614,12 @@ void report_load(self_ptr self) {
   for (auto& [node, t] : st.transfer) r.links.push_back({node, t.first / static_cast<double>(t.second), t.second});
   st.transfer.clear();
   add_unheard(st, r);
+  for (size_t pi = 0; pi < st.fragments.size(); ++pi) {
+    for (auto& [key, t] : st.fragments[pi])
+      r.pipelines[pi].fragments.push_back(
+          {key.first, key.second, t.queries, static_cast<uint32_t>(std::max<size_t>(1, t.clients.size()))});
+    st.fragments[pi].clear();
+  }
   for (auto& l : st.load) {
     l.queries = 0;
     std::fill(l.stage_invocations.begin(), l.stage_invocations.end(), 0);
@@ -573,7 +653,8 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
     for (size_t i = 0; i < st.cfg->pipelines.size(); ++i) st.pipeline_index.emplace(st.cfg->pipelines[i].name, i);
     for (auto& p : st.cfg->pipelines)
       st.load.push_back(
-          {p.name, 0, std::vector<uint64_t>(p.stages.size(), 0), std::vector<uint64_t>(p.stages.size(), 0)});
+          {p.name, 0, std::vector<uint64_t>(p.stages.size(), 0), std::vector<uint64_t>(p.stages.size(), 0), {}});
+    st.fragments.resize(st.cfg->pipelines.size());
     st.last_report = st.last_client_report = self->clock().now();
     return {
         [=](start_atom) {

@@ -51,6 +51,10 @@ void frontend_routes::apply(const msg::routing_table& t) {
       }
   }
   routes_ = std::move(fresh);
+  fragments_.assign(cfg_->pipelines.size(), {});
+  for (auto& f : t.fragments)
+    if (auto* p = cfg_->find_pipeline(f.pipeline); p && !f.models.empty() && f.models.size() == f.budgets_ms.size())
+      fragments_[static_cast<size_t>(p - cfg_->pipelines.data())].push_back(f);
   for (size_t pi = 0; pi < cfg_->pipelines.size(); ++pi) {
     auto& p = cfg_->pipelines[pi];
     std::vector<double> budget(p.stages.size(), -1);
@@ -108,6 +112,41 @@ std::optional<frontend_routes::backend> frontend_routes::pick_at(const std::stri
     return backend{node, device};
   }
   return pick(model, rng);
+}
+
+const msg::fragment_route* frontend_routes::fragment_route(size_t pi, int start, double slo_ms,
+                                                           std::mt19937_64& rng) const {
+  if (pi >= fragments_.size()) return nullptr;
+  auto live = [&](const msg::fragment_route& f) {
+    return std::all_of(f.models.begin(), f.models.end(), [&](auto& m) {
+      auto it = routes_.find(m);
+      return it != routes_.end() &&
+             std::any_of(it->second.loads.begin(), it->second.loads.end(), [](auto& l) { return l.live; });
+    });
+  };
+  // The SLO to serve at: the largest planned not above slo_ms, else the least above.
+  std::optional<double> below, above;
+  for (auto& f : fragments_[pi]) {
+    if (static_cast<int>(f.start_layer) != start || !live(f)) continue;
+    if (f.slo_ms <= slo_ms + 1e-9) {
+      if (!below || f.slo_ms > *below) below = f.slo_ms;
+    } else if (!above || f.slo_ms < *above) {
+      above = f.slo_ms;
+    }
+  }
+  if (!below && !above) return nullptr;
+  double at = below ? *below : *above;
+  std::vector<const msg::fragment_route*> pick;
+  double total = 0;
+  for (auto& f : fragments_[pi])
+    if (static_cast<int>(f.start_layer) == start && f.slo_ms == at && live(f))
+      pick.push_back(&f), total += std::max(f.rate, 1e-6);
+  double x = std::uniform_real_distribution<double>(0, total)(rng);
+  for (auto* f : pick) {
+    x -= std::max(f->rate, 1e-6);
+    if (x <= 0) return f;
+  }
+  return pick.back();
 }
 
 void frontend_routes::release(const std::string& model, const std::string& node, uint32_t device) {

@@ -46,6 +46,11 @@ class frontend_routes {
   const std::string& stage_model(size_t pi, size_t s) const { return stage_models_[pi][s]; }
   // Stage budgets of pipeline `pi` as finish offsets; null before a table gave them all.
   const slo_split* split(size_t pi) const { return splits_[pi] ? &*splits_[pi] : nullptr; }
+  // Graft: the route for a query of pipeline `pi` that starts at layer `start` with `slo_ms` left:
+  // of the table's routes from that layer whose every model has a live instance, one planned for
+  // the largest SLO not above `slo_ms` (else the least above it), drawn by rate among routes of
+  // that SLO. Null when there is none.
+  const msg::fragment_route* fragment_route(size_t pi, int start, double slo_ms, std::mt19937_64& rng) const;
   // Why pipeline `pi` cannot be served now; empty when it can.
   const std::string& blocker(size_t pi) const { return blockers_[pi]; }
   // Why some pipeline cannot be served now; empty when all can.
@@ -68,6 +73,7 @@ class frontend_routes {
   std::vector<std::optional<slo_split>> splits_;
   std::vector<std::vector<std::string>> stage_models_;
   std::vector<std::string> blockers_;
+  std::vector<std::vector<msg::fragment_route>> fragments_;  // per pipeline
 };
 
 }  // namespace sloserve

@@ -133,9 +133,14 @@ monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args) {
           if (auto ctl = st.net->local().controller; moved && ctl) self->send(ctl, clients_atom::value);
           if (!r.pipelines.empty() || !r.links.empty()) judge_links(self, r);
           for (auto& pl : r.pipelines)
-            if (auto* p = st.cfg->find_pipeline(pl.pipeline))
+            if (auto* p = st.cfg->find_pipeline(pl.pipeline)) {
+              std::vector<sched::fragment_count> fragments;
+              for (auto& f : pl.fragments)
+                fragments.push_back(
+                    {static_cast<int>(f.start_layer), f.slo_ms, f.queries, static_cast<int>(f.clients)});
               st.pipelines->count(static_cast<size_t>(p - st.cfg->pipelines.data()), pl.queries, pl.stage_invocations,
-                                  pl.fallthroughs);
+                                  pl.fallthroughs, fragments);
+            }
           if (r.window_s <= 0) return;
           // A worker reports every session its devices hold: the ones it no longer holds are gone.
           std::erase_if(self->state.sessions, [&](auto& kv) {

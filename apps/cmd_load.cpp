@@ -64,12 +64,45 @@ int run_clients_command(const cluster_config& cfg, const pipeline& p, const std:
   return 0;
 }
 
+// `--fragments START:SLO_MS[:WEIGHT],...`: the traffic mix of a partitioned model's clients.
+expected<std::vector<mix_entry>> fragment_mix(const cluster_config& cfg, const pipeline& p, const std::string& text) {
+  auto& m = cfg.models[p.stages[p.roots().front()].model_index];
+  if (!m.partitioned() || p.stages.size() != 1)
+    return fail("pipeline '" + p.name + "' does not run a partitioned model (models[].layers)");
+  std::vector<mix_entry> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    std::stringstream f(item);
+    std::vector<std::string> parts;
+    for (std::string x; std::getline(f, x, ':');) parts.push_back(x);
+    char* end = nullptr;
+    if (parts.size() < 2 || parts.size() > 4) return fail("'" + item + "' is not START:SLO_MS[:WEIGHT[:CLIENTS]]");
+    long start = std::strtol(parts[0].c_str(), &end, 10);
+    if (*end || start < 0 || start >= static_cast<long>(m.layers.size()))
+      return fail("'" + item + "': START must be a layer of model '" + m.name + "' (0 to " +
+                  std::to_string(m.layers.size() - 1) + ")");
+    double slo = std::strtod(parts[1].c_str(), &end);
+    if (*end || !(slo > 0)) return fail("'" + item + "': SLO_MS must be positive");
+    double w = parts.size() >= 3 ? std::strtod(parts[2].c_str(), &end) : 1;
+    if (*end || !(w > 0)) return fail("'" + item + "': WEIGHT must be positive");
+    long clients = parts.size() == 4 ? std::strtol(parts[3].c_str(), &end, 10) : 0;
+    if (*end || clients < 0 || clients > 10000) return fail("'" + item + "': CLIENTS must be in [0, 10000]");
+    mix_entry e{p.name, w, slo, m.layers[static_cast<size_t>(start)].input, m.input_name};
+    e.start_layer = static_cast<uint32_t>(start);
+    e.declare_slo = true;
+    e.clients = static_cast<int>(clients);
+    out.push_back(std::move(e));
+  }
+  if (out.empty()) return fail("no fragment given");
+  return out;
+}
+
 }  // namespace
 
 void add_load_command(CLI::App& app, int& rc) {
   struct opts {
     std::string config, address, pipeline, json, trace, key, bandwidth, images, image_size, protocol = "zmq", token,
-                                                                                            report;
+                                                                                            report, fragments;
     load_options lo;
     client_options co;
     std::string adaptation = "jellyfish";
@@ -118,6 +151,9 @@ void add_load_command(CLI::App& app, int& rc) {
       ->check(CLI::IsMember({"jellyfish", "bandwidth", "off"}))
       ->capture_default_str();
   cmd->add_option("--payload-kb", lo.payload_kb, "payload size for --bandwidth-trace (default: the input tensor's)");
+  cmd->add_option("--fragments", o->fragments,
+                  "a partitioned model's clients: START:SLO_MS[:WEIGHT[:CLIENTS]],... (each request starts at layer "
+                  "START, carries what the layers before make, and declares SLO_MS; from CLIENTS named clients)");
   cmd->add_option("--seed", lo.seed, "random seed of arrivals and payloads")->capture_default_str();
   cmd->add_option("--wait-ready", lo.wait_ready_s, "seconds to wait for the frontend to be ready")
       ->capture_default_str();
@@ -213,6 +249,16 @@ void add_load_command(CLI::App& app, int& rc) {
         into = std::move(*got);
       return bool(got);
     };
+    if (!o->fragments.empty()) {
+      auto mix = fragment_mix(*cfg, *p, o->fragments);
+      if (!mix) {
+        std::cerr << "--fragments: " << mix.error() << "\n";
+        return void(rc = 2);
+      }
+      lo.mix = std::move(*mix);
+      lo.slo_ms = 0;
+      for (auto& m : lo.mix) lo.slo_ms = std::max(lo.slo_ms, m.slo_ms);
+    }
     if (o->co.clients > 0)
       return void(rc = run_clients_command(*cfg, *p, o->bandwidth, o->adaptation, o->json, lo, o->co));
     if (!read(o->bandwidth, read_rate_trace, lo.bandwidth_mbps) || !read(o->trace, read_rate_trace, lo.trace) ||

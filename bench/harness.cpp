@@ -1,5 +1,6 @@
 #include "bench/harness.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -24,7 +25,7 @@ started_node start_node(const std::string& yaml, const std::string& file) {
 }
 
 load_summary trial(std::shared_ptr<cluster_config> cfg, double rate, double warmup_s, double measure_s,
-                   arrival_kind arrival, bool equal_weights) {
+                   arrival_kind arrival, bool equal_weights, std::vector<mix_entry> mix) {
   node_runtime node(cfg, cfg->nodes.front().name);
   if (auto started = node.start(); !started) {
     fprintf(stderr, "node: %s\n", started.error().c_str());
@@ -39,8 +40,10 @@ load_summary trial(std::shared_ptr<cluster_config> cfg, double rate, double warm
     double w = equal_weights ? 1.0 / cfg->pipelines.size() : 1 / std::pow(i + 1, 0.9) / zipf_total;
     o.mix.push_back({p.name, w, p.slo_ms, cfg->models[p.stages[p.roots().front()].model_index].input});
   }
+  if (!mix.empty()) o.mix = std::move(mix);
   o.pipeline = o.mix.front().pipeline;
-  o.slo_ms = o.mix.front().slo_ms;
+  o.slo_ms = 0;
+  for (auto& m : o.mix) o.slo_ms = std::max(o.slo_ms, m.slo_ms);
   o.rate = rate;
   o.arrival = arrival;
   o.warmup_s = warmup_s;

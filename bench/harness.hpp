@@ -24,9 +24,11 @@ struct started_node {
 started_node start_node(const std::string& yaml, const std::string& file);
 
 // Starts a node for `cfg` (one node, every role), sends load for warmup + measure seconds over
-// every pipeline (Zipf-0.9 weights in file order, or equal; one pipeline gets all), stops the node.
+// every pipeline (Zipf-0.9 weights in file order, or equal; one pipeline gets all), or by `mix`
+// when given, stops the node.
 load_summary trial(std::shared_ptr<cluster_config> cfg, double rate, double warmup_s, double measure_s,
-                   arrival_kind arrival = arrival_kind::poisson, bool equal_weights = false);
+                   arrival_kind arrival = arrival_kind::poisson, bool equal_weights = false,
+                   std::vector<mix_entry> mix = {});
 
 // Highest rate for which `ok` holds: doubling from `start` (at most 64x), then `bisections`
 // halvings of the bracket.

@@ -48,7 +48,9 @@ double node_spec::share_of(int d) const {
 
 bool node_spec::serves(int d, const std::string& model) const {
   auto& ms = device_models(d);
-  return ms.empty() || std::find(ms.begin(), ms.end(), model) != ms.end();
+  // A fragment "BASE[a,b)" of a partitioned model runs where BASE does.
+  auto base = model.substr(0, model.find('['));
+  return ms.empty() || std::find(ms.begin(), ms.end(), base) != ms.end();
 }
 
 const node_spec* cluster_config::find_node(std::string_view n) const {
@@ -59,7 +61,20 @@ const node_spec* cluster_config::find_node(std::string_view n) const {
 const model_spec* cluster_config::find_model(std::string_view n) const {
   for (auto& x : models)
     if (x.name == n) return &x;
+  if (n.find('[') != std::string_view::npos)
+    for (auto& x : fragments)
+      if (x.name == n) return &x;
   return nullptr;
+}
+
+void derive_fragments(cluster_config& cfg) {
+  cfg.fragments.clear();
+  for (auto& m : cfg.models) {
+    auto n = static_cast<int>(m.layers.size());
+    for (int a = 0; a < n; ++a)
+      for (int b = a + 1; b <= n; ++b)
+        if (a > 0 || b < n) cfg.fragments.push_back(make_fragment(m, a, b));
+  }
 }
 const device_type* cluster_config::find_device_type(std::string_view n) const {
   for (auto& x : device_types)
@@ -136,7 +151,9 @@ const std::vector<config_section>& config_keys() {
       {"nodes[].devices[]", {"kind", "count", "models", "memory_mb", "threads", "type", "shares"}},
       {"models[]",
        {"name", "input", "output", "max_batch", "profile", "profiles", "jitter", "load_ms", "memory_mb", "path",
-        "prefix", "cores", "preprocess", "precision", "accuracy", "base_cores", "pass_rate", "share_exponent"}},
+        "prefix", "cores", "preprocess", "precision", "accuracy", "base_cores", "pass_rate", "share_exponent",
+        "layers"}},
+      {"models[].layers[]", {"name", "input", "profile"}},
       {"models[].input", {"dtype", "shape", "name"}},
       {"models[].output", {"dtype", "shape", "name"}},
       {"models[].profile", {"batch", "latency_ms", "alpha_ms", "beta_ms", "step"}},
@@ -150,7 +167,8 @@ const std::vector<config_section>& config_keys() {
         "threads", "drop_policy", "balancer", "max_queued_mb", "zmq_hwm", "clock_tolerance_ms",
         "max_client_queued_replies", "max_client_in_flight", "link_probe_ms", "link_probe_bytes"}},
       {"scheduler",
-       {"policy", "split", "epoch_s", "min_epoch_s", "rate_band", "headroom", "steps", "ipa", "jellyfish"}},
+       {"policy", "split", "epoch_s", "min_epoch_s", "rate_band", "headroom", "steps", "ipa", "jellyfish", "graft"}},
+      {"scheduler.graft", {"theta", "group_size"}},
       {"scheduler.jellyfish", {"interval_ms", "overhead_ms", "bytes_per_pixel", "resident", "compute_share"}},
       {"scheduler.ipa", {"alpha", "beta", "delta", "interval_s"}},
       {"scaler",
@@ -318,6 +336,42 @@ void parse_preprocess(reader& r, const YAML::Node& n, model_spec& m, const std::
   m.preprocess = p;
 }
 
+// `layers: [{name, input, profile}]`: a model clients may split (model.hpp). The first layer takes
+// the model's input; its profile is the layers' sum.
+void parse_layers(reader& r, const YAML::Node& ls, const YAML::Node& n, model_spec& m, const std::string& where) {
+  if (!ls.IsSequence() || ls.size() < 2 || ls.size() > 32) {
+    r.error(ls, where + " layers must be a list of 2 to 32 {name, input, profile}");
+    return;
+  }
+  if (n["profile"]) r.error(n["profile"], where + " has 'layers': its profile is their sum, not given apart");
+  for (auto* key : {"prefix", "preprocess", "cores"})
+    if (n[key]) r.error(n[key], where + " has 'layers': a partitioned model cannot have '" + key + "'");
+  for (size_t k = 0; k < ls.size(); ++k) {
+    auto ln = ls[k];
+    layer_spec l;
+    auto lw = where + " layer " + std::to_string(k);
+    if (!ln.IsMap()) {
+      r.error(ln, lw + " must be a map {name, input, profile}");
+      continue;
+    }
+    r.known_keys(ln, "models[].layers[]", lw);
+    if (r.get(ln, "name", l.name, lw, false)) lw = where + " layer '" + l.name + "'";
+    if (k == 0) {
+      if (ln["input"]) r.error(ln["input"], lw + ": the first layer takes the model's input");
+      l.input = m.input;
+    } else if (!ln["input"]) {
+      r.error(ln, lw + " is missing 'input' (what the layers before it make of a request)");
+    } else {
+      parse_tensor_spec(r, ln["input"], l.input, lw + " input", "models[].input", nullptr);
+    }
+    parse_profile(r, ln["profile"], l.profile, lw);
+    m.layers.push_back(std::move(l));
+  }
+  std::vector<const latency_profile*> parts;
+  for (auto& l : m.layers) parts.push_back(&l.profile);
+  m.profile = sum_profiles(parts);
+}
+
 void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   if (!n.IsMap()) {
     r.error(n, "each model must be a map");
@@ -338,8 +392,11 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
     parse_tensor_spec(r, n["output"], m.output, where + " output", "models[].output", &m.output_name);
   r.get(n, "max_batch", m.max_batch, where, false);
   if (m.max_batch < 1) r.error(n["max_batch"], where + " max_batch must be at least 1");
+  if (auto ls = n["layers"]) parse_layers(r, ls, n, m, where);
   // A real model may leave its profile to the worker that serves it (measured at start-up).
-  if (n["profile"] || !n["path"])
+  if (m.partitioned())
+    ;  // the layers' sum
+  else if (n["profile"] || !n["path"])
     parse_profile(r, n["profile"], m.profile, where);
   else
     m.needs_profile = true;
@@ -399,6 +456,8 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   if (r.get(n, "path", m.path, where, false) && !m.path.empty()) m.path = r.resolve(m.path);
   if (m.memory_mb < 0) r.error(n["memory_mb"], where + " memory_mb cannot be negative");
   if (cfg.find_model(m.name)) r.error(n["name"], "duplicate model name '" + m.name + "'");
+  if (m.name.find_first_of("[]") != std::string::npos)
+    r.error(n["name"], where + ": model names cannot hold '[' or ']' (fragments of partitioned models are named so)");
   cfg.models.push_back(std::move(m));
 }
 
@@ -595,6 +654,7 @@ void parse_security(reader& r, const YAML::Node& n, security_options& o) {
 
 void parse_scaler_checks(reader& r, const YAML::Node& at, const cluster_config& cfg);
 void parse_jellyfish_checks(reader& r, const YAML::Node& root, const cluster_config& cfg);
+void parse_graft_checks(reader& r, const YAML::Node& root, const cluster_config& cfg);
 
 void parse_scaler(reader& r, const YAML::Node& root, cluster_config& cfg) {
   auto n = root["scaler"];
@@ -661,13 +721,18 @@ void parse_scaler_checks(reader& r, const YAML::Node& at, const cluster_config& 
                       cfg.models[m].name + "' needs 'cores: {gamma_ms, epsilon_ms, delta_ms, eta_ms}'");
 }
 
+// A scheduler policy that owns the devices: no scaler beside it.
+void refuse_scaler(reader& r, const YAML::Node& root, const cluster_config& cfg, const std::string& what) {
+  if (cfg.scaler.enabled())
+    r.error(root["scaler"]["policy"],
+            what + ": scaler policy " + std::string(knob_name(cfg.scaler.policy)) + " cannot run beside it");
+}
+
 // Piccolo gives every machine one stage's model at one configuration, and owns the devices.
 void parse_piccolo_checks(reader& r, const YAML::Node& root, const cluster_config& cfg) {
   if (cfg.scheduler.policy != scheduler_policy::piccolo) return;
   auto at = root["scheduler"]["policy"];
-  if (cfg.scaler.enabled())
-    r.error(root["scaler"]["policy"], "scheduler policy piccolo plans every device itself: scaler policy " +
-                                          std::string(knob_name(cfg.scaler.policy)) + " cannot run beside it");
+  refuse_scaler(r, root, cfg, "scheduler policy piccolo plans every device itself");
   for (auto& p : cfg.pipelines)
     for (auto& s : p.stages)
       if (s.cascade)
@@ -675,13 +740,25 @@ void parse_piccolo_checks(reader& r, const YAML::Node& root, const cluster_confi
                         "' is a cascade");
 }
 
+// Graft re-aligns the fragments of partitioned models: every pipeline is one stage on one.
+void parse_graft_checks(reader& r, const YAML::Node& root, const cluster_config& cfg) {
+  if (cfg.scheduler.policy != scheduler_policy::graft) return;
+  auto at = root["scheduler"]["policy"];
+  refuse_scaler(r, root, cfg, "scheduler policy graft plans every device itself");
+  for (auto& p : cfg.pipelines)
+    if (p.stages.size() != 1 || p.stages.front().cascade || !p.stages.front().variants.empty() ||
+        !cfg.models[p.stages.front().model_index].partitioned())
+      r.error(at,
+              "scheduler policy graft serves pipelines of one stage on a partitioned model (models[].layers): "
+              "pipeline '" +
+                  p.name + "' is not one");
+}
+
 // Jellyfish maps clients to variants of one stage that take images, and owns the devices.
 void parse_jellyfish_checks(reader& r, const YAML::Node& root, const cluster_config& cfg) {
   if (cfg.scheduler.policy != scheduler_policy::jellyfish) return;
   auto at = root["scheduler"]["policy"];
-  if (cfg.scaler.enabled())
-    r.error(root["scaler"]["policy"], "scheduler policy jellyfish runs one variant per device itself: scaler policy " +
-                                          std::string(knob_name(cfg.scaler.policy)) + " cannot run beside it");
+  refuse_scaler(r, root, cfg, "scheduler policy jellyfish runs one variant per device itself");
   for (auto& p : cfg.pipelines) {
     if (p.stages.size() != 1 || p.stages.front().cascade) {
       r.error(at, "scheduler policy jellyfish serves pipelines of one stage (one DNN a request): pipeline '" + p.name +
@@ -727,6 +804,16 @@ void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
       r.error(ipa, wi + " needs alpha > 0 and non-negative beta and delta");
     if (!(x.interval_s > 0)) r.error(ipa["interval_s"], wi + " interval_s must be positive");
     if (o.policy != scheduler_policy::ipa) r.error(ipa, "scheduler ipa is only read with policy: ipa");
+  }
+  if (auto gf = n["graft"]) {
+    const std::string wg = "scheduler graft";
+    r.known_keys(gf, "scheduler.graft", wg);
+    r.get(gf, "theta", o.graft.theta, wg, false);
+    r.get(gf, "group_size", o.graft.group_size, wg, false);
+    if (!(o.graft.theta >= 0 && o.graft.theta <= 10)) r.error(gf["theta"], wg + " theta must be in [0, 10]");
+    if (o.graft.group_size < 1 || o.graft.group_size > 64)
+      r.error(gf["group_size"], wg + " group_size must be in [1, 64]");
+    if (o.policy != scheduler_policy::graft) r.error(gf, "scheduler graft is only read with policy: graft");
   }
   if (auto jf = n["jellyfish"]) {
     const std::string wj = "scheduler jellyfish";
@@ -822,6 +909,7 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
     parse_scaler(r, root, cfg);
     parse_jellyfish_checks(r, root, cfg);
     parse_piccolo_checks(r, root, cfg);
+    parse_graft_checks(r, root, cfg);
     parse_security(r, root["security"], cfg.security);
     if (root["nodes"] && root["nodes"].IsSequence()) {
       if (cfg.with_role(role::frontend).empty())
@@ -901,7 +989,10 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
     r.error_at(e.mark.is_null() ? r.last_ : e.mark, "unexpected structure: " + e.msg);
   }
   res.errors = std::move(r.errors_);
-  if (res.errors.empty()) res.config = std::move(cfg);
+  if (res.errors.empty()) {
+    derive_fragments(cfg);
+    res.config = std::move(cfg);
+  }
   return res;
 }
 
@@ -1008,7 +1099,20 @@ std::string to_yaml(const cluster_config& cfg) {
     emit_tensor(e, "output", m.output, m.output_name);
     e << YAML::Key << "max_batch" << YAML::Value << m.max_batch;
     // A model left to be profiled at start-up stays so: its nodes measure it.
-    if (!m.needs_profile) emit_profile(e, m.profile);
+    if (m.partitioned()) {
+      e << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
+      for (size_t k = 0; k < m.layers.size(); ++k) {
+        auto& l = m.layers[k];
+        e << YAML::BeginMap;
+        if (!l.name.empty()) e << YAML::Key << "name" << YAML::Value << l.name;
+        if (k > 0) emit_tensor(e, "input", l.input, "input");
+        emit_profile(e, l.profile);
+        e << YAML::EndMap;
+      }
+      e << YAML::EndSeq;
+    } else if (!m.needs_profile) {
+      emit_profile(e, m.profile);
+    }
     if (!m.profiles.empty()) {
       e << YAML::Key << "profiles" << YAML::Value << YAML::BeginMap;
       for (auto& [type, p] : m.profiles) {
@@ -1121,6 +1225,12 @@ std::string to_yaml(const cluster_config& cfg) {
     kv("bytes_per_pixel", so.jellyfish.bytes_per_pixel);
     kv("resident", so.jellyfish.resident);
     kv("compute_share", so.jellyfish.compute_share);
+    e << YAML::EndMap;
+  }
+  if (so.policy == scheduler_policy::graft) {
+    e << YAML::Key << "graft" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    kv("theta", so.graft.theta);
+    kv("group_size", so.graft.group_size);
     e << YAML::EndMap;
   }
   e << YAML::EndMap;

@@ -120,6 +120,15 @@ struct jellyfish_options {
   double compute_share = 0;       // > 0: budgets are this share of each SLO, uplinks ignored
 };
 
+// Graft (`scheduler: {policy: graft, graft: {...}}`): each partitioned model's fragments (the
+// layer where the server starts, the SLO left, the rate) are merged while the margin stays above
+// `theta`, grouped about `group_size` a group, and re-aligned onto shared layers
+// (scheduling/graft_epoch.hpp).
+struct graft_options {
+  double theta = 0.2;
+  int group_size = 5;
+};
+
 // The control plane, named as the user writes them under `scheduler:`.
 struct scheduler_options {
   scheduler_policy policy = scheduler_policy::nexus;  // static: every device runs every model
@@ -132,6 +141,7 @@ struct scheduler_options {
   int steps = 100;                                    // budget grid of the DP
   ipa_options ipa;                                    // policy ipa: the scaler's instances follow IPA's choices
   jellyfish_options jellyfish;                        // policy jellyfish
+  graft_options graft;                                // policy graft
 };
 
 // Autoscaling, named as the user writes them under `scaler:`. With a policy other than none the
@@ -157,6 +167,9 @@ struct cluster_config {
   std::vector<device_type> device_types;
   std::vector<node_spec> nodes;
   std::vector<model_spec> models;
+  // Every layer range [a, b) of every partitioned model but the whole, as a model named
+  // "BASE[a,b)" (derive_fragments; find_model finds them).
+  std::vector<model_spec> fragments;
   std::vector<pipeline> pipelines;
   runtime_options runtime;
   scheduler_options scheduler;
@@ -172,6 +185,9 @@ struct cluster_config {
   const node_spec* controller() const;
   std::vector<const node_spec*> with_role(role r) const;
 };
+
+// Fills cfg.fragments from its partitioned models (the loader does).
+void derive_fragments(cluster_config& cfg);
 
 struct config_error {
   std::string file;

@@ -15,7 +15,7 @@ namespace sloserve {
 
 enum class role : uint8_t { controller, frontend, worker };
 enum class device_kind : uint8_t { emulated, cpu, cuda };
-enum class scheduler_policy : uint8_t { nexus, batch_oblivious, static_plan, ipa, jellyfish, piccolo };
+enum class scheduler_policy : uint8_t { nexus, batch_oblivious, static_plan, ipa, jellyfish, piccolo, graft };
 enum class split_policy : uint8_t { dp, even };
 enum class scaler_policy : uint8_t { none, fa2, sponge, biscale, ipa };
 enum class predictor_kind : uint8_t { trend, recent_max };
@@ -38,7 +38,7 @@ SLOSERVE_KNOB(device_kind, {device_kind::emulated, "emulated"}, {device_kind::cp
 SLOSERVE_KNOB(scheduler_policy, {scheduler_policy::nexus, "nexus"},
               {scheduler_policy::batch_oblivious, "batch-oblivious"}, {scheduler_policy::static_plan, "static"},
               {scheduler_policy::ipa, "ipa"}, {scheduler_policy::jellyfish, "jellyfish"},
-              {scheduler_policy::piccolo, "piccolo"});
+              {scheduler_policy::piccolo, "piccolo"}, {scheduler_policy::graft, "graft"});
 SLOSERVE_KNOB(split_policy, {split_policy::dp, "dp"}, {split_policy::even, "even"});
 SLOSERVE_KNOB(scaler_policy, {scaler_policy::none, "none"}, {scaler_policy::fa2, "fa2"},
               {scaler_policy::sponge, "sponge"}, {scaler_policy::biscale, "biscale"}, {scaler_policy::ipa, "ipa"});

@@ -121,7 +121,7 @@ class torch_executor final : public device_executor {
         c10::cuda::CUDAStreamGuard on_compute(*compute_);
         uploaded.block(*compute_);
         batch.record_stream(*compute_);  // the allocator must not reuse it before compute is done
-        auto result = forward(modules_.at(m.name).module, in_precision(m, batch));
+        auto result = forward(m, in_precision(m, batch));
         if (result.dim() >= 1 && result.size(0) == padded(f.rows)) result = result.narrow(0, 0, f.rows);
         f.result = in_declared_type(m, result).to(torch::kCPU,
                                                   /*non_blocking=*/true);  // into pinned memory, on the compute stream
@@ -177,7 +177,11 @@ class torch_executor final : public device_executor {
         return fail("prefix model '" + m.prefix + "' of '" + m.name + "' has no TorchScript path");
       if (auto e = load_module(prefix_key(m), m.prefix_path, m.prefix, m.precision); !e.empty()) return fail(e);
     }
-    if (auto e = load_module(m.name, m.path, m.name, m.precision); !e.empty()) return fail(e);
+    if (m.partitioned() || m.is_fragment()) {
+      if (auto e = load_layers(m); !e.empty()) return fail(e);
+    } else if (auto e = load_module(m.name, m.path, m.name, m.precision); !e.empty()) {
+      return fail(e);
+    }
     // Warm up: the first forwards pay for allocation and setup; do not let requests pay them.
     // On cpu, twice at batch 1 and twice at the largest batch the session may run. On cuda every
     // padded size a request can meet (below), because cuDNN builds a plan per new input shape:
@@ -217,7 +221,7 @@ class torch_executor final : public device_executor {
     }
     try {
       auto n = static_cast<int64_t>(inputs.size());
-      auto result = forward(modules_.at(m.name).module, in_precision(m, stack(m, inputs, out.failed)));
+      auto result = forward(m, in_precision(m, stack(m, inputs, out.failed)));
       if (result.dim() >= 1 && result.size(0) == padded(n)) result = result.narrow(0, 0, n);
       if (auto err = split(m, result, 0, n, out); !err.empty()) out.error = err;
     } catch (const std::exception& ex) {
@@ -270,7 +274,33 @@ class torch_executor final : public device_executor {
   struct entry {
     torch::jit::Module module;
     double memory_mb = 0;
+    // A partitioned model's file: its top-level children, the model's layers in order.
+    std::vector<torch::jit::Module> layers{};
+    int from = 0, to = 0;  // the range this model runs of them
   };
+
+  // A partitioned model or one of its fragments: the file is loaded once per path (every range
+  // shares it) and must hold exactly as many top-level children as the model declares layers.
+  std::string load_layers(const model_spec& m) {
+    auto key = "layers:" + m.path;
+    if (auto e = load_module(key, m.path, m.name, m.precision); !e.empty()) return e;
+    auto& file = modules_.at(key);
+    if (file.layers.empty())
+      for (const auto& child : file.module.children()) file.layers.push_back(child);
+    int from = m.is_fragment() ? m.layer_from : 0;
+    int to = m.is_fragment() ? m.layer_to : static_cast<int>(m.layers.size());
+    if (m.partitioned() && file.layers.size() != m.layers.size())
+      return "model '" + m.name + "' declares " + std::to_string(m.layers.size()) + " layers but " + m.path +
+             " holds " + std::to_string(file.layers.size()) + " top-level modules";
+    if (to > static_cast<int>(file.layers.size()))
+      return "model '" + m.name + "' runs layers up to " + std::to_string(to) + " but " + m.path + " holds " +
+             std::to_string(file.layers.size());
+    entry e = file;
+    e.from = from;
+    e.to = to;
+    modules_[m.name] = std::move(e);
+    return {};
+  }
 
   static std::string prefix_key(const model_spec& m) {
     return "prefix:" + m.prefix;
@@ -403,6 +433,15 @@ class torch_executor final : public device_executor {
     row.copy_(((x / 255.0) - mean).div_(stddev)[0]);
     return {};
 #endif
+  }
+
+  // Model m on a batch: its module, or its range of a partitioned model's layers.
+  torch::Tensor forward(const model_spec& m, const torch::Tensor& batch) {
+    auto& e = modules_.at(m.name);
+    if (e.layers.empty()) return forward(e.module, batch);
+    auto x = batch;
+    for (int k = e.from; k < e.to; ++k) x = forward(e.layers[static_cast<size_t>(k)], x);
+    return x;
   }
 
   torch::Tensor forward(torch::jit::Module& module, const torch::Tensor& batch) {

@@ -1,5 +1,6 @@
 #include "loadgen/load.hpp"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -92,6 +93,11 @@ void run_lane(const load_options& o, size_t lane, size_t lanes, load_connection&
       r.inputs.push_back(o.images[next_payload++ % o.images.size()]);
     else
       r.inputs.push_back(payloads[which]);
+    r.start_layer = mix[which].start_layer;
+    if (mix[which].declare_slo) r.slo_ms = mix[which].slo_ms;
+    if (mix[which].clients > 0)
+      r.client = fmt::format("{}@{}/{:g}#{}", r.pipeline, r.start_layer, mix[which].slo_ms,
+                             r.request_id / static_cast<uint64_t>(lanes) % static_cast<uint64_t>(mix[which].clients));
     r.network_ms = network_at(intended);
     r.sent_at_us = start_wall_us + std::chrono::duration_cast<std::chrono::microseconds>(intended - start).count();
     bool measured = intended >= measure_from;

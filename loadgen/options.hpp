@@ -18,6 +18,10 @@ struct mix_entry {
   double slo_ms = 0;
   tensor_spec input;
   std::string input_name = "input";  // http: as the KServe v2 protocol names it
+  // A partitioned model (Graft): requests start at this layer and declare `slo_ms` as their own.
+  uint32_t start_layer = 0;
+  bool declare_slo = false;
+  int clients = 0;  // > 0: its requests come from this many clients, named "PIPELINE@START/SLO#k"
 };
 
 // How the load client speaks to the frontend.

@@ -32,6 +32,9 @@ struct ClientRequest {
   rateHz @7 :Float64;  # frames/s it sends; 0: measured at the frontend
   rttMs @8 :Float64 = -1;  # its smoothed round trip to the frontend; < 0: unknown
   queuedMs @9 :Float64;  # how long it waited on the client, after sentAtUs, before its bytes went out
+  # A partitioned model (Graft): the client ran layers [0, startLayer) and sends what they made;
+  # the server runs the rest within sloMs (the time left). 0: the whole model.
+  startLayer @10 :UInt32;
 }
 
 struct StageTiming {
@@ -128,6 +131,15 @@ struct SessionLoad {
   meanBudgetMs @7 :Float64;  # time left to the deadline when requests arrived (network time shows here)
 }
 
+# Queries of a partitioned model's pipeline that start at one layer under one SLO (Graft's
+# fragment <p, t, q>), and how many clients sent them.
+struct FragmentLoad {
+  startLayer @0 :UInt32;
+  sloMs @1 :Float64;
+  queries @2 :UInt64;
+  clients @3 :UInt32;
+}
+
 # A frontend's view of one pipeline: queries admitted and invocations of each stage (for rates
 # and measured fan-out), since the previous report.
 struct PipelineLoad {
@@ -135,7 +147,9 @@ struct PipelineLoad {
   queries @1 :UInt64;
   stageInvocations @2 :List(UInt64);
   fallthroughs @3 :List(UInt64);  # per stage: invocations of a cascade's second model (its first unsure)
+  fragments @4 :List(FragmentLoad);  # a partitioned model's queries by where they start and their SLO
 }
+
 
 # A frontend's view of the way to one worker: over its last window, the time its invocations
 # spent outside the worker's queue and device (send to result, less queueing and execution); and
@@ -214,6 +228,19 @@ struct ClientRoute {
   #! eq
 }
 
+# Graft: queries of `pipeline` that start at `startLayer` with an SLO of at least `sloMs` run the
+# layer ranges `models` names in turn, each within its share of the time left (`budgetsMs`, in
+# proportion). Routes of one start and SLO share its queries by `rate`.
+struct FragmentRoute {
+  pipeline @0 :Text;
+  startLayer @1 :UInt32;
+  sloMs @2 :Float64;
+  models @3 :List(Text);
+  budgetsMs @4 :List(Float64);
+  rate @5 :Float64;
+  #! eq
+}
+
 # Controller -> frontends.
 struct RoutingTable {
   epoch @0 :UInt64;
@@ -221,7 +248,9 @@ struct RoutingTable {
   budgets @2 :List(StageBudget);
   clients @3 :List(ClientRoute);
   frontends @4 :UInt32 = 1;  # frontends sharing the dummy rates: each sends its share
+  fragments @5 :List(FragmentRoute);
 }
+
 
 struct SessionSchedule {
   model @0 :Text;

@@ -101,4 +101,54 @@ std::optional<precision> parse_precision(std::string_view name) {
   return std::nullopt;
 }
 
+std::string fragment_name(const model_spec& base, int from, int to) {
+  if (from == 0 && to == static_cast<int>(base.layers.size())) return base.name;
+  return base.name + "[" + std::to_string(from) + "," + std::to_string(to) + ")";
+}
+
+latency_profile sum_profiles(const std::vector<const latency_profile*>& parts) {
+  latency_profile out;
+  bool linear = std::none_of(parts.begin(), parts.end(), [](auto* p) { return p->tabular(); });
+  if (linear) {
+    for (auto* p : parts) out.alpha_ms += p->alpha_ms, out.beta_ms += p->beta_ms;
+    return out;
+  }
+  std::vector<int> sizes;
+  for (auto* p : parts)
+    if (p->tabular()) sizes.insert(sizes.end(), p->batch.begin(), p->batch.end());
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  for (int b : sizes) {
+    double ms = 0;
+    for (auto* p : parts) ms += p->latency_ms_at(b);
+    out.batch.push_back(b);
+    out.latency_ms.push_back(ms);
+  }
+  return out;
+}
+
+model_spec make_fragment(const model_spec& base, int from, int to) {
+  model_spec m;
+  m.name = fragment_name(base, from, to);
+  m.fragment_of = base.name;
+  m.layer_from = from;
+  m.layer_to = to;
+  auto n = static_cast<int>(base.layers.size());
+  m.input = base.layers[static_cast<size_t>(from)].input;
+  m.input_name = base.input_name;
+  m.output = to == n ? base.output : base.layers[static_cast<size_t>(to)].input;
+  m.output_name = base.output_name;
+  m.max_batch = base.max_batch;
+  std::vector<const latency_profile*> parts;
+  for (int k = from; k < to; ++k) parts.push_back(&base.layers[static_cast<size_t>(k)].profile);
+  m.profile = sum_profiles(parts);
+  m.jitter = base.jitter;
+  m.share_exponent = base.share_exponent;
+  m.load_ms = base.load_ms;
+  m.memory_mb = base.memory_mb;
+  m.path = base.path;
+  m.precision = base.precision;
+  return m;
+}
+
 }  // namespace sloserve

@@ -66,6 +66,15 @@ enum class precision { fp32, fp16, bf16 };
 std::string_view precision_name(precision p);
 std::optional<precision> parse_precision(std::string_view name);
 
+// `models[].layers`: a model a client may split (Graft, seed 003). The client runs layers [0, p)
+// and sends what they made; the server runs [p, end). Each layer (a block between the points where
+// a client may cut) declares what enters it and what it costs alone; a range costs the sum.
+struct layer_spec {
+  std::string name;
+  tensor_spec input;        // what enters the layer (the first layer's: the model's input)
+  latency_profile profile;  // l(b) of this layer alone, on a whole device
+};
+
 struct model_spec {
   std::string name;
   tensor_spec input;
@@ -115,12 +124,31 @@ struct model_spec {
   std::optional<image_preprocess> preprocess;
   sloserve::precision precision = sloserve::precision::fp32;
 
+  // Partitioned models (above); empty: whole models only.
+  std::vector<layer_spec> layers{};
+  // A fragment (cluster_config::fragments): layers [layer_from, layer_to) of the partitioned
+  // model `fragment_of`, which the config derives for every range; empty: a model of the file.
+  std::string fragment_of{};
+  int layer_from = 0, layer_to = 0;
+  bool partitioned() const { return !layers.empty(); }
+  bool is_fragment() const { return !fragment_of.empty(); }
+
   bool is_variant() const { return !prefix.empty(); }
   // Cost of this variant's suffix on b requests: its full l(b) less the prefix's l(b).
   double suffix_ms_at(int b) const;
 
   int batch_limit() const { return profile.max_batch(max_batch); }
 };
+
+// The name of layers [from, to) of partitioned model `base` as a model: "BASE[from,to)"; the
+// whole range is `base` itself.
+std::string fragment_name(const model_spec& base, int from, int to);
+// Layers [from, to) of partitioned `base` (0 <= from < to <= layers) as a model: the input of
+// layer `from`, the output of the last, the summed profile (linear when every layer's is), and
+// the base's batch limit, share exponent, memory, load time and TorchScript file.
+model_spec make_fragment(const model_spec& base, int from, int to);
+// The sum of profiles: linear when all are, else tabular over every listed size.
+latency_profile sum_profiles(const std::vector<const latency_profile*>& parts);
 
 // The form of `t` as an input of `m`, or why it is not one (`error` set). Checks the declared
 // tensor exactly; images only by shape and size (the device decodes them).

@@ -9,6 +9,7 @@
 
 #include "pipelines/query_walk.hpp"
 #include "scheduling/catalogue.hpp"
+#include "scheduling/graft_epoch.hpp"
 #include "scheduling/packing.hpp"
 #include "scheduling/piccolo_epoch.hpp"
 
@@ -17,8 +18,10 @@ namespace sloserve::sched {
 namespace {
 
 bool slot_fits(const device_slot& slot, const device_plan& d, const std::vector<session>& ss) {
-  // Planners other than Piccolo plan whole devices with the model's profile.
-  if (d.type ? slot.type != *d.type || std::abs(slot.share - d.share) > 1e-9 : slot.share < 1) return false;
+  // Piccolo plans a type at a share; Graft a share of any device, which a larger share serves
+  // too; the others whole devices with the model's profile.
+  if (d.type ? slot.type != *d.type || std::abs(slot.share - d.share) > 1e-9 : slot.share < d.share - 1e-9)
+    return false;
   for (auto& a : d.sessions)
     if (!slot.serves(ss[a.session].model->name)) return false;
   return slot.memory_mb <= 0 || d.memory_mb <= slot.memory_mb + 1e-9;
@@ -315,18 +318,23 @@ void bind_slots(const epoch_input& in, const epoch_result* previous, epoch_resul
   for (size_t k = 0; k < out.placement.devices.size(); ++k) {
     if (out.slot_of[k] >= 0) continue;
     while (first_free < in.slots.size() && taken[first_free]) ++first_free;
+    // The free slot with the least share that fits (the first of them): a fractional device does
+    // not take a whole one while a fraction is free.
+    int best = -1;
     for (size_t s = first_free; s < in.slots.size(); ++s)
-      if (!taken[s] && slot_fits(in.slots[s], out.placement.devices[k], out.sessions)) {
-        out.slot_of[k] = static_cast<int>(s);
-        taken[s] = true;
-        break;
+      if (!taken[s] && (best < 0 || in.slots[s].share < in.slots[static_cast<size_t>(best)].share - 1e-12) &&
+          slot_fits(in.slots[s], out.placement.devices[k], out.sessions)) {
+        best = static_cast<int>(s);
+        if (in.slots[s].share <= out.placement.devices[k].share + 1e-12) break;
       }
+    if (best >= 0) out.slot_of[k] = best, taken[static_cast<size_t>(best)] = true;
     if (out.slot_of[k] < 0) ++out.devices_missing;
   }
 }
 
 expected<epoch_result> plan_epoch(const epoch_input& in, const epoch_result* previous) {
   if (in.policy == scheduler_policy::piccolo) return plan_piccolo_epoch(in, previous);
+  if (in.policy == scheduler_policy::graft) return plan_graft_epoch(in, previous);
   auto& pipes = *in.pipelines;
   auto& models = *in.models;
   if (in.rates.size() != pipes.size()) return fail("need one rate per pipeline");
@@ -483,9 +491,10 @@ expected<scaled_epoch> plan_scaled_epoch(epoch_input& in, const epoch_result* pr
   scaled_epoch out{std::move(*planned), 1};
   if (variants) out.degraded = variants->degraded, out.variants_fit = variants->fits;
   auto& r = out.result;
-  // Piccolo plans for the cost of the load as measured (with the configured headroom): spare
-  // devices stay off.
-  if (in.policy != scheduler_policy::piccolo && r.devices_missing == 0 && r.placement.devices.size() < in.slots.size())
+  // Piccolo and Graft plan for the cost of the load as measured (with the configured headroom):
+  // spare devices stay off.
+  bool least_cost = in.policy == scheduler_policy::piccolo || in.policy == scheduler_policy::graft;
+  if (!least_cost && r.devices_missing == 0 && r.placement.devices.size() < in.slots.size())
     out.scale = fit_scale(in, previous, 1, 4, 8, r, fits_cluster);
   else if (r.devices_missing > 0)
     out.scale = fit_scale(in, previous, 0, 1, 12, r, [](const epoch_result& x) { return x.devices_missing == 0; });

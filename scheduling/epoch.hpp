@@ -11,6 +11,7 @@
 
 #include "pipelines/expected.hpp"
 #include "scheduling/catalogue.hpp"
+#include "scheduling/pipeline_load.hpp"
 #include "scheduling/planner.hpp"
 #include "scheduling/query_analyzer.hpp"
 
@@ -46,6 +47,12 @@ struct epoch_input {
   // as declared (1 - the first model's pass_rate, or 0.5).
   std::vector<std::vector<double>> fallthroughs;
   std::vector<device_slot> slots;
+  // Graft: per pipeline, its queries by where they start and their SLO (each a share of the
+  // pipeline's rate), and the fragment models of the config (cluster_config::fragments).
+  std::vector<std::vector<fragment_share>> fragments;
+  const std::vector<model_spec>* fragment_models = nullptr;
+  double graft_theta = 0.2;
+  int graft_group_size = 5;
   scheduler_policy policy = scheduler_policy::nexus;  // static packs as nexus
   split_policy split = split_policy::dp;
   int steps = 100;  // budget grid of the DP
@@ -67,6 +74,17 @@ struct epoch_result {
   // Per session, the models it runs with their rates: one, or the variants of one prefix that
   // share an SLO (merged so that they land on the same devices and batch the prefix together).
   std::vector<std::vector<std::pair<const model_spec*, double>>> models_of;
+  // Graft: where each fragment's queries go, the layer ranges in turn.
+  struct fragment_route {
+    size_t pipeline = 0;
+    int start = 0;
+    double slo_ms = 0;
+    double rate = 0;
+    std::vector<std::string> models;
+    std::vector<double> budget_ms;
+  };
+  std::vector<fragment_route> fragment_routes{};
+  double resources = 0;  // Graft: the shares its devices take (sum of share x instances)
 };
 
 // Binds `out.placement`'s devices to `in.slots`: a device keeps the previous epoch's slot of its

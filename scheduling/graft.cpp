@@ -217,8 +217,8 @@ gf_plan realign(const gf_model& m, const std::vector<gf_fragment>& group, int sw
 }
 
 gf_plan plan_graft(const gf_model& m, const std::vector<gf_fragment>& fragments, std::vector<gf_fragment>* merged,
-                   size_t group_size) {
-  auto frags = merge_fragments(m, fragments);
+                   size_t group_size, double theta) {
+  auto frags = merge_fragments(m, fragments, theta);
   gf_plan out;
   out.feasible = true;
   for (auto& g : group_fragments(frags, group_size)) {

@@ -86,7 +86,7 @@ gf_plan realign(const gf_model& m, const std::vector<gf_fragment>& group, int sw
 // Merge, group, re-align: the whole plan (stage fragment indices refer to `fragments` after
 // merging, returned in `merged`).
 gf_plan plan_graft(const gf_model& m, const std::vector<gf_fragment>& fragments,
-                   std::vector<gf_fragment>* merged = nullptr, size_t group_size = 5);
+                   std::vector<gf_fragment>* merged = nullptr, size_t group_size = 5, double theta = 0.2);
 gf_plan gslice_plan(const gf_model& m, const std::vector<gf_fragment>& fragments);
 double brute_force_plan(const gf_model& m, const std::vector<gf_fragment>& fragments);
 

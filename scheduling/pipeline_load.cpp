@@ -9,7 +9,7 @@
 namespace sloserve::sched {
 
 pipeline_load::pipeline_load(const std::vector<size_t>& stages, int settle_windows)
-    : settle_windows_(settle_windows), queries_(stages.size(), 0) {
+    : settle_windows_(settle_windows), queries_(stages.size(), 0), fragments_(stages.size()) {
   for (auto n : stages) {
     rates_.pipelines.push_back({0, std::vector<double>(n, 0), std::vector<double>(n, 0)});
     stages_.emplace_back(n, 0);
@@ -18,8 +18,15 @@ pipeline_load::pipeline_load(const std::vector<size_t>& stages, int settle_windo
 }
 
 void pipeline_load::count(size_t p, uint64_t queries, const std::vector<uint64_t>& stage_invocations,
-                          const std::vector<uint64_t>& fallthroughs) {
+                          const std::vector<uint64_t>& fallthroughs, const std::vector<fragment_count>& fragments) {
   if (p >= queries_.size()) return;
+  for (auto& f : fragments) {
+    // Frontends report what clients sent; a pipeline keeps at most 256 fragments.
+    if (f.queries == 0 || (fragments_[p].size() >= 256 && !fragments_[p].count({f.start, f.slo_ms}))) continue;
+    auto& w = fragments_[p][{f.start, f.slo_ms}];
+    w.queries += static_cast<double>(f.queries);
+    w.clients += std::max(1, f.clients);
+  }
   queries_[p] += queries;
   for (size_t s = 0; s < stage_invocations.size() && s < stages_[p].size(); ++s) stages_[p][s] += stage_invocations[s];
   for (size_t s = 0; s < fallthroughs.size() && s < fallthroughs_[p].size(); ++s)
@@ -42,6 +49,25 @@ void pipeline_load::close_window(double window_s) {
     }
     any |= queries_[p] > 0;
     queries_[p] = 0;
+    // Fragments: each one's queries smoothed as the rates are; its share of the pipeline's.
+    double total = 0;
+    for (auto& [key, f] : fragments_[p]) {
+      f.smoothed = w * f.queries + (1 - w) * f.smoothed;
+      f.smoothed_clients = w * f.clients + (1 - w) * f.smoothed_clients;
+      f.queries = f.clients = 0;
+      total += f.smoothed;
+    }
+    r.fragments.clear();
+    for (auto it = fragments_[p].begin(); it != fragments_[p].end();) {
+      auto& f = it->second;
+      if (total <= 0 || f.smoothed < 0.01 * total) {
+        it = fragments_[p].erase(it);
+        continue;
+      }
+      r.fragments.push_back({it->first.first, it->first.second, f.smoothed / total,
+                             std::max(1, static_cast<int>(std::lround(f.smoothed_clients)))});
+      ++it;
+    }
   }
   if (any) ++rates_.windows_with_load;
 }
@@ -54,6 +80,7 @@ void set_measured_load(epoch_input& in, const pipeline_rates& rates, double head
     in.rates.push_back(rates.pipelines[pi].rate * (1 + headroom));
     in.fanouts.push_back(measured_fanout((*in.pipelines)[pi], rates.pipelines[pi]));
     in.fallthroughs.push_back(measured_fallthrough((*in.pipelines)[pi], *in.models, rates.pipelines[pi]));
+    in.fragments.push_back(rates.pipelines[pi].fragments);
   }
 }
 

@@ -3,16 +3,38 @@
 // smoothed over windows of the frontends' counts, and the fan-out they imply.
 
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "pipelines/pipeline.hpp"
 
 namespace sloserve::sched {
 
+// A partitioned model's queries that start at layer `start` under an SLO of `slo_ms`: Graft's
+// fragment, as a share of its pipeline's rate, from `clients` clients.
+struct fragment_share {
+  int start = 0;
+  double slo_ms = 0;
+  double share = 0;
+  int clients = 1;
+  bool operator==(const fragment_share&) const = default;
+};
+
+// Queries counted for one fragment in a frontend's window.
+struct fragment_count {
+  int start = 0;
+  double slo_ms = 0;
+  uint64_t queries = 0;
+  int clients = 1;
+};
+
 struct pipeline_rate {
   double rate = 0;                    // queries/s
   std::vector<double> stage;          // invocations/s per stage
   std::vector<double> fallthrough{};  // per stage: invocations/s of a cascade's second model
+  // A partitioned model's fragments (those above 1% of its queries), smoothed as the rates are.
+  std::vector<fragment_share> fragments{};
 };
 
 struct pipeline_rates {
@@ -30,7 +52,7 @@ class pipeline_load {
   // A frontend's counts for pipeline `p` since its last report.
   // `fallthroughs`: per stage, invocations of a cascade's second model (may be empty).
   void count(size_t p, uint64_t queries, const std::vector<uint64_t>& stage_invocations,
-             const std::vector<uint64_t>& fallthroughs = {});
+             const std::vector<uint64_t>& fallthroughs = {}, const std::vector<fragment_count>& fragments = {});
   // Folds the counts of the last `window_s` seconds into the rates and starts a new window.
   void close_window(double window_s);
   const pipeline_rates& rates() const { return rates_; }
@@ -40,6 +62,12 @@ class pipeline_load {
   pipeline_rates rates_;
   std::vector<uint64_t> queries_;
   std::vector<std::vector<uint64_t>> stages_, fallthroughs_;
+  // Per pipeline, per (start, SLO): queries and clients this window, and their smoothed values.
+  struct fragment_window {
+    double queries = 0, clients = 0;  // this window
+    double smoothed = 0, smoothed_clients = 0;
+  };
+  std::vector<std::map<std::pair<int, double>, fragment_window>> fragments_;
 };
 
 // Beacon windows with load before the first plan: one partial window and about a second of full

@@ -50,6 +50,9 @@ sched::epoch_input planning_input(const cluster_config& cfg, const std::vector<m
   in.policy = cfg.scheduler.policy;
   in.split = cfg.scheduler.split;
   in.steps = cfg.scheduler.steps;
+  in.fragment_models = &cfg.fragments;
+  in.graft_theta = cfg.scheduler.graft.theta;
+  in.graft_group_size = cfg.scheduler.graft.group_size;
   return in;
 }
 
@@ -73,12 +76,19 @@ msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_in
     // Piccolo's padding goes with the machine's one model.
     auto& pd = r.placement.devices[k];
     auto* padded = pd.dummy_rate > 0 ? r.models_of[pd.sessions.front().session].front().first : nullptr;
-    for (auto& [model, w] : rate)
-      routes[model].instances.push_back(
+    for (auto& [model, w] : rate) {
+      auto& route = routes[model];
+      route.model = model;  // a fragment of a partitioned model is not among the file's models
+      route.instances.push_back(
           {slot.node, slot.device, std::max(w, 1e-3), padded && padded->name == model ? pd.dummy_rate : 0});
+    }
   }
   t.frontends = static_cast<uint32_t>(std::max<size_t>(1, cfg.with_role(role::frontend).size()));
   for (auto& [name, route] : routes) t.routes.push_back(std::move(route));
+  auto& planned_pipes = in.pipelines ? *in.pipelines : cfg.pipelines;
+  for (auto& f : r.fragment_routes)
+    t.fragments.push_back(
+        {planned_pipes[f.pipeline].name, static_cast<uint32_t>(f.start), f.slo_ms, f.models, f.budget_ms, f.rate});
   // Each stage runs the model (variant) the epoch planned it with.
   auto& planned = in.pipelines ? *in.pipelines : cfg.pipelines;
   auto& models = in.models ? *in.models : cfg.models;
@@ -119,6 +129,14 @@ std::map<std::string, msg::schedule> schedules_from(const cluster_config& cfg, c
   return out;
 }
 
+std::vector<const model_spec*> served_models(const cluster_config& cfg) {
+  std::vector<const model_spec*> out;
+  for (auto& m : cfg.models) out.push_back(&m);
+  for (auto& f : cfg.fragments)
+    if (f.layer_to == static_cast<int>(cfg.find_model(f.fragment_of)->layers.size())) out.push_back(&f);
+  return out;
+}
+
 msg::schedule static_schedule(const cluster_config& cfg, const node_spec& node, uint64_t epoch) {
   // Each model batches up to the saturating size for its tightest even-split budget: a device
   // that runs several models round-robin then stays within their budgets more often.
@@ -135,11 +153,11 @@ msg::schedule static_schedule(const cluster_config& cfg, const node_spec& node, 
   for (int d = 0; d < node.device_count(); ++d) {
     msg::device_schedule ds;
     ds.device = static_cast<uint32_t>(d);
-    for (auto& m : cfg.models) {
-      if (!node.serves(d, m.name)) continue;
-      auto it = budget.find(m.name);
-      int b = it == budget.end() ? 0 : saturating_batch(m, it->second);
-      ds.sessions.push_back({m.name, static_cast<uint32_t>(b > 0 ? b : m.batch_limit())});
+    for (auto* m : served_models(cfg)) {
+      if (!node.serves(d, m->name)) continue;
+      auto it = budget.find(m->is_fragment() ? m->fragment_of : m->name);
+      int b = it == budget.end() ? 0 : saturating_batch(*m, it->second);
+      ds.sessions.push_back({m->name, static_cast<uint32_t>(b > 0 ? b : m->batch_limit())});
     }
     s.devices.push_back(std::move(ds));
   }
@@ -151,11 +169,11 @@ cluster_placement static_placement(const cluster_config& cfg, uint64_t epoch) {
   out.table.epoch = epoch;
   for (auto& n : cfg.nodes)
     if (n.has_role(role::worker)) out.schedules[n.name] = static_schedule(cfg, n, epoch);
-  for (auto& m : cfg.models) {
-    msg::model_route r{m.name, {}};
+  for (auto* m : served_models(cfg)) {
+    msg::model_route r{m->name, {}};
     for (auto& n : cfg.nodes)
       for (int d = 0; n.has_role(role::worker) && d < n.device_count(); ++d)
-        if (n.serves(d, m.name)) r.instances.push_back({n.name, static_cast<uint32_t>(d), 1.0});
+        if (n.serves(d, m->name)) r.instances.push_back({n.name, static_cast<uint32_t>(d), 1.0});
     out.table.routes.push_back(std::move(r));
   }
   for (auto& p : cfg.pipelines) {
@@ -179,6 +197,10 @@ void add_backups(const cluster_config& cfg, const std::vector<pipeline>& pipelin
     for (auto& stage : p.stages) {
       std::vector<std::string> names{stage.model};  // and a cascade's second model
       if (stage.cascade) names.push_back(cfg.models[stage.cascade->second_index].name);
+      // A partitioned model's rest from every layer: queries from where no plan starts yet.
+      if (auto* base = cfg.find_model(stage.model); base && base->partitioned())
+        for (int p = 1; p < static_cast<int>(base->layers.size()); ++p)
+          names.push_back(fragment_name(*base, p, static_cast<int>(base->layers.size())));
       for (auto& name : names) {
         if (routed.count(name)) continue;
         const sched::device_slot* best = nullptr;

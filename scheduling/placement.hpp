@@ -54,6 +54,10 @@ sched::pc_app piccolo_app(const cluster_config& cfg, const pipeline& p, double r
 // measured profiles), the config's pipelines; rates still to be set.
 sched::epoch_input planning_input(const cluster_config& cfg, const std::vector<model_spec>& models);
 
+// The models a device may be given: the file's, and the rest [p, end) of each partitioned model
+// from every layer p (what requests that start there run until a plan covers them).
+std::vector<const model_spec*> served_models(const cluster_config& cfg);
+
 // The placement before any plan: every device runs every model it may serve, at the batch that
 // saturates its tightest even-split budget; budgets are the even split.
 cluster_placement static_placement(const cluster_config& cfg, uint64_t epoch);

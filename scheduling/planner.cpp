@@ -91,6 +91,7 @@ std::unique_ptr<planner> make_planner(scheduler_policy policy) {
     case scheduler_policy::ipa:        // chooses variants and sizes; what it places packs as nexus
     case scheduler_policy::jellyfish:  // places one variant per device itself; packs as nexus if asked
     case scheduler_policy::piccolo:    // plans configuration sets itself (sloserve plan); packs as nexus if asked
+    case scheduler_policy::graft:      // re-aligns fragments itself; packs as nexus if asked
       break;                           // static plans are made by placement; epochs pack as nexus
   }
   return std::make_unique<nexus_planner>();

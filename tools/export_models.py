@@ -156,6 +156,17 @@ def resnet18_fragments(out, side=64):
         full_out.numpy().astype("float32").tofile(stem + ".output.bin")
         with open(stem + ".shape", "w") as f:
             f.write(" ".join(str(d) for d in handed.shape[1:]) + "\n")
+    # The same network as one file of blocks, one per split (a partitioned model, models[].layers):
+    # a server runs any range of them. resnet18_blocks.shapes: what enters each block, a line each.
+    cuts = list(RESNET18_SPLITS) + [len(layers)]
+    blocks = torch.nn.Sequential(*[torch.nn.Sequential(*layers[a:b]) for a, b in zip(cuts, cuts[1:])])
+    save(blocks, images[:1], os.path.join(out, "resnet18_blocks.pt"))
+    with open(os.path.join(out, "resnet18_blocks.shapes"), "w") as f:
+        x = images[:1]
+        with torch.no_grad():
+            for block in blocks:
+                f.write(" ".join(str(d) for d in x.shape[1:]) + "\n")
+                x = block(x)
 
 
 def small(out):

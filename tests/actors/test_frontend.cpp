@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "actors/roles.hpp"
 #include "caf_fixture.hpp"
 
@@ -482,6 +484,133 @@ TEST_F(frontend_fixture, node_down_with_no_survivor_answers_error) {
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].code, msg::status::error);
   EXPECT_NE(r[0].reason.find("worker node 'w1' failed"), std::string::npos);
+}
+
+// Graft: a request of a partitioned model that starts at a layer runs its fragment's ranges in
+// turn, each by its share of the time left, on what the one before made; a start no route covers
+// runs the model's rest; bad starts are refused; the frontend reports the fragments it saw.
+const char* partitioned_yaml = R"(
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller]}
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated}]}
+models:
+  - name: m
+    input: {dtype: float32, shape: [4]}
+    output: {dtype: float32, shape: [3]}
+    max_batch: 4
+    layers:
+      - {profile: {alpha_ms: 1, beta_ms: 1}}
+      - {input: {dtype: float32, shape: [6]}, profile: {alpha_ms: 1, beta_ms: 1}}
+      - {input: {dtype: float32, shape: [2]}, profile: {alpha_ms: 1, beta_ms: 1}}
+pipelines:
+  - {name: ph, slo_ms: 200, stages: [{name: rest, model: m}]}
+runtime: {beacon_ms: 1000}
+scheduler: {policy: graft}
+)";
+
+struct graft_frontend_fixture : caf_fixture, ::testing::Test {
+  graft_frontend_fixture() {
+    cfg_ = testing::parse_or_die(partitioned_yaml);
+    net = std::make_shared<recording_link>("fe");
+    fe = keep(spawn_frontend(*sys, {cfg_, net, 1, [] { return int64_t{0}; }}));
+    net->actors.frontend = fe;
+    caf::anon_send(fe, start_atom::value);
+    run();
+    msg::routing_table t;
+    t.epoch = 1;
+    for (auto* name : {"m", "m[1,2)", "m[2,3)", "m[1,3)"}) t.routes.push_back({name, {{"w1", 0, 1}}});
+    t.budgets.push_back({"ph", "rest", 200, "m"});
+    t.fragments.push_back({"ph", 1, 100, {"m[1,2)", "m[2,3)"}, {10, 30}, 5});
+    t.fragments.push_back({"ph", 1, 300, {"m[1,3)"}, {100}, 5});
+    caf::anon_send(fe, t);
+    run();
+  }
+  void request(uint64_t id, uint32_t start, double slo_ms, std::vector<int64_t> shape) {
+    msg::client_request r{"ph", id, {make_tensor({dtype::float32, shape}, 1)}};
+    r.start_layer = start;
+    r.slo_ms = slo_ms;
+    caf::anon_send(fe, ingress{"phone-" + std::to_string(id % 2), std::move(r)});
+    run();
+  }
+  void answer(const msg::invocation& inv) {
+    msg::invocation_result r;
+    r.id = inv.id;
+    r.code = msg::status::ok;
+    r.node = "w1";
+    r.batch = 1;
+    r.outputs.push_back(make_tensor(cfg_->find_model(inv.model)->output, inv.id, "output"));
+    caf::anon_send(fe, r);
+    run();
+  }
+  std::shared_ptr<const cluster_config> cfg_;
+  std::shared_ptr<recording_link> net;
+  frontend_actor fe;
+};
+
+TEST_F(graft_frontend_fixture, a_fragment_runs_its_ranges_in_turn_within_their_shares_of_the_time) {
+  // Start 1 with 150 ms: the route planned for 100 ms (the largest not above), 10 + 30 ms.
+  request(1, 1, 150, {6});
+  auto first = net->take<msg::invocation>();
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].second.model, "m[1,2)");
+  EXPECT_EQ(first[0].second.budget_ns, std::chrono::nanoseconds(150ms).count() / 4) << "10 of 40 ms";
+  advance(5ms);
+  answer(first[0].second);
+  auto second = net->take<msg::invocation>();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].second.model, "m[2,3)");
+  EXPECT_EQ(second[0].second.inputs.at(0).shape, std::vector<int64_t>{2}) << "what the first range made";
+  EXPECT_EQ(second[0].second.budget_ns, std::chrono::nanoseconds(145ms).count());
+  EXPECT_TRUE(net->client_replies().empty());
+  answer(second[0].second);
+  auto replies = net->client_replies();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].code, msg::status::ok);
+  ASSERT_EQ(replies[0].outputs.size(), 1u);
+  EXPECT_EQ(replies[0].outputs[0].shape, std::vector<int64_t>{3});
+  ASSERT_EQ(replies[0].timings.size(), 2u);
+  EXPECT_EQ(replies[0].timings[1].model, "m[2,3)");
+  // With 400 ms left the route planned for 300 ms: one range.
+  request(2, 1, 400, {6});
+  auto one = net->take<msg::invocation>();
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].second.model, "m[1,3)");
+  answer(one[0].second);
+  ASSERT_EQ(net->client_replies().size(), 2u);
+  EXPECT_EQ(net->client_replies().at(1).code, msg::status::ok);
+  // No route starts at 2 yet: the model's rest from there. Start 0: the whole model.
+  request(3, 2, 150, {2});
+  request(4, 0, 0, {4});
+  auto rest = net->take<msg::invocation>();
+  ASSERT_EQ(rest.size(), 2u);
+  EXPECT_EQ(rest[0].second.model, "m[2,3)");
+  EXPECT_EQ(rest[1].second.model, "m");
+  EXPECT_EQ(rest[1].second.budget_ns, std::chrono::nanoseconds(200ms).count()) << "the pipeline's SLO";
+  for (auto& [node, inv] : rest) answer(inv);
+  ASSERT_EQ(net->client_replies().size(), 4u);
+  for (auto& r : net->client_replies()) EXPECT_EQ(r.code, msg::status::ok) << r.reason;
+  // Refused with the reason: a start beyond the layers, and an input that is not that layer's.
+  request(5, 3, 100, {4});
+  request(6, 1, 100, {4});
+  auto refused = net->client_replies();
+  ASSERT_EQ(refused.size(), 6u);
+  EXPECT_EQ(refused[4].code, msg::status::error);
+  EXPECT_NE(refused[4].reason.find("startLayer 3 is not below the 3 layers"), std::string::npos) << refused[4].reason;
+  EXPECT_NE(refused[5].reason.find("float32[6]"), std::string::npos) << refused[5].reason;
+  EXPECT_TRUE(net->take<msg::invocation>().empty());
+  // The beacon's load report: queries by start and SLO, with the clients that sent them.
+  for (int i = 0; i < 100; ++i) advance(10ms);
+  auto reports = net->take<msg::load_report>();
+  ASSERT_FALSE(reports.empty());
+  std::map<std::pair<uint32_t, double>, std::pair<uint64_t, uint32_t>> seen;
+  for (auto& [node, r] : reports)
+    for (auto& pl : r.pipelines)
+      for (auto& f : pl.fragments) seen[{f.start_layer, f.slo_ms}] = {f.queries, f.clients};
+  EXPECT_EQ(seen.size(), 4u);
+  using tally = std::pair<uint64_t, uint32_t>;
+  EXPECT_EQ(seen[std::make_pair(1u, 150.0)], tally(1, 1));
+  EXPECT_EQ(seen[std::make_pair(0u, 200.0)], tally(1, 1)) << "no SLO of its own: the pipeline's";
 }
 
 }  // namespace

@@ -880,5 +880,62 @@ pipelines:
   EXPECT_NE(errors_of(bad).find("only emulated devices take shares"), std::string::npos) << errors_of(bad);
 }
 
+// Partitioned models: blocks with their inputs and profiles; every range is a model of its own,
+// found by name, served where the model is; mistakes are named with their place; the file
+// round-trips; policy graft takes only pipelines of one stage on such a model.
+TEST(cluster_config, partitioned_models_derive_a_model_per_range_and_are_checked) {
+  std::ifstream in(std::string(SLOSERVE_EXAMPLES_DIR) + "/graft.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto r = parse_cluster_config(text, "g.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  auto& cfg = *r.config;
+  auto& m = *cfg.find_model("resnet18");
+  ASSERT_EQ(m.layers.size(), 6u);
+  EXPECT_TRUE(m.partitioned());
+  EXPECT_NEAR(m.profile.alpha_ms, 1.25, 1e-9);
+  EXPECT_NEAR(m.profile.beta_ms, 8, 1e-9);
+  EXPECT_EQ(cfg.fragments.size(), 20u) << "every range [a, b) of 6 blocks but the whole";
+  auto* f = cfg.find_model("resnet18[2,4)");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->fragment_of, "resnet18");
+  EXPECT_EQ(f->input.shape, (std::vector<int64_t>{64, 16, 16}));
+  EXPECT_EQ(f->output.shape, (std::vector<int64_t>{256, 4, 4}));
+  EXPECT_NEAR(f->profile.latency_ms_at(4), (0.2 * 4 + 0.4) + (0.3 * 4 + 3), 1e-9);
+  EXPECT_EQ(cfg.find_model("resnet18[4,6)")->output.shape, (std::vector<int64_t>{1000}));
+  EXPECT_EQ(cfg.find_model("resnet18[0,6)"), nullptr) << "the whole range is the model itself";
+  EXPECT_TRUE(cfg.nodes[1].serves(0, "resnet18[1,6)"));
+  auto again = parse_cluster_config(to_yaml(cfg), "again.yaml");
+  ASSERT_TRUE(again) << again.error_text();
+  EXPECT_EQ(again.config->find_model("resnet18")->layers.size(), 6u);
+  EXPECT_EQ(again.config->find_model("resnet18")->layers[3].input.shape, (std::vector<int64_t>{128, 8, 8}));
+  EXPECT_EQ(again.config->scheduler.policy, scheduler_policy::graft);
+  EXPECT_EQ(again.config->fragments.size(), 20u);
+
+  auto broken = [&](const std::string& from, const std::string& to) {
+    auto bad = text;
+    auto at = bad.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    bad.replace(at, from.size(), to);
+    return errors_of(bad);
+  };
+  auto e = broken("{name: stem, profile:", "{name: stem, input: {dtype: float32, shape: [3, 64, 64]}, profile:");
+  EXPECT_NE(e.find("the first layer takes the model's input"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.yaml:"), std::string::npos) << e;
+  e = broken("{name: layer2, input: {dtype: float32, shape: [64, 16, 16]}, ", "{name: layer2, ");
+  EXPECT_NE(e.find("layer 'layer2' is missing 'input'"), std::string::npos) << e;
+  e = broken("    share_exponent: 0.7\n", "    share_exponent: 0.7\n    profile: {alpha_ms: 1, beta_ms: 1}\n");
+  EXPECT_NE(e.find("its profile is their sum"), std::string::npos) << e;
+  e = broken("  - name: resnet18\n", "  - name: resnet18[x]\n");
+  EXPECT_NE(e.find("cannot hold '['"), std::string::npos) << e;
+  // Policy graft: every pipeline one stage on a partitioned model.
+  auto flat = text;
+  flat.replace(
+      flat.find("pipelines:"), 10,
+      "  - {name: flat, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, "
+      "profile: {alpha_ms: 1, beta_ms: 1}}\npipelines:\n  - {name: f, slo_ms: 100, stages: [{name: s, model: flat}]}");
+  e = errors_of(flat);
+  EXPECT_NE(e.find("pipeline 'f' is not one"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace sloserve

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <sstream>
 
 #include "gpu/executor.hpp"
 #include "gpu/image.hpp"
@@ -131,6 +132,62 @@ TEST_P(torch_executor_kinds, a_resnet18_fragment_from_any_split_answers_as_the_w
     SCOPED_TRACE(stem);
     expect_reference(*ex, m, stem);
   }
+}
+
+// The same network as one file of six blocks (a partitioned model): any range of blocks runs, from
+// the one file, and a fragment [p, 6) or two ranges in turn answer as the whole network does.
+model_spec resnet18_blocks() {
+  model_spec m;
+  m.name = "resnet18";
+  m.path = dir + "/resnet18_blocks.pt";
+  m.output = {dtype::float32, {1000}};
+  m.max_batch = 4;
+  std::ifstream shapes(dir + "/resnet18_blocks.shapes");
+  for (std::string line; std::getline(shapes, line);) {
+    layer_spec l;
+    l.input.type = dtype::float32;
+    std::istringstream in(line);
+    for (int64_t d; in >> d;) l.input.shape.push_back(d);
+    l.profile.alpha_ms = 1;
+    m.layers.push_back(l);
+  }
+  if (!m.layers.empty()) m.input = m.layers.front().input;
+  return m;
+}
+
+TEST_P(torch_executor_kinds, any_range_of_a_partitioned_model_runs_from_its_one_file) {
+  auto base = resnet18_blocks();
+  ASSERT_EQ(base.layers.size(), 6u);
+  const int splits[] = {0, 4, 5, 6, 7, 8};
+  for (int p = 0; p < 6; ++p) {
+    SCOPED_TRACE(p);
+    auto m = p == 0 ? base : make_fragment(base, p, 6);
+    expect_reference(*ex, m, "resnet18_from_" + std::to_string(splits[p]));
+  }
+  // [1, 3) then [3, 6): what re-aligned fragments run in turn.
+  auto first = make_fragment(base, 1, 3), second = make_fragment(base, 3, 6);
+  EXPECT_EQ(first.name, "resnet18[1,3)");
+  auto reqs = reference_requests(first, "resnet18_from_4");
+  std::vector<const std::vector<tensor>*> in;
+  for (auto& r : reqs) in.push_back(&r);
+  auto mid = ex->execute(first, in);
+  ASSERT_EQ(mid.error, "");
+  EXPECT_EQ(mid.outputs[0][0].shape, base.layers[3].input.shape);
+  std::vector<const std::vector<tensor>*> in2;
+  for (auto& o : mid.outputs) in2.push_back(&o);
+  auto out = ex->execute(second, in2);
+  ASSERT_EQ(out.error, "");
+  auto want = floats(read_file(dir + "/resnet18_from_4.output.bin"));
+  auto got = floats(out.outputs[1][0].data);
+  for (size_t k = 0; k < got.size(); ++k)
+    EXPECT_NEAR(got[k], want[1000 + k], tolerance(*ex) * std::max(1.0f, std::abs(want[1000 + k])));
+  // A file with another number of blocks than the model declares is refused with the counts.
+  auto wrong = base;
+  wrong.name = "resnet18_wrong";
+  wrong.layers.pop_back();
+  auto loaded = ex->load(wrong);
+  ASSERT_FALSE(loaded);
+  EXPECT_NE(loaded.error().find("declares 5 layers but"), std::string::npos) << loaded.error();
 }
 
 TEST_P(torch_executor_kinds, a_request_alone_gets_what_it_gets_in_a_batch) {

@@ -562,6 +562,39 @@ scheduler: {policy: piccolo, epoch_s: 2, min_epoch_s: 1}
   EXPECT_NE(up.output().find("ctl: epoch "), std::string::npos) << up.output();
 }
 
+// Graft: clients of a partitioned model start at four layers with three SLOs; the controller
+// plans their fragments onto GPU shares from what the frontend counted, and the cluster serves
+// them through their planned ranges within their SLOs, losing nothing.
+TEST_F(cluster_fixture, graft_serves_fragments_through_their_planned_ranges_and_loses_nothing) {
+  std::ifstream example(std::string(SLOSERVE_EXAMPLES_DIR) + "/graft.yaml");
+  std::stringstream text;
+  text << example.rdbuf();
+  auto yaml = std::regex_replace(text.str(), std::regex("127\\.0\\.0\\.1:76[0-9]+"), "127.0.0.1:0");
+  std::ofstream(dir / "cluster.yaml") << yaml;
+  start_cluster();
+  auto l = spawn({"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "phones", "--rate", "120",
+                  "--arrival", "poisson", "--duration", "8", "--warmup", "3", "--fragments",
+                  "0:200:1:4,1:150:1:4,2:150:1:4,4:100:1:4", "--json", (dir / "load.json").string()},
+                 dir / "load.log");
+  auto s = finish_load(l, 60s);
+  std::cout << s.dump().substr(0, 600) << "\n";
+  EXPECT_EQ(s["lost"].get<int>(), 0) << s.dump(2);
+  EXPECT_EQ(s["errors"].get<int>(), 0) << s.dump(2);
+  EXPECT_GE(s["attainment"].get<double>(), 0.99) << s.dump(2);
+  EXPECT_GT(s["sent"].get<int>(), 700);
+  // The plan came from the fragments: ranges that start at a client's layer and stop before the end.
+  EXPECT_NE(up.output().find("ctl: epoch "), std::string::npos) << up.output();
+  std::smatch m;
+  auto out = up.output();
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("graft: ([0-9]+) fragments on ([0-9.]+) GPU shares: ([^\n]*)")))
+      << out;
+  EXPECT_GE(std::stoi(m[1]), 4) << m[0];
+  // Each start layer has its route, from its layer (which of them are re-aligned depends on the
+  // measured rates: test_planner checks that on fixed ones).
+  for (auto* start : {"0@200ms resnet18", "1@150ms resnet18[1,", "2@150ms resnet18[2,", "4@100ms resnet18[4,"})
+    EXPECT_NE(m[3].str().find(start), std::string::npos) << start << " in " << m[0];
+}
+
 // `sloserve plan --policy ipa --json` on the IPA example: each stage's variant, batch and replicas,
 // each pipeline's accuracy (the product of its stages') and cost (cores); the most accurate
 // choices while the load is light and cheaper ones under a heavy load, whose replicas fill the

@@ -32,6 +32,47 @@ TEST(pipeline_load, settles_on_the_mean_of_full_windows_then_smooths_by_half) {
   EXPECT_EQ(load.rates().windows_with_load, 3);
 }
 
+// Graft's fragments: each (start layer, SLO)'s queries smoothed as the rates are, as a share of
+// the pipeline's, with its clients; one below 1% of the queries goes.
+TEST(pipeline_load, fragments_are_shares_of_the_queries_smoothed_as_rates_are) {
+  pipeline_load load({1}, 1);
+  load.count(0, 100, {100}, {}, {{0, 200, 75, 3}, {4, 100, 25, 1}});
+  load.close_window(1);
+  auto& f = load.rates().pipelines[0].fragments;
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0], (fragment_share{0, 200, 0.75, 3}));
+  EXPECT_EQ(f[1], (fragment_share{4, 100, 0.25, 1}));
+  // Two frontends report the same fragment: their queries and clients add up.
+  load.count(0, 50, {50}, {}, {{4, 100, 25, 2}});
+  load.count(0, 50, {50}, {}, {{4, 100, 25, 2}});
+  load.close_window(1);
+  // 0.5 x 0 + 0.5 x 75 against 0.5 x 50 + 0.5 x 25.
+  EXPECT_NEAR(load.rates().pipelines[0].fragments[0].share, 0.5, 1e-9);
+  EXPECT_NEAR(load.rates().pipelines[0].fragments[1].share, 0.5, 1e-9);
+  EXPECT_EQ(load.rates().pipelines[0].fragments[1].clients, 3);
+  for (int i = 0; i < 8; ++i) {
+    load.count(0, 100, {100}, {}, {{4, 100, 100, 1}});
+    load.close_window(1);
+  }
+  ASSERT_EQ(load.rates().pipelines[0].fragments.size(), 1u) << "the fragment that stopped fell below 1% and went";
+  EXPECT_EQ(load.rates().pipelines[0].fragments[0].start, 4);
+  // The epoch's input carries them beside the rates.
+  pipeline p;
+  p.name = "p";
+  p.slo_ms = 100;
+  stage s;
+  s.name = "s";
+  p.stages = {s};
+  std::vector<pipeline> pipes{p};
+  std::vector<model_spec> models(1);
+  epoch_input in;
+  in.pipelines = &pipes;
+  in.models = &models;
+  set_measured_load(in, load.rates(), 0.1);
+  ASSERT_EQ(in.fragments.size(), 1u);
+  EXPECT_EQ(in.fragments[0], load.rates().pipelines[0].fragments);
+}
+
 TEST(pipeline_load, fan_out_is_measured_where_there_is_traffic_and_declared_elsewhere) {
   pipeline p;
   p.name = "p";
