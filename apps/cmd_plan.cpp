@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 #include "actors/parallel_for.hpp"
 #include "actors/provisioner.hpp"
@@ -202,6 +203,39 @@ int plan_piccolo(const cluster_config& cfg, const sched::epoch_input& in, bool j
   return 0;
 }
 
+// `--fragments PIPELINE=START:SLO_MS[:WEIGHT[:CLIENTS]],...` into in.fragments; the reason when
+// one is wrong, else empty.
+std::string set_fragments(const cluster_config& cfg, const std::vector<std::string>& given, sched::epoch_input& in) {
+  in.fragments.assign(cfg.pipelines.size(), {});
+  for (auto& g : given) {
+    auto eq = g.find('=');
+    auto* p = eq == std::string::npos ? nullptr : cfg.find_pipeline(g.substr(0, eq));
+    if (!p) return g + ": expected PIPELINE=START:SLO_MS[:WEIGHT[:CLIENTS]],... with a pipeline of the file";
+    auto& m = cfg.models[p->stages.front().model_index];
+    if (!m.partitioned()) return g + ": pipeline '" + p->name + "' does not run a partitioned model";
+    auto& out = in.fragments[static_cast<size_t>(p - cfg.pipelines.data())];
+    std::stringstream items(g.substr(eq + 1));
+    double total = 0;
+    for (std::string item; std::getline(items, item, ',');) {
+      std::vector<double> v;
+      std::stringstream parts(item);
+      for (std::string x; std::getline(parts, x, ':');) {
+        char* end = nullptr;
+        v.push_back(std::strtod(x.c_str(), &end));
+        if (x.empty() || *end) return g + ": '" + item + "' is not START:SLO_MS[:WEIGHT[:CLIENTS]]";
+      }
+      if (v.size() < 2 || v.size() > 4 || v[0] < 0 || v[0] >= static_cast<double>(m.layers.size()) || !(v[1] > 0) ||
+          (v.size() > 2 && !(v[2] > 0)) || (v.size() > 3 && !(v[3] >= 1 && v[3] <= 64)))
+        return g + ": '" + item + "' needs a START below " + std::to_string(m.layers.size()) +
+               ", a positive SLO_MS and WEIGHT, and 1 to 64 CLIENTS";
+      out.push_back({static_cast<int>(v[0]), v[1], v.size() > 2 ? v[2] : 1, v.size() > 3 ? static_cast<int>(v[3]) : 1});
+      total += out.back().share;
+    }
+    for (auto& f : out) f.share /= total;
+  }
+  return {};
+}
+
 }  // namespace
 
 void add_plan_command(CLI::App& app, int& rc) {
@@ -209,7 +243,7 @@ void add_plan_command(CLI::App& app, int& rc) {
     std::string config;
     scheduler_policy policy = scheduler_policy::nexus;
     split_policy split = split_policy::dp;
-    std::vector<std::string> rates;
+    std::vector<std::string> rates, fragments;
     bool json = false;
     int steps = 100;
   };
@@ -222,6 +256,9 @@ void add_plan_command(CLI::App& app, int& rc) {
   auto* split =
       add_knob_option(cmd, "--split", o->split, "SLO split (dp: the query analyzer)")->default_str("scheduler.split");
   auto* steps = cmd->add_option("--steps", o->steps, "budget grid of the DP")->default_str("scheduler.steps");
+  cmd->add_option("--fragments", o->fragments,
+                  "policy graft: PIPELINE=START:SLO_MS[:WEIGHT[:CLIENTS]],... the pipeline's queries by start layer "
+                  "and SLO (default: all at layer 0 with the pipeline's SLO)");
   cmd->add_flag("--json", o->json, "print JSON");
   cmd->callback([o, &rc, policy, split, steps] {
     auto cfg = load_config_or_report(o->config);
@@ -260,6 +297,10 @@ void add_plan_command(CLI::App& app, int& rc) {
         return void(rc = 2);
       }
       in.rates[static_cast<size_t>(p - cfg->pipelines.data())] = v;
+    }
+    if (auto bad = set_fragments(*cfg, o->fragments, in); !bad.empty()) {
+      std::cerr << "--fragments " << bad << "\n";
+      return void(rc = 2);
     }
     if (o->policy == scheduler_policy::piccolo) return void(rc = plan_piccolo(*cfg, in, o->json));
     if (o->policy == scheduler_policy::ipa) {
@@ -343,6 +384,17 @@ void add_plan_command(CLI::App& app, int& rc) {
     j["degraded"] = degraded;
     j["infeasible"] = nlohmann::json::array();
     for (auto i : res.placement.infeasible) j["infeasible"].push_back(res.sessions[i].model->name);
+    if (o->policy == scheduler_policy::graft) {
+      j["gpu_share"] = res.resources;
+      j["fragments"] = nlohmann::json::array();
+      for (auto& f : res.fragment_routes)
+        j["fragments"].push_back({{"pipeline", cfg->pipelines[f.pipeline].name},
+                                  {"start", f.start},
+                                  {"slo_ms", f.slo_ms},
+                                  {"rate", f.rate},
+                                  {"models", f.models},
+                                  {"budget_ms", f.budget_ms}});
+    }
     if (o->json) {
       std::cout << j.dump(2) << "\n";
       return;
@@ -367,6 +419,18 @@ void add_plan_command(CLI::App& app, int& rc) {
                   d["device"].is_null() ? "-" : std::to_string(d["device"].get<int>()).c_str(),
                   d["duty_cycle_ms"].get<double>(), d["occupancy"].get<double>(), sess.c_str(),
                   d["dedicated"].get<bool>() ? "(dedicated)" : "");
+    }
+    if (j.contains("fragments")) {
+      std::printf("\n%-10s %5s %8s %8s  %s\n", "pipeline", "start", "slo_ms", "rate", "ranges in turn (budget ms)");
+      for (auto& f : j["fragments"]) {
+        std::string ranges;
+        for (size_t k = 0; k < f["models"].size(); ++k)
+          ranges += (k ? " + " : "") + f["models"][k].get<std::string>() + " (" +
+                    std::to_string(static_cast<int>(f["budget_ms"][k].get<double>() + 0.5)) + ")";
+        std::printf("%-10s %5d %8.1f %8.1f  %s\n", f["pipeline"].get<std::string>().c_str(), f["start"].get<int>(),
+                    f["slo_ms"].get<double>(), f["rate"].get<double>(), ranges.c_str());
+      }
+      std::printf("GPU share (share x instances) %.2f\n", j["gpu_share"].get<double>());
     }
     std::printf("\ncost %.3f (price x occupancy); devices used %zu of %zu available", cost,
                 res.placement.devices.size(), in.slots.size());

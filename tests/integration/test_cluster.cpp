@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -593,6 +594,38 @@ TEST_F(cluster_fixture, graft_serves_fragments_through_their_planned_ranges_and_
   // measured rates: test_planner checks that on fixed ones).
   for (auto* start : {"0@200ms resnet18", "1@150ms resnet18[1,", "2@150ms resnet18[2,", "4@100ms resnet18[4,"})
     EXPECT_NE(m[3].str().find(start), std::string::npos) << start << " in " << m[0];
+}
+
+// `sloserve plan --fragments` on the Graft example: each fragment's ranges from its start layer
+// to the end, and the GPU share the plan takes; a start beyond the layers is refused.
+TEST_F(cluster_fixture, plan_with_fragments_prints_each_fragments_ranges) {
+  auto file = std::string(SLOSERVE_EXAMPLES_DIR) + "/graft.yaml";
+  auto p = spawn({"sloserve", "plan", "-c", file, "--json", "--rate", "phones=400", "--fragments",
+                  "phones=0:200:1:4,1:150:1:4,2:150:1:4,4:100:1:4"},
+                 dir / "graft-plan.json");
+  int status = 0;
+  ASSERT_TRUE(p.wait_for(20s, status));
+  ASSERT_EQ(WEXITSTATUS(status), 0) << p.output();
+  auto j = nlohmann::json::parse(p.output());
+  EXPECT_EQ(j["policy"], "graft");
+  EXPECT_GT(j["gpu_share"].get<double>(), 0);
+  std::set<int> starts;
+  double rate = 0;
+  for (auto& f : j["fragments"]) {
+    starts.insert(f["start"].get<int>());
+    rate += f["rate"].get<double>();
+    auto first = f["models"].front().get<std::string>(), last = f["models"].back().get<std::string>();
+    int start = f["start"].get<int>();
+    EXPECT_EQ(first.rfind(start == 0 ? "resnet18" : "resnet18[" + std::to_string(start) + ",", 0), 0u) << f.dump();
+    EXPECT_TRUE(last == "resnet18" || last.find(",6)") != std::string::npos) << f.dump();
+  }
+  EXPECT_EQ(starts, (std::set<int>{0, 1, 2, 4}));
+  EXPECT_NEAR(rate, 400, 1e-6);
+  auto bad = spawn({"sloserve", "plan", "-c", file, "--rate", "phones=400", "--fragments", "phones=6:100"},
+                   dir / "graft-bad.txt");
+  ASSERT_TRUE(bad.wait_for(20s, status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_NE(bad.output().find("needs a START below 6"), std::string::npos) << bad.output();
 }
 
 // `sloserve plan --policy ipa --json` on the IPA example: each stage's variant, batch and replicas,
