@@ -312,7 +312,6 @@ bool fall_through(self_ptr self, uint64_t qid, query& q, in_flight& first) {
 // Graft: the next layer range of a query's fragment runs on what the last one made. False when no
 // instance was live (the query has then been answered).
 bool next_range(self_ptr self, query& q, in_flight& done, std::vector<tensor> outputs) {
-  auto& st = self->state;
   in_flight f;
   f.query = done.query;
   f.stage = done.stage;
