@@ -35,6 +35,26 @@ bool pack(const Field& values, std::string& out) {
   return true;
 }
 
+// The request parameters sloserve reads: start_layer (a partitioned model's first layer on the
+// server) and slo_ms (the request's own SLO), each an int64_param.
+expected<kserve::call_parameters> call_parameters_of(const pb::ModelInferRequest& req) {
+  kserve::call_parameters out;
+  auto& params = req.parameters();
+  if (auto it = params.find("start_layer"); it != params.end()) {
+    if (it->second.parameter_choice_case() != pb::InferParameter::kInt64Param || it->second.int64_param() < 0 ||
+        it->second.int64_param() > 1000000)
+      return fail("parameter start_layer must be an int64_param layer number");
+    out.start_layer = static_cast<uint32_t>(it->second.int64_param());
+  }
+  if (auto it = params.find("slo_ms"); it != params.end()) {
+    if (it->second.parameter_choice_case() != pb::InferParameter::kInt64Param || it->second.int64_param() < 0 ||
+        it->second.int64_param() > 3600000)
+      return fail("parameter slo_ms must be an int64_param in [0, 3600000]");
+    out.slo_ms = static_cast<double>(it->second.int64_param());
+  }
+  return out;
+}
+
 // Input `i` of a ModelInfer request as a tensor: raw_input_contents, or the contents field of
 // its datatype. The error is the client's fault.
 expected<tensor> input_tensor(const pb::ModelInferRequest& req, int i) {
@@ -227,7 +247,12 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
       }
       inputs.push_back(std::move(*t));
     }
-    auto call = kserve::prepare_call(*cfg, *p, std::move(inputs), next_id++);
+    auto params = call_parameters_of(*req);
+    if (!params) {
+      reactor->Finish({StatusCode::INVALID_ARGUMENT, params.error()});
+      return reactor;
+    }
+    auto call = kserve::prepare_call(*cfg, *p, std::move(inputs), next_id++, *params);
     if (!call) {
       reactor->Finish({StatusCode::INVALID_ARGUMENT, call.error()});
       return reactor;

@@ -135,7 +135,8 @@ struct http_ingress::impl {
     }
     auto parsed = kserve::parse_infer_request(req.body, header_length);
     if (!parsed) return refuse(res, 400, parsed.error());
-    auto call = kserve::prepare_call(*cfg, *p, std::move(parsed->inputs), next_id++);
+    auto call =
+        kserve::prepare_call(*cfg, *p, std::move(parsed->inputs), next_id++, {parsed->start_layer, parsed->slo_ms});
     if (!call) return refuse(res, 400, call.error());
     // The frontend answers every request by its deadline and reply_grace_ms; this is a backstop.
     auto wait = std::chrono::milliseconds(static_cast<int64_t>(p->slo_ms) + 2 * cfg->runtime.reply_grace_ms + 5000);

@@ -18,8 +18,20 @@ pipeline_signature signature_of(const cluster_config& cfg, const pipeline& p) {
 }
 
 expected<prepared_call> prepare_call(const cluster_config& cfg, const pipeline& p, std::vector<tensor> inputs,
-                                     uint64_t request_id) {
-  auto& root = cfg.models[p.stages[p.roots().front()].model_index];
+                                     uint64_t request_id, call_parameters params) {
+  const model_spec* from = &cfg.models[p.stages[p.roots().front()].model_index];
+  auto& root = *from;
+  if (params.start_layer > 0) {
+    auto layers = static_cast<uint32_t>(root.layers.size());
+    if (!root.partitioned() || p.stages.size() != 1)
+      return fail("start_layer " + std::to_string(params.start_layer) + ": pipeline '" + p.name +
+                  "' does not run a partitioned model");
+    if (params.start_layer >= layers)
+      return fail("start_layer " + std::to_string(params.start_layer) + " is not below the " + std::to_string(layers) +
+                  " layers of model '" + root.name + "'");
+    from = cfg.find_model(fragment_name(root, static_cast<int>(params.start_layer), static_cast<int>(layers)));
+  }
+  if (!(params.slo_ms >= 0 && params.slo_ms <= 3600e3)) return fail("slo_ms must be in [0, 3600000]");
   if (inputs.size() != 1)
     return fail("pipeline '" + p.name + "' takes one input, '" + root.input_name + "'; the request has " +
                 std::to_string(inputs.size()));
@@ -28,15 +40,18 @@ expected<prepared_call> prepare_call(const cluster_config& cfg, const pipeline& 
     return fail("pipeline '" + p.name + "' has no input '" + t.name + "'; its input is '" + root.input_name + "'");
   prepared_call call;
   // Clients that batch say [1, ...]: the pipeline's tensors are one request each.
-  call.batched = t.shape.size() == root.input.shape.size() + 1 && t.shape.front() == 1 &&
-                 std::equal(root.input.shape.begin(), root.input.shape.end(), t.shape.begin() + 1);
+  auto& want = from->input.shape;
+  call.batched = t.shape.size() == want.size() + 1 && t.shape.front() == 1 &&
+                 std::equal(want.begin(), want.end(), t.shape.begin() + 1);
   if (call.batched) t.shape.erase(t.shape.begin());
   for (auto r : p.roots())
-    if (auto ok = check_input(t, cfg.models[p.stages[r].model_index]); !ok)
+    if (auto ok = check_input(t, params.start_layer > 0 ? *from : cfg.models[p.stages[r].model_index]); !ok)
       return fail("input '" + t.name + "': " + ok.error());
   t.name = "input";
   call.request.pipeline = p.name;
   call.request.request_id = request_id;
+  call.request.start_layer = params.start_layer;
+  call.request.slo_ms = params.slo_ms;
   call.request.inputs = std::move(inputs);
   return call;
 }

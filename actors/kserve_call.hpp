@@ -31,10 +31,18 @@ struct prepared_call {
   bool batched = false;  // the client sent [1, ...shape]: outputs get the leading 1 too
 };
 
+// What a request may say of itself in its parameters: the layer a partitioned model's server
+// starts at (Graft; 0: the whole model), and its own SLO (0: the pipeline's).
+struct call_parameters {
+  uint32_t start_layer = 0;
+  double slo_ms = 0;
+};
+
 // Checks `inputs` (one tensor, named as the pipeline's input, with the declared shape or the
-// declared shape behind a batch of 1, as the model takes it); the error is the client's fault.
+// declared shape behind a batch of 1, as the model takes it; from a later start layer, as that
+// layer takes it); the error is the client's fault.
 expected<prepared_call> prepare_call(const cluster_config& cfg, const pipeline& p, std::vector<tensor> inputs,
-                                     uint64_t request_id);
+                                     uint64_t request_id, call_parameters params = {});
 
 // Names the reply's outputs as the signature does and restores the client's batch dimension.
 void shape_outputs(const cluster_config& cfg, const pipeline& p, const prepared_call& call,

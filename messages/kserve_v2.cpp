@@ -247,8 +247,23 @@ expected<infer_request> parse_request(std::string_view body, std::optional<size_
   };
   if (j.contains("outputs") && j["outputs"].is_array())
     for (auto& o : j["outputs"]) out.binary_outputs = out.binary_outputs || wants_binary(o);
-  if (j.contains("parameters") && j["parameters"].is_object())
-    out.binary_outputs = out.binary_outputs || j["parameters"].value("binary_data_output", false);
+  if (j.contains("parameters")) {
+    auto& params = j["parameters"];
+    if (!params.is_object()) return fail("\"parameters\" must be an object");
+    out.binary_outputs = out.binary_outputs || params.value("binary_data_output", false);
+    if (params.contains("start_layer")) {
+      auto& v = params["start_layer"];
+      if (!v.is_number_unsigned() || v.get<uint64_t>() > 1000000)
+        return fail("parameter start_layer must be a layer number (a non-negative integer)");
+      out.start_layer = static_cast<uint32_t>(v.get<uint64_t>());
+    }
+    if (params.contains("slo_ms")) {
+      auto& v = params["slo_ms"];
+      if (!v.is_number() || !(v.get<double>() >= 0 && v.get<double>() <= 3600e3))
+        return fail("parameter slo_ms must be a number of ms in [0, 3600000]");
+      out.slo_ms = v.get<double>();
+    }
+  }
   return out;
 }
 

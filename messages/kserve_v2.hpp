@@ -22,6 +22,10 @@ struct infer_request {
   std::string id;               // echoed in the response; empty when the client gave none
   std::vector<tensor> inputs;   // in the request's order, named as the request names them
   bool binary_outputs = false;  // the client asked for outputs through the binary extension
+  // Request parameters sloserve reads: a partitioned model's start layer, and the request's own
+  // SLO in ms (0: the pipeline's).
+  uint32_t start_layer = 0;
+  double slo_ms = 0;
 };
 
 // A POST /v2/models/{name}/infer body. With the binary extension, `header_length` is the

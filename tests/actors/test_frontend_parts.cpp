@@ -7,6 +7,7 @@
 #include "actors/client_time.hpp"
 #include "actors/dummy_padding.hpp"
 #include "actors/frontend_routes.hpp"
+#include "actors/kserve_call.hpp"
 #include "actors/route_publisher.hpp"
 #include "caf_fixture.hpp"
 
@@ -354,6 +355,41 @@ TEST(client_time, send_times_count_as_they_are_within_the_tolerance_and_beyond_a
   EXPECT_DOUBLE_EQ(t.spent_ms, 38);
   // A client ahead of the frontend (sent "in the future"): the negative offset is removed too.
   EXPECT_DOUBLE_EQ(c.on_request("c", -1, wall + 3'000'000, wall, now, 100).spent_ms, 0);
+}
+
+// The KServe ingresses' requests of a partitioned model: from a start layer the input is that
+// layer's, with or without a batch of 1 in front; the request carries the start and its SLO.
+TEST(kserve_call, a_partitioned_models_request_from_a_later_layer_takes_that_layers_input) {
+  auto cfg = testing::parse_or_die(R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], devices: [{kind: emulated}]}
+models:
+  - name: m
+    input: {dtype: float32, shape: [4]}
+    output: {dtype: float32, shape: [3]}
+    layers:
+      - {profile: {alpha_ms: 1, beta_ms: 1}}
+      - {input: {dtype: float32, shape: [6]}, profile: {alpha_ms: 1, beta_ms: 1}}
+pipelines:
+  - {name: ph, slo_ms: 200, stages: [{name: rest, model: m}]}
+)");
+  auto& p = cfg->pipelines[0];
+  auto input = [](std::vector<int64_t> shape) {
+    return std::vector<tensor>{make_tensor({dtype::float32, std::move(shape)}, 1, "input")};
+  };
+  auto c = kserve::prepare_call(*cfg, p, input({1, 6}), 7, {1, 120});
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_TRUE(c->batched);
+  EXPECT_EQ(c->request.start_layer, 1u);
+  EXPECT_DOUBLE_EQ(c->request.slo_ms, 120);
+  EXPECT_EQ(c->request.inputs[0].shape, std::vector<int64_t>{6});
+  EXPECT_TRUE(kserve::prepare_call(*cfg, p, input({4}), 8));
+  auto wrong = kserve::prepare_call(*cfg, p, input({4}), 9, {1, 0});
+  ASSERT_FALSE(wrong);
+  EXPECT_NE(wrong.error().find("float32[6]"), std::string::npos) << wrong.error();
+  auto beyond = kserve::prepare_call(*cfg, p, input({6}), 10, {2, 0});
+  ASSERT_FALSE(beyond);
+  EXPECT_NE(beyond.error().find("start_layer 2 is not below the 2 layers"), std::string::npos) << beyond.error();
 }
 
 }  // namespace

@@ -158,6 +158,49 @@ TEST_F(http_cluster, health_metadata_and_inference_over_json_and_the_binary_exte
   EXPECT_EQ(b->body.size() - length, sum);
 }
 
+// A partitioned model over KServe v2: `start_layer` in the request's parameters sends what the
+// client's own first blocks made, with that block's shape; a start beyond the blocks is a 400.
+TEST_F(http_cluster, a_partitioned_models_request_starts_where_its_parameters_say) {
+  std::ofstream(dir / "cluster.yaml") << R"(cluster: {name: http}
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend], http: "127.0.0.1:0"}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 1}]}
+models:
+  - name: m
+    input: {dtype: float32, shape: [4]}
+    output: {dtype: float32, shape: [3]}
+    max_batch: 4
+    layers:
+      - {profile: {alpha_ms: 1, beta_ms: 1}}
+      - {input: {dtype: float32, shape: [6]}, profile: {alpha_ms: 1, beta_ms: 1}}
+      - {input: {dtype: float32, shape: [2]}, profile: {alpha_ms: 1, beta_ms: 1}}
+pipelines:
+  - {name: ph, slo_ms: 200, stages: [{name: rest, model: m}]}
+)";
+  start();
+  wait_ready();
+  auto body = [](int start, std::vector<float> data) {
+    json j{{"inputs", {{{"name", "input"}, {"shape", {data.size()}}, {"datatype", "FP32"}, {"data", data}}}}};
+    j["parameters"] = {{"start_layer", start}, {"slo_ms", 150}};
+    return j.dump();
+  };
+  auto r = client->Post("/v2/models/ph/infer", body(1, {1, 2, 3, 4, 5, 6}), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["outputs"][0]["shape"], json({3}));
+  r = client->Post("/v2/models/ph/infer", body(2, {1, 2}), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  r = client->Post("/v2/models/ph/infer", body(1, {1, 2, 3, 4}), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("float32[6]"), std::string::npos) << r->body;
+  r = client->Post("/v2/models/ph/infer", body(3, {1, 2}), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("start_layer 3 is not below the 3 layers"), std::string::npos) << r->body;
+}
+
 TEST_F(http_cluster, the_clients_mistakes_get_a_4xx_with_the_reason_and_the_node_keeps_serving) {
   start();
   wait_ready();

@@ -119,6 +119,29 @@ TEST(kserve, a_bad_request_is_refused_with_what_is_wrong) {
   }
 }
 
+// Request parameters sloserve reads: a partitioned model's start layer and the request's own SLO.
+TEST(kserve, request_parameters_give_a_start_layer_and_an_slo) {
+  json in{{"name", "input"}, {"shape", {2}}, {"datatype", "FP32"}, {"data", {1, 2}}};
+  auto r = parse_infer_request(json{{"inputs", {in}}, {"parameters", {{"start_layer", 2}, {"slo_ms", 150.5}}}}.dump(),
+                               std::nullopt);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(r->start_layer, 2u);
+  EXPECT_DOUBLE_EQ(r->slo_ms, 150.5);
+  auto plain = parse_infer_request(json{{"inputs", {in}}}.dump(), std::nullopt);
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->start_layer, 0u);
+  EXPECT_EQ(plain->slo_ms, 0);
+  for (auto [params, says] : {std::pair{json{{"start_layer", -1}}, "start_layer"},
+                              {json{{"start_layer", "2"}}, "start_layer"},
+                              {json{{"slo_ms", -5}}, "slo_ms"},
+                              {json{{"slo_ms", "fast"}}, "slo_ms"},
+                              {json::array(), "\"parameters\" must be an object"}}) {
+    auto bad = parse_infer_request(json{{"inputs", {in}}, {"parameters", params}}.dump(), std::nullopt);
+    ASSERT_FALSE(bad) << params;
+    EXPECT_NE(bad.error().find(says), std::string::npos) << bad.error();
+  }
+}
+
 TEST(kserve, datatype_names_round_trip) {
   for (auto t : {dtype::float32, dtype::float16, dtype::int64, dtype::int32, dtype::uint8})
     EXPECT_EQ(parse_datatype(datatype_name(t)), t);
