@@ -41,7 +41,8 @@ bool client_registry::on_request(const request& r, double now_s) {
   return true;
 }
 
-std::vector<msg::client_load> client_registry::report(double now_s, double window_s, double forget_s) {
+std::vector<msg::client_load> client_registry::report(double now_s, double window_s, double forget_s,
+                                                      double uplink_quantile) {
   std::vector<msg::client_load> out;
   for (auto it = clients_.begin(); it != clients_.end();) {
     auto& e = it->second;
@@ -55,6 +56,7 @@ std::vector<msg::client_load> client_registry::report(double now_s, double windo
     l.slo_ms = e.slo_ms;
     l.rate_hz = e.rate_hz > 0 ? e.rate_hz : window_s > 0 ? static_cast<double>(e.arrivals) / window_s : 0;
     l.uplink_mbps = e.reported_mbps = e.uplink.mbps(now_s);
+    l.uplink_low_mbps = e.uplink.low_mbps(now_s, uplink_quantile);
     l.rtt_ms = std::max(0.0, e.rtt_ms);
     l.bytes_per_pixel = e.bytes_per_pixel;
     l.image_pixels = e.pixels;

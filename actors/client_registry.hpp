@@ -39,7 +39,8 @@ class client_registry {
   bool on_request(const request& r, double now_s);
   // Every client heard within `forget_s`, with its rate over the `window_s` since the last call;
   // clients silent longer are forgotten.
-  std::vector<msg::client_load> report(double now_s, double window_s, double forget_s = 10);
+  // `uplink_quantile`: what `uplink_low_mbps` reports (uplink_estimate::low_mbps).
+  std::vector<msg::client_load> report(double now_s, double window_s, double forget_s = 10, double uplink_quantile = 0);
 
   // Whether the client's uplink estimate moved beyond `factor` (either way) since the last report:
   // worth reporting before the next one.

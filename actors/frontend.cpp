@@ -405,7 +405,7 @@ void report_clients(self_ptr self, clock_time now) {
   if (!ctl) return;
   msg::load_report r;
   r.node = st.net->self_name();
-  r.clients = st.clients.report(seconds_of(now), window);
+  r.clients = st.clients.report(seconds_of(now), window, 10, st.cfg->scheduler.jellyfish.uplink_quantile);
   if (!r.clients.empty()) st.net->to_node(ctl->name, {{}, std::move(r)});
 }
 

@@ -110,8 +110,15 @@ cluster_placement jellyfish_core::decide(const std::vector<msg::client_load>& cl
     auto zoo = jellyfish_zoo(p, models);
     std::vector<sched::jf_client_state> cs;
     for (auto* c : of[pi]) {
-      cs.push_back(
-          {c->client, c->slo_ms, c->rate_hz, c->uplink_mbps, c->rtt_ms, c->bytes_per_pixel, c->image_pixels, {}});
+      cs.push_back({c->client,
+                    c->slo_ms,
+                    c->rate_hz,
+                    c->uplink_mbps,
+                    c->rtt_ms,
+                    c->bytes_per_pixel,
+                    c->image_pixels,
+                    {},
+                    c->uplink_low_mbps});
       for (auto& i : c->images) cs.back().image_bytes.emplace_back(i.pixels, i.bytes);
     }
     // Where each slot starts: what it ran, else the stage's most accurate variant.

@@ -20,6 +20,8 @@
 //
 // SLOSERVE_BENCH_VERBOSE=1 prints each run's load summary (reasons, per-client figures) on stderr.
 // SLOSERVE_BENCH_WAYS=DA_bw,nexus runs jellyfish and those baselines alone.
+// SLOSERVE_BENCH_UPLINK_QUANTILE=Q sets jellyfish's scheduler.jellyfish.uplink_quantile (default:
+// the file's default).
 
 #include <spdlog/spdlog.h>
 
@@ -79,9 +81,11 @@ std::string config_yaml(way w, double slo_ms) {
     << "}]}\n";
   y << "runtime: {beacon_ms: 500}\n";
   // The zoo is one network's weights at five input sizes: every device keeps all five loaded.
-  if (w == way::jellyfish)
-    y << "scheduler: {policy: jellyfish, jellyfish: {resident: 5}}\n";
-  else if (w == way::da_bw)
+  if (w == way::jellyfish) {
+    y << "scheduler: {policy: jellyfish, jellyfish: {resident: 5";
+    if (auto* q = std::getenv("SLOSERVE_BENCH_UPLINK_QUANTILE")) y << ", uplink_quantile: " << std::atof(q);
+    y << "}}\n";
+  } else if (w == way::da_bw)
     y << "scheduler: {policy: jellyfish, jellyfish: {resident: 5, compute_share: 0.5}}\n";
   else
     y << "scheduler: {policy: nexus, epoch_s: 4, min_epoch_s: 2}\n";

@@ -169,7 +169,8 @@ const std::vector<config_section>& config_keys() {
       {"scheduler",
        {"policy", "split", "epoch_s", "min_epoch_s", "rate_band", "headroom", "steps", "ipa", "jellyfish", "graft"}},
       {"scheduler.graft", {"theta", "group_size"}},
-      {"scheduler.jellyfish", {"interval_ms", "overhead_ms", "bytes_per_pixel", "resident", "compute_share"}},
+      {"scheduler.jellyfish",
+       {"interval_ms", "overhead_ms", "bytes_per_pixel", "resident", "compute_share", "uplink_quantile"}},
       {"scheduler.ipa", {"alpha", "beta", "delta", "interval_s"}},
       {"scaler",
        {"policy", "vertical_s", "horizontal_s", "predictor", "max_cores", "max_instances", "max_total_cores",
@@ -824,6 +825,9 @@ void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
     r.get(jf, "bytes_per_pixel", x.bytes_per_pixel, wj, false);
     r.get(jf, "resident", x.resident, wj, false);
     r.get(jf, "compute_share", x.compute_share, wj, false);
+    r.get(jf, "uplink_quantile", x.uplink_quantile, wj, false);
+    if (!(x.uplink_quantile >= 0 && x.uplink_quantile <= 0.5))
+      r.error(jf["uplink_quantile"], wj + " uplink_quantile must be in [0, 0.5]");
     if (!(x.compute_share >= 0 && x.compute_share <= 1))
       r.error(jf["compute_share"], wj + " compute_share must be in [0, 1]");
     if (!(x.interval_ms >= 10)) r.error(jf["interval_ms"], wj + " interval_ms must be at least 10");
@@ -1225,6 +1229,7 @@ std::string to_yaml(const cluster_config& cfg) {
     kv("bytes_per_pixel", so.jellyfish.bytes_per_pixel);
     kv("resident", so.jellyfish.resident);
     kv("compute_share", so.jellyfish.compute_share);
+    kv("uplink_quantile", so.jellyfish.uplink_quantile);
     e << YAML::EndMap;
   }
   if (so.policy == scheduler_policy::graft) {

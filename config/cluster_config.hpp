@@ -118,6 +118,9 @@ struct jellyfish_options {
   double bytes_per_pixel = 0.25;  // of a client's images before any was seen
   int resident = 3;               // variants a device keeps loaded (memory allowing): switches back cost nothing
   double compute_share = 0;       // > 0: budgets are this share of each SLO, uplinks ignored
+  // Uploads are timed at the uplink that a client's uploads fell below this share of the time
+  // over the last 10 s (client_registry, uplink_estimate::low_mbps); 0: at the estimate itself.
+  double uplink_quantile = 0.05;
 };
 
 // Graft (`scheduler: {policy: graft, graft: {...}}`): each partitioned model's fragments (the

@@ -181,6 +181,9 @@ struct ClientLoad {
   bytesPerPixel @6 :Float64;  # of the images it sent (JPEG compresses); 0: unknown
   imagePixels @7 :Float64;  # the pixels of those images (bytesPerPixel was measured there)
   images @8 :List(ImageBytes);  # what its images weighed, per size it sent lately
+  # The uplink that its uploads fell below only scheduler.jellyfish.uplink_quantile of the time
+  # lately (uplink_estimate::low_mbps); < 0: unknown.
+  uplinkLowMbps @9 :Float64 = -1;
 }
 
 struct LoadReport {

@@ -25,6 +25,7 @@ double jf_budget_ms(const jf_client_state& c, const jf_variant& v, const jf_plan
     double bytes = jf_input_bytes(c, v, o);
     double bytes_per_s = c.uplink_mbps * 1e6 / 8;
     if (bytes > 0 && bytes_per_s / bytes <= c.rate_hz) return 0;  // the uplink cannot carry this size
+    if (c.uplink_low_mbps > 0) bytes_per_s = std::min(bytes_per_s, c.uplink_low_mbps * 1e6 / 8);
     upload_ms = bytes_per_s > 0 ? bytes / bytes_per_s * 1e3 : 0;
   }
   return std::max(0.0, c.slo_ms - upload_ms - std::max(0.0, c.rtt_ms) - o.overhead_ms);

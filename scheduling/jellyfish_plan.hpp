@@ -26,6 +26,9 @@ struct jf_client_state {
   double bytes_per_pixel = 0;  // of its images; 0: unknown (the plan's default then)
   double image_pixels = 0;     // the pixels of the images bytes_per_pixel was measured on; 0: any
   std::vector<std::pair<double, double>> image_bytes;  // (pixels, bytes) of sizes it sent lately
+  // An uplink its uploads fell below only rarely lately (scheduler.jellyfish.uplink_quantile);
+  // uploads are timed at it, so that a changeable link leaves room for its dips. < 0: uplink_mbps.
+  double uplink_low_mbps = -1;
 };
 
 // One variant of the zoo: a model and the image size it takes.
@@ -52,7 +55,8 @@ struct jf_plan_options {
 // compress better: 128² to 608² frames grow 17x for 22.6x the pixels).
 double jf_input_bytes(const jf_client_state& c, const jf_variant& v, const jf_plan_options& o);
 // L_ij = SLO_i - (size_j / W_i + RTT_i) - overheads, clamped at 0; 0 also when the uplink cannot
-// carry size_j at the client's rate (W_i / size_j <= rate_i).
+// carry size_j at the client's rate (W_i / size_j <= rate_i). The upload is timed at the lower of
+// W_i and uplink_low_mbps.
 double jf_budget_ms(const jf_client_state& c, const jf_variant& v, const jf_plan_options& o);
 
 // Where one client goes.

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <utility>
+#include <vector>
 
 namespace sloserve::sched {
 
@@ -18,8 +19,13 @@ class uplink_estimate {
   // 10 Gbps are loopback or clock noise: counted at that.
   void add(double now_s, int64_t bytes, double upload_ms) {
     if (bytes <= 0) return;
-    double mbps = static_cast<double>(bytes) * 8 / (std::max(upload_ms, 0.0) * 1e3);
-    samples_.emplace_back(now_s, std::min(mbps, 1e4));
+    double mbps = std::min(static_cast<double>(bytes) * 8 / (std::max(upload_ms, 0.0) * 1e3), 1e4);
+    // How this upload compares with what the estimate promised before it.
+    if (double before = this->mbps(now_s); before > 0) {
+      ratios_.emplace_back(now_s, mbps / before);
+      while (ratios_.size() > 256 || ratios_.front().first < now_s - 10) ratios_.pop_front();
+    }
+    samples_.emplace_back(now_s, mbps);
     while (samples_.size() > 1024 || (!samples_.empty() && samples_.front().first < now_s - 1)) samples_.pop_front();
   }
   // Mbps; -1 when no upload of the last second is known.
@@ -30,9 +36,25 @@ class uplink_estimate {
       if (at >= now_s - 1) inverse += 1 / mbps, ++n;
     return n ? static_cast<double>(n) / inverse : -1;
   }
+  // The estimate scaled by the q-quantile, over the last 10 s, of each upload's rate against the
+  // estimate just before it (at most 1): a bandwidth that an upload falls below only a q of the
+  // time, on a link as changeable as this one has been. The estimate itself with fewer than 20
+  // uploads to judge by, or q <= 0.
+  double low_mbps(double now_s, double q) const {
+    double m = mbps(now_s);
+    std::vector<double> r;
+    for (auto& [at, x] : ratios_)
+      if (at >= now_s - 10) r.push_back(x);
+    if (m <= 0 || q <= 0 || r.size() < 20) return m;
+    auto k =
+        static_cast<size_t>(std::min<double>(static_cast<double>(r.size()) - 1, q * static_cast<double>(r.size())));
+    std::nth_element(r.begin(), r.begin() + static_cast<long>(k), r.end());
+    return m * std::min(1.0, r[k]);
+  }
 
  private:
   std::deque<std::pair<double, double>> samples_;  // (seen at s, Mbps), oldest first
+  std::deque<std::pair<double, double>> ratios_;   // (seen at s, Mbps over the estimate before it)
 };
 
 }  // namespace sloserve::sched

@@ -277,6 +277,28 @@ TEST(uplink_estimate, harmonic_mean_of_the_last_second) {
   EXPECT_NEAR(u.mbps(3), 1e4, 1e-9);
 }
 
+// The low uplink: the estimate scaled by a low quantile of each upload against the estimate
+// before it, over the last 10 s; the estimate itself on a steady link or with few uploads.
+TEST(uplink_estimate, a_changeable_link_is_timed_at_the_dips_it_had) {
+  sched::uplink_estimate steady, shaky;
+  for (int i = 0; i < 40; ++i) {
+    double t = i * 0.05;
+    steady.add(t, 125000, 100);  // 10 Mbps every time
+    // 10 Mbps, with one upload in ten at 2.5 Mbps.
+    shaky.add(t, 125000, i % 10 == 9 ? 400 : 100);
+  }
+  EXPECT_NEAR(steady.low_mbps(2, 0.05), steady.mbps(2), 1e-9);
+  EXPECT_NEAR(steady.low_mbps(2, 0.05), 10, 1e-9);
+  double m = shaky.mbps(2);
+  EXPECT_LT(shaky.low_mbps(2, 0.05), 0.4 * m) << "its dips fall to about a quarter of the estimate";
+  EXPECT_NEAR(shaky.low_mbps(2, 0.5), m, 1e-9) << "the median upload meets the estimate (at most 1)";
+  EXPECT_NEAR(shaky.low_mbps(2, 0), m, 1e-9) << "quantile 0: the estimate itself";
+  sched::uplink_estimate few;
+  for (int i = 0; i < 10; ++i) few.add(i * 0.05, 125000, i % 2 ? 400 : 100);
+  EXPECT_NEAR(few.low_mbps(0.5, 0.05), few.mbps(0.5), 1e-9) << "fewer than 20 uploads to judge by";
+  EXPECT_NEAR(shaky.low_mbps(20, 0.05), shaky.mbps(20), 1e-9) << "nothing in the last 10 s";
+}
+
 TEST(client_registry, reports_what_clients_declare_and_what_their_uploads_show) {
   client_registry reg(2);
   std::string cam = "cam", p = "p", other = "other";

@@ -575,7 +575,7 @@ TEST_F(cluster_fixture, graft_serves_fragments_through_their_planned_ranges_and_
   start_cluster();
   auto l = spawn({"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "phones", "--rate", "120",
                   "--arrival", "poisson", "--duration", "8", "--warmup", "3", "--fragments",
-                  "0:200:1:4,1:150:1:4,2:150:1:4,4:100:1:4", "--json", (dir / "load.json").string()},
+                  "0:400:1:4,1:300:1:4,2:300:1:4,4:200:1:4", "--json", (dir / "load.json").string()},
                  dir / "load.log");
   auto s = finish_load(l, 60s);
   std::cout << s.dump().substr(0, 600) << "\n";
@@ -592,7 +592,7 @@ TEST_F(cluster_fixture, graft_serves_fragments_through_their_planned_ranges_and_
   EXPECT_GE(std::stoi(m[1]), 4) << m[0];
   // Each start layer has its route, from its layer (which of them are re-aligned depends on the
   // measured rates: test_planner checks that on fixed ones).
-  for (auto* start : {"0@200ms resnet18", "1@150ms resnet18[1,", "2@150ms resnet18[2,", "4@100ms resnet18[4,"})
+  for (auto* start : {"0@400ms resnet18", "1@300ms resnet18[1,", "2@300ms resnet18[2,", "4@200ms resnet18[4,"})
     EXPECT_NE(m[3].str().find(start), std::string::npos) << start << " in " << m[0];
 }
 

@@ -153,6 +153,14 @@ TEST(jellyfish_plan, budgets_count_the_upload_of_each_variants_input_size) {
   EXPECT_DOUBLE_EQ(jf_input_bytes(c, small, o), 10000);
   EXPECT_DOUBLE_EQ(jf_budget_ms(c, small, o), 100 - 10 - 10 - 5);
   EXPECT_DOUBLE_EQ(jf_budget_ms(c, large, o), 100 - 50 - 10 - 5);
+  // A changeable link: uploads timed at the bandwidth it fell below rarely, half the estimate;
+  // whether it carries the size at all still goes by the estimate.
+  auto shaky = c;
+  shaky.uplink_low_mbps = 4;
+  EXPECT_EQ(jf_budget_ms(shaky, large, o), 0) << "100 ms of upload leave nothing";
+  EXPECT_DOUBLE_EQ(jf_budget_ms(shaky, small, o), 100 - 20 - 10 - 5);
+  shaky.uplink_low_mbps = 16;  // never above the estimate
+  EXPECT_DOUBLE_EQ(jf_budget_ms(shaky, small, o), 100 - 10 - 10 - 5);
   c.rate_hz = 20;
   c.uplink_mbps = 0.8;  // 100,000 B/s: 10 of the small a second, fewer than the 20 it sends
   EXPECT_EQ(jf_budget_ms(c, small, o), 0);
