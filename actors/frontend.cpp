@@ -17,6 +17,7 @@
 #include "actors/dummy_padding.hpp"
 #include "actors/frontend_routes.hpp"
 #include "actors/roles.hpp"
+#include "config/start_layer.hpp"
 #include "gpu/image.hpp"
 #include "pipelines/query_walk.hpp"
 
@@ -440,18 +441,10 @@ void on_ingress(self_ptr self, ingress& in) {
   // A partitioned model's request may start at a later layer: it then carries what the layers
   // before made, and the server runs the rest.
   auto start = static_cast<int>(in.request.start_layer);
+  auto started = start_model(*st.cfg, p, in.request.start_layer, "startLayer");
+  if (!started) return reject(msg::status::error, started.error());
   for (auto r : p.roots()) {
-    const model_spec* m = &st.cfg->models[p.stages[r].model_index];
-    if (start > 0) {
-      if (!m->partitioned() || p.stages.size() != 1)
-        return reject(msg::status::error, "startLayer " + std::to_string(start) + ": pipeline '" + p.name +
-                                              "' does not run a partitioned model (models[].layers)");
-      auto layers = static_cast<int>(m->layers.size());
-      if (start >= layers)
-        return reject(msg::status::error, "startLayer " + std::to_string(start) + " is not below the " +
-                                              std::to_string(layers) + " layers of model '" + m->name + "'");
-      m = st.cfg->find_model(fragment_name(*m, start, layers));
-    }
+    auto* m = start > 0 ? *started : &st.cfg->models[p.stages[r].model_index];
     if (auto ok = check_input(in.request.inputs.front(), *m); !ok)
       return reject(msg::status::error, "stage '" + p.stages[r].name + "': " + ok.error());
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "config/start_layer.hpp"
 #include "gpu/image.hpp"
 
 namespace sloserve::kserve {
@@ -19,18 +20,10 @@ pipeline_signature signature_of(const cluster_config& cfg, const pipeline& p) {
 
 expected<prepared_call> prepare_call(const cluster_config& cfg, const pipeline& p, std::vector<tensor> inputs,
                                      uint64_t request_id, call_parameters params) {
-  const model_spec* from = &cfg.models[p.stages[p.roots().front()].model_index];
-  auto& root = *from;
-  if (params.start_layer > 0) {
-    auto layers = static_cast<uint32_t>(root.layers.size());
-    if (!root.partitioned() || p.stages.size() != 1)
-      return fail("start_layer " + std::to_string(params.start_layer) + ": pipeline '" + p.name +
-                  "' does not run a partitioned model");
-    if (params.start_layer >= layers)
-      return fail("start_layer " + std::to_string(params.start_layer) + " is not below the " + std::to_string(layers) +
-                  " layers of model '" + root.name + "'");
-    from = cfg.find_model(fragment_name(root, static_cast<int>(params.start_layer), static_cast<int>(layers)));
-  }
+  auto& root = cfg.models[p.stages[p.roots().front()].model_index];
+  auto started = start_model(cfg, p, params.start_layer, "start_layer");
+  if (!started) return fail(started.error());
+  const model_spec* from = *started;
   if (!(params.slo_ms >= 0 && params.slo_ms <= 3600e3)) return fail("slo_ms must be in [0, 3600000]");
   if (inputs.size() != 1)
     return fail("pipeline '" + p.name + "' takes one input, '" + root.input_name + "'; the request has " +

@@ -85,12 +85,11 @@ msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_in
   }
   t.frontends = static_cast<uint32_t>(std::max<size_t>(1, cfg.with_role(role::frontend).size()));
   for (auto& [name, route] : routes) t.routes.push_back(std::move(route));
-  auto& planned_pipes = in.pipelines ? *in.pipelines : cfg.pipelines;
+  // Each stage runs the model (variant) the epoch planned it with; each fragment its ranges.
+  auto& planned = in.pipelines ? *in.pipelines : cfg.pipelines;
   for (auto& f : r.fragment_routes)
     t.fragments.push_back(
-        {planned_pipes[f.pipeline].name, static_cast<uint32_t>(f.start), f.slo_ms, f.models, f.budget_ms, f.rate});
-  // Each stage runs the model (variant) the epoch planned it with.
-  auto& planned = in.pipelines ? *in.pipelines : cfg.pipelines;
+        {planned[f.pipeline].name, static_cast<uint32_t>(f.start), f.slo_ms, f.models, f.budget_ms, f.rate});
   auto& models = in.models ? *in.models : cfg.models;
   for (size_t pi = 0; pi < planned.size(); ++pi) {
     auto& p = planned[pi];
