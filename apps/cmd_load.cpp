@@ -145,6 +145,10 @@ void add_load_command(CLI::App& app, int& rc) {
       ->delimiter(',');
   cmd->add_option("--rtt-ms", o->co.rtt_ms, "with --clients: each client's round trip to the frontend")
       ->capture_default_str();
+  cmd->add_flag_callback(
+      "--send-every-frame", [o] { o->co.skip_hopeless = false; },
+      "with --clients: send even the frames that could not cross the uplink in time to be answered within their "
+      "SLO (by default a client skips them, and they count as missed)");
   cmd->add_option("--data-adaptation", o->adaptation,
                   "with --clients: jellyfish (send the size replies advise, or the largest the uplink carries), "
                   "bandwidth (the largest the uplink carries), off (always the middle size)")

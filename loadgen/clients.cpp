@@ -15,6 +15,7 @@
 
 #include "loadgen/load.hpp"
 #include "loadgen/socket.hpp"
+#include "loadgen/uplink.hpp"
 #include "messages/codec.hpp"
 #include "scheduling/uplink_estimate.hpp"
 
@@ -69,7 +70,7 @@ namespace {
 struct client_result {
   std::string id;
   double slo_ms = 0, fps = 0;
-  uint64_t sent = 0, ok_within_slo = 0, answered_within = 0;
+  uint64_t sent = 0, skipped = 0, ok_within_slo = 0, answered_within = 0;
   double accuracy_sum = 0;
   std::map<std::string, uint64_t> sizes;  // "HxW" -> frames sent
 };
@@ -87,6 +88,10 @@ const T& cycled(const std::vector<T>& v, size_t i) {
   return v[i % v.size()];
 }
 
+steady::duration ms_duration(double ms) {
+  return std::chrono::duration_cast<steady::duration>(std::chrono::duration<double, std::milli>(ms));
+}
+
 void run_client(const load_options& o, const client_options& co, size_t index, load_connection& c,
                 steady::time_point start, int64_t start_wall_us, const std::vector<tensor>& frames, lane_tally& out,
                 client_result& res) {
@@ -96,19 +101,14 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
   res.id = "client-" + std::to_string(index);
   res.slo_ms = co.slo_ms.empty() ? o.slo_ms : cycled(co.slo_ms, index);
   res.fps = co.fps.empty() ? std::max(1.0, o.rate / static_cast<double>(n)) : cycled(co.fps, index);
-  const std::vector<double>* trace = co.bandwidth.empty() ? nullptr : &cycled(co.bandwidth, index);
+  emulated_uplink link(co.bandwidth.empty() ? nullptr : &cycled(co.bandwidth, index), start, co.rtt_ms);
   double total_s = o.warmup_s + o.duration_s;
-  auto measure_from = start + std::chrono::microseconds(static_cast<int64_t>(o.warmup_s * 1e6));
-  auto stop = start + std::chrono::microseconds(static_cast<int64_t>(total_s * 1e6));
-  auto gap = std::chrono::nanoseconds(static_cast<int64_t>(1e9 / res.fps));
-  auto grace = std::chrono::microseconds(static_cast<int64_t>((res.slo_ms + o.grace_ms) * 1000));
+  auto measure_from = start + ms_duration(o.warmup_s * 1e3);
+  auto stop = start + ms_duration(total_s * 1e3);
+  auto gap = ms_duration(1e3 / res.fps);
+  auto grace = ms_duration(res.slo_ms + o.grace_ms);
   auto second_of = [&](steady::time_point t) {
     return t < measure_from ? size_t{0} : static_cast<size_t>(std::chrono::duration<double>(t - measure_from).count());
-  };
-  auto mbps_at = [&](steady::time_point t) {
-    if (!trace || trace->empty()) return std::numeric_limits<double>::infinity();
-    auto s = static_cast<size_t>(std::max(0.0, std::chrono::duration<double>(t - start).count()));
-    return std::max(0.05, (*trace)[std::min(s, trace->size() - 1)]);  // a dead link still trickles
   };
   std::vector<size_t> frame_bytes;  // what a frame of each size weighs
   for (size_t i = 0; i < co.sizes.size(); ++i) frame_bytes.push_back(frames[i].data.size());
@@ -118,25 +118,26 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
     return co.sizes.size();
   };
   std::optional<image_size> advised;
-  auto link_free = start;  // when the uplink has sent every frame given to it so far
-  // What the client knows of its uplink: the transfers it has finished, as the harmonic mean of
-  // the last second, or the latest transfer's rate when that is lower (a drop counts at once);
-  // before the first, it sends the smallest size.
+  // What the client knows of its uplink: the transfers it has finished (or given up), as the
+  // harmonic mean of the last second, or the latest transfer's rate when that is lower (a drop
+  // counts at once); before the first, it sends the smallest size.
   sched::uplink_estimate uplink_seen;
   double latest_mbps = -1;
-  std::deque<std::tuple<steady::time_point, int64_t, double>> transfers;  // (finished at, bytes, ms)
   auto seconds = [&](steady::time_point t) { return std::chrono::duration<double>(t - start).count(); };
-  auto choose = [&](steady::time_point t) {
-    while (!transfers.empty() && std::get<0>(transfers.front()) <= t) {
-      auto [at, bytes, took] = transfers.front();
-      uplink_seen.add(seconds(at), bytes, took);
-      latest_mbps = static_cast<double>(bytes) * 8 / (std::max(took, 1e-6) * 1e3);
-      transfers.pop_front();
+  auto learn = [&](steady::time_point t) {
+    for (auto& x : link.ended(t)) {
+      double took = ms(x.end - x.start);
+      uplink_seen.add(seconds(x.end), static_cast<int64_t>(x.bytes), took);
+      latest_mbps = x.bytes * 8 / (std::max(took, 1e-6) * 1e3);
     }
-    double mbps = std::min(uplink_seen.mbps(seconds(t)), latest_mbps);
+  };
+  auto known_mbps = [&](steady::time_point t) { return std::min(uplink_seen.mbps(seconds(t)), latest_mbps); };
+  auto choose = [&](steady::time_point t) {
+    learn(t);
+    double mbps = known_mbps(t);
     // A link still busy with earlier frames carries less than they assumed: the smallest size
     // drains it fastest.
-    bool backlog = link_free > t;
+    bool backlog = link.free_at() > t;
     auto carried = mbps < 0 || backlog ? size_t{0} : largest_carried(frame_bytes, mbps, res.fps);
     switch (co.adaptation) {
       case data_adaptation::off:
@@ -151,8 +152,17 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
   };
 
   out = lane_tally(static_cast<size_t>(std::ceil(total_s)));
-  std::unordered_map<uint64_t, frame> pending;
-  std::deque<frame> uplink;                                    // captured, not yet at the frontend
+  std::unordered_map<uint64_t, frame> pending;  // at the frontend, awaiting a reply
+  std::unordered_map<uint64_t, frame> on_link;  // captured, not yet at the frontend
+  // The server's part of the latency as this client has seen it: from a transfer's end to its
+  // reply, the least over the last 32 answers (0 before the first).
+  std::deque<double> server_seen;
+  auto server_ms = [&] { return server_seen.empty() ? 0 : *std::min_element(server_seen.begin(), server_seen.end()); };
+  auto skip = [&](const frame& f) {
+    if (!f.measured) return;
+    out.skipped();
+    ++res.skipped;
+  };
   std::deque<std::pair<steady::time_point, uint64_t>> expiry;  // capture order = deadline order
   auto next_capture = start + gap * static_cast<int64_t>(index) / static_cast<int64_t>(n);
   uint64_t next_id = 1;
@@ -162,22 +172,49 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
     for (; next_capture <= now && next_capture < stop; next_capture += gap) {
       frame f{
           next_id++, next_capture, {}, {}, choose(next_capture), next_capture >= measure_from, second_of(next_capture)};
-      auto begin = f.start = std::max(next_capture, link_free);
-      double ser_ms = static_cast<double>(frames[f.size].data.size()) * 8 / (mbps_at(begin) * 1e3);
-      link_free = begin + std::chrono::nanoseconds(static_cast<int64_t>(ser_ms * 1e6));
-      transfers.emplace_back(link_free, static_cast<int64_t>(frames[f.size].data.size()), ser_ms);
-      f.deliver = link_free + std::chrono::nanoseconds(static_cast<int64_t>(co.rtt_ms / 2 * 1e6));
-      if (f.measured) {
+      auto bytes = static_cast<double>(frames[f.size].data.size());
+      // A frame that, at the uplink the client knows of and behind the bytes still in its send
+      // queue, would cross too late to be answered within its SLO only delays the frames after
+      // it. On an idle link a frame is sent whatever was seen before: it measures the link anew.
+      double mbps = known_mbps(next_capture);
+      if (co.skip_hopeless && mbps > 0 && link.free_at() > next_capture &&
+          (link.backlog_bytes(next_capture) + bytes) * 8 / (mbps * 1e3) + server_ms() > res.slo_ms) {
+        skip(f);
+        continue;
+      }
+      link.send(f.id, f.capture, bytes);
+      on_link.emplace(f.id, f);
+    }
+    // A frame whose upload, at the rate its bytes have been leaving (or, in its first 5 ms, the
+    // rate the client knew), would end too late to be answered within its SLO is given up, and
+    // the link goes to the frames behind it.
+    while (co.skip_hopeless) {
+      auto* x = link.crossing(now);
+      if (!x) break;
+      double elapsed = ms(now - x->start), sent = link.bits_between(x->start, now) / 8;
+      double mbps = elapsed >= 5 ? sent * 8 / (elapsed * 1e3) : known_mbps(now);
+      if (mbps <= 0 || ms(now - x->captured) + (x->bytes - sent) * 8 / (mbps * 1e3) + server_ms() <= res.slo_ms) break;
+      auto it = on_link.find(x->id);
+      if (it != on_link.end()) {
+        skip(it->second);
+        on_link.erase(it);
+      }
+      link.cancel(now);
+      learn(now);
+    }
+    for (auto& x : link.arrived(now)) {
+      auto it = on_link.find(x.id);
+      if (it == on_link.end()) continue;
+      auto f = it->second;
+      on_link.erase(it);
+      f.start = x.start;
+      f.deliver = x.end + ms_duration(co.rtt_ms / 2);
+      if (f.measured) {  // a request is sent once it is on its way to the frontend whole
         out.sent(f.second);
         ++res.sent;
         auto& sz = co.sizes[f.size];
         ++res.sizes[std::to_string(sz.height) + "x" + std::to_string(sz.width)];
       }
-      uplink.push_back(f);
-    }
-    while (!uplink.empty() && uplink.front().deliver <= now) {
-      auto f = uplink.front();
-      uplink.pop_front();
       msg::client_request r;
       r.pipeline = o.pipeline;
       r.request_id = f.id;
@@ -194,11 +231,13 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
       c.send(msg::encode_frame({{}, std::move(r)}));
     }
     expire_lost(expiry, pending, now, out);
-    if (next_capture >= stop && uplink.empty() && pending.empty()) break;
-    auto wake = std::min(next_capture < stop ? next_capture : now + std::chrono::milliseconds(20),
-                         uplink.empty() ? now + std::chrono::milliseconds(20) : uplink.front().deliver);
+    if (next_capture >= stop && on_link.empty() && pending.empty()) break;
+    // Wake for the next capture, the next arrival, or within 10 ms to judge the frame crossing.
+    auto wake = std::min({next_capture < stop ? next_capture : now + std::chrono::milliseconds(10),
+                          link.next_arrival().value_or(now + std::chrono::milliseconds(10)),
+                          now + std::chrono::milliseconds(10)});
     int timeout = static_cast<int>(
-        std::clamp<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count(), 0, 20));
+        std::clamp<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count(), 0, 10));
     for (int wait = timeout; c.recv(buf, wait); wait = 0) {
       auto d = msg::decode(buf, limits);
       if (!d.value) continue;
@@ -213,6 +252,10 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
       pending.erase(it);
       if (r->input_height > 0 && r->input_width > 0)
         advised = image_size{static_cast<int>(r->input_height), static_cast<int>(r->input_width)};
+      if (r->code == msg::status::ok) {
+        server_seen.push_back(ms(steady::now() - (f.deliver - ms_duration(co.rtt_ms / 2))));
+        if (server_seen.size() > 32) server_seen.pop_front();
+      }
       if (!f.measured) continue;
       double latency = ms(steady::now() - f.capture);
       out.reply(*r, f.second, latency, 0, res.slo_ms);
@@ -224,7 +267,8 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
             ++res.answered_within;
           }
       }
-      if (steady::now() >= next_capture || (!uplink.empty() && steady::now() >= uplink.front().deliver)) break;
+      auto next = link.next_arrival();
+      if (steady::now() >= next_capture || (next && steady::now() >= *next)) break;
     }
   }
 }
@@ -294,13 +338,16 @@ expected<load_summary> run_clients(const load_options& o, const client_options& 
   uint64_t answered = 0;
   s.clients = nlohmann::json::object();
   for (auto& r : results) {
-    s.clients[r.id] = {{"slo_ms", r.slo_ms},
-                       {"fps", r.fps},
-                       {"sent", r.sent},
-                       {"ok_within_slo", r.ok_within_slo},
-                       {"miss_rate", r.sent ? 1 - static_cast<double>(r.ok_within_slo) / r.sent : 0},
-                       {"accuracy", r.answered_within ? r.accuracy_sum / r.answered_within : 0},
-                       {"sizes", r.sizes}};
+    s.clients[r.id] = {
+        {"slo_ms", r.slo_ms},
+        {"fps", r.fps},
+        {"sent", r.sent},
+        {"skipped", r.skipped},
+        {"ok_within_slo", r.ok_within_slo},
+        {"miss_rate",
+         r.sent + r.skipped ? 1 - static_cast<double>(r.ok_within_slo) / static_cast<double>(r.sent + r.skipped) : 0},
+        {"accuracy", r.answered_within ? r.accuracy_sum / r.answered_within : 0},
+        {"sizes", r.sizes}};
     acc += r.accuracy_sum;
     answered += r.answered_within;
   }

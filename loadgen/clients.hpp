@@ -1,7 +1,7 @@
 #pragma once
 // `sloserve load --clients N`: N video clients of their own (ClientRequest.client), each sending
 // frames at its frame rate under its SLO over an emulated uplink: a frame waits for the frames
-// before it to cross the link, crosses it at the bandwidth its trace gives for that second, and
+// before it to cross the link, crosses it at the bandwidth its trace gives each second it spans, and
 // reaches the frontend half a round trip later; it carries its capture time as its send time, so
 // the SLO counts the upload. Data adaptation: each client sends JPEG frames at one of the image
 // sizes its pipeline's variants take, as the replies advise (jellyfish), the largest its uplink
@@ -9,6 +9,7 @@
 // uplink only from the transfers it finished (the harmonic mean of the last second, as the
 // frontend estimates it, or the latest transfer's rate when that is lower), and sends the
 // smallest size until it has one, and whenever a frame finds the link still busy with earlier ones.
+// A frame that could not cross in time is skipped (`skip_hopeless`), and counts as missed.
 
 #include <map>
 #include <string>
@@ -34,6 +35,11 @@ struct client_options {
   std::vector<std::vector<double>> bandwidth;  // per-second Mbps traces, cycled; empty: unlimited
   double rtt_ms = 10;
   data_adaptation adaptation = data_adaptation::jellyfish;
+  // Skip a frame that, at the uplink the client knows of and behind what its send queue still
+  // holds, would cross too late to be answered within its SLO (the server's part taken as the
+  // least it has been lately): as a camera client does, rather than delay the frames after it.
+  // Skipped frames count as missed.
+  bool skip_hopeless = true;
   std::vector<image_size> sizes;  // ascending in pixels: what the pipeline's variants take
   image_size fixed{};             // adaptation off: the size sent (default: the middle one)
   // For the summary's accuracy: the size each model takes (an index into `sizes`), and the

@@ -96,7 +96,7 @@ load_summary merge_lanes(std::vector<lane_tally>& lanes, double measured_s) {
     using counter = uint64_t load_summary::*;
     for (counter f : {&load_summary::sent, &load_summary::ok, &load_summary::ok_within_slo, &load_summary::dropped,
                       &load_summary::overloaded, &load_summary::errors, &load_summary::lost, &load_summary::late,
-                      &load_summary::delayed})
+                      &load_summary::delayed, &load_summary::skipped})
       s.*f += r.s_.*f;
     for (auto& [k, v] : r.s_.reasons.items()) s.reasons[k] = s.reasons.value(k, 0) + v.get<long>();
     for (auto& [k, v] : r.s_.nodes.items()) s.nodes[k] = s.nodes.value(k, 0) + v.get<long>();
@@ -114,7 +114,8 @@ load_summary merge_lanes(std::vector<lane_tally>& lanes, double measured_s) {
     }
   }
   s.measured_s = measured_s;
-  s.attainment = s.sent ? static_cast<double>(s.ok_within_slo) / s.sent : 0;
+  s.attainment =
+      s.sent + s.skipped ? static_cast<double>(s.ok_within_slo) / static_cast<double>(s.sent + s.skipped) : 0;
   s.goodput_rps = s.measured_s > 0 ? s.ok_within_slo / s.measured_s : 0;
   s.generator_late_fraction = s.sent ? static_cast<double>(s.delayed) / s.sent : 0;
   if (!all_latencies.empty()) {
@@ -161,6 +162,7 @@ nlohmann::json load_summary::to_json(const load_options& o) const {
           {"overloaded", overloaded},
           {"errors", errors},
           {"lost", lost},
+          {"skipped", skipped},
           {"late", late},
           {"dummies", dummies},
           {"delayed", delayed},
@@ -197,6 +199,9 @@ std::string load_summary::to_text() const {
            (unsigned long)overloaded, (unsigned long)errors, (unsigned long)lost, 100 * attainment, goodput_rps, p50,
            p90, p99, max);
   std::string out = buf;
+  if (skipped)
+    out += "frames the clients skipped, as they could not have been answered within their SLO (counted missed): " +
+           std::to_string(skipped) + "\n";
   if (dummies)
     out += "dummy requests the frontend sent meanwhile (not counted above): " + std::to_string(dummies) + "\n";
   if (ok) {
@@ -208,9 +213,11 @@ std::string load_summary::to_text() const {
   }
   for (auto& [reason, n] : reasons.items()) out += "  " + std::to_string(n.get<long>()) + "x " + reason + "\n";
   for (auto& [id, c] : clients.items()) {
-    snprintf(buf, sizeof buf, "  %s: SLO %.0f ms, %.0f fps: sent %lu, missed %.2f%%, accuracy %.2f%%, sizes %s\n",
+    snprintf(buf, sizeof buf,
+             "  %s: SLO %.0f ms, %.0f fps: sent %lu, skipped %lu, missed %.2f%%, accuracy %.2f%%, sizes %s\n",
              id.c_str(), c["slo_ms"].get<double>(), c["fps"].get<double>(), (unsigned long)c["sent"].get<uint64_t>(),
-             100 * c["miss_rate"].get<double>(), c["accuracy"].get<double>(), c["sizes"].dump().c_str());
+             (unsigned long)c.value("skipped", uint64_t{0}), 100 * c["miss_rate"].get<double>(),
+             c["accuracy"].get<double>(), c["sizes"].dump().c_str());
     out += buf;
   }
   if (!clients.empty()) {

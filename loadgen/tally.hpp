@@ -24,6 +24,10 @@ struct load_summary {
   // than late_after after their arrival time (generator_late_fraction of those sent).
   uint64_t sent = 0, ok = 0, ok_within_slo = 0, dropped = 0, overloaded = 0, errors = 0, lost = 0, late = 0,
            delayed = 0;
+  // --clients: frames the clients captured and did not send, as they could not have been answered
+  // within their SLO (client_options::skip_hopeless). Not among `sent`; attainment counts them
+  // missed.
+  uint64_t skipped = 0;
   double generator_late_fraction = 0;
   // Dummy requests (Piccolo's padding) the frontend sent from before the first request to after
   // the last: never among the figures above.
@@ -37,7 +41,7 @@ struct load_summary {
   nlohmann::json models = nlohmann::json::object();  // stage runs of OK replies, per model (variant) that ran
   // Where OK replies' latency went: {client, frontend, queue, exec: {p50, p99}} in ms.
   nlohmann::json breakdown = nlohmann::json::object();
-  // --clients: per client (slo_ms, fps, sent, ok_within_slo, miss_rate, accuracy, sizes), and the
+  // --clients: per client (slo_ms, fps, sent, skipped, ok_within_slo, miss_rate, accuracy, sizes), and the
   // mean accuracy (percent) of the models that answered within their SLO.
   nlohmann::json clients = nlohmann::json::object();
   double accuracy = 0;
@@ -62,6 +66,8 @@ class lane_tally {
   void sent(size_t second);
   // A measured request was sent more than late_after after its arrival time.
   void delayed() { ++s_.delayed; }
+  // A measured frame was skipped: it could not have been answered within its SLO.
+  void skipped() { ++s_.skipped; }
   // A measured request got no reply by its SLO plus grace.
   void lost() { ++s_.lost; }
   // A reply came for a request already counted lost.

@@ -232,9 +232,11 @@ scaler: {policy: fa2, vertical_s: 0.5, horizontal_s: 1}
   EXPECT_GE(s["nodes"].size(), 2u) << s.dump(2);
 }
 
-// Jellyfish under load: four video clients whose uplinks step between 2 and 20 Mbps (two in each
-// phase) send JPEG frames at the sizes the replies advise; devices switch variants (each load
-// takes 200 ms) and nothing is lost meanwhile.
+// Jellyfish under load: four video clients whose uplinks step between 2 and 20 Mbps (clients 0
+// and 3 up when 1 is down; client 2's link also dies for three seconds) send JPEG frames at the
+// sizes the replies advise; devices switch variants (each load takes 200 ms) and nothing is lost
+// meanwhile. Client 2 skips the frames its dead link cannot deliver in time, and every frame
+// captured is either sent or skipped.
 TEST_F(cluster_fixture, jellyfish_adapts_clients_and_variants_to_their_uplinks_and_loses_nothing) {
   std::ofstream(dir / "cluster.yaml") << R"(cluster: {name: it}
 nodes:
@@ -259,6 +261,7 @@ scheduler: {policy: jellyfish, jellyfish: {interval_ms: 250}}
   start_cluster();
   std::ofstream(dir / "up.txt") << "20\n20\n2\n2\n20\n20\n2\n2\n20\n20\n2\n2\n";
   std::ofstream(dir / "down.txt") << "2\n2\n20\n20\n2\n2\n20\n20\n2\n2\n20\n20\n";
+  std::ofstream(dir / "dead.txt") << "20\n20\n0\n0\n2\n2\n20\n20\n0\n2\n2\n20\n";
   auto l = spawn({"sloserve",
                   "load",
                   "-c",
@@ -272,7 +275,7 @@ scheduler: {policy: jellyfish, jellyfish: {interval_ms: 250}}
                   "--client-slo-ms",
                   "150,120",
                   "--bandwidth-trace",
-                  (dir / "up.txt").string() + "," + (dir / "down.txt").string(),
+                  (dir / "up.txt").string() + "," + (dir / "down.txt").string() + "," + (dir / "dead.txt").string(),
                   "--rtt-ms",
                   "10",
                   "--duration",
@@ -289,6 +292,12 @@ scheduler: {policy: jellyfish, jellyfish: {interval_ms: 250}}
   EXPECT_EQ(s["sent"].get<int>(), s["ok"].get<int>() + s["dropped"].get<int>() + s["overloaded"].get<int>());
   ASSERT_EQ(s["clients"].size(), 4u) << s.dump(2);
   EXPECT_DOUBLE_EQ(s["clients"]["client-1"]["slo_ms"].get<double>(), 120);
+  // 4 clients x 10 frames/s x 8 s captured: each sent or skipped (a frame either side of the
+  // window's edges).
+  EXPECT_NEAR(s["sent"].get<double>() + s["skipped"].get<double>(), 320, 4) << s.dump(2);
+  EXPECT_GT(s["clients"]["client-2"]["skipped"].get<int>(), 0) << s.dump(2);
+  EXPECT_EQ(s["clients"]["client-0"]["sent"].get<int>() + s["clients"]["client-0"]["skipped"].get<int>(), 80)
+      << s.dump(2);
   // Clients sent more than one size as their uplinks changed, and more than one variant answered.
   size_t adapted = 0;
   for (auto& [id, c] : s["clients"].items()) adapted += c["sizes"].size() > 1;
