@@ -36,13 +36,14 @@ bool client_registry::on_request(const request& r, double now_s) {
     e.images.insert(e.images.begin(), seen);
     if (e.images.size() > max_image_sizes) e.images.pop_back();
   }
+  if (r.skipped > 0) dips(r.pipeline).outcome(now_s, r.skipped, r.skipped);
   if (r.waited_ms >= 0)
     e.uplink.add(now_s, r.bytes, r.waited_ms - std::max(0.0, r.queued_ms) - std::max(0.0, e.rtt_ms) / 2);
   return true;
 }
 
-std::vector<msg::client_load> client_registry::report(double now_s, double window_s, double forget_s,
-                                                      double uplink_quantile) {
+std::vector<msg::client_load> client_registry::report(double now_s, double window_s, double forget_s) {
+  std::unordered_map<std::string, double> quantile;  // per pipeline, this report's
   std::vector<msg::client_load> out;
   for (auto it = clients_.begin(); it != clients_.end();) {
     auto& e = it->second;
@@ -56,7 +57,12 @@ std::vector<msg::client_load> client_registry::report(double now_s, double windo
     l.slo_ms = e.slo_ms;
     l.rate_hz = e.rate_hz > 0 ? e.rate_hz : window_s > 0 ? static_cast<double>(e.arrivals) / window_s : 0;
     l.uplink_mbps = e.reported_mbps = e.uplink.mbps(now_s);
-    l.uplink_low_mbps = e.uplink.low_mbps(now_s, uplink_quantile);
+    auto q = quantile.find(e.pipeline);
+    if (q == quantile.end()) {
+      q = quantile.emplace(e.pipeline, dips(e.pipeline).quantile(now_s)).first;
+      reported_quantile_[e.pipeline] = q->second;
+    }
+    l.uplink_low_mbps = e.uplink.low_mbps(now_s, q->second);
     l.rtt_ms = std::max(0.0, e.rtt_ms);
     l.bytes_per_pixel = e.bytes_per_pixel;
     l.image_pixels = e.pixels;
@@ -75,6 +81,24 @@ bool client_registry::moved(const std::string& client, const std::string& pipeli
   if (it == clients_.end() || it->second.reported_mbps <= 0) return false;
   double now = it->second.uplink.mbps(now_s);
   return now > 0 && (now > factor * it->second.reported_mbps || now * factor < it->second.reported_mbps);
+}
+
+sched::dip_quantile& client_registry::dips(const std::string& pipeline) {
+  auto it = dips_.find(pipeline);
+  if (it == dips_.end()) {
+    if (dips_.size() >= max_) dips_.clear();  // pipelines are the config's: this is a guard
+    it = dips_.emplace(pipeline, sched::dip_quantile(start_quantile_, miss_target_)).first;
+  }
+  return it->second;
+}
+
+void client_registry::on_outcome(const std::string& pipeline, bool missed, double now_s) {
+  dips(pipeline).outcome(now_s, 1, missed ? 1 : 0);
+}
+
+double client_registry::uplink_quantile(const std::string& pipeline) const {
+  auto it = reported_quantile_.find(pipeline);
+  return it == reported_quantile_.end() ? -1 : it->second;
 }
 
 void client_registry::apply(const std::vector<msg::client_route>& routes) {

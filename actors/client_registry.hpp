@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "messages/types.hpp"
+#include "scheduling/dip_quantile.hpp"
 #include "scheduling/uplink_estimate.hpp"
 
 namespace sloserve {
@@ -30,6 +31,7 @@ class client_registry {
     double waited_ms = -1;  // since it sent, clock offset removed; < 0: no send time
     double default_slo_ms = 0;
     double queued_ms = 0;  // of waited_ms, on the client before its upload began
+    uint32_t skipped = 0;  // frames it skipped since its last request (missed)
   };
   explicit client_registry(size_t max_clients = 4096) : max_(max_clients) {}
   static constexpr size_t max_image_sizes = 8;  // sizes remembered per client
@@ -39,8 +41,20 @@ class client_registry {
   bool on_request(const request& r, double now_s);
   // Every client heard within `forget_s`, with its rate over the `window_s` since the last call;
   // clients silent longer are forgotten.
-  // `uplink_quantile`: what `uplink_low_mbps` reports (uplink_estimate::low_mbps).
-  std::vector<msg::client_load> report(double now_s, double window_s, double forget_s = 10, double uplink_quantile = 0);
+  // Uplinks are reported at their `uplink_quantile` dips (uplink_estimate::low_mbps); with
+  // `miss_target` > 0, that is where each pipeline's quantile starts, then moves to keep its
+  // clients' misses near the target (sched::dip_quantile). Both 0 until set.
+  void plan_dips(double uplink_quantile, double miss_target) {
+    start_quantile_ = uplink_quantile;
+    miss_target_ = miss_target;
+    dips_.clear();
+  }
+  std::vector<msg::client_load> report(double now_s, double window_s, double forget_s = 10);
+  // A named client's request of `pipeline` was answered: within its SLO or not (any status but OK
+  // misses).
+  void on_outcome(const std::string& pipeline, bool missed, double now_s);
+  // The quantile `pipeline`'s uplinks were last reported at; < 0 before its first report.
+  double uplink_quantile(const std::string& pipeline) const;
 
   // Whether the client's uplink estimate moved beyond `factor` (either way) since the last report:
   // worth reporting before the next one.
@@ -62,7 +76,12 @@ class client_registry {
   };
   static std::string key(const std::string& client, const std::string& pipeline) { return client + '\n' + pipeline; }
 
+  sched::dip_quantile& dips(const std::string& pipeline);
+
   size_t max_;
+  double start_quantile_ = 0, miss_target_ = 0;                // for pipelines first seen from now on
+  std::unordered_map<std::string, sched::dip_quantile> dips_;  // per pipeline
+  std::unordered_map<std::string, double> reported_quantile_;  // per pipeline
   std::unordered_map<std::string, entry> clients_;
   std::unordered_map<std::string, msg::client_route> routes_;
 };

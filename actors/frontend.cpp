@@ -45,6 +45,7 @@ struct query {
   std::optional<msg::client_route> route;  // where Jellyfish maps its client; the reply tells the size
   int start = 0;                           // a partitioned model: the layer the server starts at
   double slo_ms = 0;                       // the SLO it was admitted under (the client's, else the pipeline's)
+  bool named = false;                      // from a client that names itself: its outcome is counted
 };
 
 struct in_flight {
@@ -74,7 +75,8 @@ struct frontend_state {
 
   std::unordered_map<std::string, size_t> pipeline_index;
   client_time client_times;
-  client_registry clients;  // clients that name themselves
+  client_registry clients;                                   // clients that name themselves
+  std::unordered_map<std::string, double> uplink_quantiles;  // per pipeline, as last logged
   clock_time last_client_report;
   std::function<int64_t()> wall_us;
 
@@ -150,6 +152,9 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
   r.timings = std::move(q.timings);
   if (q.route) r.input_height = q.route->input_height, r.input_width = q.route->input_width;
   if (code == msg::status::ok) r.outputs = q.walk->take_results();
+  if (q.named)
+    st.clients.on_outcome(st.cfg->pipelines[q.pipeline].name, code != msg::status::ok || now > q.deadline,
+                          seconds_of(now));
   st.net->queued.release(q.bytes);
   if (auto c = st.client_in_flight.find(q.client); c != st.client_in_flight.end() && --c->second <= 0)
     st.client_in_flight.erase(c);
@@ -406,7 +411,16 @@ void report_clients(self_ptr self, clock_time now) {
   if (!ctl) return;
   msg::load_report r;
   r.node = st.net->self_name();
-  r.clients = st.clients.report(seconds_of(now), window, 10, st.cfg->scheduler.jellyfish.uplink_quantile);
+  r.clients = st.clients.report(seconds_of(now), window, 10);
+  for (auto& p : st.cfg->pipelines)
+    if (double q = st.clients.uplink_quantile(p.name); q >= 0) {
+      if (auto& last = st.uplink_quantiles[p.name]; last != q) {
+        spdlog::debug("{}: pipeline '{}': uploads planned at the {:.3f} quantile of its clients' uplink dips",
+                      st.net->self_name(), p.name, q);
+        last = q;
+        st.net->metrics.uplink_quantile(p.name, q);
+      }
+    }
   if (!r.clients.empty()) st.net->to_node(ctl->name, {{}, std::move(r)});
 }
 
@@ -414,8 +428,10 @@ void on_ingress(self_ptr self, ingress& in) {
   auto& st = self->state;
   ++st.stats.received;
   const std::string* known = nullptr;
+  bool named = false;  // a named client's request, counted in the registry
   auto reject = [&](msg::status code, std::string reason, std::string_view drop = {}) {
     if (!drop.empty()) st.net->metrics.dropped(drop);
+    if (named && known) st.clients.on_outcome(*known, true, seconds_of(self->clock().now()));
     if (code == msg::status::error)
       ++st.stats.errors;
     else if (code == msg::status::overloaded)
@@ -461,8 +477,9 @@ void on_ingress(self_ptr self, ingress& in) {
   std::optional<msg::client_route> route;
   if (!rq.client.empty()) {
     st.clients.on_request({rq.client, p.name, rq.slo_ms, rq.rate_hz, rq.rtt_ms, payload_bytes(rq.inputs),
-                           image_pixels_of(rq.inputs.front()), waited_ms, p.slo_ms, rq.queued_ms},
+                           image_pixels_of(rq.inputs.front()), waited_ms, p.slo_ms, rq.queued_ms, rq.skipped},
                           seconds_of(now));
+    named = true;
     if (auto* r = st.clients.route(rq.client, p.name)) route = *r;
     // An uplink that moved much is reported at once (Jellyfish re-schedules on it), at most
     // every 50 ms.
@@ -505,6 +522,7 @@ void on_ingress(self_ptr self, ingress& in) {
   q.route = std::move(route);
   q.start = start;
   q.slo_ms = slo_ms;
+  q.named = named;
   if (st.cfg->models[p.stages.front().model_index].partitioned()) {
     auto& tally = st.fragments[pit->second][{static_cast<uint32_t>(start), slo_ms}];
     ++tally.queries;
@@ -642,6 +660,7 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
     st.net = args.net;
     st.wall_us = args.wall_us;
     st.routes.emplace(*st.cfg, sched::make_balancer(args.cfg->runtime.balancer));
+    st.clients.plan_dips(st.cfg->scheduler.jellyfish.uplink_quantile, st.cfg->scheduler.jellyfish.miss_target);
     for (size_t i = 0; i < st.cfg->pipelines.size(); ++i) st.pipeline_index.emplace(st.cfg->pipelines[i].name, i);
     for (auto& p : st.cfg->pipelines)
       st.load.push_back(

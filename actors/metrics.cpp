@@ -115,6 +115,11 @@ void node_metrics::link(const std::string& worker, double ms_per_mb, double base
   links_[worker] = {ms_per_mb, base_ms};
 }
 
+void node_metrics::uplink_quantile(const std::string& pipeline, double q) {
+  std::lock_guard lock(mu_);
+  uplink_quantiles_[pipeline] = q;
+}
+
 void node_metrics::batch(const std::string& model, int size) {
   std::lock_guard lock(mu_);
   auto& h = batch_sizes_[label("model", model)];
@@ -209,6 +214,11 @@ std::string node_metrics::render(std::string_view node, double now_s) const {
     for (auto& [w, v] : links_) sample(out, "sloserve_link_seconds_per_megabyte", label("worker", w), v.first / 1e3);
     header(out, "sloserve_link_round_trip_seconds", "gauge", "Round trip of an empty link probe to a worker.");
     for (auto& [w, v] : links_) sample(out, "sloserve_link_round_trip_seconds", label("worker", w), v.second / 1e3);
+  }
+  if (!uplink_quantiles_.empty()) {
+    header(out, "sloserve_jellyfish_uplink_quantile", "gauge",
+           "The quantile of its clients' uplink dips a pipeline's uploads are planned at (lower: deeper dips).");
+    for (auto& [p, q] : uplink_quantiles_) sample(out, "sloserve_jellyfish_uplink_quantile", label("pipeline", p), q);
   }
   if (!batch_sizes_.empty()) histograms("sloserve_batch_size", "Requests per batch run, by model.", batch_sizes_);
   if (!busy_.empty()) {

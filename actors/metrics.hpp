@@ -61,6 +61,9 @@ class node_metrics {
   // Frontend: what its probes found of the link to `worker` (ms per MB a request adds, and the
   // round trip of an empty probe in ms).
   void link(const std::string& worker, double ms_per_mb, double base_ms);
+  // Frontend: the quantile of its clients' uplink dips that `pipeline`'s uploads are timed at
+  // (scheduler.jellyfish.uplink_quantile, moved by miss_target).
+  void uplink_quantile(const std::string& pipeline, double q);
 
   // Counters of what the network and clients did to the node, each with at most one label.
   enum class event {
@@ -98,6 +101,7 @@ class node_metrics {
   std::map<std::string, attainment> attainment_;
   std::map<labels, double> queue_lengths_;
   std::map<std::string, std::pair<double, double>> links_;  // worker -> (ms per MB, empty round trip ms)
+  std::map<std::string, double> uplink_quantiles_;          // pipeline -> quantile
   std::map<std::string, busy_time> busy_;
   std::map<std::string, size_t> instances_;
   std::map<std::pair<event, std::string>, uint64_t> events_;

@@ -22,7 +22,7 @@
 // SLOSERVE_BENCH_WAYS=DA_bw,nexus runs jellyfish and those baselines alone.
 // SLOSERVE_BENCH_SEND_EVERY_FRAME=1 has clients send the frames that cannot cross in time too.
 // SLOSERVE_BENCH_UPLINK_QUANTILE=Q sets jellyfish's scheduler.jellyfish.uplink_quantile (default:
-// the file's default).
+// the file's default), SLOSERVE_BENCH_MISS_TARGET=M its scheduler.jellyfish.miss_target.
 
 #include <spdlog/spdlog.h>
 
@@ -85,6 +85,7 @@ std::string config_yaml(way w, double slo_ms) {
   if (w == way::jellyfish) {
     y << "scheduler: {policy: jellyfish, jellyfish: {resident: 5";
     if (auto* q = std::getenv("SLOSERVE_BENCH_UPLINK_QUANTILE")) y << ", uplink_quantile: " << std::atof(q);
+    if (auto* m = std::getenv("SLOSERVE_BENCH_MISS_TARGET")) y << ", miss_target: " << std::atof(m);
     y << "}}\n";
   } else if (w == way::da_bw)
     y << "scheduler: {policy: jellyfish, jellyfish: {resident: 5, compute_share: 0.5}}\n";

@@ -121,6 +121,10 @@ struct jellyfish_options {
   // Uploads are timed at the uplink that a client's uploads fell below this share of the time
   // over the last 10 s (client_registry, uplink_estimate::low_mbps); 0: at the estimate itself.
   double uplink_quantile = 0.05;
+  // > 0: each frontend moves a pipeline's quantile (from uplink_quantile) to keep the share of its
+  // named clients' requests that miss their SLO (skipped frames included) near this
+  // (sched::dip_quantile); 0: the quantile stays.
+  double miss_target = 0.01;
 };
 
 // Graft (`scheduler: {policy: graft, graft: {...}}`): each partitioned model's fragments (the

@@ -12,6 +12,7 @@
 #include <thread>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 
 #include "loadgen/load.hpp"
 #include "loadgen/socket.hpp"
@@ -158,7 +159,9 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
   // reply, the least over the last 32 answers (0 before the first).
   std::deque<double> server_seen;
   auto server_ms = [&] { return server_seen.empty() ? 0 : *std::min_element(server_seen.begin(), server_seen.end()); };
+  uint32_t skips_untold = 0;  // frames skipped since the last request, told with the next
   auto skip = [&](const frame& f) {
+    ++skips_untold;
     if (!f.measured) return;
     out.skipped();
     ++res.skipped;
@@ -225,6 +228,7 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
       r.rate_hz = res.fps;
       r.rtt_ms = co.rtt_ms;
       r.queued_ms = ms(f.start - f.capture);
+      r.skipped = std::exchange(skips_untold, 0);
       pending.emplace(f.id, f);
       // The deadline runs from capture; a reply is awaited from the moment it is on the wire.
       expiry.emplace_back(f.deliver + grace, f.id);

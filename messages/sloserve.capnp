@@ -35,6 +35,9 @@ struct ClientRequest {
   # A partitioned model (Graft): the client ran layers [0, startLayer) and sends what they made;
   # the server runs the rest within sloMs (the time left). 0: the whole model.
   startLayer @10 :UInt32;
+  # Frames the client captured and did not send since its previous request, as they could not
+  # have been answered within its SLO: missed, though the server never saw them.
+  skipped @11 :UInt32;
 }
 
 struct StageTiming {

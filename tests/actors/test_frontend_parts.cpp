@@ -299,6 +299,45 @@ TEST(uplink_estimate, a_changeable_link_is_timed_at_the_dips_it_had) {
   EXPECT_NEAR(shaky.low_mbps(20, 0.05), shaky.mbps(20), 1e-9) << "nothing in the last 10 s";
 }
 
+// Outcomes of named clients' requests, and the frames they report skipping, move the quantile of
+// uplink dips that their pipeline's uploads are reported at.
+TEST(client_registry, a_pipelines_misses_move_the_dips_its_uplinks_are_reported_at) {
+  client_registry reg;
+  reg.plan_dips(0.1, 0.02);
+  std::string cam = "cam", p = "p", q = "q";
+  // 30 uploads a second to each pipeline, one in ten at half the rate (1 KB in 2 ms, else in 1 ms):
+  // rates against the estimate fall at or below the 0.1 quantile only for the halved ones.
+  double t = 0;
+  auto upload = [&](int seconds, uint32_t skipped = 0) {
+    for (int k = 0; k < 30 * seconds; ++k, t += 1.0 / 30) {
+      double ms = k % 10 == 9 ? 2 : 1;
+      ASSERT_TRUE(reg.on_request({cam, p, 150, 30, 0, 1000, 0, ms, 100, 0, k == 0 ? skipped : 0}, t));
+      ASSERT_TRUE(reg.on_request({cam, q, 150, 30, 0, 1000, 0, ms, 100}, t));
+    }
+  };
+  upload(3);
+  auto before = reg.report(t, 3);
+  ASSERT_EQ(before.size(), 2u);
+  EXPECT_DOUBLE_EQ(reg.uplink_quantile(p), 0.1);
+  EXPECT_DOUBLE_EQ(reg.uplink_quantile("nobody"), -1);
+  EXPECT_DOUBLE_EQ(before[0].uplink_low_mbps, before[1].uplink_low_mbps);
+  EXPECT_LT(before[0].uplink_low_mbps, before[0].uplink_mbps);
+  // Pipeline p: 12 of 120 requests missed, and its client skipped 10 frames; q: none missed.
+  double from = t;
+  for (int k = 0; k < 120; ++k) {
+    reg.on_outcome(p, k % 10 == 0, t);
+    reg.on_outcome(q, false, t);
+  }
+  upload(2, 10);
+  auto after = reg.report(from + 2, 2);
+  ASSERT_EQ(after.size(), 2u);
+  EXPECT_DOUBLE_EQ(reg.uplink_quantile(p), 0.1 / 1.25);
+  EXPECT_DOUBLE_EQ(reg.uplink_quantile(q), 0.1 * 1.25);
+  // p plans for the halved uploads still; q, whose clients missed nothing, for its estimate.
+  EXPECT_LT(after[0].uplink_low_mbps, after[0].uplink_mbps);
+  EXPECT_DOUBLE_EQ(after[1].uplink_low_mbps, after[1].uplink_mbps);
+}
+
 TEST(client_registry, reports_what_clients_declare_and_what_their_uploads_show) {
   client_registry reg(2);
   std::string cam = "cam", p = "p", other = "other";

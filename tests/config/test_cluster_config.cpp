@@ -627,7 +627,7 @@ TEST(cluster_config, jellyfish_serves_image_variants_of_several_sizes_and_round_
   auto text = nodes + models + image_variants + R"(pipelines:
   - {name: p, slo_ms: 100, stages: [{name: s, variants: [i128, i256]}]}
 scheduler: {policy: jellyfish, jellyfish: {interval_ms: 250, overhead_ms: 3, bytes_per_pixel: 0.4, resident: 2,
-                                           compute_share: 0.5}}
+                                           compute_share: 0.5, uplink_quantile: 0.1, miss_target: 0.02}}
 )";
   auto r = parse_cluster_config(text, "c.yaml");
   ASSERT_TRUE(r) << r.error_text();
@@ -641,6 +641,8 @@ scheduler: {policy: jellyfish, jellyfish: {interval_ms: 250, overhead_ms: 3, byt
   EXPECT_DOUBLE_EQ(j.bytes_per_pixel, 0.4);
   EXPECT_EQ(j.resident, 2);
   EXPECT_DOUBLE_EQ(j.compute_share, 0.5);
+  EXPECT_DOUBLE_EQ(j.uplink_quantile, 0.1);
+  EXPECT_DOUBLE_EQ(j.miss_target, 0.02);
 }
 
 TEST(cluster_config, jellyfish_is_checked_with_its_place) {
@@ -666,6 +668,9 @@ TEST(cluster_config, jellyfish_is_checked_with_its_place) {
   EXPECT_NE(e.find("bytes_per_pixel must be positive"), std::string::npos) << e;
   e = with(one, "scheduler: {policy: jellyfish, jellyfish: {compute_share: 1.5}}\n");
   EXPECT_NE(e.find("compute_share must be in [0, 1]"), std::string::npos) << e;
+  e = with(one, "scheduler: {policy: jellyfish, jellyfish: {miss_target: -0.1, uplink_quantile: 0.7}}\n");
+  EXPECT_NE(e.find("miss_target must be in [0, 0.5]"), std::string::npos) << e;
+  EXPECT_NE(e.find("uplink_quantile must be in [0, 0.5]"), std::string::npos) << e;
   // Image variants of different sizes are one stage's variants.
   auto ok = parse_cluster_config(nodes + models + image_variants + "pipelines:\n" + one, "c.yaml");
   EXPECT_TRUE(ok) << ok.error_text();

@@ -3,11 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <random>
 
+#include "scheduling/dip_quantile.hpp"
 #include "scheduling/jellyfish.hpp"
 #include "scheduling/jellyfish_plan.hpp"
 
@@ -217,6 +219,66 @@ TEST(jellyfish_plan, clients_beyond_every_budget_go_to_the_fastest_worker) {
   EXPECT_EQ(plan.clients[1].variant, fastest);
   EXPECT_EQ(plan.variants[plan.clients[1].worker], fastest);
   EXPECT_DOUBLE_EQ(plan.quality.mapped, 0.5);
+}
+
+}  // namespace
+}  // namespace sloserve::sched
+
+namespace sloserve::sched {
+namespace {
+
+// The dip quantile follows the misses: deeper dips (a lower quantile, 1.25x) while more than the
+// target miss, shallower ones (1.25x, or 0.005 at least) while fewer than half the target do,
+// steady between; every 2 s, judged on outcomes that fade 0.7x a step, once 100 are weighed.
+TEST(dip_quantile, plans_for_deeper_dips_while_clients_miss_more_than_the_target) {
+  dip_quantile d(0.05, 0.02);
+  d.outcome(0, 150, 15);  // 10% missed
+  EXPECT_DOUBLE_EQ(d.quantile(1.9), 0.05) << "no step before 2 s";
+  EXPECT_DOUBLE_EQ(d.quantile(2), 0.05 / 1.25);
+  d.outcome(2.5, 150, 15);
+  EXPECT_DOUBLE_EQ(d.quantile(4), 0.05 / 1.25 / 1.25);
+  // Then nothing missed: the two bad steps, fading, still hold it down for three steps (5.4%,
+  // 3.3%, 2.1% missed as weighed), then it stays (1.4%), then it climbs (0.9%).
+  double q = d.quantile(4);
+  for (double t = 6; t <= 10; t += 2) {
+    d.outcome(t - 1, 150, 0);
+    EXPECT_LT(d.quantile(t), q) << "at " << t;
+    q = d.quantile(t);
+  }
+  d.outcome(11, 150, 0);
+  EXPECT_DOUBLE_EQ(d.quantile(12), q) << "1.4% missed: between half the 2% target and the target";
+  d.outcome(13, 150, 0);
+  EXPECT_DOUBLE_EQ(d.quantile(14), std::max(q * 1.25, q + 0.005)) << "0.9% missed: under half the target";
+  // Between half the target and the target: it stays.
+  dip_quantile steady(0.1, 0.02);
+  steady.outcome(0, 1000, 15);
+  EXPECT_DOUBLE_EQ(steady.quantile(2), 0.1);
+}
+
+TEST(dip_quantile, stays_within_its_bounds_and_needs_enough_outcomes) {
+  dip_quantile low(0.006, 0.01);
+  for (double t = 0; t < 20; t += 2) {
+    low.outcome(t, 200, 100);
+    low.quantile(t + 2);
+  }
+  EXPECT_DOUBLE_EQ(low.quantile(30), dip_quantile::min_quantile);
+  dip_quantile high(0.3, 0.01);
+  for (double t = 0; t < 40; t += 2) {
+    high.outcome(t, 200, 0);
+    high.quantile(t + 2);
+  }
+  EXPECT_DOUBLE_EQ(high.quantile(50), dip_quantile::max_quantile);
+  dip_quantile little(0.05, 0.01);
+  little.outcome(0, 50, 50);
+  EXPECT_DOUBLE_EQ(little.quantile(2), 0.05) << "50 outcomes: too few to judge";
+  little.outcome(3, 80, 0);
+  EXPECT_LT(little.quantile(4), 0.05) << "50x0.7+80 weighed, 35 missed";
+  // A zero quantile (uploads at the estimate itself) or target stays where it is.
+  dip_quantile off(0, 0.01), fixed(0.05, 0);
+  off.outcome(0, 1000, 1000);
+  fixed.outcome(0, 1000, 1000);
+  EXPECT_DOUBLE_EQ(off.quantile(10), 0);
+  EXPECT_DOUBLE_EQ(fixed.quantile(10), 0.05);
 }
 
 }  // namespace

@@ -1,0 +1,61 @@
+#pragma once
+// How much of its clients' uplink dips a pipeline plans for (scheduler.jellyfish: the quantile of
+// uplink_estimate::low_mbps), kept where its clients miss their SLOs about as often as the
+// operator allows (`miss_target`). Planning for deeper dips costs accuracy (smaller images and
+// variants); planning for shallower ones costs misses when a link falls. Which is right depends on
+// how changeable the links are and on how much of the SLO an upload takes, so it is measured: every
+// 2 s, on the requests answered (and the frames clients skipped) over the last two steps, the
+// quantile goes 1.5x down (deeper dips) when more than the target missed, and 1.5x up when under
+// half the target did, within [0.005, 0.5]. Header-only and clock-free: times are given.
+
+#include <algorithm>
+#include <cstdint>
+
+namespace sloserve::sched {
+
+class dip_quantile {
+ public:
+  // `start`: the quantile before anything is known; `target`: the share of requests that may
+  // miss. The quantile stays at `start` when `target` <= 0, and when `start` <= 0 (uploads timed
+  // at the estimate itself, uplink_estimate::low_mbps).
+  dip_quantile(double start, double target) : q_(start), target_(start > 0 ? target : 0) {}
+
+  // Outcomes seen at `now_s`: `frames` requests or skipped frames, `missed` of them missed.
+  void outcome(double now_s, uint64_t frames, uint64_t missed) {
+    if (since_s_ < 0) since_s_ = now_s;
+    step_frames_ += frames;
+    step_missed_ += missed;
+  }
+
+  // The quantile to plan with at `now_s`. A step once `step_s` have passed, judged on the
+  // outcomes so far with each earlier step's weighing `memory` times the next one's (links change
+  // over seconds, and misses are rare: one step's few are not enough to judge by), once
+  // `min_frames` are weighed: lower (deeper dips) when more than the target missed, higher when
+  // under half the target did.
+  double quantile(double now_s) {
+    if (target_ <= 0 || since_s_ < 0 || now_s - since_s_ < step_s) return q_;
+    frames_ = memory * frames_ + static_cast<double>(step_frames_);
+    missed_ = memory * missed_ + static_cast<double>(step_missed_);
+    step_frames_ = step_missed_ = 0;
+    since_s_ = now_s;
+    if (frames_ < min_frames) return q_;
+    double share = missed_ / frames_;
+    if (share > target_)
+      q_ = std::max(min_quantile, q_ / factor);
+    else if (share < target_ / 2)
+      q_ = std::min(max_quantile, std::max(q_ * factor, q_ + 0.005));
+    return q_;
+  }
+
+  static constexpr double step_s = 2, memory = 0.7, factor = 1.25;
+  static constexpr double min_frames = 100;
+  static constexpr double min_quantile = 0.005, max_quantile = 0.5;
+
+ private:
+  double q_, target_;
+  double since_s_ = -1;
+  uint64_t step_frames_ = 0, step_missed_ = 0;  // since the last step
+  double frames_ = 0, missed_ = 0;              // weighed over the steps
+};
+
+}  // namespace sloserve::sched
