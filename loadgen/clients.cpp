@@ -133,6 +133,10 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
     }
   };
   auto known_mbps = [&](steady::time_point t) { return std::min(uplink_seen.mbps(seconds(t)), latest_mbps); };
+  // The server's part of the latency as this client has seen it: from a transfer's end to its
+  // reply, the least over the last 32 answers (0 before the first).
+  std::deque<double> server_seen;
+  auto server_ms = [&] { return server_seen.empty() ? 0 : *std::min_element(server_seen.begin(), server_seen.end()); };
   auto choose = [&](steady::time_point t) {
     learn(t);
     double mbps = known_mbps(t);
@@ -145,9 +149,15 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
         return index_of(co.fixed);
       case data_adaptation::bandwidth:
         return carried;
-      case data_adaptation::jellyfish:
-        if (advised && index_of(*advised) < co.sizes.size()) return std::min(index_of(*advised), carried);
-        return carried;
+      case data_adaptation::jellyfish: {
+        // A client that knows its SLO sends no size it knows would cross too late: until the
+        // replies advise, and when its link fell since they did.
+        auto size = advised && index_of(*advised) < co.sizes.size() ? std::min(index_of(*advised), carried) : carried;
+        while (size > 0 && mbps > 0 &&
+               static_cast<double>(frame_bytes[size]) * 8 / (mbps * 1e3) + server_ms() > res.slo_ms)
+          --size;
+        return size;
+      }
     }
     return carried;
   };
@@ -155,11 +165,7 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
   out = lane_tally(static_cast<size_t>(std::ceil(total_s)));
   std::unordered_map<uint64_t, frame> pending;  // at the frontend, awaiting a reply
   std::unordered_map<uint64_t, frame> on_link;  // captured, not yet at the frontend
-  // The server's part of the latency as this client has seen it: from a transfer's end to its
-  // reply, the least over the last 32 answers (0 before the first).
-  std::deque<double> server_seen;
-  auto server_ms = [&] { return server_seen.empty() ? 0 : *std::min_element(server_seen.begin(), server_seen.end()); };
-  uint32_t skips_untold = 0;  // frames skipped since the last request, told with the next
+  uint32_t skips_untold = 0;                    // frames skipped since the last request, told with the next
   auto skip = [&](const frame& f) {
     ++skips_untold;
     if (!f.measured) return;

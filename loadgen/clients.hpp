@@ -9,7 +9,8 @@
 // uplink only from the transfers it finished (the harmonic mean of the last second, as the
 // frontend estimates it, or the latest transfer's rate when that is lower), and sends the
 // smallest size until it has one, and whenever a frame finds the link still busy with earlier ones.
-// A frame that could not cross in time is skipped (`skip_hopeless`), and counts as missed.
+// A frame that could not cross in time is skipped (`skip_hopeless`), and counts as missed; a
+// jellyfish client also sends no size that it knows would cross too late.
 
 #include <map>
 #include <string>

@@ -4,9 +4,10 @@
 // operator allows (`miss_target`). Planning for deeper dips costs accuracy (smaller images and
 // variants); planning for shallower ones costs misses when a link falls. Which is right depends on
 // how changeable the links are and on how much of the SLO an upload takes, so it is measured: every
-// 2 s, on the requests answered (and the frames clients skipped) over the last two steps, the
-// quantile goes 1.5x down (deeper dips) when more than the target missed, and 1.5x up when under
-// half the target did, within [0.005, 0.5]. Header-only and clock-free: times are given.
+// 2 s, on the requests answered (and the frames clients skipped) so far, each earlier step's
+// weighing 0.7x the next one's, the quantile goes 1.25x down (deeper dips) when more than the
+// target missed, and 1.25x up when under half the target did, within [0.005, 0.5]. Header-only
+// and clock-free: times are given.
 
 #include <algorithm>
 #include <cstdint>
