@@ -10,7 +10,6 @@
 #include <memory>
 #include <random>
 #include <thread>
-#include <tuple>
 #include <unordered_map>
 #include <utility>
 
