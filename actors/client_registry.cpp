@@ -43,7 +43,6 @@ bool client_registry::on_request(const request& r, double now_s) {
 }
 
 std::vector<msg::client_load> client_registry::report(double now_s, double window_s, double forget_s) {
-  std::unordered_map<std::string, double> quantile;  // per pipeline, this report's
   std::vector<msg::client_load> out;
   for (auto it = clients_.begin(); it != clients_.end();) {
     auto& e = it->second;
@@ -57,12 +56,8 @@ std::vector<msg::client_load> client_registry::report(double now_s, double windo
     l.slo_ms = e.slo_ms;
     l.rate_hz = e.rate_hz > 0 ? e.rate_hz : window_s > 0 ? static_cast<double>(e.arrivals) / window_s : 0;
     l.uplink_mbps = e.reported_mbps = e.uplink.mbps(now_s);
-    auto q = quantile.find(e.pipeline);
-    if (q == quantile.end()) {
-      q = quantile.emplace(e.pipeline, dips(e.pipeline).quantile(now_s)).first;
-      reported_quantile_[e.pipeline] = q->second;
-    }
-    l.uplink_low_mbps = e.uplink.low_mbps(now_s, q->second);
+    double q = reported_quantile_[e.pipeline] = dips(e.pipeline).quantile(now_s);  // steps once per call at most
+    l.uplink_low_mbps = e.uplink.low_mbps(now_s, q);
     l.rtt_ms = std::max(0.0, e.rtt_ms);
     l.bytes_per_pixel = e.bytes_per_pixel;
     l.image_pixels = e.pixels;

@@ -75,8 +75,7 @@ struct frontend_state {
 
   std::unordered_map<std::string, size_t> pipeline_index;
   client_time client_times;
-  client_registry clients;                                   // clients that name themselves
-  std::unordered_map<std::string, double> uplink_quantiles;  // per pipeline, as last logged
+  client_registry clients;  // clients that name themselves
   clock_time last_client_report;
   std::function<int64_t()> wall_us;
 
@@ -413,14 +412,7 @@ void report_clients(self_ptr self, clock_time now) {
   r.node = st.net->self_name();
   r.clients = st.clients.report(seconds_of(now), window, 10);
   for (auto& p : st.cfg->pipelines)
-    if (double q = st.clients.uplink_quantile(p.name); q >= 0) {
-      if (auto& last = st.uplink_quantiles[p.name]; last != q) {
-        spdlog::debug("{}: pipeline '{}': uploads planned at the {:.3f} quantile of its clients' uplink dips",
-                      st.net->self_name(), p.name, q);
-        last = q;
-        st.net->metrics.uplink_quantile(p.name, q);
-      }
-    }
+    if (double q = st.clients.uplink_quantile(p.name); q >= 0) st.net->metrics.uplink_quantile(p.name, q);
   if (!r.clients.empty()) st.net->to_node(ctl->name, {{}, std::move(r)});
 }
 
