@@ -4,6 +4,13 @@
 
 namespace sloserve {
 
+std::vector<double> carried_at_mbps(const std::vector<msg::image_bytes>& images, double rate_hz) {
+  std::vector<double> out;
+  if (rate_hz > 0)
+    for (auto& i : images) out.push_back(i.bytes * 8 * rate_hz / 1e6);
+  return out;
+}
+
 bool client_registry::on_request(const request& r, double now_s) {
   auto k = key(r.client, r.pipeline);
   auto it = clients_.find(k);
@@ -74,8 +81,8 @@ std::vector<msg::client_load> client_registry::report(double now_s, double windo
 bool client_registry::moved(const std::string& client, const std::string& pipeline, double now_s, double factor) const {
   auto it = clients_.find(key(client, pipeline));
   if (it == clients_.end() || it->second.reported_mbps <= 0) return false;
-  double now = it->second.uplink.mbps(now_s);
-  return now > 0 && (now > factor * it->second.reported_mbps || now * factor < it->second.reported_mbps);
+  auto& e = it->second;
+  return sched::uplink_moved(e.reported_mbps, e.uplink.mbps(now_s), carried_at_mbps(e.images, e.rate_hz), factor);
 }
 
 sched::dip_quantile& client_registry::dips(const std::string& pipeline) {

@@ -18,6 +18,10 @@
 
 namespace sloserve {
 
+// The uplinks (Mbps) at which each of `images` can be carried at `rate_hz` frames a second: where
+// the size a plan gives the client changes. Empty when the rate is unknown.
+std::vector<double> carried_at_mbps(const std::vector<msg::image_bytes>& images, double rate_hz);
+
 class client_registry {
  public:
   struct request {
@@ -56,8 +60,9 @@ class client_registry {
   // The quantile `pipeline`'s uplinks were last reported at; < 0 before its first report.
   double uplink_quantile(const std::string& pipeline) const;
 
-  // Whether the client's uplink estimate moved beyond `factor` (either way) since the last report:
-  // worth reporting before the next one.
+  // Whether the client's uplink estimate moved beyond `factor` (either way), or across the rate
+  // that carries one of the sizes it sent at its declared frame rate, since the last report:
+  // worth reporting before the next one (sched::uplink_moved).
   bool moved(const std::string& client, const std::string& pipeline, double now_s, double factor = 1.25) const;
 
   // The controller's mapping; replaces the last.

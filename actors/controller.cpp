@@ -366,13 +366,13 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
           ask_clients(self);
         },
         [=](clients_atom) {
-          // A client's uplink moved much: re-schedule now, or 100 ms after the last round.
+          // A client's uplink moved much: re-schedule now, or 25 ms after the last round.
           auto& st = self->state;
           if (!st.jellyfish || st.round_deferred) return;
           auto since = self->clock().now() - st.last_round;
-          if (since >= std::chrono::milliseconds(100)) return ask_clients(self);
+          if (since >= std::chrono::milliseconds(25)) return ask_clients(self);
           st.round_deferred = true;
-          self->delayed_send(self, std::chrono::milliseconds(100) - since, round_atom::value);
+          self->delayed_send(self, std::chrono::milliseconds(25) - since, round_atom::value);
         },
         [=](round_atom) {
           self->state.round_deferred = false;

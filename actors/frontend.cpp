@@ -45,7 +45,8 @@ struct query {
   std::optional<msg::client_route> route;  // where Jellyfish maps its client; the reply tells the size
   int start = 0;                           // a partitioned model: the layer the server starts at
   double slo_ms = 0;                       // the SLO it was admitted under (the client's, else the pipeline's)
-  bool named = false;                      // from a client that names itself: its outcome is counted
+  std::string named;  // the id of a client that names itself: its outcome is counted, and its reply
+                      // advises the size of what it is mapped to when the reply goes
 };
 
 struct in_flight {
@@ -149,9 +150,13 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
   auto now = self->clock().now();
   r.total_ms = ms_between(q.arrival, now);
   r.timings = std::move(q.timings);
-  if (q.route) r.input_height = q.route->input_height, r.input_width = q.route->input_width;
+  // The mapping may have moved since the request came (its uplink did): the client sends what
+  // this reply advises next.
+  auto* now_route = q.named.empty() ? nullptr : st.clients.route(q.named, st.cfg->pipelines[q.pipeline].name);
+  if (auto* a = now_route ? now_route : q.route ? &*q.route : nullptr)
+    r.input_height = a->input_height, r.input_width = a->input_width;
   if (code == msg::status::ok) r.outputs = q.walk->take_results();
-  if (q.named)
+  if (!q.named.empty())
     st.clients.on_outcome(st.cfg->pipelines[q.pipeline].name, code != msg::status::ok || now > q.deadline,
                           seconds_of(now));
   st.net->queued.release(q.bytes);
@@ -473,9 +478,9 @@ void on_ingress(self_ptr self, ingress& in) {
                           seconds_of(now));
     named = true;
     if (auto* r = st.clients.route(rq.client, p.name)) route = *r;
-    // An uplink that moved much is reported at once (Jellyfish re-schedules on it), at most
-    // every 50 ms.
-    if (st.cfg->scheduler.policy == scheduler_policy::jellyfish && now - st.last_client_report >= 50ms &&
+    // An uplink that moved much, or across the rate a size it sends takes, is reported at once
+    // (Jellyfish re-schedules on it), at most every 20 ms.
+    if (st.cfg->scheduler.policy == scheduler_policy::jellyfish && now - st.last_client_report >= 20ms &&
         st.clients.moved(rq.client, p.name, seconds_of(now)))
       report_clients(self, now);
   }
@@ -514,7 +519,7 @@ void on_ingress(self_ptr self, ingress& in) {
   q.route = std::move(route);
   q.start = start;
   q.slo_ms = slo_ms;
-  q.named = named;
+  if (named) q.named = rq.client;
   if (st.cfg->models[p.stages.front().model_index].partitioned()) {
     auto& tally = st.fragments[pit->second][{static_cast<uint32_t>(start), slo_ms}];
     ++tally.queries;

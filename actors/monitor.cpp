@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 
+#include "actors/client_registry.hpp"
 #include "actors/roles.hpp"
 #include "scheduling/link_estimate.hpp"
 
@@ -122,12 +123,12 @@ monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args) {
     return {
         [=](msg::load_report& r) {
           auto& st = self->state;
-          bool moved = false;  // a client's uplink, by more than a quarter or a fifth less
+          bool moved = false;  // a client's uplink, much or across a size's rate (sched::uplink_moved)
           for (auto& c : r.clients) {
             auto key = std::make_pair(c.client, c.pipeline);
             auto& slot = st.clients[key];
             double was = slot.second.uplink_mbps;
-            moved |= was > 0 && c.uplink_mbps > 0 && (c.uplink_mbps > 1.25 * was || 1.25 * c.uplink_mbps < was);
+            moved |= sched::uplink_moved(was, c.uplink_mbps, carried_at_mbps(c.images, c.rate_hz));
             slot = {self->clock().now(), std::move(c)};
           }
           if (auto ctl = st.net->local().controller; moved && ctl) self->send(ctl, clients_atom::value);

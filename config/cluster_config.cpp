@@ -827,8 +827,8 @@ void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
     r.get(jf, "resident", x.resident, wj, false);
     r.get(jf, "compute_share", x.compute_share, wj, false);
     r.get(jf, "uplink_quantile", x.uplink_quantile, wj, false);
-    if (!(x.uplink_quantile >= 0 && x.uplink_quantile <= 0.5))
-      r.error(jf["uplink_quantile"], wj + " uplink_quantile must be in [0, 0.5]");
+    if (!(x.uplink_quantile >= 0 && x.uplink_quantile <= 1))
+      r.error(jf["uplink_quantile"], wj + " uplink_quantile must be in [0, 1]");
     r.get(jf, "miss_target", x.miss_target, wj, false);
     if (!(x.miss_target >= 0 && x.miss_target <= 0.5))
       r.error(jf["miss_target"], wj + " miss_target must be in [0, 0.5]");

@@ -119,7 +119,7 @@ struct jellyfish_options {
   int resident = 3;               // variants a device keeps loaded (memory allowing): switches back cost nothing
   double compute_share = 0;       // > 0: budgets are this share of each SLO, uplinks ignored
   // Uploads are timed at the uplink that a client's uploads fell below this share of the time
-  // over the last 10 s (client_registry, uplink_estimate::low_mbps); 0: at the estimate itself.
+  // over the last 10 s (client_registry, uplink_estimate::low_mbps); 0 or 1: at the estimate itself.
   double uplink_quantile = 0.05;
   // > 0: each frontend moves a pipeline's quantile (from uplink_quantile) to keep the share of its
   // named clients' requests that miss their SLO (skipped frames included) near this

@@ -5,9 +5,11 @@
 // variants); planning for shallower ones costs misses when a link falls. Which is right depends on
 // how changeable the links are and on how much of the SLO an upload takes, so it is measured: every
 // 2 s, on the requests answered (and the frames clients skipped) so far, each earlier step's
-// weighing 0.7x the next one's, the quantile goes 1.25x down (deeper dips) when more than the
-// target missed, and 1.25x up when under half the target did, within [0.005, 0.5]. Header-only
-// and clock-free: times are given.
+// weighing 0.7x the next one's, the quantile is halved (deeper dips) when more than twice the target
+// missed, goes 1.25x down when more than the target did, and doubles when under half the target
+// did, within [0.005, 1]. At 1 uploads are timed at the estimate itself: the links of a pipeline
+// whose clients do not miss are planned for as they are, as a client adapting to its own bandwidth
+// would use them, and within a few steps. Header-only and clock-free: times are given.
 
 #include <algorithm>
 #include <cstdint>
@@ -31,8 +33,8 @@ class dip_quantile {
   // The quantile to plan with at `now_s`. A step once `step_s` have passed, judged on the
   // outcomes so far with each earlier step's weighing `memory` times the next one's (links change
   // over seconds, and misses are rare: one step's few are not enough to judge by), once
-  // `min_frames` are weighed: lower (deeper dips) when more than the target missed, higher when
-  // under half the target did.
+  // `min_frames` are weighed: lower (deeper dips) when more than the target missed (2x when over
+  // twice the target), 2x higher (0.005 at least) when under half the target did.
   double quantile(double now_s) {
     if (target_ <= 0 || since_s_ < 0 || now_s - since_s_ < step_s) return q_;
     frames_ = memory * frames_ + static_cast<double>(step_frames_);
@@ -42,15 +44,15 @@ class dip_quantile {
     if (frames_ < min_frames) return q_;
     double share = missed_ / frames_;
     if (share > target_)
-      q_ = std::max(min_quantile, q_ / factor);
+      q_ = std::max(min_quantile, q_ / (share > 2 * target_ ? 2 : factor));
     else if (share < target_ / 2)
-      q_ = std::min(max_quantile, std::max(q_ * factor, q_ + 0.005));
+      q_ = std::min(max_quantile, std::max(q_ * 2, q_ + 0.005));
     return q_;
   }
 
   static constexpr double step_s = 2, memory = 0.7, factor = 1.25;
   static constexpr double min_frames = 100;
-  static constexpr double min_quantile = 0.005, max_quantile = 0.5;
+  static constexpr double min_quantile = 0.005, max_quantile = 1;
 
  private:
   double q_, target_;

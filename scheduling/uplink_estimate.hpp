@@ -57,4 +57,14 @@ class uplink_estimate {
   std::deque<std::pair<double, double>> ratios_;   // (seen at s, Mbps over the estimate before it)
 };
 
+// Whether an uplink last reported at `was` Mbps, now `now` Mbps, moved enough to plan again on:
+// by more than `factor` either way, or across one of `carried_at` (Mbps): the rates at which the
+// frame sizes a client sends can be carried at its frame rate, where the size planned for it
+// changes. Unknown rates (<= 0) never moved.
+inline bool uplink_moved(double was, double now, const std::vector<double>& carried_at, double factor = 1.25) {
+  if (was <= 0 || now <= 0) return false;
+  if (now > factor * was || now * factor < was) return true;
+  return std::any_of(carried_at.begin(), carried_at.end(), [&](double c) { return c > 0 && (was < c) != (now < c); });
+}
+
 }  // namespace sloserve::sched

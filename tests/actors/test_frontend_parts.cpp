@@ -293,6 +293,7 @@ TEST(uplink_estimate, a_changeable_link_is_timed_at_the_dips_it_had) {
   EXPECT_LT(shaky.low_mbps(2, 0.05), 0.4 * m) << "its dips fall to about a quarter of the estimate";
   EXPECT_NEAR(shaky.low_mbps(2, 0.5), m, 1e-9) << "the median upload meets the estimate (at most 1)";
   EXPECT_NEAR(shaky.low_mbps(2, 0), m, 1e-9) << "quantile 0: the estimate itself";
+  EXPECT_NEAR(shaky.low_mbps(2, 1), m, 1e-9) << "quantile 1: no upload fell below the estimate that often";
   sched::uplink_estimate few;
   for (int i = 0; i < 10; ++i) few.add(i * 0.05, 125000, i % 2 ? 400 : 100);
   EXPECT_NEAR(few.low_mbps(0.5, 0.05), few.mbps(0.5), 1e-9) << "fewer than 20 uploads to judge by";
@@ -331,8 +332,8 @@ TEST(client_registry, a_pipelines_misses_move_the_dips_its_uplinks_are_reported_
   upload(2, 10);
   auto after = reg.report(from + 2, 2);
   ASSERT_EQ(after.size(), 2u);
-  EXPECT_DOUBLE_EQ(reg.uplink_quantile(p), 0.1 / 1.25);
-  EXPECT_DOUBLE_EQ(reg.uplink_quantile(q), 0.1 * 1.25);
+  EXPECT_DOUBLE_EQ(reg.uplink_quantile(p), 0.1 / 2) << "22 of 130 missed: over twice the target";
+  EXPECT_DOUBLE_EQ(reg.uplink_quantile(q), 0.1 * 2) << "none missed";
   // p plans for the halved uploads still; q, whose clients missed nothing, for its estimate.
   EXPECT_LT(after[0].uplink_low_mbps, after[0].uplink_mbps);
   EXPECT_DOUBLE_EQ(after[1].uplink_low_mbps, after[1].uplink_mbps);
@@ -389,6 +390,31 @@ TEST(client_registry, reports_what_clients_declare_and_what_their_uploads_show) 
   ASSERT_NE(reg.route(cam, p), nullptr);
   EXPECT_EQ(reg.route(cam, p)->model, "big");
   EXPECT_EQ(reg.route(other, p), nullptr);
+}
+
+// An uplink is worth planning again on when it moved by more than the factor, or across the
+// rate at which a size the client sends can be carried at its frame rate (the plan's size for it
+// changes there, however small the move).
+TEST(client_registry, an_uplink_crossing_the_rate_a_size_takes_is_worth_reporting) {
+  EXPECT_FALSE(sched::uplink_moved(-1, 5, {})) << "nothing reported yet";
+  EXPECT_TRUE(sched::uplink_moved(4, 5.1, {}));
+  EXPECT_TRUE(sched::uplink_moved(5.1, 4, {}));
+  EXPECT_FALSE(sched::uplink_moved(4, 4.9, {}));
+  EXPECT_TRUE(sched::uplink_moved(4, 4.6, {2, 4.5}));
+  EXPECT_TRUE(sched::uplink_moved(4.6, 4, {4.5}));
+  EXPECT_FALSE(sched::uplink_moved(4, 4.4, {4.5, 0}));
+  // 50,000-byte frames at 10 a second take 4 Mbps.
+  EXPECT_EQ(carried_at_mbps({{40000, 50000}}, 10), std::vector<double>{4});
+  EXPECT_TRUE(carried_at_mbps({{40000, 50000}}, 0).empty()) << "no frame rate declared";
+  client_registry reg;
+  std::string cam = "cam", anon = "anon", p = "p";
+  for (auto* c : {&cam, &anon})
+    ASSERT_TRUE(reg.on_request({*c, p, 150, c == &cam ? 10.0 : 0.0, 0, 50000, 40000, 50000 * 8 / 3.9e3, 100}, 1));
+  ASSERT_EQ(reg.report(1, 1).size(), 2u);
+  for (auto* c : {&cam, &anon})
+    ASSERT_TRUE(reg.on_request({*c, p, 150, c == &cam ? 10.0 : 0.0, 0, 50000, 40000, 50000 * 8 / 4.2e3, 100}, 2.2));
+  EXPECT_TRUE(reg.moved(cam, p, 2.2)) << "3.9 to 4.2 Mbps: across the 4 Mbps its frames take";
+  EXPECT_FALSE(reg.moved(anon, p, 2.2)) << "no frame rate: only a move beyond 1.25x counts";
 }
 
 TEST(client_time, reported_network_time_counts_and_is_remembered_for_requests_without_it) {

@@ -227,32 +227,33 @@ TEST(jellyfish_plan, clients_beyond_every_budget_go_to_the_fastest_worker) {
 namespace sloserve::sched {
 namespace {
 
-// The dip quantile follows the misses: deeper dips (a lower quantile, 1.25x) while more than the
-// target miss, shallower ones (1.25x, or 0.005 at least) while fewer than half the target do,
-// steady between; every 2 s, judged on outcomes that fade 0.7x a step, once 100 are weighed.
+// The dip quantile follows the misses: deeper dips (a lower quantile: halved while over twice the
+// target miss, 1.25x lower while over the target), shallower ones (doubled, or 0.005 more at least,
+// while under half the target miss), steady between; every 2 s, judged on outcomes that fade 0.7x
+// a step, once 100 are weighed.
 TEST(dip_quantile, plans_for_deeper_dips_while_clients_miss_more_than_the_target) {
-  dip_quantile d(0.05, 0.02);
+  dip_quantile d(0.2, 0.02);
   d.outcome(0, 150, 15);  // 10% missed
-  EXPECT_DOUBLE_EQ(d.quantile(1.9), 0.05) << "no step before 2 s";
-  EXPECT_DOUBLE_EQ(d.quantile(2), 0.05 / 1.25);
+  EXPECT_DOUBLE_EQ(d.quantile(1.9), 0.2) << "no step before 2 s";
+  EXPECT_DOUBLE_EQ(d.quantile(2), 0.1) << "over twice the target: halved";
   d.outcome(2.5, 150, 15);
-  EXPECT_DOUBLE_EQ(d.quantile(4), 0.05 / 1.25 / 1.25);
-  // Then nothing missed: the two bad steps, fading, still hold it down for three steps (5.4%,
-  // 3.3%, 2.1% missed as weighed), then it stays (1.4%), then it climbs (0.9%).
-  double q = d.quantile(4);
-  for (double t = 6; t <= 10; t += 2) {
+  EXPECT_DOUBLE_EQ(d.quantile(4), 0.05);
+  // Then nothing missed: the two bad steps, fading, still hold it down for three steps (5.4%
+  // missed as weighed: halved; 3.3% and 2.1%: 1.25x lower), then it stays (1.4%), then it climbs
+  // (0.9%, under half the target: doubled).
+  const double expected[] = {0.025, 0.02, 0.016, 0.016, 0.032};
+  for (int k = 0; k < 5; ++k) {
+    double t = 6 + 2 * k;
     d.outcome(t - 1, 150, 0);
-    EXPECT_LT(d.quantile(t), q) << "at " << t;
-    q = d.quantile(t);
+    EXPECT_NEAR(d.quantile(t), expected[k], 1e-12) << "at " << t;
   }
-  d.outcome(11, 150, 0);
-  EXPECT_DOUBLE_EQ(d.quantile(12), q) << "1.4% missed: between half the 2% target and the target";
-  d.outcome(13, 150, 0);
-  EXPECT_DOUBLE_EQ(d.quantile(14), std::max(q * 1.25, q + 0.005)) << "0.9% missed: under half the target";
   // Between half the target and the target: it stays.
   dip_quantile steady(0.1, 0.02);
-  steady.outcome(0, 1000, 15);
+  steady.outcome(0, 1000, 11);
   EXPECT_DOUBLE_EQ(steady.quantile(2), 0.1);
+  dip_quantile slight(0.1, 0.02);
+  slight.outcome(0, 1000, 25);
+  EXPECT_DOUBLE_EQ(slight.quantile(2), 0.1 / 1.25) << "2.5%: over the target, under twice it";
 }
 
 TEST(dip_quantile, stays_within_its_bounds_and_needs_enough_outcomes) {
