@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "actors/roles.hpp"
@@ -97,6 +98,25 @@ struct frontend_fixture : caf_fixture, ::testing::Test {
     return inv.size() == 1 ? static_cast<double>(inv[0].second.budget_ns) / 1e6 : -1;
   }
 
+  // Another frontend, on `c` and its own `link`, started and with every model routed to w1.
+  frontend_actor spawn_routed(const std::shared_ptr<const cluster_config>& c,
+                              const std::shared_ptr<recording_link>& link) {
+    auto f = keep(spawn_frontend(*sys, {c, link, 1, [this] { return wall_us; }}));
+    link->actors.frontend = f;
+    caf::anon_send(f, start_atom::value);
+    run();
+    msg::routing_table t;
+    t.epoch = 1;
+    for (auto& m : c->models) t.routes.push_back({m.name, {{"w1", 0, 1}}});
+    for (auto& p : c->pipelines) {
+      auto split = even_split(p);
+      for (size_t i = 0; i < p.stages.size(); ++i) t.budgets.push_back({p.name, p.stages[i].name, split.budget_ms[i]});
+    }
+    caf::anon_send(f, t);
+    run();
+    return f;
+  }
+
   std::shared_ptr<const cluster_config> cfg_;
   std::shared_ptr<recording_link> net;
   frontend_actor fe;
@@ -188,6 +208,87 @@ TEST_F(frontend_fixture, a_mapped_client_runs_on_its_instance_under_its_slo_and_
   ASSERT_EQ(replies.size(), 10u);
   EXPECT_EQ(replies.back().code, msg::status::error);
   EXPECT_NE(replies.back().reason.find("sloMs must be in"), std::string::npos) << replies.back().reason;
+  // The mapping moves while a request is out (its uplink rose): the reply advises the new size.
+  send("cam", 11, 150);
+  auto out = net->take<msg::invocation>();
+  ASSERT_EQ(out.size(), 1u);
+  t.epoch = 3;
+  t.clients = {{"cam", "traffic", "det", "w2", 0, 60, 480, 640}};
+  caf::anon_send(fe, t);
+  run();
+  answer(out[0].second, *cfg_->find_model("det"));
+  for (auto& [node, i] : net->take<msg::invocation>()) answer(i, *cfg_->find_model("cls"));
+  replies = net->client_replies();
+  ASSERT_EQ(replies.size(), 11u);
+  EXPECT_EQ(replies.back().code, msg::status::ok);
+  EXPECT_EQ(replies.back().input_height, 480u) << "the mapping as the reply leaves";
+  EXPECT_EQ(replies.back().input_width, 640u);
+}
+
+// Under Jellyfish each frontend counts its named clients' outcomes per pipeline, and the frames
+// they report skipping, and moves the pipeline's dip quantile on them every 2 s: up while they do
+// not miss, down while they do (sched::dip_quantile; the gauge shows it).
+TEST_F(frontend_fixture, a_named_clients_misses_move_its_pipelines_dip_quantile) {
+  auto jf = testing::parse_or_die(R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated}]}
+models:
+  - {name: det, input: {dtype: float32, shape: [3, 4, 4]}, output: {dtype: float32, shape: [8, 3]}, max_batch: 4,
+     preprocess: {from: image}, profile: {alpha_ms: 1, beta_ms: 2}}
+pipelines:
+  - {name: video, slo_ms: 100, stages: [{name: detect, model: det}]}
+scheduler: {policy: jellyfish, jellyfish: {uplink_quantile: 0.1, miss_target: 0.02}}
+)");
+  auto link2 = std::make_shared<recording_link>("fe");
+  auto fe2 = spawn_routed(jf, link2);
+  auto reply_to = [&](const msg::invocation& inv, msg::status code) {
+    msg::invocation_result r;
+    r.id = inv.id;
+    r.code = code;
+    r.node = "w1";
+    r.batch = 1;
+    if (code == msg::status::ok)
+      r.outputs.push_back(make_tensor(jf->find_model(inv.model)->output, inv.id, "output"));
+    else
+      r.reason = "test says no";
+    caf::anon_send(fe2, r);
+    run();
+  };
+  uint64_t id = 0;
+  // 120 requests of client cam, each telling `skipped` frames skipped before it; the detector
+  // answers `code`.
+  auto serve = [&](uint32_t skipped, msg::status code) {
+    for (int k = 0; k < 120; ++k) {
+      msg::client_request r{"video", ++id, {make_tensor({dtype::float32, {3, 4, 4}}, 1)}};
+      r.client = "cam";
+      r.rate_hz = 15;
+      r.skipped = skipped;
+      caf::anon_send(fe2, ingress{"conn", std::move(r)});
+      run();
+      for (auto& [node, inv] : link2->take<msg::invocation>()) reply_to(inv, code);
+    }
+  };
+  auto quantile = [&] {
+    auto text = link2->metrics.render("fe", std::chrono::duration<double>(now().time_since_epoch()).count());
+    std::string key = R"(sloserve_jellyfish_uplink_quantile{pipeline="video"} )";
+    auto at = text.find(key);
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + key.size()));
+  };
+  serve(0, msg::status::ok);
+  advance(1s);
+  EXPECT_DOUBLE_EQ(quantile(), 0.1) << "no step before 2 s";
+  advance(1100ms);
+  EXPECT_DOUBLE_EQ(quantile(), 0.2) << "none of 120 missed: up";
+  serve(1, msg::status::ok);  // 120 answered in time, and 120 frames skipped
+  advance(2100ms);
+  EXPECT_DOUBLE_EQ(quantile(), 0.1) << "120 of 324 weighed missed: down 2x";
+  serve(0, msg::status::error);
+  advance(2100ms);
+  EXPECT_DOUBLE_EQ(quantile(), 0.05) << "refused requests missed";
+  auto replies = link2->client_replies();
+  ASSERT_EQ(replies.size(), 360u);
+  EXPECT_EQ(std::count_if(replies.begin(), replies.end(), [](auto& r) { return r.code == msg::status::ok; }), 240);
 }
 
 // What the node's /metrics shows of the frontend's work: every reply counted once by outcome,
@@ -225,19 +326,7 @@ TEST_F(frontend_fixture, counts_every_reply_in_the_nodes_metrics) {
 TEST_F(frontend_fixture, one_client_cannot_hold_more_than_its_share_of_requests_in_flight) {
   auto capped = testing::parse_or_die(std::string(yaml) + "runtime: {max_client_in_flight: 2}\n");
   auto link2 = std::make_shared<recording_link>("fe");
-  auto fe2 = keep(spawn_frontend(*sys, {capped, link2, 1, [this] { return wall_us; }}));
-  link2->actors.frontend = fe2;
-  caf::anon_send(fe2, start_atom::value);
-  run();
-  msg::routing_table t;
-  t.epoch = 1;
-  for (auto& m : capped->models) t.routes.push_back({m.name, {{"w1", 0, 1}}});
-  for (auto& p : capped->pipelines) {
-    auto split = even_split(p);
-    for (size_t i = 0; i < p.stages.size(); ++i) t.budgets.push_back({p.name, p.stages[i].name, split.budget_ms[i]});
-  }
-  caf::anon_send(fe2, t);
-  run();
+  auto fe2 = spawn_routed(capped, link2);
   auto send = [&](const std::string& client, uint64_t id) {
     caf::anon_send(fe2, ingress{client, msg::client_request{"traffic", id, {make_tensor({dtype::float32, {4}}, 1)}}});
     run();
