@@ -6,6 +6,8 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
 
@@ -53,8 +55,9 @@ struct controller_state {
   std::map<std::pair<std::string, uint32_t>, uint32_t> cores;  // threads last sent per device
   // Jellyfish's (scheduler.policy: jellyfish).
   std::optional<jellyfish_core> jellyfish;
-  clock_time last_round;        // of jellyfish's re-schedules
-  bool round_deferred = false;  // a client's move came too soon after one: a round follows
+  clock_time last_round;                   // of jellyfish's re-schedules
+  std::chrono::nanoseconds round_cost{0};  // what the last one took to decide (CPU, steady clock)
+  bool round_deferred = false;             // a client's move came too soon after one: a round follows
 };
 
 using self_ptr = controller_actor::stateful_pointer<controller_state>;
@@ -246,7 +249,9 @@ void jellyfish_round(self_ptr self, const std::vector<msg::client_load>& clients
   for (auto& s : device_slots(*st.cfg))
     if (st.workers.up(s.node)) slots.push_back(s);
   auto switches = st.jellyfish->counters().switches;
+  auto began = std::chrono::steady_clock::now();
   auto p = st.jellyfish->decide(clients, slots, st.models, st.epoch + 1);
+  st.round_cost = std::chrono::steady_clock::now() - began;
   bool changed = false;
   for (auto& [name, s] : p.schedules) {
     auto old = st.current.schedules.find(name);
@@ -366,13 +371,15 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
           ask_clients(self);
         },
         [=](clients_atom) {
-          // A client's uplink moved much: re-schedule now, or 25 ms after the last round.
+          // A client's uplink moved much: re-schedule now, or 25 ms after the last round (or ten
+          // times what it took, so that moves keep planning under a tenth of the controller's time).
           auto& st = self->state;
           if (!st.jellyfish || st.round_deferred) return;
           auto since = self->clock().now() - st.last_round;
-          if (since >= std::chrono::milliseconds(25)) return ask_clients(self);
+          auto floor = std::max<caf::timespan>(std::chrono::milliseconds(25), 10 * st.round_cost);
+          if (since >= floor) return ask_clients(self);
           st.round_deferred = true;
-          self->delayed_send(self, std::chrono::milliseconds(25) - since, round_atom::value);
+          self->delayed_send(self, floor - since, round_atom::value);
         },
         [=](round_atom) {
           self->state.round_deferred = false;
