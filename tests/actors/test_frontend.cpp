@@ -8,6 +8,7 @@
 
 #include "actors/roles.hpp"
 #include "caf_fixture.hpp"
+#include "tests/partitioned_model.hpp"
 
 namespace sloserve {
 namespace {
@@ -578,25 +579,13 @@ TEST_F(frontend_fixture, node_down_with_no_survivor_answers_error) {
 // Graft: a request of a partitioned model that starts at a layer runs its fragment's ranges in
 // turn, each by its share of the time left, on what the one before made; a start no route covers
 // runs the model's rest; bad starts are refused; the frontend reports the fragments it saw.
-const char* partitioned_yaml = R"(
+const std::string partitioned_yaml = std::string(R"(
 nodes:
   - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller]}
   - {name: fe, address: tcp://127.0.0.1:0, roles: [frontend]}
   - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated}]}
-models:
-  - name: m
-    input: {dtype: float32, shape: [4]}
-    output: {dtype: float32, shape: [3]}
-    max_batch: 4
-    layers:
-      - {profile: {alpha_ms: 1, beta_ms: 1}}
-      - {input: {dtype: float32, shape: [6]}, profile: {alpha_ms: 1, beta_ms: 1}}
-      - {input: {dtype: float32, shape: [2]}, profile: {alpha_ms: 1, beta_ms: 1}}
-pipelines:
-  - {name: ph, slo_ms: 200, stages: [{name: rest, model: m}]}
-runtime: {beacon_ms: 1000}
-scheduler: {policy: graft}
-)";
+)") + testing::partitioned_model_yaml +
+                                     "runtime: {beacon_ms: 1000}\nscheduler: {policy: graft}\n";
 
 struct graft_frontend_fixture : caf_fixture, ::testing::Test {
   graft_frontend_fixture() {

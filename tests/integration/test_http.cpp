@@ -19,6 +19,7 @@
 
 #include "apps/child_process.hpp"
 #include "config/cluster_config.hpp"
+#include "tests/partitioned_model.hpp"
 #include "tests/text_file.hpp"
 
 namespace {
@@ -165,18 +166,7 @@ TEST_F(http_cluster, a_partitioned_models_request_starts_where_its_parameters_sa
 nodes:
   - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend], http: "127.0.0.1:0"}
   - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 1}]}
-models:
-  - name: m
-    input: {dtype: float32, shape: [4]}
-    output: {dtype: float32, shape: [3]}
-    max_batch: 4
-    layers:
-      - {profile: {alpha_ms: 1, beta_ms: 1}}
-      - {input: {dtype: float32, shape: [6]}, profile: {alpha_ms: 1, beta_ms: 1}}
-      - {input: {dtype: float32, shape: [2]}, profile: {alpha_ms: 1, beta_ms: 1}}
-pipelines:
-  - {name: ph, slo_ms: 200, stages: [{name: rest, model: m}]}
-)";
+)" << sloserve::testing::partitioned_model_yaml;
   start();
   wait_ready();
   auto body = [](int start, std::vector<float> data) {
