@@ -73,7 +73,9 @@ struct frontend_fixture : caf_fixture, ::testing::Test {
     run();
   }
 
-  void answer(const msg::invocation& inv, const model_spec& m, msg::status code = msg::status::ok) {
+  // Answers `inv` to the fixture's frontend, or to `to`.
+  void answer(const msg::invocation& inv, const model_spec& m, msg::status code = msg::status::ok,
+              const frontend_actor& to = {}) {
     msg::invocation_result r;
     r.id = inv.id;
     r.code = code;
@@ -83,7 +85,7 @@ struct frontend_fixture : caf_fixture, ::testing::Test {
       r.outputs.push_back(make_tensor(m.output, inv.id, "output"));
     else
       r.reason = "test says no";
-    caf::anon_send(fe, r);
+    caf::anon_send(to ? to : fe, r);
     run();
   }
 
@@ -243,19 +245,6 @@ scheduler: {policy: jellyfish, jellyfish: {uplink_quantile: 0.1, miss_target: 0.
 )");
   auto link2 = std::make_shared<recording_link>("fe");
   auto fe2 = spawn_routed(jf, link2);
-  auto reply_to = [&](const msg::invocation& inv, msg::status code) {
-    msg::invocation_result r;
-    r.id = inv.id;
-    r.code = code;
-    r.node = "w1";
-    r.batch = 1;
-    if (code == msg::status::ok)
-      r.outputs.push_back(make_tensor(jf->find_model(inv.model)->output, inv.id, "output"));
-    else
-      r.reason = "test says no";
-    caf::anon_send(fe2, r);
-    run();
-  };
   uint64_t id = 0;
   // 120 requests of client cam, each telling `skipped` frames skipped before it; the detector
   // answers `code`.
@@ -267,7 +256,7 @@ scheduler: {policy: jellyfish, jellyfish: {uplink_quantile: 0.1, miss_target: 0.
       r.skipped = skipped;
       caf::anon_send(fe2, ingress{"conn", std::move(r)});
       run();
-      for (auto& [node, inv] : link2->take<msg::invocation>()) reply_to(inv, code);
+      for (auto& [node, inv] : link2->take<msg::invocation>()) answer(inv, *jf->find_model(inv.model), code, fe2);
     }
   };
   auto quantile = [&] {
