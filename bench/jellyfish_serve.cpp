@@ -17,6 +17,11 @@
 // the devices' utilisation (device time of the answers over device time available).
 //
 //   build/bench/bench_jellyfish_serve [measure_s=10] [clients=4,8,16] [slos=75,100,150] [traces=stepped,bursty]
+//                                     [warmup_s=4]
+//
+// Each run starts a node afresh and measures after `warmup_s`: what Jellyfish learns of its
+// clients' misses (the dip quantile, from 0.05, a step a second) takes some 7 s to settle where
+// links are steady enough for the estimate itself, so warm-ups of 4 s measure part of its start.
 //
 // SLOSERVE_BENCH_VERBOSE=1 prints each run's load summary (reasons, per-client figures) on stderr.
 // SLOSERVE_BENCH_WAYS=DA_bw,nexus runs jellyfish and those baselines alone.
@@ -180,6 +185,7 @@ int main(int argc, char** argv) {
   auto counts = list_arg<int>(argc, argv, 2, {4, 8, 16});
   auto slos = list_arg<double>(argc, argv, 3, {75, 100, 150});
   auto kinds = list_arg<std::string>(argc, argv, 4, {"stepped", "bursty"});
+  double warmup_s = argc > 5 ? std::atof(argv[5]) : 4;
   std::vector<way> ways{way::jellyfish, way::da_off, way::da_bw, way::nexus};
   if (auto only = std::getenv("SLOSERVE_BENCH_WAYS")) {  // jellyfish and the baselines named
     std::vector<way> picked{way::jellyfish};
@@ -200,7 +206,7 @@ int main(int argc, char** argv) {
         fflush(stdout);
         std::vector<outcome> got;
         for (auto w : ways) {
-          got.push_back(run(w, n, slo, kind, 4, measure_s));
+          got.push_back(run(w, n, slo, kind, warmup_s, measure_s));
           auto& g = got.back();
           lost += g.lost;
           printf(" %5.1f %5.1f %5.1f      |", 100 * g.miss, g.accuracy, 100 * g.utilisation);

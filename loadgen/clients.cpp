@@ -148,15 +148,11 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
         return index_of(co.fixed);
       case data_adaptation::bandwidth:
         return carried;
-      case data_adaptation::jellyfish: {
+      case data_adaptation::jellyfish:
         // A client that knows its SLO sends no size it knows would cross too late: until the
         // replies advise, and when its link fell since they did.
-        auto size = advised && index_of(*advised) < co.sizes.size() ? std::min(index_of(*advised), carried) : carried;
-        while (size > 0 && mbps > 0 &&
-               static_cast<double>(frame_bytes[size]) * 8 / (mbps * 1e3) + server_ms() > res.slo_ms)
-          --size;
-        return size;
-      }
+        return jellyfish_size(frame_bytes, advised ? index_of(*advised) : co.sizes.size(), carried, mbps, server_ms(),
+                              res.slo_ms);
     }
     return carried;
   };
@@ -314,6 +310,14 @@ size_t largest_carried(const std::vector<size_t>& bytes, double mbps, double fps
   for (size_t i = 0; i < bytes.size(); ++i)
     if (static_cast<double>(bytes[i]) * 8 * fps < mbps * 1e6) best = i;
   return best;
+}
+
+size_t jellyfish_size(const std::vector<size_t>& bytes, size_t advised, size_t carried, double mbps, double server_ms,
+                      double slo_ms) {
+  if (bytes.empty()) return 0;
+  auto size = std::min({advised, carried, bytes.size() - 1});
+  while (size > 0 && mbps > 0 && static_cast<double>(bytes[size]) * 8 / (mbps * 1e3) + server_ms > slo_ms) --size;
+  return size;
 }
 
 expected<load_summary> run_clients(const load_options& o, const client_options& co) {

@@ -68,4 +68,11 @@ std::string camera_frame_jpeg(int h, int w, uint64_t seed);
 // second; 0 when none does.
 size_t largest_carried(const std::vector<size_t>& bytes, double mbps, double fps);
 
+// What a Jellyfish client sends next, as an index into `bytes` (smallest first): the size the
+// replies advised (`advised`; bytes.size(): none yet), or `carried` when that is smaller; then
+// smaller while its upload at `mbps` would end too late to be answered within `slo_ms` (the
+// server's part taking `server_ms`). The smallest size is sent whatever it takes.
+size_t jellyfish_size(const std::vector<size_t>& bytes, size_t advised, size_t carried, double mbps, double server_ms,
+                      double slo_ms);
+
 }  // namespace sloserve

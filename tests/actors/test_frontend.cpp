@@ -229,7 +229,7 @@ TEST_F(frontend_fixture, a_mapped_client_runs_on_its_instance_under_its_slo_and_
 }
 
 // Under Jellyfish each frontend counts its named clients' outcomes per pipeline, and the frames
-// they report skipping, and moves the pipeline's dip quantile on them every 2 s: up while they do
+// they report skipping, and moves the pipeline's dip quantile on them every second: up while they do
 // not miss, down while they do (sched::dip_quantile; the gauge shows it).
 TEST_F(frontend_fixture, a_named_clients_misses_move_its_pipelines_dip_quantile) {
   auto jf = testing::parse_or_die(R"(
@@ -266,15 +266,15 @@ scheduler: {policy: jellyfish, jellyfish: {uplink_quantile: 0.1, miss_target: 0.
     return at == std::string::npos ? -1.0 : std::stod(text.substr(at + key.size()));
   };
   serve(0, msg::status::ok);
-  advance(1s);
-  EXPECT_DOUBLE_EQ(quantile(), 0.1) << "no step before 2 s";
-  advance(1100ms);
+  advance(500ms);
+  EXPECT_DOUBLE_EQ(quantile(), 0.1) << "no step before 1 s";
+  advance(600ms);
   EXPECT_DOUBLE_EQ(quantile(), 0.2) << "none of 120 missed: up";
   serve(1, msg::status::ok);  // 120 answered in time, and 120 frames skipped
-  advance(2100ms);
-  EXPECT_DOUBLE_EQ(quantile(), 0.1) << "120 of 324 weighed missed: down 2x";
+  advance(1100ms);
+  EXPECT_DOUBLE_EQ(quantile(), 0.1) << "120 of 342 weighed missed: down 2x";
   serve(0, msg::status::error);
-  advance(2100ms);
+  advance(1100ms);
   EXPECT_DOUBLE_EQ(quantile(), 0.05) << "refused requests missed";
   auto replies = link2->client_replies();
   ASSERT_EQ(replies.size(), 360u);

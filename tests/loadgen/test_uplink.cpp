@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "loadgen/clients.hpp"
 #include "loadgen/uplink.hpp"
 
 namespace sloserve {
@@ -95,6 +96,19 @@ TEST(uplink, a_frame_given_up_frees_the_link_for_the_frames_behind_it) {
   auto got = link.arrived(at_ms(t0, 1200));
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].id, 2u);
+}
+
+// A Jellyfish client sends the size advised, or what its uplink carries when less, and no size
+// it knows would cross too late to be answered within its SLO.
+TEST(clients, a_jellyfish_client_sends_the_size_advised_or_what_crosses_in_time) {
+  std::vector<size_t> bytes{5000, 20000, 50000};  // at 8 Mbps (1 kB/ms): 5, 20 and 50 ms
+  EXPECT_EQ(jellyfish_size(bytes, 1, 2, 8, 10, 100), 1u) << "advised";
+  EXPECT_EQ(jellyfish_size(bytes, 2, 1, 8, 10, 100), 1u) << "carried";
+  EXPECT_EQ(jellyfish_size(bytes, 3, 2, 8, 10, 100), 2u) << "no advice yet: what it carries";
+  EXPECT_EQ(jellyfish_size(bytes, 2, 2, 8, 60, 100), 1u) << "50 + 60 ms: too late";
+  EXPECT_EQ(jellyfish_size(bytes, 2, 2, 8, 96, 100), 0u) << "nothing crosses in time: the smallest";
+  EXPECT_EQ(jellyfish_size(bytes, 2, 2, -1, 96, 100), 2u) << "an uplink not known yet: as advised";
+  EXPECT_EQ(jellyfish_size({}, 2, 2, 8, 10, 100), 0u);
 }
 
 }  // namespace

@@ -229,31 +229,31 @@ namespace {
 
 // The dip quantile follows the misses: deeper dips (a lower quantile: halved while over twice the
 // target miss, 1.25x lower while over the target), shallower ones (doubled, or 0.005 more at least,
-// while under half the target miss), steady between; every 2 s, judged on outcomes that fade 0.7x
-// a step, once 100 are weighed.
+// while under half the target miss), steady between; every second, judged on outcomes that fade
+// 0.85x a step, once 100 are weighed.
 TEST(dip_quantile, plans_for_deeper_dips_while_clients_miss_more_than_the_target) {
   dip_quantile d(0.2, 0.02);
   d.outcome(0, 150, 15);  // 10% missed
-  EXPECT_DOUBLE_EQ(d.quantile(1.9), 0.2) << "no step before 2 s";
-  EXPECT_DOUBLE_EQ(d.quantile(2), 0.1) << "over twice the target: halved";
-  d.outcome(2.5, 150, 15);
-  EXPECT_DOUBLE_EQ(d.quantile(4), 0.05);
-  // Then nothing missed: the two bad steps, fading, still hold it down for three steps (5.4%
-  // missed as weighed: halved; 3.3% and 2.1%: 1.25x lower), then it stays (1.4%), then it climbs
-  // (0.9%, under half the target: doubled).
-  const double expected[] = {0.025, 0.02, 0.016, 0.016, 0.032};
-  for (int k = 0; k < 5; ++k) {
-    double t = 6 + 2 * k;
-    d.outcome(t - 1, 150, 0);
+  EXPECT_DOUBLE_EQ(d.quantile(0.9), 0.2) << "no step before 1 s";
+  EXPECT_DOUBLE_EQ(d.quantile(1), 0.1) << "over twice the target: halved";
+  d.outcome(1.5, 150, 15);
+  EXPECT_DOUBLE_EQ(d.quantile(2), 0.05);
+  // Then nothing missed: the two bad steps, fading, still hold it down for four steps (6.1% and
+  // 4.2% missed as weighed: halved; 3.1% and 2.3%: 1.25x lower), then it stays (1.8% to 1.2%),
+  // then it climbs (0.9%, under half the target: doubled).
+  const double expected[] = {0.025, 0.0125, 0.01, 0.008, 0.008, 0.008, 0.008, 0.016, 0.032};
+  for (int k = 0; k < 9; ++k) {
+    double t = 3 + k;
+    d.outcome(t - 0.5, 150, 0);
     EXPECT_NEAR(d.quantile(t), expected[k], 1e-12) << "at " << t;
   }
   // Between half the target and the target: it stays.
   dip_quantile steady(0.1, 0.02);
   steady.outcome(0, 1000, 11);
-  EXPECT_DOUBLE_EQ(steady.quantile(2), 0.1);
+  EXPECT_DOUBLE_EQ(steady.quantile(1), 0.1);
   dip_quantile slight(0.1, 0.02);
   slight.outcome(0, 1000, 25);
-  EXPECT_DOUBLE_EQ(slight.quantile(2), 0.1 / 1.25) << "2.5%: over the target, under twice it";
+  EXPECT_DOUBLE_EQ(slight.quantile(1), 0.1 / 1.25) << "2.5%: over the target, under twice it";
 }
 
 TEST(dip_quantile, stays_within_its_bounds_and_needs_enough_outcomes) {
@@ -273,7 +273,7 @@ TEST(dip_quantile, stays_within_its_bounds_and_needs_enough_outcomes) {
   little.outcome(0, 50, 50);
   EXPECT_DOUBLE_EQ(little.quantile(2), 0.05) << "50 outcomes: too few to judge";
   little.outcome(3, 80, 0);
-  EXPECT_LT(little.quantile(4), 0.05) << "50x0.7+80 weighed, 35 missed";
+  EXPECT_LT(little.quantile(4), 0.05) << "50x0.85+80 weighed, 42.5 missed";
   // A zero quantile (uploads at the estimate itself) or target stays where it is.
   dip_quantile off(0, 0.01), fixed(0.05, 0);
   off.outcome(0, 1000, 1000);
