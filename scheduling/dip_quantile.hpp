@@ -1,15 +1,16 @@
 #pragma once
 // How much of its clients' uplink dips a pipeline plans for (scheduler.jellyfish: the quantile of
-// uplink_estimate::low_mbps), kept where its clients miss their SLOs about as often as the
-// operator allows (`miss_target`). Planning for deeper dips costs accuracy (smaller images and
-// variants); planning for shallower ones costs misses when a link falls. Which is right depends on
-// how changeable the links are and on how much of the SLO an upload takes, so it is measured: every
+// uplink_estimate::low_mbps), kept where its clients miss their SLOs about as often as the operator
+// allows (`miss_target`). Planning for deeper dips costs accuracy (smaller images and variants);
+// planning for shallower ones costs misses when a link falls. Which is right depends on how
+// changeable the links are and on how much of the SLO an upload takes, so it is measured: every
 // second, on the requests answered (and the frames clients skipped) so far, each earlier step's
-// weighing 0.85x the next one's (some 7 s remembered), the quantile is halved (deeper dips) when more than twice the
-// target missed, goes 1.25x down when more than the target did, and doubles when under half the target did, within
-// [0.005, 1]. At 1 uploads are timed at the estimate itself: the links of a pipeline whose clients do not miss are
-// planned for as they are, as a client adapting to its own bandwidth would use them, and within a few steps (from 0.05,
-// 5 s while nothing misses). Header-only and clock-free: times are given.
+// weighing 0.85x the next one's (some 7 s remembered), the quantile is halved (deeper dips) when
+// more than twice the target missed, goes 1.25x down when more than the target did, and doubles
+// when under half the target did, within [0.005, 1]. At 1 uploads are timed at the estimate itself:
+// the links of a pipeline whose clients do not miss are planned for as they are, as a client
+// adapting to its own bandwidth would use them, and within a few steps (from 0.05, 5 s while
+// nothing misses). Header-only and clock-free: times are given.
 
 #include <algorithm>
 #include <cstdint>
