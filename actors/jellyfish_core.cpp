@@ -100,7 +100,7 @@ cluster_placement jellyfish_core::decide(const std::vector<msg::client_load>& cl
       if (d.device == k.second) return d;
     return out.schedules[k.first].devices.emplace_back(msg::device_schedule{k.second, 0, {}});
   };
-  sched::jf_plan_options po{o.overhead_ms, o.bytes_per_pixel, o.compute_share, {}};
+  sched::jf_plan_options po{o.overhead_ms, o.bytes_per_pixel, o.compute_share, {}, o.use_spare};
   po.annealing.seed = stats_.reschedules;
   double mapped = 0, accuracy = 0, weight = 0;
   std::map<std::string, size_t> model_index;

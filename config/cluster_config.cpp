@@ -170,8 +170,8 @@ const std::vector<config_section>& config_keys() {
        {"policy", "split", "epoch_s", "min_epoch_s", "rate_band", "headroom", "steps", "ipa", "jellyfish", "graft"}},
       {"scheduler.graft", {"theta", "group_size"}},
       {"scheduler.jellyfish",
-       {"interval_ms", "overhead_ms", "bytes_per_pixel", "resident", "compute_share", "uplink_quantile",
-        "miss_target"}},
+       {"interval_ms", "overhead_ms", "bytes_per_pixel", "resident", "compute_share", "uplink_quantile", "miss_target",
+        "use_spare"}},
       {"scheduler.ipa", {"alpha", "beta", "delta", "interval_s"}},
       {"scaler",
        {"policy", "vertical_s", "horizontal_s", "predictor", "max_cores", "max_instances", "max_total_cores",
@@ -830,6 +830,7 @@ void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
     if (!(x.uplink_quantile >= 0 && x.uplink_quantile <= 1))
       r.error(jf["uplink_quantile"], wj + " uplink_quantile must be in [0, 1]");
     r.get(jf, "miss_target", x.miss_target, wj, false);
+    r.get(jf, "use_spare", x.use_spare, wj, false);
     if (!(x.miss_target >= 0 && x.miss_target <= 0.5))
       r.error(jf["miss_target"], wj + " miss_target must be in [0, 0.5]");
     if (!(x.compute_share >= 0 && x.compute_share <= 1))
@@ -1235,6 +1236,7 @@ std::string to_yaml(const cluster_config& cfg) {
     kv("compute_share", so.jellyfish.compute_share);
     kv("uplink_quantile", so.jellyfish.uplink_quantile);
     kv("miss_target", so.jellyfish.miss_target);
+    kv("use_spare", so.jellyfish.use_spare);
     e << YAML::EndMap;
   }
   if (so.policy == scheduler_policy::graft) {

@@ -125,6 +125,9 @@ struct jellyfish_options {
   // named clients' requests that miss their SLO (skipped frames included) near this
   // (sched::dip_quantile); 0: the quantile stays.
   double miss_target = 0.02;
+  // Clients move onto more accurate variants where compute is spare and their SLO holds whatever
+  // size their link carries (sched::jf_plan_options::spare).
+  bool use_spare = true;
 };
 
 // Graft (`scheduler: {policy: graft, graft: {...}}`): each partitioned model's fragments (the

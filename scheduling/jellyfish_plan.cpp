@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace sloserve::sched {
 
@@ -30,6 +31,66 @@ double jf_budget_ms(const jf_client_state& c, const jf_variant& v, const jf_plan
   }
   return std::max(0.0, c.slo_ms - upload_ms - std::max(0.0, c.rtt_ms) - o.overhead_ms);
 }
+
+double jf_spare_budget_ms(const jf_client_state& c, const jf_plan_options& o) {
+  if (c.uplink_mbps <= 0 || c.rate_hz <= 0) return 0;
+  double dip = c.uplink_low_mbps > 0 ? std::max(1.0, c.uplink_mbps / c.uplink_low_mbps) : 1;
+  return std::max(0.0, c.slo_ms - 1e3 / c.rate_hz * dip - std::max(0.0, c.rtt_ms) - o.overhead_ms);
+}
+
+namespace {
+
+// Spare compute lifts mapped clients onto more accurate variants (jf_plan_options::spare).
+void lift(const std::vector<jf_variant>& zoo, const std::vector<jf_client_state>& clients,
+          const std::vector<jf_client>& jc, const jf_plan_options& o, jf_plan& plan, std::vector<double>& carried,
+          std::vector<double>& capacity) {
+  size_t workers = plan.variants.size(), top = zoo.size() - 1;
+  std::vector<size_t> on(workers, 0);
+  // Per worker, the least budget of its clients: what bounds its batch.
+  std::vector<double> least(workers, std::numeric_limits<double>::infinity());
+  for (auto& a : plan.clients) ++on[a.worker], least[a.worker] = std::min(least[a.worker], a.budget_ms);
+  std::vector<size_t> order;
+  for (size_t c = 0; c < clients.size(); ++c)
+    if (plan.clients[c].mapped) order.push_back(c);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return plan.clients[a].variant < plan.clients[b].variant; });
+  for (auto c : order) {
+    auto& a = plan.clients[c];
+    double spare = jf_spare_budget_ms(clients[c], o);
+    size_t to = workers, to_variant = 0;
+    int to_batch = 0;
+    for (size_t w = 0; w < workers; ++w) {
+      // A worker no client is left on may take the most accurate variant.
+      auto v = on[w] ? plan.variants[w] : top;
+      if (v <= a.variant || (to < workers && v < to_variant)) continue;
+      auto& l = zoo[v].latency_ms;
+      double bound = std::min(least[w], spare);
+      int fits = 0;
+      for (int b = on[w] ? plan.batch[w] : 1; b <= zoo[v].max_batch && 2 * l(b) <= bound; ++b)
+        if (b / l(b) * 1e3 >= carried[w] + jc[c].rate) {
+          fits = b;
+          break;
+        }
+      if (!fits) continue;
+      double load = on[w] ? carried[w] / capacity[w] : 0;
+      if (to == workers || v > to_variant || load < (on[to] ? carried[to] / capacity[to] : 0))
+        to = w, to_variant = v, to_batch = fits;
+    }
+    if (to == workers) continue;
+    carried[a.worker] -= jc[c].rate;
+    if (--on[a.worker] == 0) least[a.worker] = std::numeric_limits<double>::infinity();
+    a.worker = to;
+    a.variant = plan.variants[to] = to_variant;
+    a.budget_ms = spare;
+    ++on[to];
+    least[to] = std::min(least[to], spare);
+    plan.batch[to] = to_batch;
+    capacity[to] = to_batch / zoo[a.variant].latency_ms(to_batch) * 1e3;
+    carried[to] += jc[c].rate;
+  }
+}
+
+}  // namespace
 
 jf_plan plan_jellyfish(const std::vector<jf_variant>& zoo, const std::vector<jf_client_state>& clients, size_t workers,
                        std::vector<size_t> previous, const jf_plan_options& o) {
@@ -78,6 +139,7 @@ jf_plan plan_jellyfish(const std::vector<jf_variant>& zoo, const std::vector<jf_
     a.budget_ms = jc[c].budget_ms[a.variant];
     carried[best] += jc[c].rate;
   }
+  if (o.spare && o.compute_share <= 0 && !clients.empty()) lift(zoo, clients, jc, o, plan, carried, capacity);
   return plan;
 }
 

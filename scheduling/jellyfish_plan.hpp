@@ -47,6 +47,13 @@ struct jf_plan_options {
   // leaves the network to the clients' own adaptation: the DA_bw baseline).
   double compute_share = 0;
   jf_annealing annealing{};
+  // After the mapping, each mapped client (least accurate first) moves to the most accurate
+  // variant whose worker has spare compute for it within jf_spare_budget_ms: a batch that carries
+  // its clients and whose 2·l(b) each one's budget holds (a worker no client is left on may run
+  // the most accurate variant). Told that variant's size, which its link may not carry yet, the
+  // client sends the largest size its link does carry, so that as its link grows it sends more at
+  // once, where otherwise it would wait for a plan on the grown estimate.
+  bool spare = true;
 };
 
 // What an image of `v`'s size from client `c` weighs, in bytes: what the client's images of the
@@ -58,6 +65,10 @@ double jf_input_bytes(const jf_client_state& c, const jf_variant& v, const jf_pl
 // carry size_j at the client's rate (W_i / size_j <= rate_i). The upload is timed at the lower of
 // W_i and uplink_low_mbps.
 double jf_budget_ms(const jf_client_state& c, const jf_variant& v, const jf_plan_options& o);
+// The compute budget that holds whatever size client `c` sends, up to any its link carries at its
+// frame rate: such a size uploads within one frame interval at the client's own estimate, and
+// W_i / uplink_low_mbps intervals at the dips its link has had. 0 when its uplink is not measured.
+double jf_spare_budget_ms(const jf_client_state& c, const jf_plan_options& o);
 
 // Where one client goes.
 struct jf_assignment {

@@ -627,7 +627,8 @@ TEST(cluster_config, jellyfish_serves_image_variants_of_several_sizes_and_round_
   auto text = nodes + models + image_variants + R"(pipelines:
   - {name: p, slo_ms: 100, stages: [{name: s, variants: [i128, i256]}]}
 scheduler: {policy: jellyfish, jellyfish: {interval_ms: 250, overhead_ms: 3, bytes_per_pixel: 0.4, resident: 2,
-                                           compute_share: 0.5, uplink_quantile: 0.1, miss_target: 0.02}}
+                                           compute_share: 0.5, uplink_quantile: 0.1, miss_target: 0.02,
+                                           use_spare: false}}
 )";
   auto r = parse_cluster_config(text, "c.yaml");
   ASSERT_TRUE(r) << r.error_text();
@@ -643,6 +644,7 @@ scheduler: {policy: jellyfish, jellyfish: {interval_ms: 250, overhead_ms: 3, byt
   EXPECT_DOUBLE_EQ(j.compute_share, 0.5);
   EXPECT_DOUBLE_EQ(j.uplink_quantile, 0.1);
   EXPECT_DOUBLE_EQ(j.miss_target, 0.02);
+  EXPECT_FALSE(j.use_spare);
 }
 
 TEST(cluster_config, jellyfish_is_checked_with_its_place) {

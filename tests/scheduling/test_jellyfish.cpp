@@ -221,6 +221,65 @@ TEST(jellyfish_plan, clients_beyond_every_budget_go_to_the_fastest_worker) {
   EXPECT_DOUBLE_EQ(plan.quality.mapped, 0.5);
 }
 
+// Spare compute: a client whose link carries only the small size now, but whose SLO holds an
+// upload of a whole frame interval (whatever its link carries at its rate) and 2·l(b) of the large
+// variant, moves to an idle worker, which then runs the large variant, and is told its size; its
+// link then decides what it sends. Not where its SLO is too tight, its link dips, its uplink is
+// not measured, spare is off, or no worker has room.
+TEST(jellyfish_plan, spare_compute_lifts_clients_whose_slo_holds_any_size_their_link_carries) {
+  std::vector<jf_variant> zoo{{"small", 100, 100, 60, 8, [](int b) { return 2.0 * b + 2; }},
+                              {"large", 300, 300, 80, 8, [](int b) { return 5.0 * b + 5; }}};
+  // 10 frames/s at 1 Mbps: 12,500 bytes a frame. Small: 2,500 bytes (20 ms). Large: 22,500, not carried.
+  jf_client_state c{"c", 200, 10, 1, 10, 0.25, 0, {}};
+  jf_plan_options o;
+  o.overhead_ms = 5;
+  ASSERT_EQ(jf_budget_ms(c, zoo[1], o), 0);
+  EXPECT_DOUBLE_EQ(jf_spare_budget_ms(c, o), 200 - 100 - 10 - 5);
+  auto plan = plan_jellyfish(zoo, {c}, 2, {0, 0}, o);
+  ASSERT_TRUE(plan.clients[0].mapped);
+  EXPECT_EQ(plan.clients[0].variant, 1u);
+  EXPECT_EQ(plan.variants[plan.clients[0].worker], 1u);
+  EXPECT_EQ(plan.batch[plan.clients[0].worker], 1);
+  EXPECT_DOUBLE_EQ(plan.clients[0].budget_ms, 85);
+  EXPECT_DOUBLE_EQ(plan.quality.accuracy, 0.6) << "the mapping's quality, before the lift";
+  // Off: it stays on the small variant.
+  o.spare = false;
+  EXPECT_EQ(plan_jellyfish(zoo, {c}, 2, {0, 0}, o).clients[0].variant, 0u);
+  o.spare = true;
+  // A tight SLO: a frame interval of upload leaves no room for 2·l(1) = 20 ms of the large one.
+  auto tight = c;
+  tight.slo_ms = 130;
+  EXPECT_DOUBLE_EQ(jf_spare_budget_ms(tight, o), 15);
+  EXPECT_EQ(plan_jellyfish(zoo, {tight}, 2, {0, 0}, o).clients[0].variant, 0u);
+  // A link that dipped to half its estimate: two intervals of upload.
+  auto shaky = c;
+  shaky.uplink_low_mbps = 0.5;
+  EXPECT_DOUBLE_EQ(jf_spare_budget_ms(shaky, o), 0);
+  EXPECT_EQ(plan_jellyfish(zoo, {shaky}, 2, {0, 0}, o).clients[0].variant, 0u);
+  // Not measured yet: nothing is known to hold (the mapping, counting its uploads as free, may
+  // still give it the large one).
+  auto unknown = c;
+  unknown.uplink_mbps = -1;
+  EXPECT_DOUBLE_EQ(jf_spare_budget_ms(unknown, o), 0);
+  // One worker, busy with the small variant: nowhere to go.
+  EXPECT_EQ(plan_jellyfish(zoo, {c}, 1, {0}, o).clients[0].variant, 0u);
+  // Twenty, 200/s: one small worker carries them all (b = 8, 444/s); the other, idle, runs the
+  // large variant, and takes clients while a batch whose 2·l(b) their 85 ms hold (b <= 7: 175/s at
+  // most) carries them: 17 of them, 170/s, at b = 6 (171/s).
+  std::vector<jf_client_state> many;
+  for (int k = 0; k < 20; ++k) many.push_back(c), many.back().id = "c" + std::to_string(k);
+  auto full = plan_jellyfish(zoo, many, 2, {0, 0}, o);
+  size_t lifted = 0;
+  for (auto& a : full.clients) {
+    EXPECT_EQ(a.variant, full.variants[a.worker]);
+    if (a.variant == 1) {
+      ++lifted;
+      EXPECT_EQ(full.batch[a.worker], 6);
+    }
+  }
+  EXPECT_EQ(lifted, 17u);
+}
+
 }  // namespace
 }  // namespace sloserve::sched
 
