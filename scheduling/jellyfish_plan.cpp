@@ -59,19 +59,20 @@ void lift(const std::vector<jf_variant>& zoo, const std::vector<jf_client_state>
     double spare = jf_spare_budget_ms(clients[c], o);
     size_t to = workers, to_variant = 0;
     int to_batch = 0;
-    for (size_t w = 0; w < workers; ++w) {
-      // A worker no client is left on may take the most accurate variant.
-      auto v = on[w] ? plan.variants[w] : top;
-      if (v <= a.variant || (to < workers && v < to_variant)) continue;
+    // The batch at which worker w running v would carry it too, within every budget there; 0: none.
+    auto fit = [&](size_t w, size_t v) {
       auto& l = zoo[v].latency_ms;
       double bound = std::min(least[w], spare);
-      int fits = 0;
       for (int b = on[w] ? plan.batch[w] : 1; b <= zoo[v].max_batch && 2 * l(b) <= bound; ++b)
-        if (b / l(b) * 1e3 >= carried[w] + jc[c].rate) {
-          fits = b;
-          break;
-        }
-      if (!fits) continue;
+        if (b / l(b) * 1e3 >= carried[w] + jc[c].rate) return b;
+      return 0;
+    };
+    for (size_t w = 0; w < workers; ++w) {
+      // A worker no client is left on may take the most accurate variant that fits.
+      size_t v = on[w] ? plan.variants[w] : top;
+      int fits = v > a.variant ? fit(w, v) : 0;
+      while (!on[w] && !fits && v > a.variant + 1) fits = fit(w, --v);
+      if (!fits || (to < workers && v < to_variant)) continue;
       double load = on[w] ? carried[w] / capacity[w] : 0;
       if (to == workers || v > to_variant || load < (on[to] ? carried[to] / capacity[to] : 0))
         to = w, to_variant = v, to_batch = fits;

@@ -223,8 +223,8 @@ TEST(jellyfish_plan, clients_beyond_every_budget_go_to_the_fastest_worker) {
 
 // Spare compute: a client whose link carries only the small size now, but whose SLO holds an
 // upload of a whole frame interval (whatever its link carries at its rate) and 2·l(b) of the large
-// variant, moves to an idle worker, which then runs the large variant, and is told its size; its
-// link then decides what it sends. Not where its SLO is too tight, its link dips, its uplink is
+// variant, moves to an idle worker, which then runs the most accurate variant that fits, and is
+// told its size; its link then decides what it sends. Not where its SLO is too tight, its link dips, its uplink is
 // not measured, spare is off, or no worker has room.
 TEST(jellyfish_plan, spare_compute_lifts_clients_whose_slo_holds_any_size_their_link_carries) {
   std::vector<jf_variant> zoo{{"small", 100, 100, 60, 8, [](int b) { return 2.0 * b + 2; }},
@@ -251,6 +251,13 @@ TEST(jellyfish_plan, spare_compute_lifts_clients_whose_slo_holds_any_size_their_
   tight.slo_ms = 130;
   EXPECT_DOUBLE_EQ(jf_spare_budget_ms(tight, o), 15);
   EXPECT_EQ(plan_jellyfish(zoo, {tight}, 2, {0, 0}, o).clients[0].variant, 0u);
+  // ...but one of a variant between them (15,625 bytes, not carried either) does: 2·l(1) = 12 ms.
+  // The idle worker runs that one.
+  std::vector<jf_variant> three{zoo[0], {"mid", 250, 250, 70, 8, [](int b) { return 3.0 * b + 3; }}, zoo[1]};
+  auto middle = plan_jellyfish(three, {tight}, 2, {0, 0}, o);
+  EXPECT_EQ(middle.clients[0].variant, 1u);
+  EXPECT_EQ(middle.variants[middle.clients[0].worker], 1u);
+  EXPECT_EQ(middle.batch[middle.clients[0].worker], 1);
   // A link that dipped to half its estimate: two intervals of upload.
   auto shaky = c;
   shaky.uplink_low_mbps = 0.5;
