@@ -50,9 +50,9 @@ struct jf_plan_options {
   // After the mapping, each mapped client (least accurate first) moves to the most accurate
   // variant whose worker has spare compute for it within jf_spare_budget_ms: a batch that carries
   // its clients and whose 2·l(b) each one's budget holds (a worker no client is left on may run
-  // the most accurate variant that fits). Told that variant's size, which its link may not carry yet, the
-  // client sends the largest size its link does carry, so that as its link grows it sends more at
-  // once, where otherwise it would wait for a plan on the grown estimate.
+  // the most accurate variant that fits). Told that variant's size, which its link may not carry
+  // yet, the client sends the largest size its link does carry, so that as its link grows it
+  // sends more at once, where otherwise it would wait for a plan on the grown estimate.
   bool spare = true;
 };
 
