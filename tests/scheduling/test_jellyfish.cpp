@@ -224,8 +224,8 @@ TEST(jellyfish_plan, clients_beyond_every_budget_go_to_the_fastest_worker) {
 // Spare compute: a client whose link carries only the small size now, but whose SLO holds an
 // upload of a whole frame interval (whatever its link carries at its rate) and 2·l(b) of the large
 // variant, moves to an idle worker, which then runs the most accurate variant that fits, and is
-// told its size; its link then decides what it sends. Not where its SLO is too tight, its link dips, its uplink is
-// not measured, spare is off, or no worker has room.
+// told its size; its link then decides what it sends. Not where its SLO is too tight, its link
+// dips, its uplink is not measured, spare is off, or no worker has room.
 TEST(jellyfish_plan, spare_compute_lifts_clients_whose_slo_holds_any_size_their_link_carries) {
   std::vector<jf_variant> zoo{{"small", 100, 100, 60, 8, [](int b) { return 2.0 * b + 2; }},
                               {"large", 300, 300, 80, 8, [](int b) { return 5.0 * b + 5; }}};
