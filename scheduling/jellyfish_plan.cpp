@@ -49,6 +49,32 @@ void lift(const std::vector<jf_variant>& zoo, const std::vector<jf_client_state>
   // Per worker, the least budget of its clients: what bounds its batch.
   std::vector<double> least(workers, std::numeric_limits<double>::infinity());
   for (auto& a : plan.clients) ++on[a.worker], least[a.worker] = std::min(least[a.worker], a.budget_ms);
+  // First, whole workers: each raised in place to the most accurate variant at a batch that still
+  // carries its clients within every one's spare budget.
+  for (size_t w = 0; w < workers; ++w) {
+    if (!on[w]) continue;
+    double bound = std::numeric_limits<double>::infinity();
+    bool all_mapped = true;
+    for (size_t c = 0; c < clients.size(); ++c)
+      if (plan.clients[c].worker == w)
+        bound = std::min(bound, jf_spare_budget_ms(clients[c], o)), all_mapped &= plan.clients[c].mapped;
+    if (!all_mapped) continue;
+    for (size_t v = top; v > plan.variants[w]; --v) {
+      auto& l = zoo[v].latency_ms;
+      int fits = 0;
+      for (int b = 1; b <= zoo[v].max_batch && 2 * l(b) <= bound && !fits; ++b)
+        if (b / l(b) * 1e3 >= carried[w]) fits = b;
+      if (!fits) continue;
+      plan.variants[w] = v;
+      plan.batch[w] = fits;
+      capacity[w] = fits / l(fits) * 1e3;
+      least[w] = bound;
+      for (size_t c = 0; c < clients.size(); ++c)
+        if (plan.clients[c].worker == w)
+          plan.clients[c].variant = v, plan.clients[c].budget_ms = jf_spare_budget_ms(clients[c], o);
+      break;
+    }
+  }
   std::vector<size_t> order;
   for (size_t c = 0; c < clients.size(); ++c)
     if (plan.clients[c].mapped) order.push_back(c);

@@ -224,8 +224,9 @@ TEST(jellyfish_plan, clients_beyond_every_budget_go_to_the_fastest_worker) {
 // Spare compute: a client whose link carries only the small size now, but whose SLO holds an
 // upload of a whole frame interval (whatever its link carries at its rate) and 2·l(b) of the large
 // variant, moves to an idle worker, which then runs the most accurate variant that fits, and is
-// told its size; its link then decides what it sends. Not where its SLO is too tight, its link
-// dips, its uplink is not measured, spare is off, or no worker has room.
+// told its size; its link then decides what it sends. A worker whose clients all allow it is
+// raised in place. Not where the SLO is too tight, the link dips, the uplink is not measured,
+// spare is off, or no worker has room.
 TEST(jellyfish_plan, spare_compute_lifts_clients_whose_slo_holds_any_size_their_link_carries) {
   std::vector<jf_variant> zoo{{"small", 100, 100, 60, 8, [](int b) { return 2.0 * b + 2; }},
                               {"large", 300, 300, 80, 8, [](int b) { return 5.0 * b + 5; }}};
@@ -268,8 +269,23 @@ TEST(jellyfish_plan, spare_compute_lifts_clients_whose_slo_holds_any_size_their_
   auto unknown = c;
   unknown.uplink_mbps = -1;
   EXPECT_DOUBLE_EQ(jf_spare_budget_ms(unknown, o), 0);
-  // One worker, busy with the small variant: nowhere to go.
-  EXPECT_EQ(plan_jellyfish(zoo, {c}, 1, {0}, o).clients[0].variant, 0u);
+  // One worker: it is raised in place, its client with it.
+  auto alone = plan_jellyfish(zoo, {c}, 1, {0}, o);
+  EXPECT_EQ(alone.clients[0].variant, 1u);
+  EXPECT_EQ(alone.variants[0], 1u);
+  // Ten on one worker, 100/s: the large variant carries them at b = 1 (100/s), within 85 ms.
+  std::vector<jf_client_state> ten;
+  for (int k = 0; k < 10; ++k) ten.push_back(c), ten.back().id = "c" + std::to_string(k);
+  auto raised = plan_jellyfish(zoo, ten, 1, {0}, o);
+  EXPECT_EQ(raised.variants[0], 1u);
+  EXPECT_EQ(raised.batch[0], 1);
+  for (auto& a : raised.clients) EXPECT_EQ(a.variant, 1u);
+  // Twenty, 200/s: beyond what the large one carries within 85 ms (b <= 7: 175/s). It stays.
+  ten.resize(20, c);
+  for (size_t k = 10; k < 20; ++k) ten[k].id = "c" + std::to_string(k);
+  auto kept = plan_jellyfish(zoo, ten, 1, {0}, o);
+  EXPECT_EQ(kept.variants[0], 0u);
+  for (auto& a : kept.clients) EXPECT_EQ(a.variant, 0u);
   // Twenty, 200/s: one small worker carries them all (b = 8, 444/s); the other, idle, runs the
   // large variant, and takes clients while a batch whose 2·l(b) their 85 ms hold (b <= 7: 175/s at
   // most) carries them: 17 of them, 170/s, at b = 6 (171/s).
