@@ -40,6 +40,14 @@ double jf_spare_budget_ms(const jf_client_state& c, const jf_plan_options& o) {
 
 namespace {
 
+// The smallest batch from `from` at which `v` carries `rate` requests/s with 2·l(b) within
+// `bound_ms`; 0: none.
+int smallest_batch(const jf_variant& v, int from, double bound_ms, double rate) {
+  for (int b = from; b <= v.max_batch && 2 * v.latency_ms(b) <= bound_ms; ++b)
+    if (b / v.latency_ms(b) * 1e3 >= rate) return b;
+  return 0;
+}
+
 // Spare compute lifts mapped clients onto more accurate variants (jf_plan_options::spare).
 void lift(const std::vector<jf_variant>& zoo, const std::vector<jf_client_state>& clients,
           const std::vector<jf_client>& jc, const jf_plan_options& o, jf_plan& plan, std::vector<double>& carried,
@@ -49,6 +57,8 @@ void lift(const std::vector<jf_variant>& zoo, const std::vector<jf_client_state>
   // Per worker, the least budget of its clients: what bounds its batch.
   std::vector<double> least(workers, std::numeric_limits<double>::infinity());
   for (auto& a : plan.clients) ++on[a.worker], least[a.worker] = std::min(least[a.worker], a.budget_ms);
+  std::vector<double> spare;
+  for (auto& c : clients) spare.push_back(jf_spare_budget_ms(c, o));
   // First, whole workers: each raised in place to the most accurate variant at a batch that still
   // carries its clients within every one's spare budget.
   for (size_t w = 0; w < workers; ++w) {
@@ -56,22 +66,17 @@ void lift(const std::vector<jf_variant>& zoo, const std::vector<jf_client_state>
     double bound = std::numeric_limits<double>::infinity();
     bool all_mapped = true;
     for (size_t c = 0; c < clients.size(); ++c)
-      if (plan.clients[c].worker == w)
-        bound = std::min(bound, jf_spare_budget_ms(clients[c], o)), all_mapped &= plan.clients[c].mapped;
+      if (plan.clients[c].worker == w) bound = std::min(bound, spare[c]), all_mapped &= plan.clients[c].mapped;
     if (!all_mapped) continue;
     for (size_t v = top; v > plan.variants[w]; --v) {
-      auto& l = zoo[v].latency_ms;
-      int fits = 0;
-      for (int b = 1; b <= zoo[v].max_batch && 2 * l(b) <= bound && !fits; ++b)
-        if (b / l(b) * 1e3 >= carried[w]) fits = b;
+      int fits = smallest_batch(zoo[v], 1, bound, carried[w]);
       if (!fits) continue;
       plan.variants[w] = v;
       plan.batch[w] = fits;
-      capacity[w] = fits / l(fits) * 1e3;
+      capacity[w] = fits / zoo[v].latency_ms(fits) * 1e3;
       least[w] = bound;
       for (size_t c = 0; c < clients.size(); ++c)
-        if (plan.clients[c].worker == w)
-          plan.clients[c].variant = v, plan.clients[c].budget_ms = jf_spare_budget_ms(clients[c], o);
+        if (plan.clients[c].worker == w) plan.clients[c].variant = v, plan.clients[c].budget_ms = spare[c];
       break;
     }
   }
@@ -82,16 +87,11 @@ void lift(const std::vector<jf_variant>& zoo, const std::vector<jf_client_state>
                    [&](size_t a, size_t b) { return plan.clients[a].variant < plan.clients[b].variant; });
   for (auto c : order) {
     auto& a = plan.clients[c];
-    double spare = jf_spare_budget_ms(clients[c], o);
     size_t to = workers, to_variant = 0;
     int to_batch = 0;
     // The batch at which worker w running v would carry it too, within every budget there; 0: none.
     auto fit = [&](size_t w, size_t v) {
-      auto& l = zoo[v].latency_ms;
-      double bound = std::min(least[w], spare);
-      for (int b = on[w] ? plan.batch[w] : 1; b <= zoo[v].max_batch && 2 * l(b) <= bound; ++b)
-        if (b / l(b) * 1e3 >= carried[w] + jc[c].rate) return b;
-      return 0;
+      return smallest_batch(zoo[v], on[w] ? plan.batch[w] : 1, std::min(least[w], spare[c]), carried[w] + jc[c].rate);
     };
     for (size_t w = 0; w < workers; ++w) {
       // A worker no client is left on may take the most accurate variant that fits.
@@ -108,9 +108,9 @@ void lift(const std::vector<jf_variant>& zoo, const std::vector<jf_client_state>
     if (--on[a.worker] == 0) least[a.worker] = std::numeric_limits<double>::infinity();
     a.worker = to;
     a.variant = plan.variants[to] = to_variant;
-    a.budget_ms = spare;
+    a.budget_ms = spare[c];
     ++on[to];
-    least[to] = std::min(least[to], spare);
+    least[to] = std::min(least[to], spare[c]);
     plan.batch[to] = to_batch;
     capacity[to] = to_batch / zoo[a.variant].latency_ms(to_batch) * 1e3;
     carried[to] += jc[c].rate;
