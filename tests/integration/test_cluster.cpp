@@ -126,7 +126,9 @@ TEST_F(cluster_fixture, kill_9_of_a_worker_loses_nothing_and_the_survivor_serves
 }
 
 // `sloserve sim` on the same file, rate and seed as a cluster: attainment within one percentage
-// point of the cluster's, drops within 20% (or 25 requests, 0.1% of them, where there are few).
+// point of the cluster's, drops within 20% (or 0.2% of the requests sent, where there are few: the
+// cluster's own drops there move with what else the machine runs, 30-37 of 27,000 alone and 43-56
+// beside the other tests, against the simulator's 23).
 // The workload is the early-drop experiment of bench_nexus (thesis 002 §3.5.1): one device at
 // 93% of its capacity, where the sliding window drops about 0.1% of the requests. Closer to
 // capacity the cluster's own spread depends on what else the machine runs (docs/benchmarks.md).
@@ -168,7 +170,7 @@ scheduler: {policy: static}
   EXPECT_NEAR(simulated["attainment"].get<double>(), real_attainment, 0.01);
   double b = simulated["dropped"].get<double>();
   EXPECT_GT(b, 0);
-  EXPECT_LE(std::abs(real_dropped - b), std::max(25.0, 0.2 * std::max(real_dropped, b)));
+  EXPECT_LE(std::abs(real_dropped - b), std::max(0.002 * real_sent, 0.2 * std::max(real_dropped, b)));
 }
 
 TEST_F(cluster_fixture, schedule_changes_under_load_lose_nothing) {
