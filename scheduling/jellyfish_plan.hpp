@@ -51,9 +51,10 @@ struct jf_plan_options {
   // accurate variant at a batch that carries them and whose 2·l(b) each one's jf_spare_budget_ms
   // holds; then each mapped client (least accurate first) moves to the most accurate variant whose
   // worker has spare compute for it: such a batch, within its own spare budget too (a worker no
-  // client is left on may run the most accurate variant that fits). Told that variant's size, which its link may not
-  // carry yet, the client sends the largest size its link does carry, so that as its link grows it sends more at once,
-  // where otherwise it would wait for a plan on the grown estimate.
+  // client is left on may run the most accurate variant that fits). Told that variant's size,
+  // which its link may not carry yet, the client sends the largest size its link does carry, so
+  // that as its link grows it sends more at once, where otherwise it would wait for a plan on the
+  // grown estimate.
   bool spare = true;
 };
 
