@@ -65,6 +65,7 @@ std::vector<msg::client_load> client_registry::report(double now_s, double windo
     l.uplink_mbps = e.reported_mbps = e.uplink.mbps(now_s);
     double q = reported_quantile_[e.pipeline] = dips(e.pipeline).quantile(now_s);  // steps once per call at most
     l.uplink_low_mbps = e.uplink.low_mbps(now_s, q);
+    l.wait_share = dips(e.pipeline).wait_share();
     l.rtt_ms = std::max(0.0, e.rtt_ms);
     l.bytes_per_pixel = e.bytes_per_pixel;
     l.image_pixels = e.pixels;
@@ -101,6 +102,11 @@ void client_registry::on_outcome(const std::string& pipeline, bool missed, doubl
 double client_registry::uplink_quantile(const std::string& pipeline) const {
   auto it = reported_quantile_.find(pipeline);
   return it == reported_quantile_.end() ? -1 : it->second;
+}
+
+double client_registry::wait_share(const std::string& pipeline) const {
+  auto it = dips_.find(pipeline);
+  return reported_quantile_.count(pipeline) && it != dips_.end() ? it->second.wait_share() : -1;
 }
 
 void client_registry::apply(const std::vector<msg::client_route>& routes) {

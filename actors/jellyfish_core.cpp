@@ -118,7 +118,8 @@ cluster_placement jellyfish_core::decide(const std::vector<msg::client_load>& cl
                     c->bytes_per_pixel,
                     c->image_pixels,
                     {},
-                    c->uplink_low_mbps});
+                    c->uplink_low_mbps,
+                    c->wait_share});
       for (auto& i : c->images) cs.back().image_bytes.emplace_back(i.pixels, i.bytes);
     }
     // Where each slot starts: what it ran, else the stage's most accurate variant.

@@ -115,9 +115,9 @@ void node_metrics::link(const std::string& worker, double ms_per_mb, double base
   links_[worker] = {ms_per_mb, base_ms};
 }
 
-void node_metrics::uplink_quantile(const std::string& pipeline, double q) {
+void node_metrics::uplink_quantile(const std::string& pipeline, double q, double wait_share) {
   std::lock_guard lock(mu_);
-  uplink_quantiles_[pipeline] = q;
+  uplink_quantiles_[pipeline] = {q, wait_share};
 }
 
 void node_metrics::batch(const std::string& model, int size) {
@@ -218,7 +218,11 @@ std::string node_metrics::render(std::string_view node, double now_s) const {
   if (!uplink_quantiles_.empty()) {
     header(out, "sloserve_jellyfish_uplink_quantile", "gauge",
            "The quantile of its clients' uplink dips a pipeline's uploads are planned at (lower: deeper dips).");
-    for (auto& [p, q] : uplink_quantiles_) sample(out, "sloserve_jellyfish_uplink_quantile", label("pipeline", p), q);
+    for (auto& [p, q] : uplink_quantiles_)
+      sample(out, "sloserve_jellyfish_uplink_quantile", label("pipeline", p), q.first);
+    header(out, "sloserve_jellyfish_wait_share", "gauge",
+           "The share of the wait behind a running batch a pipeline's lifts onto spare compute plan for.");
+    for (auto& [p, q] : uplink_quantiles_) sample(out, "sloserve_jellyfish_wait_share", label("pipeline", p), q.second);
   }
   if (!batch_sizes_.empty()) histograms("sloserve_batch_size", "Requests per batch run, by model.", batch_sizes_);
   if (!busy_.empty()) {

@@ -62,8 +62,9 @@ class node_metrics {
   // round trip of an empty probe in ms).
   void link(const std::string& worker, double ms_per_mb, double base_ms);
   // Frontend: the quantile of its clients' uplink dips that `pipeline`'s uploads are timed at
-  // (scheduler.jellyfish.uplink_quantile, moved by miss_target).
-  void uplink_quantile(const std::string& pipeline, double q);
+  // (scheduler.jellyfish.uplink_quantile, moved by miss_target), and the share of the wait behind
+  // a running batch that its lifts onto spare compute plan for.
+  void uplink_quantile(const std::string& pipeline, double q, double wait_share);
 
   // Counters of what the network and clients did to the node, each with at most one label.
   enum class event {
@@ -100,8 +101,8 @@ class node_metrics {
   std::map<labels, histogram> durations_, stage_durations_, batch_sizes_;
   std::map<std::string, attainment> attainment_;
   std::map<labels, double> queue_lengths_;
-  std::map<std::string, std::pair<double, double>> links_;  // worker -> (ms per MB, empty round trip ms)
-  std::map<std::string, double> uplink_quantiles_;          // pipeline -> quantile
+  std::map<std::string, std::pair<double, double>> links_;             // worker -> (ms per MB, empty round trip ms)
+  std::map<std::string, std::pair<double, double>> uplink_quantiles_;  // pipeline -> quantile, wait share
   std::map<std::string, busy_time> busy_;
   std::map<std::string, size_t> instances_;
   std::map<std::pair<event, std::string>, uint64_t> events_;

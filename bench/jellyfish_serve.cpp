@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
     ways = picked;
   }
   printf("%-8s %7s %4s |", "trace", "clients", "SLO");
-  for (auto w : ways) printf(" %-22s|", name_of(w));
+  for (auto w : ways) printf(" %-24s|", name_of(w));
   if (runs > 1)
     printf("  (means of %d runs: miss%% acc%% util%% \u00b1acc spread)\n", runs);
   else
@@ -238,9 +238,9 @@ int main(int argc, char** argv) {
           auto& g = got.back();
           lost += g.lost;
           if (runs > 1)
-            printf(" %5.1f %5.1f %5.1f \u00b1%4.1f|", 100 * g.miss, g.accuracy, 100 * g.utilisation, g.spread);
+            printf(" %5.1f %6.2f %5.1f \u00b1%4.2f|", 100 * g.miss, g.accuracy, 100 * g.utilisation, g.spread);
           else
-            printf(" %5.1f %5.1f %5.1f      |", 100 * g.miss, g.accuracy, 100 * g.utilisation);
+            printf(" %5.1f %6.2f %5.1f       |", 100 * g.miss, g.accuracy, 100 * g.utilisation);
           fflush(stdout);
         }
         // Jellyfish within 3% misses, and as accurate as every baseline that also is (or behind

@@ -124,7 +124,7 @@ struct jellyfish_options {
   // > 0: each frontend moves a pipeline's quantile (from uplink_quantile) to keep the share of its
   // named clients' requests that miss their SLO (skipped frames included) near this
   // (sched::dip_quantile); 0: the quantile stays.
-  double miss_target = 0.02;
+  double miss_target = 0.025;
   // Clients move onto more accurate variants where compute is spare and their SLO holds whatever
   // size their link carries (sched::jf_plan_options::spare).
   bool use_spare = true;

@@ -187,6 +187,9 @@ struct ClientLoad {
   # The uplink that its uploads fell below only scheduler.jellyfish.uplink_quantile of the time
   # lately (uplink_estimate::low_mbps); < 0: unknown.
   uplinkLowMbps @9 :Float64 = -1;
+  # The share of the wait behind a running batch that Jellyfish's lift onto spare compute plans
+  # for (dip_quantile::wait_share): 1, the worst case, unless its pipeline's misses allow less.
+  waitShare @10 :Float64 = 1;
 }
 
 struct LoadReport {

@@ -40,10 +40,16 @@ double jf_spare_budget_ms(const jf_client_state& c, const jf_plan_options& o) {
 
 namespace {
 
-// The smallest batch from `from` at which `v` carries `rate` requests/s with 2·l(b) within
-// `bound_ms`; 0: none.
-int smallest_batch(const jf_variant& v, int from, double bound_ms, double rate) {
-  for (int b = from; b <= v.max_batch && 2 * v.latency_ms(b) <= bound_ms; ++b)
+// The smallest batch from `from` at which `v` carries `rate` requests/s within `bound_ms`; 0: none.
+// A request waits at most for the batch running when it comes, l(b), then runs: `wait` is the
+// share of that wait planned for (jf_client_state::wait_share), (1 + wait)·l(b) within the bound.
+// On a worker serving one client (`alone`), whose frames come further apart than l(1), a frame
+// waits at most for the one before it, which came at least a frame interval earlier less the
+// difference of their uploads: within the bound on its upload the budget keeps, nothing, so
+// batch 1 fits where l(1) does.
+int smallest_batch(const jf_variant& v, int from, double bound_ms, double rate, double wait, bool alone) {
+  if (alone && from <= 1 && v.latency_ms(1) <= bound_ms && rate * v.latency_ms(1) <= 1e3) return 1;
+  for (int b = from; b <= v.max_batch && (1 + wait) * v.latency_ms(b) <= bound_ms; ++b)
     if (b / v.latency_ms(b) * 1e3 >= rate) return b;
   return 0;
 }
@@ -54,32 +60,41 @@ void lift(const std::vector<jf_variant>& zoo, const std::vector<jf_client_state>
           std::vector<double>& capacity) {
   size_t workers = plan.variants.size(), top = zoo.size() - 1;
   std::vector<size_t> on(workers, 0);
-  // Per worker, the least budget of its clients: what bounds its batch.
-  std::vector<double> least(workers, std::numeric_limits<double>::infinity());
-  for (auto& a : plan.clients) ++on[a.worker], least[a.worker] = std::min(least[a.worker], a.budget_ms);
+  // Per worker, the least budget of its clients (what bounds its batch), and the largest share of
+  // a batch's wait they plan for.
+  std::vector<double> least(workers, std::numeric_limits<double>::infinity()), wait(workers, 0);
+  for (size_t c = 0; c < clients.size(); ++c) {
+    auto w = plan.clients[c].worker;
+    ++on[w];
+    least[w] = std::min(least[w], plan.clients[c].budget_ms);
+    wait[w] = std::max(wait[w], clients[c].wait_share);
+  }
   std::vector<double> spare;
   for (auto& c : clients) spare.push_back(jf_spare_budget_ms(c, o));
-  // First, whole workers: each raised in place to the most accurate variant at a batch that still
-  // carries its clients within every one's spare budget.
-  for (size_t w = 0; w < workers; ++w) {
-    if (!on[w]) continue;
-    double bound = std::numeric_limits<double>::infinity();
-    bool all_mapped = true;
-    for (size_t c = 0; c < clients.size(); ++c)
-      if (plan.clients[c].worker == w) bound = std::min(bound, spare[c]), all_mapped &= plan.clients[c].mapped;
-    if (!all_mapped) continue;
-    for (size_t v = top; v > plan.variants[w]; --v) {
-      int fits = smallest_batch(zoo[v], 1, bound, carried[w]);
-      if (!fits) continue;
-      plan.variants[w] = v;
-      plan.batch[w] = fits;
-      capacity[w] = fits / zoo[v].latency_ms(fits) * 1e3;
-      least[w] = bound;
+  // Whole workers: each raised in place to the most accurate variant at a batch that still
+  // carries its clients within every one's spare budget. First, and again once clients moved.
+  auto raise = [&] {
+    for (size_t w = 0; w < workers; ++w) {
+      if (!on[w]) continue;
+      double bound = std::numeric_limits<double>::infinity();
+      bool all_mapped = true;
       for (size_t c = 0; c < clients.size(); ++c)
-        if (plan.clients[c].worker == w) plan.clients[c].variant = v, plan.clients[c].budget_ms = spare[c];
-      break;
+        if (plan.clients[c].worker == w) bound = std::min(bound, spare[c]), all_mapped &= plan.clients[c].mapped;
+      if (!all_mapped) continue;
+      for (size_t v = top; v > plan.variants[w]; --v) {
+        int fits = smallest_batch(zoo[v], 1, bound, carried[w], wait[w], on[w] == 1);
+        if (!fits) continue;
+        plan.variants[w] = v;
+        plan.batch[w] = fits;
+        capacity[w] = fits / zoo[v].latency_ms(fits) * 1e3;
+        least[w] = bound;
+        for (size_t c = 0; c < clients.size(); ++c)
+          if (plan.clients[c].worker == w) plan.clients[c].variant = v, plan.clients[c].budget_ms = spare[c];
+        break;
+      }
     }
-  }
+  };
+  raise();
   std::vector<size_t> order;
   for (size_t c = 0; c < clients.size(); ++c)
     if (plan.clients[c].mapped) order.push_back(c);
@@ -91,7 +106,8 @@ void lift(const std::vector<jf_variant>& zoo, const std::vector<jf_client_state>
     int to_batch = 0;
     // The batch at which worker w running v would carry it too, within every budget there; 0: none.
     auto fit = [&](size_t w, size_t v) {
-      return smallest_batch(zoo[v], on[w] ? plan.batch[w] : 1, std::min(least[w], spare[c]), carried[w] + jc[c].rate);
+      return smallest_batch(zoo[v], on[w] ? plan.batch[w] : 1, std::min(least[w], spare[c]), carried[w] + jc[c].rate,
+                            std::max(wait[w], clients[c].wait_share), !on[w]);
     };
     for (size_t w = 0; w < workers; ++w) {
       // A worker no client is left on may take the most accurate variant that fits.
@@ -105,16 +121,18 @@ void lift(const std::vector<jf_variant>& zoo, const std::vector<jf_client_state>
     }
     if (to == workers) continue;
     carried[a.worker] -= jc[c].rate;
-    if (--on[a.worker] == 0) least[a.worker] = std::numeric_limits<double>::infinity();
+    if (--on[a.worker] == 0) least[a.worker] = std::numeric_limits<double>::infinity(), wait[a.worker] = 0;
     a.worker = to;
     a.variant = plan.variants[to] = to_variant;
     a.budget_ms = spare[c];
     ++on[to];
     least[to] = std::min(least[to], spare[c]);
+    wait[to] = std::max(wait[to], clients[c].wait_share);
     plan.batch[to] = to_batch;
     capacity[to] = to_batch / zoo[a.variant].latency_ms(to_batch) * 1e3;
     carried[to] += jc[c].rate;
   }
+  raise();
 }
 
 }  // namespace

@@ -29,6 +29,10 @@ struct jf_client_state {
   // An uplink its uploads fell below only rarely lately (scheduler.jellyfish.uplink_quantile);
   // uploads are timed at it, so that a changeable link leaves room for its dips. < 0: uplink_mbps.
   double uplink_low_mbps = -1;
+  // The share of the wait behind a running batch (l(b)) that lifts onto spare compute plan for
+  // (jf_plan_options::spare): 1 is the worst case; less where its pipeline's misses allow
+  // (sched::dip_quantile::wait_share).
+  double wait_share = 1;
 };
 
 // One variant of the zoo: a model and the image size it takes.
@@ -48,10 +52,11 @@ struct jf_plan_options {
   double compute_share = 0;
   jf_annealing annealing{};
   // After the mapping, each worker whose clients are all mapped is raised in place to the most
-  // accurate variant at a batch that carries them and whose 2·l(b) each one's jf_spare_budget_ms
-  // holds; then each mapped client (least accurate first) moves to the most accurate variant whose
-  // worker has spare compute for it: such a batch, within its own spare budget too (a worker no
-  // client is left on may run the most accurate variant that fits). Told that variant's size,
+  // accurate variant at a batch that carries them and whose (1 + wait_share)·l(b) each one's
+  // jf_spare_budget_ms holds (l(1) on a worker of one client, whose frames do not wait behind each
+  // other); then each mapped client (least accurate first) moves to the most accurate variant
+  // whose worker has spare compute for it: such a batch, within its own spare budget too (a
+  // worker no client is left on may run the most accurate variant that fits). Told that variant's size,
   // which its link may not carry yet, the client sends the largest size its link does carry, so
   // that as its link grows it sends more at once, where otherwise it would wait for a plan on the
   // grown estimate.

@@ -337,6 +337,21 @@ TEST(client_registry, a_pipelines_misses_move_the_dips_its_uplinks_are_reported_
   // p plans for the halved uploads still; q, whose clients missed nothing, for its estimate.
   EXPECT_LT(after[0].uplink_low_mbps, after[0].uplink_mbps);
   EXPECT_DOUBLE_EQ(after[1].uplink_low_mbps, after[1].uplink_mbps);
+  EXPECT_DOUBLE_EQ(after[1].wait_share, 1) << "the quantile rises to 1 first";
+  EXPECT_DOUBLE_EQ(reg.wait_share(q), 1);
+  // q's clients go on missing nothing: its quantile reaches 1 (0.4, 0.8, 1), then the lift onto
+  // spare compute plans for less of the wait behind a running batch.
+  for (int s = 0; s < 4; ++s) {
+    for (int k = 0; k < 120; ++k) reg.on_outcome(q, false, t);
+    upload(2);
+    after = reg.report(t, 2);
+  }
+  ASSERT_EQ(after.size(), 2u);
+  EXPECT_DOUBLE_EQ(reg.uplink_quantile(q), 1);
+  EXPECT_DOUBLE_EQ(after[1].wait_share, 0.75);
+  EXPECT_DOUBLE_EQ(reg.wait_share(q), 0.75);
+  EXPECT_DOUBLE_EQ(after[0].wait_share, 1) << "p still plans for dips";
+  EXPECT_DOUBLE_EQ(reg.wait_share("nobody"), -1);
 }
 
 TEST(client_registry, reports_what_clients_declare_and_what_their_uploads_show) {
