@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
     ways = picked;
   }
   printf("%-8s %7s %4s |", "trace", "clients", "SLO");
-  for (auto w : ways) printf(" %-24s|", name_of(w));
+  for (auto w : ways) printf(" %-25s|", name_of(w));
   if (runs > 1)
     printf("  (means of %d runs: miss%% acc%% util%% \u00b1acc spread)\n", runs);
   else

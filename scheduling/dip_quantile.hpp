@@ -7,11 +7,12 @@
 // second, on the requests answered (and the frames clients skipped) so far, each earlier step's
 // weighing 0.85x the next one's (some 7 s remembered), the quantile is halved (deeper dips) when
 // more than twice the target missed, goes 1.25x down when more than the target did, and doubles
-// when under 0.6 of the target did, within [0.005, 1]. At 1 uploads are timed at the estimate
+// when under half the target did, within [0.005, 1]. At 1 uploads are timed at the estimate
 // itself: the links of a pipeline whose clients do not miss are planned for as they are, as a
 // client adapting to its own bandwidth would use them, and within a few steps (from 0.05, 5 s while
 // nothing misses). Past that, the same steps move how much of the wait behind a running batch
-// Jellyfish's lift onto spare compute plans for (wait_share), which is the worst case until then.
+// Jellyfish's lift onto spare compute plans for (wait_share), which is the worst case until then:
+// a quarter down while under 0.75 of the target missed, back up before the quantile falls.
 // Header-only and clock-free: times are given.
 
 #include <algorithm>
@@ -37,7 +38,7 @@ class dip_quantile {
   // outcomes so far with each earlier step's weighing `memory` times the next one's (links change
   // over seconds, and misses are rare: one step's few are not enough to judge by), once
   // `min_frames` are weighed: lower (deeper dips) when more than the target missed (2x when over
-  // twice the target), 2x higher (0.005 at least) when under 0.6 of the target did.
+  // twice the target), 2x higher (0.005 at least) when under half the target did.
   double quantile(double now_s) {
     if (target_ <= 0 || since_s_ < 0 || now_s - since_s_ < step_s) return q_;
     frames_ = memory * frames_ + static_cast<double>(step_frames_);
@@ -52,23 +53,25 @@ class dip_quantile {
         wait_ = std::min(1.0, wait_ + (far ? 2 : 1) * wait_step);
       else
         q_ = std::max(min_quantile, q_ / (far ? 2 : factor));
-    } else if (share < low_share * target_) {
-      if (q_ < max_quantile)
-        q_ = std::min(max_quantile, std::max(q_ * 2, q_ + 0.005));
-      else
-        wait_ = std::max(0.0, wait_ - wait_step);
+    } else if (q_ < max_quantile) {
+      if (share < low_share * target_) q_ = std::min(max_quantile, std::max(q_ * 2, q_ + 0.005));
+    } else if (share < wait_low_share * target_) {
+      wait_ = std::max(0.0, wait_ - wait_step);
     }
     return q_;
   }
   // The share of the wait behind a running batch that lifts onto spare compute plan for
   // (sched::jf_client_state::wait_share), as of the last step: 1 (the worst case) until the
-  // quantile reached 1, then a step down each step that judged the misses few, and back up before
-  // the quantile falls.
+  // quantile reached 1, then a quarter lower each step that judged under 0.75 of the target
+  // missed, and a quarter higher (a half when over twice the target) each step that judged more
+  // than the target did, before the quantile falls.
   double wait_share() const { return wait_; }
 
   static constexpr double step_s = 1, memory = 0.85, factor = 1.25;
   static constexpr double min_frames = 100;
-  static constexpr double low_share = 0.6, wait_step = 0.25;
+  // The quantile doubles, a coarse step, where under half the target missed; the wait share moves
+  // by a quarter, a fine one, and so may come closer to the target: under 0.75 of it.
+  static constexpr double low_share = 0.5, wait_low_share = 0.75, wait_step = 0.25;
   static constexpr double min_quantile = 0.005, max_quantile = 1;
 
  private:

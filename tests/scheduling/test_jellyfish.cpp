@@ -326,7 +326,7 @@ namespace {
 
 // The dip quantile follows the misses: deeper dips (a lower quantile: halved while over twice the
 // target miss, 1.25x lower while over the target), shallower ones (doubled, or 0.005 more at least,
-// while under 0.6 of the target miss), steady between; every second, judged on outcomes that fade
+// while under half the target miss), steady between; every second, judged on outcomes that fade
 // 0.85x a step, once 100 are weighed.
 TEST(dip_quantile, plans_for_deeper_dips_while_clients_miss_more_than_the_target) {
   dip_quantile d(0.2, 0.02);
@@ -336,29 +336,28 @@ TEST(dip_quantile, plans_for_deeper_dips_while_clients_miss_more_than_the_target
   d.outcome(1.5, 150, 15);
   EXPECT_DOUBLE_EQ(d.quantile(2), 0.05);
   // Then nothing missed: the two bad steps, fading, still hold it down for four steps (6.1% and
-  // 4.2% missed as weighed: halved; 3.1% and 2.3%: 1.25x lower), then it stays (1.8% and 1.4%),
-  // then it climbs (1.2%, under 0.6 of the target: doubled).
-  const double expected[] = {0.025, 0.0125, 0.01, 0.008, 0.008, 0.008, 0.016, 0.032, 0.064};
+  // 4.2% missed as weighed: halved; 3.1% and 2.3%: 1.25x lower), then it stays (1.8% to 1.2%),
+  // then it climbs (0.9%, under half the target: doubled).
+  const double expected[] = {0.025, 0.0125, 0.01, 0.008, 0.008, 0.008, 0.008, 0.016, 0.032};
   for (int k = 0; k < 9; ++k) {
     double t = 3 + k;
     d.outcome(t - 0.5, 150, 0);
     EXPECT_NEAR(d.quantile(t), expected[k], 1e-12) << "at " << t;
   }
-  // Between 0.6 of the target and the target: it stays.
+  // Between half the target and the target: it stays.
   dip_quantile steady(0.1, 0.02);
-  steady.outcome(0, 1000, 13);
+  steady.outcome(0, 1000, 11);
   EXPECT_DOUBLE_EQ(steady.quantile(1), 0.1);
-  dip_quantile under(0.1, 0.02);
-  under.outcome(0, 1000, 11);
-  EXPECT_DOUBLE_EQ(under.quantile(1), 0.2) << "1.1%: under 0.6 of the target";
+  EXPECT_DOUBLE_EQ(steady.wait_share(), 1);
   dip_quantile slight(0.1, 0.02);
   slight.outcome(0, 1000, 25);
   EXPECT_DOUBLE_EQ(slight.quantile(1), 0.1 / 1.25) << "2.5%: over the target, under twice it";
 }
 
-// Once uploads are planned at the estimate itself (the quantile at 1), few misses lower the share
-// of a batch's wait the lift plans for, a quarter a step, to none; misses over the target raise
-// it again (a half at once while over twice the target) before the quantile falls.
+// Once uploads are planned at the estimate itself (the quantile at 1), misses under 0.75 of the
+// target lower the share of a batch's wait the lift plans for, a quarter a step, to none; misses
+// over the target raise it again (a half at once while over twice the target) before the quantile
+// falls.
 TEST(dip_quantile, plans_for_less_of_a_batchs_wait_once_uploads_are_timed_at_the_estimate) {
   dip_quantile d(0.5, 0.02);
   EXPECT_DOUBLE_EQ(d.wait_share(), 1);
@@ -383,6 +382,14 @@ TEST(dip_quantile, plans_for_less_of_a_batchs_wait_once_uploads_are_timed_at_the
   e.outcome(6.5, 10000, 1000);  // then the quantile falls
   EXPECT_DOUBLE_EQ(e.quantile(7), 0.5);
   EXPECT_DOUBLE_EQ(e.wait_share(), 1);
+  // At 1, 1.6% of outcomes missed (over 0.75 of the target): it stays; 1.4%: a quarter down.
+  dip_quantile near(1, 0.02), under(1, 0.02);
+  near.outcome(0, 1000, 16);
+  under.outcome(0, 1000, 14);
+  EXPECT_DOUBLE_EQ(near.quantile(1), 1);
+  EXPECT_DOUBLE_EQ(near.wait_share(), 1);
+  EXPECT_DOUBLE_EQ(under.quantile(1), 1);
+  EXPECT_DOUBLE_EQ(under.wait_share(), 0.75);
   // With no target, nothing moves.
   dip_quantile fixed(1, 0);
   fixed.outcome(0, 1000, 0);
