@@ -73,7 +73,7 @@ void lift(const std::vector<jf_variant>& zoo, const std::vector<jf_client_state>
   for (auto& c : clients) spare.push_back(jf_spare_budget_ms(c, o));
   // Whole workers: each raised in place to the most accurate variant at a batch that still
   // carries its clients within every one's spare budget. First, and again once clients moved.
-  auto raise = [&] {
+  auto raise_workers = [&] {
     for (size_t w = 0; w < workers; ++w) {
       if (!on[w]) continue;
       double bound = std::numeric_limits<double>::infinity();
@@ -94,7 +94,7 @@ void lift(const std::vector<jf_variant>& zoo, const std::vector<jf_client_state>
       }
     }
   };
-  raise();
+  raise_workers();
   std::vector<size_t> order;
   for (size_t c = 0; c < clients.size(); ++c)
     if (plan.clients[c].mapped) order.push_back(c);
@@ -132,7 +132,7 @@ void lift(const std::vector<jf_variant>& zoo, const std::vector<jf_client_state>
     capacity[to] = to_batch / zoo[a.variant].latency_ms(to_batch) * 1e3;
     carried[to] += jc[c].rate;
   }
-  raise();
+  raise_workers();
 }
 
 }  // namespace
