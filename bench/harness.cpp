@@ -1,5 +1,8 @@
 #include "bench/harness.hpp"
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -7,6 +10,11 @@
 #include "actors/node_runtime.hpp"
 
 namespace sloserve::bench {
+
+void log_to_stderr(bool info) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("bench"));
+  spdlog::set_level(info ? spdlog::level::info : spdlog::level::warn);
+}
 
 started_node start_node(const std::string& yaml, const std::string& file) {
   auto parsed = parse_cluster_config(yaml, file);

@@ -15,6 +15,9 @@ class node_runtime;
 
 namespace sloserve::bench {
 
+// Logs go to stderr, from warnings up (from info with `info`): stdout keeps the bench's table.
+void log_to_stderr(bool info = false);
+
 // A node of a cluster file given as text, started: its first node, every role it names. Exits
 // with the reason when the file is wrong or the node cannot start.
 struct started_node {

@@ -34,8 +34,6 @@
 // the file's default), SLOSERVE_BENCH_MISS_TARGET=M its scheduler.jellyfish.miss_target,
 // SLOSERVE_BENCH_USE_SPARE=0 its scheduler.jellyfish.use_spare.
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -202,7 +200,7 @@ std::vector<T> list_arg(int argc, char** argv, int i, std::vector<T> fallback) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  spdlog::set_level(spdlog::level::warn);
+  bench::log_to_stderr();
   double measure_s = argc > 1 ? std::atof(argv[1]) : 10;
   auto counts = list_arg<int>(argc, argv, 2, {4, 8, 16});
   auto slos = list_arg<double>(argc, argv, 3, {75, 100, 150});

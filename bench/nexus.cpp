@@ -8,7 +8,6 @@
 // devices, sends Poisson load through the built-in client for a warmup (the scheduler plans
 // on the measured rates in it) and then a measured window.
 
-#include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -227,7 +226,7 @@ int main(int argc, char** argv) {
     else
       what = argv[i];
   }
-  spdlog::set_level(spdlog::level::warn);
+  bench::log_to_stderr();
   if (what == "all" || what == "speed") planner_speed(sizes);
   if (what == "all" || what == "drop") drop_policies(1300);
   if (what == "all" || what == "drop") drop_policies(1420);

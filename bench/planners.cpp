@@ -23,8 +23,6 @@
 // a mixed fleet and of a padded set, each served by an in-process emulated node under Poisson
 // load at the rate planned for (attainment, lost, dummies).
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -465,7 +463,7 @@ runtime: {beacon_ms: 500}
 }
 
 int main(int argc, char** argv) {
-  spdlog::set_level(spdlog::level::warn);
+  bench::log_to_stderr();
   // One section alone: `served` or `scale`.
   if (argc > 1 && std::string(argv[1]) == "served") return served(), 0;
   if (argc > 1 && std::string(argv[1]) == "scale") return at_scale(), 0;

@@ -6,8 +6,6 @@
 // The SLO defaults to 4 x l(1) of a full variant.
 // MODELS_DIR needs the variants: /usr/bin/python3 tools/export_models.py --out build/models --only variants
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -65,7 +63,7 @@ int main(int argc, char** argv) {
             dir.c_str());
     return 2;
   }
-  spdlog::set_level(spdlog::level::warn);
+  bench::log_to_stderr();
   // Memory: 5 full models against one backbone and 5 suffixes, each set in a fresh executor.
   auto full = [&](int v) {
     return image_model(std::string("v").append(std::to_string(v)), dir + "/resnet18_v" + std::to_string(v) + ".pt",

@@ -11,8 +11,6 @@
 // 4. Served: the highest rate with >= 99% attainment (constant arrivals; Poisson reported at
 //    that rate too), the node's single cpu device capped at that batch.
 
-#include <spdlog/spdlog.h>
-
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -42,7 +40,7 @@ int main(int argc, char** argv) {
             dir.c_str());
     return 2;
   }
-  spdlog::set_level(spdlog::level::warn);
+  bench::log_to_stderr();
   model_spec m;
   m.name = "resnet18";
   m.path = path;

@@ -4,8 +4,6 @@
 //
 // Usage: bench_sim [all|scale|traffic|game|autoscale] [--quick] [--devices N] [--times K]
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -183,7 +181,7 @@ int main(int argc, char** argv) {
     else
       what = argv[i];
   }
-  spdlog::set_level(spdlog::level::warn);
+  bench::log_to_stderr();
   if (what == "all" || what == "scale") scale();
   // Starting points: an eighth of what 8 devices carry in bench_nexus, times the devices / 8.
   if (what == "all" || what == "traffic") compare("traffic", bench::traffic_workload(), 2.0 * fleet_devices);
