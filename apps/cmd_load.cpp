@@ -42,7 +42,7 @@ int run_clients_command(const cluster_config& cfg, const pipeline& p, const std:
       if (!f.empty()) files.push_back(f);
   }
   for (auto& f : files) {
-    auto t = read_rate_trace(f);
+    auto t = read_rate_trace(f, "Mbps");
     if (!t) {
       std::cerr << t.error() << "\n";
       return 2;
@@ -265,7 +265,9 @@ void add_load_command(CLI::App& app, int& rc) {
     }
     if (o->co.clients > 0)
       return void(rc = run_clients_command(*cfg, *p, o->bandwidth, o->adaptation, o->json, lo, o->co));
-    if (!read(o->bandwidth, read_rate_trace, lo.bandwidth_mbps) || !read(o->trace, read_rate_trace, lo.trace) ||
+    auto mbps = [](const std::string& f) { return read_rate_trace(f, "Mbps"); };
+    auto rates = [](const std::string& f) { return read_rate_trace(f); };
+    if (!read(o->bandwidth, mbps, lo.bandwidth_mbps) || !read(o->trace, rates, lo.trace) ||
         !read(o->images, read_images, lo.images))
       return void(rc = 2);
     if (!lo.bandwidth_mbps.empty() && lo.payload_kb <= 0)

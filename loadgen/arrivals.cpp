@@ -35,7 +35,7 @@ std::vector<double> stepped_trace(const std::vector<double>& levels, int step_s,
   return out;
 }
 
-expected<std::vector<double>> read_rate_trace(const std::string& path) {
+expected<std::vector<double>> read_rate_trace(const std::string& path, const std::string& unit) {
   std::ifstream in(path);
   if (!in) return fail(path + ": cannot open the trace");
   std::vector<double> out;
@@ -46,7 +46,7 @@ expected<std::vector<double>> read_rate_trace(const std::string& path) {
     double r;
     if (!(ss >> r)) {
       if (line.find_first_not_of(" \t\r") != std::string::npos)
-        return fail(path + ":" + std::to_string(n) + ": expected a rate (requests/s)");
+        return fail(path + ":" + std::to_string(n) + ": expected a rate (" + unit + ")");
       continue;
     }
     if (r < 0) return fail(path + ":" + std::to_string(n) + ": a rate cannot be negative");

@@ -25,9 +25,9 @@ class arrivals {
   std::mt19937_64 rng_;
 };
 
-// Reads a per-second trace: one number per line (requests/s, or Mbps for a bandwidth trace);
-// '#' starts a comment.
-expected<std::vector<double>> read_rate_trace(const std::string& path);
+// Reads a per-second trace: one number per line, in `unit` (requests/s, or Mbps for a bandwidth
+// trace), which errors name; '#' starts a comment.
+expected<std::vector<double>> read_rate_trace(const std::string& path, const std::string& unit = "requests/s");
 
 // bursty: `base` requests/s, times `factor` for `burst_s` seconds at the start of every
 // `period_s` (thesis 004's ×5 for 5 s every 60 s), with Poisson noise of the given seed.

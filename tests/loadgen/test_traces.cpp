@@ -40,6 +40,10 @@ TEST(traces, a_rate_file_names_the_line_of_a_bad_rate) {
   auto bad = read_rate_trace(path);
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().find(":2: a rate cannot be negative"), std::string::npos) << bad.error();
+  std::ofstream(path) << "10\nfast\n";
+  bad = read_rate_trace(path, "Mbps");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find(":2: expected a rate (Mbps)"), std::string::npos) << bad.error();
   std::filesystem::remove(path);
   EXPECT_FALSE(read_rate_trace(path));
 }
