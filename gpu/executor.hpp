@@ -94,4 +94,12 @@ expected<std::unique_ptr<device_executor>> make_executor(device_kind kind, uint6
 // Whether this build has the LibTorch executors.
 bool torch_available();
 
+// Whether a cpu device runs a lone request padded to two rows: when, warm, a batch of two took
+// under 0.8 of a batch of one (`one_ms`, `two_ms`: the faster of two runs each). LibTorch's cpu
+// convolutions take their native path for a single small input and oneDNN's for two or more, so
+// on small images a request alone can take several times as long as two.
+inline bool pads_lone_request(double one_ms, double two_ms) {
+  return one_ms > 0 && two_ms < 0.8 * one_ms;
+}
+
 }  // namespace sloserve
