@@ -42,6 +42,7 @@ struct controller_state {
   uint64_t epoch = 0;                                   // current schedule and routing epoch
   cluster_placement current;
   route_publisher publisher;
+  std::pair<uint64_t, size_t> said_routing;  // the routing epoch and serving workers logged last
   worker_set told_scaler;
   // Epochs.
   sched::pipeline_rates rates;  // the monitor's, as of the last beacon
@@ -66,6 +67,11 @@ bool replans(const controller_state& st) {
   return (st.plan || st.plan_pending) && st.cfg->scheduler.policy != scheduler_policy::static_plan;
 }
 
+// Whether scheduler epochs place sessions (not the static placement, the scaler or Jellyfish's rounds).
+bool plans_epochs(const controller_state& st) {
+  return st.cfg->scheduler.policy != scheduler_policy::static_plan && !st.cfg->scaler.enabled() && !st.jellyfish;
+}
+
 // Tells the scaler which workers are up and which instances they acknowledged, when that changed.
 void tell_scaler(self_ptr self) {
   auto& st = self->state;
@@ -86,9 +92,12 @@ void publish(self_ptr self) {
   auto& st = self->state;
   if (cut_off(st)) return void(st.held = true);
   auto& t = st.publisher.publish(st.current, st.workers, st.epoch);
-  // Jellyfish re-maps its clients every interval: its tables are many.
-  spdlog::log(st.jellyfish ? spdlog::level::debug : spdlog::level::info, "{}: routing epoch {}: {} serving workers",
-              st.net->self_name(), st.epoch - st.epoch_base, st.workers.serving_count());
+  // Said once per epoch and per change of the workers serving it: a table re-sent as workers
+  // acknowledge is not news (nor are Jellyfish's, re-mapped every interval).
+  std::pair said{st.epoch, st.workers.serving_count()};
+  spdlog::log(st.jellyfish || said == st.said_routing ? spdlog::level::debug : spdlog::level::info,
+              "{}: routing epoch {}: {} serving workers", st.net->self_name(), st.epoch - st.epoch_base, said.second);
+  st.said_routing = said;
   for (auto& f : st.frontends) st.net->to_node(f, {{}, t});
   tell_scaler(self);
 }
@@ -137,17 +146,20 @@ bool may_plan(controller_state& st) {
   return true;
 }
 
-// One scheduler epoch on the monitor's rates and the workers up, planned by the planner, one at a time.
-void run_epoch(self_ptr self) {
+// One scheduler epoch on the monitor's rates and the workers up, planned by the planner, one at a
+// time; `surge`: for the last window's rate where it is above the smoothed one.
+void run_epoch(self_ptr self, bool surge = false) {
   auto& st = self->state;
   if (!may_plan(st)) return;
+  // Least-cost policies plan for load only: with none, what serves stays.
+  if (sched::plans_least_cost(st.cfg->scheduler.policy) && sched::nothing_to_plan_for(st.rates)) return;
   if (std::exchange(st.plan_pending, true)) return void(st.replan = true);  // planned again on its return
   // Workers behind slow links are left out, unless that would leave none.
   bool fast_one = false;
   for (auto& n : st.cfg->nodes) fast_one |= n.has_role(role::worker) && st.workers.up(n.name) && !st.slow.count(n.name);
   auto req = epoch_request(
       *st.cfg, std::make_shared<const std::vector<model_spec>>(st.models), st.rates, st.plan,
-      [&](const std::string& node) { return st.workers.up(node) && (!fast_one || !st.slow.count(node)); });
+      [&](const std::string& node) { return st.workers.up(node) && (!fast_one || !st.slow.count(node)); }, surge);
   // Models too large for a worker's link are placed elsewhere, while another worker can take them.
   sched::keep_models_off(req.input.slots, st.far, st.models);
   self->request(st.planner, caf::infinite, std::move(req)).then([=](planned_epoch& p) { on_planned(self, p); });
@@ -159,9 +171,10 @@ void on_planned(self_ptr self, planned_epoch& p) {
   st.plan_pending = false;
   if (std::exchange(st.replan, false)) return run_epoch(self);
   if (!p.error.empty()) return spdlog::error("{}: epoch failed: {}", st.net->self_name(), p.error);
-  if (p.scale < 1)
-    spdlog::warn("{}: the cluster has {} devices, too few for the measured load; planning for {:.0f}% of it",
-                 st.net->self_name(), p.input.slots.size(), 100 * p.scale);
+  bool capacity = std::all_of(p.planned.rate.begin(), p.planned.rate.end(), [](double x) { return x <= 1e-3; });
+  if (p.scale < 1 && !capacity)
+    spdlog::warn("{}: the cluster has {} devices, too few for the load ({} queries/s); planning for {:.0f}% of it",
+                 st.net->self_name(), p.input.slots.size(), fmt::join(p.planned.rate, ", "), 100 * p.scale);
   // Variants given up for memory, said when that changes (MCDNN's catalogue).
   if (p.degraded != (st.plan ? st.plan->degraded : std::vector<std::string>{})) {
     if (p.degraded.empty())
@@ -175,17 +188,25 @@ void on_planned(self_ptr self, planned_epoch& p) {
   plan->previous.reset();  // only the planning needed it
   st.plan = plan;
   st.last_epoch = self->clock().now();
-  spdlog::info("{}: epoch {}: {} sessions on {} of {} devices ({} moved), planned for {:.2f}x the measured load",
-               st.net->self_name(), st.epoch - st.epoch_base, plan->result.sessions.size(),
-               plan->result.placement.devices.size(), plan->input.slots.size(), plan->result.placement.moved,
-               plan->scale * (1 + st.cfg->scheduler.headroom));
+  if (capacity)
+    spdlog::info(
+        "{}: epoch {}: no load measured yet: {} sessions on {} of {} devices, for what they hold ({:.1f} "
+        "queries/s per pipeline)",
+        st.net->self_name(), st.epoch - st.epoch_base, plan->result.sessions.size(),
+        plan->result.placement.devices.size(), plan->input.slots.size(), plan->scale);
+  else
+    spdlog::info(
+        "{}: epoch {}: {} sessions on {} of {} devices ({} moved), planned for {:.2f}x the load ({:.1f} queries/s)",
+        st.net->self_name(), st.epoch - st.epoch_base, plan->result.sessions.size(),
+        plan->result.placement.devices.size(), plan->input.slots.size(), plan->result.placement.moved,
+        plan->scale * (1 + st.cfg->scheduler.headroom), fmt::join(plan->planned.rate, ", "));
   if (auto& fr = plan->result.fragment_routes; !fr.empty()) {
     std::vector<std::string> routes;
     for (auto& f : fr) routes.push_back(fmt::format("{}@{:g}ms {}", f.start, f.slo_ms, fmt::join(f.models, "+")));
     spdlog::info("{}: graft: {} fragments on {:.2f} GPU shares: {}", st.net->self_name(), fr.size(),
                  plan->result.resources, fmt::join(routes, ", "));
   }
-  adopt(self, epoch_placement(*st.cfg, plan->input, plan->result, st.epoch));
+  adopt(self, epoch_placement(*st.cfg, plan->input, plan->result, st.epoch, &st.current));
 }
 
 // Threads of the scaler's instances on `node` it does not run yet (all when `force`: a restart).
@@ -229,15 +250,15 @@ bool unplanned_fragment(const controller_state& st) {
   return false;
 }
 
-bool epoch_due(const controller_state& st, clock_time now) {
+// Why an epoch is due now, if it is.
+sched::epoch_reason epoch_due(const controller_state& st, clock_time now) {
   auto& so = st.cfg->scheduler;
-  if (so.policy == scheduler_policy::static_plan || st.cfg->scaler.enabled() || st.jellyfish) return false;
-  sched::epoch_rule rule{so.epoch_s, so.min_epoch_s, so.rate_band_low, so.rate_band_high,
-                         sched::settle_windows(st.cfg->runtime.beacon_ms)};
+  if (!plans_epochs(st) || st.plan_pending) return sched::epoch_reason::none;
   auto since = std::chrono::duration<double>(now - st.last_epoch).count();
-  if (st.plan_pending) return false;
-  return sched::epoch_due(rule, st.rates, st.plan ? &st.plan->measured : nullptr, since) ||
-         (since >= so.min_epoch_s && unplanned_fragment(st));
+  auto why = sched::epoch_due(epoch_rule_of(*st.cfg), st.rates, st.plan ? &st.plan->planned : nullptr, since);
+  if (why == sched::epoch_reason::none && since >= so.min_epoch_s && unplanned_fragment(st))
+    return sched::epoch_reason::band;
+  return why;
 }
 
 // One Jellyfish re-schedule on the clients the frontends reported. A worker whose devices keep
@@ -321,6 +342,8 @@ void on_register(self_ptr self, msg::register_node& r) {
     publish(self);
   else
     tell_scaler(self);
+  // A worker that joins gets work at once: before any load, a plan for what the devices up hold.
+  if (j.fresh && plans_epochs(st) && (st.plan || sched::nothing_to_plan_for(st.rates))) run_epoch(self);
 }
 
 void on_lost(self_ptr self, const std::string& node) {
@@ -392,7 +415,11 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
           if (auto mon = self->state.net->local().monitor)
             self->request(mon, caf::infinite, rates_atom::value).then([=](sched::pipeline_rates& r) {
               self->state.rates = std::move(r);
-              if (epoch_due(self->state, self->clock().now())) run_epoch(self);
+              auto why = epoch_due(self->state, self->clock().now());
+              if (why == sched::epoch_reason::surge)
+                spdlog::info("{}: a pipeline's load is above what the plan carries: planning again now",
+                             self->state.net->self_name());
+              if (why != sched::epoch_reason::none) run_epoch(self, why == sched::epoch_reason::surge);
             });
         },
         [=](peer_down_atom, const std::string& node) { on_lost(self, node); },

@@ -539,9 +539,8 @@ void on_routing(self_ptr self, msg::routing_table& t) {
   st.routes->apply(t);
   st.clients.apply(t.clients);
   st.padding.apply(t);
-  // Jellyfish re-maps its clients every interval: its tables are many.
-  spdlog::log(st.cfg->scheduler.policy == scheduler_policy::jellyfish ? spdlog::level::debug : spdlog::level::info,
-              "{}: routing table epoch {} ({} models)", st.net->self_name(), t.epoch, t.routes.size());
+  // The controller says each routing epoch once; every frontend repeating it says nothing more.
+  spdlog::debug("{}: routing table epoch {} ({} models)", st.net->self_name(), t.epoch, t.routes.size());
 }
 
 // Adds the workers this frontend does not hear to a load report.

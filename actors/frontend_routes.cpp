@@ -32,6 +32,8 @@ void frontend_routes::apply(const msg::routing_table& t) {
       sched::backend_load l;
       l.weight = inst.weight;
       l.live = !down_.count(inst.node);
+      l.spare = inst.spare;
+      l.spill_at = sched::spill_threshold(inst.spill_at, t.frontends);
       if (auto* old = load_of(mr.model, inst.node, inst.device)) l.outstanding = old->outstanding;
       r.loads.push_back(l);
     }
@@ -99,7 +101,7 @@ bool frontend_routes::set_live(const std::string& node, bool live) {
 std::optional<frontend_routes::backend> frontend_routes::pick(const std::string& model, std::mt19937_64& rng) {
   auto it = routes_.find(model);
   if (it == routes_.end()) return std::nullopt;
-  auto k = balancer_->pick(it->second.loads, rng);
+  auto k = balancer_->route(it->second.loads, rng);
   if (!k) return std::nullopt;
   ++it->second.loads[*k].outstanding;
   return it->second.backends[*k];

@@ -138,14 +138,15 @@ using scaler_actor = caf::typed_actor<caf::reacts_to<start_atom>,  // wiring don
 struct planned_epoch;
 struct plan_request {
   sched::epoch_input input;
-  std::vector<double> measured;  // queries/s per pipeline the rates came from (before headroom)
+  std::vector<double> planning;  // queries/s per pipeline the rates came from (before headroom)
+  bool capacity = false;         // no load to plan for: plan for what the devices can hold
   std::shared_ptr<const std::vector<model_spec>> models;
   std::shared_ptr<const planned_epoch> previous;
 };
 // The plan for one request, with what its sessions point into.
 struct planned_epoch {
-  std::vector<double> measured;  // the request's
-  sched::epoch_input input;      // its rates are those planned for (scaled to the cluster)
+  sched::planned_load planned;  // the request's rates, and what the plan carries
+  sched::epoch_input input;     // its rates are those planned for (scaled to the cluster)
   sched::epoch_result result;
   double scale = 1;
   std::vector<std::string> degraded;  // stages on less accurate variants for memory (sched::scaled_epoch)

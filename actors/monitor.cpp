@@ -115,9 +115,7 @@ monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args) {
     auto& st = self->state;
     st.cfg = args.cfg;
     st.net = args.net;
-    std::vector<size_t> stages;
-    for (auto& p : st.cfg->pipelines) stages.push_back(p.stages.size());
-    st.pipelines.emplace(stages, sched::settle_windows(st.cfg->runtime.beacon_ms));
+    st.pipelines.emplace(pipeline_load_of(*st.cfg));
     st.window_start = self->clock().now();
     self->delayed_send(self, std::chrono::seconds(10), beacon_atom::value);
     return {

@@ -1,5 +1,7 @@
 // The planner: scheduler epochs, one request at a time, off the controller's thread.
 
+#include <limits>
+
 #include "actors/parallel_for.hpp"
 #include "actors/roles.hpp"
 
@@ -7,12 +9,13 @@ namespace sloserve {
 
 plan_request epoch_request(const cluster_config& cfg, std::shared_ptr<const std::vector<model_spec>> models,
                            const sched::pipeline_rates& rates, std::shared_ptr<const planned_epoch> previous,
-                           const std::function<bool(const std::string&)>& up) {
+                           const std::function<bool(const std::string&)>& up, bool surge) {
   plan_request r;
   r.input = planning_input(cfg, *models);
   std::erase_if(r.input.slots, [&](const sched::device_slot& s) { return !up(s.node); });
-  sched::set_measured_load(r.input, rates, cfg.scheduler.headroom);
-  for (auto& p : rates.pipelines) r.measured.push_back(p.rate);
+  sched::set_measured_load(r.input, rates, cfg.scheduler.headroom, surge);
+  for (auto& p : rates.pipelines) r.planning.push_back(sched::planning_rate(p, surge));
+  r.capacity = sched::nothing_to_plan_for(rates);
   r.models = std::move(models);
   r.previous = std::move(previous);
   return r;
@@ -20,16 +23,22 @@ plan_request epoch_request(const cluster_config& cfg, std::shared_ptr<const std:
 
 planned_epoch run_plan_request(plan_request& r) {
   planned_epoch out;
-  out.measured = r.measured;
+  out.planned.rate = r.planning;
   out.models = r.models;
   out.previous = r.previous;
   r.input.parallel = parallel_for;
-  auto planned = sched::plan_scaled_epoch(r.input, r.previous ? &r.previous->result : nullptr);
+  auto* previous = r.previous ? &r.previous->result : nullptr;
+  auto planned =
+      r.capacity ? sched::plan_capacity_epoch(r.input, previous) : sched::plan_scaled_epoch(r.input, previous);
   if (planned) {
     out.result = std::move(planned->result);
     out.scale = planned->scale;
     out.degraded = std::move(planned->degraded);
     out.variants_fit = planned->variants_fit;
+    // A plan for less than the load (too few devices) carries all it can: more load is no
+    // reason to plan again.
+    for (auto rate : r.input.rates)
+      out.planned.carried.push_back(!r.capacity && out.scale < 1 ? std::numeric_limits<double>::infinity() : rate);
   } else {
     out.error = planned.error();
   }

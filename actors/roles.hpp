@@ -45,11 +45,11 @@ planned_epoch run_plan_request(plan_request& r);
 // Plans each request it gets; `detached` gives it a thread of its own.
 planner_actor spawn_planner(caf::actor_system& sys, bool detached = true);
 // The next epoch's request: `models` (the config's, with measured profiles), the devices of the
-// workers `up` says are up, the measured `rates` with the scheduler's headroom, and the plan
-// before it.
+// workers `up` says are up, the planning rates of `rates` with the scheduler's headroom (the last
+// window's where larger when `surge`), and the plan before it.
 plan_request epoch_request(const cluster_config& cfg, std::shared_ptr<const std::vector<model_spec>> models,
                            const sched::pipeline_rates& rates, std::shared_ptr<const planned_epoch> previous,
-                           const std::function<bool(const std::string&)>& up);
+                           const std::function<bool(const std::string&)>& up, bool surge = false);
 monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args);
 scaler_actor spawn_scaler(caf::actor_system& sys, actor_args args);
 node_agent_actor spawn_node_agent(caf::actor_system& sys, actor_args args);

@@ -180,7 +180,10 @@ void scaler_core::decide(const cluster_load& load, double dt) {
       for (size_t k = s.recent.size() >= 3 ? s.recent.size() - 3 : 0; k < s.recent.size(); ++k)
         sized = std::max(sized, s.recent[k]);
     }
-    in.rate = sized * headroom;
+    // A lull keeps what the recent peak needed (as the scheduler's epochs do), released slowly.
+    double half_life = cfg_.scheduler.peak_half_life_s;
+    s.peak = std::max(sized, half_life > 0 ? s.peak * std::exp2(-dt / half_life) : 0.0);
+    in.rate = s.peak * headroom;
     in.predicted = s.predictor->predict() * headroom;
     auto& p = cfg_.pipelines[s.pipeline];
     for (size_t c = 0; c < p.stages.size(); ++c)
@@ -190,7 +193,12 @@ void scaler_core::decide(const cluster_load& load, double dt) {
   }
   std::vector<sched::stage_shape> before;
   for (auto& s : stages_) before.push_back(s.shape);
-  if (o.policy == scaler_policy::fa2 && horizontal) {
+  // A stage whose rate outgrows what its instances carry by more than a report's noise.
+  bool surge = std::any_of(stages_.begin(), stages_.end(), [](const stage_info& s) {
+    return s.last.rate > 1.25 * sched::shape_capacity(s.l, s.shape) && s.last.rate > 1;
+  });
+  // FA2 re-plans every horizontal period, and at once for a surge (not left to the next period).
+  if (o.policy == scaler_policy::fa2 && (horizontal || surge)) {
     // FA2 plans each pipeline's DAG at once; stage k of pipeline p is stages_' entry with it.
     for (size_t pi = 0; pi < cfg_.pipelines.size(); ++pi) {
       std::vector<size_t> idx(cfg_.pipelines[pi].stages.size(), SIZE_MAX);
@@ -203,11 +211,7 @@ void scaler_core::decide(const cluster_load& load, double dt) {
     }
     route_budgets([](const stage_info& s) { return s.shape.budget_ms; });
   } else if (o.policy == scaler_policy::ipa) {
-    // Every interval, and at once when a stage's rate outgrows what its replicas carry (a surge
-    // is not left to the next interval).
-    bool surge = std::any_of(stages_.begin(), stages_.end(), [](const stage_info& s) {
-      return s.last.rate > 1.25 * sched::shape_capacity(s.l, s.shape) && s.last.rate > 1;
-    });
+    // Every interval, and at once for a surge.
     if (horizontal || polls_ == 1 || surge) ipa_shapes();
   } else if (o.policy == scaler_policy::sponge || o.policy == scaler_policy::biscale) {
     if (horizontal) split_budgets();
@@ -222,9 +226,9 @@ void scaler_core::decide(const cluster_load& load, double dt) {
         next = sched::biscale_vertical(s.last, next, o.max_cores);
       }
       // Between periods only a surge counts: a rate beyond what runs by more than a report's noise.
-      bool surge = s.last.rate > 1.25 * sched::shape_capacity(s.l, s.shape) &&
+      bool grows = s.last.rate > 1.25 * sched::shape_capacity(s.l, s.shape) &&
                    sched::shape_capacity(s.l, next) > sched::shape_capacity(s.l, s.shape);
-      if (full || surge) s.shape = next;
+      if (full || grows) s.shape = next;
     }
   }
   for (size_t k = 0; k < stages_.size(); ++k) {

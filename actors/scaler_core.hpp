@@ -80,6 +80,7 @@ class scaler_core {
     double split_budget_ms = 0;  // the stage's share of the SLO: the budget when nothing was measured
     std::unique_ptr<sched::rate_predictor> predictor;
     std::deque<double> recent;  // per-period rates over the last horizontal period
+    double peak = 0;            // the largest rate sized for of late, halved every scheduler.peak_half_life_s
     double poll_sum = 0;        // rates seen by the polls of the current vertical period
     int poll_count = 0;
     sched::stage_shape shape;

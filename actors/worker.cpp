@@ -18,6 +18,7 @@ struct worker_state {
   uint64_t incarnation = 0;
   std::vector<device_actor> devices;
   uint64_t schedule_epoch = 0;
+  std::string serving;  // what the schedule applied last runs, as logged
   caf::actor_clock::time_point last_report;
   bool leaving = false;
 };
@@ -112,8 +113,11 @@ worker_actor spawn_worker(caf::actor_system& sys, actor_args args, std::vector<d
           for (auto& ds : s.devices) *remaining += ds.device < st.devices.size();
           auto applied = [=] {
             auto& st = self->state;
+            // Said when what it serves changes; an epoch that leaves it as it was is not news.
             if (epoch != st.schedule_epoch)
-              spdlog::info("{}: applied schedule epoch {}: serving {}", st.node->name, epoch, serving);
+              spdlog::log(serving != st.serving ? spdlog::level::info : spdlog::level::debug,
+                          "{}: applied schedule epoch {}: serving {}", st.node->name, epoch, serving);
+            st.serving = serving;
             st.schedule_epoch = epoch;
             register_self(self);  // tells the controller at once that the schedule is in place
           };

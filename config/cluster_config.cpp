@@ -167,7 +167,8 @@ const std::vector<config_section>& config_keys() {
         "threads", "drop_policy", "balancer", "max_queued_mb", "zmq_hwm", "clock_tolerance_ms",
         "max_client_queued_replies", "max_client_in_flight", "link_probe_ms", "link_probe_bytes"}},
       {"scheduler",
-       {"policy", "split", "epoch_s", "min_epoch_s", "rate_band", "headroom", "steps", "ipa", "jellyfish", "graft"}},
+       {"policy", "split", "epoch_s", "min_epoch_s", "rate_band", "headroom", "peak_half_life_s", "steps", "ipa",
+        "jellyfish", "graft"}},
       {"scheduler.graft", {"theta", "group_size"}},
       {"scheduler.jellyfish",
        {"interval_ms", "overhead_ms", "bytes_per_pixel", "resident", "compute_share", "uplink_quantile", "miss_target",
@@ -783,6 +784,7 @@ void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
   r.get(n, "epoch_s", o.epoch_s, w, false);
   r.get(n, "min_epoch_s", o.min_epoch_s, w, false);
   r.get(n, "headroom", o.headroom, w, false);
+  r.get(n, "peak_half_life_s", o.peak_half_life_s, w, false);
   r.get(n, "steps", o.steps, w, false);
   std::vector<double> band;
   if (r.get(n, "rate_band", band, w, false)) {
@@ -793,6 +795,7 @@ void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
   }
   if (!(o.min_epoch_s > 0) || o.epoch_s < o.min_epoch_s) r.error(n, "scheduler needs 0 < min_epoch_s <= epoch_s");
   if (o.headroom < 0) r.error(n["headroom"], "scheduler headroom cannot be negative");
+  if (!(o.peak_half_life_s >= 0)) r.error(n["peak_half_life_s"], "scheduler peak_half_life_s cannot be negative");
   if (o.steps < 4 || o.steps > 1000) r.error(n["steps"], "scheduler steps must be in [4, 1000]");
   if (auto ipa = n["ipa"]) {
     const std::string wi = "scheduler ipa";
@@ -1218,6 +1221,7 @@ std::string to_yaml(const cluster_config& cfg) {
   e << YAML::Key << "rate_band" << YAML::Value << YAML::Flow
     << std::vector<double>{so.rate_band_low, so.rate_band_high};
   kv("headroom", so.headroom);
+  kv("peak_half_life_s", so.peak_half_life_s);
   kv("steps", so.steps);
   if (so.policy == scheduler_policy::ipa) {
     e << YAML::Key << "ipa" << YAML::Value << YAML::Flow << YAML::BeginMap;

@@ -148,6 +148,7 @@ struct scheduler_options {
   double rate_band_low = 0.8;                         // re-plan early when a pipeline's rate leaves
   double rate_band_high = 1.1;                        // [low, high] x the rate it was planned for
   double headroom = 0.1;                              // plan for measured rate x (1 + headroom)
+  double peak_half_life_s = 300;                      // plan for at least the recent peak, halved this often
   int steps = 100;                                    // budget grid of the DP
   ipa_options ipa;                                    // policy ipa: the scaler's instances follow IPA's choices
   jellyfish_options jellyfish;                        // policy jellyfish

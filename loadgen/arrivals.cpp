@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "apps/knob_option.hpp"
@@ -16,6 +17,24 @@ double arrivals::gap_s(double rate) {
     return std::gamma_distribution<double>(k, 1 / (rate * k))(rng_);
   }
   return std::exponential_distribution<double>(rate)(rng_);
+}
+
+double next_arrival_s(arrivals& gen, const std::vector<double>& trace, double scale, double t_s) {
+  size_t sec = t_s < 0 ? 0 : static_cast<size_t>(t_s);
+  double from = t_s;
+  while (sec < trace.size()) {
+    double rate = trace[sec] * scale;
+    // The end of this run of seconds at one rate.
+    size_t end = sec + 1;
+    while (end < trace.size() && trace[end] == trace[sec]) ++end;
+    if (rate > 0) {
+      double next = from + gen.gap_s(rate);
+      if (next < static_cast<double>(end) || end >= trace.size()) return next;
+    }
+    from = static_cast<double>(end);
+    sec = end;
+  }
+  return std::numeric_limits<double>::infinity();
 }
 
 std::vector<double> bursty_trace(double base, double factor, int burst_s, int period_s, int duration_s, uint64_t seed) {

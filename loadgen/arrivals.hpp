@@ -25,6 +25,12 @@ class arrivals {
   std::mt19937_64 rng_;
 };
 
+// The next arrival after `t_s` seconds into a per-second trace of rates (× `scale`): seconds at 0
+// are silent, and a gap that reaches a second of another rate starts again there (exact for
+// Poisson arrivals, which forget). Times before 0 (a warm-up) run at the first second's rate.
+// Infinity when the trace has no arrival left.
+double next_arrival_s(arrivals& gen, const std::vector<double>& trace, double scale, double t_s);
+
 // Reads a per-second trace: one number per line, in `unit` (requests/s, or Mbps for a bandwidth
 // trace), which errors name; '#' starts a comment.
 expected<std::vector<double>> read_rate_trace(const std::string& path, const std::string& unit = "requests/s");

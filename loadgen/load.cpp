@@ -70,9 +70,12 @@ void run_lane(const load_options& o, size_t lane, size_t lanes, load_connection&
   auto second_of = [&](steady::time_point t) {
     return t < measure_from ? size_t{0} : static_cast<size_t>(std::chrono::duration<double>(t - measure_from).count());
   };
-  auto rate_at = [&](steady::time_point t) {
-    if (o.trace.empty()) return o.rate * share;
-    return o.trace[std::min(second_of(t), o.trace.size() - 1)] * share;
+  // The next arrival after one at `t`: a trace's silent seconds send nothing.
+  auto next_after = [&](steady::time_point t) {
+    if (o.trace.empty()) return t + std::chrono::nanoseconds(static_cast<int64_t>(gen.gap_s(o.rate * share) * 1e9));
+    double at = next_arrival_s(gen, o.trace, share, std::chrono::duration<double>(t - measure_from).count());
+    if (!(at < 1e7)) return stop_sending;
+    return measure_from + std::chrono::nanoseconds(static_cast<int64_t>(at * 1e9));
   };
   // Upload time of the request's payload over that second's bandwidth, or the fixed time.
   auto network_at = [&](steady::time_point t) {
@@ -118,6 +121,7 @@ void run_lane(const load_options& o, size_t lane, size_t lanes, load_connection&
 
   // Constant arrivals of several lanes interleave: lane k starts k/lanes of a gap later.
   auto next_send = start;
+  if (!o.trace.empty() && o.trace[0] <= 0) next_send = next_after(start);  // it starts silent
   if (o.arrival == arrival_kind::constant && lanes > 1 && o.rate > 0)
     next_send += std::chrono::nanoseconds(static_cast<int64_t>(1e9 / o.rate * static_cast<double>(lane)));
   int closed = o.concurrency > 0 ? static_cast<int>((o.concurrency + lanes - 1 - lane) / lanes) : 0;
@@ -134,7 +138,7 @@ void run_lane(const load_options& o, size_t lane, size_t lanes, load_connection&
       while (next_send <= now && next_send < stop_sending) {
         if (now - next_send > late_after && next_send >= measure_from) out.delayed();
         send_one(next_send);
-        next_send += std::chrono::nanoseconds(static_cast<int64_t>(gen.gap_s(rate_at(next_send)) * 1e9));
+        next_send = next_after(next_send);
       }
     }
     expire_lost(expiry, pending, now, out);

@@ -241,4 +241,15 @@ std::vector<std::string> load_summary::warnings() const {
   return out;
 }
 
+double load_summary::attainment_in(size_t from_s, size_t to_s) const {
+  double sent = 0, within = 0;
+  for (auto& x : series) {
+    auto t = x.value("t", size_t{0});
+    if (t < from_s || t >= to_s) continue;
+    sent += x.value("sent", 0.0);
+    within += x.value("ok_within_slo", 0.0);
+  }
+  return sent > 0 ? within / sent : 1;
+}
+
 }  // namespace sloserve

@@ -52,6 +52,9 @@ struct load_summary {
 
   nlohmann::json to_json(const load_options& o) const;
   std::string to_text() const;
+  // Of the requests sent in seconds [from_s, to_s) of the measured window, the share answered
+  // OK within the SLO (1 when none was sent).
+  double attainment_in(size_t from_s, size_t to_s) const;
   // What makes the figures doubtful (a generator that fell behind), one sentence each.
   std::vector<std::string> warnings() const;
 };

@@ -206,6 +206,8 @@ struct RouteInstance {
   device @1 :UInt32;
   weight @2 :Float64 = 1;
   dummyRate @3 :Float64;  # dummy requests/s the frontends send it between them (Piccolo's padding)
+  spillAt @4 :UInt32;  # outstanding invocations at which it is busy (frontends spill past); 0: never
+  spare @5 :Bool;  # kept from an earlier plan: takes work only when the planned instances are busy
   #! eq
 }
 

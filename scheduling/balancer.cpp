@@ -1,19 +1,50 @@
 #include "scheduling/balancer.hpp"
 
+#include <algorithm>
+
 namespace sloserve::sched {
+
+namespace {
+bool planned(const backend_load& b) {
+  return b.live && !b.spare;
+}
+}  // namespace
+
+uint32_t spill_threshold(uint32_t spill_at, uint32_t frontends) {
+  if (spill_at == 0) return 0;
+  auto f = std::max(frontends, 1u);
+  return std::max(1u, (spill_at + f - 1) / f);
+}
+
+std::optional<size_t> balancer::route(const std::vector<backend_load>& b, std::mt19937_64& rng) const {
+  auto k = pick(b, rng);
+  if (k && !b[*k].busy()) return k;
+  // The spare with the most room (share of its threshold left), else, with no planned backend
+  // live, the one with the least outstanding.
+  std::optional<size_t> best;
+  double best_room = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (!b[i].live || !b[i].spare) continue;
+    double room =
+        b[i].spill_at ? 1 - static_cast<double>(b[i].outstanding) / b[i].spill_at : 1 / (1.0 + b[i].outstanding);
+    if (k && room <= 0) continue;
+    if (!best || room > best_room) best = i, best_room = room;
+  }
+  return best ? best : k;
+}
 
 std::optional<size_t> p2c_balancer::pick(const std::vector<backend_load>& b, std::mt19937_64& rng) const {
   size_t live = 0, only = 0;
   for (size_t i = 0; i < b.size(); ++i)
-    if (b[i].live) ++live, only = i;
+    if (planned(b[i])) ++live, only = i;
   if (live == 0) return std::nullopt;
   if (live == 1) return only;
   std::uniform_int_distribution<size_t> d(0, b.size() - 1);
   size_t x, y;
   do x = d(rng);
-  while (!b[x].live);
+  while (!planned(b[x]));
   do y = d(rng);
-  while (!b[y].live || y == x);
+  while (!planned(b[y]) || y == x);
   auto cost = [&](size_t i) { return (b[i].outstanding + 1) / std::max(b[i].weight, 1e-9); };
   return cost(y) < cost(x) ? y : x;
 }
@@ -21,16 +52,16 @@ std::optional<size_t> p2c_balancer::pick(const std::vector<backend_load>& b, std
 std::optional<size_t> weighted_random_balancer::pick(const std::vector<backend_load>& b, std::mt19937_64& rng) const {
   double total = 0;
   for (auto& x : b)
-    if (x.live) total += std::max(x.weight, 0.0);
+    if (planned(x)) total += std::max(x.weight, 0.0);
   if (total <= 0) {
     for (size_t i = 0; i < b.size(); ++i)
-      if (b[i].live) return i;
+      if (planned(b[i])) return i;
     return std::nullopt;
   }
   double u = std::uniform_real_distribution<double>(0, total)(rng);
   std::optional<size_t> last;
   for (size_t i = 0; i < b.size(); ++i) {
-    if (!b[i].live) continue;
+    if (!planned(b[i])) continue;
     last = i;
     u -= std::max(b[i].weight, 0.0);
     if (u < 0) return i;

@@ -493,11 +493,36 @@ expected<scaled_epoch> plan_scaled_epoch(epoch_input& in, const epoch_result* pr
   auto& r = out.result;
   // Piccolo and Graft plan for the cost of the load as measured (with the configured headroom):
   // spare devices stay off.
-  bool least_cost = in.policy == scheduler_policy::piccolo || in.policy == scheduler_policy::graft;
-  if (!least_cost && r.devices_missing == 0 && r.placement.devices.size() < in.slots.size())
+  if (!plans_least_cost(in.policy) && r.devices_missing == 0 && r.placement.devices.size() < in.slots.size())
     out.scale = fit_scale(in, previous, 1, 4, 8, r, fits_cluster);
   else if (r.devices_missing > 0)
     out.scale = fit_scale(in, previous, 0, 1, 12, r, [](const epoch_result& x) { return x.devices_missing == 0; });
+  return out;
+}
+
+expected<scaled_epoch> plan_capacity_epoch(epoch_input& in, const epoch_result* previous) {
+  in.rates.assign(in.pipelines->size(), 1.0);
+  in.fanouts.clear();
+  in.fallthroughs.clear();
+  auto planned = plan_epoch(in, previous);
+  if (!planned) return fail(planned.error());
+  scaled_epoch out{std::move(*planned), 1};
+  if (!fits_cluster(out.result)) {
+    out.scale = fit_scale(in, previous, 0, 1, 12, out.result, fits_cluster);
+    return out;
+  }
+  // Doubling until the plan no longer fits, then bisecting between the last two.
+  double lo = 1, hi = 2;
+  for (; hi < 1e7; lo = hi, hi *= 2) {
+    for (auto& r : in.rates) r = hi;
+    auto trial = plan_epoch(in, previous);
+    if (!trial || !fits_cluster(*trial)) break;
+    out.result = std::move(*trial);
+  }
+  for (auto& r : in.rates) r = 1;
+  out.scale = fit_scale(in, previous, lo, hi, 6, out.result, fits_cluster);
+  if (out.scale == lo)  // no bisection step fitted: the result holds the plan at lo
+    for (auto& r : in.rates) r = lo;
   return out;
 }
 

@@ -112,6 +112,18 @@ struct scaled_epoch {
 };
 expected<scaled_epoch> plan_scaled_epoch(epoch_input& in, const epoch_result* previous);
 
+// Piccolo and Graft plan for the least cost of the load they measure: no spare multiple, and
+// no plan before there is load. The others fill the cluster (plan_scaled_epoch), and before any
+// load plan for what it can hold (plan_capacity_epoch).
+inline bool plans_least_cost(scheduler_policy p) {
+  return p == scheduler_policy::piccolo || p == scheduler_policy::graft;
+}
+
+// A plan for what the cluster can hold, before any load is measured: every pipeline at the same
+// rate (fan-outs as declared), the largest at which the plan fits the slots. `in.rates` ends as
+// those rates; `scale` is that rate in queries/s per pipeline (below 1 when not even that fits).
+expected<scaled_epoch> plan_capacity_epoch(epoch_input& in, const epoch_result* previous);
+
 // The variants stages run at `in.rates` (see scaled_epoch): `in.pipelines` then points to
 // `in.chosen`, the pipelines with those variants.
 catalogue_choice choose_epoch_variants(epoch_input& in, const epoch_result* previous);

@@ -8,8 +8,11 @@
 
 namespace sloserve::sched {
 
-pipeline_load::pipeline_load(const std::vector<size_t>& stages, int settle_windows)
-    : settle_windows_(settle_windows), queries_(stages.size(), 0), fragments_(stages.size()) {
+pipeline_load::pipeline_load(const std::vector<size_t>& stages, int settle_windows, double peak_half_life_s)
+    : settle_windows_(settle_windows),
+      peak_half_life_s_(peak_half_life_s),
+      queries_(stages.size(), 0),
+      fragments_(stages.size()) {
   for (auto n : stages) {
     rates_.pipelines.push_back({0, std::vector<double>(n, 0), std::vector<double>(n, 0)});
     stages_.emplace_back(n, 0);
@@ -38,9 +41,12 @@ void pipeline_load::close_window(double window_s) {
   int n = rates_.windows_with_load;
   double w = n < 1 ? 1.0 : n < settle_windows_ ? 1.0 / n : 0.5;
   bool any = false;
+  double decay = peak_half_life_s_ > 0 ? std::exp2(-window_s / peak_half_life_s_) : 0;
   for (size_t p = 0; p < queries_.size(); ++p) {
     auto& r = rates_.pipelines[p];
-    r.rate = w * static_cast<double>(queries_[p]) / window_s + (1 - w) * r.rate;
+    r.window = static_cast<double>(queries_[p]) / window_s;
+    r.rate = w * r.window + (1 - w) * r.rate;
+    r.peak = std::max(r.rate, r.peak * decay);
     for (size_t s = 0; s < r.stage.size(); ++s) {
       r.stage[s] = w * static_cast<double>(stages_[p][s]) / window_s + (1 - w) * r.stage[s];
       r.fallthrough[s] = w * static_cast<double>(fallthroughs_[p][s]) / window_s + (1 - w) * r.fallthrough[s];
@@ -72,12 +78,21 @@ void pipeline_load::close_window(double window_s) {
   if (any) ++rates_.windows_with_load;
 }
 
-void set_measured_load(epoch_input& in, const pipeline_rates& rates, double headroom) {
+double planning_rate(const pipeline_rate& r, bool surge) {
+  return std::max({r.rate, r.peak, surge ? r.window : 0.0});
+}
+
+bool nothing_to_plan_for(const pipeline_rates& rates) {
+  return std::none_of(rates.pipelines.begin(), rates.pipelines.end(),
+                      [](const pipeline_rate& r) { return planning_rate(r, true) > 1e-3; });
+}
+
+void set_measured_load(epoch_input& in, const pipeline_rates& rates, double headroom, bool surge) {
   in.rates.clear();
   in.fanouts.clear();
   in.fallthroughs.clear();
   for (size_t pi = 0; pi < in.pipelines->size() && pi < rates.pipelines.size(); ++pi) {
-    in.rates.push_back(rates.pipelines[pi].rate * (1 + headroom));
+    in.rates.push_back(planning_rate(rates.pipelines[pi], surge) * (1 + headroom));
     in.fanouts.push_back(measured_fanout((*in.pipelines)[pi], rates.pipelines[pi]));
     in.fallthroughs.push_back(measured_fallthrough((*in.pipelines)[pi], *in.models, rates.pipelines[pi]));
     in.fragments.push_back(rates.pipelines[pi].fragments);
@@ -112,16 +127,34 @@ std::vector<double> measured_fanout(const pipeline& p, const pipeline_rate& r) {
   return fan;
 }
 
-bool epoch_due(const epoch_rule& rule, const pipeline_rates& rates, const std::vector<double>* planned,
-               double since_s) {
-  if (rates.windows_with_load < rule.settle_windows) return false;
-  if (!planned || since_s >= rule.epoch_s) return true;
-  if (since_s < rule.min_epoch_s) return false;
-  for (size_t pi = 0; pi < rates.pipelines.size() && pi < planned->size(); ++pi) {
-    double rate = rates.pipelines[pi].rate, was = (*planned)[pi];
-    if (was <= 0 ? rate > 0.5 : rate < rule.band_low * was || rate > rule.band_high * was) return true;
+planned_load planned_for(const pipeline_rates& rates, const epoch_input& in, bool surge) {
+  planned_load out;
+  for (size_t pi = 0; pi < rates.pipelines.size(); ++pi) {
+    out.rate.push_back(planning_rate(rates.pipelines[pi], surge));
+    out.carried.push_back(pi < in.rates.size() ? in.rates[pi] : 0);
   }
-  return false;
+  return out;
+}
+
+epoch_reason epoch_due(const epoch_rule& rule, const pipeline_rates& rates, const planned_load* planned,
+                       double since_s) {
+  if (rates.windows_with_load < rule.settle_windows) return epoch_reason::none;
+  // Nothing to plan for: the plan in force stays (a lull keeps its devices ready).
+  if (nothing_to_plan_for(rates)) return epoch_reason::none;
+  if (!planned) return epoch_reason::first;
+  for (size_t pi = 0; pi < rates.pipelines.size() && pi < planned->carried.size(); ++pi) {
+    // Three standard deviations of a Poisson count above what the plan carries.
+    double carried = planned->carried[pi];
+    double noise = 3 * std::sqrt(std::max(carried, 1.0) / std::max(rule.window_s, 1e-3));
+    if (rates.pipelines[pi].window > carried + noise) return epoch_reason::surge;
+  }
+  if (since_s >= rule.epoch_s) return epoch_reason::period;
+  if (since_s < rule.min_epoch_s) return epoch_reason::none;
+  for (size_t pi = 0; pi < rates.pipelines.size() && pi < planned->rate.size(); ++pi) {
+    double rate = planning_rate(rates.pipelines[pi]), was = planned->rate[pi];
+    if (was <= 0 ? rate > 0.5 : rate < rule.band_low * was || rate > rule.band_high * was) return epoch_reason::band;
+  }
+  return epoch_reason::none;
 }
 
 }  // namespace sloserve::sched

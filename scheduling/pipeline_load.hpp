@@ -35,6 +35,8 @@ struct pipeline_rate {
   std::vector<double> fallthrough{};  // per stage: invocations/s of a cascade's second model
   // A partitioned model's fragments (those above 1% of its queries), smoothed as the rates are.
   std::vector<fragment_share> fragments{};
+  double window = 0;  // queries/s of the last window alone (a surge shows here first)
+  double peak = 0;    // the largest rate of late, halved every peak half-life
 };
 
 struct pipeline_rates {
@@ -46,8 +48,9 @@ class pipeline_load {
  public:
   // `stages[i]`: stage count of pipeline i. The first `settle_windows` windows with load are
   // averaged plainly, the first of them dropped (load that starts mid-window makes it a fraction
-  // of the rate); after them the newest window weighs 0.5.
-  pipeline_load(const std::vector<size_t>& stages, int settle_windows);
+  // of the rate); after them the newest window weighs 0.5. The peak of the rate decays with a
+  // half-life of `peak_half_life_s` (0: no memory, the peak is the rate).
+  pipeline_load(const std::vector<size_t>& stages, int settle_windows, double peak_half_life_s = 0);
 
   // A frontend's counts for pipeline `p` since its last report.
   // `fallthroughs`: per stage, invocations of a cascade's second model (may be empty).
@@ -59,6 +62,7 @@ class pipeline_load {
 
  private:
   int settle_windows_;
+  double peak_half_life_s_;
   pipeline_rates rates_;
   std::vector<uint64_t> queries_;
   std::vector<std::vector<uint64_t>> stages_, fallthroughs_;
@@ -74,21 +78,50 @@ class pipeline_load {
 // ones, so that the rate the first plan is made for is not one window's Poisson noise.
 int settle_windows(int beacon_ms);
 
+// The rate a pipeline is planned for: the larger of its rate and its recent peak, so that a lull
+// does not take its devices away; the last window's when `surge` and that is larger.
+double planning_rate(const pipeline_rate& r, bool surge = false);
+// Whether no pipeline has load to plan for (none measured yet, or a peak long decayed): plans are
+// then made for what the devices can hold (plan_capacity_epoch).
+bool nothing_to_plan_for(const pipeline_rates& rates);
+
 // When the scheduler plans again (scheduler: in the cluster file).
 struct epoch_rule {
   double epoch_s = 30;                     // at least this often
   double min_epoch_s = 10;                 // never more often, unless a rate left its band
   double band_low = 0.8, band_high = 1.1;  // of the rate the plan was made for
   int settle_windows = 2;                  // windows with load before the first plan
+  double window_s = 1;                     // of the rates (a beacon)
+};
+
+// What the plan in force was made for, per pipeline: the planning rate, and the rate it carries
+// (with headroom, and the spare multiple a plan takes when devices allow).
+struct planned_load {
+  std::vector<double> rate;
+  std::vector<double> carried;
+};
+
+// Why an epoch is due, if it is.
+enum class epoch_reason {
+  none,
+  first,   // the rates have settled, and there is no plan yet
+  period,  // epoch_s since the last
+  band,    // a planning rate left its band, min_epoch_s after the last
+  surge,   // a window's rate above what the plan carries: at once, whatever min_epoch_s says
 };
 // Whether an epoch is due `since_s` after the last one: the first once `rates` have settled,
-// then every epoch_s, or after min_epoch_s when a pipeline's rate left the band around the rate
-// it was planned for (`planned`; null before the first plan).
-bool epoch_due(const epoch_rule& rule, const pipeline_rates& rates, const std::vector<double>* planned, double since_s);
-
+// then every epoch_s, or after min_epoch_s when a pipeline's planning rate left the band around
+// the rate it was planned for (`planned`; null before the first plan), or at once when the last
+// window brought more than the plan carries (beyond three standard deviations of Poisson noise).
+// Never while nothing at all is to be planned for: an idle cluster keeps what it serves.
+epoch_reason epoch_due(const epoch_rule& rule, const pipeline_rates& rates, const planned_load* planned,
+                       double since_s);
+// What `in` (rates set by set_measured_load and then planned) was made for.
 struct epoch_input;
-// Sets `in`'s rates to the measured ones × (1 + headroom), and its fan-outs to the measured ones.
-void set_measured_load(epoch_input& in, const pipeline_rates& rates, double headroom);
+planned_load planned_for(const pipeline_rates& rates, const epoch_input& in, bool surge);
+
+// Sets `in`'s rates to the planning rates × (1 + headroom), and its fan-outs to the measured ones.
+void set_measured_load(epoch_input& in, const pipeline_rates& rates, double headroom, bool surge = false);
 
 // Measured fall-through per stage: the fraction of a cascade's invocations its second model ran;
 // the first model's declared 1 - pass_rate (or 0.5 when it declares none) where nothing was

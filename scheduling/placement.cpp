@@ -1,6 +1,7 @@
 #include "scheduling/placement.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <set>
 
@@ -20,6 +21,43 @@ std::map<std::string, msg::schedule> idle_schedules(const cluster_config& cfg, u
     for (int d = 0; d < n.device_count(); ++d) s.devices.push_back({static_cast<uint32_t>(d), 0, {}});
   }
   return out;
+}
+
+// The tightest stage budget of each model the table budgets.
+std::map<std::string, double> tightest_budgets(const msg::routing_table& t) {
+  std::map<std::string, double> out;
+  for (auto& b : t.budgets) {
+    auto [it, fresh] = out.emplace(b.model, b.budget_ms);
+    if (!fresh) it->second = std::min(it->second, b.budget_ms);
+  }
+  return out;
+}
+
+// Outstanding invocations at which an instance that runs `m` in batches of `b` is busy: one
+// more would not finish within `budget_ms` (a batch running, and the batches after it that the
+// budget has room for).
+uint32_t spill_point(const model_spec& m, uint32_t b, double budget_ms) {
+  double l = m.profile.latency_ms_at(static_cast<int>(b));
+  if (!(l > 0) || !(budget_ms > 0)) return 2 * b;
+  return b * static_cast<uint32_t>(std::max(1.0, std::floor(budget_ms / l) - 1));
+}
+
+// Tells every route instance that has none its spill point: the batch it was planned at (the
+// batch its device runs the model at, where the plan named none) against its model's budget.
+void set_spill_points(const cluster_config& cfg, cluster_placement& pl) {
+  auto budget = tightest_budgets(pl.table);
+  for (auto& r : pl.table.routes) {
+    auto* m = cfg.find_model(r.model);
+    auto bt = budget.find(r.model);
+    if (!m || bt == budget.end()) continue;
+    for (auto& i : r.instances) {
+      if (i.spill_at) continue;
+      auto s = pl.schedules.find(i.node);
+      if (s == pl.schedules.end() || i.device >= s->second.devices.size()) continue;
+      for (auto& ss : s->second.devices[i.device].sessions)
+        if (ss.model == r.model) i.spill_at = spill_point(*m, std::max(1u, ss.batch), bt->second);
+    }
+  }
 }
 
 }  // namespace
@@ -62,16 +100,21 @@ msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_in
   t.epoch = epoch;
   std::map<std::string, msg::model_route> routes;
   for (auto& m : cfg.models) routes[m.name].model = m.name;
+  std::map<instance_key, uint32_t> planned_batch;
   for (size_t k = 0; k < r.placement.devices.size(); ++k) {
     if (r.slot_of[k] < 0) continue;
     auto& slot = in.slots[static_cast<size_t>(r.slot_of[k])];
-    std::map<std::string, double> rate;  // a device may run one model under two SLOs
+    std::map<std::string, double> rate;     // a device may run one model under two SLOs
+    std::map<std::string, uint32_t> batch;  // the planned batch: more outstanding spills to spares
     for (auto& a : r.placement.devices[k].sessions) {
       // A merged prefix family shares its rate among its variants as their traffic does.
       auto& mo = r.models_of[a.session];
       double total = 0;
       for (auto& [m, w] : mo) total += w;
-      for (auto& [m, w] : mo) rate[m->name] += total > 0 ? a.rate * w / total : a.rate / mo.size();
+      for (auto& [m, w] : mo) {
+        rate[m->name] += total > 0 ? a.rate * w / total : a.rate / mo.size();
+        batch[m->name] = std::max(batch[m->name], static_cast<uint32_t>(std::max(1, a.batch)));
+      }
     }
     // Piccolo's padding goes with the machine's one model.
     auto& pd = r.placement.devices[k];
@@ -81,6 +124,7 @@ msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_in
       route.model = model;  // a fragment of a partitioned model is not among the file's models
       route.instances.push_back(
           {slot.node, slot.device, std::max(w, 1e-3), padded && padded->name == model ? pd.dummy_rate : 0});
+      planned_batch[{slot.node, slot.device, model}] = batch[model];
     }
   }
   t.frontends = static_cast<uint32_t>(std::max<size_t>(1, cfg.with_role(role::frontend).size()));
@@ -96,6 +140,15 @@ msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_in
     for (size_t s = 0; s < p.stages.size(); ++s)
       t.budgets.push_back({p.name, p.stages[s].name, r.splits[pi].budget_ms[s], models[p.stages[s].model_index].name});
   }
+  // Each planned instance spills past the batch it was planned at, against its model's budget.
+  auto budget = tightest_budgets(t);
+  for (auto& route : t.routes)
+    for (auto& inst : route.instances) {
+      auto b = planned_batch.find({inst.node, inst.device, route.model});
+      auto bt = budget.find(route.model);
+      auto* m = cfg.find_model(route.model);
+      if (b != planned_batch.end() && bt != budget.end() && m) inst.spill_at = spill_point(*m, b->second, bt->second);
+    }
   return t;
 }
 
@@ -180,6 +233,7 @@ cluster_placement static_placement(const cluster_config& cfg, uint64_t epoch) {
     for (size_t i = 0; i < p.stages.size(); ++i)
       out.table.budgets.push_back({p.name, p.stages[i].name, split.budget_ms[i], p.stages[i].model});
   }
+  set_spill_points(cfg, out);
   return out;
 }
 
@@ -224,11 +278,62 @@ void add_backups(const cluster_config& cfg, const std::vector<pipeline>& pipelin
 
 }  // namespace
 
+// Devices of `slots` that `pl` leaves without sessions keep those they ran in `previous`, routed
+// as spares.
+void keep_spares(const cluster_config& cfg, const std::vector<sched::device_slot>& slots,
+                 const cluster_placement& previous, cluster_placement& pl) {
+  std::map<std::string, size_t> route_of;
+  for (size_t k = 0; k < pl.table.routes.size(); ++k) route_of[pl.table.routes[k].model] = k;
+  // A spare batches for the tightest budget its model has now (it ran for the budgets before),
+  // round-robin among what it holds.
+  auto budget = tightest_budgets(pl.table);
+  for (auto& slot : slots) {
+    auto now = pl.schedules.find(slot.node);
+    auto was = previous.schedules.find(slot.node);
+    if (now == pl.schedules.end() || was == previous.schedules.end()) continue;
+    if (slot.device >= now->second.devices.size() || slot.device >= was->second.devices.size()) continue;
+    auto& dev = now->second.devices[slot.device];
+    if (!dev.sessions.empty()) continue;
+    auto* node = cfg.find_node(slot.node);
+    for (auto& ss : was->second.devices[slot.device].sessions) {
+      if (!node || !node->serves(static_cast<int>(slot.device), ss.model)) continue;
+      auto& kept = dev.sessions.emplace_back(ss);
+      auto* m = cfg.find_model(ss.model);
+      if (auto b = budget.find(ss.model); m && b != budget.end())
+        kept.batch = static_cast<uint32_t>(std::max(1, saturating_batch(*m, b->second)));
+      auto [at, fresh] = route_of.emplace(ss.model, pl.table.routes.size());
+      if (fresh) pl.table.routes.push_back({ss.model, {}});
+      msg::route_instance i{slot.node, slot.device, 1e-3};
+      i.spare = true;
+      pl.table.routes[at->second].instances.push_back(std::move(i));
+    }
+    dev.duty_cycle_ms = 0;
+  }
+}
+
 cluster_placement epoch_placement(const cluster_config& cfg, const sched::epoch_input& in, const sched::epoch_result& r,
-                                  uint64_t epoch) {
+                                  uint64_t epoch, const cluster_placement* previous) {
   cluster_placement out{schedules_from(cfg, in, r, epoch), routing_from(cfg, in, r, epoch)};
   add_backups(cfg, in.pipelines ? *in.pipelines : cfg.pipelines, in.slots, out);
+  if (previous) keep_spares(cfg, in.slots, *previous, out);
+  set_spill_points(cfg, out);
   return out;
+}
+
+sched::epoch_rule epoch_rule_of(const cluster_config& cfg) {
+  auto& so = cfg.scheduler;
+  return {so.epoch_s,
+          so.min_epoch_s,
+          so.rate_band_low,
+          so.rate_band_high,
+          sched::settle_windows(cfg.runtime.beacon_ms),
+          cfg.runtime.beacon_ms / 1000.0};
+}
+
+sched::pipeline_load pipeline_load_of(const cluster_config& cfg) {
+  std::vector<size_t> stages;
+  for (auto& p : cfg.pipelines) stages.push_back(p.stages.size());
+  return sched::pipeline_load(stages, sched::settle_windows(cfg.runtime.beacon_ms), cfg.scheduler.peak_half_life_s);
 }
 
 cluster_placement deployment_placement(const cluster_config& cfg, const deployment& d, uint64_t epoch,
@@ -247,6 +352,7 @@ cluster_placement deployment_placement(const cluster_config& cfg, const deployme
   out.table.epoch = epoch;
   for (auto& [m, r] : routes) out.table.routes.push_back(std::move(r));
   out.table.budgets = d.budgets.empty() ? budgets : d.budgets;
+  set_spill_points(cfg, out);
   return out;
 }
 

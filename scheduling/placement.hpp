@@ -11,6 +11,7 @@
 #include "messages/types.hpp"
 #include "scheduling/epoch.hpp"
 #include "scheduling/piccolo_epoch.hpp"
+#include "scheduling/pipeline_load.hpp"
 
 namespace sloserve {
 
@@ -66,13 +67,21 @@ msg::schedule static_schedule(const cluster_config& cfg, const node_spec& node, 
 // A scheduler epoch's plan on the devices of `in.slots`. Every model a pipeline uses keeps at
 // least one instance: one the plan left out (no traffic yet, or no room) runs as a backup on a
 // free device, else beside the least busy device that may serve it.
+// Devices the plan leaves free keep what they ran in `previous` (where the file still lets them),
+// routed as spares: frontends spill to them when the planned instances are busy, so a surge finds
+// capacity before the next plan, and a lull takes nothing away.
 cluster_placement epoch_placement(const cluster_config& cfg, const sched::epoch_input& in, const sched::epoch_result& r,
-                                  uint64_t epoch);
+                                  uint64_t epoch, const cluster_placement* previous = nullptr);
 
 // A scaler's deployment: instances weighted by their throughput at their batch and cores; the
 // stage budgets are the deployment's, or `budgets` when it carries none.
 cluster_placement deployment_placement(const cluster_config& cfg, const deployment& d, uint64_t epoch,
                                        const std::vector<msg::stage_budget>& budgets);
+
+// When epochs are due, as `scheduler:` and `runtime.beacon_ms` say.
+sched::epoch_rule epoch_rule_of(const cluster_config& cfg);
+// The per-pipeline load an epoch plans on, windowed by beacons (its peak's half-life from `scheduler:`).
+sched::pipeline_load pipeline_load_of(const cluster_config& cfg);
 
 // The first model a pipeline uses that has no profile yet (planning waits for it); null when
 // none. `models`: the config's, with profiles measured since.

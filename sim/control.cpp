@@ -12,30 +12,33 @@ void engine::on_beacon(ns now) {
     std::fill(window_fallthroughs_[p].begin(), window_fallthroughs_[p].end(), 0);
   }
   load_->close_window(cfg_.runtime.beacon_ms / 1000.0);
-  auto& so = cfg_.scheduler;
-  if (so.policy != scheduler_policy::static_plan && !cfg_.scaler.enabled()) {
-    sched::epoch_rule rule{so.epoch_s, so.min_epoch_s, so.rate_band_low, so.rate_band_high,
-                           sched::settle_windows(cfg_.runtime.beacon_ms)};
+  if (cfg_.scheduler.policy != scheduler_policy::static_plan && !cfg_.scaler.enabled()) {
     double since = static_cast<double>(now - last_epoch_) / 1e9;
-    if (sched::epoch_due(rule, load_->rates(), planned_ ? &planned_for_ : nullptr, since)) plan(now);
+    auto why = sched::epoch_due(epoch_rule_of(cfg_), load_->rates(), planned_ ? &planned_for_ : nullptr, since);
+    if (why != sched::epoch_reason::none) plan(now, why == sched::epoch_reason::surge);
   }
   if (now < end_send_ + 10'000 * ns_per_ms) post(now + cfg_.runtime.beacon_ms * ns_per_ms, kind::beacon);
 }
 
-void engine::plan(ns now) {
+void engine::plan(ns now, bool surge, bool immediately) {
+  // As the controller's: least-cost policies plan for load only.
+  if (sched::plans_least_cost(cfg_.scheduler.policy) && sched::nothing_to_plan_for(load_->rates())) return;
   auto in = planning_input(cfg_, cfg_.models);
   std::erase_if(in.slots, [&](const sched::device_slot& s) { return !nodes_[node_id_.at(s.node)].seen; });
-  sched::set_measured_load(in, load_->rates(), cfg_.scheduler.headroom);
-  planned_for_.clear();
-  for (auto& p : load_->rates().pipelines) planned_for_.push_back(p.rate);
+  sched::set_measured_load(in, load_->rates(), cfg_.scheduler.headroom, surge);
   planned_ = true;
   last_epoch_ = now;
-  auto planned = sched::plan_scaled_epoch(in, previous_.get());
+  bool capacity = sched::nothing_to_plan_for(load_->rates());
+  auto planned =
+      capacity ? sched::plan_capacity_epoch(in, previous_.get()) : sched::plan_scaled_epoch(in, previous_.get());
   if (!planned) return;
+  planned_for_ = sched::planned_for(load_->rates(), in, surge);
+  // As the controller's: a plan for less than the load carries all it can.
+  if (!capacity && planned->scale < 1) std::fill(planned_for_.carried.begin(), planned_for_.carried.end(), 1e300);
   previous_ = std::make_shared<sched::epoch_result>(std::move(planned->result));
   ++plans_;
   peak_used_ = std::max(peak_used_, previous_->placement.devices.size());
-  adopt(now, epoch_placement(cfg_, in, *previous_, ++epoch_), false);
+  adopt(now, epoch_placement(cfg_, in, *previous_, ++epoch_, &placed_), immediately);
 }
 
 // fn(index, device, its schedule) for every device of `p` on a node that is up.
@@ -67,6 +70,7 @@ void engine::adopt(ns now, cluster_placement p, bool immediately, std::vector<in
   for (auto& c : cores)
     if (auto it = device_at_.find({c.node, c.device}); it != device_at_.end())
       devices_[it->second].threads = static_cast<int>(std::max(1u, c.cores));
+  placed_ = p;
   pending_.push_back(std::move(p));
   auto which = static_cast<uint32_t>(pending_.size() - 1);
   if (immediately) return on_apply(now, which);
@@ -111,6 +115,8 @@ void engine::on_apply(ns now, uint32_t which) {
       if (it == device_at_.end()) continue;
       sched::backend_load l;
       l.weight = inst.weight;
+      l.spare = inst.spare;
+      l.spill_at = sched::spill_threshold(inst.spill_at, p.table.frontends);
       l.live = nodes_[devices_[it->second].node].seen;
       if (auto old = route_pos_[m->second].find(it->second); old != route_pos_[m->second].end())
         l.outstanding = routes_[m->second].loads[old->second].outstanding;

@@ -171,7 +171,7 @@ class engine {
   void on_beacon(ns now);
   void on_scale(ns now);
   void tell_scaler();
-  void plan(ns now);
+  void plan(ns now, bool surge = false, bool immediately = false);
   void adopt(ns now, cluster_placement p, bool immediately, std::vector<instance_assignment> cores = {});
   void on_apply(ns now, uint32_t which);
   template <class Fn>
@@ -222,8 +222,9 @@ class engine {
   std::vector<std::vector<uint64_t>> window_fallthroughs_;  // per pipeline and stage, since the last beacon
   ns last_epoch_ = 0;
   std::shared_ptr<sched::epoch_result> previous_;
-  std::vector<double> planned_for_;
+  sched::planned_load planned_for_;
   bool planned_ = false;
+  cluster_placement placed_;  // the placement adopted last (applied, or loading its models)
   uint64_t epoch_ = 1;
   std::vector<cluster_placement> pending_;
   size_t plans_ = 0, peak_used_ = 0;

@@ -22,14 +22,14 @@ void engine::on_send(ns now) {
   qq.measured = now >= warmup_;
   qq.second = qq.measured ? static_cast<uint32_t>((now - warmup_) / (1000 * ns_per_ms)) : 0;
   post(now + delay(none, frontend_), kind::arrival, q);
-  // The next request.
-  double secs = static_cast<double>(now) / 1e9;
-  double rate = o_.rate;
-  if (!o_.trace.empty()) {
-    double s = std::max(0.0, secs - static_cast<double>(warmup_) / 1e9);
-    rate = o_.trace[std::min(o_.trace.size() - 1, static_cast<size_t>(s))];
+  // The next request: a trace's silent seconds send nothing.
+  ns next = end_send_;
+  if (o_.trace.empty()) {
+    next = now + static_cast<ns>(gaps_->gap_s(o_.rate) * 1e9);
+  } else {
+    double at = next_arrival_s(*gaps_, o_.trace, 1, static_cast<double>(now - warmup_) / 1e9);
+    if (at < static_cast<double>(end_send_ - warmup_) / 1e9) next = warmup_ + static_cast<ns>(at * 1e9);
   }
-  ns next = now + static_cast<ns>(gaps_->gap_s(std::max(rate, 1e-3)) * 1e9);
   if (next < end_send_) post(next, kind::send);
 }
 
@@ -136,7 +136,7 @@ bool engine::fall_through(ns now, uint32_t q, uint32_t stage) {
 bool engine::route_invocation(ns now, uint32_t inv) {
   auto& f = invocations_[inv];
   auto& r = routes_[f.model];
-  auto k = balancer_->pick(r.loads, rng_);
+  auto k = balancer_->route(r.loads, rng_);
   if (!k) return false;
   ++r.loads[*k].outstanding;
   f.device = r.devices[*k];

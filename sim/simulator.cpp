@@ -37,9 +37,7 @@ expected<result> engine::run() {
   routes_.assign(cfg_.models.size(), {});
   route_pos_.assign(cfg_.models.size(), {});
   for (auto& m : cfg_.models) accuracy_.push_back(m.accuracy.value_or(100) / 100);
-  std::vector<size_t> stages;
   for (auto& p : cfg_.pipelines) {
-    stages.push_back(p.stages.size());
     std::vector<uint32_t> ms;
     for (auto& s : p.stages) ms.push_back(static_cast<uint32_t>(s.model_index));
     stage_model_.push_back(std::move(ms));
@@ -47,7 +45,7 @@ expected<result> engine::run() {
     window_fallthroughs_.emplace_back(p.stages.size(), 0);
   }
   window_queries_.assign(cfg_.pipelines.size(), 0);
-  load_ = std::make_unique<sched::pipeline_load>(stages, sched::settle_windows(cfg_.runtime.beacon_ms));
+  load_ = std::make_unique<sched::pipeline_load>(pipeline_load_of(cfg_));
   std::vector<failure> fails = o_.failures;
   for (auto& f : fails) {
     auto n = node_id_.find(f.node);
@@ -61,6 +59,12 @@ expected<result> engine::run() {
   lanes_.emplace_back(static_cast<size_t>(std::ceil(duration)));
   gaps_ = std::make_unique<arrivals>(o_.arrival, o_.cv, o_.seed);
   adopt(0, static_placement(cfg_, epoch_), true);
+  // A cluster that starts plans for what its devices hold, as the controller does once its
+  // workers are up (their models loaded at start, as the static placement's are).
+  if (cfg_.scheduler.policy != scheduler_policy::static_plan && !cfg_.scaler.enabled() &&
+      !unprofiled_model(cfg_, cfg_.models)) {
+    plan(0, false, true);
+  }
   if (cfg_.scaler.enabled()) {
     auto prov = std::make_unique<local_provisioner>(cfg_, [this](deployment d) {
       auto p = deployment_placement(cfg_, d, ++epoch_, budgets_);
@@ -71,7 +75,12 @@ expected<result> engine::run() {
     tell_scaler();
     post(std::chrono::nanoseconds(scaler_->poll_period()).count(), kind::scale);
   }
-  post(0, kind::send);
+  if (o_.trace.empty() || o_.trace[0] > 0) {
+    post(0, kind::send);
+  } else if (double at = next_arrival_s(*gaps_, o_.trace, 1, -static_cast<double>(warmup_) / 1e9 - 1e-9);
+             at < static_cast<double>(end_send_ - warmup_) / 1e9) {  // it starts silent
+    post(warmup_ + static_cast<ns>(at * 1e9), kind::send);
+  }
   post(cfg_.runtime.beacon_ms * ns_per_ms, kind::beacon);
   while (!events_.empty()) {
     auto e = events_.top();

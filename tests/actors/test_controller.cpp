@@ -117,14 +117,19 @@ struct controller_fixture : caf_fixture, ::testing::Test {
 
   // w1 and w2 register and acknowledge, and seconds at 300 queries/s pass until an epoch plans
   // them; returns w1's schedule epoch then (0: none came), with both workers' schedules taken.
-  uint64_t plan_on_both_workers() {
+  uint64_t plan_on_both_workers() { return plan_on_both_workers_at(300); }
+  uint64_t plan_on_both_workers_at(double rate) {
     for (std::string w : {"w1", "w2"}) {
       reg(w, {"worker"}, 7, 0);
       reg(w, {"worker"}, 7, schedule_of(w).epoch);
     }
+    // Before any load, they were planned for what they hold; the plan for the load comes once it
+    // has settled (min_epoch_s after that first plan).
+    schedule_of("w1");
+    schedule_of("w2");
     uint64_t planned = 0;
-    for (int s = 0; s < 5 && !planned; ++s) {
-      second_at(300);
+    for (int s = 0; s < 40 && !planned; ++s) {
+      second_at(rate);
       planned = schedule_of("w1").epoch;
     }
     schedule_of("w2");
@@ -199,9 +204,12 @@ TEST_F(controller_fixture, a_worker_lost_in_the_middle_of_an_epoch_loses_its_ses
     reg(w, {"worker"}, 7, schedule_of(w).epoch);
   }
   EXPECT_EQ(routed(), "w1,w2");
-  // Load settles, then the first epoch plans it (one device carries 300 req/s at SLO 100 ms).
+  // Planned for what they hold before any load; then load settles, and the first epoch for the
+  // load plans it (one device carries 300 req/s at SLO 100 ms).
+  schedule_of("w1");
+  schedule_of("w2");
   uint64_t planned = 0;
-  for (int s = 0; s < 5 && !planned; ++s) {
+  for (int s = 0; s < 10 && !planned; ++s) {
     second_at(300);
     planned = schedule_of("w1").epoch;
   }
@@ -397,6 +405,58 @@ TEST_F(controller_fixture, serves_while_a_plan_is_pending_and_a_stale_plan_is_no
   ASSERT_GT(s.epoch, 0u) << "the fresh plan is applied";
   EXPECT_FALSE(s.devices.empty());
   EXPECT_EQ(schedule_of("w1").epoch, 0u);
+}
+
+// A surge is planned for within two beacons of its start, whatever min_epoch_s says (here as long
+// as epoch_s): the plan made for a light load carries too little for it.
+TEST_F(controller_fixture, an_overloaded_pipeline_is_planned_again_within_two_beacons) {
+  auto text = yaml("nexus");
+  text.replace(text.find("min_epoch_s: 5"), 14, "min_epoch_s: 30");
+  start_with(text);
+  ASSERT_GT(plan_on_both_workers_at(20), 0u) << "the light load was planned for";
+  auto before = now();
+  uint64_t surge_epoch = 0;
+  int beacons = 0;
+  while (beacons < 2 && !surge_epoch) {
+    second_at(300);
+    ++beacons;
+    surge_epoch = std::max(schedule_of("w1").epoch, schedule_of("w2").epoch);
+  }
+  EXPECT_GT(surge_epoch, 0u) << "planned again within two beacons";
+  EXPECT_LE(now() - before, std::chrono::seconds(2));
+  // Not again for noise: the next seconds at the same load keep that plan.
+  for (int s = 0; s < 3; ++s) second_at(300);
+  EXPECT_EQ(schedule_of("w1").epoch, 0u);
+  EXPECT_EQ(schedule_of("w2").epoch, 0u);
+}
+
+// A lull keeps the plan: seconds with no load never plan for nothing, and what an epoch on the
+// period plans meanwhile (for the recent peak) runs the same sessions on the same devices.
+TEST_F(controller_fixture, a_lull_keeps_the_sessions_where_they_are) {
+  start("nexus");
+  for (std::string w : {"w1", "w2"}) {
+    reg(w, {"worker"}, 7, 0);
+    reg(w, {"worker"}, 7, schedule_of(w).epoch);
+  }
+  schedule_of("w1");
+  schedule_of("w2");
+  msg::schedule w1, w2;
+  for (int s = 0; s < 40 && !w1.epoch; ++s) {
+    second_at(300);
+    w1 = schedule_of("w1");
+  }
+  w2 = schedule_of("w2");
+  ASSERT_GT(w1.epoch, 0u);
+  for (int s = 0; s < 60; ++s) {
+    second_at(0);
+    for (auto [name, was] : {std::pair{"w1", &w1}, std::pair{"w2", &w2}}) {
+      auto now = schedule_of(name);
+      if (!now.epoch) continue;
+      ASSERT_EQ(now.devices.size(), was->devices.size());
+      for (size_t d = 0; d < now.devices.size(); ++d)
+        EXPECT_EQ(now.devices[d].sessions, was->devices[d].sessions) << name << " second " << s;
+    }
+  }
 }
 
 TEST(worker_registry, serves_only_on_a_schedule_of_this_controller) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -56,6 +57,38 @@ TEST(arrivals, constant_gaps_are_exact_and_poisson_gaps_average_to_the_rate) {
   for (int i = 0; i < 20000; ++i) p += poisson.gap_s(100), g += gamma.gap_s(100);
   EXPECT_NEAR(p / 20000, 0.01, 0.0005);
   EXPECT_NEAR(g / 20000, 0.01, 0.001);
+}
+
+// A second at 0 is a second of silence, wherever it falls: at the start, in the middle, or
+// through the warm-up; what follows it is sent at its own rate.
+TEST(arrivals, a_trace_replays_whole_through_its_silent_seconds) {
+  std::vector<double> trace{100, 0, 0, 50, 0};
+  for (auto kind : {arrival_kind::constant, arrival_kind::poisson}) {
+    arrivals gen(kind, 1, 7);
+    std::vector<int> per_second(trace.size(), 0);
+    double t = -2;  // a warm-up at the first second's rate
+    int warm = 0;
+    while (true) {
+      t = next_arrival_s(gen, trace, 1, t);
+      if (!(t < static_cast<double>(trace.size()))) break;
+      if (t < 0)
+        ++warm;
+      else
+        ++per_second[static_cast<size_t>(t)];
+    }
+    EXPECT_NEAR(warm, 200, 45);
+    EXPECT_NEAR(per_second[0], 100, 35);
+    EXPECT_EQ(per_second[1], 0);
+    EXPECT_EQ(per_second[2], 0);
+    EXPECT_NEAR(per_second[3], 50, 25) << "arrivals resume after the silence";
+    EXPECT_EQ(per_second[4], 0);
+  }
+  // A trace that starts silent sends nothing until its first rate; one all silent, nothing.
+  arrivals gen(arrival_kind::constant, 1, 1);
+  EXPECT_NEAR(next_arrival_s(gen, {0, 0, 10}, 1, -1), 2.1, 1e-9);
+  EXPECT_TRUE(std::isinf(next_arrival_s(gen, {0, 0}, 1, 0)));
+  // `scale`: a lane's share of the rate.
+  EXPECT_NEAR(next_arrival_s(gen, {10}, 0.5, 0), 0.2, 1e-9);
 }
 
 TEST(tally, every_reply_is_counted_once_and_lanes_merge) {

@@ -40,5 +40,41 @@ TEST(balancer, weighted_random_follows_weights) {
   EXPECT_EQ(parse_knob<balancer_kind>("nope"), std::nullopt);
 }
 
+// Spares (kept from an earlier plan) take work only when the planned backend picked is busy
+// (a batch running and one waiting): then the spare with the most room; with no planned backend
+// live, the least busy spare.
+TEST(balancer, work_spills_to_spares_only_past_a_busy_planned_backend) {
+  EXPECT_EQ(spill_threshold(0, 1), 0u) << "no spill point: never busy";
+  EXPECT_EQ(spill_threshold(8, 1), 8u);
+  EXPECT_EQ(spill_threshold(8, 3), 3u) << "each of three frontends its share, rounded up";
+  EXPECT_EQ(spill_threshold(1, 4), 1u);
+  for (auto kind : {balancer_kind::p2c, balancer_kind::weighted_random}) {
+    auto b = make_balancer(kind);
+    std::mt19937_64 rng(4);
+    backend_load planned{0, 1, true, false, 4};
+    backend_load spare{0, 1e-3, true, true, 4};
+    std::vector<backend_load> v{planned, spare, spare};
+    for (int i = 0; i < 4; ++i) {
+      auto k = b->route(v, rng);
+      ASSERT_TRUE(k);
+      EXPECT_EQ(*k, 0u) << b->name() << ": the planned backend has room";
+      ++v[*k].outstanding;
+    }
+    EXPECT_TRUE(v[0].busy());
+    v[1].outstanding = 3;
+    EXPECT_EQ(b->route(v, rng), 2u) << b->name() << ": the spare with the most room";
+    v[2].outstanding = 4;
+    EXPECT_EQ(b->route(v, rng), 1u);
+    v[1].outstanding = 4;
+    EXPECT_EQ(b->route(v, rng), 0u) << b->name() << ": every spare busy too: the planned one queues it";
+    v[0].live = false;
+    EXPECT_EQ(b->pick(v, rng), std::nullopt) << b->name() << ": pick never names a spare";
+    v[2].outstanding = 9;
+    EXPECT_EQ(b->route(v, rng), 1u) << b->name() << ": no planned backend live: the least busy spare";
+    v[1].live = v[2].live = false;
+    EXPECT_EQ(b->route(v, rng), std::nullopt);
+  }
+}
+
 }  // namespace
 }  // namespace sloserve::sched

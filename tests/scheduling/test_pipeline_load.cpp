@@ -103,22 +103,83 @@ TEST(pipeline_load, fan_out_is_measured_where_there_is_traffic_and_declared_else
 TEST(epoch_due, first_once_settled_then_on_the_period_or_when_a_rate_leaves_its_band) {
   epoch_rule rule{30, 10, 0.8, 1.1, 2};
   pipeline_rates rates{{{100, {}}}, 1};
-  EXPECT_FALSE(epoch_due(rule, rates, nullptr, 100)) << "not settled";
+  EXPECT_EQ(epoch_due(rule, rates, nullptr, 100), epoch_reason::none) << "not settled";
   rates.windows_with_load = 2;
-  EXPECT_TRUE(epoch_due(rule, rates, nullptr, 0)) << "the first plan";
-  std::vector<double> planned{100};
-  EXPECT_FALSE(epoch_due(rule, rates, &planned, 20));
-  EXPECT_TRUE(epoch_due(rule, rates, &planned, 30)) << "every epoch_s";
+  EXPECT_EQ(epoch_due(rule, rates, nullptr, 0), epoch_reason::first) << "the first plan";
+  planned_load planned{{100}, {440}};
+  EXPECT_EQ(epoch_due(rule, rates, &planned, 20), epoch_reason::none);
+  EXPECT_EQ(epoch_due(rule, rates, &planned, 30), epoch_reason::period) << "every epoch_s";
   rates.pipelines[0].rate = 120;
-  EXPECT_FALSE(epoch_due(rule, rates, &planned, 5)) << "never before min_epoch_s";
-  EXPECT_TRUE(epoch_due(rule, rates, &planned, 10)) << "above the band";
+  EXPECT_EQ(epoch_due(rule, rates, &planned, 5), epoch_reason::none) << "never before min_epoch_s";
+  EXPECT_EQ(epoch_due(rule, rates, &planned, 10), epoch_reason::band) << "above the band";
   rates.pipelines[0].rate = 79;
-  EXPECT_TRUE(epoch_due(rule, rates, &planned, 10)) << "below the band";
-  planned[0] = 0;
+  EXPECT_EQ(epoch_due(rule, rates, &planned, 10), epoch_reason::band) << "below the band";
+  rates.pipelines[0].peak = 100;
+  EXPECT_EQ(epoch_due(rule, rates, &planned, 10), epoch_reason::none) << "the recent peak holds the plan";
+  planned.rate[0] = 0;
   rates.pipelines[0].rate = 0.4;
-  EXPECT_FALSE(epoch_due(rule, rates, &planned, 10)) << "a pipeline planned idle stays idle below 0.5/s";
+  rates.pipelines[0].peak = 0.4;
+  EXPECT_EQ(epoch_due(rule, rates, &planned, 10), epoch_reason::none)
+      << "a pipeline planned idle stays idle below 0.5/s";
   rates.pipelines[0].rate = 1;
-  EXPECT_TRUE(epoch_due(rule, rates, &planned, 10));
+  EXPECT_EQ(epoch_due(rule, rates, &planned, 10), epoch_reason::band);
+}
+
+// A window with more than the plan carries re-plans at once, whatever min_epoch_s says; Poisson
+// noise within three standard deviations does not.
+TEST(epoch_due, a_surge_above_what_the_plan_carries_plans_at_once) {
+  epoch_rule rule{30, 10, 0.8, 1.1, 2, 1};
+  pipeline_rates rates{{{100, {}}}, 5};
+  rates.pipelines[0].peak = 100;
+  planned_load planned{{100}, {110}};
+  rates.pipelines[0].window = 140;  // 110 + 3·sqrt(110) = 141.5
+  EXPECT_EQ(epoch_due(rule, rates, &planned, 0.5), epoch_reason::none) << "within the noise";
+  rates.pipelines[0].window = 150;
+  EXPECT_EQ(epoch_due(rule, rates, &planned, 0.5), epoch_reason::surge);
+  EXPECT_EQ(epoch_due(rule, rates, &planned, 50), epoch_reason::surge) << "a surge before the period says so";
+  // A plan made for nothing (or never made for this pipeline) meets its first queries.
+  planned = {{0}, {0}};
+  rates.pipelines[0] = {};
+  rates.pipelines[0].window = 4;
+  EXPECT_EQ(epoch_due(rule, rates, &planned, 0.5), epoch_reason::surge);
+}
+
+// An idle cluster keeps its plan: nothing to plan for is no reason to plan.
+TEST(epoch_due, nothing_at_all_to_plan_for_keeps_the_plan) {
+  epoch_rule rule{30, 10, 0.8, 1.1, 2};
+  pipeline_rates rates{{{0, {}}, {0, {}}}, 9};
+  planned_load planned{{100, 50}, {440, 220}};
+  EXPECT_EQ(epoch_due(rule, rates, &planned, 1000), epoch_reason::none);
+  EXPECT_EQ(epoch_due(rule, rates, nullptr, 1000), epoch_reason::none);
+  rates.pipelines[1].rate = 0.01;
+  EXPECT_EQ(epoch_due(rule, rates, &planned, 1000), epoch_reason::period);
+}
+
+// The peak decays by its half-life; planning rates are the larger of rate and peak (and of the
+// last window, for a surge).
+TEST(pipeline_load, the_peak_holds_through_a_lull_and_halves_every_half_life) {
+  pipeline_load load({1}, 1, 10);
+  for (int i = 0; i < 5; ++i) {
+    load.count(0, 100, {100});
+    load.close_window(1);
+  }
+  EXPECT_DOUBLE_EQ(load.rates().pipelines[0].peak, 100);
+  for (int i = 0; i < 10; ++i) load.close_window(1);
+  auto& r = load.rates().pipelines[0];
+  EXPECT_LT(r.rate, 0.1) << "the rate forgets the load in seconds";
+  EXPECT_NEAR(r.peak, 50, 1e-9) << "its peak halves in ten";
+  EXPECT_NEAR(planning_rate(r), 50, 1e-9);
+  load.count(0, 300, {300});
+  load.close_window(1);
+  EXPECT_DOUBLE_EQ(load.rates().pipelines[0].window, 300);
+  EXPECT_NEAR(planning_rate(load.rates().pipelines[0]), 150, 0.1) << "the smoothed rate is above the peak";
+  EXPECT_DOUBLE_EQ(planning_rate(load.rates().pipelines[0], true), 300) << "a surge plans for its window";
+  // Without a half-life the peak is the rate.
+  pipeline_load plain({1}, 1);
+  plain.count(0, 100, {100});
+  plain.close_window(1);
+  plain.close_window(1);
+  EXPECT_DOUBLE_EQ(plain.rates().pipelines[0].peak, plain.rates().pipelines[0].rate);
 }
 
 }  // namespace

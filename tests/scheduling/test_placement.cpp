@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -78,6 +79,58 @@ TEST(placement, an_epoch_gives_a_model_it_left_out_a_backup_instance) {
   EXPECT_FALSE(routed(p, "b").empty());
   EXPECT_EQ(p.table.epoch, 10u);
   EXPECT_EQ(p.table.budgets.size(), 2u);
+}
+
+// A plan for a light load leaves devices free: they keep what they ran (here the static
+// placement's every model), routed as spares, so that a surge finds them loaded. The planned
+// instances are no spares, and every instance names the batch frontends spill past.
+TEST(placement, devices_a_plan_leaves_free_keep_their_models_as_spares) {
+  auto cfg = parse(two_models);
+  auto before = static_placement(cfg, 1);
+  auto in = planning_input(cfg, cfg.models);
+  in.rates = {5};
+  auto planned = sched::plan_epoch(in);
+  ASSERT_TRUE(planned) << planned.error();
+  auto used = planned->placement.devices.size();
+  ASSERT_LT(used, 3u) << "a light load leaves a device free";
+  auto bare = epoch_placement(cfg, in, *planned, 2);
+  auto p = epoch_placement(cfg, in, *planned, 2, &before);
+  size_t spares = 0, planned_instances = 0;
+  for (auto& r : p.table.routes)
+    for (auto& i : r.instances) {
+      (i.spare ? spares : planned_instances) += 1;
+      EXPECT_GE(i.spill_at, 1u) << r.model << " on " << i.node << "/" << i.device;
+      auto& sessions = p.schedules.at(i.node).devices[i.device].sessions;
+      EXPECT_TRUE(std::any_of(sessions.begin(), sessions.end(), [&](auto& x) { return x.model == r.model; }));
+    }
+  size_t bare_instances = 0;
+  for (auto& r : bare.table.routes) bare_instances += r.instances.size();
+  EXPECT_EQ(planned_instances, bare_instances) << "the plan's own instances are as without spares";
+  EXPECT_GT(spares, 0u);
+  // Every device now runs something: none of the three sits empty.
+  for (auto& [node, s] : p.schedules)
+    for (auto& d : s.devices) EXPECT_FALSE(d.sessions.empty()) << node << "/" << d.device;
+  // A spare never holds a model its device may not serve (w2's device serves only b).
+  for (auto& ss : p.schedules.at("w2").devices[0].sessions) EXPECT_EQ(ss.model, "b");
+}
+
+// Before any load, a plan for what the devices hold: every pipeline at the largest rate that fits.
+TEST(placement, a_capacity_plan_fills_the_cluster_at_the_largest_rate_that_fits) {
+  auto cfg = parse(two_models);
+  auto in = planning_input(cfg, cfg.models);
+  auto planned = sched::plan_capacity_epoch(in, nullptr);
+  ASSERT_TRUE(planned) << planned.error();
+  EXPECT_GT(planned->scale, 10);
+  ASSERT_EQ(in.rates.size(), 1u);
+  EXPECT_DOUBLE_EQ(in.rates[0], planned->scale);
+  EXPECT_EQ(planned->result.devices_missing, 0u);
+  EXPECT_TRUE(planned->result.placement.infeasible.empty());
+  EXPECT_EQ(planned->result.placement.devices.size(), 3u) << "it takes every device";
+  // A tenth more does not fit.
+  for (auto& r : in.rates) r *= 1.1;
+  auto more = sched::plan_epoch(in);
+  ASSERT_TRUE(more);
+  EXPECT_TRUE(more->devices_missing > 0 || !more->placement.infeasible.empty());
 }
 
 TEST(placement, a_deployment_weighs_instances_by_throughput_and_keeps_budgets_it_does_not_set) {

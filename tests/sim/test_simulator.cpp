@@ -245,6 +245,92 @@ pipelines:
   EXPECT_NEAR(r->accuracy, 0.75 * 0.6 + 0.25 * 0.8, 0.01);
 }
 
+// The traffic pipeline of the cluster example on twelve devices (six for the detector, six for
+// the classifiers), as a new user would run it.
+std::string traffic(const std::string& scheduler) {
+  return R"(cluster: {name: t}
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 6, models: [ssd]}]}
+  - {name: w2, address: tcp://127.0.0.1:0, roles: [worker],
+     devices: [{kind: emulated, count: 6, models: [car_classifier, face_recognizer]}]}
+models:
+  - {name: ssd, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 11,
+     profile: {batch: [1, 3, 7, 11], latency_ms: [73, 98, 147, 216]}}
+  - {name: car_classifier, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 16,
+     profile: {batch: [4, 8, 16], latency_ms: [50, 75, 100]}}
+  - {name: face_recognizer, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 16,
+     profile: {batch: [4, 8, 16], latency_ms: [50, 90, 125]}}
+pipelines:
+  - name: traffic
+    slo_ms: 400
+    stages:
+      - {name: detect, model: ssd}
+      - {name: car, model: car_classifier, after: [detect], fanout: 1.5}
+      - {name: face, model: face_recognizer, after: [detect], fanout: 0.5}
+scheduler: )" +
+         scheduler + "\n";
+}
+
+// A trace of `before` seconds at `low`, then `after` seconds at `high`.
+options step_trace(const std::string& pipeline, double low, double high, size_t before = 30, size_t after = 10) {
+  options o;
+  o.pipelines = {pipeline};
+  o.trace.assign(before, low);
+  o.trace.resize(before + after, high);
+  o.warmup_s = 0;
+  return o;
+}
+
+// Traffic that comes back after a lull, and a second of 0 that is a second of silence: the lull
+// keeps the plan (its recent peak), and the load that returns is served within its SLO from its
+// first second. A trace that ends its arrivals at a silent second would send nothing after it.
+TEST(simulator, load_that_returns_after_a_lull_is_served_from_its_first_second) {
+  for (double lull : {0.0, 0.5}) {
+    auto o = step_trace("traffic", 150, lull, 10, 25);
+    o.trace.resize(45, 150);
+    auto r = simulate(parse(traffic("{policy: nexus}")), o);
+    ASSERT_TRUE(r) << r.error();
+    expect_one_reply_each(r->summary);
+    EXPECT_GT(r->summary.sent, 2700u) << "the load after the lull is sent whole";
+    uint64_t in_lull = 0;
+    for (auto& x : r->summary.series)
+      if (x["t"] >= 10 && x["t"] < 35) in_lull += x["sent"].get<uint64_t>();
+    if (lull == 0) {
+      EXPECT_EQ(in_lull, 0u) << "nothing is sent in the silence";
+    } else {
+      EXPECT_NEAR(static_cast<double>(in_lull), 12.5, 10);
+    }
+    EXPECT_GE(r->summary.attainment_in(35, 36), 0.99) << "lull " << lull;
+    EXPECT_GE(r->summary.attainment_in(35, 45), 0.99) << "lull " << lull;
+  }
+}
+
+// A tenfold step after 30 s of a trickle (a cluster that has planned for little): every policy
+// that plans epochs serves its first second within the SLO, at a load it carries steadily.
+TEST(simulator, every_policy_meets_a_tenfold_step_after_idle) {
+  struct setting {
+    std::string name;
+    cluster_config cfg;
+    std::string pipeline;
+    double rate;
+  };
+  std::vector<setting> settings;
+  for (auto policy : {"nexus", "batch-oblivious"})
+    settings.push_back({policy, parse(traffic(std::string("{policy: ") + policy + "}")), "traffic", 150});
+  settings.push_back({"piccolo", parse(traffic("{policy: piccolo}")), "traffic", 100});
+  settings.push_back({"graft", parse(read_text(std::string(SLOSERVE_EXAMPLES_DIR) + "/graft.yaml")), "phones", 200});
+  settings.push_back({"fa2", parse(scaled("fa2")), "p", 300});
+  settings.push_back({"biscale", parse(scaled("biscale")), "p", 300});
+  for (auto& s : settings) {
+    auto r = simulate(s.cfg, step_trace(s.pipeline, s.rate / 10, s.rate));
+    ASSERT_TRUE(r) << s.name << ": " << r.error();
+    expect_one_reply_each(r->summary);
+    EXPECT_GE(r->summary.attainment_in(30, 31), 0.95) << s.name << ": the first second after the step";
+    EXPECT_GE(r->summary.attainment_in(30, 40), 0.97) << s.name << ": the ten seconds after it";
+  }
+}
+
 TEST(simulator, bad_options_are_refused_with_a_reason) {
   auto cfg = parse(two_workers);
   auto o = load(10, 1);
