@@ -181,10 +181,12 @@ void scaler_core::decide(const cluster_load& load, double dt) {
         sized = std::max(sized, s.recent[k]);
     }
     // A lull keeps what the recent peak needed (as the scheduler's epochs do), released slowly.
-    double half_life = cfg_.scheduler.peak_half_life_s;
+    // Not IPA's: it trades accuracy for load, and gives the accuracy back when the load goes
+    // (devices it frees stay loaded as spares meanwhile).
+    double half_life = o.policy == scaler_policy::ipa ? 0 : cfg_.scheduler.peak_half_life_s;
     s.peak = std::max(sized, half_life > 0 ? s.peak * std::exp2(-dt / half_life) : 0.0);
     in.rate = s.peak * headroom;
-    in.predicted = s.predictor->predict() * headroom;
+    in.predicted = std::max(s.predictor->predict(), half_life > 0 ? s.peak : 0.0) * headroom;
     auto& p = cfg_.pipelines[s.pipeline];
     for (size_t c = 0; c < p.stages.size(); ++c)
       for (auto parent : p.stages[c].parents)

@@ -167,8 +167,8 @@ const std::vector<config_section>& config_keys() {
         "threads", "drop_policy", "balancer", "max_queued_mb", "zmq_hwm", "clock_tolerance_ms",
         "max_client_queued_replies", "max_client_in_flight", "link_probe_ms", "link_probe_bytes"}},
       {"scheduler",
-       {"policy", "split", "epoch_s", "min_epoch_s", "rate_band", "headroom", "peak_half_life_s", "steps", "ipa",
-        "jellyfish", "graft"}},
+       {"policy", "split", "epoch_s", "min_epoch_s", "rate_band", "headroom", "peak_half_life_s", "spares", "steps",
+        "ipa", "jellyfish", "graft"}},
       {"scheduler.graft", {"theta", "group_size"}},
       {"scheduler.jellyfish",
        {"interval_ms", "overhead_ms", "bytes_per_pixel", "resident", "compute_share", "uplink_quantile", "miss_target",
@@ -785,6 +785,7 @@ void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
   r.get(n, "min_epoch_s", o.min_epoch_s, w, false);
   r.get(n, "headroom", o.headroom, w, false);
   r.get(n, "peak_half_life_s", o.peak_half_life_s, w, false);
+  r.get(n, "spares", o.spares, w, false);
   r.get(n, "steps", o.steps, w, false);
   std::vector<double> band;
   if (r.get(n, "rate_band", band, w, false)) {
@@ -1222,6 +1223,7 @@ std::string to_yaml(const cluster_config& cfg) {
     << std::vector<double>{so.rate_band_low, so.rate_band_high};
   kv("headroom", so.headroom);
   kv("peak_half_life_s", so.peak_half_life_s);
+  kv("spares", so.spares);
   kv("steps", so.steps);
   if (so.policy == scheduler_policy::ipa) {
     e << YAML::Key << "ipa" << YAML::Value << YAML::Flow << YAML::BeginMap;

@@ -149,6 +149,7 @@ struct scheduler_options {
   double rate_band_high = 1.1;                        // [low, high] x the rate it was planned for
   double headroom = 0.1;                              // plan for measured rate x (1 + headroom)
   double peak_half_life_s = 300;                      // plan for at least the recent peak, halved this often
+  bool spares = true;                                 // devices a plan leaves free stay loaded, routed as spares
   int steps = 100;                                    // budget grid of the DP
   ipa_options ipa;                                    // policy ipa: the scaler's instances follow IPA's choices
   jellyfish_options jellyfish;                        // policy jellyfish

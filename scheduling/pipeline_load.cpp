@@ -146,7 +146,8 @@ epoch_reason epoch_due(const epoch_rule& rule, const pipeline_rates& rates, cons
     // Three standard deviations of a Poisson count above what the plan carries.
     double carried = planned->carried[pi];
     double noise = 3 * std::sqrt(std::max(carried, 1.0) / std::max(rule.window_s, 1e-3));
-    if (rates.pipelines[pi].window > carried + noise) return epoch_reason::surge;
+    auto& r = rates.pipelines[pi];
+    if (r.window > carried + noise || r.rate > carried) return epoch_reason::surge;
   }
   if (since_s >= rule.epoch_s) return epoch_reason::period;
   if (since_s < rule.min_epoch_s) return epoch_reason::none;

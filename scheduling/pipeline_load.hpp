@@ -112,7 +112,8 @@ enum class epoch_reason {
 // Whether an epoch is due `since_s` after the last one: the first once `rates` have settled,
 // then every epoch_s, or after min_epoch_s when a pipeline's planning rate left the band around
 // the rate it was planned for (`planned`; null before the first plan), or at once when the last
-// window brought more than the plan carries (beyond three standard deviations of Poisson noise).
+// window brought more than the plan carries (beyond three standard deviations of Poisson noise),
+// or the smoothed rate is above it.
 // Never while nothing at all is to be planned for: an idle cluster keeps what it serves.
 epoch_reason epoch_due(const epoch_rule& rule, const pipeline_rates& rates, const planned_load* planned,
                        double since_s);

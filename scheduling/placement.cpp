@@ -23,41 +23,64 @@ std::map<std::string, msg::schedule> idle_schedules(const cluster_config& cfg, u
   return out;
 }
 
-// The tightest stage budget of each model the table budgets.
+// The tightest budget of each model the table budgets: its stages', and its shares of Graft's
+// fragment routes (in proportion to the time a route has).
 std::map<std::string, double> tightest_budgets(const msg::routing_table& t) {
   std::map<std::string, double> out;
-  for (auto& b : t.budgets) {
-    auto [it, fresh] = out.emplace(b.model, b.budget_ms);
-    if (!fresh) it->second = std::min(it->second, b.budget_ms);
+  auto add = [&](const std::string& model, double ms) {
+    auto [it, fresh] = out.emplace(model, ms);
+    if (!fresh) it->second = std::min(it->second, ms);
+  };
+  for (auto& b : t.budgets) add(b.model, b.budget_ms);
+  for (auto& f : t.fragments) {
+    double total = 0;
+    for (auto b : f.budgets_ms) total += b;
+    for (size_t k = 0; k < f.models.size() && k < f.budgets_ms.size() && total > 0; ++k)
+      add(f.models[k], f.slo_ms * f.budgets_ms[k] / total);
   }
   return out;
 }
 
-// Outstanding invocations at which an instance that runs `m` in batches of `b` is busy: one
-// more would not finish within `budget_ms` (a batch running, and the batches after it that the
-// budget has room for).
-uint32_t spill_point(const model_spec& m, uint32_t b, double budget_ms) {
-  double l = m.profile.latency_ms_at(static_cast<int>(b));
-  if (!(l > 0) || !(budget_ms > 0)) return 2 * b;
-  return b * static_cast<uint32_t>(std::max(1.0, std::floor(budget_ms / l) - 1));
-}
+// Spill points of the instances of a placement: where each device is (its type and share set
+// what l(b) takes there), and each model's tightest budget.
+class spill_points {
+ public:
+  spill_points(const cluster_config& cfg, const msg::routing_table& t) : cfg_(cfg), budget_(tightest_budgets(t)) {
+    for (auto& s : device_slots(cfg)) slot_.emplace(std::make_pair(s.node, s.device), s);
+  }
+  // Outstanding invocations at which instance `i` of `model`, run in batches of `b`, is busy:
+  // one more would not finish within the model's budget (a batch running, then its own among
+  // those queued, each taking l(b)): b per l(b) of the budget beyond the running batch's. 0
+  // (never busy) where the model or its budget is unknown.
+  uint32_t of(const std::string& model, const msg::route_instance& i, uint32_t b) const {
+    auto* m = cfg_.find_model(model);
+    auto budget = budget_.find(model);
+    auto slot = slot_.find({i.node, i.device});
+    if (!m || budget == budget_.end() || slot == slot_.end() || b == 0) return 0;
+    auto& s = slot->second;
+    double l = m->profile_for(s.type).latency_ms_at(static_cast<int>(b)) * m->share_slowdown(s.share);
+    if (!(l > 0) || !(budget->second > 0)) return 2 * b;
+    return static_cast<uint32_t>(std::max(1.0, std::floor(b * (budget->second / l - 1))));
+  }
+
+ private:
+  const cluster_config& cfg_;
+  std::map<std::string, double> budget_;
+  std::map<std::pair<std::string, uint32_t>, sched::device_slot> slot_;
+};
 
 // Tells every route instance that has none its spill point: the batch it was planned at (the
 // batch its device runs the model at, where the plan named none) against its model's budget.
 void set_spill_points(const cluster_config& cfg, cluster_placement& pl) {
-  auto budget = tightest_budgets(pl.table);
-  for (auto& r : pl.table.routes) {
-    auto* m = cfg.find_model(r.model);
-    auto bt = budget.find(r.model);
-    if (!m || bt == budget.end()) continue;
+  spill_points spill(cfg, pl.table);
+  for (auto& r : pl.table.routes)
     for (auto& i : r.instances) {
       if (i.spill_at) continue;
       auto s = pl.schedules.find(i.node);
       if (s == pl.schedules.end() || i.device >= s->second.devices.size()) continue;
       for (auto& ss : s->second.devices[i.device].sessions)
-        if (ss.model == r.model) i.spill_at = spill_point(*m, std::max(1u, ss.batch), bt->second);
+        if (ss.model == r.model) i.spill_at = spill.of(r.model, i, std::max(1u, ss.batch));
     }
-  }
 }
 
 }  // namespace
@@ -141,14 +164,11 @@ msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_in
       t.budgets.push_back({p.name, p.stages[s].name, r.splits[pi].budget_ms[s], models[p.stages[s].model_index].name});
   }
   // Each planned instance spills past the batch it was planned at, against its model's budget.
-  auto budget = tightest_budgets(t);
+  spill_points spill(cfg, t);
   for (auto& route : t.routes)
-    for (auto& inst : route.instances) {
-      auto b = planned_batch.find({inst.node, inst.device, route.model});
-      auto bt = budget.find(route.model);
-      auto* m = cfg.find_model(route.model);
-      if (b != planned_batch.end() && bt != budget.end() && m) inst.spill_at = spill_point(*m, b->second, bt->second);
-    }
+    for (auto& inst : route.instances)
+      if (auto b = planned_batch.find({inst.node, inst.device, route.model}); b != planned_batch.end())
+        inst.spill_at = spill.of(route.model, inst, b->second);
   return t;
 }
 
@@ -315,7 +335,7 @@ cluster_placement epoch_placement(const cluster_config& cfg, const sched::epoch_
                                   uint64_t epoch, const cluster_placement* previous) {
   cluster_placement out{schedules_from(cfg, in, r, epoch), routing_from(cfg, in, r, epoch)};
   add_backups(cfg, in.pipelines ? *in.pipelines : cfg.pipelines, in.slots, out);
-  if (previous) keep_spares(cfg, in.slots, *previous, out);
+  if (previous && cfg.scheduler.spares) keep_spares(cfg, in.slots, *previous, out);
   set_spill_points(cfg, out);
   return out;
 }
@@ -337,7 +357,8 @@ sched::pipeline_load pipeline_load_of(const cluster_config& cfg) {
 }
 
 cluster_placement deployment_placement(const cluster_config& cfg, const deployment& d, uint64_t epoch,
-                                       const std::vector<msg::stage_budget>& budgets) {
+                                       const std::vector<msg::stage_budget>& budgets,
+                                       const cluster_placement* previous) {
   cluster_placement out{idle_schedules(cfg, epoch), {}};
   std::map<std::string, msg::model_route> routes;
   for (auto& m : cfg.models) routes[m.name].model = m.name;
@@ -352,6 +373,7 @@ cluster_placement deployment_placement(const cluster_config& cfg, const deployme
   out.table.epoch = epoch;
   for (auto& [m, r] : routes) out.table.routes.push_back(std::move(r));
   out.table.budgets = d.budgets.empty() ? budgets : d.budgets;
+  if (previous && cfg.scheduler.spares) keep_spares(cfg, device_slots(cfg), *previous, out);
   set_spill_points(cfg, out);
   return out;
 }

@@ -74,9 +74,11 @@ cluster_placement epoch_placement(const cluster_config& cfg, const sched::epoch_
                                   uint64_t epoch, const cluster_placement* previous = nullptr);
 
 // A scaler's deployment: instances weighted by their throughput at their batch and cores; the
-// stage budgets are the deployment's, or `budgets` when it carries none.
+// stage budgets are the deployment's, or `budgets` when it carries none. Devices it leaves free
+// keep what they ran in `previous`, routed as spares (as epoch_placement's).
 cluster_placement deployment_placement(const cluster_config& cfg, const deployment& d, uint64_t epoch,
-                                       const std::vector<msg::stage_budget>& budgets);
+                                       const std::vector<msg::stage_budget>& budgets,
+                                       const cluster_placement* previous = nullptr);
 
 // When epochs are due, as `scheduler:` and `runtime.beacon_ms` say.
 sched::epoch_rule epoch_rule_of(const cluster_config& cfg);

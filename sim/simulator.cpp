@@ -67,7 +67,7 @@ expected<result> engine::run() {
   }
   if (cfg_.scaler.enabled()) {
     auto prov = std::make_unique<local_provisioner>(cfg_, [this](deployment d) {
-      auto p = deployment_placement(cfg_, d, ++epoch_, budgets_);
+      auto p = deployment_placement(cfg_, d, ++epoch_, budgets_, &placed_);
       adopt(now_, std::move(p), false, d.instances);
     });
     scaler_ = std::make_unique<scaler_core>(cfg_, std::move(prov), "sim");

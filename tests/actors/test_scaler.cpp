@@ -189,9 +189,14 @@ TEST_F(scaler_fixture, biscale_acts_on_a_rate_step_within_one_vertical_period_th
   EXPECT_LE(cores, 6u);
   EXPECT_LT(cores, surge.instances[0].cores + surge.instances.size() - 1);
   EXPECT_GE(capacity(settled), 300);
-  // And back in when the load falls.
+  // A lull keeps them (the recent peak, halved every peak_half_life_s = 300 s); back in once
+  // the peak has decayed toward the load.
   for (int s = 0; s < 21; ++s) second_at(40);
+  EXPECT_GE(capacity(deployments->back()), 300) << "a lull keeps the capacity";
+  int waited = 21;
+  while (waited < 1500 && capacity(deployments->back()) >= 150) second_at(40), ++waited;
   EXPECT_LT(deployments->back().instances.size(), settled.instances.size());
+  EXPECT_GT(waited, 300) << "not before the peak has halved";
 }
 
 // Make before break: when the horizontal loop moves load from instance 0 to new one-core
