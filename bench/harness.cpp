@@ -16,14 +16,18 @@ void log_to_stderr(bool info) {
   spdlog::set_level(info ? spdlog::level::info : spdlog::level::warn);
 }
 
-started_node start_node(const std::string& yaml, const std::string& file) {
+cluster_config parse_or_exit(const std::string& yaml, const std::string& file) {
   auto parsed = parse_cluster_config(yaml, file);
   if (!parsed) {
     fprintf(stderr, "%s\n", parsed.error_text().c_str());
     std::exit(1);
   }
+  return std::move(*parsed.config);
+}
+
+started_node start_node(const std::string& yaml, const std::string& file) {
   started_node out;
-  out.cfg = std::make_shared<cluster_config>(std::move(*parsed.config));
+  out.cfg = std::make_shared<cluster_config>(parse_or_exit(yaml, file));
   out.node = std::make_shared<node_runtime>(out.cfg, out.cfg->nodes.front().name);
   if (auto started = out.node->start(); !started) {
     fprintf(stderr, "node: %s\n", started.error().c_str());

@@ -18,6 +18,9 @@ namespace sloserve::bench {
 // Logs go to stderr, from warnings up (from info with `info`): stdout keeps the bench's table.
 void log_to_stderr(bool info = false);
 
+// A cluster file given as text, parsed; exits with the error when it is wrong.
+cluster_config parse_or_exit(const std::string& yaml, const std::string& file);
+
 // A node of a cluster file given as text, started: its first node, every role it names. Exits
 // with the reason when the file is wrong or the node cannot start.
 struct started_node {

@@ -26,12 +26,7 @@ int fleet_devices = 1000;
 int times = 100;  // autoscale: the rate and the cluster of bench_autoscale, times this
 
 cluster_config parse(const std::string& yaml) {
-  auto parsed = parse_cluster_config(yaml, "bench.yaml");
-  if (!parsed) {
-    fprintf(stderr, "%s", parsed.error_text().c_str());
-    std::exit(1);
-  }
-  return std::move(*parsed.config);
+  return bench::parse_or_exit(yaml, "bench.yaml");
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {

@@ -296,8 +296,6 @@ void add_backups(const cluster_config& cfg, const std::vector<pipeline>& pipelin
     }
 }
 
-}  // namespace
-
 // Devices of `slots` that `pl` leaves without sessions keep those they ran in `previous`, routed
 // as spares.
 void keep_spares(const cluster_config& cfg, const std::vector<sched::device_slot>& slots,
@@ -330,6 +328,8 @@ void keep_spares(const cluster_config& cfg, const std::vector<sched::device_slot
     dev.duty_cycle_ms = 0;
   }
 }
+
+}  // namespace
 
 cluster_placement epoch_placement(const cluster_config& cfg, const sched::epoch_input& in, const sched::epoch_result& r,
                                   uint64_t epoch, const cluster_placement* previous) {

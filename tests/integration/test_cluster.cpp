@@ -104,6 +104,35 @@ TEST_F(cluster_fixture, up_serves_a_fan_out_pipeline_under_poisson_load) {
                                       s["overloaded"].get<int>() + s["lost"].get<int>());
 }
 
+// A user's coffee break: load, 25 s of silence (seconds at 0 in the trace send nothing), the
+// same load again. The lull keeps the plan (its recent peak), so the load that returns is served
+// within its SLO from its first second, as it was before the lull.
+TEST_F(cluster_fixture, load_that_returns_after_25_s_of_silence_is_served_within_its_slo) {
+  start_cluster();
+  std::ofstream trace(dir / "lull.txt");
+  for (int t = 0; t < 41; ++t) trace << (t < 8 || t >= 33 ? 300 : 0) << "\n";
+  trace.close();
+  auto l = load(0, 0, {"--trace", (dir / "lull.txt").string()});
+  auto s = finish_load(l, 120s);
+  EXPECT_EQ(s["lost"].get<int>(), 0) << s.dump(2);
+  auto& series = s["series"];
+  ASSERT_EQ(series.size(), 41u);
+  double before = 0, lull = 0, after = 0, after_ok = 0;
+  for (size_t t = 0; t < series.size(); ++t) {
+    auto sent = series[t]["sent"].get<double>();
+    (t < 8 ? before : t < 33 ? lull : after) += sent;
+    if (t >= 33) after_ok += series[t]["ok_within_slo"].get<double>();
+  }
+  EXPECT_GT(before, 2000);
+  EXPECT_EQ(lull, 0) << "a second at 0 is a second of silence";
+  EXPECT_GT(after, 2000) << "the load after the silence is sent";
+  EXPECT_GE(after_ok, 0.99 * after) << series.dump();
+  auto first = series[33]["sent"].get<double>();
+  EXPECT_GE(series[33]["ok_within_slo"].get<double>(), 0.97 * first) << "its first second: " << series[33].dump();
+  // The controller planned for the load, never for nothing.
+  EXPECT_EQ(up.output().find("planning for 0%"), std::string::npos) << up.output();
+}
+
 TEST_F(cluster_fixture, kill_9_of_a_worker_loses_nothing_and_the_survivor_serves) {
   start_cluster();
   auto victim = pid_of("w2");

@@ -251,31 +251,18 @@ pipelines:
   EXPECT_NEAR(r->accuracy, 0.75 * 0.6 + 0.25 * 0.8, 0.01);
 }
 
-// The traffic pipeline of the cluster example on twelve devices (six for the detector, six for
-// the classifiers), as a new user would run it.
+// The traffic pipeline of the cluster example (its models and pipeline) on twelve devices: six
+// for the detector, six for the classifiers, as a new user would run it.
 std::string traffic(const std::string& scheduler) {
+  auto example = read_text(std::string(SLOSERVE_EXAMPLES_DIR) + "/cluster.yaml");
   return R"(cluster: {name: t}
 nodes:
   - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
   - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 6, models: [ssd]}]}
   - {name: w2, address: tcp://127.0.0.1:0, roles: [worker],
      devices: [{kind: emulated, count: 6, models: [car_classifier, face_recognizer]}]}
-models:
-  - {name: ssd, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 11,
-     profile: {batch: [1, 3, 7, 11], latency_ms: [73, 98, 147, 216]}}
-  - {name: car_classifier, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 16,
-     profile: {batch: [4, 8, 16], latency_ms: [50, 75, 100]}}
-  - {name: face_recognizer, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 16,
-     profile: {batch: [4, 8, 16], latency_ms: [50, 90, 125]}}
-pipelines:
-  - name: traffic
-    slo_ms: 400
-    stages:
-      - {name: detect, model: ssd}
-      - {name: car, model: car_classifier, after: [detect], fanout: 1.5}
-      - {name: face, model: face_recognizer, after: [detect], fanout: 0.5}
-scheduler: )" +
-         scheduler + "\n";
+)" + example.substr(example.find("\nmodels:") + 1) +
+         "scheduler: " + scheduler + "\n";
 }
 
 // A trace of `before` seconds at `low`, then `after` seconds at `high`.
@@ -326,6 +313,7 @@ TEST(simulator, every_policy_meets_a_tenfold_step_after_idle) {
     settings.push_back({policy, parse(traffic(std::string("{policy: ") + policy + "}")), "traffic", 150});
   settings.push_back({"piccolo", parse(traffic("{policy: piccolo}")), "traffic", 100});
   settings.push_back({"graft", parse(read_text(std::string(SLOSERVE_EXAMPLES_DIR) + "/graft.yaml")), "phones", 200});
+  settings.push_back({"ipa", parse(read_text(std::string(SLOSERVE_EXAMPLES_DIR) + "/ipa.yaml")), "video", 400});
   settings.push_back({"fa2", parse(scaled("fa2")), "p", 300});
   settings.push_back({"biscale", parse(scaled("biscale")), "p", 300});
   for (auto& s : settings) {
