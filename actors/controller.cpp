@@ -171,8 +171,7 @@ void on_planned(self_ptr self, planned_epoch& p) {
   st.plan_pending = false;
   if (std::exchange(st.replan, false)) return run_epoch(self);
   if (!p.error.empty()) return spdlog::error("{}: epoch failed: {}", st.net->self_name(), p.error);
-  bool capacity = std::all_of(p.planned.rate.begin(), p.planned.rate.end(), [](double x) { return x <= 1e-3; });
-  if (p.scale < 1 && !capacity)
+  if (p.scale < 1 && !p.capacity)
     spdlog::warn("{}: the cluster has {} devices, too few for the load ({} queries/s); planning for {:.0f}% of it",
                  st.net->self_name(), p.input.slots.size(), fmt::join(p.planned.rate, ", "), 100 * p.scale);
   // Variants given up for memory, said when that changes (MCDNN's catalogue).
@@ -188,7 +187,7 @@ void on_planned(self_ptr self, planned_epoch& p) {
   plan->previous.reset();  // only the planning needed it
   st.plan = plan;
   st.last_epoch = self->clock().now();
-  if (capacity)
+  if (plan->capacity)
     spdlog::info(
         "{}: epoch {}: no load measured yet: {} sessions on {} of {} devices, for what they hold ({:.1f} "
         "queries/s per pipeline)",

@@ -146,6 +146,7 @@ struct plan_request {
 // The plan for one request, with what its sessions point into.
 struct planned_epoch {
   sched::planned_load planned;  // the request's rates, and what the plan carries
+  bool capacity = false;        // the request's: planned for what the devices hold
   sched::epoch_input input;     // its rates are those planned for (scaled to the cluster)
   sched::epoch_result result;
   double scale = 1;

@@ -24,6 +24,7 @@ plan_request epoch_request(const cluster_config& cfg, std::shared_ptr<const std:
 planned_epoch run_plan_request(plan_request& r) {
   planned_epoch out;
   out.planned.rate = r.planning;
+  out.capacity = r.capacity;
   out.models = r.models;
   out.previous = r.previous;
   r.input.parallel = parallel_for;

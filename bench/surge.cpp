@@ -16,7 +16,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "apps/child_process.hpp"
@@ -165,12 +164,7 @@ figures cluster_figures(const std::string& yaml, double rate) {
       std::ofstream trace(dir / "trace.txt");
       for (auto r : which == 0 ? step_trace(rate) : lull_trace(rate)) trace << r << "\n";
     }
-    auto up = spawn_child(
-        SLOSERVE_BIN,
-        {"sloserve", "up", "-c", (dir / "cluster.yaml").string(), "--write-config", (dir / "resolved.yaml").string()},
-        dir / "up.log");
-    for (int i = 0; i < 300 && up.output().find("cluster up") == std::string::npos; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto up = spawn_up(SLOSERVE_BIN, dir);
     if (up.output().find("cluster up") == std::string::npos) {
       fprintf(stderr, "cluster did not start:\n%s", up.output().c_str());
       std::exit(1);
