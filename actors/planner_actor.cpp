@@ -1,7 +1,5 @@
 // The planner: scheduler epochs, one request at a time, off the controller's thread.
 
-#include <limits>
-
 #include "actors/parallel_for.hpp"
 #include "actors/roles.hpp"
 
@@ -14,7 +12,7 @@ plan_request epoch_request(const cluster_config& cfg, std::shared_ptr<const std:
   r.input = planning_input(cfg, *models);
   std::erase_if(r.input.slots, [&](const sched::device_slot& s) { return !up(s.node); });
   sched::set_measured_load(r.input, rates, cfg.scheduler.headroom, surge);
-  for (auto& p : rates.pipelines) r.planning.push_back(sched::planning_rate(p, surge));
+  r.planning = sched::planning_rates(rates, surge);
   r.capacity = sched::nothing_to_plan_for(rates);
   r.models = std::move(models);
   r.previous = std::move(previous);
@@ -23,23 +21,18 @@ plan_request epoch_request(const cluster_config& cfg, std::shared_ptr<const std:
 
 planned_epoch run_plan_request(plan_request& r) {
   planned_epoch out;
-  out.planned.rate = r.planning;
   out.capacity = r.capacity;
   out.models = r.models;
   out.previous = r.previous;
   r.input.parallel = parallel_for;
   auto* previous = r.previous ? &r.previous->result : nullptr;
-  auto planned =
-      r.capacity ? sched::plan_capacity_epoch(r.input, previous) : sched::plan_scaled_epoch(r.input, previous);
+  auto planned = sched::plan_for_load(r.input, previous, r.capacity, r.planning);
   if (planned) {
-    out.result = std::move(planned->result);
-    out.scale = planned->scale;
-    out.degraded = std::move(planned->degraded);
-    out.variants_fit = planned->variants_fit;
-    // A plan for less than the load (too few devices) carries all it can: more load is no
-    // reason to plan again.
-    for (auto rate : r.input.rates)
-      out.planned.carried.push_back(!r.capacity && out.scale < 1 ? std::numeric_limits<double>::infinity() : rate);
+    out.result = std::move(planned->plan.result);
+    out.scale = planned->plan.scale;
+    out.degraded = std::move(planned->plan.degraded);
+    out.variants_fit = planned->plan.variants_fit;
+    out.planned = std::move(planned->planned);
   } else {
     out.error = planned.error();
   }

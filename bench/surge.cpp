@@ -46,14 +46,7 @@ std::vector<double> lull_trace(double rate) {
 
 // Share within the SLO over seconds [from, to) of a summary's series (as load --json writes it).
 double within(const nlohmann::json& series, size_t from, size_t to) {
-  double sent = 0, ok = 0;
-  for (auto& x : series) {
-    auto t = x["t"].get<size_t>();
-    if (t < from || t >= to) continue;
-    sent += x["sent"].get<double>();
-    ok += x["ok_within_slo"].get<double>();
-  }
-  return sent > 0 ? ok / sent : 1;
+  return load_summary::attainment_in(series, from, to);
 }
 
 struct figures {

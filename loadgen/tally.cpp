@@ -242,6 +242,10 @@ std::vector<std::string> load_summary::warnings() const {
 }
 
 double load_summary::attainment_in(size_t from_s, size_t to_s) const {
+  return attainment_in(series, from_s, to_s);
+}
+
+double load_summary::attainment_in(const nlohmann::json& series, size_t from_s, size_t to_s) {
   double sent = 0, within = 0;
   for (auto& x : series) {
     auto t = x.value("t", size_t{0});

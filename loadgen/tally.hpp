@@ -55,6 +55,8 @@ struct load_summary {
   // Of the requests sent in seconds [from_s, to_s) of the measured window, the share answered
   // OK within the SLO (1 when none was sent).
   double attainment_in(size_t from_s, size_t to_s) const;
+  // The same of a summary's `series` as `to_json` (and `load --json`) writes it.
+  static double attainment_in(const nlohmann::json& series, size_t from_s, size_t to_s);
   // What makes the figures doubtful (a generator that fell behind), one sentence each.
   std::vector<std::string> warnings() const;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -523,6 +524,17 @@ expected<scaled_epoch> plan_capacity_epoch(epoch_input& in, const epoch_result* 
   out.scale = fit_scale(in, previous, lo, hi, 6, out.result, fits_cluster);
   if (out.scale == lo)  // no bisection step fitted: the result holds the plan at lo
     for (auto& r : in.rates) r = lo;
+  return out;
+}
+
+expected<load_epoch> plan_for_load(epoch_input& in, const epoch_result* previous, bool capacity,
+                                   std::vector<double> planning) {
+  auto planned = capacity ? plan_capacity_epoch(in, previous) : plan_scaled_epoch(in, previous);
+  if (!planned) return fail(planned.error());
+  load_epoch out{std::move(*planned), {std::move(planning), {}}};
+  bool short_of_devices = !capacity && out.plan.scale < 1;
+  for (auto rate : in.rates)
+    out.planned.carried.push_back(short_of_devices ? std::numeric_limits<double>::infinity() : rate);
   return out;
 }
 

@@ -124,6 +124,18 @@ inline bool plans_least_cost(scheduler_policy p) {
 // those rates; `scale` is that rate in queries/s per pipeline (below 1 when not even that fits).
 expected<scaled_epoch> plan_capacity_epoch(epoch_input& in, const epoch_result* previous);
 
+// An epoch for the load: for what the devices hold when there is nothing to plan for
+// (`capacity`), else for `in.rates` (plan_scaled_epoch). `planned` holds `planning` (the
+// planning rates, before headroom) and what the plan carries: the rates it was made for, or,
+// where it plans for less than the load (too few devices), everything: more load is then no
+// reason to plan again.
+struct load_epoch {
+  scaled_epoch plan;
+  planned_load planned;
+};
+expected<load_epoch> plan_for_load(epoch_input& in, const epoch_result* previous, bool capacity,
+                                   std::vector<double> planning);
+
 // The variants stages run at `in.rates` (see scaled_epoch): `in.pipelines` then points to
 // `in.chosen`, the pipelines with those variants.
 catalogue_choice choose_epoch_variants(epoch_input& in, const epoch_result* previous);

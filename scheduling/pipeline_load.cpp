@@ -127,12 +127,9 @@ std::vector<double> measured_fanout(const pipeline& p, const pipeline_rate& r) {
   return fan;
 }
 
-planned_load planned_for(const pipeline_rates& rates, const epoch_input& in, bool surge) {
-  planned_load out;
-  for (size_t pi = 0; pi < rates.pipelines.size(); ++pi) {
-    out.rate.push_back(planning_rate(rates.pipelines[pi], surge));
-    out.carried.push_back(pi < in.rates.size() ? in.rates[pi] : 0);
-  }
+std::vector<double> planning_rates(const pipeline_rates& rates, bool surge) {
+  std::vector<double> out;
+  for (auto& r : rates.pipelines) out.push_back(planning_rate(r, surge));
   return out;
 }
 

@@ -117,9 +117,10 @@ enum class epoch_reason {
 // Never while nothing at all is to be planned for: an idle cluster keeps what it serves.
 epoch_reason epoch_due(const epoch_rule& rule, const pipeline_rates& rates, const planned_load* planned,
                        double since_s);
-// What `in` (rates set by set_measured_load and then planned) was made for.
+// The planning rates of every pipeline (with the last window's where `surge`).
+std::vector<double> planning_rates(const pipeline_rates& rates, bool surge);
+
 struct epoch_input;
-planned_load planned_for(const pipeline_rates& rates, const epoch_input& in, bool surge);
 
 // Sets `in`'s rates to the planning rates × (1 + headroom), and its fan-outs to the measured ones.
 void set_measured_load(epoch_input& in, const pipeline_rates& rates, double headroom, bool surge = false);

@@ -28,14 +28,11 @@ void engine::plan(ns now, bool surge, bool immediately) {
   sched::set_measured_load(in, load_->rates(), cfg_.scheduler.headroom, surge);
   planned_ = true;
   last_epoch_ = now;
-  bool capacity = sched::nothing_to_plan_for(load_->rates());
-  auto planned =
-      capacity ? sched::plan_capacity_epoch(in, previous_.get()) : sched::plan_scaled_epoch(in, previous_.get());
+  auto planned = sched::plan_for_load(in, previous_.get(), sched::nothing_to_plan_for(load_->rates()),
+                                      sched::planning_rates(load_->rates(), surge));
   if (!planned) return;
-  planned_for_ = sched::planned_for(load_->rates(), in, surge);
-  // As the controller's: a plan for less than the load carries all it can.
-  if (!capacity && planned->scale < 1) std::fill(planned_for_.carried.begin(), planned_for_.carried.end(), 1e300);
-  previous_ = std::make_shared<sched::epoch_result>(std::move(planned->result));
+  planned_for_ = std::move(planned->planned);
+  previous_ = std::make_shared<sched::epoch_result>(std::move(planned->plan.result));
   ++plans_;
   peak_used_ = std::max(peak_used_, previous_->placement.devices.size());
   adopt(now, epoch_placement(cfg_, in, *previous_, ++epoch_, &placed_), immediately);
