@@ -169,6 +169,13 @@ void run_epoch(self_ptr self, bool surge = false) {
 void on_planned(self_ptr self, planned_epoch& p) {
   auto& st = self->state;
   st.plan_pending = false;
+  // Cut off since it asked (the workers it lost just before were lost to it alone, most likely):
+  // the plan is for a cluster it cannot see, and planning resumes when it hears it again.
+  if (cut_off(st)) {
+    st.held = true;
+    st.replan = false;
+    return;
+  }
   if (std::exchange(st.replan, false)) return run_epoch(self);
   if (!p.error.empty()) return spdlog::error("{}: epoch failed: {}", st.net->self_name(), p.error);
   if (p.scale < 1 && !p.capacity)

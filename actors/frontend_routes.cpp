@@ -38,19 +38,20 @@ void frontend_routes::apply(const msg::routing_table& t) {
       r.loads.push_back(l);
     }
   }
-  // A model whose new instances are all on nodes this frontend does not hear yet (a worker that
-  // just came back may reach the controller before this node reaches it) keeps the instances it
-  // had, as stand-ins, until one of the new ones is live: they drain, and serve meanwhile.
-  for (auto& [model, r] : fresh) {
-    if (r.backends.empty() || std::any_of(r.loads.begin(), r.loads.end(), [](auto& l) { return l.live; })) continue;
-    auto old = routes_.find(model);
-    if (old == routes_.end()) continue;
-    for (size_t i = 0; i < old->second.backends.size(); ++i)
-      if (old->second.loads[i].live) {
-        r.backends.push_back(old->second.backends[i]);
-        r.loads.push_back(old->second.loads[i]);
+  // A model the new table routes nowhere this frontend hears keeps the live instances it had, as
+  // stand-ins, until one of the new ones is live: they drain, and serve meanwhile. So it goes when
+  // a worker that just came back reaches the controller before this node reaches it, and when a
+  // controller that was cut off sends tables made while it heard only part of the cluster.
+  for (auto& [model, old] : routes_) {
+    auto& r = fresh[model];
+    if (std::any_of(r.loads.begin(), r.loads.end(), [](auto& l) { return l.live; })) continue;
+    for (size_t i = 0; i < old.backends.size(); ++i)
+      if (old.loads[i].live) {
+        r.backends.push_back(old.backends[i]);
+        r.loads.push_back(old.loads[i]);
         r.stand_ins.push_back(r.backends.size() - 1);
       }
+    if (r.backends.empty()) fresh.erase(model);
   }
   routes_ = std::move(fresh);
   fragments_.assign(cfg_->pipelines.size(), {});

@@ -69,7 +69,7 @@ TEST(frontend_routes, say_why_a_pipeline_cannot_be_served_until_it_can) {
   auto cfg = testing::parse_or_die(yaml);
   frontend_routes r(*cfg, sched::make_balancer(balancer_kind::p2c));
   EXPECT_EQ(r.blocker(0), "no routing table from the controller yet");
-  r.apply(table({{"w1", 0, 1}}, false));
+  r.apply(table({}, false));
   EXPECT_EQ(r.blocker(0), "no stage budgets for pipeline 'p'");
   EXPECT_EQ(r.split(0), nullptr);
   r.apply(table({}));
@@ -122,8 +122,12 @@ TEST(frontend_routes, a_model_moved_to_a_node_not_heard_yet_keeps_its_old_instan
   for (int i = 0; i < 5; ++i) EXPECT_EQ(r.pick("m", rng)->node, "w1");
   EXPECT_TRUE(r.set_live("w2", true));
   for (int i = 0; i < 5; ++i) EXPECT_EQ(r.pick("m", rng)->node, "w2") << "the stand-in is gone";
-  // A table with no instance at all for a model keeps nothing: the controller stood nothing in.
+  // A table with no instance at all for a model (one a controller made while it heard only part
+  // of the cluster) keeps the live one as a stand-in, until it is down too.
   r.apply(table({}));
+  EXPECT_EQ(r.readiness(), "");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(r.pick("m", rng)->node, "w2");
+  EXPECT_TRUE(r.set_live("w2", false));
   EXPECT_EQ(r.blocker(0), "no live instance serves model 'm'");
 }
 
