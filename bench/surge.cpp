@@ -6,7 +6,7 @@
 // In `sloserve sim` at 1,000 devices (the traffic workload; Graft and the scaler on their
 // example clusters), and on a real `sloserve up` cluster of 12 emulated devices.
 //
-// Usage: bench_surge [all|sim|cluster] [--quick] [--devices N]
+// Usage: bench_surge [all|sim|cluster] [--quick] [--devices N] [--only POLICY]
 
 #include <chrono>
 #include <cstdio>
@@ -29,6 +29,11 @@ namespace fs = std::filesystem;
 namespace {
 
 int fleet_devices = 1000;
+std::string only;  // --only NAME: the sim rows of that setting alone
+
+bool wanted(const std::string& name) {
+  return only.empty() || name == only;
+}
 
 // The two traces: a tenth of `rate` for 30 s then `rate` for 30 s (the step at 30, steady state
 // measured over 50-60); `rate` for 10 s, silence for 25 s, `rate` for 10 s (it returns at 35).
@@ -98,6 +103,7 @@ figures sim_figures(const std::string& yaml, const std::string& pipeline, double
   auto lull = simulate(cfg, pipeline, lull_trace(rate));
   auto& s = step.summary.series;
   auto& l = lull.summary.series;
+
   return {within(s, 30, 31),
           within(s, 30, 35),
           within(s, 30, 40),
@@ -124,21 +130,28 @@ void sim_section(bool quick) {
   for (auto [policy, per_device] : {std::pair{"nexus", 10.0}, {"batch-oblivious", 10.0}, {"piccolo", 5.0}}) {
     auto yaml = bench::nodes_yaml(devices, false) + bench::traffic_workload() + "scheduler: {policy: " + policy + "}\n";
     auto name = std::string(policy) + " at " + std::to_string(static_cast<int>(per_device * devices));
+    if (!wanted(policy)) continue;
     print_row(name, sim_figures(yaml, "traffic", per_device * devices));
     print_row(name + " (without)", sim_figures(without_spares(yaml), "traffic", per_device * devices));
   }
   // Graft and the scaler on their example clusters (52 GPU shares; 24 device slots).
+  if (!only.empty() && only != "graft" && only != "ipa" && only != "fa2" && only != "biscale") return;
   auto graft = read_file(std::string(SLOSERVE_EXAMPLES_DIR) + "/graft.yaml");
   printf("-- graft example (4 devices in 52 shares), phones at 200 queries/s\n");
-  print_row("graft", sim_figures(graft, "phones", 200));
-  print_row("graft (without)", sim_figures(without_spares(graft), "phones", 200));
+  if (wanted("graft")) {
+    print_row("graft", sim_figures(graft, "phones", 200));
+    print_row("graft (without)", sim_figures(without_spares(graft), "phones", 200));
+  }
   auto ipa = read_file(std::string(SLOSERVE_EXAMPLES_DIR) + "/ipa.yaml");
   printf("-- ipa example, video at 400 queries/s\n");
-  print_row("ipa", sim_figures(ipa, "video", 400));
-  print_row("ipa (without)", sim_figures(without_spares(ipa), "video", 400));
+  if (wanted("ipa")) {
+    print_row("ipa", sim_figures(ipa, "video", 400));
+    print_row("ipa (without)", sim_figures(without_spares(ipa), "video", 400));
+  }
   auto scaled = read_file(std::string(SLOSERVE_EXAMPLES_DIR) + "/autoscale.yaml");
   printf("-- autoscale example (24 device slots, 48 cores), p at 300 queries/s\n");
   for (auto policy : {"fa2", "biscale"}) {
+    if (!wanted(policy)) continue;
     auto yaml = scaled;
     yaml.replace(yaml.find("policy: biscale"), 15, std::string("policy: ") + policy);
     print_row(policy, sim_figures(yaml, "p", 300));
@@ -210,10 +223,12 @@ int main(int argc, char** argv) {
       quick = true;
     else if (!std::strcmp(argv[i], "--devices") && i + 1 < argc)
       fleet_devices = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc)
+      only = argv[++i];
     else if (argv[i][0] != '-')
       what = argv[i];
     else {
-      fprintf(stderr, "usage: bench_surge [all|sim|cluster] [--quick] [--devices N]\n");
+      fprintf(stderr, "usage: bench_surge [all|sim|cluster] [--quick] [--devices N] [--only POLICY]\n");
       return 2;
     }
   }
