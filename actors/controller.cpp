@@ -16,6 +16,7 @@
 #include "actors/route_publisher.hpp"
 #include "actors/worker_registry.hpp"
 #include "scheduling/link_estimate.hpp"
+#include "scheduling/policies/registry.hpp"
 
 namespace sloserve {
 namespace {
@@ -26,6 +27,7 @@ struct controller_state {
   static inline const char* name = "controller";
 
   std::shared_ptr<const cluster_config> cfg;
+  const sched::scheduling_policy* policy = nullptr;  // scheduler.policy's
   std::shared_ptr<link> net;
   std::vector<model_spec> models;  // the file's, with profiles workers measured for those without
   bool told_unprofiled = false;
@@ -64,12 +66,12 @@ struct controller_state {
 using self_ptr = controller_actor::stateful_pointer<controller_state>;
 
 bool replans(const controller_state& st) {
-  return (st.plan || st.plan_pending) && st.cfg->scheduler.policy != scheduler_policy::static_plan;
+  return (st.plan || st.plan_pending) && st.policy->plans_epochs();
 }
 
 // Whether scheduler epochs place sessions (not the static placement, the scaler or Jellyfish's rounds).
 bool plans_epochs(const controller_state& st) {
-  return st.cfg->scheduler.policy != scheduler_policy::static_plan && !st.cfg->scaler.enabled() && !st.jellyfish;
+  return st.policy->plans_epochs() && !st.cfg->scaler.enabled() && !st.jellyfish;
 }
 
 // Tells the scaler which workers are up and which instances they acknowledged, when that changed.
@@ -152,7 +154,7 @@ void run_epoch(self_ptr self, bool surge = false) {
   auto& st = self->state;
   if (!may_plan(st)) return;
   // Least-cost policies plan for load only: with none, what serves stays.
-  if (sched::plans_least_cost(st.cfg->scheduler.policy) && sched::nothing_to_plan_for(st.rates)) return;
+  if (st.policy->plans_least_cost() && sched::nothing_to_plan_for(st.rates)) return;
   if (std::exchange(st.plan_pending, true)) return void(st.replan = true);  // planned again on its return
   // Workers behind slow links are left out, unless that would leave none.
   bool fast_one = false;
@@ -240,29 +242,14 @@ void on_deployment(self_ptr self, deployment& d) {
   for (auto& name : st.workers.up_workers()) send_resizes(self, name, false);
 }
 
-// Graft: a fragment (start layer, SLO) with a twentieth of its pipeline's queries that the plan
-// has no route for; its queries run the model's rest from where they start meanwhile.
-bool unplanned_fragment(const controller_state& st) {
-  if (st.cfg->scheduler.policy != scheduler_policy::graft || !st.plan) return false;
-  for (size_t pi = 0; pi < st.rates.pipelines.size(); ++pi)
-    for (auto& f : st.rates.pipelines[pi].fragments) {
-      if (f.share < 0.05) continue;
-      auto& routes = st.plan->result.fragment_routes;
-      if (std::none_of(routes.begin(), routes.end(), [&](auto& r) {
-            return r.pipeline == pi && r.start == f.start && std::abs(r.slo_ms - f.slo_ms) < 1e-6;
-          }))
-        return true;
-    }
-  return false;
-}
-
 // Why an epoch is due now, if it is.
 sched::epoch_reason epoch_due(const controller_state& st, clock_time now) {
   auto& so = st.cfg->scheduler;
   if (!plans_epochs(st) || st.plan_pending) return sched::epoch_reason::none;
   auto since = std::chrono::duration<double>(now - st.last_epoch).count();
   auto why = sched::epoch_due(epoch_rule_of(*st.cfg), st.rates, st.plan ? &st.plan->planned : nullptr, since);
-  if (why == sched::epoch_reason::none && since >= so.min_epoch_s && unplanned_fragment(st))
+  if (why == sched::epoch_reason::none && since >= so.min_epoch_s && st.plan &&
+      st.policy->plan_outdated(st.rates, st.plan->result))
     return sched::epoch_reason::band;
   return why;
 }
@@ -381,7 +368,8 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
     st.planner = args.planner ? args.planner(self->home_system()) : spawn_planner(self->home_system());
     self->link_to(st.planner);  // it stops with the controller
     st.rates.pipelines.resize(st.cfg->pipelines.size());
-    if (st.cfg->scheduler.policy == scheduler_policy::jellyfish) st.jellyfish.emplace(*st.cfg);
+    st.policy = &sched::policy_of(st.cfg->scheduler.policy);
+    if (st.policy->maps_clients()) st.jellyfish.emplace(*st.cfg);
     st.current = static_placement(*st.cfg, st.epoch);
     count_placement(st);
     st.publisher.adopt(st.current);

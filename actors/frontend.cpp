@@ -20,6 +20,7 @@
 #include "config/start_layer.hpp"
 #include "gpu/image.hpp"
 #include "pipelines/query_walk.hpp"
+#include "scheduling/policies/registry.hpp"
 
 namespace sloserve {
 namespace {
@@ -70,6 +71,7 @@ struct frontend_state {
   static inline const char* name = "frontend";
 
   std::shared_ptr<const cluster_config> cfg;
+  const sched::scheduling_policy* policy = nullptr;  // scheduler.policy's
   std::shared_ptr<link> net;
   std::optional<frontend_routes> routes;
   std::mt19937_64 rng{42};
@@ -481,7 +483,7 @@ void on_ingress(self_ptr self, ingress& in) {
     if (auto* r = st.clients.route(rq.client, p.name)) route = *r;
     // An uplink that moved much, or across the rate a size it sends takes, is reported at once
     // (Jellyfish re-schedules on it), at most every 20 ms.
-    if (st.cfg->scheduler.policy == scheduler_policy::jellyfish && now - st.last_client_report >= 20ms &&
+    if (st.policy->maps_clients() && now - st.last_client_report >= 20ms &&
         st.clients.moved(rq.client, p.name, seconds_of(now)))
       report_clients(self, now);
   }
@@ -587,9 +589,8 @@ void on_peer_down(self_ptr self, const std::string& node) {
 void on_tick(self_ptr self) {
   auto& st = self->state;
   auto now = self->clock().now();
-  if (st.cfg->scheduler.policy == scheduler_policy::jellyfish &&
-      now - st.last_client_report >=
-          std::chrono::microseconds(static_cast<int64_t>(st.cfg->scheduler.jellyfish.interval_ms * 500)))
+  if (st.policy->maps_clients() && now - st.last_client_report >= std::chrono::microseconds(static_cast<int64_t>(
+                                                                      st.cfg->scheduler.jellyfish.interval_ms * 500)))
     report_clients(self, now);
   send_dummies(self, now);
   while (!st.expiries.empty() && st.expiries.top().first <= now) {
@@ -654,6 +655,7 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
   return sys.spawn([args](self_ptr self) -> frontend_actor::behavior_type {
     auto& st = self->state;
     st.cfg = args.cfg;
+    st.policy = &sched::policy_of(st.cfg->scheduler.policy);
     st.net = args.net;
     st.wall_us = args.wall_us;
     st.routes.emplace(*st.cfg, sched::make_balancer(args.cfg->runtime.balancer));

@@ -14,6 +14,7 @@
 #include "apps/commands.hpp"
 #include "apps/knob_option.hpp"
 #include "scheduling/placement.hpp"
+#include "scheduling/policies/registry.hpp"
 #include "scheduling/query_analyzer.hpp"
 
 namespace sloserve {
@@ -273,15 +274,15 @@ void add_plan_command(CLI::App& app, int& rc) {
                   << "`sloserve profile -c " << o->config << " --model " << m.name << "` and add the printed key\n";
         return void(rc = 2);
       }
-    if (o->policy == scheduler_policy::jellyfish) {
-      std::cerr
-          << "sloserve plan: policy jellyfish: Jellyfish plans per client, on their uplinks, every interval while "
-             "serving; there is no plan for pipeline rates to print (see the controller's log)\n";
+    if (sched::policy_of(o->policy).maps_clients()) {
+      std::cerr << "sloserve plan: policy " << knob_name(o->policy)
+                << " maps clients on their uplinks, every interval while serving; there is no plan for pipeline "
+                   "rates to print (see the controller's log)\n";
       return void(rc = 2);
     }
     auto in = planning_input(*cfg, cfg->models);
     in.rates.assign(cfg->pipelines.size(), 0);
-    in.policy = o->policy;
+    in.policy = &sched::policy_of(o->policy);
     in.split = o->split;
     in.steps = o->steps;
     for (auto& r : o->rates) {

@@ -9,6 +9,7 @@
 #include "apps/commands.hpp"
 #include "apps/knob_option.hpp"
 #include "loadgen/arrivals.hpp"
+#include "scheduling/policies/registry.hpp"
 #include "sim/simulator.hpp"
 
 namespace sloserve {
@@ -48,9 +49,9 @@ void add_sim_command(CLI::App& app, int& rc) {
     auto cfg = load_config_or_report(o->config);
     if (!cfg) return void(rc = 2);
     auto& so = o->so;
-    if (cfg->scheduler.policy == scheduler_policy::jellyfish) {
-      std::cerr << o->config << ": sloserve sim does not simulate clients and their uplinks, which "
-                << "scheduler policy jellyfish plans for; serve it and load it with sloserve load --clients\n";
+    if (sched::policy_of(cfg->scheduler.policy).maps_clients()) {
+      std::cerr << o->config << ": sloserve sim does not simulate clients and their uplinks, which scheduler policy "
+                << knob_name(cfg->scheduler.policy) << " maps; serve it and load it with sloserve load --clients\n";
       return void(rc = 2);
     }
     for (auto& f : o->failures) {

@@ -39,6 +39,7 @@
 #include "scheduling/graft.hpp"
 #include "scheduling/piccolo.hpp"
 #include "scheduling/placement.hpp"
+#include "scheduling/policies/registry.hpp"
 
 using namespace sloserve;
 
@@ -154,7 +155,7 @@ struct priced {
 priced epoch_cost(const cluster_config& cfg, const std::vector<double>& rates, scheduler_policy policy) {
   auto in = planning_input(cfg, cfg.models);
   in.rates = rates;
-  in.policy = policy;
+  in.policy = &sched::policy_of(policy);
   auto res = sched::plan_epoch(in);
   priced out;
   if (!res || !res->placement.infeasible.empty()) return out;

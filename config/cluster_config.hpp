@@ -133,7 +133,7 @@ struct jellyfish_options {
 // Graft (`scheduler: {policy: graft, graft: {...}}`): each partitioned model's fragments (the
 // layer where the server starts, the SLO left, the rate) are merged while the margin stays above
 // `theta`, grouped about `group_size` a group, and re-aligned onto shared layers
-// (scheduling/graft_epoch.hpp).
+// (scheduling/policies/graft/epoch.hpp).
 struct graft_options {
   double theta = 0.2;
   int group_size = 5;

@@ -10,9 +10,7 @@
 
 #include "pipelines/query_walk.hpp"
 #include "scheduling/catalogue.hpp"
-#include "scheduling/graft_epoch.hpp"
 #include "scheduling/packing.hpp"
-#include "scheduling/piccolo_epoch.hpp"
 
 namespace sloserve::sched {
 
@@ -333,13 +331,11 @@ void bind_slots(const epoch_input& in, const epoch_result* previous, epoch_resul
   }
 }
 
-expected<epoch_result> plan_epoch(const epoch_input& in, const epoch_result* previous) {
-  if (in.policy == scheduler_policy::piccolo) return plan_piccolo_epoch(in, previous);
-  if (in.policy == scheduler_policy::graft) return plan_graft_epoch(in, previous);
+expected<epoch_result> plan_packed_epoch(const epoch_input& in, const epoch_result* previous, const planner& packer,
+                                         bool neighbours) {
   auto& pipes = *in.pipelines;
   auto& models = *in.models;
   if (in.rates.size() != pipes.size()) return fail("need one rate per pipeline");
-  auto planner = make_planner(in.policy);
   batch_tables tables;
   for (auto& p : pipes)
     for (auto& st : p.stages) tables.of(models[st.model_index]);
@@ -374,8 +370,7 @@ expected<epoch_result> plan_epoch(const epoch_input& in, const epoch_result* pre
   bool cascades = std::any_of(pipes.begin(), pipes.end(), [](const pipeline& p) {
     return std::any_of(p.stages.begin(), p.stages.end(), [](const stage& s) { return s.cascade.has_value(); });
   });
-  const bool search =
-      in.split == split_policy::dp && in.neighbours > 0 && in.policy != scheduler_policy::batch_oblivious && !cascades;
+  const bool search = in.split == split_policy::dp && in.neighbours > 0 && neighbours && !cascades;
   out.splits.resize(pipes.size());
   std::vector<std::vector<neighbour>> candidates(pipes.size());
   for_each_index(in, pipes.size(), [&](size_t pi) {
@@ -393,7 +388,7 @@ expected<epoch_result> plan_epoch(const epoch_input& in, const epoch_result* pre
     }
   });
   collect_sessions(in, rates, out);
-  place(in, *planner, previous, tables, out);
+  place(in, packer, previous, tables, out);
   if (!search) return out;
   // The DP counts devices fractionally, sum of rate / T; they come whole, and the packing merges
   // only residues whose duty cycles fit together. So the DP's split is compared with its
@@ -425,7 +420,7 @@ expected<epoch_result> plan_epoch(const epoch_input& in, const epoch_result* pre
   epoch_result refined;
   refined.splits = std::move(splits);
   collect_sessions(in, rates, refined);
-  place(in, *planner, previous, tables, refined);
+  place(in, packer, previous, tables, refined);
   if (plan_cost(refined) < plan_cost(out)) return refined;
   return out;
 }

@@ -17,6 +17,8 @@
 
 namespace sloserve::sched {
 
+class scheduling_policy;  // scheduling/policies/policy.hpp
+
 // A physical device that can host sessions.
 struct device_slot {
   std::string node;
@@ -53,7 +55,8 @@ struct epoch_input {
   const std::vector<model_spec>* fragment_models = nullptr;
   double graft_theta = 0.2;
   int graft_group_size = 5;
-  scheduler_policy policy = scheduler_policy::nexus;  // static packs as nexus
+  // The scheduling policy that plans (policies/registry.hpp); null: nexus.
+  const scheduling_policy* policy = nullptr;
   split_policy split = split_policy::dp;
   int steps = 100;  // budget grid of the DP
   // dp: also try the DP with one stage held at a batch up to this far from the one it chose,
@@ -92,9 +95,16 @@ struct epoch_result {
 // that fits; `out.devices_missing` counts those none fits.
 void bind_slots(const epoch_input& in, const epoch_result* previous, epoch_result& out);
 
-// `previous` (same models and pipelines) makes the placement incremental and keeps devices
-// bound to the same slots where it can. Returns false with `error` set on bad input.
+// The epoch `in.policy` plans (its scheduling policy's, scheduling/policies/). `previous` (same
+// models and pipelines) makes the placement incremental and keeps devices bound to the same
+// slots where it can. An error on bad input.
 expected<epoch_result> plan_epoch(const epoch_input& in, const epoch_result* previous = nullptr);
+
+// The epoch of the packing policies: each pipeline's SLO split by `in.split` (the DP's split and,
+// with `neighbours`, its neighbours: see epoch_input::neighbours), stages merged into sessions,
+// and the sessions packed on devices by `packer`.
+expected<epoch_result> plan_packed_epoch(const epoch_input& in, const epoch_result* previous, const planner& packer,
+                                         bool neighbours);
 
 // plan_epoch on a cluster of fixed size. With devices to spare it plans for the largest multiple
 // of the load (up to 4x) that still fits, so that bursts find capacity instead of idle devices;
@@ -112,12 +122,10 @@ struct scaled_epoch {
 };
 expected<scaled_epoch> plan_scaled_epoch(epoch_input& in, const epoch_result* previous);
 
-// Piccolo and Graft plan for the least cost of the load they measure: no spare multiple, and
-// no plan before there is load. The others fill the cluster (plan_scaled_epoch), and before any
-// load plan for what it can hold (plan_capacity_epoch).
-inline bool plans_least_cost(scheduler_policy p) {
-  return p == scheduler_policy::piccolo || p == scheduler_policy::graft;
-}
+// Whether policy `p` (null: nexus) plans for the least cost of the load it measures: no spare multiple, and no
+// plan before there is load (scheduling_policy::plans_least_cost). The others fill the cluster
+// (plan_scaled_epoch), and before any load plan for what it can hold (plan_capacity_epoch).
+bool plans_least_cost(const scheduling_policy* p);
 
 // A plan for what the cluster can hold, before any load is measured: every pipeline at the same
 // rate (fan-outs as declared), the largest at which the plan fits the slots. `in.rates` ends as

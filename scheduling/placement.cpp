@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <set>
 
+#include "scheduling/policies/registry.hpp"
 #include "scheduling/query_analyzer.hpp"
 
 namespace sloserve {
@@ -108,7 +109,7 @@ sched::epoch_input planning_input(const cluster_config& cfg, const std::vector<m
   in.models = &models;
   in.pipelines = &cfg.pipelines;
   in.slots = device_slots(cfg);
-  in.policy = cfg.scheduler.policy;
+  in.policy = &sched::policy_of(cfg.scheduler.policy);
   in.split = cfg.scheduler.split;
   in.steps = cfg.scheduler.steps;
   in.fragment_models = &cfg.fragments;

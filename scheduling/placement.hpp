@@ -10,8 +10,8 @@
 #include "config/cluster_config.hpp"
 #include "messages/types.hpp"
 #include "scheduling/epoch.hpp"
-#include "scheduling/piccolo_epoch.hpp"
 #include "scheduling/pipeline_load.hpp"
+#include "scheduling/policies/piccolo/epoch.hpp"
 
 namespace sloserve {
 

@@ -82,21 +82,6 @@ plan batch_oblivious_planner::make_impl(const std::vector<session>& ss, const de
   return out;
 }
 
-std::unique_ptr<planner> make_planner(scheduler_policy policy) {
-  switch (policy) {
-    case scheduler_policy::batch_oblivious:
-      return std::make_unique<batch_oblivious_planner>();
-    case scheduler_policy::nexus:
-    case scheduler_policy::static_plan:
-    case scheduler_policy::ipa:        // chooses variants and sizes; what it places packs as nexus
-    case scheduler_policy::jellyfish:  // places one variant per device itself; packs as nexus if asked
-    case scheduler_policy::piccolo:    // plans configuration sets itself (sloserve plan); packs as nexus if asked
-    case scheduler_policy::graft:      // re-aligns fragments itself; packs as nexus if asked
-      break;                           // static plans are made by placement; epochs pack as nexus
-  }
-  return std::make_unique<nexus_planner>();
-}
-
 std::vector<std::string> check_plan(const plan& p, const std::vector<session>& ss, const device_caps& caps) {
   std::vector<std::string> bad;
   std::vector<double> covered(ss.size(), 0);

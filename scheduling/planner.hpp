@@ -93,8 +93,6 @@ class batch_oblivious_planner final : public planner {
                  const batch_tables&) const override;
 };
 
-std::unique_ptr<planner> make_planner(scheduler_policy policy);
-
 // Every way `p` breaks a session's latency, a device's duty cycle or memory, or leaves a
 // session's rate uncovered; empty when it is sound. Worst case on a shared device is
 // duty cycle + l(b); on a dedicated one 2·l(B).

@@ -12,7 +12,7 @@ void engine::on_beacon(ns now) {
     std::fill(window_fallthroughs_[p].begin(), window_fallthroughs_[p].end(), 0);
   }
   load_->close_window(cfg_.runtime.beacon_ms / 1000.0);
-  if (cfg_.scheduler.policy != scheduler_policy::static_plan && !cfg_.scaler.enabled()) {
+  if (plans_epochs()) {
     double since = static_cast<double>(now - last_epoch_) / 1e9;
     auto why = sched::epoch_due(epoch_rule_of(cfg_), load_->rates(), planned_ ? &planned_for_ : nullptr, since);
     if (why != sched::epoch_reason::none) plan(now, why == sched::epoch_reason::surge);
@@ -22,7 +22,7 @@ void engine::on_beacon(ns now) {
 
 void engine::plan(ns now, bool surge, bool immediately) {
   // As the controller's: least-cost policies plan for load only.
-  if (sched::plans_least_cost(cfg_.scheduler.policy) && sched::nothing_to_plan_for(load_->rates())) return;
+  if (scheduling_.plans_least_cost() && sched::nothing_to_plan_for(load_->rates())) return;
   auto in = planning_input(cfg_, cfg_.models);
   std::erase_if(in.slots, [&](const sched::device_slot& s) { return !nodes_[node_id_.at(s.node)].seen; });
   sched::set_measured_load(in, load_->rates(), cfg_.scheduler.headroom, surge);
@@ -211,7 +211,7 @@ void engine::on_detect(ns now, uint32_t n) {
     --queries_[f.query].pending;
     finish(now, f.query, msg::status::error, "no live instance serves the model");
   }
-  if (cfg_.scheduler.policy != scheduler_policy::static_plan && !cfg_.scaler.enabled() && planned_) plan(now);
+  if (plans_epochs() && planned_) plan(now);
   tell_scaler();
 }
 
@@ -219,7 +219,7 @@ void engine::on_back(ns now, uint32_t n) {
   nodes_[n].up = true;
   nodes_[n].seen = true;
   if (scaler_) return tell_scaler();
-  if (cfg_.scheduler.policy == scheduler_policy::static_plan || !planned_)
+  if (!scheduling_.plans_epochs() || !planned_)
     adopt(now, static_placement(cfg_, ++epoch_), false);
   else
     plan(now);

@@ -20,6 +20,7 @@
 #include "scheduling/epoch.hpp"
 #include "scheduling/pipeline_load.hpp"
 #include "scheduling/placement.hpp"
+#include "scheduling/policies/registry.hpp"
 #include "scheduling/session_queue.hpp"
 #include "sim/simulator.hpp"
 
@@ -172,6 +173,8 @@ class engine {
   void on_scale(ns now);
   void tell_scaler();
   void plan(ns now, bool surge = false, bool immediately = false);
+  // Whether scheduler epochs place sessions (not the static placement, nor the scaler).
+  bool plans_epochs() const { return scheduling_.plans_epochs() && !cfg_.scaler.enabled(); }
   void adopt(ns now, cluster_placement p, bool immediately, std::vector<instance_assignment> cores = {});
   void on_apply(ns now, uint32_t which);
   template <class Fn>
@@ -181,6 +184,7 @@ class engine {
   void on_back(ns now, uint32_t n);
 
   const cluster_config& cfg_;
+  const sched::scheduling_policy& scheduling_ = sched::policy_of(cfg_.scheduler.policy);
   const options& o_;
   std::mt19937_64 rng_, net_rng_, exec_rng_;
   std::unique_ptr<sched::drop_policy> policy_;

@@ -61,8 +61,7 @@ expected<result> engine::run() {
   adopt(0, static_placement(cfg_, epoch_), true);
   // A cluster that starts plans for what its devices hold, as the controller does once its
   // workers are up (their models loaded at start, as the static placement's are).
-  if (cfg_.scheduler.policy != scheduler_policy::static_plan && !cfg_.scaler.enabled() &&
-      !unprofiled_model(cfg_, cfg_.models)) {
+  if (plans_epochs() && !unprofiled_model(cfg_, cfg_.models)) {
     plan(0, false, true);
   }
   if (cfg_.scaler.enabled()) {

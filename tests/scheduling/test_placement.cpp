@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "config/cluster_config.hpp"
-#include "scheduling/graft_epoch.hpp"
 #include "scheduling/placement.hpp"
+#include "scheduling/policies/graft/epoch.hpp"
 
 namespace sloserve {
 namespace {

@@ -1,4 +1,4 @@
-#include "scheduling/graft_epoch.hpp"
+#include "scheduling/policies/graft/epoch.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "scheduling/piccolo_epoch.hpp"
+#include "scheduling/policies/piccolo/epoch.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,45 @@
+#pragma once
+// A scheduling policy (`scheduler.policy`): how scheduler epochs plan, and what the control plane
+// does for it beside epochs. The controller, the frontend, the simulator and `sloserve plan`
+// reach a policy only through this interface, from the registry (policies/registry.hpp). Each
+// policy lives in scheduling/policies/<name>/; a new one is a new folder and a registry line.
+
+#include <memory>
+
+#include "pipelines/expected.hpp"
+#include "scheduling/epoch.hpp"
+#include "scheduling/pipeline_load.hpp"
+#include "scheduling/planner.hpp"
+
+namespace sloserve::sched {
+
+class scheduling_policy {
+ public:
+  virtual ~scheduling_policy() = default;
+
+  // Whether epochs place sessions. False: the file's static placement serves as it is.
+  virtual bool plans_epochs() const { return true; }
+  // Plans for the least cost of the load it measures: no spare multiple, no plan for what the
+  // devices hold before there is load (plan_for_load), and nothing to plan with no load.
+  virtual bool plans_least_cost() const { return false; }
+  // Maps clients to instances in rounds of its own (the controller's loop) instead of epochs;
+  // frontends report their clients' uplinks as they move.
+  virtual bool maps_clients() const { return false; }
+
+  // The packer that places its epochs' sessions on devices.
+  virtual std::unique_ptr<planner> packer() const { return std::make_unique<nexus_planner>(); }
+  // One epoch for `in` (see plan_epoch): by default, the SLO split and the packing of
+  // plan_packed_epoch with this policy's packer.
+  virtual expected<epoch_result> plan(const epoch_input& in, const epoch_result* previous) const {
+    return plan_packed_epoch(in, previous, *packer(), searches_neighbours());
+  }
+  // Whether what was measured asks for an epoch that `planned` lacks, whatever the load rule
+  // says (Graft: a fragment of queries the plan has no route for).
+  virtual bool plan_outdated(const pipeline_rates& measured, const epoch_result& planned) const { return false; }
+
+ protected:
+  // Whether the packed epoch also tries the neighbours of the DP's split (plan_packed_epoch).
+  virtual bool searches_neighbours() const { return true; }
+};
+
+}  // namespace sloserve::sched

@@ -1,0 +1,170 @@
+// The scheduling-policy interface and its registry: every `scheduler.policy` resolves to its
+// policy, epochs dispatch by it, and a policy written here (not built in) plans through the same
+// entry points as the built-in ones with nothing else changed.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "config/cluster_config.hpp"
+#include "scheduling/placement.hpp"
+#include "scheduling/policies/piccolo/epoch.hpp"
+#include "scheduling/policies/registry.hpp"
+
+namespace sloserve {
+namespace {
+
+cluster_config parse(const std::string& yaml) {
+  auto r = parse_cluster_config(yaml, "p.yaml");
+  if (!r) throw std::runtime_error(r.error_text());
+  return std::move(*r.config);
+}
+
+const char* chain = R"(
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 6}]}
+models:
+  - {name: a, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 5, beta_ms: 4}}
+  - {name: b, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 1, beta_ms: 1}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s1, model: a}, {name: s2, model: b, after: [s1]}]}
+)";
+
+TEST(policies, every_scheduler_policy_of_the_file_is_registered_with_what_it_does) {
+  for (auto name : {"nexus", "batch-oblivious", "static", "ipa", "jellyfish", "piccolo", "graft"})
+    EXPECT_NE(sched::find_policy(name), nullptr) << name;
+  EXPECT_EQ(sched::find_policy("round-robin-nowhere"), nullptr);
+  using sp = scheduler_policy;
+  EXPECT_FALSE(sched::policy_of(sp::static_plan).plans_epochs());
+  for (auto p : {sp::nexus, sp::batch_oblivious, sp::ipa, sp::piccolo, sp::graft})
+    EXPECT_TRUE(sched::policy_of(p).plans_epochs()) << knob_name(p);
+  for (auto p : {sp::nexus, sp::batch_oblivious, sp::static_plan, sp::ipa, sp::jellyfish, sp::piccolo, sp::graft}) {
+    auto& policy = sched::policy_of(p);
+    EXPECT_EQ(policy.plans_least_cost(), p == sp::piccolo || p == sp::graft) << knob_name(p);
+    EXPECT_EQ(policy.maps_clients(), p == sp::jellyfish) << knob_name(p);
+    EXPECT_EQ(policy.packer()->name(), p == sp::batch_oblivious ? "batch-oblivious" : "nexus") << knob_name(p);
+  }
+  EXPECT_FALSE(sched::plans_least_cost(nullptr)) << "no policy named: nexus";
+}
+
+TEST(policies, an_epoch_is_planned_by_the_policy_the_input_names) {
+  auto cfg = parse(chain);
+  auto in = planning_input(cfg, cfg.models);
+  in.rates = {300};
+  EXPECT_EQ(in.policy, &sched::policy_of(scheduler_policy::nexus)) << "the file's";
+  in.policy = &sched::policy_of(scheduler_policy::piccolo);
+  auto through = sched::plan_epoch(in);
+  auto direct = sched::plan_piccolo_epoch(in, nullptr);
+  ASSERT_TRUE(through && direct);
+  ASSERT_EQ(through->placement.devices.size(), direct->placement.devices.size());
+  for (size_t k = 0; k < direct->placement.devices.size(); ++k)
+    EXPECT_EQ(through->placement.devices[k].dummy_rate, direct->placement.devices[k].dummy_rate);
+  // The batch-oblivious baseline: its packer, the DP's split as it is.
+  in.policy = &sched::policy_of(scheduler_policy::batch_oblivious);
+  auto oblivious = sched::plan_epoch(in);
+  auto by_hand = sched::plan_packed_epoch(in, nullptr, sched::batch_oblivious_planner{}, false);
+  ASSERT_TRUE(oblivious && by_hand);
+  ASSERT_EQ(oblivious->placement.devices.size(), by_hand->placement.devices.size());
+  for (size_t k = 0; k < by_hand->placement.devices.size(); ++k)
+    EXPECT_DOUBLE_EQ(oblivious->placement.devices[k].duty_cycle_ms, by_hand->placement.devices[k].duty_cycle_ms);
+  in.policy = nullptr;
+  auto nexus = sched::plan_epoch(in);
+  ASSERT_TRUE(nexus);
+  auto cycles = [](const sched::epoch_result& r) {
+    std::vector<double> out;
+    for (auto& d : r.placement.devices) out.push_back(d.duty_cycle_ms);
+    return out;
+  };
+  EXPECT_NE(cycles(*nexus), cycles(*oblivious)) << "nexus packs them otherwise";
+}
+
+TEST(policies, graft_plans_again_for_a_fragment_of_queries_its_plan_has_no_route_for) {
+  auto& graft = sched::policy_of(scheduler_policy::graft);
+  sched::pipeline_rates measured;
+  measured.pipelines.resize(1);
+  measured.pipelines[0].fragments.push_back({3, 80, 0.2});
+  sched::epoch_result planned;
+  EXPECT_TRUE(graft.plan_outdated(measured, planned));
+  planned.fragment_routes.push_back({0, 3, 80, 10, {"m"}, {80}});
+  EXPECT_FALSE(graft.plan_outdated(measured, planned)) << "routed";
+  measured.pipelines[0].fragments[0] = {5, 80, 0.01};
+  EXPECT_FALSE(graft.plan_outdated(measured, planned)) << "a hundredth of the queries waits for the epoch";
+  EXPECT_FALSE(sched::policy_of(scheduler_policy::nexus).plan_outdated(measured, planned));
+}
+
+// A policy of the test's own: every session on devices of its own, batch 1, as many devices as
+// its rate needs at l(1). It is a folder and a registry line away from the file's policies.
+class one_per_session_packer final : public sched::planner {
+ public:
+  std::string_view name() const override { return "one-per-session"; }
+
+ protected:
+  sched::plan make_impl(const std::vector<sched::session>& sessions, const sched::device_caps&, const sched::plan*,
+                        const std::vector<sched::session>*, const sched::batch_tables&) const override {
+    sched::plan out;
+    int id = 0;
+    for (size_t s = 0; s < sessions.size(); ++s) {
+      double l = sessions[s].model->profile.latency_ms_at(1);
+      auto n = static_cast<int>(std::ceil(sessions[s].rate * l / 1e3));
+      for (int k = 0; k < n; ++k) {
+        sched::device_plan d;
+        d.id = id++;
+        d.dedicated = true;
+        d.duty_cycle_ms = l;
+        d.sessions.push_back({s, 1, sessions[s].rate / n});
+        d.occupancy = 1;
+        out.devices.push_back(std::move(d));
+      }
+    }
+    return out;
+  }
+};
+
+class one_per_session final : public sched::scheduling_policy {
+ public:
+  std::unique_ptr<sched::planner> packer() const override { return std::make_unique<one_per_session_packer>(); }
+  bool plans_least_cost() const override { return true; }
+
+ protected:
+  bool searches_neighbours() const override { return false; }
+};
+
+TEST(policies, a_policy_registered_beside_the_built_in_ones_plans_through_the_same_entry_points) {
+  sched::register_policy("one-per-session", std::make_shared<one_per_session>());
+  auto names = sched::policy_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "one-per-session"), names.end());
+  auto cfg = parse(chain);
+  auto in = planning_input(cfg, cfg.models);
+  in.policy = sched::find_policy("one-per-session");
+  ASSERT_NE(in.policy, nullptr);
+  in.rates = {100};
+  // What the controller and the simulator call: for the load, least cost (no spare multiple).
+  auto planned = sched::plan_for_load(in, nullptr, false, {100});
+  ASSERT_TRUE(planned) << planned.error();
+  auto& r = planned->plan.result;
+  EXPECT_DOUBLE_EQ(planned->plan.scale, 1) << "least cost: planned for the load as it is";
+  // a: l(1) = 9 ms at 100/s (1 device, 0.9 busy); b: l(1) = 2 ms (1 device).
+  ASSERT_EQ(r.placement.devices.size(), 2u);
+  std::set<std::string> models;
+  for (size_t k = 0; k < r.placement.devices.size(); ++k) {
+    auto& d = r.placement.devices[k];
+    ASSERT_EQ(d.sessions.size(), 1u);
+    EXPECT_EQ(d.sessions[0].batch, 1);
+    EXPECT_GE(r.slot_of[k], 0) << "bound to a device of the cluster";
+    models.insert(r.models_of[d.sessions[0].session].front().first->name);
+  }
+  EXPECT_EQ(models, (std::set<std::string>{"a", "b"}));
+  // And the placement the controller sends: a schedule and a route for each.
+  auto p = epoch_placement(cfg, in, r, 3);
+  size_t routed = 0;
+  for (auto& route : p.table.routes) routed += route.instances.size();
+  EXPECT_EQ(routed, 2u);
+}
+
+}  // namespace
+}  // namespace sloserve
