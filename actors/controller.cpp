@@ -11,10 +11,10 @@
 #include <map>
 #include <set>
 
-#include "actors/jellyfish_core.hpp"
 #include "actors/roles.hpp"
 #include "actors/route_publisher.hpp"
 #include "actors/worker_registry.hpp"
+#include "control/jellyfish_core.hpp"
 #include "scheduling/link_estimate.hpp"
 #include "scheduling/policies/registry.hpp"
 
@@ -244,14 +244,10 @@ void on_deployment(self_ptr self, deployment& d) {
 
 // Why an epoch is due now, if it is.
 sched::epoch_reason epoch_due(const controller_state& st, clock_time now) {
-  auto& so = st.cfg->scheduler;
   if (!plans_epochs(st) || st.plan_pending) return sched::epoch_reason::none;
   auto since = std::chrono::duration<double>(now - st.last_epoch).count();
-  auto why = sched::epoch_due(epoch_rule_of(*st.cfg), st.rates, st.plan ? &st.plan->planned : nullptr, since);
-  if (why == sched::epoch_reason::none && since >= so.min_epoch_s && st.plan &&
-      st.policy->plan_outdated(st.rates, st.plan->result))
-    return sched::epoch_reason::band;
-  return why;
+  return sched::epoch_gate(*st.policy, epoch_rule_of(*st.cfg), st.rates, st.plan ? &st.plan->planned : nullptr,
+                           st.plan ? &st.plan->result : nullptr, since);
 }
 
 // One Jellyfish re-schedule on the clients the frontends reported. A worker whose devices keep

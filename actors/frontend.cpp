@@ -244,13 +244,12 @@ bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, std::vecto
   auto& p = st.cfg->pipelines[q.pipeline];
   auto& split = *st.routes->split(q.pipeline);
   auto span = q.deadline - q.arrival;
-  auto offset =
-      nanoseconds(static_cast<int64_t>(static_cast<double>(span.count()) * split.finish_offset_ms[stage] / p.slo_ms));
   in_flight f;
   f.query = qid;
   f.stage = stage;
   f.model = st.routes->stage_model(q.pipeline, stage);
-  f.deadline = std::min(q.deadline, q.arrival + offset);
+  // A cascade's first model finishes by its share of the stage's budget: the second may follow.
+  f.deadline = q.arrival + nanoseconds(first_model_finish_ns(p, st.cfg->models, split, stage, span.count()));
   // A client Jellyfish mapped runs the variant on the device it was mapped to.
   if (q.route) {
     auto& vi = p.stages[stage].variant_indices;
@@ -258,13 +257,6 @@ bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, std::vecto
       f.model = q.route->model;
       f.at.emplace(q.route->node, q.route->device);
     }
-  }
-  // A cascade's first model finishes by its share of the stage's budget: the second may follow.
-  if (auto& c = p.stages[stage].cascade) {
-    double share = cascade_first_share(st.cfg->models[p.stages[stage].model_index], st.cfg->models[c->second_index]);
-    double first_ms = split.finish_offset_ms[stage] - split.budget_ms[stage] * (1 - share);
-    auto first = nanoseconds(static_cast<int64_t>(static_cast<double>(span.count()) * first_ms / p.slo_ms));
-    f.deadline = std::min(f.deadline, q.arrival + first);
   }
   // A partitioned model: the layer ranges its fragment's route names, in turn, each by its share
   // of the time left; without a route, the rest of the model from where the client stopped.
@@ -310,9 +302,7 @@ bool fall_through(self_ptr self, uint64_t qid, query& q, in_flight& first) {
   f.query = qid;
   f.stage = first.stage;
   f.model = st.cfg->models[s.cascade->second_index].name;
-  f.deadline = std::min(q.deadline,
-                        q.arrival + nanoseconds(static_cast<int64_t>(static_cast<double>(span.count()) *
-                                                                     split.finish_offset_ms[first.stage] / p.slo_ms)));
+  f.deadline = q.arrival + nanoseconds(stage_finish_ns(p, split, first.stage, span.count()));
   f.checked = first.checked;  // the same input, of the same declared tensor
   f.inputs = std::move(first.inputs);
   f.fallback = true;

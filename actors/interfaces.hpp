@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/scaler_core.hpp"
+#include "control/scaler_core.hpp"
 #include "messages/types.hpp"
 #include "scheduling/pipeline_load.hpp"
 #include "scheduling/placement.hpp"

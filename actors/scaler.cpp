@@ -1,12 +1,12 @@
 // The scaler (scaler: in the cluster file): on its timer it asks the monitor for the current
-// view and hands it to its scaler_core (actors/scaler_core.hpp), which decides the shape of
+// view and hands it to its scaler_core (control/scaler_core.hpp), which decides the shape of
 // every stage and has the provisioner realise it: instances started, stopped and resized in place.
 
 #include <spdlog/spdlog.h>
 
-#include "actors/provisioner.hpp"
 #include "actors/roles.hpp"
-#include "actors/scaler_core.hpp"
+#include "control/provisioner.hpp"
+#include "control/scaler_core.hpp"
 
 namespace sloserve {
 namespace {

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "apps/commands.hpp"
-#include "apps/knob_option.hpp"
+#include "config/knob_option.hpp"
 #include "loadgen/clients.hpp"
 #include "loadgen/load.hpp"
 #include "loadgen/report.hpp"

@@ -9,10 +9,10 @@
 #include <sstream>
 
 #include "actors/parallel_for.hpp"
-#include "actors/provisioner.hpp"
-#include "actors/scaler_core.hpp"
 #include "apps/commands.hpp"
-#include "apps/knob_option.hpp"
+#include "config/knob_option.hpp"
+#include "control/provisioner.hpp"
+#include "control/scaler_core.hpp"
 #include "scheduling/placement.hpp"
 #include "scheduling/policies/registry.hpp"
 #include "scheduling/query_analyzer.hpp"

@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "apps/commands.hpp"
-#include "apps/knob_option.hpp"
+#include "config/knob_option.hpp"
 #include "gpu/profiler.hpp"
 #include "scheduling/profile_fit.hpp"
 

@@ -9,7 +9,7 @@
 
 #include "actors/node_runtime.hpp"
 #include "apps/commands.hpp"
-#include "apps/knob_option.hpp"
+#include "config/knob_option.hpp"
 #include "loadgen/load.hpp"
 
 namespace sloserve {

@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "apps/commands.hpp"
-#include "apps/knob_option.hpp"
+#include "config/knob_option.hpp"
 #include "loadgen/arrivals.hpp"
 #include "scheduling/policies/registry.hpp"
 #include "sim/simulator.hpp"

@@ -13,62 +13,70 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 
 #include "apps/commands.hpp"
-#include "apps/knob_option.hpp"
+#include "config/knob_option.hpp"
 
 namespace sloserve {
 namespace {
 
-// A free port on `host` (IPv4), or 0 when none can be had.
-int free_port(const std::string& host) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  if (inet_pton(AF_INET, host == "*" ? "0.0.0.0" : host.c_str(), &sa.sin_addr) != 1) {
-    close(fd);
-    return 0;
+// A port on `host` (IPv4) held by a bound socket: no other pick gets it while it is held. Port
+// 0 when none can be had.
+class held_port {
+ public:
+  explicit held_port(const std::string& host) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    if (fd_ < 0 || inet_pton(AF_INET, host == "*" ? "0.0.0.0" : host.c_str(), &sa.sin_addr) != 1) return;
+    socklen_t len = sizeof sa;
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len) == 0)
+      port_ = ntohs(sa.sin_port);
   }
-  socklen_t len = sizeof sa;
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0)
-    port = ntohs(sa.sin_port);
-  close(fd);
-  return port;
-}
+  held_port(const held_port&) = delete;
+  held_port& operator=(const held_port&) = delete;
+  ~held_port() {
+    if (fd_ >= 0) close(fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
 
 // Replaces port 0 in tcp:// addresses and in http ingresses with a free port, so that every node
 // knows every other and clients know where to go.
-bool resolve_ports(cluster_config& cfg, std::string& error) {
+status resolve_ports(cluster_config& cfg) {
+  // Every pick is held until all are made: two nodes never get the same port.
+  std::vector<std::unique_ptr<held_port>> held;
+  auto free_port = [&](const std::string& host) {
+    return held.emplace_back(std::make_unique<held_port>(host))->port();
+  };
   auto ends_in_zero = [](const std::string& a) { return a.size() >= 2 && a.compare(a.size() - 2, 2, ":0") == 0; };
   for (auto& n : cfg.nodes) {
     auto& a = n.address;
     if (a.rfind("tcp://", 0) == 0 && ends_in_zero(a)) {
       auto host = a.substr(6, a.size() - 8);
       int port = free_port(host);
-      if (!port) {
-        error = "node '" + n.name + "': cannot pick a port for host '" + host + "' (use an IPv4 address)";
-        return false;
-      }
+      if (!port) return fail("node '" + n.name + "': cannot pick a port for host '" + host + "' (use an IPv4 address)");
       a = "tcp://" + host + ":" + std::to_string(port);
     }
     for (auto* hp : {&n.http, &n.grpc, &n.metrics}) {
       if (!ends_in_zero(*hp)) continue;
       auto host = hp->substr(0, hp->size() - 2);
       int port = free_port(host);
-      if (!port) {
-        error = "node '" + n.name + "': cannot pick a port for " +
-                (hp == &n.http   ? "http"
-                 : hp == &n.grpc ? "grpc"
-                                 : "metrics") +
-                " on host '" + host + "' (use an IPv4 address)";
-        return false;
-      }
+      if (!port)
+        return fail("node '" + n.name + "': cannot pick a port for " +
+                    (hp == &n.http   ? "http"
+                     : hp == &n.grpc ? "grpc"
+                                     : "metrics") +
+                    " on host '" + host + "' (use an IPv4 address)");
       *hp = host + ":" + std::to_string(port);
     }
   }
-  return true;
+  return {};
 }
 
 struct child {
@@ -120,9 +128,8 @@ void add_up_command(CLI::App& app, int& rc) {
   cmd->callback([o, &rc] {
     auto cfg = load_config_or_report(o->config);
     if (!cfg) return void(rc = 2);
-    std::string err;
-    if (!resolve_ports(*cfg, err)) {
-      std::cerr << "sloserve up: " << err << "\n";
+    if (auto ports = resolve_ports(*cfg); !ports) {
+      std::cerr << "sloserve up: " << ports.error() << "\n";
       return void(rc = 1);
     }
     auto path = o->write_config;

@@ -35,8 +35,9 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 
 // One pass at batch `b`: warm-up, then runs until the quantile is tight or the budget is spent.
-bool measure_pass(device_executor& ex, const model_spec& m, const profile_options& o, int b, profile_point& p,
-                  std::vector<double>& all, std::string& error) {
+status measure_pass(device_executor& ex, const model_spec& m, const profile_options& o, int b, profile_point& p,
+                    std::vector<double>& all) {
+  std::string error;
   std::vector<std::vector<tensor>> reqs;
   for (int i = 0; i < b; ++i) reqs.push_back({make_tensor(m.input, static_cast<uint64_t>(i), "input")});
   std::vector<const std::vector<tensor>*> in;
@@ -52,7 +53,7 @@ bool measure_pass(device_executor& ex, const model_spec& m, const profile_option
   double warm = 0;
   for (int i = 0; i < o.warmup_runs || (warm < o.warmup_ms && i < 10 * o.warmup_runs); ++i) {
     warm += run();
-    if (!error.empty()) return false;
+    if (!error.empty()) return fail(error);
   }
   std::vector<double> ms;
   auto start = clock_type::now();
@@ -60,7 +61,7 @@ bool measure_pass(device_executor& ex, const model_spec& m, const profile_option
   int outliers = 0;
   while (static_cast<int>(ms.size()) < o.max_runs) {
     ms.push_back(run());
-    if (!error.empty()) return false;
+    if (!error.empty()) return fail(error);
     auto n = static_cast<int>(ms.size());
     auto elapsed = std::chrono::duration<double>(clock_type::now() - start).count();
     if (n < o.min_runs || elapsed < o.min_seconds) continue;
@@ -76,14 +77,13 @@ bool measure_pass(device_executor& ex, const model_spec& m, const profile_option
   p.outliers += outliers;
   p.runs += static_cast<int>(ms.size());
   all.insert(all.end(), ms.begin(), ms.end());
-  return true;
+  return {};
 }
 
 }  // namespace
 
 expected<std::vector<profile_point>> profile_model(device_executor& ex, const model_spec& m, const profile_options& o) {
   if (auto loaded = ex.load(m); !loaded) return fail(loaded.error());
-  std::string error;
   auto batches = o.batches;
   if (batches.empty())
     for (int b = 1; b <= m.max_batch; b *= 2) batches.push_back(b);
@@ -97,14 +97,14 @@ expected<std::vector<profile_point>> profile_model(device_executor& ex, const mo
   for (int pass = 0; pass < std::max(1, o.passes); ++pass)
     for (size_t i = 0; i < batches.size(); ++i) {
       points[i].batch = batches[i];
-      if (!measure_pass(ex, m, o, batches[i], points[i], all[i], error)) return fail(error);
+      if (auto pass = measure_pass(ex, m, o, batches[i], points[i], all[i]); !pass) return fail(pass.error());
     }
   for (size_t i = 0; i < batches.size(); ++i) {
     auto& p = points[i];
     auto& v = p.passes_ms;
     if (v.size() >= 2 && std::abs(v[0] - v[1]) > o.agree * std::min(v[0], v[1])) {
       p.disagreed = true;  // a third pass settles it: the median of three
-      if (!measure_pass(ex, m, o, p.batch, p, all[i], error)) return fail(error);
+      if (auto pass = measure_pass(ex, m, o, p.batch, p, all[i]); !pass) return fail(pass.error());
     }
     auto sorted = v;
     std::sort(sorted.begin(), sorted.end());

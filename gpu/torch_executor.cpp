@@ -199,33 +199,34 @@ class torch_executor final : public device_executor {
       sizes.push_back(static_cast<int>(padded(limit)));
     }
     auto& warmed = warmed_[m.is_variant() ? prefix_key(m) : m.name];
-    auto timed = [&](const std::vector<const std::vector<tensor>*>& batch, std::string& error) {
+    // The milliseconds a batch takes, or why it failed.
+    auto timed = [&](const std::vector<const std::vector<tensor>*>& batch) -> expected<double> {
       auto t0 = std::chrono::steady_clock::now();
-      error = execute(m, batch).error;
+      if (auto error = execute(m, batch).error; !error.empty()) return fail(error);
       return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     };
     double one_ms = 0;  // the faster warm-up run at one row: whether timing more costs little
-    std::string error;
     for (int b : sizes) {
       if (device_.is_cuda() && !warmed.insert(b).second) continue;
       std::vector<const std::vector<tensor>*> batch(static_cast<size_t>(b), &zeros);
       for (int i = 0; i < 2; ++i) {
-        auto ms = timed(batch, error);
-        if (!error.empty()) {
+        auto ms = timed(batch);
+        if (!ms) {
           ready_.erase(m.name);
-          return fail("model '" + m.name + "' failed its warm-up batch: " + error);
+          return fail("model '" + m.name + "' failed its warm-up batch: " + ms.error());
         }
-        if (b == 1) one_ms = i ? std::min(one_ms, ms) : ms;
+        if (b == 1) one_ms = i ? std::min(one_ms, *ms) : *ms;
       }
     }
     // Where one row runs fast enough for a few more runs to cost little, two rows timed against
-    // one, both warm (the warm-up's first runs may still be optimising the graph).
+    // one, both warm (the warm-up's first runs may still be optimising the graph). A run that
+    // fails here decides nothing.
     if (!device_.is_cuda() && !m.is_variant() && limit >= 2 && one_ms < 20) {
       std::vector<const std::vector<tensor>*> one(1, &zeros), two(2, &zeros);
-      timed(two, error);  // warm at two rows, had the warm-up not run them
-      one_ms = std::min(timed(one, error), timed(one, error));
-      double two_ms = std::min(timed(two, error), timed(two, error));
-      if (error.empty() && pads_lone_request(one_ms, two_ms)) lone_padded_.insert(m.name);
+      (void)timed(two);  // warm at two rows, had the warm-up not run them
+      auto one_a = timed(one), one_b = timed(one), two_a = timed(two), two_b = timed(two);
+      if (one_a && one_b && two_a && two_b && pads_lone_request(std::min(*one_a, *one_b), std::min(*two_a, *two_b)))
+        lone_padded_.insert(m.name);
     }
     return {};
   }

@@ -5,7 +5,7 @@
 #include <limits>
 #include <sstream>
 
-#include "apps/knob_option.hpp"
+#include "config/knob_option.hpp"
 
 namespace sloserve {
 

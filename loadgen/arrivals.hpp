@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/knob_option.hpp"
+#include "config/knob_option.hpp"
 #include "config/knobs.hpp"
 #include "pipelines/expected.hpp"
 

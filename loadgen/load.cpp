@@ -14,7 +14,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "apps/knob_option.hpp"
+#include "config/knob_option.hpp"
 #include "loadgen/grpc_connection.hpp"
 #include "loadgen/http_connection.hpp"
 #include "loadgen/socket.hpp"

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/knob_option.hpp"
+#include "config/knob_option.hpp"
 #include "config/knobs.hpp"
 #include "messages/curve.hpp"
 #include "pipelines/tensor.hpp"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "apps/knob_option.hpp"
+#include "config/knob_option.hpp"
 
 namespace sloserve {
 namespace {

@@ -63,6 +63,16 @@ double least_top_probability(const tensor& t);
 // The share of a cascade stage's budget its first model gets: l1(1) / (l1(1) + l2(1)).
 double cascade_first_share(const model_spec& first, const model_spec& second);
 
+// The stage deadlines of a query, as nanoseconds after its arrival, the same for the frontend
+// and the simulator. A query's span is its deadline minus its arrival: the pipeline's SLO, or
+// less where the client asked for less; the split's finish offsets scale with it.
+// By when stage `stage` finishes: its finish offset, scaled to the span, at most the span.
+int64_t stage_finish_ns(const pipeline& p, const slo_split& split, size_t stage, int64_t span_ns);
+// By when the stage's first invocation finishes: a cascade's first model by its share of the
+// stage's budget (cascade_first_share), so that the second may follow; else stage_finish_ns.
+int64_t first_model_finish_ns(const pipeline& p, const std::vector<model_spec>& models, const slo_split& split,
+                              size_t stage, int64_t span_ns);
+
 // Rows forwarded along a fan-out edge: floor(f) plus one more with probability frac(f), drawn
 // deterministically from the query so replays fan out identically; at most the rows present.
 int64_t fanout_rows(uint64_t query_id, size_t stage, double f, int64_t rows);

@@ -14,7 +14,8 @@ void engine::on_beacon(ns now) {
   load_->close_window(cfg_.runtime.beacon_ms / 1000.0);
   if (plans_epochs()) {
     double since = static_cast<double>(now - last_epoch_) / 1e9;
-    auto why = sched::epoch_due(epoch_rule_of(cfg_), load_->rates(), planned_ ? &planned_for_ : nullptr, since);
+    auto why = sched::epoch_gate(scheduling_, epoch_rule_of(cfg_), load_->rates(), planned_ ? &planned_for_ : nullptr,
+                                 planned_ ? previous_.get() : nullptr, since);
     if (why != sched::epoch_reason::none) plan(now, why == sched::epoch_reason::surge);
   }
   if (now < end_send_ + 10'000 * ns_per_ms) post(now + cfg_.runtime.beacon_ms * ns_per_ms, kind::beacon);

@@ -12,7 +12,7 @@
 #include <set>
 #include <unordered_map>
 
-#include "actors/scaler_core.hpp"
+#include "control/scaler_core.hpp"
 #include "loadgen/arrivals.hpp"
 #include "pipelines/query_walk.hpp"
 #include "scheduling/balancer.hpp"

@@ -65,7 +65,6 @@ bool engine::spawn(ns now, uint32_t q, uint32_t stage) {
   auto& p = cfg_.pipelines[qq.pipeline];
   auto& split = *splits_[qq.pipeline];
   uint32_t inv = take_invocation();
-  auto span = static_cast<double>(qq.deadline - qq.arrival);
   auto& f = invocations_[inv];
   f.query = q;
   f.stage = stage;
@@ -74,13 +73,8 @@ bool engine::spawn(ns now, uint32_t q, uint32_t stage) {
     qq.stages_ran |= uint64_t{1} << stage;
     qq.accuracy *= accuracy_[f.model];
   }
-  f.deadline = std::min(qq.deadline, qq.arrival + static_cast<ns>(span * split.finish_offset_ms[stage] / p.slo_ms));
-  // A cascade's first model finishes by its share of the stage's budget (as the frontend has it).
-  if (auto& c = p.stages[stage].cascade) {
-    double share = cascade_first_share(cfg_.models[p.stages[stage].model_index], cfg_.models[c->second_index]);
-    double first_ms = split.finish_offset_ms[stage] - split.budget_ms[stage] * (1 - share);
-    f.deadline = std::min(f.deadline, qq.arrival + static_cast<ns>(span * first_ms / p.slo_ms));
-  }
+  // A cascade's first model finishes by its share of the stage's budget, as at the frontend.
+  f.deadline = qq.arrival + first_model_finish_ns(p, cfg_.models, split, stage, qq.deadline - qq.arrival);
   f.live = true;
   ++qq.pending;
   ++window_stages_[qq.pipeline][stage];
@@ -117,8 +111,7 @@ bool engine::fall_through(ns now, uint32_t q, uint32_t stage) {
   f.query = q;
   f.stage = stage;
   f.model = static_cast<uint32_t>(p.stages[stage].cascade->second_index);
-  auto span = static_cast<double>(qq.deadline - qq.arrival);
-  f.deadline = std::min(qq.deadline, qq.arrival + static_cast<ns>(span * split.finish_offset_ms[stage] / p.slo_ms));
+  f.deadline = qq.arrival + stage_finish_ns(p, split, stage, qq.deadline - qq.arrival);
   f.live = true;
   f.fallback = true;
   ++qq.pending;

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/scaler_core.hpp"
 #include "config/cluster_config.hpp"
+#include "control/scaler_core.hpp"
 #include "loadgen/tally.hpp"
 #include "pipelines/expected.hpp"
 

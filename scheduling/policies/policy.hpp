@@ -42,4 +42,11 @@ class scheduling_policy {
   virtual bool searches_neighbours() const { return true; }
 };
 
+// The one epoch gate of the controller and the simulator: why an epoch is due now under `policy`,
+// if it is. The load rule (epoch_due) on what was measured and what `planned` carries, else,
+// once `rule.min_epoch_s` has passed, the policy's own trigger on `plan` (plan_outdated), as
+// `band`. `planned` and `plan` are null before the first plan.
+epoch_reason epoch_gate(const scheduling_policy& policy, const epoch_rule& rule, const pipeline_rates& measured,
+                        const planned_load* planned, const epoch_result* plan, double since_s);
+
 }  // namespace sloserve::sched

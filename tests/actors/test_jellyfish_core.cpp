@@ -3,8 +3,8 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/jellyfish_core.hpp"
 #include "caf_fixture.hpp"
+#include "control/jellyfish_core.hpp"
 
 namespace sloserve {
 namespace {

@@ -6,9 +6,9 @@
 
 #include <map>
 
-#include "actors/provisioner.hpp"
 #include "actors/roles.hpp"
 #include "caf_fixture.hpp"
+#include "control/provisioner.hpp"
 
 namespace sloserve {
 namespace {

@@ -126,6 +126,26 @@ TEST_F(walk_test, several_roots_all_start_and_a_stage_without_output_ends_its_br
 
 // A cascade's first model stands when its top softmax probability reaches the confidence, or,
 // declaring pass_rate, when the query's draw falls below it (deterministic, as fan-out's).
+// The one stage-deadline arithmetic of the frontend and the simulator.
+TEST_F(walk_test, stage_deadlines_scale_with_the_query_s_span_and_a_cascade_s_first_model_finishes_earlier) {
+  auto p = make({make_stage("a", "det"), make_stage("b", "cls", {"a"})});
+  auto split = offsets_from_budgets(p, {40, 60});
+  const int64_t ms = 1'000'000;
+  EXPECT_EQ(stage_finish_ns(p, split, 0, 100 * ms), 40 * ms);
+  EXPECT_EQ(stage_finish_ns(p, split, 1, 100 * ms), 100 * ms);
+  EXPECT_EQ(stage_finish_ns(p, split, 0, 50 * ms), 20 * ms) << "a client that asked for 50 ms";
+  auto over = offsets_from_budgets(p, {70, 60});
+  EXPECT_EQ(stage_finish_ns(p, over, 1, 100 * ms), 100 * ms) << "never past the query's deadline";
+  EXPECT_EQ(first_model_finish_ns(p, models, split, 1, 100 * ms), 100 * ms) << "no cascade: the stage's";
+  // Stage b a cascade of cls (l(1) = 1 ms) then big (3 ms): cls has a quarter of its 60 ms.
+  models[1].profile.beta_ms = 1;
+  models[2].profile.beta_ms = 3;
+  p.stages[1].cascade = cascade_spec{{"cls", "big"}, 0.8, 2};
+  EXPECT_EQ(first_model_finish_ns(p, models, split, 1, 100 * ms), 55 * ms) << "40 + 60 / 4";
+  EXPECT_EQ(first_model_finish_ns(p, models, split, 1, 50 * ms), 27'500'000) << "scaled to the span";
+  EXPECT_EQ(stage_finish_ns(p, split, 1, 100 * ms), 100 * ms) << "the second model: the stage's";
+}
+
 TEST(cascade, the_first_model_stands_when_confident_or_by_its_pass_rate) {
   auto floats = [](std::vector<float> v, std::vector<int64_t> shape) {
     std::string b(v.size() * 4, '\0');

@@ -1,4 +1,4 @@
-#include "actors/jellyfish_core.hpp"
+#include "control/jellyfish_core.hpp"
 
 #include <algorithm>
 #include <cmath>

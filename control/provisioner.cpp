@@ -1,4 +1,4 @@
-#include "actors/provisioner.hpp"
+#include "control/provisioner.hpp"
 
 #include <algorithm>
 #include <cmath>

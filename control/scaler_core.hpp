@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/provisioner.hpp"
 #include "config/cluster_config.hpp"
+#include "control/provisioner.hpp"
 #include "scheduling/autoscaler.hpp"
 #include "scheduling/ipa.hpp"
 #include "scheduling/placement.hpp"

@@ -1,4 +1,4 @@
-#include "actors/scaler_core.hpp"
+#include "control/scaler_core.hpp"
 
 #include <spdlog/spdlog.h>
 
