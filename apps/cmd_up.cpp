@@ -17,6 +17,7 @@
 
 #include "apps/commands.hpp"
 #include "config/knob_option.hpp"
+#include "messages/endpoint.hpp"
 
 namespace sloserve {
 namespace {
@@ -52,7 +53,7 @@ status resolve_ports(cluster_config& cfg) {
   // Every pick is held until all are made: two nodes never get the same port.
   std::vector<std::unique_ptr<held_port>> held;
   auto free_port = [&](const std::string& host) {
-    return held.emplace_back(std::make_unique<held_port>(host))->port();
+    return held.emplace_back(std::make_unique<held_port>(bindable_host(host)))->port();
   };
   auto ends_in_zero = [](const std::string& a) { return a.size() >= 2 && a.compare(a.size() - 2, 2, ":0") == 0; };
   for (auto& n : cfg.nodes) {
@@ -60,7 +61,9 @@ status resolve_ports(cluster_config& cfg) {
     if (a.rfind("tcp://", 0) == 0 && ends_in_zero(a)) {
       auto host = a.substr(6, a.size() - 8);
       int port = free_port(host);
-      if (!port) return fail("node '" + n.name + "': cannot pick a port for host '" + host + "' (use an IPv4 address)");
+      if (!port)
+        return fail("node '" + n.name + "': cannot pick a port for host '" + host +
+                    "' (use an IPv4 address or a host name)");
       a = "tcp://" + host + ":" + std::to_string(port);
     }
     for (auto* hp : {&n.http, &n.grpc, &n.metrics}) {
@@ -72,7 +75,7 @@ status resolve_ports(cluster_config& cfg) {
                     (hp == &n.http   ? "http"
                      : hp == &n.grpc ? "grpc"
                                      : "metrics") +
-                    " on host '" + host + "' (use an IPv4 address)");
+                    " on host '" + host + "' (use an IPv4 address or a host name)");
       *hp = host + ":" + std::to_string(port);
     }
   }

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "messages/endpoint.hpp"
+
 namespace sloserve {
 namespace {
 
@@ -91,8 +93,11 @@ status transport::start() {
     // the socket monitor reports them.
     monitor_ = watch_handshake_failures(ctx_, router_, "inproc://sloserve.router.monitor");
   }
-  if (zmq_bind(router_, opts_.bind.c_str()) != 0)
-    return fail("cannot bind " + opts_.bind + ": " + zmq_strerror(zmq_errno()));
+  // A name (tcp://ctl:7100) is bound as the address it stands for here (messages/endpoint.hpp).
+  auto bind = bind_endpoint(opts_.bind);
+  if (zmq_bind(router_, bind.c_str()) != 0)
+    return fail("cannot bind " + opts_.bind + (bind == opts_.bind ? "" : " (as " + bind + ")") + ": " +
+                zmq_strerror(zmq_errno()));
   char buf[256];
   size_t len = sizeof buf;
   zmq_getsockopt(router_, ZMQ_LAST_ENDPOINT, buf, &len);

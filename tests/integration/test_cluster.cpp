@@ -468,6 +468,22 @@ TEST_F(split_cluster, a_worker_that_comes_back_gets_work_again) {
   EXPECT_GT(s["nodes"].value("w1", 0), 0) << s.dump(2);
 }
 
+// Deployment files name hosts (tcp://ctl:7100): a cluster file whose nodes are all at
+// localhost starts, and serves.
+TEST_F(cluster_fixture, nodes_whose_addresses_name_their_host_start_and_serve) {
+  auto yaml = cluster_yaml;
+  for (size_t at; (at = yaml.find("tcp://127.0.0.1:")) != std::string::npos;) yaml.replace(at, 16, "tcp://localhost:");
+  std::ofstream(dir / "cluster.yaml") << yaml;
+  start_cluster();
+  auto resolved = read_text(dir / "resolved.yaml");
+  EXPECT_NE(resolved.find("tcp://localhost:"), std::string::npos) << "the names stay: " << resolved;
+  auto l = load(100, 3);
+  auto s = finish_load(l, 60s);
+  EXPECT_EQ(s["lost"].get<int>(), 0) << s.dump(2);
+  EXPECT_EQ(s["errors"].get<int>(), 0) << s.dump(2);
+  EXPECT_GT(s["ok"].get<int>(), 250) << s.dump(2);
+}
+
 TEST_F(cluster_fixture, up_fails_when_a_node_cannot_start) {
   // 192.0.2.1 (TEST-NET-1) is no address of this host: the node cannot bind it.
   std::ofstream(dir / "clash.yaml") << R"(nodes:
