@@ -81,16 +81,19 @@ def render_helm(chart):
         return v
 
     def sub(m):
-        v = value(m.group(2))
-        if m.group(3):  # nindent N
-            pad = " " * int(m.group(3))
-            return "\n" + "\n".join(pad + line if line else line for line in str(v).rstrip("\n").split("\n"))
-        return str(v)
+        v = value(m.group(3))
+        text = yaml.safe_dump(v, default_flow_style=False).rstrip("\n") if m.group(2) else str(v)
+        if text.endswith("\n..."):  # a scalar's document end marker
+            text = text[:-4].rstrip("\n")
+        if m.group(4):  # nindent N
+            pad = " " * int(m.group(4))
+            return "\n" + "\n".join(pad + line if line else line for line in text.split("\n"))
+        return text
 
     out = []
     for name in sorted(os.listdir(os.path.join(chart, "templates"))):
         text = open(os.path.join(chart, "templates", name)).read()
-        text = re.sub(r"[ \t]*\n?[ \t]*\{\{(-)? *\.Values\.([\w.]+) *\| *nindent (\d+) *\}\}", sub, text)
+        text = re.sub(r"[ \t]*\n?[ \t]*\{\{(-)? *(toYaml +)?\.Values\.([\w.]+) *\| *nindent (\d+) *\}\}", sub, text)
         text = re.sub(r"\{\{(-)? *\.Values\.([\w.]+)()() *\}\}", lambda m: str(value(m.group(2))), text)
         if "{{" in text:
             fail("helm/" + name, "uses template syntax this check does not render: " + text[text.index("{{"):][:60])
@@ -147,10 +150,30 @@ def check_kubernetes(docs, where):
                     fail(w, "%s asks %s, not a KServe v2 health endpoint" % (probe, get.get("path")))
                 if int(get.get("port", 0)) != http_port:
                     fail(w, "%s asks port %s; the ingress is on %s" % (probe, get.get("port"), http_port))
-            if d["kind"] == "StatefulSet" and "nvidia.com/gpu" not in c.get("resources", {}).get("limits", {}):
-                fail(w, "workers request no nvidia.com/gpu")
+            # A GPU is requested where the pod's node has cuda devices, and only there: a pod that
+            # asks for one a cluster without GPUs cannot give stays Pending.
+            gpus = int((c.get("resources") or {}).get("limits", {}).get("nvidia.com/gpu", 0))
+            for pod in pods:
+                args = command[1:] + c.get("args", [])
+                name = args[args.index("--name") + 1].replace("$(POD_NAME)", pod) if "--name" in args else None
+                cuda = sum(int(g.get("count", 1)) for g in cluster.get(name, {}).get("devices", []) if g.get("kind") == "cuda")
+                if cuda and gpus < 1:
+                    fail(w, "node %s has cuda devices; its pod requests no nvidia.com/gpu" % name)
+                if not cuda and gpus:
+                    fail(w, "node %s has no cuda device; its pod requests nvidia.com/gpu and would stay Pending" % name)
+    # Headless Services name pods that must reach each other before any is ready.
+    for d in docs:
+        if d["kind"] == "Service" and d["spec"].get("clusterIP") == "None" and not d["spec"].get("publishNotReadyAddresses"):
+            fail("%s Service/%s" % (where, d["metadata"]["name"]),
+                 "headless without publishNotReadyAddresses: nodes cannot resolve pods that are not ready yet")
+    for d in workloads:
+        for c in d["spec"]["template"]["spec"]["containers"]:
+            if c.get("image", "").endswith(":latest") or ":" not in c.get("image", ""):
+                fail("%s %s/%s" % (where, d["kind"], d["metadata"]["name"]), "image %s has no version" % c.get("image"))
+            container_ports.update(int(p["containerPort"]) for p in c.get("ports", []))
 
 
+container_ports = set()  # every port a Kubernetes container exposes
 # Kubernetes manifests.
 check_kubernetes(list(yaml.safe_load_all(open(os.path.join(deploy, "k8s", "sloserve.yaml")))), "k8s/sloserve.yaml")
 # The Helm chart, rendered with its values.
@@ -201,8 +224,15 @@ os.unlink(f.name)
 if r.returncode != 0:
     fail("grafana/sloserve.json", "a query does not parse: " + (r.stderr or r.stdout).strip()[-300:])
 
-# The Dockerfile's entrypoint and default command.
+# The Dockerfile's entrypoint and default command; it exposes what the pods expose; the build
+# context leaves a host's build tree out.
 docker = open(os.path.join(deploy, "Dockerfile")).read()
+exposed = {int(p) for line in re.findall(r"^EXPOSE (.*)$", docker, re.M) for p in line.split()}
+if container_ports - exposed:
+    fail("Dockerfile", "EXPOSE leaves out ports the pods serve: %s" % sorted(container_ports - exposed))
+ignore = open(os.path.join(root, ".dockerignore")).read().split() if os.path.exists(os.path.join(root, ".dockerignore")) else []
+if "build/" not in ignore and "build" not in ignore:
+    fail(".dockerignore", "does not leave build/ out of the image's context")
 entry = re.search(r'^ENTRYPOINT \["([^"]+)"\]', docker, re.M)
 cmd = re.search(r"^CMD (\[.*\])", docker, re.M)
 if not entry or not entry.group(1).endswith("sloserve"):
