@@ -52,6 +52,7 @@ expected<kserve::call_parameters> call_parameters_of(const pb::ModelInferRequest
       return fail("parameter slo_ms must be an int64_param in [0, 3600000]");
     out.slo_ms = static_cast<double>(it->second.int64_param());
   }
+  for (auto& o : req.outputs()) out.outputs.push_back(o.name());
   return out;
 }
 
@@ -193,6 +194,11 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
       reactor->Finish({StatusCode::NOT_FOUND, "no pipeline '" + req->name() + "'"});
       return reactor;
     }
+    if (!kserve::known_version(req->version())) {
+      reactor->Finish({StatusCode::NOT_FOUND,
+                       "pipeline '" + req->name() + "' has no version '" + req->version() + "'; its versions: 1"});
+      return reactor;
+    }
     readiness(req->name(), [reactor, res](const msg::status_reply& r) {
       res->set_ready(r.ready);
       reactor->Finish(Status::OK);
@@ -219,6 +225,11 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
       reactor->Finish({StatusCode::NOT_FOUND, "no pipeline '" + req->name() + "'"});
       return reactor;
     }
+    if (!kserve::known_version(req->version())) {
+      reactor->Finish({StatusCode::NOT_FOUND,
+                       "pipeline '" + p->name + "' has no version '" + req->version() + "'; its versions: 1"});
+      return reactor;
+    }
     auto sig = kserve::signature_of(*cfg, *p);
     res->set_name(p->name);
     res->add_versions("1");
@@ -236,6 +247,11 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     auto* p = cfg->find_pipeline(req->model_name());
     if (!p) {
       reactor->Finish({StatusCode::NOT_FOUND, "unknown pipeline '" + req->model_name() + "'"});
+      return reactor;
+    }
+    if (!kserve::known_version(req->model_version())) {
+      reactor->Finish({StatusCode::NOT_FOUND,
+                       "pipeline '" + p->name + "' has no version '" + req->model_version() + "'; its versions: 1"});
       return reactor;
     }
     std::vector<tensor> inputs;

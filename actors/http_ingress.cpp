@@ -135,8 +135,8 @@ struct http_ingress::impl {
     }
     auto parsed = kserve::parse_infer_request(req.body, header_length);
     if (!parsed) return refuse(res, 400, parsed.error());
-    auto call =
-        kserve::prepare_call(*cfg, *p, std::move(parsed->inputs), next_id++, {parsed->start_layer, parsed->slo_ms});
+    auto call = kserve::prepare_call(*cfg, *p, std::move(parsed->inputs), next_id++,
+                                     {parsed->start_layer, parsed->slo_ms, std::move(parsed->outputs)});
     if (!call) return refuse(res, 400, call.error());
     // The frontend answers every request by its deadline and reply_grace_ms; this is a backstop.
     auto wait = std::chrono::milliseconds(static_cast<int64_t>(p->slo_ms) + 2 * cfg->runtime.reply_grace_ms + 5000);
@@ -157,6 +157,14 @@ struct http_ingress::impl {
   }
 
   httplib::Server& server() { return *server_ptr; }
+
+  // A path's /versions/{v}, where it has one, names a version the pipelines have.
+  bool version_known(const httplib::Request& req, httplib::Response& res) {
+    auto v = req.matches.size() > 2 ? req.matches[2].str() : std::string();
+    if (kserve::known_version(v)) return true;
+    refuse(res, 404, "pipeline '" + req.matches[1].str() + "' has no version '" + v + "'; its versions: 1");
+    return false;
+  }
 
   // Under security, everything but the health probes needs one of the bearer tokens. Checked
   // once the request is read whole, so that a refused client reads its 401 on a connection that
@@ -185,17 +193,19 @@ struct http_ingress::impl {
       reply(res, 200,
             json{{"name", "sloserve"}, {"version", SLOSERVE_VERSION}, {"extensions", {"binary_tensor_data"}}}.dump());
     });
-    server().Get(R"(/v2/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-      if (admitted(req, res)) model_metadata(req.matches[1], res);
+    // Each path also under /versions/{v}: the pipelines' one version, "1".
+    const std::string model = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
+    server().Get(model, [this](const httplib::Request& req, httplib::Response& res) {
+      if (admitted(req, res) && version_known(req, res)) model_metadata(req.matches[1], res);
     });
-    server().Get(R"(/v2/models/([^/]+)/ready)", [this](const httplib::Request& req, httplib::Response& res) {
-      if (!admitted(req, res)) return;
+    server().Get(model + "/ready", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!admitted(req, res) || !version_known(req, res)) return;
       auto name = req.matches[1].str();
       if (!cfg->find_pipeline(name)) return refuse(res, 404, "no pipeline '" + name + "'");
       ready(name, res);
     });
-    server().Post(R"(/v2/models/([^/]+)/infer)", [this](const httplib::Request& req, httplib::Response& res) {
-      if (admitted(req, res)) infer(req.matches[1], req, res);
+    server().Post(model + "/infer", [this](const httplib::Request& req, httplib::Response& res) {
+      if (admitted(req, res) && version_known(req, res)) infer(req.matches[1], req, res);
     });
     errors();
   }

@@ -41,6 +41,14 @@ expected<prepared_call> prepare_call(const cluster_config& cfg, const pipeline& 
     if (auto ok = check_input(t, params.start_layer > 0 ? *from : cfg.models[p.stages[r].model_index]); !ok)
       return fail("input '" + t.name + "': " + ok.error());
   t.name = "input";
+  auto sig = signature_of(cfg, p);
+  for (auto& name : params.outputs)
+    if (std::none_of(sig.outputs.begin(), sig.outputs.end(), [&](auto& o) { return o.name == name; })) {
+      std::string names;
+      for (auto& o : sig.outputs) names += (names.empty() ? "'" : ", '") + o.name + "'";
+      return fail("pipeline '" + p.name + "' has no output '" + name + "'; its outputs are " + names);
+    }
+  call.outputs = std::move(params.outputs);
   call.request.pipeline = p.name;
   call.request.request_id = request_id;
   call.request.start_layer = params.start_layer;
@@ -56,6 +64,10 @@ void shape_outputs(const cluster_config& cfg, const pipeline& p, const prepared_
     for (auto& o : outputs) o.name = cfg.models[p.stages[leaves.front()].model_index].output_name;
   if (call.batched)
     for (auto& o : outputs) o.shape.insert(o.shape.begin(), 1);
+  if (!call.outputs.empty())
+    std::erase_if(outputs, [&](const tensor& o) {
+      return std::find(call.outputs.begin(), call.outputs.end(), o.name) == call.outputs.end();
+    });
 }
 
 }  // namespace sloserve::kserve

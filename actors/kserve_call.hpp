@@ -28,7 +28,8 @@ pipeline_signature signature_of(const cluster_config& cfg, const pipeline& p);
 // A request for `p` as the frontend takes it, and how to give its reply back.
 struct prepared_call {
   msg::client_request request;
-  bool batched = false;  // the client sent [1, ...shape]: outputs get the leading 1 too
+  bool batched = false;              // the client sent [1, ...shape]: outputs get the leading 1 too
+  std::vector<std::string> outputs;  // the outputs the client asked for, by name; empty: all
 };
 
 // What a request may say of itself in its parameters: the layer a partitioned model's server
@@ -36,15 +37,24 @@ struct prepared_call {
 struct call_parameters {
   uint32_t start_layer = 0;
   double slo_ms = 0;
+  std::vector<std::string> outputs{};  // the request's `outputs`, by name; empty: all
 };
+
+// The pipelines' one version, until models have versions: what `versions` lists, and what the
+// version paths and fields accept (empty: the request names none).
+inline bool known_version(const std::string& v) {
+  return v.empty() || v == "1";
+}
 
 // Checks `inputs` (one tensor, named as the pipeline's input, with the declared shape or the
 // declared shape behind a batch of 1, as the model takes it; from a later start layer, as that
-// layer takes it); the error is the client's fault.
+// layer takes it) and the outputs asked for (each one of the signature's); the error is the
+// client's fault.
 expected<prepared_call> prepare_call(const cluster_config& cfg, const pipeline& p, std::vector<tensor> inputs,
                                      uint64_t request_id, call_parameters params = {});
 
-// Names the reply's outputs as the signature does and restores the client's batch dimension.
+// Names the reply's outputs as the signature does, restores the client's batch dimension, and
+// keeps the outputs the client asked for.
 void shape_outputs(const cluster_config& cfg, const pipeline& p, const prepared_call& call,
                    std::vector<tensor>& outputs);
 

@@ -245,8 +245,16 @@ expected<infer_request> parse_request(std::string_view body, std::optional<size_
     return o.is_object() && o.contains("parameters") && o["parameters"].is_object() &&
            o["parameters"].value("binary_data", false);
   };
-  if (j.contains("outputs") && j["outputs"].is_array())
-    for (auto& o : j["outputs"]) out.binary_outputs = out.binary_outputs || wants_binary(o);
+  if (j.contains("outputs")) {
+    if (!j["outputs"].is_array()) return fail("\"outputs\" must be an array");
+    for (size_t k = 0; k < j["outputs"].size(); ++k) {
+      auto& o = j["outputs"][k];
+      if (!o.is_object() || !o.contains("name") || !o["name"].is_string())
+        return fail("outputs[" + std::to_string(k) + "] needs a \"name\"");
+      out.outputs.push_back(o["name"].get<std::string>());
+      out.binary_outputs = out.binary_outputs || wants_binary(o);
+    }
+  }
   if (j.contains("parameters")) {
     auto& params = j["parameters"];
     if (!params.is_object()) return fail("\"parameters\" must be an object");

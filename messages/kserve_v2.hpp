@@ -19,9 +19,10 @@ std::string_view datatype_name(dtype t);
 std::optional<dtype> parse_datatype(std::string_view name);
 
 struct infer_request {
-  std::string id;               // echoed in the response; empty when the client gave none
-  std::vector<tensor> inputs;   // in the request's order, named as the request names them
-  bool binary_outputs = false;  // the client asked for outputs through the binary extension
+  std::string id;                    // echoed in the response; empty when the client gave none
+  std::vector<tensor> inputs;        // in the request's order, named as the request names them
+  bool binary_outputs = false;       // the client asked for outputs through the binary extension
+  std::vector<std::string> outputs;  // the outputs it asked for (`outputs[].name`); empty: all
   // Request parameters sloserve reads: a partitioned model's start layer, and the request's own
   // SLO in ms (0: the pipeline's).
   uint32_t start_layer = 0;

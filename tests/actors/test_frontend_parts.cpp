@@ -498,5 +498,44 @@ pipelines:
   EXPECT_NE(beyond.error().find("start_layer 2 is not below the 2 layers"), std::string::npos) << beyond.error();
 }
 
+// A request's `outputs`: names the signature has (a two-leaf pipeline's are its leaf stages'),
+// and the reply keeps those alone; an unknown name is the client's mistake.
+TEST(kserve_call, a_request_gets_the_outputs_it_names_and_an_unknown_one_is_refused) {
+  auto cfg = testing::parse_or_die(R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], devices: [{kind: emulated}]}
+models:
+  - {name: det, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [4]}, profile: {alpha_ms: 1, beta_ms: 1}}
+  - {name: car, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [3]}, profile: {alpha_ms: 1, beta_ms: 1}}
+  - {name: face, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, profile: {alpha_ms: 1, beta_ms: 1}}
+pipelines:
+  - {name: t, slo_ms: 200, stages: [{name: detect, model: det}, {name: car, model: car, after: [detect]},
+                                    {name: face, model: face, after: [detect]}]}
+)");
+  auto& p = cfg->pipelines[0];
+  auto input = [] { return std::vector<tensor>{make_tensor({dtype::float32, {4}}, 1, "input")}; };
+  auto reply = [] {
+    return std::vector<tensor>{make_tensor({dtype::float32, {3}}, 1, "car"),
+                               make_tensor({dtype::float32, {2}}, 2, "face"),
+                               make_tensor({dtype::float32, {3}}, 3, "car")};
+  };
+  auto all = kserve::prepare_call(*cfg, p, input(), 1);
+  ASSERT_TRUE(all) << all.error();
+  auto out = reply();
+  kserve::shape_outputs(*cfg, p, *all, out);
+  EXPECT_EQ(out.size(), 3u) << "none named: every output";
+  auto face = kserve::prepare_call(*cfg, p, input(), 2, {0, 0, {"face"}});
+  ASSERT_TRUE(face) << face.error();
+  out = reply();
+  kserve::shape_outputs(*cfg, p, *face, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].name, "face");
+  auto bad = kserve::prepare_call(*cfg, p, input(), 3, {0, 0, {"face", "plate"}});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("no output 'plate'; its outputs are 'car', 'face'"), std::string::npos) << bad.error();
+  EXPECT_TRUE(kserve::known_version("1") && kserve::known_version(""));
+  EXPECT_FALSE(kserve::known_version("2"));
+}
+
 }  // namespace
 }  // namespace sloserve

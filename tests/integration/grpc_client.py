@@ -152,7 +152,13 @@ class GrpcIngress(unittest.TestCase):
         unknown.model_name = "nope"
         oversize = infer_request()
         oversize.raw_input_contents[0] = bytes(2 << 20)
+        unknown_output = infer_request()
+        unknown_output.outputs.add().name = "plate"
+        unknown_version = infer_request()
+        unknown_version.model_version = "2"
         cases = [
+            (unknown_output, grpc.StatusCode.INVALID_ARGUMENT, "no output 'plate'"),
+            (unknown_version, grpc.StatusCode.NOT_FOUND, "no version '2'"),
             (infer_request(shape=(3, 16, 64)), grpc.StatusCode.INVALID_ARGUMENT, "float32[3,32,32]"),
             (infer_request(name="pixels"), grpc.StatusCode.INVALID_ARGUMENT, "no input 'pixels'"),
             (infer_request(datatype="BF16"), grpc.StatusCode.INVALID_ARGUMENT, "datatype 'BF16'"),
@@ -167,6 +173,11 @@ class GrpcIngress(unittest.TestCase):
             self.assertEqual(e.exception.code(), code, e.exception.details())
             self.assertIn(says, e.exception.details())
         self.assertGreaterEqual(len(self.c.stub.ModelInfer(infer_request()).outputs), 1)
+        # The version metadata lists, and the output the signature names, are taken.
+        named = infer_request()
+        named.model_version = "1"
+        named.outputs.add().name = "output"
+        self.assertGreaterEqual(len(self.c.stub.ModelInfer(named).outputs), 1)
 
     def test_many_requests_in_flight_each_get_exactly_one_reply(self):
         # A burst of 300 at once, past what one emulated device serves within the SLO: each gets

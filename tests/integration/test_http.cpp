@@ -123,6 +123,16 @@ TEST_F(http_cluster, health_metadata_and_inference_over_json_and_the_binary_exte
   auto ready = client->Get("/v2/models/traffic/ready");
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->status, 200);
+  // The version metadata lists reaches the same paths.
+  EXPECT_EQ(m["versions"], json({"1"}));
+  EXPECT_EQ(client->Get("/v2/models/traffic/versions/1")->status, 200);
+  EXPECT_EQ(client->Get("/v2/models/traffic/versions/1/ready")->status, 200);
+  EXPECT_EQ(client->Get("/v2/models/traffic/versions/7/ready")->status, 404);
+  auto named = image_request("q0");
+  named["outputs"] = json::array({{{"name", "output"}}});
+  auto by_version = client->Post("/v2/models/traffic/versions/1/infer", named.dump(), "application/json");
+  ASSERT_TRUE(by_version);
+  EXPECT_EQ(by_version->status, 200) << by_version->body;
   EXPECT_EQ(client->Get("/v2/models/nope/ready")->status, 404);
 
   // JSON data in and out.
@@ -205,12 +215,16 @@ TEST_F(http_cluster, the_clients_mistakes_get_a_4xx_with_the_reason_and_the_node
   wrong_name["inputs"][0]["name"] = "pixels";
   auto wrong_type = image_request();
   wrong_type["inputs"][0]["datatype"] = "INT32";
+  auto unknown_output = image_request();
+  unknown_output["outputs"] = json::array({{{"name", "plate"}}});
   std::vector<bad> cases{
       {"/v2/models/traffic/infer", "{\"inputs\": [", 400, "bad JSON"},
       {"/v2/models/traffic/infer", wrong_shape.dump(), 400, "float32[3,32,32]"},
       {"/v2/models/traffic/infer", wrong_name.dump(), 400, "no input 'pixels'"},
       {"/v2/models/traffic/infer", wrong_type.dump(), 400, "integer"},
       {"/v2/models/nope/infer", image_request().dump(), 400, "unknown pipeline 'nope'"},
+      {"/v2/models/traffic/infer", unknown_output.dump(), 400, "no output 'plate'"},
+      {"/v2/models/traffic/versions/2/infer", image_request().dump(), 404, "no version '2'"},
       {"/v2/models/traffic/infer", std::string(2 << 20, ' '), 413, "Payload Too Large"},
   };
   for (auto& c : cases) {
