@@ -134,28 +134,25 @@ void sim_section(bool quick) {
     print_row(name, sim_figures(yaml, "traffic", per_device * devices));
     print_row(name + " (without)", sim_figures(without_spares(yaml), "traffic", per_device * devices));
   }
-  // Graft and the scaler on their example clusters (52 GPU shares; 24 device slots).
-  if (!only.empty() && only != "graft" && only != "ipa" && only != "fa2" && only != "biscale") return;
-  auto graft = read_file(std::string(SLOSERVE_EXAMPLES_DIR) + "/graft.yaml");
-  printf("-- graft example (4 devices in 52 shares), phones at 200 queries/s\n");
-  if (wanted("graft")) {
-    print_row("graft", sim_figures(graft, "phones", 200));
-    print_row("graft (without)", sim_figures(without_spares(graft), "phones", 200));
-  }
-  auto ipa = read_file(std::string(SLOSERVE_EXAMPLES_DIR) + "/ipa.yaml");
-  printf("-- ipa example, video at 400 queries/s\n");
-  if (wanted("ipa")) {
-    print_row("ipa", sim_figures(ipa, "video", 400));
-    print_row("ipa (without)", sim_figures(without_spares(ipa), "video", 400));
-  }
-  auto scaled = read_file(std::string(SLOSERVE_EXAMPLES_DIR) + "/autoscale.yaml");
-  printf("-- autoscale example (24 device slots, 48 cores), p at 300 queries/s\n");
+  // Graft, IPA and the scaler on their example clusters (52 GPU shares; 24 device slots).
+  auto example = [](const char* name, const std::string& header, const std::string& yaml, const char* pipeline,
+                    double rate) {
+    if (!wanted(name)) return;
+    printf("-- %s\n", header.c_str());
+    print_row(name, sim_figures(yaml, pipeline, rate));
+    print_row(std::string(name) + " (without)", sim_figures(without_spares(yaml), pipeline, rate));
+  };
+  auto examples = std::string(SLOSERVE_EXAMPLES_DIR);
+  example("graft", "graft example (4 devices in 52 shares), phones at 200 queries/s",
+          read_file(examples + "/graft.yaml"), "phones", 200);
+  example("ipa", "ipa example, video at 400 queries/s", read_file(examples + "/ipa.yaml"), "video", 400);
+  auto scaled = read_file(examples + "/autoscale.yaml");
   for (auto policy : {"fa2", "biscale"}) {
-    if (!wanted(policy)) continue;
     auto yaml = scaled;
     yaml.replace(yaml.find("policy: biscale"), 15, std::string("policy: ") + policy);
-    print_row(policy, sim_figures(yaml, "p", 300));
-    print_row(std::string(policy) + " (without)", sim_figures(without_spares(yaml), "p", 300));
+    example(policy,
+            std::string("autoscale example (24 device slots, 48 cores) under ") + policy + ", p at 300 queries/s", yaml,
+            "p", 300);
   }
 }
 

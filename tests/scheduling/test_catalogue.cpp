@@ -9,14 +9,13 @@
 #include "config/cluster_config.hpp"
 #include "scheduling/catalogue.hpp"
 #include "scheduling/placement.hpp"
+#include "tests/parse_config.hpp"
 
 namespace sloserve {
 namespace {
 
 cluster_config parse(const std::string& yaml) {
-  auto r = parse_cluster_config(yaml, "m.yaml");
-  if (!r) throw std::runtime_error(r.error_text());
-  return std::move(*r.config);
+  return testing::parse_config(yaml);
 }
 
 // One device of 1000 MB: the two large variants (600 MB each) do not fit beside each other.

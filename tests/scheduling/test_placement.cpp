@@ -11,14 +11,13 @@
 #include "config/cluster_config.hpp"
 #include "scheduling/placement.hpp"
 #include "scheduling/policies/graft/epoch.hpp"
+#include "tests/parse_config.hpp"
 
 namespace sloserve {
 namespace {
 
 cluster_config parse(const std::string& yaml) {
-  auto r = parse_cluster_config(yaml, "p.yaml");
-  if (!r) throw std::runtime_error(r.error_text());
-  return std::move(*r.config);
+  return testing::parse_config(yaml);
 }
 
 const char* two_models = R"(

@@ -12,14 +12,13 @@
 #include "scheduling/placement.hpp"
 #include "scheduling/policies/piccolo/epoch.hpp"
 #include "scheduling/policies/registry.hpp"
+#include "tests/parse_config.hpp"
 
 namespace sloserve {
 namespace {
 
 cluster_config parse(const std::string& yaml) {
-  auto r = parse_cluster_config(yaml, "p.yaml");
-  if (!r) throw std::runtime_error(r.error_text());
-  return std::move(*r.config);
+  return testing::parse_config(yaml);
 }
 
 const char* chain = R"(
