@@ -648,7 +648,7 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
     st.policy = &sched::policy_of(st.cfg->scheduler.policy);
     st.net = args.net;
     st.wall_us = args.wall_us;
-    st.routes.emplace(*st.cfg, sched::make_balancer(args.cfg->runtime.balancer));
+    st.routes.emplace(*st.cfg, st.policy->dispatcher(args.cfg->runtime.balancer));
     st.clients.plan_dips(st.cfg->scheduler.jellyfish.uplink_quantile, st.cfg->scheduler.jellyfish.miss_target);
     for (size_t i = 0; i < st.cfg->pipelines.size(); ++i) st.pipeline_index.emplace(st.cfg->pipelines[i].name, i);
     for (auto& p : st.cfg->pipelines)

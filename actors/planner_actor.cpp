@@ -11,7 +11,7 @@ plan_request epoch_request(const cluster_config& cfg, std::shared_ptr<const std:
   plan_request r;
   r.input = planning_input(cfg, *models);
   std::erase_if(r.input.slots, [&](const sched::device_slot& s) { return !up(s.node); });
-  sched::set_measured_load(r.input, rates, cfg.scheduler.headroom, surge);
+  sched::set_measured_load(r.input, rates, cfg.scheduler.headroom, surge, previous ? &previous->planned : nullptr);
   r.planning = sched::planning_rates(rates, surge);
   r.capacity = sched::nothing_to_plan_for(rates);
   r.models = std::move(models);

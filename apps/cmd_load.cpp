@@ -53,6 +53,9 @@ int run_clients_command(const cluster_config& cfg, const pipeline& p, const std:
     if (!(v > 0)) return std::cerr << "--client-slo-ms: SLOs must be positive\n", 2;
   for (auto v : co.fps)
     if (!(v > 0 && v <= 1000)) return std::cerr << "--client-fps: rates must be in (0, 1000]\n", 2;
+  for (auto v : co.join_s)
+    if (!(v >= 0 && v < lo.warmup_s + lo.duration_s))
+      return std::cerr << "--client-join-s: each must be in [0, the warm-up and duration)\n", 2;
   lo.progress = false;
   auto ran = run_clients(lo, co);
   if (!ran) {
@@ -142,6 +145,10 @@ void add_load_command(CLI::App& app, int& rc) {
                   "with --clients: each client's SLO, cycled (default: the pipeline's)")
       ->delimiter(',');
   cmd->add_option("--client-fps", o->co.fps, "with --clients: each client's frames/s, cycled (default: rate / N)")
+      ->delimiter(',');
+  cmd->add_option("--client-join-s", o->co.join_s,
+                  "with --clients: the second each client starts sending, cycled (default: all at once; "
+                  "0,30,30,...: one client, then the rest join at 30 s)")
       ->delimiter(',');
   cmd->add_option("--rtt-ms", o->co.rtt_ms, "with --clients: each client's round trip to the frontend")
       ->capture_default_str();

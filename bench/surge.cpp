@@ -16,6 +16,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "apps/child_process.hpp"
@@ -29,7 +30,7 @@ namespace fs = std::filesystem;
 namespace {
 
 int fleet_devices = 1000;
-std::string only;  // --only NAME: the sim rows of that setting alone
+std::string only;  // --only NAME: the rows of that setting alone
 
 bool wanted(const std::string& name) {
   return only.empty() || name == only;
@@ -97,20 +98,24 @@ sim::result simulate(const cluster_config& cfg, const std::string& pipeline, con
   return std::move(*r);
 }
 
+// The figures of a step run's and a lull run's per-second series, the step at `step_at` and the
+// load back at `back_at`.
+figures figures_of(const nlohmann::json& s, const nlohmann::json& l, uint64_t lost, size_t step_at = 30,
+                   size_t back_at = 35) {
+  return {within(s, step_at, step_at + 1),
+          within(s, step_at, step_at + 5),
+          within(s, step_at, step_at + 10),
+          within(s, step_at + 20, step_at + 30),
+          within(l, back_at, back_at + 1),
+          within(l, back_at, back_at + 10),
+          lost};
+}
+
 figures sim_figures(const std::string& yaml, const std::string& pipeline, double rate) {
   auto cfg = parse(yaml);
   auto step = simulate(cfg, pipeline, step_trace(rate));
   auto lull = simulate(cfg, pipeline, lull_trace(rate));
-  auto& s = step.summary.series;
-  auto& l = lull.summary.series;
-
-  return {within(s, 30, 31),
-          within(s, 30, 35),
-          within(s, 30, 40),
-          within(s, 50, 60),
-          within(l, 35, 36),
-          within(l, 35, 45),
-          step.summary.lost + lull.summary.lost};
+  return figures_of(step.summary.series, lull.summary.series, step.summary.lost + lull.summary.lost);
 }
 
 std::string read_file(const std::string& path) {
@@ -156,43 +161,66 @@ void sim_section(bool quick) {
   }
 }
 
-// One `sloserve up` cluster of the file, loaded with both traces in turn (a fresh cluster each).
-figures cluster_figures(const std::string& yaml, double rate) {
-  figures f;
-  for (int which = 0; which < 2; ++which) {
-    auto dir = fs::temp_directory_path() / ("sloserve-surge-" + std::to_string(getpid()));
-    fs::create_directories(dir);
-    std::ofstream(dir / "cluster.yaml") << yaml;
-    {
-      std::ofstream trace(dir / "trace.txt");
-      for (auto r : which == 0 ? step_trace(rate) : lull_trace(rate)) trace << r << "\n";
-    }
-    auto up = spawn_up(SLOSERVE_BIN, dir);
-    if (up.output().find("cluster up") == std::string::npos) {
-      fprintf(stderr, "cluster did not start:\n%s", up.output().c_str());
-      std::exit(1);
-    }
-    auto load = spawn_child(SLOSERVE_BIN,
-                            {"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "traffic",
-                             "--trace", (dir / "trace.txt").string(), "--json", (dir / "load.json").string()},
-                            dir / "load.log");
+// A fresh `sloserve up` cluster of `yaml` in a folder of its own, loaded by each of `loads` in
+// turn (`sloserve load -c resolved.yaml` and the arguments given, writing load<k>.json), `pause_s`
+// seconds apart; returns each load's summary.
+std::vector<nlohmann::json> on_cluster(const std::string& yaml, const std::vector<std::vector<std::string>>& loads,
+                                       const std::vector<double>& trace = {}, int pause_s = 0) {
+  auto dir = fs::temp_directory_path() / ("sloserve-surge-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "cluster.yaml") << yaml;
+  {
+    std::ofstream out(dir / "trace.txt");
+    for (auto r : trace) out << r << "\n";
+  }
+  auto up = spawn_up(SLOSERVE_BIN, dir);
+  if (up.output().find("cluster up") == std::string::npos) {
+    fprintf(stderr, "cluster did not start:\n%s", up.output().c_str());
+    std::exit(1);
+  }
+  std::vector<nlohmann::json> out;
+  for (size_t k = 0; k < loads.size(); ++k) {
+    if (k > 0) std::this_thread::sleep_for(std::chrono::seconds(pause_s));
+    auto json = dir / ("load" + std::to_string(k) + ".json");
+    std::vector<std::string> args{"sloserve", "load", "-c", (dir / "resolved.yaml").string()};
+    for (auto& a : loads[k]) args.push_back(a == "TRACE" ? (dir / "trace.txt").string() : a);
+    args.insert(args.end(), {"--json", json.string()});
+    auto load = spawn_child(SLOSERVE_BIN, args, dir / "load.log");
     int status = 0;
     if (!load.wait_for(std::chrono::seconds(180), status) || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       fprintf(stderr, "load failed:\n%s", load.output().c_str());
       std::exit(1);
     }
-    up.stop();
-    auto s = nlohmann::json::parse(read_file((dir / "load.json").string()));
-    auto& series = s["series"];
-    if (which == 0)
-      f.step1 = within(series, 30, 31), f.step5 = within(series, 30, 35), f.step10 = within(series, 30, 40),
-      f.steady = within(series, 50, 60);
-    else
-      f.lull1 = within(series, 35, 36), f.lull10 = within(series, 35, 45);
-    f.lost += s["lost"].get<uint64_t>();
-    fs::remove_all(dir);
+    out.push_back(nlohmann::json::parse(read_file(json.string())));
   }
-  return f;
+  up.stop();
+  fs::remove_all(dir);
+  return out;
+}
+
+// The traffic pipeline on a cluster, with both traces in turn (a fresh cluster each).
+figures cluster_figures(const std::string& yaml, double rate) {
+  auto step = on_cluster(yaml, {{"--pipeline", "traffic", "--trace", "TRACE"}}, step_trace(rate)).front();
+  auto lull = on_cluster(yaml, {{"--pipeline", "traffic", "--trace", "TRACE"}}, lull_trace(rate)).front();
+  return figures_of(step["series"], lull["series"], step["lost"].get<uint64_t>() + lull["lost"].get<uint64_t>());
+}
+
+// Jellyfish's video clients (15 frames/s, SLO 100 ms, unlimited uplinks) on its example cluster:
+// one client for 30 s, then nine more join (a tenfold step); and ten clients for 10 s, 25 s of
+// silence, then the ten again for 10 s.
+figures jellyfish_figures(std::string yaml) {
+  for (size_t at; (at = yaml.find("127.0.0.1:74")) != std::string::npos;) yaml.replace(at, 14, "127.0.0.1:0");
+  std::vector<std::string> clients{"--pipeline",   "video", "--clients",       "10",
+                                   "--client-fps", "15",    "--client-slo-ms", "100"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), clients.begin(), clients.end());
+    return more;
+  };
+  auto step = on_cluster(yaml, {with({"--duration", "60", "--client-join-s", "0,30,30,30,30,30,30,30,30,30"})});
+  auto lull = on_cluster(yaml, {with({"--duration", "10"}), with({"--duration", "10"})}, {}, 25);
+  return figures_of(step[0]["series"], lull[1]["series"],
+                    step[0]["lost"].get<uint64_t>() + lull[0]["lost"].get<uint64_t>() + lull[1]["lost"].get<uint64_t>(),
+                    30, 0);
 }
 
 void cluster_section() {
@@ -204,9 +232,14 @@ nodes:
   - {name: w2, address: tcp://127.0.0.1:0, roles: [worker],
      devices: [{kind: emulated, count: 6, models: [car_classifier, face_recognizer]}]}
 )") + bench::traffic_workload();
-  print_header("sloserve up, 3 processes, 12 emulated devices, traffic at 150 queries/s");
-  print_row("nexus", cluster_figures(yaml, 150));
-  print_row("nexus (without)", cluster_figures(without_spares(yaml), 150));
+  if (wanted("nexus")) {
+    print_header("sloserve up, 3 processes, 12 emulated devices, traffic at 150 queries/s");
+    print_row("nexus", cluster_figures(yaml, 150));
+    print_row("nexus (without)", cluster_figures(without_spares(yaml), 150));
+  }
+  if (!wanted("jellyfish")) return;
+  print_header("sloserve up, 3 processes, the Jellyfish example (4 devices), 1 then 10 video clients at 15 frames/s");
+  print_row("jellyfish", jellyfish_figures(read_file(std::string(SLOSERVE_EXAMPLES_DIR) + "/jellyfish.yaml")));
 }
 
 }  // namespace

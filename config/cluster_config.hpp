@@ -64,7 +64,7 @@ struct node_spec {
 struct runtime_options {
   int heartbeat_ms = 250;              // period of peer heartbeats
   int peer_timeout_ms = 1000;          // a peer silent this long is marked down
-  int beacon_ms = 1000;                // load reports and re-registration
+  int beacon_ms = 500;                 // load reports and re-registration
   long max_payload_bytes = 16L << 20;  // largest tensor payload a message may carry
   int max_queue_length = 4096;         // per device session; beyond it requests are OVERLOADED
   int reply_grace_ms = 250;            // frontend answers ERROR this long after a deadline passes

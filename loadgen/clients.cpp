@@ -168,7 +168,9 @@ void run_client(const load_options& o, const client_options& co, size_t index, l
     ++res.skipped;
   };
   std::deque<std::pair<steady::time_point, uint64_t>> expiry;  // capture order = deadline order
-  auto next_capture = start + gap * static_cast<int64_t>(index) / static_cast<int64_t>(n);
+  // A client that joins later sends nothing before it joins.
+  auto joins = co.join_s.empty() ? steady::duration{} : ms_duration(cycled(co.join_s, index) * 1e3);
+  auto next_capture = start + joins + gap * static_cast<int64_t>(index) / static_cast<int64_t>(n);
   uint64_t next_id = 1;
   std::string buf;
   while (true) {

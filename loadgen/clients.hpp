@@ -33,6 +33,7 @@ struct client_options {
   int clients = 0;
   std::vector<double> slo_ms;                  // per client, cycled; empty: the pipeline's
   std::vector<double> fps;                     // per client, cycled
+  std::vector<double> join_s;                  // per client, cycled: seconds into the run it starts; empty: 0
   std::vector<std::vector<double>> bandwidth;  // per-second Mbps traces, cycled; empty: unlimited
   double rtt_ms = 10;
   data_adaptation adaptation = data_adaptation::jellyfish;

@@ -69,6 +69,18 @@ std::optional<size_t> weighted_random_balancer::pick(const std::vector<backend_l
   return last;
 }
 
+std::optional<size_t> fill_balancer::pick(const std::vector<backend_load>& b, std::mt19937_64&) const {
+  std::optional<size_t> least;
+  double least_load = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (!planned(b[i])) continue;
+    if (!b[i].busy()) return i;
+    double load = static_cast<double>(b[i].outstanding) / b[i].spill_at;
+    if (!least || load < least_load) least = i, least_load = load;
+  }
+  return least;
+}
+
 std::unique_ptr<balancer> make_balancer(balancer_kind kind) {
   if (kind == balancer_kind::weighted_random) return std::make_unique<weighted_random_balancer>();
   return std::make_unique<p2c_balancer>();

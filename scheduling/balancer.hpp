@@ -51,6 +51,17 @@ class weighted_random_balancer final : public balancer {
   std::optional<size_t> pick(const std::vector<backend_load>&, std::mt19937_64&) const override;
 };
 
+// Fill in order (Piccolo's throughput-cost dispatch): the first live planned backend in table
+// order (the table lists a model's instances most cost-efficient first) that is not busy, so that
+// cheaper machines fill with whole batches before dearer ones take any; when all are busy, the
+// one with the most room for its spill point. Backends with no spill point are never busy: the
+// first of them takes what the ones before it leave.
+class fill_balancer final : public balancer {
+ public:
+  std::string_view name() const override { return "fill"; }
+  std::optional<size_t> pick(const std::vector<backend_load>&, std::mt19937_64&) const override;
+};
+
 // The balancer of runtime.balancer.
 std::unique_ptr<balancer> make_balancer(balancer_kind kind);
 

@@ -526,10 +526,16 @@ expected<load_epoch> plan_for_load(epoch_input& in, const epoch_result* previous
                                    std::vector<double> planning) {
   auto planned = capacity ? plan_capacity_epoch(in, previous) : plan_scaled_epoch(in, previous);
   if (!planned) return fail(planned.error());
-  load_epoch out{std::move(*planned), {std::move(planning), {}}};
+  load_epoch out{std::move(*planned), {std::move(planning), {}, {}}};
   bool short_of_devices = !capacity && out.plan.scale < 1;
-  for (auto rate : in.rates)
-    out.planned.carried.push_back(short_of_devices ? std::numeric_limits<double>::infinity() : rate);
+  constexpr double unbounded = std::numeric_limits<double>::infinity();
+  for (size_t pi = 0; pi < in.rates.size(); ++pi) {
+    out.planned.carried.push_back(short_of_devices ? unbounded : in.rates[pi]);
+    auto& p = (*in.pipelines)[pi];
+    auto fan = pi < in.fanouts.size() && !in.fanouts[pi].empty() ? in.fanouts[pi] : declared_fanout(p);
+    out.planned.stage_carried.push_back(short_of_devices ? std::vector<double>(p.stages.size(), unbounded)
+                                                         : stage_rates(p, in.rates[pi], fan));
+  }
   return out;
 }
 

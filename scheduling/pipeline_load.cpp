@@ -87,13 +87,29 @@ bool nothing_to_plan_for(const pipeline_rates& rates) {
                       [](const pipeline_rate& r) { return planning_rate(r, true) > 1e-3; });
 }
 
-void set_measured_load(epoch_input& in, const pipeline_rates& rates, double headroom, bool surge) {
+void set_measured_load(epoch_input& in, const pipeline_rates& rates, double headroom, bool surge,
+                       const planned_load* in_force) {
   in.rates.clear();
   in.fanouts.clear();
   in.fallthroughs.clear();
+  in.fragments.clear();
   for (size_t pi = 0; pi < in.pipelines->size() && pi < rates.pipelines.size(); ++pi) {
     in.rates.push_back(planning_rate(rates.pipelines[pi], surge) * (1 + headroom));
     in.fanouts.push_back(measured_fanout((*in.pipelines)[pi], rates.pipelines[pi]));
+    // A surge reaches the stages after the first late (they wait on it): what they measured is
+    // not yet their fanout, which a surge does not lower below the file's or the plan in force's.
+    if (surge) {
+      auto& p = (*in.pipelines)[pi];
+      auto floor = declared_fanout(p);
+      if (in_force && pi < in_force->stage_carried.size() && pi < in_force->carried.size())
+        for (size_t s = 0; s < p.stages.size() && s < in_force->stage_carried[pi].size(); ++s) {
+          auto& parents = p.stages[s].parents;
+          double base = parents.size() == 1 ? in_force->stage_carried[pi][parents[0]] : in_force->carried[pi];
+          double fan = in_force->stage_carried[pi][s] / base;
+          if (std::isfinite(fan) && base > 1e-6) floor[s] = std::max(floor[s], fan);
+        }
+      for (size_t s = 0; s < floor.size(); ++s) in.fanouts.back()[s] = std::max(in.fanouts.back()[s], floor[s]);
+    }
     in.fallthroughs.push_back(measured_fallthrough((*in.pipelines)[pi], *in.models, rates.pipelines[pi]));
     in.fragments.push_back(rates.pipelines[pi].fragments);
   }
@@ -145,6 +161,11 @@ epoch_reason epoch_due(const epoch_rule& rule, const pipeline_rates& rates, cons
     double noise = 3 * std::sqrt(std::max(carried, 1.0) / std::max(rule.window_s, 1e-3));
     auto& r = rates.pipelines[pi];
     if (r.window > carried + noise || r.rate > carried) return epoch_reason::surge;
+    if (pi >= planned->stage_carried.size()) continue;
+    auto& stages = planned->stage_carried[pi];
+    for (size_t s = 0; s < stages.size() && s < r.stage.size(); ++s)
+      if (r.stage[s] > stages[s] + 3 * std::sqrt(std::max(stages[s], 1.0) / std::max(rule.window_s, 1e-3)))
+        return epoch_reason::surge;
   }
   if (since_s >= rule.epoch_s) return epoch_reason::period;
   if (since_s < rule.min_epoch_s) return epoch_reason::none;

@@ -99,6 +99,9 @@ struct epoch_rule {
 struct planned_load {
   std::vector<double> rate;
   std::vector<double> carried;
+  // Per pipeline, each stage's invocations/s the plan carries (its rate through the fanouts it
+  // was planned with); empty where not known.
+  std::vector<std::vector<double>> stage_carried;
 };
 
 // Why an epoch is due, if it is.
@@ -113,7 +116,9 @@ enum class epoch_reason {
 // then every epoch_s, or after min_epoch_s when a pipeline's planning rate left the band around
 // the rate it was planned for (`planned`; null before the first plan), or at once when the last
 // window brought more than the plan carries (beyond three standard deviations of Poisson noise),
-// or the smoothed rate is above it.
+// or the smoothed rate is above it, or a stage's smoothed rate is beyond the noise above what the
+// plan carries for it (a fanout larger than planned: a plan made as a surge began, while the
+// stages after the first had not yet seen it).
 // Never while nothing at all is to be planned for: an idle cluster keeps what it serves.
 epoch_reason epoch_due(const epoch_rule& rule, const pipeline_rates& rates, const planned_load* planned,
                        double since_s);
@@ -122,8 +127,11 @@ std::vector<double> planning_rates(const pipeline_rates& rates, bool surge);
 
 struct epoch_input;
 
-// Sets `in`'s rates to the planning rates × (1 + headroom), and its fan-outs to the measured ones.
-void set_measured_load(epoch_input& in, const pipeline_rates& rates, double headroom, bool surge = false);
+// Sets `in`'s rates to the planning rates × (1 + headroom), and its fan-outs to the measured ones;
+// for a `surge`, none below the file's or those of the plan in force (`in_force`, if any): the
+// stages after the first have not seen the surge yet.
+void set_measured_load(epoch_input& in, const pipeline_rates& rates, double headroom, bool surge = false,
+                       const planned_load* in_force = nullptr);
 
 // Measured fall-through per stage: the fraction of a cascade's invocations its second model ran;
 // the first model's declared 1 - pass_rate (or 0.5 when it declares none) where nothing was

@@ -26,7 +26,7 @@ void engine::plan(ns now, bool surge, bool immediately) {
   if (scheduling_.plans_least_cost() && sched::nothing_to_plan_for(load_->rates())) return;
   auto in = planning_input(cfg_, cfg_.models);
   std::erase_if(in.slots, [&](const sched::device_slot& s) { return !nodes_[node_id_.at(s.node)].seen; });
-  sched::set_measured_load(in, load_->rates(), cfg_.scheduler.headroom, surge);
+  sched::set_measured_load(in, load_->rates(), cfg_.scheduler.headroom, surge, planned_ ? &planned_for_ : nullptr);
   planned_ = true;
   last_epoch_ = now;
   auto planned = sched::plan_for_load(in, previous_.get(), sched::nothing_to_plan_for(load_->rates()),

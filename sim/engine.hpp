@@ -135,7 +135,7 @@ class engine {
         net_rng_(o.seed * 7 + 1),
         exec_rng_(o.seed * 13 + 3),
         policy_(sched::make_drop_policy(cfg.runtime.drop_policy)),
-        balancer_(sched::make_balancer(cfg.runtime.balancer)) {}
+        balancer_(sched::policy_of(cfg.scheduler.policy).dispatcher(cfg.runtime.balancer)) {}
 
   expected<result> run();
 

@@ -6,7 +6,9 @@
 
 #include <memory>
 
+#include "config/knobs.hpp"
 #include "pipelines/expected.hpp"
+#include "scheduling/balancer.hpp"
 #include "scheduling/epoch.hpp"
 #include "scheduling/pipeline_load.hpp"
 #include "scheduling/planner.hpp"
@@ -33,6 +35,9 @@ class scheduling_policy {
   virtual expected<epoch_result> plan(const epoch_input& in, const epoch_result* previous) const {
     return plan_packed_epoch(in, previous, *packer(), searches_neighbours());
   }
+  // How frontends choose among a model's instances: by default the balancer the file names
+  // (runtime.balancer).
+  virtual std::unique_ptr<balancer> dispatcher(balancer_kind configured) const { return make_balancer(configured); }
   // Whether what was measured asks for an epoch that `planned` lacks, whatever the load rule
   // says (Graft: a fragment of queries the plan has no route for).
   virtual bool plan_outdated(const pipeline_rates& measured, const epoch_result& planned) const { return false; }

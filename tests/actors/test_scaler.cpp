@@ -18,7 +18,8 @@ using testing::caf_fixture;
 using testing::recording_link;
 
 // l(b, c) = 10·b/c + 20/c + b + 2 ms: one core carries 30 req/s at b = 1, 72 at b = 8.
-std::string yaml(const std::string& policy) {
+// Load reports come once a beacon; second_at reports once a second.
+std::string yaml(const std::string& policy, int beacon_ms = 1000) {
   return R"(
 nodes:
   - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
@@ -35,7 +36,8 @@ pipelines:
   - {name: p, slo_ms: 200, stages: [{name: s, model: m}]}
 scaler: {policy: )" +
          policy + R"(, vertical_s: 1, horizontal_s: 10, max_cores: 8}
-)";
+runtime: {beacon_ms: )" +
+         std::to_string(beacon_ms) + "}\n";
 }
 
 double capacity(const deployment& d) {
@@ -224,7 +226,7 @@ TEST_F(scaler_fixture, a_surge_seen_late_in_a_vertical_period_is_not_averaged_aw
   // below it.
   for (int offset = 0; offset < 4; ++offset) {
     deployments->clear();
-    start_with(yaml("sponge") + "runtime: {beacon_ms: 250}\n");
+    start_with(yaml("sponge", 250));
     for (int s = 0; s < 6; ++s) second_at(40);
     for (int k = 0; k < offset; ++k) advance(250ms);
     report(300, 0.25);

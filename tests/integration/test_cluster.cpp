@@ -263,6 +263,19 @@ scaler: {policy: fa2, vertical_s: 0.5, horizontal_s: 1}
   EXPECT_GE(s["nodes"].size(), 2u) << s.dump(2);
 }
 
+// A detector at three input sizes, for Jellyfish's clusters.
+const char* detector_zoo = R"(models:
+  - {name: d128, input: {dtype: float32, shape: [3, 128, 128]}, output: {dtype: float32, shape: [10]},
+     preprocess: {from: image}, profile: {alpha_ms: 1, beta_ms: 3}, accuracy: 60, max_batch: 8, load_ms: 200,
+     memory_mb: 100}
+  - {name: d256, input: {dtype: float32, shape: [3, 256, 256]}, output: {dtype: float32, shape: [10]},
+     preprocess: {from: image}, profile: {alpha_ms: 2, beta_ms: 4}, accuracy: 70, max_batch: 8, load_ms: 200,
+     memory_mb: 100}
+  - {name: d384, input: {dtype: float32, shape: [3, 384, 384]}, output: {dtype: float32, shape: [10]},
+     preprocess: {from: image}, profile: {alpha_ms: 3, beta_ms: 5}, accuracy: 76, max_batch: 8, load_ms: 200,
+     memory_mb: 100}
+)";
+
 // Jellyfish under load: four video clients whose uplinks step between 2 and 20 Mbps (clients 0
 // and 3 up when 1 is down; client 2's link also dies for three seconds) send JPEG frames at the
 // sizes the replies advise; devices switch variants (each load takes 200 ms) and nothing is lost
@@ -274,17 +287,7 @@ nodes:
   - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
   - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, memory_mb: 300}]}
   - {name: w2, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, memory_mb: 300}]}
-models:
-  - {name: d128, input: {dtype: float32, shape: [3, 128, 128]}, output: {dtype: float32, shape: [10]},
-     preprocess: {from: image}, profile: {alpha_ms: 1, beta_ms: 3}, accuracy: 60, max_batch: 8, load_ms: 200,
-     memory_mb: 100}
-  - {name: d256, input: {dtype: float32, shape: [3, 256, 256]}, output: {dtype: float32, shape: [10]},
-     preprocess: {from: image}, profile: {alpha_ms: 2, beta_ms: 4}, accuracy: 70, max_batch: 8, load_ms: 200,
-     memory_mb: 100}
-  - {name: d384, input: {dtype: float32, shape: [3, 384, 384]}, output: {dtype: float32, shape: [10]},
-     preprocess: {from: image}, profile: {alpha_ms: 3, beta_ms: 5}, accuracy: 76, max_batch: 8, load_ms: 200,
-     memory_mb: 100}
-pipelines:
+)" + std::string(detector_zoo) + R"(pipelines:
   - {name: traffic, slo_ms: 150, stages: [{name: detect, variants: [d128, d256, d384]}]}
 runtime: {heartbeat_ms: 100, peer_timeout_ms: 500, beacon_ms: 500}
 scheduler: {policy: jellyfish, jellyfish: {interval_ms: 250}}
@@ -336,6 +339,41 @@ scheduler: {policy: jellyfish, jellyfish: {interval_ms: 250}}
   EXPECT_GE(s["models"].size(), 2u) << s.dump(2);
   EXPECT_GT(s["accuracy"].get<double>(), 0);
   EXPECT_NE(up.output().find("jellyfish: 4 clients"), std::string::npos) << up.output();
+}
+
+// Jellyfish meets a tenfold step: one video client for 6 s, then nine more join at once. The
+// newcomers are mapped within a round or two; until then their frames go to the fastest variant
+// running. Nothing is sent by a client before it joins.
+TEST_F(cluster_fixture, jellyfish_serves_clients_that_join_tenfold_within_their_slo_from_the_first_second) {
+  std::ofstream(dir / "cluster.yaml") << R"(cluster: {name: it}
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 2, memory_mb: 300}]}
+  - {name: w2, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 2, memory_mb: 300}]}
+)" + std::string(detector_zoo) + R"(pipelines:
+  - {name: video, slo_ms: 100, stages: [{name: detect, variants: [d128, d256, d384]}]}
+runtime: {heartbeat_ms: 100, beacon_ms: 500}
+scheduler: {policy: jellyfish, jellyfish: {interval_ms: 500}}
+)";
+  start_cluster();
+  auto l = spawn({"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "video", "--clients", "10",
+                  "--client-fps", "15", "--client-join-s", "0,6,6,6,6,6,6,6,6,6", "--duration", "12", "--json",
+                  (dir / "load.json").string()},
+                 dir / "load.log");
+  auto s = finish_load(l, 60s);
+  EXPECT_EQ(s["lost"].get<int>(), 0) << s.dump(2);
+  ASSERT_EQ(s["clients"].size(), 10u) << s.dump(2);
+  double before = 0, after = 0, within_first = 0, sent_first = 0, within_after = 0;
+  for (auto& x : s["series"]) {
+    auto t = x["t"].get<int>();
+    (t < 6 ? before : after) += x["sent"].get<double>();
+    if (t >= 6) within_after += x["ok_within_slo"].get<double>();
+    if (t == 6) within_first = x["ok_within_slo"].get<double>(), sent_first = x["sent"].get<double>();
+  }
+  EXPECT_NEAR(before, 6 * 15, 3) << "one client before the others join: " << s.dump(2);
+  EXPECT_NEAR(after, 6 * 150, 15) << s.dump(2);
+  EXPECT_GE(within_first / sent_first, 0.95) << "the first second after the step: " << s.dump(2);
+  EXPECT_GE(within_after / after, 0.99) << s.dump(2);
 }
 
 TEST_F(cluster_fixture, curve_admits_listed_clients_and_refuses_others) {

@@ -76,5 +76,35 @@ TEST(balancer, work_spills_to_spares_only_past_a_busy_planned_backend) {
   }
 }
 
+// Piccolo's throughput-cost dispatch: the table's first (most cost-efficient) machine fills up to
+// its spill point before the next takes any; past every spill point, the one with the most room;
+// spares only past that; dead and spare backends are never picked.
+TEST(balancer, fill_fills_machines_in_table_order_up_to_their_spill_points) {
+  fill_balancer b;
+  std::mt19937_64 rng(5);
+  std::vector<backend_load> v{{0, 1, true, false, 3}, {0, 1, true, false, 6}, {0, 1, true, true, 4}};
+  std::vector<size_t> order;
+  for (int i = 0; i < 9; ++i) {
+    auto k = b.route(v, rng);
+    ASSERT_TRUE(k);
+    order.push_back(*k);
+    ++v[*k].outstanding;
+  }
+  EXPECT_EQ(order, (std::vector<size_t>{0, 0, 0, 1, 1, 1, 1, 1, 1}));
+  EXPECT_EQ(b.route(v, rng), 2u) << "both planned machines busy: the spare";
+  v[2].outstanding = 4;
+  EXPECT_EQ(b.route(v, rng), 0u) << "the spare busy too: the planned machine with the most room (3/3 vs 6/6: first)";
+  v[1].outstanding = 5;
+  EXPECT_EQ(b.route(v, rng), 1u) << "a machine with room again takes the next";
+  v[0].outstanding = 0;
+  EXPECT_EQ(b.route(v, rng), 0u) << "the cheaper machine, free again, first";
+  v[0].live = false;
+  EXPECT_EQ(b.route(v, rng), 1u);
+  std::vector<backend_load> unbounded{{7, 1, true, false, 0}, {0, 1, true, false, 0}};
+  EXPECT_EQ(b.pick(unbounded, rng), 0u) << "no spill point: the first takes everything";
+  std::vector<backend_load> none{{0, 1, false}, {0, 1, true, true, 2}};
+  EXPECT_EQ(b.pick(none, rng), std::nullopt);
+}
+
 }  // namespace
 }  // namespace sloserve::sched

@@ -98,6 +98,15 @@ TEST(pipeline_load, fan_out_is_measured_where_there_is_traffic_and_declared_else
   ASSERT_EQ(in.rates.size(), 1u);
   EXPECT_DOUBLE_EQ(in.rates[0], 11);
   EXPECT_DOUBLE_EQ(in.fanouts[0][1], 3.1);
+  // A surge plan does not take a fanout lower than the file's or the plan in force's: the stages
+  // after the first see a surge late (they wait on it).
+  set_measured_load(in, {{{100, {100, 150}}}, 3}, 0, true);
+  EXPECT_DOUBLE_EQ(in.fanouts[0][1], 2.5) << "measured 1.5 while the surge had not reached cls: the file's";
+  planned_load in_force{{10}, {11}, {{11, 44}}};
+  set_measured_load(in, {{{100, {100, 150}}}, 3}, 0, true, &in_force);
+  EXPECT_DOUBLE_EQ(in.fanouts[0][1], 4) << "the plan in force carried 4 per query";
+  set_measured_load(in, {{{100, {100, 150}}}, 3}, 0, false, &in_force);
+  EXPECT_DOUBLE_EQ(in.fanouts[0][1], 1.5) << "no surge: as measured";
 }
 
 TEST(epoch_due, first_once_settled_then_on_the_period_or_when_a_rate_leaves_its_band) {
@@ -106,7 +115,7 @@ TEST(epoch_due, first_once_settled_then_on_the_period_or_when_a_rate_leaves_its_
   EXPECT_EQ(epoch_due(rule, rates, nullptr, 100), epoch_reason::none) << "not settled";
   rates.windows_with_load = 2;
   EXPECT_EQ(epoch_due(rule, rates, nullptr, 0), epoch_reason::first) << "the first plan";
-  planned_load planned{{100}, {440}};
+  planned_load planned{{100}, {440}, {}};
   EXPECT_EQ(epoch_due(rule, rates, &planned, 20), epoch_reason::none);
   EXPECT_EQ(epoch_due(rule, rates, &planned, 30), epoch_reason::period) << "every epoch_s";
   rates.pipelines[0].rate = 120;
@@ -131,24 +140,41 @@ TEST(epoch_due, a_surge_above_what_the_plan_carries_plans_at_once) {
   epoch_rule rule{30, 10, 0.8, 1.1, 2, 1};
   pipeline_rates rates{{{100, {}}}, 5};
   rates.pipelines[0].peak = 100;
-  planned_load planned{{100}, {110}};
+  planned_load planned{{100}, {110}, {}};
   rates.pipelines[0].window = 140;  // 110 + 3·sqrt(110) = 141.5
   EXPECT_EQ(epoch_due(rule, rates, &planned, 0.5), epoch_reason::none) << "within the noise";
   rates.pipelines[0].window = 150;
   EXPECT_EQ(epoch_due(rule, rates, &planned, 0.5), epoch_reason::surge);
   EXPECT_EQ(epoch_due(rule, rates, &planned, 50), epoch_reason::surge) << "a surge before the period says so";
   // A plan made for nothing (or never made for this pipeline) meets its first queries.
-  planned = {{0}, {0}};
+  planned = {{0}, {0}, {}};
   rates.pipelines[0] = {};
   rates.pipelines[0].window = 4;
   EXPECT_EQ(epoch_due(rule, rates, &planned, 0.5), epoch_reason::surge);
+}
+
+// A stage whose rate is beyond the noise above what the plan carries for it plans again at once
+// (a fanout larger than the plan's), whatever min_epoch_s says.
+TEST(epoch_due, a_stage_above_what_the_plan_carries_for_it_plans_at_once) {
+  epoch_rule rule{30, 10, 0.8, 1.1, 2, 1};
+  pipeline_rates rates{{{100, {100, 150}}}, 5};
+  rates.pipelines[0].window = 100;
+  rates.pipelines[0].peak = 100;
+  planned_load planned{{100}, {110}, {{110, 165}}};
+  EXPECT_EQ(epoch_due(rule, rates, &planned, 0.5), epoch_reason::none);
+  rates.pipelines[0].stage[1] = 200;  // 165 + 3·sqrt(165) = 203.5
+  EXPECT_EQ(epoch_due(rule, rates, &planned, 0.5), epoch_reason::none) << "within the noise";
+  rates.pipelines[0].stage[1] = 240;
+  EXPECT_EQ(epoch_due(rule, rates, &planned, 0.5), epoch_reason::surge);
+  planned.stage_carried.clear();
+  EXPECT_EQ(epoch_due(rule, rates, &planned, 0.5), epoch_reason::none) << "stages not known: the pipeline's rule";
 }
 
 // An idle cluster keeps its plan: nothing to plan for is no reason to plan.
 TEST(epoch_due, nothing_at_all_to_plan_for_keeps_the_plan) {
   epoch_rule rule{30, 10, 0.8, 1.1, 2};
   pipeline_rates rates{{{0, {}}, {0, {}}}, 9};
-  planned_load planned{{100, 50}, {440, 220}};
+  planned_load planned{{100, 50}, {440, 220}, {}};
   EXPECT_EQ(epoch_due(rule, rates, &planned, 1000), epoch_reason::none);
   EXPECT_EQ(epoch_due(rule, rates, nullptr, 1000), epoch_reason::none);
   rates.pipelines[1].rate = 0.01;

@@ -11,6 +11,9 @@ class piccolo_policy final : public scheduling_policy {
   expected<epoch_result> plan(const epoch_input& in, const epoch_result* previous) const override {
     return plan_piccolo_epoch(in, previous);
   }
+  // Throughput-cost dispatch: machines fill in the order the plan takes them, most cost-efficient
+  // first, each with whole batches up to what its budget allows.
+  std::unique_ptr<balancer> dispatcher(balancer_kind) const override { return std::make_unique<fill_balancer>(); }
 };
 }  // namespace
 

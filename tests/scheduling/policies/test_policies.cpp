@@ -47,6 +47,9 @@ TEST(policies, every_scheduler_policy_of_the_file_is_registered_with_what_it_doe
     EXPECT_EQ(policy.plans_least_cost(), p == sp::piccolo || p == sp::graft) << knob_name(p);
     EXPECT_EQ(policy.maps_clients(), p == sp::jellyfish) << knob_name(p);
     EXPECT_EQ(policy.packer()->name(), p == sp::batch_oblivious ? "batch-oblivious" : "nexus") << knob_name(p);
+    // Frontends dispatch by the file's balancer, but Piccolo's by its own throughput-cost fill.
+    EXPECT_EQ(policy.dispatcher(balancer_kind::weighted_random)->name(), p == sp::piccolo ? "fill" : "weighted_random")
+        << knob_name(p);
   }
   EXPECT_FALSE(sched::plans_least_cost(nullptr)) << "no policy named: nexus";
 }
