@@ -7,13 +7,24 @@
 
 namespace sloserve::kserve {
 
+bool invoked_per_row(const pipeline& p, size_t stage) {
+  for (;;) {
+    auto& s = p.stages[stage];
+    if (s.fanout) return true;
+    if (s.parents.size() != 1) return false;  // a root, or a join: invoked once
+    stage = s.parents.front();
+  }
+}
+
 pipeline_signature signature_of(const cluster_config& cfg, const pipeline& p) {
   auto& root = cfg.models[p.stages[p.roots().front()].model_index];
   pipeline_signature s{{root.input_name, root.input}, {}};
   auto leaves = p.leaves();
   for (auto leaf : leaves) {
     auto& m = cfg.models[p.stages[leaf].model_index];
-    s.outputs.push_back({leaves.size() == 1 ? m.output_name : p.stages[leaf].name, m.output});
+    tensor_signature out{leaves.size() == 1 ? m.output_name : p.stages[leaf].name, m.output};
+    if (invoked_per_row(p, leaf)) out.spec.shape.insert(out.spec.shape.begin(), -1);
+    s.outputs.push_back(std::move(out));
   }
   return s;
 }
@@ -57,17 +68,50 @@ expected<prepared_call> prepare_call(const cluster_config& cfg, const pipeline& 
   return call;
 }
 
+namespace {
+
+// The tensors of `parts` (each of `spec`'s shape) stacked along a new leading dimension.
+tensor stacked(const std::string& name, const tensor_spec& spec, const std::vector<tensor*>& parts) {
+  tensor t;
+  t.name = name;
+  t.type = spec.type;
+  t.shape = spec.shape;
+  t.shape.insert(t.shape.begin(), static_cast<int64_t>(parts.size()));
+  size_t total = 0;
+  for (auto* x : parts) total += x->data.size();
+  char* out = nullptr;
+  t.data = bytes::allocate(total, out);
+  for (auto* x : parts) out = std::copy(x->data.begin(), x->data.end(), out);
+  return t;
+}
+
+}  // namespace
+
 void shape_outputs(const cluster_config& cfg, const pipeline& p, const prepared_call& call,
                    std::vector<tensor>& outputs) {
+  // The leaves' results come named by their stage, one per invocation, in the order they ended.
+  auto sig = signature_of(cfg, p);
   auto leaves = p.leaves();
-  if (leaves.size() == 1)
-    for (auto& o : outputs) o.name = cfg.models[p.stages[leaves.front()].model_index].output_name;
-  if (call.batched)
-    for (auto& o : outputs) o.shape.insert(o.shape.begin(), 1);
-  if (!call.outputs.empty())
-    std::erase_if(outputs, [&](const tensor& o) {
-      return std::find(call.outputs.begin(), call.outputs.end(), o.name) == call.outputs.end();
-    });
+  std::vector<tensor> shaped;
+  for (size_t k = 0; k < leaves.size(); ++k) {
+    auto& stage = p.stages[leaves[k]];
+    auto& name = sig.outputs[k].name;
+    if (!call.outputs.empty() && std::find(call.outputs.begin(), call.outputs.end(), name) == call.outputs.end())
+      continue;
+    std::vector<tensor*> parts;
+    for (auto& o : outputs)
+      if (o.name == stage.name) parts.push_back(&o);
+    if (parts.size() == 1 && !invoked_per_row(p, leaves[k])) {
+      shaped.push_back(std::move(*parts.front()));
+      shaped.back().name = name;
+    } else {
+      // Invoked once per row of what came before (or, unexpectedly, not once): each invocation's
+      // output one row of a [k, ...] tensor, k >= 0.
+      shaped.push_back(stacked(name, cfg.models[stage.model_index].output, parts));
+    }
+    if (call.batched) shaped.back().shape.insert(shaped.back().shape.begin(), 1);
+  }
+  outputs = std::move(shaped);
 }
 
 }  // namespace sloserve::kserve

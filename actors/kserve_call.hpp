@@ -18,7 +18,9 @@ struct tensor_signature {
 };
 
 // The pipeline's input (its root model's, named `models[].input.name`) and outputs (its leaves'
-// models': named `models[].output.name` for one leaf, after the leaf stages for several).
+// models': named `models[].output.name` for one leaf, after the leaf stages for several). A leaf
+// invoked once per row of an earlier stage's output (a `fanout` stage or one after it) answers
+// its invocations stacked: its shape has a leading -1 ([k, ...], k >= 0).
 struct pipeline_signature {
   tensor_signature input;
   std::vector<tensor_signature> outputs;
@@ -53,7 +55,13 @@ inline bool known_version(const std::string& v) {
 expected<prepared_call> prepare_call(const cluster_config& cfg, const pipeline& p, std::vector<tensor> inputs,
                                      uint64_t request_id, call_parameters params = {});
 
-// Names the reply's outputs as the signature does, restores the client's batch dimension, and
+// Whether a query invokes `stage` of `p` once per row of an earlier stage's output: it or a stage
+// it follows alone has a `fanout`.
+bool invoked_per_row(const pipeline& p, size_t stage);
+
+// Turns the frontend's results (one tensor per leaf invocation, named by its stage) into the
+// signature's outputs: each once, in the signature's order, named as it names them, a leaf
+// invoked per row stacked along a leading dimension; restores the client's batch dimension; and
 // keeps the outputs the client asked for.
 void shape_outputs(const cluster_config& cfg, const pipeline& p, const prepared_call& call,
                    std::vector<tensor>& outputs);

@@ -523,7 +523,9 @@ pipelines:
   ASSERT_TRUE(all) << all.error();
   auto out = reply();
   kserve::shape_outputs(*cfg, p, *all, out);
-  EXPECT_EQ(out.size(), 3u) << "none named: every output";
+  ASSERT_EQ(out.size(), 2u) << "none named: every output, each once";
+  EXPECT_EQ(out[0].name, "car");
+  EXPECT_EQ(out[1].name, "face");
   auto face = kserve::prepare_call(*cfg, p, input(), 2, {0, 0, {"face"}});
   ASSERT_TRUE(face) << face.error();
   out = reply();
@@ -535,6 +537,57 @@ pipelines:
   EXPECT_NE(bad.error().find("no output 'plate'; its outputs are 'car', 'face'"), std::string::npos) << bad.error();
   EXPECT_TRUE(kserve::known_version("1") && kserve::known_version(""));
   EXPECT_FALSE(kserve::known_version("2"));
+}
+
+// A leaf invoked once per row of the detector's output (a `fanout` stage, and the stage after
+// it) answers one output, its invocations stacked along a leading dimension ([k, ...], k >= 0,
+// the metadata's -1), in the signature's order whatever order they ended in; a leaf invoked once
+// keeps its shape; a client's batch of 1 comes back in front of both.
+TEST(kserve_call, a_fan_out_leaf_answers_its_invocations_stacked_as_one_output) {
+  auto cfg = testing::parse_or_die(R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], devices: [{kind: emulated}]}
+models:
+  - {name: det, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [3, 4]}, profile: {alpha_ms: 1, beta_ms: 1}}
+  - {name: crop, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [4]}, profile: {alpha_ms: 1, beta_ms: 1}}
+  - {name: car, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, profile: {alpha_ms: 1, beta_ms: 1}}
+  - {name: scene, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [5]}, profile: {alpha_ms: 1, beta_ms: 1}}
+pipelines:
+  - {name: t, slo_ms: 200, stages: [{name: detect, model: det}, {name: crops, model: crop, after: [detect], fanout: 2},
+                                    {name: car, model: car, after: [crops]}, {name: scene, model: scene, after: [detect]}]}
+)");
+  auto& p = cfg->pipelines[0];
+  EXPECT_TRUE(kserve::invoked_per_row(p, 1));
+  EXPECT_TRUE(kserve::invoked_per_row(p, 2)) << "after a fanout stage";
+  EXPECT_FALSE(kserve::invoked_per_row(p, 3));
+  auto sig = kserve::signature_of(*cfg, p);
+  ASSERT_EQ(sig.outputs.size(), 2u);
+  EXPECT_EQ(sig.outputs[0].name, "car");
+  EXPECT_EQ(sig.outputs[0].spec.shape, (std::vector<int64_t>{-1, 2}));
+  EXPECT_EQ(sig.outputs[1].spec.shape, (std::vector<int64_t>{5}));
+  auto input = [] { return std::vector<tensor>{make_tensor({dtype::float32, {4}}, 1, "input")}; };
+  auto call = kserve::prepare_call(*cfg, p, input(), 1);
+  ASSERT_TRUE(call) << call.error();
+  std::vector<tensor> out{make_tensor({dtype::float32, {2}}, 1, "car"), make_tensor({dtype::float32, {5}}, 2, "scene"),
+                          make_tensor({dtype::float32, {2}}, 3, "car"), make_tensor({dtype::float32, {2}}, 4, "car")};
+  auto rows = out[0].data.str() + out[2].data.str() + out[3].data.str();
+  kserve::shape_outputs(*cfg, p, *call, out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].name, "car");
+  EXPECT_EQ(out[0].shape, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(out[0].data.str(), rows) << "the invocations' rows in the order they ended";
+  EXPECT_EQ(out[1].name, "scene");
+  EXPECT_EQ(out[1].shape, (std::vector<int64_t>{5}));
+  // No crop at all: an empty [0, 2]; and a batch of one.
+  auto batched = kserve::prepare_call(*cfg, p, {make_tensor({dtype::float32, {1, 4}}, 1, "input")}, 2);
+  ASSERT_TRUE(batched) << batched.error();
+  out = {make_tensor({dtype::float32, {5}}, 2, "scene")};
+  kserve::shape_outputs(*cfg, p, *batched, out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].shape, (std::vector<int64_t>{1, 0, 2}));
+  EXPECT_TRUE(out[0].data.empty());
+  EXPECT_EQ(out[0].type, dtype::float32);
+  EXPECT_EQ(out[1].shape, (std::vector<int64_t>{1, 5}));
 }
 
 }  // namespace

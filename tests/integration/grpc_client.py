@@ -127,7 +127,8 @@ class GrpcIngress(unittest.TestCase):
         self.assertEqual(m.name, "traffic")
         self.assertEqual((m.inputs[0].name, m.inputs[0].datatype, list(m.inputs[0].shape)),
                          ("input", "FP32", [3, 32, 32]))
-        self.assertEqual((m.outputs[0].name, list(m.outputs[0].shape)), ("output", [10]))
+        # One row per classify invocation (fan-out 1.5): [-1, 10].
+        self.assertEqual((m.outputs[0].name, list(m.outputs[0].shape)), ("output", [-1, 10]))
         self.assertTrue(s.ModelReady(pb.ModelReadyRequest(name="traffic")).ready)
         with self.assertRaises(grpc.RpcError) as e:
             s.ModelReady(pb.ModelReadyRequest(name="nope"))
@@ -136,14 +137,16 @@ class GrpcIngress(unittest.TestCase):
     def test_inference_with_raw_and_typed_contents(self):
         r = self.c.stub.ModelInfer(infer_request(rid="q1"))
         self.assertEqual((r.model_name, r.id), ("traffic", "q1"))
-        self.assertGreaterEqual(len(r.outputs), 1)  # one per classify invocation: fan-out 1.5
-        self.assertEqual(len(r.raw_output_contents), len(r.outputs))
-        for o, raw in zip(r.outputs, r.raw_output_contents):
-            self.assertEqual((o.name, o.datatype, list(o.shape)), ("output", "FP32", [10]))
-            self.assertEqual(len(raw), 40)
-        # Typed contents, and a client that batches says [1, ...] and gets [1, 10] back.
+        # One output, the classify invocations (fan-out 1.5) stacked: [k, 10].
+        self.assertEqual(len(r.outputs), 1)
+        self.assertEqual(len(r.raw_output_contents), 1)
+        o, raw = r.outputs[0], r.raw_output_contents[0]
+        self.assertEqual((o.name, o.datatype, len(o.shape), o.shape[1]), ("output", "FP32", 2, 10))
+        self.assertEqual(len(raw), 40 * o.shape[0])
+        # Typed contents, and a client that batches says [1, ...] and gets [1, k, 10] back.
         b = self.c.stub.ModelInfer(infer_request(shape=(1, 3, 32, 32), raw=False))
-        self.assertEqual(list(b.outputs[0].shape), [1, 10])
+        self.assertEqual(len(b.outputs), 1)
+        self.assertEqual((b.outputs[0].shape[0], b.outputs[0].shape[2]), (1, 10))
 
     def test_the_clients_mistakes_get_the_right_code_and_the_node_keeps_serving(self):
         wrong_count = infer_request()

@@ -119,7 +119,7 @@ TEST_F(http_cluster, health_metadata_and_inference_over_json_and_the_binary_exte
   auto m = json::parse(meta->body);
   EXPECT_EQ(m["inputs"][0], json({{"name", "input"}, {"datatype", "FP32"}, {"shape", {3, 32, 32}}}));
   EXPECT_EQ(m["outputs"][0]["name"], "output");
-  EXPECT_EQ(m["outputs"][0]["shape"], json({10}));
+  EXPECT_EQ(m["outputs"][0]["shape"], json({-1, 10})) << "one row per classify invocation";
   auto ready = client->Get("/v2/models/traffic/ready");
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->status, 200);
@@ -142,12 +142,15 @@ TEST_F(http_cluster, health_metadata_and_inference_over_json_and_the_binary_exte
   auto out = json::parse(r->body);
   EXPECT_EQ(out["model_name"], "traffic");
   EXPECT_EQ(out["id"], "q1");
-  ASSERT_GE(out["outputs"].size(), 1u);  // one per classify invocation: fan-out 1.5
+  // One output, the classify invocations (fan-out 1.5) stacked: [k, 10].
+  ASSERT_EQ(out["outputs"].size(), 1u) << r->body;
   EXPECT_EQ(out["outputs"][0]["datatype"], "FP32");
-  EXPECT_EQ(out["outputs"][0]["shape"], json({10}));
-  EXPECT_EQ(out["outputs"][0]["data"].size(), 10u);
+  auto& shape = out["outputs"][0]["shape"];
+  ASSERT_EQ(shape.size(), 2u);
+  EXPECT_EQ(shape[1], 10);
+  EXPECT_EQ(out["outputs"][0]["data"].size(), 10 * shape[0].get<size_t>());
 
-  // A client that batches says [1, 3, 32, 32] and gets [1, 10] back; the binary extension both ways.
+  // A client that batches says [1, 3, 32, 32] and gets [1, k, 10] back; the binary extension both ways.
   std::vector<float> data(3 * 32 * 32, 0.5f);
   std::string raw(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float));
   auto header = json{{"inputs",
@@ -163,7 +166,9 @@ TEST_F(http_cluster, health_metadata_and_inference_over_json_and_the_binary_exte
   ASSERT_EQ(b->status, 200) << b->body;
   auto length = std::stoul(b->get_header_value("Inference-Header-Content-Length"));
   auto bh = json::parse(b->body.substr(0, length));
-  EXPECT_EQ(bh["outputs"][0]["shape"], json({1, 10}));
+  ASSERT_EQ(bh["outputs"].size(), 1u);
+  EXPECT_EQ(bh["outputs"][0]["shape"][0], 1);
+  EXPECT_EQ(bh["outputs"][0]["shape"][2], 10);
   size_t sum = 0;
   for (auto& o : bh["outputs"]) sum += o["parameters"]["binary_data_size"].get<size_t>();
   EXPECT_EQ(b->body.size() - length, sum);
