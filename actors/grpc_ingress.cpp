@@ -268,31 +268,33 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
       reactor->Finish({StatusCode::INVALID_ARGUMENT, params.error()});
       return reactor;
     }
-    auto call = kserve::prepare_call(*cfg, *p, std::move(inputs), next_id++, *params);
+    auto call = kserve::prepare_call(*cfg, *p, std::move(inputs), 0, *params);
     if (!call) {
       reactor->Finish({StatusCode::INVALID_ARGUMENT, call.error()});
       return reactor;
     }
-    auto request = std::move(call->request);
+    auto requests = std::move(call->requests);
+    for (auto& r : requests) r.request_id = next_id++;
     // The frontend answers every request by its deadline and runtime.reply_grace_ms, on its
     // thread; the reactor and the response stay valid until Finish.
-    auto sink = std::make_shared<const reply_sink>(
-        [this, p, call = std::move(*call), reactor, res, id = req->id()](msg::client_reply r) {
-          if (r.code != msg::status::ok) return reactor->Finish(grpc_status_of(r));
-          kserve::shape_outputs(*cfg, *p, call, r.outputs);
-          res->set_model_name(p->name);
-          res->set_model_version("1");
-          res->set_id(id);
-          for (auto& o : r.outputs) {
-            auto* out = res->add_outputs();
-            out->set_name(o.name);
-            out->set_datatype(std::string(kserve::datatype_name(o.type)));
-            for (auto d : o.shape) out->add_shape(d);
-            res->add_raw_output_contents(o.data.data(), o.data.size());
-          }
-          reactor->Finish(Status::OK);
-        });
-    caf::anon_send(frontend, ingress{"grpc " + ctx->peer(), std::move(request), std::move(sink)});
+    auto gather = kserve::gather_replies(requests.size(), [this, p, call = std::move(*call), reactor, res,
+                                                           id = req->id()](std::vector<msg::client_reply> replies) {
+      auto r = kserve::combine_replies(*cfg, *p, call, std::move(replies));
+      if (r.code != msg::status::ok) return reactor->Finish(grpc_status_of(r));
+      res->set_model_name(p->name);
+      res->set_model_version("1");
+      res->set_id(id);
+      for (auto& o : r.outputs) {
+        auto* out = res->add_outputs();
+        out->set_name(o.name);
+        out->set_datatype(std::string(kserve::datatype_name(o.type)));
+        for (auto d : o.shape) out->add_shape(d);
+        res->add_raw_output_contents(o.data.data(), o.data.size());
+      }
+      reactor->Finish(Status::OK);
+    });
+    for (size_t i = 0; i < requests.size(); ++i)
+      caf::anon_send(frontend, ingress{"grpc " + ctx->peer(), std::move(requests[i]), gather(i)});
     return reactor;
   }
 };

@@ -135,19 +135,25 @@ struct http_ingress::impl {
     }
     auto parsed = kserve::parse_infer_request(req.body, header_length);
     if (!parsed) return refuse(res, 400, parsed.error());
-    auto call = kserve::prepare_call(*cfg, *p, std::move(parsed->inputs), next_id++,
+    auto call = kserve::prepare_call(*cfg, *p, std::move(parsed->inputs), 0,
                                      {parsed->start_layer, parsed->slo_ms, std::move(parsed->outputs)});
     if (!call) return refuse(res, 400, call.error());
+    for (auto& r : call->requests) r.request_id = next_id++;
     // The frontend answers every request by its deadline and reply_grace_ms; this is a backstop.
     auto wait = std::chrono::milliseconds(static_cast<int64_t>(p->slo_ms) + 2 * cfg->runtime.reply_grace_ms + 5000);
     auto r = ask<msg::client_reply>(
         [&](auto sink) {
-          caf::anon_send(frontend, ingress{"http " + req.remote_addr, std::move(call->request), std::move(sink)});
+          auto requests = std::move(call->requests);
+          auto gather = kserve::gather_replies(
+              requests.size(), [cfg = cfg, p, call = std::move(*call), sink](std::vector<msg::client_reply> replies) {
+                (*sink)(kserve::combine_replies(*cfg, *p, call, std::move(replies)));
+              });
+          for (size_t i = 0; i < requests.size(); ++i)
+            caf::anon_send(frontend, ingress{"http " + req.remote_addr, std::move(requests[i]), gather(i)});
         },
         wait);
     if (!r) return refuse(res, 504, "no reply from the frontend within " + std::to_string(wait.count()) + " ms");
     if (r->code != msg::status::ok) return refuse(res, http_status_of(*r), r->reason);
-    kserve::shape_outputs(*cfg, *p, *call, r->outputs);
     auto out = kserve::make_infer_response(p->name, parsed->id, r->outputs, parsed->binary_outputs);
     if (out.header_length) {
       res.set_header("Inference-Header-Content-Length", std::to_string(*out.header_length));

@@ -1,6 +1,8 @@
 #include "actors/kserve_call.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <mutex>
 
 #include "config/start_layer.hpp"
 #include "gpu/image.hpp"
@@ -43,15 +45,33 @@ expected<prepared_call> prepare_call(const cluster_config& cfg, const pipeline& 
   if (t.name != root.input_name)
     return fail("pipeline '" + p.name + "' has no input '" + t.name + "'; its input is '" + root.input_name + "'");
   prepared_call call;
-  // Clients that batch say [1, ...]: the pipeline's tensors are one request each.
+  // Clients that batch say [N, ...]: the pipeline's tensors are one request each.
   auto& want = from->input.shape;
-  call.batched = t.shape.size() == want.size() + 1 && t.shape.front() == 1 &&
+  call.batched = t.shape.size() == want.size() + 1 && t.shape.front() >= 1 &&
                  std::equal(want.begin(), want.end(), t.shape.begin() + 1);
-  if (call.batched) t.shape.erase(t.shape.begin());
-  for (auto r : p.roots())
-    if (auto ok = check_input(t, params.start_layer > 0 ? *from : cfg.models[p.stages[r].model_index]); !ok)
-      return fail("input '" + t.name + "': " + ok.error());
-  t.name = "input";
+  std::vector<tensor> items;
+  if (call.batched) {
+    auto n = t.shape.front();
+    if (n > max_batch_items)
+      return fail("input '" + t.name + "': a batch of " + std::to_string(n) + " items; at most " +
+                  std::to_string(max_batch_items));
+    auto item = tensor_spec{t.type, want}.byte_size();
+    if (!item || t.data.size() != static_cast<uint64_t>(n) * *item)
+      return fail("input '" + t.name + "': " + std::to_string(n) + " items of " +
+                  tensor_spec{t.type, want}.to_string() + " take " +
+                  (item ? std::to_string(n * static_cast<int64_t>(*item)) : std::string("?")) +
+                  " bytes; the request has " + std::to_string(t.data.size()));
+    for (int64_t i = 0; i < n; ++i)
+      items.push_back({t.name, t.type, want, t.data.substr(static_cast<size_t>(i) * *item, *item)});
+  } else {
+    items.push_back(std::move(t));
+  }
+  for (auto& x : items) {
+    for (auto r : p.roots())
+      if (auto ok = check_input(x, params.start_layer > 0 ? *from : cfg.models[p.stages[r].model_index]); !ok)
+        return fail("input '" + x.name + "': " + ok.error());
+    x.name = "input";
+  }
   auto sig = signature_of(cfg, p);
   for (auto& name : params.outputs)
     if (std::none_of(sig.outputs.begin(), sig.outputs.end(), [&](auto& o) { return o.name == name; })) {
@@ -60,11 +80,15 @@ expected<prepared_call> prepare_call(const cluster_config& cfg, const pipeline& 
       return fail("pipeline '" + p.name + "' has no output '" + name + "'; its outputs are " + names);
     }
   call.outputs = std::move(params.outputs);
-  call.request.pipeline = p.name;
-  call.request.request_id = request_id;
-  call.request.start_layer = params.start_layer;
-  call.request.slo_ms = params.slo_ms;
-  call.request.inputs = std::move(inputs);
+  for (auto& x : items) {
+    msg::client_request r;
+    r.pipeline = p.name;
+    r.request_id = request_id++;
+    r.start_layer = params.start_layer;
+    r.slo_ms = params.slo_ms;
+    r.inputs.push_back(std::move(x));
+    call.requests.push_back(std::move(r));
+  }
   return call;
 }
 
@@ -85,10 +109,8 @@ tensor stacked(const std::string& name, const tensor_spec& spec, const std::vect
   return t;
 }
 
-}  // namespace
-
-void shape_outputs(const cluster_config& cfg, const pipeline& p, const prepared_call& call,
-                   std::vector<tensor>& outputs) {
+// shape_outputs for one item, without the client's batch dimension.
+void shape_item(const cluster_config& cfg, const pipeline& p, const prepared_call& call, std::vector<tensor>& outputs) {
   // The leaves' results come named by their stage, one per invocation, in the order they ended.
   auto sig = signature_of(cfg, p);
   auto leaves = p.leaves();
@@ -109,9 +131,110 @@ void shape_outputs(const cluster_config& cfg, const pipeline& p, const prepared_
       // output one row of a [k, ...] tensor, k >= 0.
       shaped.push_back(stacked(name, cfg.models[stage.model_index].output, parts));
     }
-    if (call.batched) shaped.back().shape.insert(shaped.back().shape.begin(), 1);
   }
   outputs = std::move(shaped);
+}
+
+// `t` with its leading dimension padded with zero rows to `rows`.
+tensor padded(const tensor& t, int64_t rows) {
+  if (t.shape.empty() || t.shape.front() >= rows) return t;
+  auto row = tensor_spec{t.type, {t.shape.begin() + 1, t.shape.end()}}.byte_size().value_or(0);
+  tensor out = t;
+  out.shape.front() = rows;
+  char* at = nullptr;
+  out.data = bytes::allocate(row * static_cast<size_t>(rows), at);
+  std::copy(t.data.begin(), t.data.end(), at);
+  return out;
+}
+
+}  // namespace
+
+void shape_outputs(const cluster_config& cfg, const pipeline& p, const prepared_call& call,
+                   std::vector<tensor>& outputs) {
+  shape_item(cfg, p, call, outputs);
+  if (call.batched)
+    for (auto& o : outputs) o.shape.insert(o.shape.begin(), 1);
+}
+
+msg::client_reply combine_replies(const cluster_config& cfg, const pipeline& p, const prepared_call& call,
+                                  std::vector<msg::client_reply> replies) {
+  auto n = replies.size();
+  for (size_t i = 0; i < n; ++i)
+    if (replies[i].code != msg::status::ok) {
+      auto r = std::move(replies[i]);
+      if (n > 1) r.reason = "item " + std::to_string(i) + " of " + std::to_string(n) + ": " + r.reason;
+      r.outputs.clear();
+      return r;
+    }
+  if (n == 0) return {};
+  if (!call.batched) {
+    auto out = std::move(replies.front());
+    shape_item(cfg, p, call, out.outputs);
+    return out;
+  }
+  for (auto& r : replies) shape_item(cfg, p, call, r.outputs);
+  // Each output stacked over the items: [N, ...]; per-row leaves padded to the most rows.
+  auto sig = signature_of(cfg, p);
+  std::vector<tensor> stacked_outputs;
+  for (size_t j = 0; j < replies.front().outputs.size(); ++j) {
+    auto& first = replies.front().outputs[j];
+    auto it = std::find_if(sig.outputs.begin(), sig.outputs.end(), [&](auto& o) { return o.name == first.name; });
+    bool per_row = it != sig.outputs.end() && !it->spec.shape.empty() && it->spec.shape.front() < 0;
+    int64_t most = 0;
+    for (auto& r : replies) most = std::max(most, r.outputs[j].shape.empty() ? 0 : r.outputs[j].shape.front());
+    std::vector<tensor> rows;
+    std::vector<tensor*> parts;
+    rows.reserve(n);
+    for (auto& r : replies) rows.push_back(per_row && n > 1 ? padded(r.outputs[j], most) : r.outputs[j]);
+    for (auto& x : rows) parts.push_back(&x);
+    stacked_outputs.push_back(stacked(first.name, rows.front().spec(), parts));
+    if (!per_row || n == 1) continue;
+    tensor counts;
+    counts.name = first.name + "_rows";
+    counts.type = dtype::int64;
+    counts.shape = {static_cast<int64_t>(n)};
+    std::string data(n * sizeof(int64_t), '\0');
+    for (size_t i = 0; i < n; ++i) {
+      int64_t k = replies[i].outputs[j].shape.empty() ? 0 : replies[i].outputs[j].shape.front();
+      std::memcpy(data.data() + i * sizeof(int64_t), &k, sizeof k);
+    }
+    counts.data = bytes(std::move(data));
+    stacked_outputs.push_back(std::move(counts));
+  }
+  auto out = std::move(replies.front());
+  out.outputs = std::move(stacked_outputs);
+  return out;
+}
+
+std::function<item_sink(size_t)> gather_replies(size_t n, std::function<void(std::vector<msg::client_reply>)> done) {
+  struct gathering {
+    std::mutex m;
+    std::vector<msg::client_reply> replies;
+    std::vector<bool> got;
+    size_t left = 0;
+    std::function<void(std::vector<msg::client_reply>)> done;
+  };
+  auto g = std::make_shared<gathering>();
+  g->replies.resize(n);
+  g->got.assign(n, false);
+  g->left = n;
+  g->done = std::move(done);
+  return [g](size_t i) {
+    return std::make_shared<const std::function<void(msg::client_reply)>>([g, i](msg::client_reply r) {
+      std::function<void(std::vector<msg::client_reply>)> fire;
+      std::vector<msg::client_reply> all;
+      {
+        std::lock_guard lock(g->m);
+        if (i >= g->got.size() || g->got[i]) return;
+        g->got[i] = true;
+        g->replies[i] = std::move(r);
+        if (--g->left > 0) return;
+        fire = std::move(g->done);
+        all = std::move(g->replies);
+      }
+      fire(std::move(all));
+    });
+  };
 }
 
 }  // namespace sloserve::kserve

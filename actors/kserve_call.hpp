@@ -3,6 +3,8 @@
 // as the protocol shows it, a request's inputs checked and turned into a client request, and the
 // reply's outputs named and shaped as the client sent them.
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,12 +29,16 @@ struct pipeline_signature {
 };
 pipeline_signature signature_of(const cluster_config& cfg, const pipeline& p);
 
-// A request for `p` as the frontend takes it, and how to give its reply back.
+// A request for `p` as the frontend takes it, and how to give its reply back. A client that
+// batches sends [N, ...shape]: N requests to the frontend, one per item, answered as one.
 struct prepared_call {
-  msg::client_request request;
-  bool batched = false;              // the client sent [1, ...shape]: outputs get the leading 1 too
-  std::vector<std::string> outputs;  // the outputs the client asked for, by name; empty: all
+  std::vector<msg::client_request> requests;  // one per item, in order (one when not batched)
+  bool batched = false;                       // the client sent a leading batch dimension: outputs get it too
+  std::vector<std::string> outputs;           // the outputs the client asked for, by name; empty: all
 };
+
+// Most items one batched request may hold.
+constexpr int64_t max_batch_items = 1024;
 
 // What a request may say of itself in its parameters: the layer a partitioned model's server
 // starts at (Graft; 0: the whole model), and its own SLO (0: the pipeline's).
@@ -49,15 +55,31 @@ inline bool known_version(const std::string& v) {
 }
 
 // Checks `inputs` (one tensor, named as the pipeline's input, with the declared shape or the
-// declared shape behind a batch of 1, as the model takes it; from a later start layer, as that
-// layer takes it) and the outputs asked for (each one of the signature's); the error is the
-// client's fault.
+// declared shape behind a batch dimension of N in [1, max_batch_items], as the model takes it;
+// from a later start layer, as that layer takes it) and the outputs asked for (each one of the
+// signature's); the error is the client's fault. The items' requests are numbered from
+// `request_id` up.
 expected<prepared_call> prepare_call(const cluster_config& cfg, const pipeline& p, std::vector<tensor> inputs,
                                      uint64_t request_id, call_parameters params = {});
 
 // Whether a query invokes `stage` of `p` once per row of an earlier stage's output: it or a stage
 // it follows alone has a `fanout`.
 bool invoked_per_row(const pipeline& p, size_t stage);
+
+// Where the frontend delivers one item's reply.
+using item_sink = std::shared_ptr<const std::function<void(msg::client_reply)>>;
+// The sinks of a call's `n` items: the result's (i) is item i's. `done` runs once, with every
+// item's reply in the items' order, when the last arrives (on whichever thread delivers it); a
+// second reply for an item is ignored.
+std::function<item_sink(size_t)> gather_replies(size_t n, std::function<void(std::vector<msg::client_reply>)> done);
+
+// The items' replies of `call` (in the items' order) as one. The first item not answered OK,
+// with its status, its reason saying which item of how many; else OK, each item's outputs shaped
+// as shape_outputs does, stacked over the items when the client batched ([N, ...]). A leaf
+// invoked per row answers [N, K, ...] in a batch of N > 1, K the most rows an item has (the rest
+// zero), and beside it `<name>_rows`, INT64 [N]: each item's rows.
+msg::client_reply combine_replies(const cluster_config& cfg, const pipeline& p, const prepared_call& call,
+                                  std::vector<msg::client_reply> replies);
 
 // Turns the frontend's results (one tensor per leaf invocation, named by its stage) into the
 // signature's outputs: each once, in the signature's order, named as it names them, a leaf

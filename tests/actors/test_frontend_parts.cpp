@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "actors/client_registry.hpp"
 #include "actors/client_time.hpp"
 #include "actors/dummy_padding.hpp"
@@ -486,9 +488,10 @@ pipelines:
   auto c = kserve::prepare_call(*cfg, p, input({1, 6}), 7, {1, 120});
   ASSERT_TRUE(c) << c.error();
   EXPECT_TRUE(c->batched);
-  EXPECT_EQ(c->request.start_layer, 1u);
-  EXPECT_DOUBLE_EQ(c->request.slo_ms, 120);
-  EXPECT_EQ(c->request.inputs[0].shape, std::vector<int64_t>{6});
+  ASSERT_EQ(c->requests.size(), 1u);
+  EXPECT_EQ(c->requests[0].start_layer, 1u);
+  EXPECT_DOUBLE_EQ(c->requests[0].slo_ms, 120);
+  EXPECT_EQ(c->requests[0].inputs[0].shape, std::vector<int64_t>{6});
   EXPECT_TRUE(kserve::prepare_call(*cfg, p, input({4}), 8));
   auto wrong = kserve::prepare_call(*cfg, p, input({4}), 9, {1, 0});
   ASSERT_FALSE(wrong);
@@ -588,6 +591,104 @@ pipelines:
   EXPECT_TRUE(out[0].data.empty());
   EXPECT_EQ(out[0].type, dtype::float32);
   EXPECT_EQ(out[1].shape, (std::vector<int64_t>{1, 5}));
+}
+
+// A client's batch of N: N requests to the frontend (numbered on, each its item's bytes), answered
+// as one: every output stacked [N, ...], a per-row leaf padded to the most rows an item has with
+// its rows per item beside it; an item not answered OK answers the whole call, saying which.
+TEST(kserve_call, a_batch_of_n_is_n_requests_answered_as_one) {
+  auto cfg = testing::parse_or_die(R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], devices: [{kind: emulated}]}
+models:
+  - {name: det, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, profile: {alpha_ms: 1, beta_ms: 1}}
+  - {name: car, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [1]}, profile: {alpha_ms: 1, beta_ms: 1}}
+  - {name: scene, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [3]}, profile: {alpha_ms: 1, beta_ms: 1}}
+pipelines:
+  - {name: t, slo_ms: 200, stages: [{name: detect, model: det}, {name: car, model: car, after: [detect], fanout: 2},
+                                    {name: scene, model: scene, after: [detect]}]}
+)");
+  auto& p = cfg->pipelines[0];
+  std::vector<float> x{1, 2, 3, 4, 5, 6};
+  tensor in{"input", dtype::float32, {3, 2}, bytes(std::string(reinterpret_cast<const char*>(x.data()), 24))};
+  auto call = kserve::prepare_call(*cfg, p, {in}, 40, {0, 75});
+  ASSERT_TRUE(call) << call.error();
+  EXPECT_TRUE(call->batched);
+  ASSERT_EQ(call->requests.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(call->requests[i].request_id, 40 + i);
+    EXPECT_DOUBLE_EQ(call->requests[i].slo_ms, 75);
+    EXPECT_EQ(call->requests[i].inputs[0].shape, std::vector<int64_t>{2});
+    EXPECT_EQ(call->requests[i].inputs[0].data.view(), in.data.view().substr(8 * i, 8));
+  }
+  auto f = [](float v, const char* name, int64_t n) {
+    std::vector<float> d(static_cast<size_t>(n), v);
+    return tensor{name, dtype::float32, {n}, bytes(std::string(reinterpret_cast<const char*>(d.data()), d.size() * 4))};
+  };
+  auto ok = [&](std::vector<tensor> outputs) {
+    msg::client_reply r;
+    r.code = msg::status::ok;
+    r.outputs = std::move(outputs);
+    return r;
+  };
+  // Item 0 found two cars, item 1 none, item 2 one.
+  std::vector<msg::client_reply> replies{ok({f(1, "car", 1), f(9, "scene", 3), f(2, "car", 1)}), ok({f(8, "scene", 3)}),
+                                         ok({f(7, "scene", 3), f(3, "car", 1)})};
+  auto r = kserve::combine_replies(*cfg, p, *call, replies);
+  ASSERT_EQ(r.code, msg::status::ok);
+  ASSERT_EQ(r.outputs.size(), 3u);
+  EXPECT_EQ(r.outputs[0].name, "car");
+  EXPECT_EQ(r.outputs[0].shape, (std::vector<int64_t>{3, 2, 1}));
+  std::vector<float> cars(6);
+  std::memcpy(cars.data(), r.outputs[0].data.data(), 24);
+  EXPECT_EQ(cars, (std::vector<float>{1, 2, 0, 0, 3, 0})) << "padded with zero rows";
+  EXPECT_EQ(r.outputs[1].name, "car_rows");
+  EXPECT_EQ(r.outputs[1].type, dtype::int64);
+  std::vector<int64_t> rows(3);
+  std::memcpy(rows.data(), r.outputs[1].data.data(), 24);
+  EXPECT_EQ(rows, (std::vector<int64_t>{2, 0, 1}));
+  EXPECT_EQ(r.outputs[2].name, "scene");
+  EXPECT_EQ(r.outputs[2].shape, (std::vector<int64_t>{3, 3}));
+  // One item dropped: the call answers its status, saying which item.
+  replies[1].code = msg::status::dropped;
+  replies[1].reason = "early drop";
+  r = kserve::combine_replies(*cfg, p, *call, replies);
+  EXPECT_EQ(r.code, msg::status::dropped);
+  EXPECT_EQ(r.reason, "item 1 of 3: early drop");
+  EXPECT_TRUE(r.outputs.empty());
+  // Bytes that are not N whole items, and too many items, are the client's mistake.
+  in.data = bytes(std::string(20, '\0'));
+  auto bad = kserve::prepare_call(*cfg, p, {in}, 1);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("3 items of float32[2] take 24 bytes; the request has 20"), std::string::npos)
+      << bad.error();
+  in.shape = {kserve::max_batch_items + 1, 2};
+  EXPECT_FALSE(kserve::prepare_call(*cfg, p, {in}, 1));
+}
+
+// The replies of a call's items come on any thread, in any order: the call is answered once,
+// when the last arrives, with them in the items' order; a second reply for an item is ignored.
+TEST(kserve_call, replies_are_gathered_in_item_order_and_answered_once) {
+  int calls = 0;
+  std::vector<uint64_t> ids;
+  auto sink = kserve::gather_replies(3, [&](std::vector<msg::client_reply> all) {
+    ++calls;
+    for (auto& r : all) ids.push_back(r.request_id);
+  });
+  auto reply = [](uint64_t id) {
+    msg::client_reply r;
+    r.request_id = id;
+    return r;
+  };
+  (*sink(2))(reply(12));
+  (*sink(0))(reply(10));
+  (*sink(0))(reply(99));
+  EXPECT_EQ(calls, 0);
+  (*sink(1))(reply(11));
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(ids, (std::vector<uint64_t>{10, 11, 12}));
+  (*sink(1))(reply(11));
+  EXPECT_EQ(calls, 1);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@ usage: grpc_client.py SLOSERVE_BIN SOURCE_DIR
 import array
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -147,6 +148,15 @@ class GrpcIngress(unittest.TestCase):
         b = self.c.stub.ModelInfer(infer_request(shape=(1, 3, 32, 32), raw=False))
         self.assertEqual(len(b.outputs), 1)
         self.assertEqual((b.outputs[0].shape[0], b.outputs[0].shape[2]), (1, 10))
+        # A batch of two: two queries answered as one, [2, K, 10] and each item's rows beside.
+        two = infer_request(shape=(2, 3, 32, 32))
+        two.raw_input_contents[0] = IMAGE.tobytes() * 2
+        t = self.c.stub.ModelInfer(two)
+        self.assertEqual([o.name for o in t.outputs], ["output", "output_rows"])
+        self.assertEqual((t.outputs[0].shape[0], t.outputs[0].shape[2]), (2, 10))
+        self.assertEqual((t.outputs[1].datatype, list(t.outputs[1].shape)), ("INT64", [2]))
+        rows = struct.unpack("<2q", t.raw_output_contents[1])
+        self.assertEqual(t.outputs[0].shape[1], max(rows))
 
     def test_the_clients_mistakes_get_the_right_code_and_the_node_keeps_serving(self):
         wrong_count = infer_request()

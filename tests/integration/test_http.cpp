@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -172,6 +173,31 @@ TEST_F(http_cluster, health_metadata_and_inference_over_json_and_the_binary_exte
   size_t sum = 0;
   for (auto& o : bh["outputs"]) sum += o["parameters"]["binary_data_size"].get<size_t>();
   EXPECT_EQ(b->body.size() - length, sum);
+
+  // A batch of three: three queries, answered as one, in order; the classify rows of each item
+  // padded to the most any has, and each item's count beside them.
+  auto three = image_request("q3");
+  auto& in = three["inputs"][0];
+  in["shape"] = {3, 3, 32, 32};
+  auto one = in["data"];
+  for (int i = 0; i < 2; ++i)
+    for (auto& v : one) in["data"].push_back(v);
+  auto t = client->Post("/v2/models/traffic/infer", three.dump(), "application/json");
+  ASSERT_TRUE(t);
+  ASSERT_EQ(t->status, 200) << t->body;
+  auto tj = json::parse(t->body);
+  ASSERT_EQ(tj["outputs"].size(), 2u) << t->body;
+  EXPECT_EQ(tj["outputs"][0]["name"], "output");
+  auto& ts = tj["outputs"][0]["shape"];
+  ASSERT_EQ(ts.size(), 3u);
+  EXPECT_EQ(ts[0], 3);
+  EXPECT_EQ(ts[2], 10);
+  EXPECT_EQ(tj["outputs"][1]["name"], "output_rows");
+  EXPECT_EQ(tj["outputs"][1]["datatype"], "INT64");
+  EXPECT_EQ(tj["outputs"][1]["shape"], json({3}));
+  int64_t most = 0;
+  for (auto& k : tj["outputs"][1]["data"]) most = std::max(most, k.get<int64_t>());
+  EXPECT_EQ(ts[1], most);
 }
 
 // A partitioned model over KServe v2: `start_layer` in the request's parameters sends what the
