@@ -64,7 +64,8 @@ expected<tensor> input_tensor(const pb::ModelInferRequest& req, int i) {
   auto type = kserve::parse_datatype(in.datatype());
   if (!type)
     return fail(where + ": datatype '" + in.datatype() +
-                "' is not one sloserve serves (FP32, FP16, INT64, INT32, UINT8)");
+                "' is not one sloserve serves (FP32, FP16, FP64, INT8, INT16, INT32, INT64, UINT8, UINT16, UINT32, "
+                "UINT64, BOOL)");
   tensor t;
   t.name = in.name();
   t.type = *type;
@@ -92,8 +93,29 @@ expected<tensor> input_tensor(const pb::ModelInferRequest& req, int i) {
       case dtype::int32:
         fits = pack<int32_t>(c.int_contents(), data);
         break;
+      case dtype::int16:
+        fits = pack<int16_t>(c.int_contents(), data);
+        break;
+      case dtype::int8:
+        fits = pack<int8_t>(c.int_contents(), data);
+        break;
       case dtype::uint8:
         fits = pack<uint8_t>(c.uint_contents(), data);
+        break;
+      case dtype::uint16:
+        fits = pack<uint16_t>(c.uint_contents(), data);
+        break;
+      case dtype::uint32:
+        fits = pack<uint32_t>(c.uint_contents(), data);
+        break;
+      case dtype::uint64:
+        fits = pack<uint64_t>(c.uint64_contents(), data);
+        break;
+      case dtype::float64:
+        fits = pack<double>(c.fp64_contents(), data);
+        break;
+      case dtype::boolean:
+        for (bool b : c.bool_contents()) data.push_back(b ? 1 : 0);
         break;
       case dtype::float16:
         return fail(where + ": FP16 travels in raw_input_contents only");

@@ -26,20 +26,40 @@
 namespace sloserve {
 namespace {
 
+// LibTorch 1.13 has no unsigned integers wider than 8 bits (torch_type refuses them at load).
 c10::ScalarType scalar_of(dtype t) {
   switch (t) {
     case dtype::float32:
       return torch::kFloat32;
     case dtype::float16:
       return torch::kFloat16;
+    case dtype::float64:
+      return torch::kFloat64;
     case dtype::int64:
       return torch::kInt64;
     case dtype::int32:
       return torch::kInt32;
+    case dtype::int16:
+      return torch::kInt16;
+    case dtype::int8:
+      return torch::kInt8;
     case dtype::uint8:
       return torch::kUInt8;
+    case dtype::boolean:
+      return torch::kBool;
+    case dtype::uint16:
+    case dtype::uint32:
+    case dtype::uint64:
+      break;
   }
   return torch::kFloat32;
+}
+
+// Empty when LibTorch has `t`; else why model `m` cannot use it.
+std::string torch_type(const model_spec& m, const char* what, dtype t) {
+  if (t != dtype::uint16 && t != dtype::uint32 && t != dtype::uint64) return {};
+  return "model '" + m.name + "': its " + what + " is " + std::string(dtype_name(t)) +
+         ", which LibTorch has no tensors of (declare int32 or int64, or serve it on an emulated device)";
 }
 
 std::optional<dtype> dtype_of(c10::ScalarType s) {
@@ -54,6 +74,14 @@ std::optional<dtype> dtype_of(c10::ScalarType s) {
       return dtype::int32;
     case torch::kUInt8:
       return dtype::uint8;
+    case torch::kFloat64:
+      return dtype::float64;
+    case torch::kInt16:
+      return dtype::int16;
+    case torch::kInt8:
+      return dtype::int8;
+    case torch::kBool:
+      return dtype::boolean;
     default:
       return std::nullopt;
   }
@@ -170,6 +198,8 @@ class torch_executor final : public device_executor {
   status load(const model_spec& m) override {
     if (ready_.count(m.name)) return {};
     if (m.path.empty()) return fail("model '" + m.name + "' has no TorchScript path (models[].path)");
+    for (auto [what, t] : {std::pair{"input", m.input.type}, std::pair{"output", m.output.type}})
+      if (auto e = torch_type(m, what, t); !e.empty()) return fail(e);
     if (m.precision == precision::fp16 && !device_.is_cuda())
       return fail("model '" + m.name + "': precision fp16 needs a cuda device (cpu devices run fp32 or bf16)");
     if (m.is_variant()) {

@@ -76,7 +76,7 @@ struct codec_context {
       tensor x;
       x.name = text(t.getName());
       auto dt = static_cast<unsigned>(t.getDtype());
-      if (dt > static_cast<unsigned>(dtype::uint8))
+      if (dt > static_cast<unsigned>(last_dtype))
         throw std::runtime_error("tensor '" + x.name + "' has an unknown dtype " + std::to_string(dt));
       x.type = static_cast<dtype>(dt);
       for (auto d : t.getShape()) x.shape.push_back(d);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 namespace sloserve::kserve {
 namespace {
@@ -71,45 +72,86 @@ void put(char* p, size_t i, T v) {
   std::memcpy(p + i * sizeof(T), &v, sizeof(T));
 }
 
-// Encodes JSON numbers as `t`'s elements; the error names the first that does not fit.
+// An integer JSON value as I, when it is one within I's range.
+template <class I>
+std::optional<I> integer_as(const json& v) {
+  if (!v.is_number_integer()) return std::nullopt;
+  if (v.is_number_unsigned()) {
+    auto u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<I>::max())) return std::nullopt;
+    return static_cast<I>(u);
+  }
+  auto x = v.get<int64_t>();
+  if constexpr (std::is_unsigned_v<I>) {
+    if (x < 0 || static_cast<uint64_t>(x) > static_cast<uint64_t>(std::numeric_limits<I>::max())) return std::nullopt;
+  } else {
+    if (x < static_cast<int64_t>(std::numeric_limits<I>::min()) ||
+        x > static_cast<int64_t>(std::numeric_limits<I>::max()))
+      return std::nullopt;
+  }
+  return static_cast<I>(x);
+}
+
+// Encodes JSON numbers (or booleans, for BOOL) as `t`'s elements; the error names the first that
+// does not fit.
 status encode(const std::vector<const json*>& values, tensor& t, char* p) {
   for (size_t i = 0; i < values.size(); ++i) {
     auto& v = *values[i];
-    auto bad = [&](const char* what) {
+    auto bad = [&](std::string what) {
       return fail("input '" + t.name + "': element " + std::to_string(i) + " (" + v.dump() + ") " + what);
     };
+    auto integer = [&](auto zero) -> status {
+      using I = decltype(zero);
+      if (!v.is_number_integer()) return bad("is not an integer");
+      auto x = integer_as<I>(v);
+      if (!x) return bad("is out of " + std::string(datatype_name(t.type)) + " range");
+      put(p, i, *x);
+      return {};
+    };
+    status ok;
     switch (t.type) {
       case dtype::float32:
         if (!v.is_number()) return bad("is not a number");
         put(p, i, static_cast<float>(v.get<double>()));
         break;
+      case dtype::float64:
+        if (!v.is_number()) return bad("is not a number");
+        put(p, i, v.get<double>());
+        break;
       case dtype::float16:
         if (!v.is_number()) return bad("is not a number");
         put(p, i, to_half(static_cast<float>(v.get<double>())));
         break;
-      case dtype::int64:
-      case dtype::int32:
-      case dtype::uint8: {
-        if (!v.is_number_integer()) return bad("is not an integer");
-        if (t.type == dtype::int64) {
-          if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-            return bad("is out of INT64 range");
-          put(p, i, v.get<int64_t>());
-          break;
-        }
-        auto x =
-            v.is_number_unsigned() ? static_cast<double>(v.get<uint64_t>()) : static_cast<double>(v.get<int64_t>());
-        if (t.type == dtype::int32) {
-          if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max())
-            return bad("is out of INT32 range");
-          put(p, i, static_cast<int32_t>(v.get<int64_t>()));
-        } else {
-          if (x < 0 || x > 255) return bad("is out of UINT8 range");
-          put(p, i, static_cast<uint8_t>(v.get<int64_t>()));
-        }
+      case dtype::boolean:
+        if (!v.is_boolean()) return bad("is not true or false");
+        put(p, i, static_cast<uint8_t>(v.get<bool>() ? 1 : 0));
         break;
-      }
+      case dtype::int64:
+        ok = integer(int64_t{});
+        break;
+      case dtype::int32:
+        ok = integer(int32_t{});
+        break;
+      case dtype::int16:
+        ok = integer(int16_t{});
+        break;
+      case dtype::int8:
+        ok = integer(int8_t{});
+        break;
+      case dtype::uint64:
+        ok = integer(uint64_t{});
+        break;
+      case dtype::uint32:
+        ok = integer(uint32_t{});
+        break;
+      case dtype::uint16:
+        ok = integer(uint16_t{});
+        break;
+      case dtype::uint8:
+        ok = integer(uint8_t{});
+        break;
     }
+    if (!ok) return ok;
   }
   return {};
 }
@@ -127,14 +169,35 @@ json decode(const tensor& t) {
       case dtype::float32:
         data.push_back(get(float{}, i));
         break;
+      case dtype::float64:
+        data.push_back(get(double{}, i));
+        break;
       case dtype::float16:
         data.push_back(from_half(get(uint16_t{}, i)));
+        break;
+      case dtype::boolean:
+        data.push_back(get(uint8_t{}, i) != 0);
         break;
       case dtype::int64:
         data.push_back(get(int64_t{}, i));
         break;
       case dtype::int32:
         data.push_back(get(int32_t{}, i));
+        break;
+      case dtype::int16:
+        data.push_back(get(int16_t{}, i));
+        break;
+      case dtype::int8:
+        data.push_back(get(int8_t{}, i));
+        break;
+      case dtype::uint64:
+        data.push_back(get(uint64_t{}, i));
+        break;
+      case dtype::uint32:
+        data.push_back(get(uint32_t{}, i));
+        break;
+      case dtype::uint16:
+        data.push_back(get(uint16_t{}, i));
         break;
       case dtype::uint8:
         data.push_back(get(uint8_t{}, i));
@@ -151,18 +214,32 @@ std::string_view datatype_name(dtype t) {
       return "FP32";
     case dtype::float16:
       return "FP16";
+    case dtype::float64:
+      return "FP64";
     case dtype::int64:
       return "INT64";
     case dtype::int32:
       return "INT32";
+    case dtype::int16:
+      return "INT16";
+    case dtype::int8:
+      return "INT8";
+    case dtype::uint64:
+      return "UINT64";
+    case dtype::uint32:
+      return "UINT32";
+    case dtype::uint16:
+      return "UINT16";
     case dtype::uint8:
       return "UINT8";
+    case dtype::boolean:
+      return "BOOL";
   }
   return "FP32";
 }
 
 std::optional<dtype> parse_datatype(std::string_view name) {
-  for (auto t : {dtype::float32, dtype::float16, dtype::int64, dtype::int32, dtype::uint8})
+  for (auto t : all_dtypes)
     if (datatype_name(t) == name) return t;
   return std::nullopt;
 }
@@ -199,7 +276,9 @@ expected<infer_request> parse_request(std::string_view body, std::optional<size_
     if (!in.contains("datatype") || !in["datatype"].is_string()) return fail(where + " has no \"datatype\" string");
     auto type = parse_datatype(in["datatype"].get<std::string>());
     if (!type)
-      return fail(where + ": datatype " + in["datatype"].dump() + " is not one of FP32, FP16, INT64, INT32, UINT8");
+      return fail(where + ": datatype " + in["datatype"].dump() +
+                  " is not one of FP32, FP16, FP64, INT8, INT16, INT32, INT64, UINT8, UINT16, "
+                  "UINT32, UINT64, BOOL (BYTES is not served)");
     t.type = *type;
     if (!in.contains("shape") || !in["shape"].is_array()) return fail(where + " has no \"shape\" array");
     for (auto& d : in["shape"]) {

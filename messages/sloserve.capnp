@@ -8,7 +8,10 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("sloserve::wire");
 
-enum DType { float32 @0; float16 @1; int64 @2; int32 @3; uint8 @4; }
+enum DType {
+  float32 @0; float16 @1; int64 @2; int32 @3; uint8 @4; float64 @5; uint64 @6; int8 @7; int16 @8; uint16 @9;
+  uint32 @10; boolean @11;
+}
 enum Status { ok @0; dropped @1; error @2; overloaded @3; }
 
 struct Tensor {

@@ -6,15 +6,21 @@ namespace sloserve {
 
 size_t dtype_size(dtype t) {
   switch (t) {
+    case dtype::float64:
+    case dtype::int64:
+    case dtype::uint64:
+      return 8;
     case dtype::float32:
+    case dtype::int32:
+    case dtype::uint32:
       return 4;
     case dtype::float16:
+    case dtype::int16:
+    case dtype::uint16:
       return 2;
-    case dtype::int64:
-      return 8;
-    case dtype::int32:
-      return 4;
     case dtype::uint8:
+    case dtype::int8:
+    case dtype::boolean:
       return 1;
   }
   return 1;
@@ -32,12 +38,26 @@ std::string_view dtype_name(dtype t) {
       return "int32";
     case dtype::uint8:
       return "uint8";
+    case dtype::float64:
+      return "float64";
+    case dtype::uint64:
+      return "uint64";
+    case dtype::int8:
+      return "int8";
+    case dtype::int16:
+      return "int16";
+    case dtype::uint16:
+      return "uint16";
+    case dtype::uint32:
+      return "uint32";
+    case dtype::boolean:
+      return "bool";
   }
   return "?";
 }
 
 std::optional<dtype> parse_dtype(std::string_view name) {
-  for (auto t : {dtype::float32, dtype::float16, dtype::int64, dtype::int32, dtype::uint8})
+  for (auto t : all_dtypes)
     if (dtype_name(t) == name) return t;
   return std::nullopt;
 }
@@ -125,6 +145,13 @@ tensor make_tensor(const tensor_spec& spec, uint64_t seed, std::string name) {
       float v = static_cast<float>(splitmix(seed) >> 40) / static_cast<float>(1 << 24);
       std::memcpy(data.data() + i * 4, &v, 4);
     }
+  } else if (spec.type == dtype::float64) {
+    for (size_t i = 0; i + 8 <= n_bytes; i += 8) {
+      double v = static_cast<double>(splitmix(seed) >> 11) / static_cast<double>(1ULL << 53);
+      std::memcpy(data.data() + i, &v, 8);
+    }
+  } else if (spec.type == dtype::boolean) {
+    for (size_t i = 0; i < n_bytes; ++i) data[i] = static_cast<char>(splitmix(seed) & 1);
   } else {
     for (size_t i = 0; i < n_bytes; i += 8) {
       uint64_t v = splitmix(seed);

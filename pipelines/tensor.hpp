@@ -12,7 +12,25 @@
 
 namespace sloserve {
 
-enum class dtype : uint8_t { float32, float16, int64, int32, uint8 };
+// Element types; the wire's DType (messages/sloserve.capnp) numbers them alike.
+enum class dtype : uint8_t {
+  float32,
+  float16,
+  int64,
+  int32,
+  uint8,
+  float64,
+  uint64,
+  int8,
+  int16,
+  uint16,
+  uint32,
+  boolean
+};
+inline constexpr dtype last_dtype = dtype::boolean;
+inline constexpr dtype all_dtypes[] = {dtype::float32, dtype::float16, dtype::int64,  dtype::int32,
+                                       dtype::uint8,   dtype::float64, dtype::uint64, dtype::int8,
+                                       dtype::int16,   dtype::uint16,  dtype::uint32, dtype::boolean};
 
 // Bytes per element of `t`.
 size_t dtype_size(dtype t);

@@ -254,6 +254,12 @@ TEST_P(torch_executor_kinds, errors_name_the_problem) {
   nopath.name = "nopath";
   nopath.path.clear();
   EXPECT_NE(ex->load(nopath).error().find("has no TorchScript path"), std::string::npos);
+  // LibTorch has no uint32 tensors: a model declaring one is refused, saying so.
+  auto wide = tiny_mlp();
+  wide.name = "wide";
+  wide.output = {dtype::uint32, {4}};
+  EXPECT_NE(ex->load(wide).error().find("its output is uint32, which LibTorch has no tensors of"), std::string::npos)
+      << ex->load(wide).error();
 }
 
 model_spec tiny_variant(int v, bool as_suffix) {

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "messages/kserve_v2.hpp"
 
@@ -46,6 +47,47 @@ TEST(kserve, json_data_becomes_tensors_of_each_datatype) {
   EXPECT_EQ(j["outputs"][3]["data"], json({1.0, -0.5}));
   EXPECT_EQ(j["outputs"][2]["datatype"], "UINT8");
   EXPECT_FALSE(out.header_length);
+}
+
+// The wider datatypes: FP64, the signed and unsigned integers of every width, BOOL; each value
+// must fit its type, out and back the same values.
+TEST(kserve, json_data_of_the_wider_datatypes_round_trips_and_values_must_fit) {
+  auto input = [](const char* type, json data) {
+    return json{{"name", "x"}, {"shape", {data.size()}}, {"datatype", type}, {"data", data}};
+  };
+  auto body = json{{"inputs",
+                    {input("FP64", {0.1, -1e300}), input("INT8", {-128, 127}), input("INT16", {-32768, 32767}),
+                     input("UINT16", {0, 65535}), input("UINT32", {0, 4294967295LL}),
+                     input("UINT64", {0, 18446744073709551615ULL}), input("BOOL", {true, false})}}}
+                  .dump();
+  auto r = parse_infer_request(body, std::nullopt);
+  ASSERT_TRUE(r) << r.error();
+  ASSERT_EQ(r->inputs.size(), 7u);
+  EXPECT_EQ(values_of<double>(r->inputs[0]), (std::vector<double>{0.1, -1e300}));
+  EXPECT_EQ(values_of<int8_t>(r->inputs[1]), (std::vector<int8_t>{-128, 127}));
+  EXPECT_EQ(values_of<int16_t>(r->inputs[2]), (std::vector<int16_t>{-32768, 32767}));
+  EXPECT_EQ(values_of<uint16_t>(r->inputs[3]), (std::vector<uint16_t>{0, 65535}));
+  EXPECT_EQ(values_of<uint32_t>(r->inputs[4]), (std::vector<uint32_t>{0, 4294967295u}));
+  EXPECT_EQ(values_of<uint64_t>(r->inputs[5]), (std::vector<uint64_t>{0, 18446744073709551615ULL}));
+  EXPECT_EQ(values_of<uint8_t>(r->inputs[6]), (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(r->inputs[6].type, dtype::boolean);
+  auto j = json::parse(make_infer_response("p", "", r->inputs, false).body);
+  EXPECT_EQ(j["outputs"][0]["data"], json({0.1, -1e300}));
+  EXPECT_EQ(j["outputs"][5]["data"], json({0, 18446744073709551615ULL}));
+  EXPECT_EQ(j["outputs"][6]["data"], json({true, false}));
+  EXPECT_EQ(j["outputs"][6]["datatype"], "BOOL");
+  for (auto [type, data, says] :
+       {std::tuple{"INT8", json{128}, "out of INT8 range"}, std::tuple{"UINT16", json{-1}, "out of UINT16 range"},
+        std::tuple{"UINT32", json{4294967296LL}, "out of UINT32 range"},
+        std::tuple{"BOOL", json{1}, "not true or false"}, std::tuple{"INT16", json{1.5}, "not an integer"},
+        std::tuple{"FP64", json{"x"}, "must hold exactly 1 numbers"}}) {
+    auto bad = parse_infer_request(json{{"inputs", {input(type, data)}}}.dump(), std::nullopt);
+    ASSERT_FALSE(bad) << type;
+    EXPECT_NE(bad.error().find(says), std::string::npos) << bad.error();
+  }
+  auto bytes_type = parse_infer_request(json{{"inputs", {input("BYTES", {"a"})}}}.dump(), std::nullopt);
+  ASSERT_FALSE(bytes_type);
+  EXPECT_NE(bytes_type.error().find("BYTES is not served"), std::string::npos) << bytes_type.error();
 }
 
 TEST(kserve, the_binary_extension_carries_tensors_after_the_json_both_ways) {
@@ -143,9 +185,13 @@ TEST(kserve, request_parameters_give_a_start_layer_and_an_slo) {
 }
 
 TEST(kserve, datatype_names_round_trip) {
-  for (auto t : {dtype::float32, dtype::float16, dtype::int64, dtype::int32, dtype::uint8})
+  for (auto t : all_dtypes) {
     EXPECT_EQ(parse_datatype(datatype_name(t)), t);
+    EXPECT_EQ(parse_dtype(dtype_name(t)), t);
+  }
+  EXPECT_EQ(datatype_name(dtype::boolean), "BOOL");
   EXPECT_FALSE(parse_datatype("fp32"));
+  EXPECT_FALSE(parse_datatype("BYTES"));
   EXPECT_EQ(json::parse(error_body("no \"such\" thing"))["error"], "no \"such\" thing");
 }
 
