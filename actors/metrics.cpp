@@ -81,12 +81,29 @@ void node_metrics::histogram::observe(double v) {
   ++count;
 }
 
+void node_metrics::slo_buckets(const std::vector<double>& slos_s) {
+  std::lock_guard lock(mu_);
+  auto b = latency_buckets;
+  for (double slo : slos_s) {
+    if (!(slo > 0)) continue;
+    for (int k = 10; k <= 24; ++k) b.push_back(slo * k / 20);
+    b.push_back(slo * 1.5);
+    b.push_back(slo * 2);
+  }
+  std::sort(b.begin(), b.end());
+  // Bounds closer than 0.1% of each other are one.
+  std::vector<double> out;
+  for (double x : b)
+    if (out.empty() || x > out.back() * 1.001) out.push_back(x);
+  duration_buckets_ = std::move(out);
+}
+
 void node_metrics::request_done(const std::string& pipeline, std::string_view outcome, double seconds, bool within_slo,
                                 double now_s) {
   std::lock_guard lock(mu_);
   ++requests_[label2("pipeline", pipeline, "outcome", outcome)];
   auto& h = durations_[label("pipeline", pipeline)];
-  h.bounds = &latency_buckets;
+  h.bounds = &duration_buckets_;
   h.observe(seconds);
   auto& a = attainment_[pipeline];
   a.total.add(now_s, 1);
@@ -96,7 +113,7 @@ void node_metrics::request_done(const std::string& pipeline, std::string_view ou
 void node_metrics::stage_done(const std::string& pipeline, const std::string& stage, double seconds) {
   std::lock_guard lock(mu_);
   auto& h = stage_durations_[label2("pipeline", pipeline, "stage", stage)];
-  h.bounds = &latency_buckets;
+  h.bounds = &duration_buckets_;
   h.observe(seconds);
 }
 
@@ -180,6 +197,8 @@ std::string node_metrics::render(std::string_view node, double now_s) const {
 
   header(out, "sloserve_node_info", "gauge", "The node that serves these metrics.");
   sample(out, "sloserve_node_info", label("node", node), 1);
+  header(out, "sloserve_build_info", "gauge", "The sloserve build this node runs.");
+  sample(out, "sloserve_build_info", label("version", SLOSERVE_VERSION), 1);
   counters("sloserve_requests_total", "Requests answered, by pipeline and outcome (ok, dropped, overloaded, error).",
            requests_);
   histograms("sloserve_request_duration_seconds", "Time from a request's arrival to its reply.", durations_);
@@ -191,13 +210,14 @@ std::string node_metrics::render(std::string_view node, double now_s) const {
            "stale_on_arrival, network_time).",
            drops_);
   if (!attainment_.empty()) {
-    header(out, "sloserve_slo_attainment", "gauge",
+    header(out, "sloserve_slo_attainment_ratio", "gauge",
            fmt::format("Fraction of the requests answered in the last {} s that were ok within their SLO.",
                        attainment_window_s));
     for (auto& [p, a] : attainment_) {
       double total = a.total.sum(now_s, attainment_window_s);
       if (total > 0)
-        sample(out, "sloserve_slo_attainment", label("pipeline", p), a.within.sum(now_s, attainment_window_s) / total);
+        sample(out, "sloserve_slo_attainment_ratio", label("pipeline", p),
+               a.within.sum(now_s, attainment_window_s) / total);
     }
   }
   if (in_flight_ >= 0) {

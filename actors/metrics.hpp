@@ -37,6 +37,12 @@ class node_metrics {
   static const std::vector<double> latency_buckets;  // seconds
   static const std::vector<double> batch_buckets;    // requests
   static constexpr int attainment_window_s = 60;
+
+  // The request and stage duration buckets: latency_buckets and, for each SLO (seconds), a bound
+  // every 5% of it from half of it to 120%, and at 1.5 and 2 times it, so that
+  // histogram_quantile near an SLO lands within a few percent of the true quantile. Before the
+  // first request.
+  void slo_buckets(const std::vector<double>& slos_s);
   static constexpr int busy_window_s = 10;
 
   // Frontend: a query answered `outcome` (ok, dropped, overloaded, error) `seconds` after it
@@ -80,6 +86,7 @@ class node_metrics {
   std::string render(std::string_view node, double now_s) const;
 
  private:
+  std::vector<double> duration_buckets_ = latency_buckets;
   struct histogram {
     const std::vector<double>* bounds = nullptr;
     std::vector<uint64_t> counts;  // per bound, not cumulative; the last is +Inf

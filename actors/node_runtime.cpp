@@ -176,6 +176,9 @@ status node_runtime::start() {
   transport_ = std::make_unique<transport>(
       topts, [this](std::string_view id, const bytes& frame, std::string_view user) { on_frame(id, frame, user); });
   link_ = std::make_shared<zmq_link>(node_, transport_.get());
+  std::vector<double> slos_s;
+  for (auto& p : cfg_->pipelines) slos_s.push_back(p.slo_ms / 1e3);
+  link_->metrics.slo_buckets(slos_s);
 
   actor_args args{cfg_, link_, new_incarnation()};
   // Test hook: this node's wall clock off by SLOSERVE_CLOCK_OFFSET_MS (a host whose clock is

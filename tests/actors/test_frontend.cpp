@@ -309,7 +309,7 @@ TEST_F(frontend_fixture, counts_every_reply_in_the_nodes_metrics) {
   EXPECT_TRUE(has(R"(sloserve_stage_duration_seconds_bucket{pipeline="traffic",stage="detect",le="0.01"} 0)")) << text;
   EXPECT_TRUE(has(R"(sloserve_stage_duration_seconds_bucket{pipeline="traffic",stage="detect",le="0.025"} 1)")) << text;
   EXPECT_TRUE(has(R"(sloserve_drops_total{reason="network_time"} 1)")) << text;
-  EXPECT_TRUE(has(R"(sloserve_slo_attainment{pipeline="traffic"} 0.5)")) << text;
+  EXPECT_TRUE(has(R"(sloserve_slo_attainment_ratio{pipeline="traffic"} 0.5)")) << text;
   EXPECT_TRUE(has("sloserve_requests_in_flight 0")) << text;
 }
 

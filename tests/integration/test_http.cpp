@@ -368,10 +368,10 @@ TEST_F(http_cluster, metrics_pass_promtool_and_a_prometheus_server_scrapes_them)
     if (line.rfind("sloserve_requests_total{pipeline=\"traffic\"", 0) == 0)
       counted += std::stoull(line.substr(line.rfind(' ') + 1));
   EXPECT_EQ(counted, static_cast<uint64_t>(sent)) << front->body;
-  for (auto* name :
-       {"sloserve_request_duration_seconds_bucket{pipeline=\"traffic\",le=\"+Inf\"}",
-        "sloserve_stage_duration_seconds_count{pipeline=\"traffic\",stage=\"detect\"}",
-        "sloserve_slo_attainment{pipeline=\"traffic\"}", "sloserve_plan_devices ", "sloserve_instances{model=\"det\"}"})
+  for (auto* name : {"sloserve_request_duration_seconds_bucket{pipeline=\"traffic\",le=\"+Inf\"}",
+                     "sloserve_stage_duration_seconds_count{pipeline=\"traffic\",stage=\"detect\"}",
+                     "sloserve_slo_attainment_ratio{pipeline=\"traffic\"}", "sloserve_plan_devices ",
+                     "sloserve_instances{model=\"det\"}"})
     EXPECT_NE(front->body.find(name), std::string::npos) << name << " in\n" << front->body;
   for (auto* name :
        {"sloserve_batch_size_bucket{model=\"det\",le=\"1\"}", "sloserve_queue_length{model=\"det\",device=\"w1/0\"}",
