@@ -165,8 +165,21 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
   std::shared_ptr<const cluster_config> cfg;
   frontend_actor frontend;
   std::string node;
+  std::function<void(std::string_view, std::string_view)> count_reply;
   std::set<std::string> tokens;  // bearer tokens admitted; empty: no token needed
   std::unique_ptr<grpc::Server> server;
+
+  // Every RPC ends here: counted by its code, then finished.
+  void finish(grpc::ServerUnaryReactor* reactor, const Status& s) {
+    static const char* names[] = {
+        "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+        "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+        "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+        "DATA_LOSS", "UNAUTHENTICATED"};
+    auto code = static_cast<size_t>(s.error_code());
+    if (count_reply) count_reply("grpc", code < std::size(names) ? names[code] : "UNKNOWN");
+    reactor->Finish(s);
+  }
   std::atomic<uint64_t> next_id{1};
 
   // Under security, everything but the health RPCs needs `authorization: Bearer TOKEN`.
@@ -178,7 +191,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
       std::string_view auth(it->second.data(), it->second.size());
       if (auth.rfind("Bearer ", 0) == 0 && tokens.count(std::string(auth.substr(7)))) return true;
     }
-    reactor->Finish({StatusCode::UNAUTHENTICATED, it == md.end() ? "an authorization: Bearer token is required"
+    finish(reactor, {StatusCode::UNAUTHENTICATED, it == md.end() ? "an authorization: Bearer token is required"
                                                                  : "the bearer token is not admitted"});
     return false;
   }
@@ -194,16 +207,16 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
                                        pb::ServerLiveResponse* res) override {
     auto* reactor = ctx->DefaultReactor();
     res->set_live(true);
-    reactor->Finish(Status::OK);
+    finish(reactor, Status::OK);
     return reactor;
   }
 
   grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* ctx, const pb::ServerReadyRequest*,
                                         pb::ServerReadyResponse* res) override {
     auto* reactor = ctx->DefaultReactor();
-    readiness("", [reactor, res](const msg::status_reply& r) {
+    readiness("", [this, reactor, res](const msg::status_reply& r) {
       res->set_ready(r.ready);
-      reactor->Finish(Status::OK);
+      finish(reactor, Status::OK);
     });
     return reactor;
   }
@@ -213,17 +226,17 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     auto* reactor = ctx->DefaultReactor();
     if (!admitted(ctx, reactor)) return reactor;
     if (!cfg->find_pipeline(req->name())) {
-      reactor->Finish({StatusCode::NOT_FOUND, "no pipeline '" + req->name() + "'"});
+      finish(reactor, {StatusCode::NOT_FOUND, "no pipeline '" + req->name() + "'"});
       return reactor;
     }
     if (!kserve::known_version(req->version())) {
-      reactor->Finish({StatusCode::NOT_FOUND,
+      finish(reactor, {StatusCode::NOT_FOUND,
                        "pipeline '" + req->name() + "' has no version '" + req->version() + "'; its versions: 1"});
       return reactor;
     }
-    readiness(req->name(), [reactor, res](const msg::status_reply& r) {
+    readiness(req->name(), [this, reactor, res](const msg::status_reply& r) {
       res->set_ready(r.ready);
-      reactor->Finish(Status::OK);
+      finish(reactor, Status::OK);
     });
     return reactor;
   }
@@ -234,7 +247,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     if (!admitted(ctx, reactor)) return reactor;
     res->set_name("sloserve");
     res->set_version(SLOSERVE_VERSION);
-    reactor->Finish(Status::OK);
+    finish(reactor, Status::OK);
     return reactor;
   }
 
@@ -244,11 +257,11 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     if (!admitted(ctx, reactor)) return reactor;
     auto* p = cfg->find_pipeline(req->name());
     if (!p) {
-      reactor->Finish({StatusCode::NOT_FOUND, "no pipeline '" + req->name() + "'"});
+      finish(reactor, {StatusCode::NOT_FOUND, "no pipeline '" + req->name() + "'"});
       return reactor;
     }
     if (!kserve::known_version(req->version())) {
-      reactor->Finish({StatusCode::NOT_FOUND,
+      finish(reactor, {StatusCode::NOT_FOUND,
                        "pipeline '" + p->name + "' has no version '" + req->version() + "'; its versions: 1"});
       return reactor;
     }
@@ -258,7 +271,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     res->set_platform("sloserve_pipeline");
     set_metadata(res->add_inputs(), sig.input);
     for (auto& o : sig.outputs) set_metadata(res->add_outputs(), o);
-    reactor->Finish(Status::OK);
+    finish(reactor, Status::OK);
     return reactor;
   }
 
@@ -268,11 +281,11 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     if (!admitted(ctx, reactor)) return reactor;
     auto* p = cfg->find_pipeline(req->model_name());
     if (!p) {
-      reactor->Finish({StatusCode::NOT_FOUND, "unknown pipeline '" + req->model_name() + "'"});
+      finish(reactor, {StatusCode::NOT_FOUND, "unknown pipeline '" + req->model_name() + "'"});
       return reactor;
     }
     if (!kserve::known_version(req->model_version())) {
-      reactor->Finish({StatusCode::NOT_FOUND,
+      finish(reactor, {StatusCode::NOT_FOUND,
                        "pipeline '" + p->name + "' has no version '" + req->model_version() + "'; its versions: 1"});
       return reactor;
     }
@@ -280,19 +293,19 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     for (int i = 0; i < req->inputs_size(); ++i) {
       auto t = input_tensor(*req, i);
       if (!t) {
-        reactor->Finish({StatusCode::INVALID_ARGUMENT, t.error()});
+        finish(reactor, {StatusCode::INVALID_ARGUMENT, t.error()});
         return reactor;
       }
       inputs.push_back(std::move(*t));
     }
     auto params = call_parameters_of(*req);
     if (!params) {
-      reactor->Finish({StatusCode::INVALID_ARGUMENT, params.error()});
+      finish(reactor, {StatusCode::INVALID_ARGUMENT, params.error()});
       return reactor;
     }
     auto call = kserve::prepare_call(*cfg, *p, std::move(inputs), 0, *params);
     if (!call) {
-      reactor->Finish({StatusCode::INVALID_ARGUMENT, call.error()});
+      finish(reactor, {StatusCode::INVALID_ARGUMENT, call.error()});
       return reactor;
     }
     auto requests = std::move(call->requests);
@@ -302,7 +315,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     auto gather = kserve::gather_replies(requests.size(), [this, p, call = std::move(*call), reactor, res,
                                                            id = req->id()](std::vector<msg::client_reply> replies) {
       auto r = kserve::combine_replies(*cfg, *p, call, std::move(replies));
-      if (r.code != msg::status::ok) return reactor->Finish(grpc_status_of(r));
+      if (r.code != msg::status::ok) return finish(reactor, grpc_status_of(r));
       res->set_model_name(p->name);
       res->set_model_version("1");
       res->set_id(id);
@@ -313,7 +326,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
         for (auto d : o.shape) out->add_shape(d);
         res->add_raw_output_contents(o.data.data(), o.data.size());
       }
-      reactor->Finish(Status::OK);
+      finish(reactor, Status::OK);
     });
     for (size_t i = 0; i < requests.size(); ++i)
       caf::anon_send(frontend, ingress{"grpc " + ctx->peer(), std::move(requests[i]), gather(i)});
@@ -321,11 +334,13 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
   }
 };
 
-grpc_ingress::grpc_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node)
+grpc_ingress::grpc_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node,
+                           std::function<void(std::string_view, std::string_view)> count_reply)
     : impl_(std::make_unique<impl>()) {
   impl_->cfg = std::move(cfg);
   impl_->frontend = std::move(frontend);
   impl_->node = std::move(node);
+  impl_->count_reply = std::move(count_reply);
 }
 
 grpc_ingress::~grpc_ingress() {

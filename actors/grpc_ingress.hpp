@@ -5,8 +5,10 @@
 // event-driven (gRPC's callback API): no thread waits for a reply, so the number of requests in
 // flight is bounded by the frontend's limits, not by a pool.
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "actors/interfaces.hpp"
 #include "config/cluster_config.hpp"
@@ -15,7 +17,9 @@ namespace sloserve {
 
 class grpc_ingress {
  public:
-  grpc_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node);
+  // `count_reply`, when set, is told each reply's status (protocol "grpc", the code's name).
+  grpc_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node,
+               std::function<void(std::string_view protocol, std::string_view code)> count_reply = {});
   ~grpc_ingress();
   grpc_ingress(const grpc_ingress&) = delete;
   grpc_ingress& operator=(const grpc_ingress&) = delete;

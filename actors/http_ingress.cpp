@@ -84,6 +84,7 @@ struct http_ingress::impl {
   frontend_actor frontend;
   std::string node;
   std::function<std::string()> metrics;
+  std::function<void(std::string_view, std::string_view)> count_reply;
   std::unique_ptr<httplib::Server> owned;  // httplib::SSLServer under TLS
   httplib::Server* server_ptr = nullptr;
   std::set<std::string> tokens;  // bearer tokens admitted; empty: no token needed
@@ -242,12 +243,14 @@ struct http_ingress::impl {
 };
 
 http_ingress::http_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node,
-                           std::function<std::string()> metrics)
+                           std::function<std::string()> metrics,
+                           std::function<void(std::string_view, std::string_view)> count_reply)
     : impl_(std::make_unique<impl>()) {
   impl_->cfg = std::move(cfg);
   impl_->frontend = std::move(frontend);
   impl_->node = std::move(node);
   impl_->metrics = std::move(metrics);
+  impl_->count_reply = std::move(count_reply);
 }
 
 http_ingress::~http_ingress() {
@@ -286,6 +289,10 @@ expected<int> http_ingress::start(const std::string& host_port) {
   s.set_keep_alive_timeout(5);
   s.set_keep_alive_max_count(10000);
   s.set_tcp_nodelay(true);  // a reply goes out whole at once, not after a delayed ACK
+  if (impl_->count_reply)
+    s.set_logger([count = impl_->count_reply](const httplib::Request&, const httplib::Response& res) {
+      count("http", std::to_string(res.status));
+    });
   impl_->routes();
   int bound = port == 0 ? s.bind_to_any_port(host) : (s.bind_to_port(host, port) ? port : -1);
   if (bound <= 0) return fail("http: cannot bind " + host_port);

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "actors/interfaces.hpp"
 #include "config/cluster_config.hpp"
@@ -18,9 +19,10 @@ namespace sloserve {
 class http_ingress {
  public:
   // `frontend` invalid: no KServe v2 routes but the liveness probe. `metrics`, when set, renders
-  // /metrics.
+  // /metrics; `count_reply`, when set, is told each reply's status (protocol "http").
   http_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node,
-               std::function<std::string()> metrics = {});
+               std::function<std::string()> metrics = {},
+               std::function<void(std::string_view protocol, std::string_view code)> count_reply = {});
   ~http_ingress();
   http_ingress(const http_ingress&) = delete;
   http_ingress& operator=(const http_ingress&) = delete;

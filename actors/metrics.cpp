@@ -167,6 +167,11 @@ void node_metrics::count(event e, std::string_view label) {
   ++events_[{e, std::string(label)}];
 }
 
+void node_metrics::ingress_reply(std::string_view protocol, std::string_view code) {
+  std::lock_guard lock(mu_);
+  ++ingress_replies_[label2("protocol", protocol, "code", code)];
+}
+
 void node_metrics::in_flight(size_t n) {
   std::lock_guard lock(mu_);
   in_flight_ = static_cast<double>(n);
@@ -202,6 +207,11 @@ std::string node_metrics::render(std::string_view node, double now_s) const {
   counters("sloserve_requests_total", "Requests answered, by pipeline and outcome (ok, dropped, overloaded, error).",
            requests_);
   histograms("sloserve_request_duration_seconds", "Time from a request's arrival to its reply.", durations_);
+  if (!ingress_replies_.empty())
+    counters("sloserve_ingress_replies_total",
+             "Replies of the KServe v2 ingresses, by protocol and status (an HTTP status, a gRPC code), requests "
+             "refused before reaching a pipeline included.",
+             ingress_replies_);
   histograms("sloserve_stage_duration_seconds", "Time from a stage's invocation to its result, queueing included.",
              stage_durations_);
   counters("sloserve_drops_total",

@@ -62,6 +62,9 @@ class node_metrics {
   void busy(const std::string& device, double from_s, double to_s);
   // Controller: the placement now served.
   void placement(size_t devices, const std::map<std::string, size_t>& instances);
+  // Ingress: a reply of `protocol` (http, grpc) with status `code` (an HTTP status, a gRPC code
+  // name), refusals of bad requests included.
+  void ingress_reply(std::string_view protocol, std::string_view code);
   // Frontend: queries in flight now.
   void in_flight(size_t n);
   // Frontend: what its probes found of the link to `worker` (ms per MB a request adds, and the
@@ -104,7 +107,7 @@ class node_metrics {
   using labels = std::string;  // rendered: a="x",b="y"
 
   mutable std::mutex mu_;
-  std::map<labels, uint64_t> requests_, drops_;
+  std::map<labels, uint64_t> requests_, drops_, ingress_replies_;
   std::map<labels, histogram> durations_, stage_durations_, batch_sizes_;
   std::map<std::string, attainment> attainment_;
   std::map<labels, double> queue_lengths_;

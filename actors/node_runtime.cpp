@@ -215,8 +215,11 @@ status node_runtime::start() {
   auto metrics = [link = link_, node = node_] {
     return link->metrics.render(node, static_cast<double>(link->now_ns()) / 1e9);
   };
+  auto count_reply = [link = link_](std::string_view protocol, std::string_view code) {
+    link->metrics.ingress_reply(protocol, code);
+  };
   if (!spec->http.empty()) {
-    http_ = std::make_unique<http_ingress>(cfg_, a.frontend, node_, metrics);
+    http_ = std::make_unique<http_ingress>(cfg_, a.frontend, node_, metrics, count_reply);
     auto port = http_->start(spec->http);
     if (!port) {
       stop();
@@ -226,7 +229,7 @@ status node_runtime::start() {
     spdlog::info("{}: KServe v2 HTTP ingress and /metrics on port {}", node_, http_port_);
   }
   if (!spec->grpc.empty()) {
-    grpc_ = std::make_unique<grpc_ingress>(cfg_, a.frontend, node_);
+    grpc_ = std::make_unique<grpc_ingress>(cfg_, a.frontend, node_, count_reply);
     auto port = grpc_->start(spec->grpc);
     if (!port) {
       stop();

@@ -349,6 +349,9 @@ TEST_F(http_cluster, metrics_pass_promtool_and_a_prometheus_server_scrapes_them)
                 "load.log"),
             0);
   auto sent = json::parse(std::ifstream(dir / "load.json"))["sent"].get<int>();
+  // Two requests refused before they reach a pipeline: an unknown pipeline and a malformed body.
+  EXPECT_EQ(client->Post("/v2/models/nope/infer", "{}", "application/json")->status, 400);
+  EXPECT_EQ(client->Post("/v2/models/traffic/infer", "{", "application/json")->status, 400);
   auto resolved = sloserve::load_cluster_config(dir / "resolved.yaml");
   ASSERT_TRUE(resolved) << resolved.error_text();
   auto worker = resolved.config->find_node("w1")->metrics;
@@ -368,6 +371,11 @@ TEST_F(http_cluster, metrics_pass_promtool_and_a_prometheus_server_scrapes_them)
     if (line.rfind("sloserve_requests_total{pipeline=\"traffic\"", 0) == 0)
       counted += std::stoull(line.substr(line.rfind(' ') + 1));
   EXPECT_EQ(counted, static_cast<uint64_t>(sent)) << front->body;
+  // The ingress counts every reply by status, the refused ones too.
+  EXPECT_NE(front->body.find("sloserve_ingress_replies_total{protocol=\"http\",code=\"400\"} 2"), std::string::npos)
+      << front->body;
+  EXPECT_NE(front->body.find("sloserve_ingress_replies_total{protocol=\"http\",code=\"200\"} "), std::string::npos);
+  EXPECT_NE(front->body.find("sloserve_build_info{version=\""), std::string::npos);
   for (auto* name : {"sloserve_request_duration_seconds_bucket{pipeline=\"traffic\",le=\"+Inf\"}",
                      "sloserve_stage_duration_seconds_count{pipeline=\"traffic\",stage=\"detect\"}",
                      "sloserve_slo_attainment_ratio{pipeline=\"traffic\"}", "sloserve_plan_devices ",
