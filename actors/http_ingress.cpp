@@ -155,7 +155,8 @@ struct http_ingress::impl {
         wait);
     if (!r) return refuse(res, 504, "no reply from the frontend within " + std::to_string(wait.count()) + " ms");
     if (r->code != msg::status::ok) return refuse(res, http_status_of(*r), r->reason);
-    auto out = kserve::make_infer_response(p->name, parsed->id, r->outputs, parsed->binary_outputs);
+    auto timing = kserve::timing_of(r->total_ms, r->timings);
+    auto out = kserve::make_infer_response(p->name, parsed->id, r->outputs, parsed->binary_outputs, &timing);
     if (out.header_length) {
       res.set_header("Inference-Header-Content-Length", std::to_string(*out.header_length));
       return reply(res, 200, out.body, "application/octet-stream");

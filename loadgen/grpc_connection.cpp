@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <fstream>
@@ -125,6 +126,14 @@ class grpc_connection final : public load_connection {
       out.request_id = id;
       out.code = status_of(s);
       if (!s.ok()) out.reason = "gRPC " + std::to_string(s.error_code()) + ": " + s.error_message();
+      // The server's timing, for the breakdown of where the time went.
+      auto& params = c->res.parameters();
+      if (s.ok() && std::all_of(std::begin(kserve::timing_keys), std::end(kserve::timing_keys),
+                                [&](const char* k) { return params.count(k) > 0; }))
+        kserve::apply_timing(
+            {params.at(kserve::timing_keys[0]).int64_param(), params.at(kserve::timing_keys[1]).int64_param(),
+             params.at(kserve::timing_keys[2]).int64_param()},
+            out);
       delete c;
       deliver(std::move(out));
     });

@@ -3,10 +3,12 @@
 #include <httplib.h>
 
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "loadgen/answer_queue.hpp"
@@ -127,9 +129,15 @@ class http_connection final : public load_connection {
       return out;
     }
     switch (r->status) {
-      case 200:
+      case 200: {
         out.code = msg::status::ok;
+        // The server's timing, for the breakdown of where the time went.
+        std::optional<size_t> header;
+        if (r->has_header("Inference-Header-Content-Length"))
+          header = std::strtoull(r->get_header_value("Inference-Header-Content-Length").c_str(), nullptr, 10);
+        if (auto t = kserve::response_timing(r->body, header)) kserve::apply_timing(*t, out);
         return out;
+      }
       case 503:
         out.code = msg::status::dropped;
         break;

@@ -67,7 +67,8 @@ void lane_tally::reply(const msg::client_reply& r, size_t second, double lat, do
       for (auto& t : r.timings) {
         if (!t.node.empty()) s_.nodes[t.node] = s_.nodes.value(t.node, 0) + 1;
         if (!t.model.empty()) s_.models[t.model] = s_.models.value(t.model, 0) + 1;
-        s_.device_busy_s += t.exec_ms / std::max(1u, t.batch) / 1e3;  // its share of its batch
+        // Its share of its batch (KServe replies say no batch: their device time is unknown).
+        if (t.batch > 0) s_.device_busy_s += t.exec_ms / t.batch / 1e3;
       }
       break;
     }

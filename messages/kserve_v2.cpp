@@ -1,5 +1,6 @@
 #include "messages/kserve_v2.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -364,12 +365,42 @@ expected<infer_request> parse_infer_request(std::string_view body, std::optional
   }
 }
 
+server_timing timing_of(double total_ms, const std::vector<msg::stage_timing>& stages) {
+  double queue = 0, compute = 0;
+  for (auto& t : stages) queue += t.queue_ms, compute += t.exec_ms;
+  auto us = [](double ms) { return static_cast<int64_t>(std::llround(std::max(0.0, ms) * 1e3)); };
+  return {us(total_ms), us(queue), us(compute)};
+}
+
+void apply_timing(const server_timing& t, msg::client_reply& r) {
+  r.total_ms = static_cast<double>(t.total_us) / 1e3;
+  msg::stage_timing st;
+  st.queue_ms = static_cast<double>(t.queue_us) / 1e3;
+  st.exec_ms = static_cast<double>(t.compute_us) / 1e3;
+  r.timings = {st};
+}
+
+std::optional<server_timing> response_timing(std::string_view body, std::optional<size_t> header_length) {
+  auto j = json::parse(body.substr(0, std::min(body.size(), header_length.value_or(body.size()))), nullptr, false);
+  if (!j.is_object() || !j.contains("parameters") || !j["parameters"].is_object()) return std::nullopt;
+  auto& p = j["parameters"];
+  int64_t v[3];
+  for (size_t k = 0; k < 3; ++k) {
+    if (!p.contains(timing_keys[k]) || !p[timing_keys[k]].is_number_integer()) return std::nullopt;
+    v[k] = p[timing_keys[k]].get<int64_t>();
+  }
+  return server_timing{v[0], v[1], v[2]};
+}
+
 infer_response make_infer_response(std::string_view name, std::string_view id, const std::vector<tensor>& outputs,
-                                   bool binary) {
+                                   bool binary, const server_timing* timing) {
   json j;
   j["model_name"] = name;
   j["model_version"] = "1";
   if (!id.empty()) j["id"] = id;
+  if (timing)
+    j["parameters"] = {
+        {timing_keys[0], timing->total_us}, {timing_keys[1], timing->queue_us}, {timing_keys[2], timing->compute_us}};
   j["outputs"] = json::array();
   std::string tail;
   for (auto& t : outputs) {

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "messages/types.hpp"
 #include "pipelines/expected.hpp"
 #include "pipelines/tensor.hpp"
 
@@ -39,10 +40,26 @@ struct infer_response {
   std::optional<size_t> header_length;  // set when outputs travel as binary
 };
 
+// What the server spent on a request, in a response's `parameters` as int64 microseconds:
+// sloserve_total_us (from its arrival at the frontend to its reply), sloserve_queue_us and
+// sloserve_compute_us (on the devices, summed over its stages).
+struct server_timing {
+  int64_t total_us = 0, queue_us = 0, compute_us = 0;
+};
+inline constexpr const char* timing_keys[] = {"sloserve_total_us", "sloserve_queue_us", "sloserve_compute_us"};
+// The timing of a frontend's reply.
+server_timing timing_of(double total_ms, const std::vector<msg::stage_timing>& stages);
+// The reply fields a client fills from a response's timing: total_ms and one stage timing with
+// the queue and compute times (no node, model or batch).
+void apply_timing(const server_timing& t, msg::client_reply& r);
+
 // The response to a request `id` of model `name` (a pipeline): each output with its name; as
-// JSON `data`, or, with `binary`, through the binary extension.
+// JSON `data`, or, with `binary`, through the binary extension; with `timing`, its parameters.
 infer_response make_infer_response(std::string_view name, std::string_view id, const std::vector<tensor>& outputs,
-                                   bool binary);
+                                   bool binary, const server_timing* timing = nullptr);
+// The timing in a response body's parameters (the JSON header of `header_length` bytes, or the
+// whole body); nullopt when it has none.
+std::optional<server_timing> response_timing(std::string_view body, std::optional<size_t> header_length);
 
 // {"error": "..."}, the protocol's error body.
 std::string error_body(std::string_view reason);

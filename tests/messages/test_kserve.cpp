@@ -90,6 +90,35 @@ TEST(kserve, json_data_of_the_wider_datatypes_round_trips_and_values_must_fit) {
   EXPECT_NE(bytes_type.error().find("BYTES is not served"), std::string::npos) << bytes_type.error();
 }
 
+// The server's timing travels in a response's parameters, as JSON or before binary outputs, and
+// a client turns it back into the reply's total and one stage's queue and compute times.
+TEST(kserve, a_responses_parameters_carry_the_servers_timing) {
+  msg::stage_timing a, b;
+  a.queue_ms = 1.5, a.exec_ms = 10;
+  b.queue_ms = 0.25, b.exec_ms = 4.0004;
+  auto t = timing_of(20.0004, {a, b});
+  EXPECT_EQ(t.total_us, 20000);
+  EXPECT_EQ(t.queue_us, 1750);
+  EXPECT_EQ(t.compute_us, 14000);
+  std::vector<tensor> outputs{make_tensor({dtype::float32, {2}}, 1, "y")};
+  for (bool binary : {false, true}) {
+    auto out = make_infer_response("p", "7", outputs, binary, &t);
+    auto back = response_timing(out.body, out.header_length);
+    ASSERT_TRUE(back) << out.body;
+    EXPECT_EQ(back->total_us, 20000);
+    EXPECT_EQ(back->queue_us, 1750);
+    EXPECT_EQ(back->compute_us, 14000);
+    msg::client_reply r;
+    apply_timing(*back, r);
+    EXPECT_DOUBLE_EQ(r.total_ms, 20);
+    ASSERT_EQ(r.timings.size(), 1u);
+    EXPECT_DOUBLE_EQ(r.timings[0].queue_ms, 1.75);
+    EXPECT_DOUBLE_EQ(r.timings[0].exec_ms, 14);
+  }
+  EXPECT_FALSE(response_timing(make_infer_response("p", "", outputs, false).body, std::nullopt)) << "none sent";
+  EXPECT_FALSE(response_timing("not json", std::nullopt));
+}
+
 TEST(kserve, the_binary_extension_carries_tensors_after_the_json_both_ways) {
   float xs[3] = {0.25f, 8, -1};
   std::string raw(reinterpret_cast<const char*>(xs), sizeof xs);
