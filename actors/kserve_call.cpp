@@ -169,7 +169,7 @@ msg::client_reply combine_replies(const cluster_config& cfg, const pipeline& p, 
   if (n == 0) return {};
   if (!call.batched) {
     auto out = std::move(replies.front());
-    shape_item(cfg, p, call, out.outputs);
+    shape_outputs(cfg, p, call, out.outputs);
     return out;
   }
   for (auto& r : replies) shape_item(cfg, p, call, r.outputs);
