@@ -180,7 +180,9 @@ void node_metrics::in_flight(size_t n) {
 std::string node_metrics::render(std::string_view node, double now_s) const {
   std::lock_guard lock(mu_);
   std::string out;
+  // A family with no series is left out: a worker shows no frontend families, and so on.
   auto histograms = [&](std::string_view name, std::string_view help, const std::map<labels, histogram>& family) {
+    if (family.empty()) return;
     header(out, name, "histogram", help);
     for (auto& [l, h] : family) {
       uint64_t cumulative = 0;
@@ -196,6 +198,7 @@ std::string node_metrics::render(std::string_view node, double now_s) const {
     }
   };
   auto counters = [&](std::string_view name, std::string_view help, const std::map<labels, uint64_t>& family) {
+    if (family.empty()) return;
     header(out, name, "counter", help);
     for (auto& [l, v] : family) sample(out, name, l, static_cast<double>(v));
   };
@@ -207,11 +210,10 @@ std::string node_metrics::render(std::string_view node, double now_s) const {
   counters("sloserve_requests_total", "Requests answered, by pipeline and outcome (ok, dropped, overloaded, error).",
            requests_);
   histograms("sloserve_request_duration_seconds", "Time from a request's arrival to its reply.", durations_);
-  if (!ingress_replies_.empty())
-    counters("sloserve_ingress_replies_total",
-             "Replies of the KServe v2 ingresses, by protocol and status (an HTTP status, a gRPC code), requests "
-             "refused before reaching a pipeline included.",
-             ingress_replies_);
+  counters("sloserve_ingress_replies_total",
+           "Replies of the KServe v2 ingresses, by protocol and status (an HTTP status, a gRPC code), requests "
+           "refused before reaching a pipeline included.",
+           ingress_replies_);
   histograms("sloserve_stage_duration_seconds", "Time from a stage's invocation to its result, queueing included.",
              stage_durations_);
   counters("sloserve_drops_total",
@@ -254,7 +256,7 @@ std::string node_metrics::render(std::string_view node, double now_s) const {
            "The share of the wait behind a running batch a pipeline's lifts onto spare compute plan for.");
     for (auto& [p, q] : uplink_quantiles_) sample(out, "sloserve_jellyfish_wait_share", label("pipeline", p), q.second);
   }
-  if (!batch_sizes_.empty()) histograms("sloserve_batch_size", "Requests per batch run, by model.", batch_sizes_);
+  histograms("sloserve_batch_size", "Requests per batch run, by model.", batch_sizes_);
   if (!busy_.empty()) {
     header(out, "sloserve_device_busy_ratio", "gauge",
            fmt::format("Fraction of the last {} s a device spent running batches.", busy_window_s));

@@ -90,6 +90,18 @@ TEST(node_metrics, buckets_from_the_slo_put_histogram_quantile_near_the_true_p99
   EXPECT_NE(m.render("fe", 1).find("sloserve_build_info{version=\""), std::string::npos);
 }
 
+// A node shows the families it has series of: a worker, which answers no requests, shows no
+// request counters or durations, only what its devices did.
+TEST(node_metrics, a_family_without_series_is_left_out) {
+  node_metrics worker;
+  worker.batch("m", 4);
+  auto text = worker.render("w1", 1);
+  EXPECT_EQ(text.find("sloserve_requests_total"), std::string::npos) << text;
+  EXPECT_EQ(text.find("sloserve_request_duration_seconds"), std::string::npos) << text;
+  EXPECT_EQ(text.find("sloserve_drops_total"), std::string::npos) << text;
+  EXPECT_NE(text.find("sloserve_batch_size_bucket{model=\"m\",le=\"4\"} 1"), std::string::npos) << text;
+}
+
 TEST(node_metrics, attainment_forgets_requests_older_than_its_window) {
   node_metrics m;
   for (int i = 0; i < 10; ++i) m.request_done("p", "dropped", 0, false, 10.0 + i * 0.1);
