@@ -100,15 +100,15 @@ void set_measured_load(epoch_input& in, const pipeline_rates& rates, double head
     // not yet their fanout, which a surge does not lower below the file's or the plan in force's.
     if (surge) {
       auto& p = (*in.pipelines)[pi];
-      auto floor = declared_fanout(p);
-      if (in_force && pi < in_force->stage_carried.size() && pi < in_force->carried.size())
-        for (size_t s = 0; s < p.stages.size() && s < in_force->stage_carried[pi].size(); ++s) {
-          auto& parents = p.stages[s].parents;
-          double base = parents.size() == 1 ? in_force->stage_carried[pi][parents[0]] : in_force->carried[pi];
-          double fan = in_force->stage_carried[pi][s] / base;
-          if (std::isfinite(fan) && base > 1e-6) floor[s] = std::max(floor[s], fan);
-        }
-      for (size_t s = 0; s < floor.size(); ++s) in.fanouts.back()[s] = std::max(in.fanouts.back()[s], floor[s]);
+      // The plan in force's fanouts are its stage rates over its rates, as measured ones are
+      // (declared where it carried nothing); a plan short of devices carried no finite rate.
+      auto declared = declared_fanout(p);
+      auto planned = declared;
+      if (in_force && pi < in_force->stage_carried.size() && pi < in_force->carried.size() &&
+          std::isfinite(in_force->carried[pi]))
+        planned = measured_fanout(p, {in_force->carried[pi], in_force->stage_carried[pi]});
+      auto& fan = in.fanouts.back();
+      for (size_t s = 0; s < fan.size(); ++s) fan[s] = std::max({fan[s], declared[s], planned[s]});
     }
     in.fallthroughs.push_back(measured_fallthrough((*in.pipelines)[pi], *in.models, rates.pipelines[pi]));
     in.fragments.push_back(rates.pipelines[pi].fragments);
@@ -155,17 +155,18 @@ epoch_reason epoch_due(const epoch_rule& rule, const pipeline_rates& rates, cons
   // Nothing to plan for: the plan in force stays (a lull keeps its devices ready).
   if (nothing_to_plan_for(rates)) return epoch_reason::none;
   if (!planned) return epoch_reason::first;
+  // Beyond three standard deviations of a Poisson count above what the plan carries.
+  auto beyond = [&](double measured, double carried) {
+    return measured > carried + 3 * std::sqrt(std::max(carried, 1.0) / std::max(rule.window_s, 1e-3));
+  };
   for (size_t pi = 0; pi < rates.pipelines.size() && pi < planned->carried.size(); ++pi) {
-    // Three standard deviations of a Poisson count above what the plan carries.
     double carried = planned->carried[pi];
-    double noise = 3 * std::sqrt(std::max(carried, 1.0) / std::max(rule.window_s, 1e-3));
     auto& r = rates.pipelines[pi];
-    if (r.window > carried + noise || r.rate > carried) return epoch_reason::surge;
+    if (beyond(r.window, carried) || r.rate > carried) return epoch_reason::surge;
     if (pi >= planned->stage_carried.size()) continue;
     auto& stages = planned->stage_carried[pi];
     for (size_t s = 0; s < stages.size() && s < r.stage.size(); ++s)
-      if (r.stage[s] > stages[s] + 3 * std::sqrt(std::max(stages[s], 1.0) / std::max(rule.window_s, 1e-3)))
-        return epoch_reason::surge;
+      if (beyond(r.stage[s], stages[s])) return epoch_reason::surge;
   }
   if (since_s >= rule.epoch_s) return epoch_reason::period;
   if (since_s < rule.min_epoch_s) return epoch_reason::none;
