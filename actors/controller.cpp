@@ -3,76 +3,24 @@
 // the monitor's pipeline rates, or the scaler's deployments; the route publisher turns the current
 // one into the table frontends may use (an instance routes once its worker acknowledges it).
 
-#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
-#include <map>
-#include <set>
 
-#include "actors/roles.hpp"
-#include "actors/route_publisher.hpp"
-#include "actors/worker_registry.hpp"
-#include "control/jellyfish_core.hpp"
-#include "scheduling/link_estimate.hpp"
-#include "scheduling/policies/registry.hpp"
+#include "actors/controller_state.hpp"
 
-namespace sloserve {
-namespace {
-
-using clock_time = caf::actor_clock::time_point;
-
-struct controller_state {
-  static inline const char* name = "controller";
-
-  std::shared_ptr<const cluster_config> cfg;
-  const sched::scheduling_policy* policy = nullptr;  // scheduler.policy's
-  std::shared_ptr<link> net;
-  std::vector<model_spec> models;  // the file's, with profiles workers measured for those without
-  bool told_unprofiled = false;
-  worker_registry workers;
-  std::set<std::string> frontends;
-  // Nodes this one does not hear now. Hearing fewer than half of the others, the controller is
-  // more likely cut off than they are all gone: it keeps the placement and routing it has
-  // (plans and tables made now would reach the frontends late, and wrong) until it hears them.
-  std::set<std::string> unheard;
-  bool held = false;                                    // a plan or a table was held back while cut off
-  std::set<std::string> slow;                           // workers behind slow links (the monitor's): planned without
-  std::map<std::string, std::vector<std::string>> far;  // per worker, models too large for its link
-  uint64_t epoch_base = 0;                              // numbering of this controller's epochs
-  uint64_t epoch = 0;                                   // current schedule and routing epoch
-  cluster_placement current;
-  route_publisher publisher;
-  std::pair<uint64_t, size_t> said_routing;  // the routing epoch and serving workers logged last
-  worker_set told_scaler;
-  // Epochs.
-  sched::pipeline_rates rates;  // the monitor's, as of the last beacon
-  clock_time last_epoch;
-  planner_actor planner;                      // plans off this actor's thread
-  std::shared_ptr<const planned_epoch> plan;  // the plan applied; null: the static placement serves
-  bool plan_pending = false;
-  bool replan = false;  // what it plans for changed while a plan was pending: that plan is stale
-  // The scaler's.
-  deployment deployed;
-  std::map<std::pair<std::string, uint32_t>, uint32_t> cores;  // threads last sent per device
-  // Jellyfish's (scheduler.policy: jellyfish).
-  std::optional<jellyfish_core> jellyfish;
-  clock_time last_round;                   // of jellyfish's re-schedules
-  std::chrono::nanoseconds round_cost{0};  // what the last one took to decide (CPU, steady clock)
-  bool round_deferred = false;             // a client's move came too soon after one: a round follows
-};
-
-using self_ptr = controller_actor::stateful_pointer<controller_state>;
+namespace sloserve::control {
 
 bool replans(const controller_state& st) {
   return (st.plan || st.plan_pending) && st.policy->plans_epochs();
 }
 
-// Whether scheduler epochs place sessions (not the static placement, the scaler or Jellyfish's rounds).
 bool plans_epochs(const controller_state& st) {
-  return st.policy->plans_epochs() && !st.cfg->scaler.enabled() && !st.jellyfish;
+  return st.policy->plans_epochs() && !st.cfg->scaler.enabled() && !st.rounds;
 }
+
+namespace {
 
 // Tells the scaler which workers are up and which instances they acknowledged, when that changed.
 void tell_scaler(self_ptr self) {
@@ -85,19 +33,23 @@ void tell_scaler(self_ptr self) {
   self->send(scaler, std::move(now));
 }
 
+}  // namespace
+
 bool cut_off(const controller_state& st) {
   auto others = st.cfg->nodes.size() - 1;
   return others > 0 && 2 * st.unheard.size() > others;
 }
+
+namespace {
 
 void publish(self_ptr self) {
   auto& st = self->state;
   if (cut_off(st)) return void(st.held = true);
   auto& t = st.publisher.publish(st.current, st.workers, st.epoch);
   // Said once per epoch and per change of the workers serving it: a table re-sent as workers
-  // acknowledge is not news (nor are Jellyfish's, re-mapped every interval).
+  // acknowledge is not news (nor are a policy's rounds, every interval).
   std::pair said{st.epoch, st.workers.serving_count()};
-  spdlog::log(st.jellyfish || said == st.said_routing ? spdlog::level::debug : spdlog::level::info,
+  spdlog::log(st.rounds || said == st.said_routing ? spdlog::level::debug : spdlog::level::info,
               "{}: routing epoch {}: {} serving workers", st.net->self_name(), st.epoch - st.epoch_base, said.second);
   st.said_routing = said;
   for (auto& f : st.frontends) st.net->to_node(f, {{}, t});
@@ -117,9 +69,8 @@ void count_placement(controller_state& st) {
   st.net->metrics.placement(devices, instances);
 }
 
-// Makes `p` the current placement: workers that are up get their schedules of a new epoch first
-// (a device keeps serving what it loses until it drains, so frontends that still route there
-// lose nothing), then frontends get the table.
+}  // namespace
+
 void adopt(self_ptr self, cluster_placement p) {
   auto& st = self->state;
   for (auto& [name, s] : p.schedules) {
@@ -133,161 +84,7 @@ void adopt(self_ptr self, cluster_placement p) {
   publish(self);
 }
 
-void on_planned(self_ptr self, planned_epoch& p);
-
-// Whether a plan may be made now: not while cut off (held for later), nor while a model lacks the
-// profile a worker will measure.
-bool may_plan(controller_state& st) {
-  if (cut_off(st)) return st.held = true, false;
-  if (auto* m = unprofiled_model(*st.cfg, st.models)) {
-    if (!std::exchange(st.told_unprofiled, true))
-      spdlog::info("{}: not planning yet: model '{}' has no profile until a worker measures it", st.net->self_name(),
-                   m->name);
-    return false;
-  }
-  return true;
-}
-
-// One scheduler epoch on the monitor's rates and the workers up, planned by the planner, one at a
-// time; `surge`: for the last window's rate where it is above the smoothed one.
-void run_epoch(self_ptr self, bool surge = false) {
-  auto& st = self->state;
-  if (!may_plan(st)) return;
-  // Least-cost policies plan for load only: with none, what serves stays.
-  if (st.policy->plans_least_cost() && sched::nothing_to_plan_for(st.rates)) return;
-  if (std::exchange(st.plan_pending, true)) return void(st.replan = true);  // planned again on its return
-  // Workers behind slow links are left out, unless that would leave none.
-  bool fast_one = false;
-  for (auto& n : st.cfg->nodes) fast_one |= n.has_role(role::worker) && st.workers.up(n.name) && !st.slow.count(n.name);
-  auto req = epoch_request(
-      *st.cfg, std::make_shared<const std::vector<model_spec>>(st.models), st.rates, st.plan,
-      [&](const std::string& node) { return st.workers.up(node) && (!fast_one || !st.slow.count(node)); }, surge);
-  // Models too large for a worker's link are placed elsewhere, while another worker can take them.
-  sched::keep_models_off(req.input.slots, st.far, st.models);
-  self->request(st.planner, caf::infinite, std::move(req)).then([=](planned_epoch& p) { on_planned(self, p); });
-}
-
-// A plan arrived: applied unless what it was made for changed meanwhile (then it plans again).
-void on_planned(self_ptr self, planned_epoch& p) {
-  auto& st = self->state;
-  st.plan_pending = false;
-  // Cut off since it asked (the workers it lost just before were lost to it alone, most likely):
-  // the plan is for a cluster it cannot see, and planning resumes when it hears it again.
-  if (cut_off(st)) {
-    st.held = true;
-    st.replan = false;
-    return;
-  }
-  if (std::exchange(st.replan, false)) return run_epoch(self);
-  if (!p.error.empty()) return spdlog::error("{}: epoch failed: {}", st.net->self_name(), p.error);
-  if (p.scale < 1 && !p.capacity)
-    spdlog::warn("{}: the cluster has {} devices, too few for the load ({} queries/s); planning for {:.0f}% of it",
-                 st.net->self_name(), p.input.slots.size(), fmt::join(p.planned.rate, ", "), 100 * p.scale);
-  // Variants given up for memory, said when that changes (MCDNN's catalogue).
-  if (p.degraded != (st.plan ? st.plan->degraded : std::vector<std::string>{})) {
-    if (p.degraded.empty())
-      spdlog::info("{}: memory: every stage runs its most accurate variant again", st.net->self_name());
-    else
-      spdlog::warn("{}: memory: the most accurate variants do not fit the cluster{}; running {}", st.net->self_name(),
-                   p.variants_fit ? "" : " (nor do the smallest)", fmt::join(p.degraded, "; "));
-  }
-  ++st.epoch;
-  auto plan = std::make_shared<planned_epoch>(std::move(p));
-  plan->previous.reset();  // only the planning needed it
-  st.plan = plan;
-  st.last_epoch = self->clock().now();
-  if (plan->capacity)
-    spdlog::info(
-        "{}: epoch {}: no load measured yet: {} sessions on {} of {} devices, for what they hold ({:.1f} "
-        "queries/s per pipeline)",
-        st.net->self_name(), st.epoch - st.epoch_base, plan->result.sessions.size(),
-        plan->result.placement.devices.size(), plan->input.slots.size(), plan->scale);
-  else
-    spdlog::info(
-        "{}: epoch {}: {} sessions on {} of {} devices ({} moved), planned for {:.2f}x the load ({:.1f} queries/s)",
-        st.net->self_name(), st.epoch - st.epoch_base, plan->result.sessions.size(),
-        plan->result.placement.devices.size(), plan->input.slots.size(), plan->result.placement.moved,
-        plan->scale * (1 + st.cfg->scheduler.headroom), fmt::join(plan->planned.rate, ", "));
-  if (auto& fr = plan->result.fragment_routes; !fr.empty()) {
-    std::vector<std::string> routes;
-    for (auto& f : fr) routes.push_back(fmt::format("{}@{:g}ms {}", f.start, f.slo_ms, fmt::join(f.models, "+")));
-    spdlog::info("{}: graft: {} fragments on {:.2f} GPU shares: {}", st.net->self_name(), fr.size(),
-                 plan->result.resources, fmt::join(routes, ", "));
-  }
-  adopt(self, epoch_placement(*st.cfg, plan->input, plan->result, st.epoch, &st.current));
-}
-
-// Threads of the scaler's instances on `node` it does not run yet (all when `force`: a restart).
-void send_resizes(self_ptr self, const std::string& node, bool force) {
-  auto& st = self->state;
-  for (auto& i : st.deployed.instances) {
-    if (i.node != node) continue;
-    auto& sent = st.cores[{i.node, i.device}];
-    if (!force && sent == i.cores) continue;
-    sent = i.cores;
-    st.net->to_node(node, {{}, msg::resize{i.device, i.cores}});
-  }
-}
-
-void on_deployment(self_ptr self, deployment& d) {
-  auto& st = self->state;
-  auto p = deployment_placement(*st.cfg, d, ++st.epoch, st.current.table.budgets, &st.current);
-  st.deployed = std::move(d);
-  // A worker whose devices did not change keeps its schedule and its epoch.
-  for (auto& [name, s] : p.schedules) {
-    auto old = st.current.schedules.find(name);
-    if (old != st.current.schedules.end() && old->second.devices == s.devices) s = old->second;
-  }
-  adopt(self, std::move(p));  // the schedule first, then the cores: the worker applies them in that order
-  for (auto& name : st.workers.up_workers()) send_resizes(self, name, false);
-}
-
-// Why an epoch is due now, if it is.
-sched::epoch_reason epoch_due(const controller_state& st, clock_time now) {
-  if (!plans_epochs(st) || st.plan_pending) return sched::epoch_reason::none;
-  auto since = std::chrono::duration<double>(now - st.last_epoch).count();
-  return sched::epoch_gate(*st.policy, epoch_rule_of(*st.cfg), st.rates, st.plan ? &st.plan->planned : nullptr,
-                           st.plan ? &st.plan->result : nullptr, since);
-}
-
-// One Jellyfish re-schedule on the clients the frontends reported. A worker whose devices keep
-// their sessions keeps its schedule; nothing is sent when nothing changed.
-void jellyfish_round(self_ptr self, const std::vector<msg::client_load>& clients) {
-  auto& st = self->state;
-  if (!may_plan(st)) return;
-  std::vector<sched::device_slot> slots;
-  for (auto& s : device_slots(*st.cfg))
-    if (st.workers.up(s.node)) slots.push_back(s);
-  auto switches = st.jellyfish->counters().switches;
-  auto began = std::chrono::steady_clock::now();
-  auto p = st.jellyfish->decide(clients, slots, st.models, st.epoch + 1);
-  st.round_cost = std::chrono::steady_clock::now() - began;
-  bool changed = false;
-  for (auto& [name, s] : p.schedules) {
-    auto old = st.current.schedules.find(name);
-    if (old != st.current.schedules.end() && old->second.devices == s.devices)
-      s = old->second;
-    else
-      changed = true;
-  }
-  auto& t = st.current.table;
-  if (!changed && p.table.routes == t.routes && p.table.budgets == t.budgets && p.table.clients == t.clients) return;
-  if (auto& c = st.jellyfish->counters(); c.switches != switches)
-    spdlog::info("{}: jellyfish: {} clients, {:.0f}% mapped within their budgets, accuracy {:.1f}%; {} devices switch",
-                 st.net->self_name(), clients.size(), 100 * c.mapped, 100 * c.accuracy, c.switches - switches);
-  ++st.epoch;
-  adopt(self, std::move(p));
-}
-
-// Asks the monitor for the clients and re-schedules on them.
-void ask_clients(self_ptr self) {
-  auto& st = self->state;
-  st.last_round = self->clock().now();
-  if (auto mon = st.net->local().monitor)
-    self->request(mon, caf::infinite, clients_atom::value).then([=](std::vector<msg::client_load>& c) {
-      jellyfish_round(self, c);
-    });
-}
+namespace {
 
 // A worker that was up left or was lost: out of routing now, and a plan for the survivors (it may
 // have held a model's only instances).
@@ -350,8 +147,12 @@ void on_lost(self_ptr self, const std::string& node) {
 }
 
 }  // namespace
+}  // namespace sloserve::control
+
+namespace sloserve {
 
 controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
+  using namespace control;
   return sys.spawn([args](self_ptr self) -> controller_actor::behavior_type {
     auto& st = self->state;
     st.cfg = args.cfg;
@@ -365,7 +166,7 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
     self->link_to(st.planner);  // it stops with the controller
     st.rates.pipelines.resize(st.cfg->pipelines.size());
     st.policy = &sched::policy_of(st.cfg->scheduler.policy);
-    if (st.policy->maps_clients()) st.jellyfish.emplace(*st.cfg);
+    st.rounds = st.policy->rounds(*st.cfg);
     st.current = static_placement(*st.cfg, st.epoch);
     count_placement(st);
     st.publisher.adopt(st.current);
@@ -374,20 +175,18 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
     return {
         [=](start_atom) {
           self->delayed_send(self, beacon, beacon_atom::value);
-          if (self->state.jellyfish) self->send(self, tick_atom::value);
+          if (self->state.rounds) self->send(self, tick_atom::value);
         },
         [=](tick_atom) {
           auto& st = self->state;
-          self->delayed_send(
-              self, std::chrono::microseconds(static_cast<int64_t>(st.cfg->scheduler.jellyfish.interval_ms * 1e3)),
-              tick_atom::value);
+          self->delayed_send(self, st.rounds->interval(), tick_atom::value);
           ask_clients(self);
         },
         [=](clients_atom) {
           // A client's uplink moved much: re-schedule now, or 25 ms after the last round (or ten
           // times what it took, so that moves keep planning under a tenth of the controller's time).
           auto& st = self->state;
-          if (!st.jellyfish || st.round_deferred) return;
+          if (!st.rounds || st.round_deferred) return;
           auto since = self->clock().now() - st.last_round;
           auto floor = std::max<caf::timespan>(std::chrono::milliseconds(25), 10 * st.round_cost);
           if (since >= floor) return ask_clients(self);

@@ -80,6 +80,7 @@ struct frontend_state {
   client_time client_times;
   client_registry clients;  // clients that name themselves
   clock_time last_client_report;
+  double client_report_ms = 0;  // the policy's (scheduling_policy::client_report_ms); 0: none
   std::function<int64_t()> wall_us;
 
   std::unordered_map<uint64_t, query> queries;
@@ -397,8 +398,8 @@ void on_result(self_ptr self, msg::invocation_result& r) {
   send_all(self, f.query, q, q.walk->on_result(f.stage, std::move(r.outputs)));
 }
 
-// Sends the controller what this frontend knows of its clients (Jellyfish re-schedules on it),
-// twice an interval, so that a re-schedule sees estimates at most half an interval old.
+// Sends the controller what this frontend knows of its clients, for a policy that places on them
+// (scheduling_policy::client_report_ms).
 void report_clients(self_ptr self, clock_time now) {
   auto& st = self->state;
   auto* ctl = st.cfg->controller();
@@ -472,8 +473,8 @@ void on_ingress(self_ptr self, ingress& in) {
     named = true;
     if (auto* r = st.clients.route(rq.client, p.name)) route = *r;
     // An uplink that moved much, or across the rate a size it sends takes, is reported at once
-    // (Jellyfish re-schedules on it), at most every 20 ms.
-    if (st.policy->maps_clients() && now - st.last_client_report >= 20ms &&
+    // (a policy that places on clients re-places), at most every 20 ms.
+    if (st.client_report_ms > 0 && now - st.last_client_report >= 20ms &&
         st.clients.moved(rq.client, p.name, seconds_of(now)))
       report_clients(self, now);
   }
@@ -579,8 +580,8 @@ void on_peer_down(self_ptr self, const std::string& node) {
 void on_tick(self_ptr self) {
   auto& st = self->state;
   auto now = self->clock().now();
-  if (st.policy->maps_clients() && now - st.last_client_report >= std::chrono::microseconds(static_cast<int64_t>(
-                                                                      st.cfg->scheduler.jellyfish.interval_ms * 500)))
+  if (st.client_report_ms > 0 &&
+      now - st.last_client_report >= std::chrono::microseconds(static_cast<int64_t>(st.client_report_ms * 1e3)))
     report_clients(self, now);
   send_dummies(self, now);
   while (!st.expiries.empty() && st.expiries.top().first <= now) {
@@ -646,6 +647,7 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
     auto& st = self->state;
     st.cfg = args.cfg;
     st.policy = &sched::policy_of(st.cfg->scheduler.policy);
+    st.client_report_ms = st.policy->client_report_ms(*st.cfg);
     st.net = args.net;
     st.wall_us = args.wall_us;
     st.routes.emplace(*st.cfg, st.policy->dispatcher(args.cfg->runtime.balancer));

@@ -49,9 +49,10 @@ void add_sim_command(CLI::App& app, int& rc) {
     auto cfg = load_config_or_report(o->config);
     if (!cfg) return void(rc = 2);
     auto& so = o->so;
-    if (sched::policy_of(cfg->scheduler.policy).maps_clients()) {
-      std::cerr << o->config << ": sloserve sim does not simulate clients and their uplinks, which scheduler policy "
-                << knob_name(cfg->scheduler.policy) << " maps; serve it and load it with sloserve load --clients\n";
+    if (sched::policy_of(cfg->scheduler.policy).rounds(*cfg)) {
+      std::cerr << o->config << ": sloserve sim does not simulate clients and their uplinks, on which scheduler policy "
+                << knob_name(cfg->scheduler.policy)
+                << " places in rounds of its own; serve it and load it with sloserve load --clients\n";
       return void(rc = 2);
     }
     for (auto& f : o->failures) {

@@ -4,14 +4,14 @@
 //
 //   build/bench/bench_jellyfish [instances=100]
 
-#include "scheduling/jellyfish.hpp"
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <vector>
+
+#include "scheduling/policies/jellyfish/mapping.hpp"
 
 using namespace sloserve::sched;
 
@@ -23,14 +23,14 @@ int main(int argc, char** argv) {
   double mapped = 0, accuracy = 0;
   for (int k = 0; k < instances; ++k) {
     // 16 variants: input sizes and depths; larger is slower (per batch) and more accurate.
-    std::vector<jf_dnn> zoo;
+    std::vector<jellyfish::dnn> zoo;
     for (int m = 0; m < 16; ++m) {
       double alpha = 0.5 + 0.6 * m + 0.3 * u(rng), beta = 2 + 0.5 * m;
       zoo.push_back({40 + 2.5 * m + u(rng), 12, [alpha, beta](int b) { return alpha * b + beta; }});
     }
-    std::vector<jf_client> clients;
+    std::vector<jellyfish::client> clients;
     for (int i = 0; i < 16; ++i) {
-      jf_client c{static_cast<int>(5 * (1 + rng() % 6)), {}};
+      jellyfish::client c{static_cast<int>(5 * (1 + rng() % 6)), {}};
       double slo = 75 + 75 * u(rng), uplink_ms_per_step = 0.5 + 2 * u(rng);
       for (int m = 0; m < 16; ++m) c.budget_ms.push_back(std::max(0.0, slo - 10 - uplink_ms_per_step * m));
       clients.push_back(std::move(c));

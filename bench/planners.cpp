@@ -36,9 +36,9 @@
 
 #include "bench/harness.hpp"
 #include "scheduling/epoch.hpp"
-#include "scheduling/graft.hpp"
-#include "scheduling/piccolo.hpp"
 #include "scheduling/placement.hpp"
+#include "scheduling/policies/graft/fragments.hpp"
+#include "scheduling/policies/piccolo/configurations.hpp"
 #include "scheduling/policies/registry.hpp"
 
 using namespace sloserve;
@@ -189,20 +189,21 @@ void compare(int count) {
     auto cfg = parse(w.yaml);
     auto app = piccolo_app(cfg, cfg.pipelines[0], w.rate);
     auto t0 = std::chrono::steady_clock::now();
-    auto pc = sched::plan_app(app);
+    auto pc = sched::piccolo::plan_app(app);
     double pc_ms = ms_since(t0);
     auto nx = epoch_cost(cfg, {w.rate}, scheduler_policy::nexus);
     auto bo = epoch_cost(cfg, {w.rate}, scheduler_policy::batch_oblivious);
     double two = std::numeric_limits<double>::infinity();
-    if (auto split = sched::split_latency(app); split.feasible) {
+    if (auto split = sched::piccolo::split_latency(app); split.feasible) {
       two = 0;
       for (size_t m = 0; m < app.modules.size(); ++m) {
-        auto p =
-            sched::two_config_plan(sched::by_ratio(app.modules[m].configs), app.modules[m].rate, split.budget_s[m]);
+        auto p = sched::piccolo::two_config_plan(sched::piccolo::by_ratio(app.modules[m].configs), app.modules[m].rate,
+                                                 split.budget_s[m]);
         two += p.feasible ? p.cost : std::numeric_limits<double>::infinity();
       }
     }
-    double brute = w.rate <= 400 ? sched::brute_force_chain(app, 60) : std::numeric_limits<double>::quiet_NaN();
+    double brute =
+        w.rate <= 400 ? sched::piccolo::brute_force_chain(app, 60) : std::numeric_limits<double>::quiet_NaN();
     printf("%-5s %6d %6.0f %7.0f | %8.3f %8.3f %8.3f %8.3f %8.3f | %.2f\n", w.mixed ? "mixed" : "one", w.stages, w.rate,
            w.slo_ms, pc.feasible ? pc.cost : NAN, nx.cost, bo.cost, two, brute, pc_ms);
     if (!pc.feasible) continue;
@@ -293,10 +294,10 @@ void against_brute_force() {
     auto cfg = parse(chain_yaml(stages, true, 64, rng, [](double fastest) { return std::round(fastest * 3); }));
     auto app = piccolo_app(cfg, cfg.pipelines[0], rate);
     auto t0 = std::chrono::steady_clock::now();
-    auto pc = sched::plan_app(app);
+    auto pc = sched::piccolo::plan_app(app);
     double pc_ms = ms_since(t0);
     t0 = std::chrono::steady_clock::now();
-    double brute = sched::brute_force_chain(app, 60);
+    double brute = sched::piccolo::brute_force_chain(app, 60);
     double brute_ms = ms_since(t0);
     printf("  %d stages at %6.0f req/s: piccolo %.3f in %8.2f ms, brute force %.3f in %10.1f ms: %7.0fx faster\n",
            stages, rate, pc.cost, pc_ms, brute, brute_ms, brute_ms / std::max(pc_ms, 1e-3));
@@ -312,25 +313,25 @@ void partitioned() {
     std::uniform_real_distribution<double> u(0, 1);
     std::vector<double> alpha, beta;
     for (int i = 0; i < 12; ++i) alpha.push_back(0.0001 + 0.0004 * u(rng)), beta.push_back(0.0005 + 0.001 * u(rng));
-    sched::gf_model m;
+    sched::graft::model m;
     m.layers = 12;
     m.latency_s = [alpha, beta](int a, int b, int batch, double share) {
       double l = 0;
       for (int i = a; i < b; ++i) l += (beta[static_cast<size_t>(i)] + alpha[static_cast<size_t>(i)] * batch) / share;
       return l;
     };
-    std::vector<sched::gf_fragment> f;
+    std::vector<sched::graft::fragment> f;
     for (int c = 0; c < clients; ++c) {
       // Uplinks cluster the split points early or late (as Neurosurgeon's choices do).
       int p = u(rng) < 0.6 ? static_cast<int>(u(rng) * 4) : 6 + static_cast<int>(u(rng) * 5);
       f.push_back({p, std::round(100 + 150 * u(rng)) / 1e3, std::round(5 + 25 * u(rng))});
     }
     auto t0 = std::chrono::steady_clock::now();
-    std::vector<sched::gf_fragment> merged;
-    auto graft = sched::plan_graft(m, f, &merged);
+    std::vector<sched::graft::fragment> merged;
+    auto graft = sched::graft::plan_graft(m, f, &merged);
     double graft_ms = ms_since(t0);
-    auto gslice = sched::gslice_plan(m, f);
-    auto gslice_merged = sched::gslice_plan(m, sched::merge_fragments(m, f, -1));
+    auto gslice = sched::graft::gslice_plan(m, f);
+    auto gslice_merged = sched::graft::gslice_plan(m, sched::graft::merge_fragments(m, f, -1));
     printf(
         "  %3d clients: graft %.2f (%zu fragments after merging, %.0f ms), gslice %.2f, gslice+merging %.2f: "
         "%.1f%% / %.1f%% less\n",

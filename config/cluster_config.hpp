@@ -111,7 +111,7 @@ struct ipa_options {
 
 // Jellyfish (`scheduler: {policy: jellyfish, jellyfish: {...}}`): every `interval_ms` the clients
 // that name themselves are mapped to variants of their pipeline's one stage, one variant per
-// device (scheduling/jellyfish_plan.hpp), and each is told the image size to send.
+// device (scheduling/policies/jellyfish/plan.hpp), and each is told the image size to send.
 struct jellyfish_options {
   double interval_ms = 500;
   double overhead_ms = 5;         // per request beyond upload and compute, in the budgets L_ij
@@ -126,7 +126,7 @@ struct jellyfish_options {
   // (sched::dip_quantile); 0: the quantile stays.
   double miss_target = 0.025;
   // Clients move onto more accurate variants where compute is spare and their SLO holds whatever
-  // size their link carries (sched::jf_plan_options::spare).
+  // size their link carries (sched::jellyfish::plan_options::spare).
   bool use_spare = true;
 };
 

@@ -61,7 +61,7 @@ class dip_quantile {
     return q_;
   }
   // The share of the wait behind a running batch that lifts onto spare compute plan for
-  // (sched::jf_client_state::wait_share), as of the last step: 1 (the worst case) until the
+  // (sched::jellyfish::client_state::wait_share), as of the last step: 1 (the worst case) until the
   // quantile reached 1, then a quarter lower each step that judged under 0.75 of the target
   // missed, and a quarter higher (a half when over twice the target) each step that judged more
   // than the target did, before the quantile falls.

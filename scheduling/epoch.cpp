@@ -11,6 +11,7 @@
 #include "pipelines/query_walk.hpp"
 #include "scheduling/catalogue.hpp"
 #include "scheduling/packing.hpp"
+#include "scheduling/policies/policy.hpp"
 
 namespace sloserve::sched {
 
@@ -537,6 +538,15 @@ expected<load_epoch> plan_for_load(epoch_input& in, const epoch_result* previous
                                                          : stage_rates(p, in.rates[pi], fan));
   }
   return out;
+}
+
+expected<epoch_result> plan_epoch(const epoch_input& in, const epoch_result* previous) {
+  if (in.policy) return in.policy->plan(in, previous);
+  return plan_packed_epoch(in, previous, nexus_planner{}, true);
+}
+
+bool plans_least_cost(const scheduling_policy* p) {
+  return p && p->plans_least_cost();
 }
 
 }  // namespace sloserve::sched

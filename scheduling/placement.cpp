@@ -98,7 +98,7 @@ std::vector<sched::device_slot> device_slots(const cluster_config& cfg) {
   return out;
 }
 
-sched::pc_app piccolo_app(const cluster_config& cfg, const pipeline& p, double rate) {
+sched::piccolo::app piccolo_app(const cluster_config& cfg, const pipeline& p, double rate) {
   auto slots = device_slots(cfg);
   return sched::piccolo_app(cfg.models, sched::piccolo_types(slots), slots, p,
                             stage_rates(p, rate, declared_fanout(p)));

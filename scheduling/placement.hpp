@@ -49,7 +49,7 @@ std::vector<sched::device_slot> device_slots(const cluster_config& cfg);
 
 // Piccolo's modules for pipeline `p` of `cfg` at `rate` queries/s (declared fan-outs), over the
 // cluster's device types (sched::piccolo_types of device_slots(cfg)).
-sched::pc_app piccolo_app(const cluster_config& cfg, const pipeline& p, double rate);
+sched::piccolo::app piccolo_app(const cluster_config& cfg, const pipeline& p, double rate);
 
 // What an epoch plans with, as `scheduler:` says: every device slot, `models` (the config's, with
 // measured profiles), the config's pipelines; rates still to be set.

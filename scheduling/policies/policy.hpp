@@ -5,7 +5,9 @@
 // policy lives in scheduling/policies/<name>/; a new one is a new folder and a registry line.
 
 #include <memory>
+#include <string>
 
+#include "config/cluster_config.hpp"
 #include "config/knobs.hpp"
 #include "pipelines/expected.hpp"
 #include "scheduling/balancer.hpp"
@@ -14,6 +16,14 @@
 #include "scheduling/planner.hpp"
 
 namespace sloserve::sched {
+
+class client_rounds;  // scheduling/policies/rounds.hpp
+
+// What `sloserve plan` prints: the plan as a JSON document, and as text for a terminal.
+struct plan_report {
+  std::string json;
+  std::string text;
+};
 
 class scheduling_policy {
  public:
@@ -24,9 +34,12 @@ class scheduling_policy {
   // Plans for the least cost of the load it measures: no spare multiple, no plan for what the
   // devices hold before there is load (plan_for_load), and nothing to plan with no load.
   virtual bool plans_least_cost() const { return false; }
-  // Maps clients to instances in rounds of its own (the controller's loop) instead of epochs;
-  // frontends report their clients' uplinks as they move.
-  virtual bool maps_clients() const { return false; }
+  // Its own placement loop in the controller, in place of epochs (Jellyfish maps clients to
+  // instances in rounds); null: none.
+  virtual std::shared_ptr<client_rounds> rounds(const cluster_config& cfg) const { return nullptr; }
+  // How often frontends report their clients' uplinks to the controller (ms), besides when one
+  // moves much; 0: they do not.
+  virtual double client_report_ms(const cluster_config& cfg) const { return 0; }
 
   // The packer that places its epochs' sessions on devices.
   virtual std::unique_ptr<planner> packer() const { return std::make_unique<nexus_planner>(); }
@@ -41,6 +54,12 @@ class scheduling_policy {
   // Whether what was measured asks for an epoch that `planned` lacks, whatever the load rule
   // says (Graft: a fragment of queries the plan has no route for).
   virtual bool plan_outdated(const pipeline_rates& measured, const epoch_result& planned) const { return false; }
+  // What a plan it made adds to the controller's log; empty: nothing.
+  virtual std::string plan_news(const epoch_result& plan) const { return {}; }
+  // What `sloserve plan` prints for `in` (its rates; `in.parallel` may be set): by default the
+  // epoch plan(in) makes, with each stage's budget, the sessions, devices and cost
+  // (scheduling/policies/report.hpp). An error where there is no plan to print.
+  virtual expected<plan_report> report(const cluster_config& cfg, const epoch_input& in) const;
 
  protected:
   // Whether the packed epoch also tries the neighbours of the DP's split (plan_packed_epoch).

@@ -64,21 +64,12 @@ std::vector<std::string> policy_names() {
   return out;
 }
 
-// The dispatch of epochs by policy (declared with the epoch, scheduling/epoch.hpp).
-expected<epoch_result> plan_epoch(const epoch_input& in, const epoch_result* previous) {
-  return (in.policy ? *in.policy : policy_of(scheduler_policy::nexus)).plan(in, previous);
-}
-
 epoch_reason epoch_gate(const scheduling_policy& policy, const epoch_rule& rule, const pipeline_rates& measured,
                         const planned_load* planned, const epoch_result* plan, double since_s) {
   auto why = epoch_due(rule, measured, planned, since_s);
   if (why == epoch_reason::none && plan && since_s >= rule.min_epoch_s && policy.plan_outdated(measured, *plan))
     return epoch_reason::band;
   return why;
-}
-
-bool plans_least_cost(const scheduling_policy* p) {
-  return p && p->plans_least_cost();
 }
 
 }  // namespace sloserve::sched

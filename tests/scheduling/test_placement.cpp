@@ -385,10 +385,10 @@ TEST(placement, a_graft_epoch_realigns_fragments_onto_shares_and_routes_each_thr
   for (int s = 1; s < 6; ++s) EXPECT_FALSE(routed(p, "resnet18[" + std::to_string(s) + ",6)").empty()) << s;
   // Against every fragment alone at its best share and batch (the fragments after merging).
   auto gm = sched::graft_model(cfg.models[0], {0.05, 0.1, 0.2});
-  std::vector<sched::gf_fragment> frags;
+  std::vector<sched::graft::fragment> frags;
   for (auto& f : in.fragments[0])
     for (int c = 0; c < f.clients; ++c) frags.push_back({f.start, f.slo_ms / 1e3, 200 * f.share / f.clients, 1});
-  auto gslice = sched::gslice_plan(gm, sched::merge_fragments(gm, frags));
+  auto gslice = sched::graft::gslice_plan(gm, sched::graft::merge_fragments(gm, frags));
   ASSERT_TRUE(gslice.feasible);
   EXPECT_LT(res.resources, gslice.resources);
   // Before any plan every device serves the model and its rest from every layer.

@@ -7,8 +7,8 @@
 
 namespace sloserve::sched {
 
-gf_model graft_model(const model_spec& m, std::vector<double> shares) {
-  gf_model g;
+graft::model graft_model(const model_spec& m, std::vector<double> shares) {
+  graft::model g;
   g.layers = static_cast<int>(m.layers.size());
   g.max_batch = std::max(1, m.batch_limit());
   std::sort(shares.begin(), shares.end());
@@ -68,12 +68,12 @@ expected<epoch_result> plan_graft_epoch(const epoch_input& in, const epoch_resul
     double total = 0;
     for (auto& f : fs) total += f.share;
     if (fs.empty() || !(total > 0)) fs = {{0, p.slo_ms, 1, 1}}, total = 1;
-    std::vector<gf_fragment> frags;
+    std::vector<graft::fragment> frags;
     for (auto& f : fs) {
       int c = std::clamp(f.clients, 1, 64);
       for (int k = 0; k < c; ++k) frags.push_back({f.start, f.slo_ms / 1e3, rate * f.share / total / c, 1});
     }
-    std::vector<gf_fragment> merged;
+    std::vector<graft::fragment> merged;
     auto plan = plan_graft(gm, frags, &merged, static_cast<size_t>(std::max(1, in.graft_group_size)), in.graft_theta);
     if (!plan.feasible) {
       out.placement.infeasible.push_back(out.sessions.size());

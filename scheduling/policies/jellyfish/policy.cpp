@@ -1,11 +1,22 @@
 #include "scheduling/policies/jellyfish/policy.hpp"
 
+#include "scheduling/policies/jellyfish/rounds.hpp"
+
 namespace sloserve::sched {
 
 namespace {
 class jellyfish_policy final : public scheduling_policy {
  public:
-  bool maps_clients() const override { return true; }
+  std::shared_ptr<client_rounds> rounds(const cluster_config& cfg) const override {
+    return std::make_shared<jellyfish::rounds>(cfg);
+  }
+  // Twice an interval, so that a round sees estimates at most half an interval old.
+  double client_report_ms(const cluster_config& cfg) const override { return cfg.scheduler.jellyfish.interval_ms / 2; }
+  expected<plan_report> report(const cluster_config&, const epoch_input&) const override {
+    return fail(
+        "policy jellyfish maps clients on their uplinks, every interval while serving; there is no plan for "
+        "pipeline rates to print (see the controller's log)");
+  }
 };
 }  // namespace
 

@@ -9,8 +9,8 @@
 
 namespace sloserve::sched {
 
-pc_types piccolo_types(const std::vector<device_slot>& slots) {
-  pc_types out;
+piccolo::types piccolo_types(const std::vector<device_slot>& slots) {
+  piccolo::types out;
   for (auto& s : slots) {
     size_t at = 0;
     while (at < out.names.size() && (out.names[at] != s.type || std::abs(out.share[at] - s.share) > 1e-9)) ++at;
@@ -25,7 +25,7 @@ pc_types piccolo_types(const std::vector<device_slot>& slots) {
   return out;
 }
 
-std::string pc_types::label(size_t t) const {
+std::string piccolo::types::label(size_t t) const {
   std::string out = names[t].empty() ? "(untyped)" : names[t];
   if (share[t] < 1) out += "@" + std::to_string(share[t]).substr(0, 4);
   return out;
@@ -47,14 +47,15 @@ std::vector<int> piccolo_batches(const latency_profile& profile, int max_batch) 
   return out;
 }
 
-pc_app piccolo_app(const std::vector<model_spec>& models, const pc_types& types, const std::vector<device_slot>& slots,
-                   const pipeline& p, const std::vector<double>& stage_rates) {
-  pc_app app;
+piccolo::app piccolo_app(const std::vector<model_spec>& models, const piccolo::types& types,
+                         const std::vector<device_slot>& slots, const pipeline& p,
+                         const std::vector<double>& stage_rates) {
+  piccolo::app app;
   app.slo_s = p.slo_ms / 1e3;
   for (size_t s = 0; s < p.stages.size(); ++s) {
     auto& st = p.stages[s];
     auto& m = models[st.model_index];
-    pc_module mod;
+    piccolo::app_module mod;
     mod.rate = stage_rates[s];
     mod.next = st.children;
     for (size_t t = 0; t < types.names.size(); ++t) {
@@ -88,7 +89,7 @@ pc_app piccolo_app(const std::vector<model_spec>& models, const pc_types& types,
 namespace {
 
 // Whether `pp`'s sets hold a machine of a type `marked`.
-bool uses(const pc_pipeline_plan& pp, const std::vector<bool>& marked) {
+bool uses(const piccolo::pipeline_plan& pp, const std::vector<bool>& marked) {
   if (!pp.plan.feasible) return false;
   for (size_t s = 0; s < pp.plan.modules.size(); ++s)
     for (auto& m : pp.plan.modules[s].machines)
@@ -99,13 +100,14 @@ bool uses(const pc_pipeline_plan& pp, const std::vector<bool>& marked) {
 // Every pipeline planned with `price` per type; pipelines without traffic are left empty. With
 // `before`, a pipeline whose sets hold no machine of a `raised` type keeps its plan (a dearer
 // type it does not use changes nothing for it).
-std::vector<pc_pipeline_plan> plan_all(const epoch_input& in, pc_types types, const std::vector<double>& price,
-                                       const std::vector<pc_pipeline_plan>* before = nullptr,
-                                       const std::vector<bool>* raised = nullptr) {
+std::vector<piccolo::pipeline_plan> plan_all(const epoch_input& in, piccolo::types types,
+                                             const std::vector<double>& price,
+                                             const std::vector<piccolo::pipeline_plan>* before = nullptr,
+                                             const std::vector<bool>* raised = nullptr) {
   auto real = types.price;
   types.price = price;
   auto& pipes = *in.pipelines;
-  std::vector<pc_pipeline_plan> out(pipes.size());
+  std::vector<piccolo::pipeline_plan> out(pipes.size());
   for (size_t pi = 0; pi < pipes.size(); ++pi) {
     if (in.rates[pi] <= 0) continue;
     if (before && raised && !uses((*before)[pi], *raised) && (*before)[pi].plan.feasible) {
@@ -129,7 +131,7 @@ std::vector<pc_pipeline_plan> plan_all(const epoch_input& in, pc_types types, co
   return out;
 }
 
-std::vector<size_t> needed(const std::vector<pc_pipeline_plan>& plans, size_t types) {
+std::vector<size_t> needed(const std::vector<piccolo::pipeline_plan>& plans, size_t types) {
   std::vector<size_t> n(types, 0);
   for (auto& pp : plans) {
     if (!pp.plan.feasible) continue;
@@ -139,7 +141,7 @@ std::vector<size_t> needed(const std::vector<pc_pipeline_plan>& plans, size_t ty
   return n;
 }
 
-size_t shortfall(const std::vector<size_t>& need, const pc_types& types) {
+size_t shortfall(const std::vector<size_t>& need, const piccolo::types& types) {
   size_t missing = 0;
   for (size_t t = 0; t < need.size(); ++t) missing += need[t] > types.available[t] ? need[t] - types.available[t] : 0;
   return missing;
@@ -147,8 +149,8 @@ size_t shortfall(const std::vector<size_t>& need, const pc_types& types) {
 
 }  // namespace
 
-pc_cluster_plan plan_piccolo(const epoch_input& in) {
-  pc_cluster_plan out;
+piccolo::cluster_plan plan_piccolo(const epoch_input& in) {
+  piccolo::cluster_plan out;
   out.types = piccolo_types(in.slots);
   auto& types = out.types;
   // Scarce types cost more to the planner until the plans fit the slots there are.

@@ -10,20 +10,22 @@
 
 #include "pipelines/expected.hpp"
 #include "scheduling/epoch.hpp"
-#include "scheduling/piccolo.hpp"
+#include "scheduling/policies/piccolo/configurations.hpp"
 
 namespace sloserve::sched {
 
 // Piccolo's hardware types: a device type at a share (a fractional instance is a type of its own,
 // at its share of the price and slowed by each model's share_slowdown).
-struct pc_types {
-  std::vector<std::string> names;     // indexed by pc_config::type; "" for untyped devices
+namespace piccolo {
+struct types {
+  std::vector<std::string> names;     // indexed by piccolo::config::type; "" for untyped devices
   std::vector<double> share;          // 1: whole devices
   std::vector<double> price;          // of one instance (device_slot::price): the type's price x share
   std::vector<size_t> available;      // slots of each
   std::string label(size_t t) const;  // "a10", "a10@0.5", "(untyped)"
 };
-pc_types piccolo_types(const std::vector<device_slot>& slots);
+}  // namespace piccolo
+piccolo::types piccolo_types(const std::vector<device_slot>& slots);
 
 // The batch sizes a module's configurations take: a measured profile's listed sizes, else powers
 // of two and the sizes halfway between (1, 2, 3, 4, 6, 8, 12, ...); and the model's max_batch
@@ -34,29 +36,32 @@ std::vector<int> piccolo_batches(const latency_profile& profile, int max_batch);
 // `types` that some slot of `slots` serving the stage's model has, at that type's profile
 // (`models[].profiles`, else `profile`, slowed for a share) and `types.price`. A linear profile also offers the
 // largest batches the whole SLO allows at the stage's rate.
-pc_app piccolo_app(const std::vector<model_spec>& models, const pc_types& types, const std::vector<device_slot>& slots,
-                   const pipeline& p, const std::vector<double>& stage_rates);
+piccolo::app piccolo_app(const std::vector<model_spec>& models, const piccolo::types& types,
+                         const std::vector<device_slot>& slots, const pipeline& p,
+                         const std::vector<double>& stage_rates);
 
 // Every pipeline of `in` with traffic planned by plan_app, on the slots' types. Where a type has
 // fewer slots than the plans need, that type's price is raised for planning (not for cost)
 // until they fit, two raises in a row fit no more machines, or the sets need more machines than
 // there are slots. Pipelines that hold no machine of a raised type keep their sets.
-struct pc_pipeline_plan {
+namespace piccolo {
+struct pipeline_plan {
   std::vector<double> rates;  // per stage; empty: the pipeline has no traffic
-  pc_app app;
-  pc_app_plan plan;
+  piccolo::app app;
+  piccolo::app_plan plan;
   // Per module, its configurations in the order plan.modules[s].machines index them, at the
   // types' real prices; and each module's cost at those prices.
-  std::vector<std::vector<pc_config>> configs;
+  std::vector<std::vector<piccolo::config>> configs;
   std::vector<double> cost;
   double total = 0;
 };
-struct pc_cluster_plan {
-  pc_types types;
-  std::vector<pc_pipeline_plan> pipelines;  // parallel to in.pipelines
-  std::vector<size_t> needed;               // machines of each type
+struct cluster_plan {
+  piccolo::types types;
+  std::vector<pipeline_plan> pipelines;  // parallel to in.pipelines
+  std::vector<size_t> needed;            // machines of each type
 };
-pc_cluster_plan plan_piccolo(const epoch_input& in);
+}  // namespace piccolo
+piccolo::cluster_plan plan_piccolo(const epoch_input& in);
 
 // The epoch: sessions one per stage at Piccolo's budget, a dedicated device per machine (its
 // type, batch, rate and dummies), bound to slots of its type (plan_piccolo); what still finds no

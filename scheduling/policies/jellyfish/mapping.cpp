@@ -1,13 +1,13 @@
-#include "scheduling/jellyfish.hpp"
+#include "scheduling/policies/jellyfish/mapping.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
 
-namespace sloserve::sched {
+namespace sloserve::sched::jellyfish {
 
-std::pair<double, int> jf_capacity(const jf_dnn& dnn, double budget_ms) {
+std::pair<double, int> capacity(const dnn& dnn, double budget_ms) {
   double best = 0;
   int batch = 0;
   for (int b = 1; b <= dnn.max_batch; ++b) {
@@ -19,9 +19,9 @@ std::pair<double, int> jf_capacity(const jf_dnn& dnn, double budget_ms) {
   return {best, batch};
 }
 
-jf_choice find_optimal_clients(const jf_dnn& dnn, size_t d, const std::vector<jf_client>& clients,
-                               const std::vector<size_t>& candidates) {
-  jf_choice out;
+choice find_optimal_clients(const dnn& dnn, size_t d, const std::vector<client>& clients,
+                            const std::vector<size_t>& candidates) {
+  choice out;
   // Clients in descending budget for this DNN: each row's capacity is at most the one before.
   auto order = candidates;
   std::stable_sort(order.begin(), order.end(),
@@ -34,9 +34,9 @@ jf_choice find_optimal_clients(const jf_dnn& dnn, size_t d, const std::vector<jf
   int best = 0;
   size_t best_row = 0, best_col = 0;
   for (auto c : order) {
-    auto [capacity, batch] = jf_capacity(dnn, clients[c].budget_ms[d]);
+    auto [room, batch] = capacity(dnn, clients[c].budget_ms[d]);
     if (batch == 0) break;  // nor can any client after it
-    auto columns = static_cast<size_t>(std::floor(capacity / h + 1e-9));
+    auto columns = static_cast<size_t>(std::floor(room / h + 1e-9));
     if (dp.size() == 1) dp[0].assign(columns + 1, 0);
     columns = std::min(columns, dp.back().size() - 1);
     auto& prev = dp.back();
@@ -66,15 +66,15 @@ jf_choice find_optimal_clients(const jf_dnn& dnn, size_t d, const std::vector<jf
   return out;
 }
 
-std::vector<jf_choice> map_clients(const std::vector<jf_dnn>& dnns, const std::vector<jf_client>& clients,
-                                   const std::vector<size_t>& column) {
+std::vector<choice> map_clients(const std::vector<dnn>& dnns, const std::vector<client>& clients,
+                                const std::vector<size_t>& column) {
   std::vector<size_t> by_accuracy(dnns.size());
   std::iota(by_accuracy.begin(), by_accuracy.end(), 0);
   std::stable_sort(by_accuracy.begin(), by_accuracy.end(),
                    [&](size_t a, size_t b) { return dnns[a].accuracy > dnns[b].accuracy; });
   std::vector<size_t> left(clients.size());
   std::iota(left.begin(), left.end(), 0);
-  std::vector<jf_choice> out(dnns.size());
+  std::vector<choice> out(dnns.size());
   for (auto d : by_accuracy) {
     if (left.empty()) break;
     out[d] = find_optimal_clients(dnns[d], column.empty() ? d : column[d], clients, left);
@@ -83,9 +83,9 @@ std::vector<jf_choice> map_clients(const std::vector<jf_dnn>& dnns, const std::v
   return out;
 }
 
-jf_quality quality_of(const std::vector<jf_choice>& mapping, const std::vector<jf_dnn>& dnns,
-                      const std::vector<jf_client>& clients) {
-  jf_quality q;
+quality quality_of(const std::vector<choice>& mapping, const std::vector<dnn>& dnns,
+                   const std::vector<client>& clients) {
+  quality q;
   double total = 0;
   for (auto& c : clients) total += c.rate;
   size_t mapped = 0;
@@ -99,10 +99,10 @@ jf_quality quality_of(const std::vector<jf_choice>& mapping, const std::vector<j
   return q;
 }
 
-jf_selection evaluate_selection(const std::vector<jf_dnn>& zoo, const std::vector<jf_client>& clients,
-                                std::vector<size_t> dnns) {
-  jf_selection s;
-  std::vector<jf_dnn> instances;
+selection evaluate_selection(const std::vector<dnn>& zoo, const std::vector<client>& clients,
+                             std::vector<size_t> dnns) {
+  selection s;
+  std::vector<dnn> instances;
   for (auto m : dnns) instances.push_back(zoo[m]);
   s.mapping = map_clients(instances, clients, dnns);
   s.quality = quality_of(s.mapping, instances, clients);
@@ -110,8 +110,8 @@ jf_selection evaluate_selection(const std::vector<jf_dnn>& zoo, const std::vecto
   return s;
 }
 
-jf_selection select_dnns(const std::vector<jf_dnn>& zoo, const std::vector<jf_client>& clients,
-                         std::vector<size_t> start, const jf_annealing& a) {
+selection select_dnns(const std::vector<dnn>& zoo, const std::vector<client>& clients, std::vector<size_t> start,
+                      const annealing& a) {
   std::mt19937_64 rng(a.seed);
   std::uniform_real_distribution<double> u(0, 1);
   auto best = evaluate_selection(zoo, clients, std::move(start));
@@ -145,4 +145,4 @@ jf_selection select_dnns(const std::vector<jf_dnn>& zoo, const std::vector<jf_cl
   return best;
 }
 
-}  // namespace sloserve::sched
+}  // namespace sloserve::sched::jellyfish

@@ -1,17 +1,19 @@
-#include "control/jellyfish_core.hpp"
+#include "scheduling/policies/jellyfish/rounds.hpp"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-namespace sloserve {
+namespace sloserve::sched::jellyfish {
 
-std::vector<sched::jf_variant> jellyfish_zoo(const pipeline& p, const std::vector<model_spec>& models) {
-  std::vector<sched::jf_variant> zoo;
+std::vector<variant> zoo_of(const pipeline& p, const std::vector<model_spec>& models) {
+  std::vector<variant> zoo;
   for (auto m : p.stages.front().variant_indices) {
     auto& spec = models[m];
     auto& shape = spec.input.shape;
-    sched::jf_variant v;
+    variant v;
     v.model = spec.name;
     v.height = shape.size() >= 2 ? shape[shape.size() - 2] : 1;
     v.width = shape.empty() ? 1 : shape.back();
@@ -55,9 +57,20 @@ std::vector<size_t> apportion(const std::vector<double>& rate, size_t slots) {
 
 }  // namespace
 
-cluster_placement jellyfish_core::decide(const std::vector<msg::client_load>& clients,
-                                         const std::vector<sched::device_slot>& slots,
-                                         const std::vector<model_spec>& models, uint64_t epoch) {
+std::chrono::microseconds rounds::interval() const {
+  return std::chrono::microseconds(static_cast<int64_t>(cfg_.scheduler.jellyfish.interval_ms * 1e3));
+}
+
+std::string rounds::news() {
+  if (stats_.switches == told_switches_) return {};
+  auto switched = stats_.switches - std::exchange(told_switches_, stats_.switches);
+  return fmt::format("jellyfish: {} clients, {:.0f}% mapped within their budgets, accuracy {:.1f}%; {} devices switch",
+                     stats_.clients, 100 * stats_.mapped, 100 * stats_.accuracy, switched);
+}
+
+cluster_placement rounds::decide(const std::vector<msg::client_load>& clients, const std::vector<device_slot>& slots,
+                                 const std::vector<model_spec>& models, uint64_t epoch) {
+  stats_.clients = clients.size();
   ++stats_.reschedules;
   auto& o = cfg_.scheduler.jellyfish;
   size_t np = cfg_.pipelines.size();
@@ -100,15 +113,15 @@ cluster_placement jellyfish_core::decide(const std::vector<msg::client_load>& cl
       if (d.device == k.second) return d;
     return out.schedules[k.first].devices.emplace_back(msg::device_schedule{k.second, 0, {}});
   };
-  sched::jf_plan_options po{o.overhead_ms, o.bytes_per_pixel, o.compute_share, {}, o.use_spare};
+  plan_options po{o.overhead_ms, o.bytes_per_pixel, o.compute_share, {}, o.use_spare};
   po.annealing.seed = stats_.reschedules;
   double mapped = 0, accuracy = 0, weight = 0;
   std::map<std::string, size_t> model_index;
   for (size_t m = 0; m < models.size(); ++m) model_index[models[m].name] = m;
   for (size_t pi = 0; pi < np; ++pi) {
     auto& p = cfg_.pipelines[pi];
-    auto zoo = jellyfish_zoo(p, models);
-    std::vector<sched::jf_client_state> cs;
+    auto zoo = zoo_of(p, models);
+    std::vector<client_state> cs;
     for (auto* c : of[pi]) {
       cs.push_back({c->client,
                     c->slo_ms,
@@ -132,7 +145,7 @@ cluster_placement jellyfish_core::decide(const std::vector<msg::client_load>& cl
         if (zoo[i].model == name) z = i;
       previous.push_back(z);
     }
-    auto plan = sched::plan_jellyfish(zoo, cs, mine[pi].size(), previous, po);
+    auto plan = plan_jellyfish(zoo, cs, mine[pi].size(), previous, po);
     if (!cs.empty()) {
       mapped += plan.quality.mapped * static_cast<double>(cs.size());
       accuracy += plan.quality.accuracy * static_cast<double>(cs.size());
@@ -221,4 +234,4 @@ cluster_placement jellyfish_core::decide(const std::vector<msg::client_load>& cl
   return out;
 }
 
-}  // namespace sloserve
+}  // namespace sloserve::sched::jellyfish

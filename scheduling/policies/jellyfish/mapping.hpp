@@ -18,20 +18,20 @@
 #include <functional>
 #include <vector>
 
-namespace sloserve::sched {
+namespace sloserve::sched::jellyfish {
 
-struct jf_client {
+struct client {
   int rate = 0;                   // requests/s, > 0
   std::vector<double> budget_ms;  // per DNN: its compute budget there (0: it cannot use that DNN)
 };
 
-struct jf_dnn {
+struct dnn {
   double accuracy = 0;  // for the order of map_clients
   int max_batch = 1;
   std::function<double(int)> latency_ms;  // l(b), increasing in b
 };
 
-struct jf_choice {
+struct choice {
   std::vector<size_t> clients;  // indices into the clients given, ascending
   int rate = 0;                 // their aggregate rate
   int batch = 0;                // the largest batch every one of them allows (0: none chosen)
@@ -39,46 +39,45 @@ struct jf_choice {
 
 // The clients (of `candidates`, indices into `clients`) that DNN `d` (index into their budgets)
 // serves with the largest aggregate rate.
-jf_choice find_optimal_clients(const jf_dnn& dnn, size_t d, const std::vector<jf_client>& clients,
-                               const std::vector<size_t>& candidates);
+choice find_optimal_clients(const dnn& dnn, size_t d, const std::vector<client>& clients,
+                            const std::vector<size_t>& candidates);
 
 // Per DNN (in the order given), the clients mapped to it; clients no DNN can take are in none.
 // `column[d]`: which of a client's budgets DNN d uses (empty: d itself), so that several
 // instances of one DNN of a zoo share its budgets.
-std::vector<jf_choice> map_clients(const std::vector<jf_dnn>& dnns, const std::vector<jf_client>& clients,
-                                   const std::vector<size_t>& column = {});
+std::vector<choice> map_clients(const std::vector<dnn>& dnns, const std::vector<client>& clients,
+                                const std::vector<size_t>& column = {});
 
 // A mapping's quality: O1, the fraction of clients mapped, and O2, the rate-weighted accuracy
 // (a fraction; unmapped clients count 0).
-struct jf_quality {
+struct quality {
   double mapped = 0;
   double accuracy = 0;
 };
-jf_quality quality_of(const std::vector<jf_choice>& mapping, const std::vector<jf_dnn>& dnns,
-                      const std::vector<jf_client>& clients);
+quality quality_of(const std::vector<choice>& mapping, const std::vector<dnn>& dnns,
+                   const std::vector<client>& clients);
 
 // Algorithm 2: which DNN of the zoo each worker runs. `zoo` ascends in size (and accuracy);
 // `start`: per worker, an index into it (the previous selection, or the smallest). Simulated
 // annealing: DEGRADE (each worker's DNN one step smaller or kept) until every client is mapped,
 // then UPGRADE (one step smaller, kept or larger) for accuracy without mapping fewer clients; a
 // worse state is accepted with probability exp(-|diff| / T), T from t0 down to t_min by `cool`.
-struct jf_annealing {
+struct annealing {
   double t0 = 0.0125, t_min = 0.0005, cool = 0.99;
   uint64_t seed = 1;
 };
-struct jf_selection {
-  std::vector<size_t> dnns;        // per worker, an index into the zoo
-  std::vector<jf_choice> mapping;  // per worker
-  jf_quality quality;
+struct selection {
+  std::vector<size_t> dnns;     // per worker, an index into the zoo
+  std::vector<choice> mapping;  // per worker
+  jellyfish::quality quality;
 };
-jf_selection select_dnns(const std::vector<jf_dnn>& zoo, const std::vector<jf_client>& clients,
-                         std::vector<size_t> start, const jf_annealing& a = {});
+selection select_dnns(const std::vector<dnn>& zoo, const std::vector<client>& clients, std::vector<size_t> start,
+                      const annealing& a = {});
 // The selection's mapping and quality (Algorithm 1 on those DNNs).
-jf_selection evaluate_selection(const std::vector<jf_dnn>& zoo, const std::vector<jf_client>& clients,
-                                std::vector<size_t> dnns);
+selection evaluate_selection(const std::vector<dnn>& zoo, const std::vector<client>& clients, std::vector<size_t> dnns);
 
 // What one instance of `dnn` carries at the largest batch whose 2·l(b) fits `budget_ms`
 // (the best b / l(b) over the batches that fit), and that batch; {0, 0} when none fits.
-std::pair<double, int> jf_capacity(const jf_dnn& dnn, double budget_ms);
+std::pair<double, int> capacity(const dnn& dnn, double budget_ms);
 
-}  // namespace sloserve::sched
+}  // namespace sloserve::sched::jellyfish

@@ -11,8 +11,8 @@
 #include <random>
 
 #include "scheduling/dip_quantile.hpp"
-#include "scheduling/jellyfish.hpp"
-#include "scheduling/jellyfish_plan.hpp"
+#include "scheduling/policies/jellyfish/mapping.hpp"
+#include "scheduling/policies/jellyfish/plan.hpp"
 
 namespace sloserve::sched {
 namespace {
@@ -22,13 +22,13 @@ namespace {
 // are not printed; these (20, 15, 5, 15, 10) give exactly its sums, with {c1, c2, c4, c5} the one
 // subset of 60.
 TEST(jellyfish, the_worked_example_of_fig_8_maps_60_at_batch_2) {
-  jf_dnn dnn{76.13, 3, [](int b) { return b == 1 ? 25.0 : b == 2 ? 2000.0 / 60 : 37.5; }};
-  std::vector<jf_client> clients;
+  jellyfish::dnn dnn{76.13, 3, [](int b) { return b == 1 ? 25.0 : b == 2 ? 2000.0 / 60 : 37.5; }};
+  std::vector<jellyfish::client> clients;
   for (auto [rate, budget] : std::vector<std::pair<int, double>>{{20, 80}, {15, 80}, {5, 80}, {15, 70}, {10, 70}})
     clients.push_back({rate, {budget}});
-  EXPECT_NEAR(jf_capacity(dnn, 80).first, 80, 1e-9);
-  EXPECT_EQ(jf_capacity(dnn, 80).second, 3);
-  EXPECT_NEAR(jf_capacity(dnn, 70).first, 60, 1e-9);
+  EXPECT_NEAR(jellyfish::capacity(dnn, 80).first, 80, 1e-9);
+  EXPECT_EQ(jellyfish::capacity(dnn, 80).second, 3);
+  EXPECT_NEAR(jellyfish::capacity(dnn, 70).first, 60, 1e-9);
   auto got = find_optimal_clients(dnn, 0, clients, {0, 1, 2, 3, 4});
   EXPECT_EQ(got.rate, 60);
   EXPECT_EQ(got.batch, 2);
@@ -48,9 +48,9 @@ TEST(jellyfish, the_dp_equals_the_best_subset_on_random_instances) {
   int served = 0, partial = 0;  // instances where some client is served; where some are left out
   for (int trial = 0; trial < 300; ++trial) {
     double alpha = 2 + 10 * u(rng), beta = 5 + 20 * u(rng);
-    jf_dnn dnn{70, 1 + static_cast<int>(rng() % 12), [alpha, beta](int b) { return alpha * b + beta; }};
+    jellyfish::dnn dnn{70, 1 + static_cast<int>(rng() % 12), [alpha, beta](int b) { return alpha * b + beta; }};
     size_t n = 1 + rng() % 9;
-    std::vector<jf_client> clients;
+    std::vector<jellyfish::client> clients;
     for (size_t i = 0; i < n; ++i)
       clients.push_back({static_cast<int>(5 * (1 + rng() % 8)), {2 * beta + (8 * alpha + 40) * 2 * u(rng)}});
     std::vector<size_t> all(n);
@@ -62,7 +62,7 @@ TEST(jellyfish, the_dp_equals_the_best_subset_on_random_instances) {
       double least = 1e18;
       for (size_t i = 0; i < n; ++i)
         if (mask >> i & 1) sum += clients[i].rate, least = std::min(least, clients[i].budget_ms[0]);
-      if (sum <= jf_capacity(dnn, least).first + 1e-9) best = std::max(best, sum);
+      if (sum <= jellyfish::capacity(dnn, least).first + 1e-9) best = std::max(best, sum);
     }
     ASSERT_EQ(got.rate, best) << "trial " << trial;
     served += best > 0;
@@ -72,8 +72,8 @@ TEST(jellyfish, the_dp_equals_the_best_subset_on_random_instances) {
     for (auto c : got.clients) sum += clients[c].rate, least = std::min(least, clients[c].budget_ms[0]);
     EXPECT_EQ(sum, got.rate);
     if (!got.clients.empty()) {
-      EXPECT_EQ(got.batch, jf_capacity(dnn, least).second);
-      EXPECT_LE(sum, jf_capacity(dnn, least).first + 1e-9);
+      EXPECT_EQ(got.batch, jellyfish::capacity(dnn, least).second);
+      EXPECT_LE(sum, jellyfish::capacity(dnn, least).first + 1e-9);
     }
   }
   EXPECT_GE(served, 200);
@@ -83,9 +83,10 @@ TEST(jellyfish, the_dp_equals_the_best_subset_on_random_instances) {
 // Map: the most accurate DNN takes the largest aggregate rate it can; the next one the best of
 // the rest; a client no DNN's budget holds stays unmapped.
 TEST(jellyfish, map_clients_gives_the_most_accurate_dnn_the_most_traffic_first) {
-  jf_dnn big{78, 4, [](int b) { return 20.0 * b + 10; }};  // t(1) = 33.3, t(2) = 40 req/s
-  jf_dnn small{70, 4, [](int b) { return 5.0 * b + 5; }};  // t(4) = 160 req/s
-  std::vector<jf_client> clients{{30, {100, 100}}, {20, {100, 100}}, {10, {100, 100}}, {10, {30, 30}}, {5, {5, 5}}};
+  jellyfish::dnn big{78, 4, [](int b) { return 20.0 * b + 10; }};  // t(1) = 33.3, t(2) = 40 req/s
+  jellyfish::dnn small{70, 4, [](int b) { return 5.0 * b + 5; }};  // t(4) = 160 req/s
+  std::vector<jellyfish::client> clients{
+      {30, {100, 100}}, {20, {100, 100}}, {10, {100, 100}}, {10, {30, 30}}, {5, {5, 5}}};
   auto map = map_clients({small, big}, clients);
   ASSERT_EQ(map.size(), 2u);
   EXPECT_EQ(map[1].rate, 40) << "big, at batch 2 (2 x 50 ms within 100): 30 + 10";
@@ -105,15 +106,15 @@ TEST(jellyfish, annealing_finds_the_exhaustive_optimum_on_most_small_instances) 
   double sa_ms = 0, exhaustive_ms = 0;
   for (int trial = 0; trial < trials; ++trial) {
     // A zoo of 4 sizes: larger is slower and more accurate.
-    std::vector<jf_dnn> zoo;
+    std::vector<jellyfish::dnn> zoo;
     for (int m = 0; m < 4; ++m) {
       double alpha = 2 + 4 * m + 2 * u(rng), beta = 4 + 3 * m;
       zoo.push_back({60 + 5.0 * m + u(rng), 8, [alpha, beta](int b) { return alpha * b + beta; }});
     }
     size_t workers = 2 + rng() % 2, n = 4 + rng() % 5;
-    std::vector<jf_client> clients;
+    std::vector<jellyfish::client> clients;
     for (size_t i = 0; i < n; ++i) {
-      jf_client c{static_cast<int>(5 * (1 + rng() % 6)), {}};
+      jellyfish::client c{static_cast<int>(5 * (1 + rng() % 6)), {}};
       double slo = 40 + 120 * u(rng);
       for (int m = 0; m < 4; ++m) c.budget_ms.push_back(slo - 3.0 * m * u(rng));  // larger inputs upload longer
       clients.push_back(std::move(c));
@@ -122,7 +123,7 @@ TEST(jellyfish, annealing_finds_the_exhaustive_optimum_on_most_small_instances) 
     auto sa = select_dnns(zoo, clients, std::vector<size_t>(workers, 0), {0.0125, 0.0005, 0.99, 1 + uint64_t(trial)});
     sa_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     t0 = std::chrono::steady_clock::now();
-    jf_quality best{-1, -1};
+    jellyfish::quality best{-1, -1};
     std::vector<size_t> pick(workers, 0);
     while (true) {
       auto q = evaluate_selection(zoo, clients, pick).quality;
@@ -148,53 +149,54 @@ TEST(jellyfish, annealing_finds_the_exhaustive_optimum_on_most_small_instances) 
 // L_ij: SLO less upload at the variant's size and the round trip and overheads; 0 when the uplink
 // cannot carry that size at the client's rate.
 TEST(jellyfish_plan, budgets_count_the_upload_of_each_variants_input_size) {
-  jf_plan_options o;
+  jellyfish::plan_options o;
   o.overhead_ms = 5;
-  jf_client_state c{"c", 100, 10, 8, 10, 0.25, 0, {}};    // 8 Mbps = 1 MB/s
-  jf_variant small{"s", 200, 200, 70, 8, [](int b) { return 1.0 * b; }};  // 10,000 bytes: 10 ms
-  jf_variant large{"l", 400, 500, 80, 8, [](int b) { return 2.0 * b; }};  // 50,000 bytes: 50 ms
-  EXPECT_DOUBLE_EQ(jf_input_bytes(c, small, o), 10000);
-  EXPECT_DOUBLE_EQ(jf_budget_ms(c, small, o), 100 - 10 - 10 - 5);
-  EXPECT_DOUBLE_EQ(jf_budget_ms(c, large, o), 100 - 50 - 10 - 5);
+  jellyfish::client_state c{"c", 100, 10, 8, 10, 0.25, 0, {}};    // 8 Mbps = 1 MB/s
+  jellyfish::variant small{"s", 200, 200, 70, 8, [](int b) { return 1.0 * b; }};  // 10,000 bytes: 10 ms
+  jellyfish::variant large{"l", 400, 500, 80, 8, [](int b) { return 2.0 * b; }};  // 50,000 bytes: 50 ms
+  EXPECT_DOUBLE_EQ(jellyfish::input_bytes(c, small, o), 10000);
+  EXPECT_DOUBLE_EQ(jellyfish::budget_ms(c, small, o), 100 - 10 - 10 - 5);
+  EXPECT_DOUBLE_EQ(jellyfish::budget_ms(c, large, o), 100 - 50 - 10 - 5);
   // A changeable link: uploads timed at the bandwidth it fell below rarely, half the estimate;
   // whether it carries the size at all still goes by the estimate.
   auto shaky = c;
   shaky.uplink_low_mbps = 4;
-  EXPECT_EQ(jf_budget_ms(shaky, large, o), 0) << "100 ms of upload leave nothing";
-  EXPECT_DOUBLE_EQ(jf_budget_ms(shaky, small, o), 100 - 20 - 10 - 5);
+  EXPECT_EQ(jellyfish::budget_ms(shaky, large, o), 0) << "100 ms of upload leave nothing";
+  EXPECT_DOUBLE_EQ(jellyfish::budget_ms(shaky, small, o), 100 - 20 - 10 - 5);
   shaky.uplink_low_mbps = 16;  // never above the estimate
-  EXPECT_DOUBLE_EQ(jf_budget_ms(shaky, small, o), 100 - 10 - 10 - 5);
+  EXPECT_DOUBLE_EQ(jellyfish::budget_ms(shaky, small, o), 100 - 10 - 10 - 5);
   c.rate_hz = 20;
   c.uplink_mbps = 0.8;  // 100,000 B/s: 10 of the small a second, fewer than the 20 it sends
-  EXPECT_EQ(jf_budget_ms(c, small, o), 0);
+  EXPECT_EQ(jellyfish::budget_ms(c, small, o), 0);
   c.uplink_mbps = -1;  // not measured yet: uploads cost nothing
-  EXPECT_DOUBLE_EQ(jf_budget_ms(c, large, o), 100 - 10 - 5);
+  EXPECT_DOUBLE_EQ(jellyfish::budget_ms(c, large, o), 100 - 10 - 5);
   // Measured on images of 100x100: larger ones weigh less per pixel.
   auto measured = c;
   measured.image_pixels = 10000;
-  EXPECT_NEAR(jf_input_bytes(measured, small, o), 0.25 * 10000 * std::pow(4.0, 0.9), 1e-6);
+  EXPECT_NEAR(jellyfish::input_bytes(measured, small, o), 0.25 * 10000 * std::pow(4.0, 0.9), 1e-6);
   // Sizes it sent are known by what they weighed: exact at those, the nearest one carried to
   // the others.
   measured.image_bytes = {{10000, 3000}, {40000, 9000}, {250000, 52000}};
-  EXPECT_DOUBLE_EQ(jf_input_bytes(measured, small, o), 9000);
-  EXPECT_DOUBLE_EQ(jf_input_bytes(measured, large, o), 52000 * std::pow(200000.0 / 250000, 0.9));
+  EXPECT_DOUBLE_EQ(jellyfish::input_bytes(measured, small, o), 9000);
+  EXPECT_DOUBLE_EQ(jellyfish::input_bytes(measured, large, o), 52000 * std::pow(200000.0 / 250000, 0.9));
   o.compute_share = 0.5;  // a fixed share of the SLO, whatever the uplink
-  EXPECT_DOUBLE_EQ(jf_budget_ms(c, large, o), 50);
+  EXPECT_DOUBLE_EQ(jellyfish::budget_ms(c, large, o), 50);
   o.compute_share = 0;
   c.bytes_per_pixel = 0;  // images not seen yet: the plan's default
   o.bytes_per_pixel = 1;
-  EXPECT_DOUBLE_EQ(jf_input_bytes(c, small, o), 40000);
+  EXPECT_DOUBLE_EQ(jellyfish::input_bytes(c, small, o), 40000);
 }
 
 // A client on a slow uplink gets a smaller variant than one on a fast uplink; everyone is mapped.
 TEST(jellyfish_plan, slow_uplinks_get_smaller_inputs_and_everyone_is_mapped) {
-  std::vector<jf_variant> zoo;
+  std::vector<jellyfish::variant> zoo;
   for (int k = 0; k < 4; ++k) {
     int side = 128 + 128 * k;
     double a = 0.5 + 0.5 * k;
     zoo.push_back({"v" + std::to_string(side), side, side, 60.0 + 5 * k, 8, [a](int b) { return a * b + 2; }});
   }
-  std::vector<jf_client_state> clients{{"fast", 100, 10, 200, 10, 0.25, 0, {}}, {"slow", 100, 10, 2, 10, 0.25, 0, {}}};
+  std::vector<jellyfish::client_state> clients{{"fast", 100, 10, 200, 10, 0.25, 0, {}},
+                                               {"slow", 100, 10, 2, 10, 0.25, 0, {}}};
   auto plan = plan_jellyfish(zoo, clients, 2, {}, {});
   ASSERT_EQ(plan.clients.size(), 2u);
   EXPECT_TRUE(plan.clients[0].mapped);
@@ -210,9 +212,10 @@ TEST(jellyfish_plan, slow_uplinks_get_smaller_inputs_and_everyone_is_mapped) {
 
 // A client no variant serves within its budget is still routed: to the fastest variant running.
 TEST(jellyfish_plan, clients_beyond_every_budget_go_to_the_fastest_worker) {
-  std::vector<jf_variant> zoo{{"small", 100, 100, 60, 4, [](int b) { return 10.0 * b; }},
-                              {"large", 300, 300, 80, 4, [](int b) { return 30.0 * b; }}};
-  std::vector<jf_client_state> clients{{"ok", 200, 5, -1, 0, 0.25, 0, {}}, {"hopeless", 20, 5, -1, 0, 0.25, 0, {}}};
+  std::vector<jellyfish::variant> zoo{{"small", 100, 100, 60, 4, [](int b) { return 10.0 * b; }},
+                                      {"large", 300, 300, 80, 4, [](int b) { return 30.0 * b; }}};
+  std::vector<jellyfish::client_state> clients{{"ok", 200, 5, -1, 0, 0.25, 0, {}},
+                                               {"hopeless", 20, 5, -1, 0, 0.25, 0, {}}};
   auto plan = plan_jellyfish(zoo, clients, 2, {1, 1}, {});
   EXPECT_TRUE(plan.clients[0].mapped);
   EXPECT_FALSE(plan.clients[1].mapped);
@@ -229,14 +232,14 @@ TEST(jellyfish_plan, clients_beyond_every_budget_go_to_the_fastest_worker) {
 // raised in place. Not where the SLO is too tight, the link dips, the uplink is not measured,
 // spare is off, or no worker has room.
 TEST(jellyfish_plan, spare_compute_lifts_clients_whose_slo_holds_any_size_their_link_carries) {
-  std::vector<jf_variant> zoo{{"small", 100, 100, 60, 8, [](int b) { return 2.0 * b + 2; }},
-                              {"large", 300, 300, 80, 8, [](int b) { return 5.0 * b + 5; }}};
+  std::vector<jellyfish::variant> zoo{{"small", 100, 100, 60, 8, [](int b) { return 2.0 * b + 2; }},
+                                      {"large", 300, 300, 80, 8, [](int b) { return 5.0 * b + 5; }}};
   // 10 frames/s at 1 Mbps: 12,500 bytes a frame. Small: 2,500 bytes (20 ms). Large: 22,500, not carried.
-  jf_client_state c{"c", 200, 10, 1, 10, 0.25, 0, {}};
-  jf_plan_options o;
+  jellyfish::client_state c{"c", 200, 10, 1, 10, 0.25, 0, {}};
+  jellyfish::plan_options o;
   o.overhead_ms = 5;
-  ASSERT_EQ(jf_budget_ms(c, zoo[1], o), 0);
-  EXPECT_DOUBLE_EQ(jf_spare_budget_ms(c, o), 200 - 100 - 10 - 5);
+  ASSERT_EQ(jellyfish::budget_ms(c, zoo[1], o), 0);
+  EXPECT_DOUBLE_EQ(jellyfish::spare_budget_ms(c, o), 200 - 100 - 10 - 5);
   auto plan = plan_jellyfish(zoo, {c}, 2, {0, 0}, o);
   ASSERT_TRUE(plan.clients[0].mapped);
   EXPECT_EQ(plan.clients[0].variant, 1u);
@@ -253,7 +256,7 @@ TEST(jellyfish_plan, spare_compute_lifts_clients_whose_slo_holds_any_size_their_
   // fits, and it moves to the idle worker.
   auto tight = c;
   tight.slo_ms = 130;
-  EXPECT_DOUBLE_EQ(jf_spare_budget_ms(tight, o), 15);
+  EXPECT_DOUBLE_EQ(jellyfish::spare_budget_ms(tight, o), 15);
   EXPECT_EQ(plan_jellyfish(zoo, {tight}, 2, {0, 0}, o).clients[0].variant, 1u);
   // Two of them on one worker: a frame may wait for the other's, 2·l(1) = 20 ms: they stay, until
   // their pipeline plans for less of that wait (at most 0.5 of it: 1.5·l(1) = 15 ms).
@@ -270,7 +273,7 @@ TEST(jellyfish_plan, spare_compute_lifts_clients_whose_slo_holds_any_size_their_
   EXPECT_EQ(plan_jellyfish(zoo, {tight, tight2}, 1, {0}, o).variants[0], 0u) << "the larger share of the two counts";
   tight.wait_share = tight2.wait_share = 1;
   // ...but a variant between them (15,625 bytes, not carried either) fits: 2·l(1) = 12 ms.
-  std::vector<jf_variant> three{zoo[0], {"mid", 250, 250, 70, 8, [](int b) { return 3.0 * b + 3; }}, zoo[1]};
+  std::vector<jellyfish::variant> three{zoo[0], {"mid", 250, 250, 70, 8, [](int b) { return 3.0 * b + 3; }}, zoo[1]};
   auto middle = plan_jellyfish(three, {tight, tight2}, 1, {0}, o);
   EXPECT_EQ(middle.variants[0], 1u);
   EXPECT_EQ(middle.batch[0], 1);
@@ -278,19 +281,19 @@ TEST(jellyfish_plan, spare_compute_lifts_clients_whose_slo_holds_any_size_their_
   // A link that dipped to half its estimate: two intervals of upload.
   auto shaky = c;
   shaky.uplink_low_mbps = 0.5;
-  EXPECT_DOUBLE_EQ(jf_spare_budget_ms(shaky, o), 0);
+  EXPECT_DOUBLE_EQ(jellyfish::spare_budget_ms(shaky, o), 0);
   EXPECT_EQ(plan_jellyfish(zoo, {shaky}, 2, {0, 0}, o).clients[0].variant, 0u);
   // Not measured yet: nothing is known to hold (the mapping, counting its uploads as free, may
   // still give it the large one).
   auto unknown = c;
   unknown.uplink_mbps = -1;
-  EXPECT_DOUBLE_EQ(jf_spare_budget_ms(unknown, o), 0);
+  EXPECT_DOUBLE_EQ(jellyfish::spare_budget_ms(unknown, o), 0);
   // One worker: it is raised in place, its client with it.
   auto alone = plan_jellyfish(zoo, {c}, 1, {0}, o);
   EXPECT_EQ(alone.clients[0].variant, 1u);
   EXPECT_EQ(alone.variants[0], 1u);
   // Ten on one worker, 100/s: the large variant carries them at b = 1 (100/s), within 85 ms.
-  std::vector<jf_client_state> ten;
+  std::vector<jellyfish::client_state> ten;
   for (int k = 0; k < 10; ++k) ten.push_back(c), ten.back().id = "c" + std::to_string(k);
   auto raised = plan_jellyfish(zoo, ten, 1, {0}, o);
   EXPECT_EQ(raised.variants[0], 1u);
@@ -306,7 +309,7 @@ TEST(jellyfish_plan, spare_compute_lifts_clients_whose_slo_holds_any_size_their_
   // large variant, and takes clients while a batch whose 2·l(b) their 85 ms hold (b <= 7: 175/s at
   // most) carries them: 17 of them, 170/s, at b = 6 (171/s). The three left, 30/s, no longer need
   // the small one: their worker is raised in place too, at b = 1.
-  std::vector<jf_client_state> many;
+  std::vector<jellyfish::client_state> many;
   for (int k = 0; k < 20; ++k) many.push_back(c), many.back().id = "c" + std::to_string(k);
   auto full = plan_jellyfish(zoo, many, 2, {0, 0}, o);
   std::map<int, size_t> at_batch;

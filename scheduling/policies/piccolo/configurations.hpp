@@ -45,9 +45,9 @@
 #include <limits>
 #include <vector>
 
-namespace sloserve::sched {
+namespace sloserve::sched::piccolo {
 
-struct pc_config {
+struct config {
   size_t type = 0;  // the hardware type (for reports)
   int batch = 1;
   double duration_s = 0;  // d: one batch
@@ -66,16 +66,16 @@ struct pc_config {
 };
 
 // Descending t/price; among equals, the shorter batch first.
-std::vector<pc_config> by_ratio(std::vector<pc_config> configs);
+std::vector<config> by_ratio(std::vector<config> configs);
 
-struct pc_machine {
+struct machine {
   size_t config = 0;  // index into the configurations the plan was made from
   double rate = 0;    // requests/s it carries (dummies included), <= its throughput
 };
 
-struct pc_module_plan {
+struct module_plan {
   bool feasible = false;
-  std::vector<pc_machine> machines;         // in dispatch order
+  std::vector<machine> machines;            // in dispatch order
   double dummy = 0;                         // requests/s of dummies among the rates carried
   size_t padded = static_cast<size_t>(-1);  // the configuration whose machine the generator padded
   double cost = 0;                          // sum of price x rate / throughput
@@ -84,52 +84,52 @@ struct pc_module_plan {
 };
 
 // Theorem 1 for machines in dispatch order: the worst case of each, and of the module.
-std::vector<double> worst_cases(const std::vector<pc_config>& configs, const std::vector<pc_machine>& machines);
+std::vector<double> worst_cases(const std::vector<config>& configs, const std::vector<machine>& machines);
 // Price x occupancy, summed.
-double cost_of(const std::vector<pc_config>& configs, const std::vector<pc_machine>& machines);
+double cost_of(const std::vector<config>& configs, const std::vector<machine>& machines);
 
 // `configs` in dispatch order (by_ratio).
-pc_module_plan generate_configs(const std::vector<pc_config>& configs, double rate, double budget_s);
-pc_module_plan plan_module(const std::vector<pc_config>& configs, double rate, double budget_s);
-pc_module_plan two_config_plan(const std::vector<pc_config>& configs, double rate, double budget_s);
+module_plan generate_configs(const std::vector<config>& configs, double rate, double budget_s);
+module_plan plan_module(const std::vector<config>& configs, double rate, double budget_s);
+module_plan two_config_plan(const std::vector<config>& configs, double rate, double budget_s);
 
 // Cost saved per second of worst case added, moving a module of `rate` from `from` to `to`,
 // each as one configuration carrying the whole rate (worst case d + b/rate, cost price x
 // rate/t). §III-C: at 100 req/s from batch 5, batch 20 scores 2.50 and batch 100 0.54.
-double latency_cost_efficiency(const pc_config& from, const pc_config& to, double rate);
+double latency_cost_efficiency(const config& from, const config& to, double rate);
 
-struct pc_module {
+struct app_module {
   double rate = 0;  // requests/s reaching it
-  std::vector<pc_config> configs;
+  std::vector<config> configs;
   std::vector<size_t> next;  // modules its output feeds
 };
 
-struct pc_app {
-  std::vector<pc_module> modules;
+struct app {
+  std::vector<app_module> modules;
   double slo_s = 0;
 };
 
-struct pc_split {
+struct split {
   bool feasible = false;
   std::vector<double> budget_s;  // per module
   std::vector<size_t> config;    // Algorithm 2's configuration per module (index into its configs)
 };
-pc_split split_latency(const pc_app& app);
+split split_latency(const app& app);
 
-struct pc_app_plan {
+struct app_plan {
   bool feasible = false;
   std::vector<double> budget_s;
-  std::vector<pc_module_plan> modules;  // machines index each module's configs in by_ratio order
+  std::vector<module_plan> modules;  // machines index each module's configs in by_ratio order
   double cost = 0;
   double dummy = 0;
 };
-pc_app_plan plan_app(const pc_app& app);
+app_plan plan_app(const app& app);
 
 // The least cost of module `configs` (by_ratio) at `rate` within `budget_s`, over every set of
 // machines; infinity when none fits.
-double brute_force_module(const std::vector<pc_config>& configs, double rate, double budget_s);
+double brute_force_module(const std::vector<config>& configs, double rate, double budget_s);
 // For a chain of modules (each feeding the next): the least cost over every split of the SLO in
 // steps of slo/grid.
-double brute_force_chain(const pc_app& app, int grid);
+double brute_force_chain(const app& app, int grid);
 
-}  // namespace sloserve::sched
+}  // namespace sloserve::sched::piccolo

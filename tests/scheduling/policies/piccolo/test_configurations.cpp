@@ -5,18 +5,18 @@
 #include <cstdio>
 #include <random>
 
-#include "scheduling/piccolo.hpp"
+#include "scheduling/policies/piccolo/configurations.hpp"
 
 namespace sloserve::sched {
 namespace {
 
 // Table I of the Piccolo paper: (batch, duration s) per module, one hardware type at price 1.
-std::vector<pc_config> table_one(int module) {
+std::vector<piccolo::config> table_one(int module) {
   std::vector<std::pair<int, double>> rows;
   if (module == 1) rows = {{5, 0.100}, {20, 0.250}, {100, 1.000}};
   if (module == 2) rows = {{2, 0.125}, {4, 0.160}, {8, 0.267}};
   if (module == 3) rows = {{2, 0.167}, {4, 0.200}, {8, 0.320}};
-  std::vector<pc_config> out;
+  std::vector<piccolo::config> out;
   for (auto [b, d] : rows) out.push_back({0, b, d, 1.0});
   return out;
 }
@@ -48,15 +48,15 @@ TEST(piccolo, table_one_costs_3_1_against_3_7_for_two_configurations_and_3_0_wit
 
 // Theorem 1's example (Fig. 3): A and B at batch 6 in 2 s, C at batch 2 in 1 s, 8 req/s.
 TEST(piccolo, throughput_cost_dispatch_bounds_each_machine_at_d_plus_b_over_what_follows) {
-  std::vector<pc_config> c{{0, 6, 2.0, 1}, {0, 2, 1.0, 1}};
-  std::vector<pc_machine> m{{0, 3}, {0, 3}, {1, 2}};
+  std::vector<piccolo::config> c{{0, 6, 2.0, 1}, {0, 2, 1.0, 1}};
+  std::vector<piccolo::machine> m{{0, 3}, {0, 3}, {1, 2}};
   auto w = worst_cases(c, m);
   EXPECT_NEAR(w[0], 2.75, 1e-9);
   EXPECT_NEAR(w[1], 2.75, 1e-9);
   EXPECT_NEAR(w[2], 2.0, 1e-9);
   EXPECT_NEAR(cost_of(c, m), 3, 1e-9);
   // A machine at partial capacity collects its batches from its own rate (and what follows).
-  std::vector<pc_machine> partial{{0, 3}, {0, 1.5}};
+  std::vector<piccolo::machine> partial{{0, 3}, {0, 1.5}};
   EXPECT_NEAR(worst_cases(c, partial)[1], 2 + 6 / 1.5, 1e-9);
 }
 
@@ -70,7 +70,7 @@ TEST(piccolo, latency_cost_efficiency_of_section_three_c) {
 // largest batch whose worst case 2d fits its budget, at cost rate/throughput (the table's
 // durations are rounded to the millisecond, its costs to two decimals).
 TEST(piccolo, table_two_splits_cost_4_73_4_00_and_5_00) {
-  auto fluid = [](const std::vector<pc_config>& cs, double rate, double budget) {
+  auto fluid = [](const std::vector<piccolo::config>& cs, double rate, double budget) {
     double best = 1e18;
     for (auto& c : cs)
       if (2 * c.duration_s <= budget + 1e-9) best = std::min(best, rate / c.throughput());
@@ -82,7 +82,7 @@ TEST(piccolo, table_two_splits_cost_4_73_4_00_and_5_00) {
   EXPECT_NEAR(fluid(m2, 50, 0.55) + fluid(m3, 40, 0.35), 5.00, 0.01) << "printed as 4.67";
 
   // Piccolo on the same application does at least as well as the best of them.
-  pc_app app{{{50, m2, {1}}, {40, m3, {}}}, 0.9};
+  piccolo::app app{{{50, m2, {1}}, {40, m3, {}}}, 0.9};
   auto plan = plan_app(app);
   ASSERT_TRUE(plan.feasible);
   EXPECT_LE(plan.cost, 4.00 + 1e-9);
@@ -96,10 +96,10 @@ TEST(piccolo, table_two_splits_cost_4_73_4_00_and_5_00) {
 TEST(piccolo, split_latency_keeps_every_path_within_the_slo_and_takes_free_improvements) {
   // a -> {b, c}; b slow, c fast. Type 1 is dearer and slower at batch 1 for module a: a change
   // to type 0 is faster and cheaper.
-  std::vector<pc_config> a{{1, 1, 0.020, 3}, {0, 1, 0.010, 1}, {0, 8, 0.040, 1}};
-  std::vector<pc_config> b{{0, 1, 0.050, 1}, {0, 4, 0.080, 1}, {0, 16, 0.200, 1}};
-  std::vector<pc_config> c{{0, 1, 0.005, 1}, {0, 8, 0.020, 1}};
-  pc_app app{{{100, a, {1, 2}}, {100, b, {}}, {100, c, {}}}, 0.5};
+  std::vector<piccolo::config> a{{1, 1, 0.020, 3}, {0, 1, 0.010, 1}, {0, 8, 0.040, 1}};
+  std::vector<piccolo::config> b{{0, 1, 0.050, 1}, {0, 4, 0.080, 1}, {0, 16, 0.200, 1}};
+  std::vector<piccolo::config> c{{0, 1, 0.005, 1}, {0, 8, 0.020, 1}};
+  piccolo::app app{{{100, a, {1, 2}}, {100, b, {}}, {100, c, {}}}, 0.5};
   auto s = split_latency(app);
   ASSERT_TRUE(s.feasible);
   EXPECT_NE(s.config[0], 0u) << "type 1 at batch 1 is slower and dearer than type 0";
@@ -124,11 +124,11 @@ TEST(piccolo, random_small_applications_are_within_one_percent_of_brute_force) {
   int trials = 200, within = 0, tried = 0;
   double worst = 1, sum_ratio = 0, piccolo_s = 0, brute_s = 0;
   for (int t = 0; t < trials; ++t) {
-    pc_app app;
+    piccolo::app app;
     size_t n = 1 + static_cast<size_t>(u(rng) * 3);
     double fastest = 0;
     for (size_t m = 0; m < n; ++m) {
-      pc_module mod;
+      piccolo::app_module mod;
       mod.rate = 10 + std::round(u(rng) * 90);
       double alpha = 0.005 + 0.03 * u(rng), beta = 0.002 + 0.01 * u(rng);
       double speed = 1.5 + 2 * u(rng), price = 1.5 + 2.5 * u(rng);  // type 1: faster, dearer

@@ -31,7 +31,7 @@
 #include <functional>
 #include <vector>
 
-namespace sloserve::sched {
+namespace sloserve::sched::graft {
 
 // Shares of `step`, 2·step, ... up to 1.
 inline std::vector<double> share_steps(double step) {
@@ -40,7 +40,7 @@ inline std::vector<double> share_steps(double step) {
   return out;
 }
 
-struct gf_model {
+struct model {
   int layers = 0;  // the server's last layer is layers - 1; a fragment at p runs [p, layers)
   int max_batch = 32;
   std::vector<double> shares = share_steps(0.05);  // MPS shares a GPU in any percentage
@@ -48,14 +48,14 @@ struct gf_model {
   std::function<double(int, int, int, double)> latency_s;
 };
 
-struct gf_fragment {
+struct fragment {
   int p = 0;      // the first layer the server runs
   double t = 0;   // seconds left for the server
   double q = 0;   // requests/s
   int count = 1;  // clients merged into it
 };
 
-struct gf_alloc {
+struct alloc {
   bool feasible = false;
   double resources = 0;  // share x instances
   double share = 0;
@@ -63,31 +63,31 @@ struct gf_alloc {
   int instances = 0;
   double throughput = 0;  // what those instances carry
 };
-gf_alloc allocate(const gf_model& m, int a, int b, double q, double d);
+alloc allocate(const model& m, int a, int b, double q, double d);
 
-std::vector<gf_fragment> merge_fragments(const gf_model& m, std::vector<gf_fragment> fragments, double theta = 0.2);
+std::vector<fragment> merge_fragments(const model& m, std::vector<fragment> fragments, double theta = 0.2);
 
-std::vector<std::vector<size_t>> group_fragments(const std::vector<gf_fragment>& fragments, size_t size = 5);
+std::vector<std::vector<size_t>> group_fragments(const std::vector<fragment>& fragments, size_t size = 5);
 
 // One stage of a plan: layers [a, b) for the fragments listed (indices into the group's).
-struct gf_stage {
+struct stage {
   int a = 0, b = 0;
   std::vector<size_t> fragments;
   double budget_s = 0;
-  gf_alloc alloc;
+  graft::alloc alloc;
 };
-struct gf_plan {
+struct plan {
   bool feasible = false;
   double resources = 0;
-  std::vector<gf_stage> stages;
+  std::vector<stage> stages;
 };
-gf_plan realign(const gf_model& m, const std::vector<gf_fragment>& group, int sweep = 64);
+plan realign(const model& m, const std::vector<fragment>& group, int sweep = 64);
 
 // Merge, group, re-align: the whole plan (stage fragment indices refer to `fragments` after
 // merging, returned in `merged`).
-gf_plan plan_graft(const gf_model& m, const std::vector<gf_fragment>& fragments,
-                   std::vector<gf_fragment>* merged = nullptr, size_t group_size = 5, double theta = 0.2);
-gf_plan gslice_plan(const gf_model& m, const std::vector<gf_fragment>& fragments);
-double brute_force_plan(const gf_model& m, const std::vector<gf_fragment>& fragments);
+plan plan_graft(const model& m, const std::vector<fragment>& fragments, std::vector<fragment>* merged = nullptr,
+                size_t group_size = 5, double theta = 0.2);
+plan gslice_plan(const model& m, const std::vector<fragment>& fragments);
+double brute_force_plan(const model& m, const std::vector<fragment>& fragments);
 
-}  // namespace sloserve::sched
+}  // namespace sloserve::sched::graft

@@ -1,4 +1,4 @@
-#include "scheduling/piccolo.hpp"
+#include "scheduling/policies/piccolo/configurations.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,26 +6,25 @@
 #include <limits>
 #include <map>
 
-namespace sloserve::sched {
+namespace sloserve::sched::piccolo {
 namespace {
 
 constexpr double eps = 1e-9;
 constexpr double inf = std::numeric_limits<double>::infinity();
 constexpr int chain_grid = 60;  // steps of the SLO the chain split searches
 
-bool full(const pc_config& c, const pc_machine& m) {
+bool full(const config& c, const machine& m) {
   return m.rate >= c.throughput() - 1e-6;
 }
 
-double worst_case(const std::vector<pc_config>& configs, const std::vector<pc_machine>& machines) {
+double worst_case(const std::vector<config>& configs, const std::vector<machine>& machines) {
   auto w = worst_cases(configs, machines);
   return w.empty() ? 0 : *std::max_element(w.begin(), w.end());
 }
 
-pc_module_plan finish(const std::vector<pc_config>& configs, std::vector<pc_machine> machines, double dummy,
-                      double budget_s) {
+module_plan finish(const std::vector<config>& configs, std::vector<machine> machines, double dummy, double budget_s) {
   std::stable_sort(machines.begin(), machines.end(), [](auto& a, auto& b) { return a.config < b.config; });
-  pc_module_plan p;
+  module_plan p;
   p.machines = std::move(machines);
   p.dummy = dummy;
   p.cost = cost_of(configs, p.machines);
@@ -36,7 +35,7 @@ pc_module_plan finish(const std::vector<pc_config>& configs, std::vector<pc_mach
 
 }  // namespace
 
-std::vector<pc_config> by_ratio(std::vector<pc_config> configs) {
+std::vector<config> by_ratio(std::vector<config> configs) {
   std::stable_sort(configs.begin(), configs.end(), [](auto& a, auto& b) {
     if (std::abs(a.ratio() - b.ratio()) > 1e-12 * std::max(a.ratio(), b.ratio())) return a.ratio() > b.ratio();
     return a.duration_s < b.duration_s;
@@ -48,7 +47,7 @@ std::vector<pc_config> by_ratio(std::vector<pc_config> configs) {
 // machines of one configuration in a row take batches in turn, so each collects at the rate of
 // the whole row and what follows it (Theorem 1). A machine at partial capacity collects from its
 // own rate and what follows.
-std::vector<double> worst_cases(const std::vector<pc_config>& configs, const std::vector<pc_machine>& machines) {
+std::vector<double> worst_cases(const std::vector<config>& configs, const std::vector<machine>& machines) {
   size_t n = machines.size();
   std::vector<double> suffix(n + 1, 0), out(n, 0);
   for (size_t i = n; i-- > 0;) suffix[i] = suffix[i + 1] + machines[i].rate;
@@ -65,7 +64,7 @@ std::vector<double> worst_cases(const std::vector<pc_config>& configs, const std
   return out;
 }
 
-double cost_of(const std::vector<pc_config>& configs, const std::vector<pc_machine>& machines) {
+double cost_of(const std::vector<config>& configs, const std::vector<machine>& machines) {
   double cost = 0;
   for (auto& m : machines) cost += configs[m.config].price * m.rate / configs[m.config].throughput();
   return cost;
@@ -77,9 +76,9 @@ constexpr size_t none = static_cast<size_t>(-1);
 
 // Algorithm 1 over configs[first...]; configuration `fewer` takes one whole machine fewer than
 // it could (what it leaves goes on down).
-pc_module_plan generate_from(const std::vector<pc_config>& configs, double rate, double budget_s, size_t first,
-                             size_t fewer = none) {
-  std::vector<pc_machine> machines;
+module_plan generate_from(const std::vector<config>& configs, double rate, double budget_s, size_t first,
+                          size_t fewer = none) {
+  std::vector<machine> machines;
   double rw = rate, dummy = 0;
   size_t k = first, n = configs.size();
   while (rw > eps) {
@@ -88,7 +87,7 @@ pc_module_plan generate_from(const std::vector<pc_config>& configs, double rate,
       // No configuration fills a batch of the residual in time: pad it with dummies, the
       // cheapest way that fits: up to the rate a configuration's batch needs, or to a whole
       // machine (which takes batches in turn with a row of its kind).
-      std::vector<pc_machine> options;
+      std::vector<machine> options;
       for (size_t j = first; j < n; ++j) {
         auto& c = configs[j];
         if (c.rate_needed(budget_s) <= c.throughput() + 1e-6)
@@ -128,8 +127,7 @@ pc_module_plan generate_from(const std::vector<pc_config>& configs, double rate,
 }
 
 // Algorithm 1 from configs[first], then the dummy generator on its set.
-pc_module_plan with_dummies(const std::vector<pc_config>& configs, double rate, double budget_s, size_t first,
-                            size_t fewer) {
+module_plan with_dummies(const std::vector<config>& configs, double rate, double budget_s, size_t first, size_t fewer) {
   auto best = generate_from(configs, rate, budget_s, first, fewer);
   if (!best.feasible) return best;
   auto base = best;
@@ -153,13 +151,13 @@ pc_module_plan with_dummies(const std::vector<pc_config>& configs, double rate, 
 
 }  // namespace
 
-pc_module_plan generate_configs(const std::vector<pc_config>& configs, double rate, double budget_s) {
+module_plan generate_configs(const std::vector<config>& configs, double rate, double budget_s) {
   return generate_from(configs, rate, budget_s, 0);
 }
 
-pc_module_plan plan_module(const std::vector<pc_config>& configs, double rate, double budget_s) {
-  pc_module_plan best;
-  auto consider = [&](pc_module_plan p) {
+module_plan plan_module(const std::vector<config>& configs, double rate, double budget_s) {
+  module_plan best;
+  auto consider = [&](module_plan p) {
     if (p.feasible && (!best.feasible || p.cost < best.cost - 1e-9)) best = std::move(p);
   };
   for (size_t first = 0; first < configs.size(); ++first) {
@@ -178,11 +176,11 @@ pc_module_plan plan_module(const std::vector<pc_config>& configs, double rate, d
   return best;
 }
 
-pc_module_plan two_config_plan(const std::vector<pc_config>& configs, double rate, double budget_s) {
+module_plan two_config_plan(const std::vector<config>& configs, double rate, double budget_s) {
   // Round-robin dispatch: a machine collects its batch from its own share, so a whole machine's
   // worst case is 2d and one at rate f has d + b/f.
-  auto fits = [&](const pc_config& c, double f) { return c.worst_case(f) <= budget_s + eps; };
-  std::vector<pc_machine> majority;
+  auto fits = [&](const config& c, double f) { return c.worst_case(f) <= budget_s + eps; };
+  std::vector<machine> majority;
   double rw = rate;
   for (size_t k = 0; k < configs.size(); ++k)
     if (fits(configs[k], configs[k].throughput())) {
@@ -192,7 +190,7 @@ pc_module_plan two_config_plan(const std::vector<pc_config>& configs, double rat
       break;
     }
   if (rw < 1e-6) {
-    pc_module_plan p;
+    module_plan p;
     p.feasible = !majority.empty() || rate <= eps;
     p.machines = majority;
     p.cost = cost_of(configs, majority);
@@ -206,7 +204,7 @@ pc_module_plan two_config_plan(const std::vector<pc_config>& configs, double rat
     auto machines = majority;
     for (int i = 0; i < static_cast<int>(whole); ++i) machines.push_back({j, c.throughput()});
     if (last > 1e-6) machines.push_back({j, last});
-    pc_module_plan p;
+    module_plan p;
     p.feasible = true;
     p.cost = cost_of(configs, machines);
     p.machines = std::move(machines);
@@ -216,7 +214,7 @@ pc_module_plan two_config_plan(const std::vector<pc_config>& configs, double rat
   return {};
 }
 
-double latency_cost_efficiency(const pc_config& from, const pc_config& to, double rate) {
+double latency_cost_efficiency(const config& from, const config& to, double rate) {
   double saved = from.price * rate / from.throughput() - to.price * rate / to.throughput();
   double added = to.worst_case(rate) - from.worst_case(rate);
   return saved / added;
@@ -225,7 +223,7 @@ double latency_cost_efficiency(const pc_config& from, const pc_config& to, doubl
 namespace {
 
 // Modules in an order where every module comes after those feeding it; empty on a cycle.
-std::vector<size_t> topological(const pc_app& app) {
+std::vector<size_t> topological(const app& app) {
   size_t n = app.modules.size();
   std::vector<int> into(n, 0);
   for (auto& m : app.modules)
@@ -249,7 +247,7 @@ struct paths {
   double through(size_t m, const std::vector<double>& lat) const { return to[m] + from[m] - lat[m]; }
 };
 
-paths longest(const pc_app& app, const std::vector<size_t>& order, const std::vector<double>& lat) {
+paths longest(const app& app, const std::vector<size_t>& order, const std::vector<double>& lat) {
   size_t n = app.modules.size();
   paths p{std::vector<double>(n, 0), std::vector<double>(n, 0), 0};
   for (auto m : order) {
@@ -267,8 +265,8 @@ paths longest(const pc_app& app, const std::vector<size_t>& order, const std::ve
 
 }  // namespace
 
-pc_split split_latency(const pc_app& app) {
-  pc_split s;
+split split_latency(const app& app) {
+  split s;
   auto order = topological(app);
   size_t n = app.modules.size();
   if (order.empty() || n == 0) return s;
@@ -323,7 +321,7 @@ namespace {
 // Budgets where a module's configuration set changes: where each configuration's batch fills in
 // time at the module's rate, at what is left after whole machines of any configuration, and at
 // a whole machine's own rate (2d).
-std::vector<double> breakpoints(const std::vector<pc_config>& configs, double rate) {
+std::vector<double> breakpoints(const std::vector<config>& configs, double rate) {
   std::vector<double> rests{rate};
   for (auto& c : configs) {
     double rest = rate - std::floor(rate / c.throughput()) * c.throughput();
@@ -343,13 +341,13 @@ std::vector<double> breakpoints(const std::vector<pc_config>& configs, double ra
 // steps of their own. Budget moves from one module to another (or from the slack of the paths
 // through it) while a move lowers the total cost of the sets: the candidate budgets are each
 // module's breakpoints, and what another module frees by moving down to one of its own.
-void move_budget(const pc_app& app, const std::vector<size_t>& order, const std::vector<std::vector<pc_config>>& sorted,
-                 pc_app_plan& out) {
+void move_budget(const app& app, const std::vector<size_t>& order, const std::vector<std::vector<config>>& sorted,
+                 app_plan& out) {
   size_t n = app.modules.size();
   std::vector<std::vector<double>> points;
   for (size_t m = 0; m < n; ++m) points.push_back(breakpoints(sorted[m], app.modules[m].rate));
-  std::vector<std::map<double, pc_module_plan>> seen(n);
-  auto plan_at = [&](size_t m, double b) -> const pc_module_plan& {
+  std::vector<std::map<double, module_plan>> seen(n);
+  auto plan_at = [&](size_t m, double b) -> const module_plan& {
     auto it = seen[m].find(b);
     if (it == seen[m].end()) it = seen[m].emplace(b, plan_module(sorted[m], app.modules[m].rate, b)).first;
     return it->second;
@@ -430,9 +428,9 @@ void move_budget(const pc_app& app, const std::vector<size_t>& order, const std:
 namespace {
 
 // From per-module budgets within the SLO: the sets, the unused budget handed back, the moves.
-pc_app_plan plan_from(const pc_app& app, const std::vector<size_t>& order,
-                      const std::vector<std::vector<pc_config>>& sorted, std::vector<double> budgets, bool moves) {
-  pc_app_plan out;
+app_plan plan_from(const app& app, const std::vector<size_t>& order, const std::vector<std::vector<config>>& sorted,
+                   std::vector<double> budgets, bool moves) {
+  app_plan out;
   size_t n = app.modules.size();
   out.budget_s = std::move(budgets);
   for (size_t m = 0; m < n; ++m) {
@@ -464,7 +462,7 @@ pc_app_plan plan_from(const pc_app& app, const std::vector<size_t>& order,
 }
 
 // A chain: module order[k] feeds order[k + 1] alone.
-bool is_chain(const pc_app& app, const std::vector<size_t>& order) {
+bool is_chain(const app& app, const std::vector<size_t>& order) {
   for (size_t k = 0; k < order.size(); ++k) {
     auto& next = app.modules[order[k]].next;
     if (k + 1 < order.size() ? next != std::vector<size_t>{order[k + 1]} : !next.empty()) return false;
@@ -474,8 +472,8 @@ bool is_chain(const pc_app& app, const std::vector<size_t>& order) {
 
 // On a chain the split is a sum: the cheapest budgets on a grid of `grid` steps of the SLO,
 // each module's cost there from plan_module, by dynamic programming.
-std::vector<double> chain_budgets(const pc_app& app, const std::vector<size_t>& order,
-                                  const std::vector<std::vector<pc_config>>& sorted, int grid) {
+std::vector<double> chain_budgets(const app& app, const std::vector<size_t>& order,
+                                  const std::vector<std::vector<config>>& sorted, int grid) {
   size_t n = order.size();
   double step = app.slo_s / grid;
   auto g = static_cast<size_t>(grid);
@@ -509,13 +507,13 @@ std::vector<double> chain_budgets(const pc_app& app, const std::vector<size_t>& 
 
 }  // namespace
 
-pc_app_plan plan_app(const pc_app& app) {
+app_plan plan_app(const app& app) {
   auto split = split_latency(app);
   if (!split.feasible) return {};
   auto order = topological(app);
-  std::vector<std::vector<pc_config>> sorted;
+  std::vector<std::vector<config>> sorted;
   for (auto& m : app.modules) sorted.push_back(by_ratio(m.configs));
-  auto keep = [](pc_app_plan& best, pc_app_plan other) {
+  auto keep = [](app_plan& best, app_plan other) {
     if (other.feasible && (!best.feasible || other.cost < best.cost - 1e-9)) best = std::move(other);
   };
   if (app.modules.size() > 1 && is_chain(app, order)) {
@@ -542,10 +540,10 @@ pc_app_plan plan_app(const pc_app& app) {
   return out;
 }
 
-double brute_force_module(const std::vector<pc_config>& configs, double rate, double budget_s) {
+double brute_force_module(const std::vector<config>& configs, double rate, double budget_s) {
   double best = inf;
   size_t n = configs.size();
-  std::vector<pc_machine> machines;
+  std::vector<machine> machines;
   // The last machine carries what is left; it may be padded with dummies to what its batch
   // needs in time, or to a whole machine (which then takes batches in turn with its row).
   auto evaluate = [&]() {
@@ -588,11 +586,11 @@ double brute_force_module(const std::vector<pc_config>& configs, double rate, do
   return best;
 }
 
-double brute_force_chain(const pc_app& app, int grid) {
+double brute_force_chain(const app& app, int grid) {
   size_t n = app.modules.size();
   if (n == 0 || grid < static_cast<int>(n)) return inf;
   double step = app.slo_s / grid;
-  std::vector<std::vector<pc_config>> sorted;
+  std::vector<std::vector<config>> sorted;
   for (auto& m : app.modules) sorted.push_back(by_ratio(m.configs));
   std::vector<std::vector<double>> at(n, std::vector<double>(static_cast<size_t>(grid) + 1, -1));
   auto cost = [&](size_t m, int k) {
@@ -613,4 +611,4 @@ double brute_force_chain(const pc_app& app, int grid) {
   return best;
 }
 
-}  // namespace sloserve::sched
+}  // namespace sloserve::sched::piccolo

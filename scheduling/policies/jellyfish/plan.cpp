@@ -1,12 +1,12 @@
-#include "scheduling/jellyfish_plan.hpp"
+#include "scheduling/policies/jellyfish/plan.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-namespace sloserve::sched {
+namespace sloserve::sched::jellyfish {
 
-double jf_input_bytes(const jf_client_state& c, const jf_variant& v, const jf_plan_options& o) {
+double input_bytes(const client_state& c, const variant& v, const plan_options& o) {
   double pixels = static_cast<double>(v.height) * static_cast<double>(v.width);
   const std::pair<double, double>* near = nullptr;
   for (auto& i : c.image_bytes)
@@ -19,11 +19,11 @@ double jf_input_bytes(const jf_client_state& c, const jf_variant& v, const jf_pl
   return (c.bytes_per_pixel > 0 ? c.bytes_per_pixel : o.bytes_per_pixel) * pixels;
 }
 
-double jf_budget_ms(const jf_client_state& c, const jf_variant& v, const jf_plan_options& o) {
+double budget_ms(const client_state& c, const variant& v, const plan_options& o) {
   if (o.compute_share > 0) return o.compute_share * c.slo_ms;
   double upload_ms = 0;
   if (c.uplink_mbps >= 0) {
-    double bytes = jf_input_bytes(c, v, o);
+    double bytes = input_bytes(c, v, o);
     double bytes_per_s = c.uplink_mbps * 1e6 / 8;
     if (bytes > 0 && bytes_per_s / bytes <= c.rate_hz) return 0;  // the uplink cannot carry this size
     if (c.uplink_low_mbps > 0) bytes_per_s = std::min(bytes_per_s, c.uplink_low_mbps * 1e6 / 8);
@@ -32,7 +32,7 @@ double jf_budget_ms(const jf_client_state& c, const jf_variant& v, const jf_plan
   return std::max(0.0, c.slo_ms - upload_ms - std::max(0.0, c.rtt_ms) - o.overhead_ms);
 }
 
-double jf_spare_budget_ms(const jf_client_state& c, const jf_plan_options& o) {
+double spare_budget_ms(const client_state& c, const plan_options& o) {
   if (c.uplink_mbps <= 0 || c.rate_hz <= 0) return 0;
   double dip = c.uplink_low_mbps > 0 ? std::max(1.0, c.uplink_mbps / c.uplink_low_mbps) : 1;
   return std::max(0.0, c.slo_ms - 1e3 / c.rate_hz * dip - std::max(0.0, c.rtt_ms) - o.overhead_ms);
@@ -42,22 +42,21 @@ namespace {
 
 // The smallest batch from `from` at which `v` carries `rate` requests/s within `bound_ms`; 0: none.
 // A request waits at most for the batch running when it comes, l(b), then runs: `wait` is the
-// share of that wait planned for (jf_client_state::wait_share), (1 + wait)·l(b) within the bound.
+// share of that wait planned for (client_state::wait_share), (1 + wait)·l(b) within the bound.
 // On a worker serving one client (`alone`), whose frames come further apart than l(1), a frame
 // waits at most for the one before it, which came at least a frame interval earlier less the
 // difference of their uploads: within the bound on its upload the budget keeps, nothing, so
 // batch 1 fits where l(1) does.
-int smallest_batch(const jf_variant& v, int from, double bound_ms, double rate, double wait, bool alone) {
+int smallest_batch(const variant& v, int from, double bound_ms, double rate, double wait, bool alone) {
   if (alone && from <= 1 && v.latency_ms(1) <= bound_ms && rate * v.latency_ms(1) <= 1e3) return 1;
   for (int b = from; b <= v.max_batch && (1 + wait) * v.latency_ms(b) <= bound_ms; ++b)
     if (b / v.latency_ms(b) * 1e3 >= rate) return b;
   return 0;
 }
 
-// Spare compute lifts mapped clients onto more accurate variants (jf_plan_options::spare).
-void lift(const std::vector<jf_variant>& zoo, const std::vector<jf_client_state>& clients,
-          const std::vector<jf_client>& jc, const jf_plan_options& o, jf_plan& plan, std::vector<double>& carried,
-          std::vector<double>& capacity) {
+// Spare compute lifts mapped clients onto more accurate variants (plan_options::spare).
+void lift(const std::vector<variant>& zoo, const std::vector<client_state>& clients, const std::vector<client>& jc,
+          const plan_options& o, plan& plan, std::vector<double>& carried, std::vector<double>& capacity) {
   size_t workers = plan.variants.size(), top = zoo.size() - 1;
   std::vector<size_t> on(workers, 0);
   // Per worker, the least budget of its clients (what bounds its batch), and the largest share of
@@ -70,7 +69,7 @@ void lift(const std::vector<jf_variant>& zoo, const std::vector<jf_client_state>
     wait[w] = std::max(wait[w], clients[c].wait_share);
   }
   std::vector<double> spare;
-  for (auto& c : clients) spare.push_back(jf_spare_budget_ms(c, o));
+  for (auto& c : clients) spare.push_back(spare_budget_ms(c, o));
   // Whole workers: each raised in place to the most accurate variant at a batch that still
   // carries its clients within every one's spare budget. First, and again once clients moved.
   auto raise_workers = [&] {
@@ -137,18 +136,18 @@ void lift(const std::vector<jf_variant>& zoo, const std::vector<jf_client_state>
 
 }  // namespace
 
-jf_plan plan_jellyfish(const std::vector<jf_variant>& zoo, const std::vector<jf_client_state>& clients, size_t workers,
-                       std::vector<size_t> previous, const jf_plan_options& o) {
-  jf_plan plan;
+plan plan_jellyfish(const std::vector<variant>& zoo, const std::vector<client_state>& clients, size_t workers,
+                    std::vector<size_t> previous, const plan_options& o) {
+  plan plan;
   if (zoo.empty() || workers == 0) return plan;
   previous.resize(workers, 0);
   for (auto& v : previous) v = std::min(v, zoo.size() - 1);
-  std::vector<jf_dnn> dnns;
+  std::vector<dnn> dnns;
   for (auto& v : zoo) dnns.push_back({v.accuracy, v.max_batch, v.latency_ms});
-  std::vector<jf_client> jc;
+  std::vector<client> jc;
   for (auto& c : clients) {
-    jf_client x{std::max(1, static_cast<int>(std::lround(c.rate_hz))), {}};
-    for (auto& v : zoo) x.budget_ms.push_back(jf_budget_ms(c, v, o));
+    client x{std::max(1, static_cast<int>(std::lround(c.rate_hz))), {}};
+    for (auto& v : zoo) x.budget_ms.push_back(budget_ms(c, v, o));
     jc.push_back(std::move(x));
   }
   auto s = clients.empty() ? evaluate_selection(dnns, jc, previous) : select_dnns(dnns, jc, previous, o.annealing);
@@ -188,4 +187,4 @@ jf_plan plan_jellyfish(const std::vector<jf_variant>& zoo, const std::vector<jf_
   return plan;
 }
 
-}  // namespace sloserve::sched
+}  // namespace sloserve::sched::jellyfish

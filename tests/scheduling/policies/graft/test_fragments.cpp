@@ -4,15 +4,15 @@
 #include <cstdio>
 #include <random>
 
-#include "scheduling/graft.hpp"
+#include "scheduling/policies/graft/fragments.hpp"
 
 namespace sloserve::sched {
 namespace {
 
 // Per layer i: l = (beta_i + alpha_i * b) / share, summed over the range: a batch's fixed cost
 // and its per-request cost, both slower on a smaller share of the GPU.
-gf_model linear_model(const std::vector<double>& alpha, const std::vector<double>& beta) {
-  gf_model m;
+graft::model linear_model(const std::vector<double>& alpha, const std::vector<double>& beta) {
+  graft::model m;
   m.layers = static_cast<int>(alpha.size());
   m.latency_s = [alpha, beta](int a, int b, int batch, double share) {
     double l = 0;
@@ -46,7 +46,7 @@ TEST(graft, allocate_takes_the_least_share_times_instances_within_the_budget) {
 
 TEST(graft, identical_fragments_merge_while_the_margin_stays_above_theta) {
   auto m = linear_model({0.001, 0.001}, {0.002, 0.002});
-  std::vector<gf_fragment> f{{0, 0.1, 5}, {0, 0.1, 5}, {0, 0.1, 5}, {0, 0.2, 5}, {1, 0.1, 5}};
+  std::vector<graft::fragment> f{{0, 0.1, 5}, {0, 0.1, 5}, {0, 0.1, 5}, {0, 0.2, 5}, {1, 0.1, 5}};
   auto merged = merge_fragments(m, f);
   // One share unit at a small batch carries far more than 5 requests/s: the three alike merge;
   // another time budget or partition point does not.
@@ -58,7 +58,7 @@ TEST(graft, identical_fragments_merge_while_the_margin_stays_above_theta) {
 }
 
 TEST(graft, grouping_puts_similar_fragments_together_in_groups_of_the_size_asked) {
-  std::vector<gf_fragment> f;
+  std::vector<graft::fragment> f;
   for (int i = 0; i < 5; ++i) f.push_back({1, 0.05 + 0.001 * i, 10.0 + i});  // early, tight
   for (int i = 0; i < 5; ++i) f.push_back({7, 0.30 + 0.001 * i, 50.0 + i});  // late, loose
   std::shuffle(f.begin(), f.end(), std::mt19937_64(3));
@@ -75,7 +75,7 @@ TEST(graft, grouping_puts_similar_fragments_together_in_groups_of_the_size_asked
 // and each request's parts keep within half its time.
 TEST(graft, realignment_shares_the_common_layers_within_every_budget) {
   auto m = linear_model({0.0002, 0.0002, 0.0002, 0.0002, 0.0002, 0.0002}, {0.001, 0.001, 0.001, 0.001, 0.001, 0.001});
-  std::vector<gf_fragment> f{{1, 0.10, 10}, {2, 0.11, 10}, {1, 0.12, 10}, {2, 0.13, 10}, {3, 0.14, 10}};
+  std::vector<graft::fragment> f{{1, 0.10, 10}, {2, 0.11, 10}, {1, 0.12, 10}, {2, 0.13, 10}, {3, 0.14, 10}};
   auto plan = realign(m, f);
   ASSERT_TRUE(plan.feasible);
   auto alone = gslice_plan(m, f);
@@ -113,7 +113,7 @@ TEST(graft, small_instances_come_within_four_percent_of_brute_force_and_beat_gsl
     for (int i = 0; i < 8; ++i) alpha.push_back(0.0002 + 0.0008 * u(rng)), beta.push_back(0.0005 + 0.001 * u(rng));
     auto m = linear_model(alpha, beta);
     m.max_batch = 16;
-    std::vector<gf_fragment> f;
+    std::vector<graft::fragment> f;
     size_t n = 4 + static_cast<size_t>(u(rng) * 2);
     for (size_t i = 0; i < n; ++i)
       f.push_back({static_cast<int>(u(rng) * 8), 0.06 + 0.14 * u(rng), std::round(5 + 40 * u(rng))});

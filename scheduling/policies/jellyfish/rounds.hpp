@@ -2,7 +2,7 @@
 // The controller's Jellyfish policy (`scheduler.policy: jellyfish`), apart from any actor. Every
 // interval it takes the clients the frontends report, gives each pipeline device slots in
 // proportion to its clients' frame rates (one at least), runs Jellyfish's re-schedule per pipeline
-// (scheduling/jellyfish_plan.hpp: one variant per device, clients mapped to devices), and turns it
+// (scheduling/policies/jellyfish/plan.hpp: one variant per device, clients mapped to devices), and turns it
 // into a placement: each device runs its selected variant at the batch its clients allow, and
 // keeps loaded beside it (`resident`, within the slot's memory) its neighbours in size
 // (prefetched, as Jellyfish does) and the variants it ran most recently, so that most switches
@@ -16,19 +16,25 @@
 
 #include "config/cluster_config.hpp"
 #include "messages/types.hpp"
-#include "scheduling/jellyfish_plan.hpp"
 #include "scheduling/placement.hpp"
+#include "scheduling/policies/jellyfish/plan.hpp"
+#include "scheduling/policies/rounds.hpp"
 
-namespace sloserve {
+namespace sloserve::sched::jellyfish {
 
-class jellyfish_core {
+class rounds final : public client_rounds {
  public:
-  explicit jellyfish_core(const cluster_config& cfg) : cfg_(cfg) {}
+  explicit rounds(const cluster_config& cfg) : cfg_(cfg) {}
+
+  // scheduler.jellyfish.interval_ms.
+  std::chrono::microseconds interval() const override;
 
   // One re-schedule on the device slots of the workers up (`slots`) with `models` (the file's,
   // with measured profiles). Devices of workers not up are listed with no sessions.
-  cluster_placement decide(const std::vector<msg::client_load>& clients, const std::vector<sched::device_slot>& slots,
-                           const std::vector<model_spec>& models, uint64_t epoch);
+  cluster_placement decide(const std::vector<msg::client_load>& clients, const std::vector<device_slot>& slots,
+                           const std::vector<model_spec>& models, uint64_t epoch) override;
+  // The clients mapped and the devices that switched variant, when some did since the last call.
+  std::string news() override;
 
   struct stats {
     uint64_t reschedules = 0;
@@ -36,6 +42,7 @@ class jellyfish_core {
     uint64_t resident_hits = 0;  // of those, switches to a variant the device still held
     double mapped = 1;           // last re-schedule: fraction of clients mapped within their budgets
     double accuracy = 0;         // and their rate-weighted accuracy (a fraction)
+    size_t clients = 0;          // clients it was given
   };
   const stats& counters() const { return stats_; }
 
@@ -46,10 +53,11 @@ class jellyfish_core {
   std::map<slot_key, int> batch_;                          // and the batch it runs at
   std::map<slot_key, std::vector<std::string>> resident_;  // per device, what it keeps loaded
   stats stats_;
+  uint64_t told_switches_ = 0;  // switches as of the last news
 };
 
 // The zoo of pipeline `p`'s stage: its variants ascending in accuracy (then l(1)), each with
 // the image size it takes (its input's last two dimensions).
-std::vector<sched::jf_variant> jellyfish_zoo(const pipeline& p, const std::vector<model_spec>& models);
+std::vector<variant> zoo_of(const pipeline& p, const std::vector<model_spec>& models);
 
-}  // namespace sloserve
+}  // namespace sloserve::sched::jellyfish

@@ -12,12 +12,12 @@
 #include <utility>
 #include <vector>
 
-#include "scheduling/jellyfish.hpp"
+#include "scheduling/policies/jellyfish/mapping.hpp"
 
-namespace sloserve::sched {
+namespace sloserve::sched::jellyfish {
 
 // One client as the frontends report it.
-struct jf_client_state {
+struct client_state {
   std::string id;
   double slo_ms = 0;
   double rate_hz = 0;
@@ -30,13 +30,13 @@ struct jf_client_state {
   // uploads are timed at it, so that a changeable link leaves room for its dips. < 0: uplink_mbps.
   double uplink_low_mbps = -1;
   // The share of the wait behind a running batch (l(b)) that lifts onto spare compute plan for
-  // (jf_plan_options::spare): 1 is the worst case; less where its pipeline's misses allow
+  // (plan_options::spare): 1 is the worst case; less where its pipeline's misses allow
   // (sched::dip_quantile::wait_share).
   double wait_share = 1;
 };
 
 // One variant of the zoo: a model and the image size it takes.
-struct jf_variant {
+struct variant {
   std::string model;
   int64_t height = 0, width = 0;
   double accuracy = 0;  // percent
@@ -44,16 +44,16 @@ struct jf_variant {
   std::function<double(int)> latency_ms;  // l(b)
 };
 
-struct jf_plan_options {
+struct plan_options {
   double overhead_ms = 5;         // per request, beyond upload and compute (frontend, hops, reply)
   double bytes_per_pixel = 0.25;  // for clients whose images were not seen yet (a JPEG's, roughly)
   // > 0: every budget is this share of the client's SLO, whatever its uplink (a scheduler that
   // leaves the network to the clients' own adaptation: the DA_bw baseline).
   double compute_share = 0;
-  jf_annealing annealing{};
+  jellyfish::annealing annealing{};
   // After the mapping, each worker whose clients are all mapped is raised in place to the most
   // accurate variant at a batch that carries them and whose (1 + wait_share)·l(b) each one's
-  // jf_spare_budget_ms holds (l(1) on a worker of one client, whose frames do not wait behind each
+  // spare_budget_ms holds (l(1) on a worker of one client, whose frames do not wait behind each
   // other); then each mapped client (least accurate first) moves to the most accurate variant
   // whose worker has spare compute for it: such a batch, within its own spare budget too (a
   // worker no client is left on may run the most accurate variant that fits). Told that variant's size,
@@ -67,35 +67,35 @@ struct jf_plan_options {
 // nearest size it sent weighed (exact when it sent v's size), else its bytes per pixel measured
 // at `image_pixels`; carried to v's pixels as JPEG sizes grow, as pixels^0.9 (larger images
 // compress better: 128² to 608² frames grow 17x for 22.6x the pixels).
-double jf_input_bytes(const jf_client_state& c, const jf_variant& v, const jf_plan_options& o);
+double input_bytes(const client_state& c, const variant& v, const plan_options& o);
 // L_ij = SLO_i - (size_j / W_i + RTT_i) - overheads, clamped at 0; 0 also when the uplink cannot
 // carry size_j at the client's rate (W_i / size_j <= rate_i). The upload is timed at the lower of
 // W_i and uplink_low_mbps.
-double jf_budget_ms(const jf_client_state& c, const jf_variant& v, const jf_plan_options& o);
+double budget_ms(const client_state& c, const variant& v, const plan_options& o);
 // The compute budget that holds whatever size client `c` sends, up to any its link carries at its
 // frame rate: such a size uploads within one frame interval at the client's own estimate, and
 // W_i / uplink_low_mbps intervals at the dips its link has had. 0 when its uplink is not measured.
-double jf_spare_budget_ms(const jf_client_state& c, const jf_plan_options& o);
+double spare_budget_ms(const client_state& c, const plan_options& o);
 
 // Where one client goes.
-struct jf_assignment {
+struct assignment {
   size_t worker = 0;
   size_t variant = 0;  // the worker's
   double budget_ms = 0;
   bool mapped = false;  // Algorithm 1 placed it; false: the fastest worker takes it, best effort
 };
 
-struct jf_plan {
-  std::vector<size_t> variants;        // per worker, an index into the zoo
-  std::vector<int> batch;              // per worker: the batch its clients allow (1 when none)
-  std::vector<jf_assignment> clients;  // per client, in the order given
-  jf_quality quality;
+struct plan {
+  std::vector<size_t> variants;     // per worker, an index into the zoo
+  std::vector<int> batch;           // per worker: the batch its clients allow (1 when none)
+  std::vector<assignment> clients;  // per client, in the order given
+  jellyfish::quality quality;
 };
 
 // The zoo is sorted ascending (accuracy, then l(1)) by the caller. `previous`: per worker, the
 // selection before (resized to `workers`; empty: every worker starts on the smallest variant).
 // With no clients every worker keeps its variant.
-jf_plan plan_jellyfish(const std::vector<jf_variant>& zoo, const std::vector<jf_client_state>& clients, size_t workers,
-                       std::vector<size_t> previous, const jf_plan_options& o = {});
+plan plan_jellyfish(const std::vector<variant>& zoo, const std::vector<client_state>& clients, size_t workers,
+                    std::vector<size_t> previous, const plan_options& o = {});
 
-}  // namespace sloserve::sched
+}  // namespace sloserve::sched::jellyfish

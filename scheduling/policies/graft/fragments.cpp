@@ -1,4 +1,4 @@
-#include "scheduling/graft.hpp"
+#include "scheduling/policies/graft/fragments.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,15 +7,15 @@
 #include <numeric>
 #include <tuple>
 
-namespace sloserve::sched {
+namespace sloserve::sched::graft {
 namespace {
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 
 }  // namespace
 
-gf_alloc allocate(const gf_model& m, int a, int b, double q, double d) {
-  gf_alloc best;
+alloc allocate(const model& m, int a, int b, double q, double d) {
+  alloc best;
   if (a >= b || q <= 0) {
     best.feasible = true;
     return best;
@@ -39,10 +39,10 @@ gf_alloc allocate(const gf_model& m, int a, int b, double q, double d) {
   return best;
 }
 
-std::vector<gf_fragment> merge_fragments(const gf_model& m, std::vector<gf_fragment> fragments, double theta) {
+std::vector<fragment> merge_fragments(const model& m, std::vector<fragment> fragments, double theta) {
   std::stable_sort(fragments.begin(), fragments.end(),
                    [](auto& x, auto& y) { return std::make_tuple(x.p, x.t, -x.q) < std::make_tuple(y.p, y.t, -y.q); });
-  std::vector<gf_fragment> out;
+  std::vector<fragment> out;
   for (auto& f : fragments) {
     if (!out.empty() && out.back().p == f.p && out.back().t == f.t) {
       auto& cur = out.back();
@@ -59,7 +59,7 @@ std::vector<gf_fragment> merge_fragments(const gf_model& m, std::vector<gf_fragm
   return out;
 }
 
-std::vector<std::vector<size_t>> group_fragments(const std::vector<gf_fragment>& fragments, size_t size) {
+std::vector<std::vector<size_t>> group_fragments(const std::vector<fragment>& fragments, size_t size) {
   size_t n = fragments.size();
   if (n == 0) return {};
   size = std::max<size_t>(1, size);
@@ -119,17 +119,17 @@ namespace {
 
 // The fragments of `group` with p > `above`, re-aligned (memoised by `above`).
 struct realigner {
-  const gf_model& m;
-  const std::vector<gf_fragment>& group;
+  const model& m;
+  const std::vector<fragment>& group;
   int sweep;
-  std::map<int, gf_plan> memo;
+  std::map<int, plan> memo;
 
-  gf_plan above(int x) {
+  plan above(int x) {
     if (auto it = memo.find(x); it != memo.end()) return it->second;
     std::vector<size_t> idx;
     for (size_t i = 0; i < group.size(); ++i)
       if (group[i].p > x) idx.push_back(i);
-    gf_plan best;
+    plan best;
     if (idx.empty()) {
       best.feasible = true;
       return memo[x] = best;
@@ -156,9 +156,9 @@ struct realigner {
   // Fragments `a` (p_i <= ps) re-aligned at ps: each runs [p_i, ps) within t_i/2 - d_s, one
   // shared stage [ps, end) within d_s over their traffic; ps = end: each runs alone. The
   // tightest budget bounds d_s, so the tightest fragments may instead run alone.
-  gf_plan at(int ps, std::vector<size_t> a) {
+  plan at(int ps, std::vector<size_t> a) {
     std::stable_sort(a.begin(), a.end(), [&](size_t x, size_t y) { return group[x].t < group[y].t; });
-    gf_plan best = shared_at(ps, a);
+    plan best = shared_at(ps, a);
     for (size_t k = 1; k < a.size() && ps < m.layers; ++k) {
       std::vector<size_t> alone(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(k)),
           rest(a.begin() + static_cast<std::ptrdiff_t>(k), a.end());
@@ -173,12 +173,12 @@ struct realigner {
     return best;
   }
 
-  gf_plan shared_at(int ps, const std::vector<size_t>& a) {
-    gf_plan best;
+  plan shared_at(int ps, const std::vector<size_t>& a) {
+    plan best;
     best.resources = inf;
     double half = inf, rate = 0;
     for (auto i : a) half = std::min(half, group[i].t / 2), rate += group[i].q;
-    auto parts = [&](double ds, gf_plan& plan) {
+    auto parts = [&](double ds, plan& plan) {
       for (auto i : a) {
         if (group[i].p >= ps) continue;
         auto al = allocate(m, group[i].p, ps, group[i].q, group[i].t / 2 - ds);
@@ -189,14 +189,14 @@ struct realigner {
       return true;
     };
     if (ps >= m.layers) {
-      gf_plan plan;
+      plan plan;
       if (parts(0, plan)) plan.feasible = true, best = plan;
     } else {
       for (int k = 1; k <= sweep; ++k) {
         double ds = half * k / sweep;
         auto shared = allocate(m, ps, m.layers, rate, ds);
         if (!shared.feasible) continue;
-        gf_plan plan;
+        plan plan;
         plan.resources = shared.resources;
         plan.stages.push_back({ps, m.layers, a, ds, shared});
         if (!parts(ds, plan) || plan.resources >= best.resources - 1e-12) continue;
@@ -211,18 +211,18 @@ struct realigner {
 
 }  // namespace
 
-gf_plan realign(const gf_model& m, const std::vector<gf_fragment>& group, int sweep) {
+plan realign(const model& m, const std::vector<fragment>& group, int sweep) {
   realigner r{m, group, sweep, {}};
   return r.above(-1);
 }
 
-gf_plan plan_graft(const gf_model& m, const std::vector<gf_fragment>& fragments, std::vector<gf_fragment>* merged,
-                   size_t group_size, double theta) {
+plan plan_graft(const model& m, const std::vector<fragment>& fragments, std::vector<fragment>* merged,
+                size_t group_size, double theta) {
   auto frags = merge_fragments(m, fragments, theta);
-  gf_plan out;
+  plan out;
   out.feasible = true;
   for (auto& g : group_fragments(frags, group_size)) {
-    std::vector<gf_fragment> sub;
+    std::vector<fragment> sub;
     for (auto i : g) sub.push_back(frags[i]);
     auto p = realign(m, sub);
     if (!p.feasible) return {};
@@ -236,8 +236,8 @@ gf_plan plan_graft(const gf_model& m, const std::vector<gf_fragment>& fragments,
   return out;
 }
 
-gf_plan gslice_plan(const gf_model& m, const std::vector<gf_fragment>& fragments) {
-  gf_plan out;
+plan gslice_plan(const model& m, const std::vector<fragment>& fragments) {
+  plan out;
   out.feasible = true;
   for (size_t i = 0; i < fragments.size(); ++i) {
     auto& f = fragments[i];
@@ -249,13 +249,13 @@ gf_plan gslice_plan(const gf_model& m, const std::vector<gf_fragment>& fragments
   return out;
 }
 
-double brute_force_plan(const gf_model& m, const std::vector<gf_fragment>& fragments) {
+double brute_force_plan(const model& m, const std::vector<fragment>& fragments) {
   size_t n = fragments.size();
   if (n == 0) return 0;
   size_t full = (size_t{1} << n) - 1;
   std::vector<double> block(full + 1, inf), best(full + 1, inf);
   for (size_t mask = 1; mask <= full; ++mask) {
-    std::vector<gf_fragment> sub;
+    std::vector<fragment> sub;
     for (size_t i = 0; i < n; ++i)
       if (mask >> i & 1) sub.push_back(fragments[i]);
     auto p = realign(m, sub);
@@ -270,4 +270,4 @@ double brute_force_plan(const gf_model& m, const std::vector<gf_fragment>& fragm
   return best[full];
 }
 
-}  // namespace sloserve::sched
+}  // namespace sloserve::sched::graft

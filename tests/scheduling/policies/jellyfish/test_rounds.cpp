@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 
-#include "caf_fixture.hpp"
-#include "control/jellyfish_core.hpp"
+#include <memory>
+
+#include "scheduling/policies/jellyfish/rounds.hpp"
+#include "tests/parse_config.hpp"
 
 namespace sloserve {
 namespace {
@@ -38,9 +40,9 @@ const msg::client_route* route_of(const cluster_placement& p, const std::string&
   return nullptr;
 }
 
-TEST(jellyfish_core, the_zoo_ascends_in_accuracy_with_each_variants_image_size) {
-  auto cfg = testing::parse_or_die(yaml);
-  auto zoo = jellyfish_zoo(cfg->pipelines[0], cfg->models);
+TEST(jellyfish_rounds, the_zoo_ascends_in_accuracy_with_each_variants_image_size) {
+  auto cfg = std::make_shared<const cluster_config>(testing::parse_config(yaml));
+  auto zoo = sched::jellyfish::zoo_of(cfg->pipelines[0], cfg->models);
   ASSERT_EQ(zoo.size(), 4u);
   EXPECT_EQ(zoo[0].model, "d128");
   EXPECT_EQ(zoo[3].model, "d512");
@@ -49,9 +51,9 @@ TEST(jellyfish_core, the_zoo_ascends_in_accuracy_with_each_variants_image_size) 
   EXPECT_DOUBLE_EQ(zoo[1].latency_ms(4), 6);
 }
 
-TEST(jellyfish_core, maps_clients_to_devices_and_tells_them_the_size_to_send) {
-  auto cfg = testing::parse_or_die(yaml);
-  jellyfish_core core(*cfg);
+TEST(jellyfish_rounds, maps_clients_to_devices_and_tells_them_the_size_to_send) {
+  auto cfg = std::make_shared<const cluster_config>(testing::parse_config(yaml));
+  sched::jellyfish::rounds core(*cfg);
   auto slots = device_slots(*cfg);
   auto p = core.decide({client("fast", 200), client("slow", 2)}, slots, cfg->models, 7);
   auto* fast = route_of(p, "fast");
@@ -81,9 +83,9 @@ TEST(jellyfish_core, maps_clients_to_devices_and_tells_them_the_size_to_send) {
 }
 
 // A device keeps its variant's neighbours in size loaded too (Jellyfish's prefetching).
-TEST(jellyfish_core, devices_prefetch_the_neighbours_of_their_variant) {
-  auto cfg = testing::parse_or_die(yaml);
-  jellyfish_core core(*cfg);
+TEST(jellyfish_rounds, devices_prefetch_the_neighbours_of_their_variant) {
+  auto cfg = std::make_shared<const cluster_config>(testing::parse_config(yaml));
+  sched::jellyfish::rounds core(*cfg);
   auto slots = device_slots(*cfg);
   slots.pop_back();
   auto p = core.decide({client("cam", 200)}, slots, cfg->models, 1);
@@ -95,9 +97,9 @@ TEST(jellyfish_core, devices_prefetch_the_neighbours_of_their_variant) {
   EXPECT_EQ(d.sessions[1].batch, 1u);
 }
 
-TEST(jellyfish_core, devices_keep_recent_variants_resident_within_their_memory) {
-  auto cfg = testing::parse_or_die(yaml);
-  jellyfish_core core(*cfg);
+TEST(jellyfish_rounds, devices_keep_recent_variants_resident_within_their_memory) {
+  auto cfg = std::make_shared<const cluster_config>(testing::parse_config(yaml));
+  sched::jellyfish::rounds core(*cfg);
   auto slots = device_slots(*cfg);
   slots.pop_back();  // w2 is down: w1 alone
   std::vector<std::string> ran;
@@ -112,7 +114,7 @@ TEST(jellyfish_core, devices_keep_recent_variants_resident_within_their_memory) 
   EXPECT_EQ(core.counters().switches, 2u);
   EXPECT_GE(core.counters().resident_hits, 1u) << "the switch back found its variant loaded";
   // w2 holds 150 MB: one variant.
-  jellyfish_core small(*cfg);
+  sched::jellyfish::rounds small(*cfg);
   auto only_w2 = device_slots(*cfg);
   only_w2.erase(only_w2.begin());
   for (double mbps : {200.0, 2.0}) {
