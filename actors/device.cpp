@@ -47,10 +47,10 @@ struct device_state {
   uint64_t token = 0;
 
   // An emulated cold start: the latest schedule waits, with the replies owed, until the models
-  // it brings are loaded (ready_at); the old sessions serve meanwhile.
+  // it brings are loaded; the old sessions serve meanwhile.
   std::optional<msg::device_schedule> loading;
   std::vector<caf::typed_response_promise<bool>> owed;
-  std::map<const model_spec*, clock_time> ready_at;
+  model_loads loads;
   uint64_t schedule_seq = 0;  // schedules received; a timer for an older one does nothing
 
   bool is_running(const model_spec* m) const {
@@ -293,22 +293,13 @@ void on_schedule(self_ptr self, msg::device_schedule& ds) {
 // wait). Loads the new schedule no longer asks for are abandoned; one already under way goes on.
 nanoseconds cold_start(self_ptr self, const msg::device_schedule& ds) {
   auto& st = self->state;
-  auto now = self->clock().now();
-  std::map<const model_spec*, clock_time> still;
-  nanoseconds wait{0};
-  for (auto& ss : ds.sessions) {
-    auto* m = st.cfg->find_model(ss.model);
-    double delay_ms = m ? st.executor->load_delay_ms(*m) : 0;
-    if (delay_ms <= 0) continue;
-    if (st.sessions.find(m->name)) continue;
-    auto it = st.ready_at.find(m);
-    if (it == st.ready_at.end())
-      spdlog::info("{}: device {}: loading '{}' ({:.0f} ms)", st.net->self_name(), st.index, m->name, delay_ms);
-    auto ready = it != st.ready_at.end() ? it->second : now + nanoseconds(static_cast<int64_t>(delay_ms * 1e6));
-    still[m] = ready;
-    wait = std::max(wait, std::chrono::duration_cast<nanoseconds>(ready - now));
-  }
-  st.ready_at = std::move(still);
+  std::vector<model_loads::load> needed, started;
+  for (auto& ss : ds.sessions)
+    if (auto* m = st.cfg->find_model(ss.model); m && !st.sessions.find(m->name))
+      needed.push_back({m, st.executor->load_delay_ms(*m)});
+  auto wait = st.loads.wait(needed, self->clock().now(), started);
+  for (auto& l : started)
+    spdlog::info("{}: device {}: loading '{}' ({:.0f} ms)", st.net->self_name(), st.index, l.model->name, l.delay_ms);
   return wait;
 }
 
@@ -317,14 +308,10 @@ void apply_schedule(self_ptr self, msg::device_schedule& ds) {
   auto& st = self->state;
   on_schedule(self, ds);
   st.loading.reset();
-  st.ready_at.clear();
+  st.loads.clear();
   for (auto& p : st.owed) p.deliver(true);
   st.owed.clear();
 }
-
-}  // namespace
-
-namespace {
 
 device_actor spawn_device_with(caf::actor_system& sys, actor_args args, uint32_t index,
                                std::unique_ptr<device_executor> made, std::string broken) {

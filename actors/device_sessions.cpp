@@ -51,4 +51,21 @@ std::vector<msg::session_load> device_sessions::take_load() {
   return out;
 }
 
+std::chrono::nanoseconds model_loads::wait(const std::vector<load>& needed, device_clock::time_point now,
+                                           std::vector<load>& started) {
+  std::map<const model_spec*, device_clock::time_point> still;
+  std::chrono::nanoseconds wait{0};
+  for (auto& l : needed) {
+    if (l.delay_ms <= 0) continue;
+    auto it = ready_at_.find(l.model);
+    if (it == ready_at_.end()) started.push_back(l);
+    auto ready =
+        it != ready_at_.end() ? it->second : now + std::chrono::nanoseconds(static_cast<int64_t>(l.delay_ms * 1e6));
+    still[l.model] = ready;
+    wait = std::max(wait, std::chrono::duration_cast<std::chrono::nanoseconds>(ready - now));
+  }
+  ready_at_ = std::move(still);
+  return wait;
+}
+
 }  // namespace sloserve

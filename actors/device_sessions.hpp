@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <vector>
 
 #include "config/cluster_config.hpp"
@@ -56,6 +57,24 @@ class device_sessions {
   const cluster_config* cfg_ = nullptr;
   uint32_t device_ = 0;
   std::vector<session> sessions_;
+};
+
+// A device's emulated cold starts: when each model it is loading will be ready.
+class model_loads {
+ public:
+  struct load {
+    const model_spec* model = nullptr;
+    double delay_ms = 0;  // the executor's load delay
+  };
+  // How long from `now` until every model of `needed` (those the device holds no session of) is
+  // loaded. A model not loading yet starts now (and is added to `started`); loads no longer
+  // needed are abandoned; one already under way goes on.
+  std::chrono::nanoseconds wait(const std::vector<load>& needed, device_clock::time_point now,
+                                std::vector<load>& started);
+  void clear() { ready_at_.clear(); }
+
+ private:
+  std::map<const model_spec*, device_clock::time_point> ready_at_;
 };
 
 }  // namespace sloserve

@@ -9,7 +9,12 @@
 #include <set>
 #include <sstream>
 
+#include "config/reader.hpp"
+#include "config/settings.hpp"
+
 namespace sloserve {
+
+using namespace config_detail;
 
 bool node_spec::has_role(role r) const {
   return std::find(roles.begin(), roles.end(), r) != roles.end();
@@ -162,21 +167,12 @@ const std::vector<config_section>& config_keys() {
       {"pipelines[]", {"name", "slo_ms", "stages"}},
       {"pipelines[].stages[]", {"name", "model", "variants", "cascade", "after", "fanout"}},
       {"pipelines[].stages[].cascade", {"models", "confidence"}},
-      {"runtime",
-       {"heartbeat_ms", "peer_timeout_ms", "beacon_ms", "max_payload_bytes", "max_queue_length", "reply_grace_ms",
-        "threads", "drop_policy", "balancer", "max_queued_mb", "zmq_hwm", "clock_tolerance_ms",
-        "max_client_queued_replies", "max_client_in_flight", "link_probe_ms", "link_probe_bytes"}},
-      {"scheduler",
-       {"policy", "split", "epoch_s", "min_epoch_s", "rate_band", "headroom", "peak_half_life_s", "spares", "steps",
-        "ipa", "jellyfish", "graft"}},
-      {"scheduler.graft", {"theta", "group_size"}},
-      {"scheduler.jellyfish",
-       {"interval_ms", "overhead_ms", "bytes_per_pixel", "resident", "compute_share", "uplink_quantile", "miss_target",
-        "use_spare"}},
-      {"scheduler.ipa", {"alpha", "beta", "delta", "interval_s"}},
-      {"scaler",
-       {"policy", "vertical_s", "horizontal_s", "predictor", "max_cores", "max_instances", "max_total_cores",
-        "stable_band"}},
+      {"runtime", settings::names_of(settings::runtime_keys())},
+      {"scheduler", settings::names_of(settings::scheduler_keys(), {"rate_band", "ipa", "jellyfish", "graft"})},
+      {"scheduler.graft", settings::names_of(settings::graft_keys())},
+      {"scheduler.jellyfish", settings::names_of(settings::jellyfish_keys())},
+      {"scheduler.ipa", settings::names_of(settings::ipa_keys())},
+      {"scaler", settings::names_of(settings::scaler_keys())},
       {"security", {"keys", "clients", "tls_cert", "tls_key", "tokens"}},
   };
   return all;
@@ -189,74 +185,6 @@ std::string number(double x) {
   snprintf(buf, sizeof buf, "%g", x);
   return buf;
 }
-
-// Collects errors with positions while walking the YAML tree.
-class reader {
- public:
-  explicit reader(std::string file) : file_(std::move(file)) {}
-
-  void error(const YAML::Node& at, std::string msg) {
-    auto m = at.IsDefined() ? at.Mark() : YAML::Mark::null_mark();
-    if (m.is_null()) m = last_;
-    errors_.push_back({file_, m.line + 1, m.column + 1, std::move(msg)});
-  }
-  void error_at(const YAML::Mark& m, std::string msg) {
-    errors_.push_back({file_, m.line + 1, m.column + 1, std::move(msg)});
-  }
-
-  // Reports keys of `map` that section `section` of config_keys() does not list.
-  void known_keys(const YAML::Node& map, std::string_view section, const std::string& where) {
-    if (!map.IsMap()) return;
-    auto& all = config_keys();
-    auto it = std::find_if(all.begin(), all.end(), [&](auto& x) { return x.path == section; });
-    for (auto kv : map) {
-      auto k = kv.first.as<std::string>("");
-      if (it == all.end() || std::find(it->keys.begin(), it->keys.end(), k) == it->keys.end())
-        error(kv.first, "unknown key '" + k + "' in " + where);
-    }
-  }
-
-  template <class T>
-  bool get(const YAML::Node& map, const char* key, T& out, const std::string& where, bool required) {
-    if (map.IsDefined() && !map.IsNull()) last_ = map.Mark();
-    auto n = map.IsMap() ? map[key] : YAML::Node();
-    if (!n.IsDefined() || n.IsNull()) {
-      if (required) error(map, where + " is missing '" + key + "'");
-      return false;
-    }
-    try {
-      out = n.as<T>();
-      return true;
-    } catch (const YAML::Exception&) {
-      error(n, std::string("'") + key + "' in " + where + " has the wrong type");
-      return false;
-    }
-  }
-
-  // A knob by its name (config/knobs.hpp); an unknown name is an error naming the choices.
-  template <class E>
-  bool get_knob(const YAML::Node& map, const char* key, E& out, const std::string& where, bool required,
-                const std::string& what) {
-    std::string name;
-    if (!get(map, key, name, where, required)) return false;
-    if (auto v = parse_knob<E>(name)) {
-      out = *v;
-      return true;
-    }
-    error(map[key], what + " '" + name + "' is not " + knob_alternatives<E>());
-    return false;
-  }
-
-  // `path` relative to the cluster file's folder, absolute and normalized.
-  std::string resolve(const std::string& path) const {
-    auto dir = std::filesystem::path(file_).parent_path();
-    return std::filesystem::absolute(dir / path).lexically_normal().string();
-  }
-
-  std::string file_;
-  std::vector<config_error> errors_;
-  YAML::Mark last_ = YAML::Mark::null_mark();
-};
 
 void parse_tensor_spec(reader& r, const YAML::Node& n, tensor_spec& out, const std::string& where,
                        std::string_view section, std::string* name) {
@@ -586,44 +514,6 @@ void parse_pipeline(reader& r, const YAML::Node& n, cluster_config& cfg) {
   cfg.pipelines.push_back(std::move(p));
 }
 
-void parse_runtime(reader& r, const YAML::Node& n, runtime_options& o) {
-  if (!n) return;
-  const std::string w = "runtime";
-  r.known_keys(n, "runtime", w);
-  r.get(n, "heartbeat_ms", o.heartbeat_ms, w, false);
-  r.get(n, "peer_timeout_ms", o.peer_timeout_ms, w, false);
-  r.get(n, "beacon_ms", o.beacon_ms, w, false);
-  r.get(n, "max_payload_bytes", o.max_payload_bytes, w, false);
-  r.get(n, "max_queue_length", o.max_queue_length, w, false);
-  r.get(n, "reply_grace_ms", o.reply_grace_ms, w, false);
-  r.get(n, "threads", o.threads, w, false);
-  r.get_knob(n, "drop_policy", o.drop_policy, w, false, "runtime drop_policy");
-  r.get_knob(n, "balancer", o.balancer, w, false, "runtime balancer");
-  r.get(n, "max_queued_mb", o.max_queued_mb, w, false);
-  r.get(n, "zmq_hwm", o.zmq_hwm, w, false);
-  r.get(n, "clock_tolerance_ms", o.clock_tolerance_ms, w, false);
-  r.get(n, "max_client_queued_replies", o.max_client_queued_replies, w, false);
-  r.get(n, "max_client_in_flight", o.max_client_in_flight, w, false);
-  r.get(n, "link_probe_ms", o.link_probe_ms, w, false);
-  r.get(n, "link_probe_bytes", o.link_probe_bytes, w, false);
-  if (o.link_probe_ms < 0) r.error(n["link_probe_ms"], "runtime link_probe_ms cannot be negative (0: no probes)");
-  if (!n["link_probe_bytes"]) o.link_probe_bytes = std::min(o.link_probe_bytes, o.max_payload_bytes);
-  if (o.link_probe_bytes < 1024 || o.link_probe_bytes > o.max_payload_bytes)
-    r.error(n["link_probe_bytes"], "runtime link_probe_bytes must be from 1024 up to max_payload_bytes");
-  if (o.max_client_queued_replies < 1)
-    r.error(n["max_client_queued_replies"], "runtime max_client_queued_replies must be at least 1");
-  if (o.max_client_in_flight < 1) r.error(n["max_client_in_flight"], "runtime max_client_in_flight must be at least 1");
-  if (o.clock_tolerance_ms < 0) r.error(n["clock_tolerance_ms"], "runtime clock_tolerance_ms cannot be negative");
-  if (o.max_queued_mb < 1) r.error(n["max_queued_mb"], "runtime max_queued_mb must be at least 1");
-  if (o.zmq_hwm < 1) r.error(n["zmq_hwm"], "runtime zmq_hwm must be at least 1");
-  if (o.heartbeat_ms < 1 || o.peer_timeout_ms <= o.heartbeat_ms)
-    r.error(n, "runtime needs heartbeat_ms >= 1 and peer_timeout_ms > heartbeat_ms");
-  if (o.beacon_ms < 10) r.error(n, "runtime beacon_ms must be at least 10");
-  if (o.max_payload_bytes < 1024) r.error(n, "runtime max_payload_bytes must be at least 1024");
-  if (o.max_queue_length < 1) r.error(n, "runtime max_queue_length must be at least 1");
-  if (o.threads < 1) r.error(n, "runtime threads must be at least 1");
-}
-
 bool looks_like_z85_key(const std::string& s) {
   static const std::string alphabet =
       "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
@@ -655,47 +545,11 @@ void parse_security(reader& r, const YAML::Node& n, security_options& o) {
   }
 }
 
-void parse_scaler_checks(reader& r, const YAML::Node& at, const cluster_config& cfg);
-void parse_jellyfish_checks(reader& r, const YAML::Node& root, const cluster_config& cfg);
-void parse_graft_checks(reader& r, const YAML::Node& root, const cluster_config& cfg);
-
-void parse_scaler(reader& r, const YAML::Node& root, cluster_config& cfg) {
-  auto n = root["scaler"];
-  auto& o = cfg.scaler;
-  const std::string w = "scaler";
-  // IPA's choices are realised as the scaler's instances: its policy follows the scheduler's.
-  bool ipa = cfg.scheduler.policy == scheduler_policy::ipa;
-  auto policy_at = n && n["policy"] ? n["policy"] : root["scheduler"]["policy"];
-  if (!n) {
-    if (ipa) o.policy = scaler_policy::ipa;
-    return parse_scaler_checks(r, policy_at, cfg);
-  }
-  r.known_keys(n, "scaler", w);
-  r.get_knob(n, "policy", o.policy, w, false, "scaler policy");
-  r.get(n, "vertical_s", o.vertical_s, w, false);
-  r.get(n, "horizontal_s", o.horizontal_s, w, false);
-  r.get_knob(n, "predictor", o.predictor, w, false, "scaler predictor");
-  r.get(n, "max_cores", o.max_cores, w, false);
-  r.get(n, "max_instances", o.max_instances, w, false);
-  r.get(n, "max_total_cores", o.max_total_cores, w, false);
-  r.get(n, "stable_band", o.stable_band, w, false);
-  if (!(o.vertical_s > 0) || o.horizontal_s < o.vertical_s) r.error(n, "scaler needs 0 < vertical_s <= horizontal_s");
-  if (o.max_cores < 1 || o.max_cores > 256) r.error(n["max_cores"], "scaler max_cores must be in [1, 256]");
-  if (o.max_instances < 0) r.error(n["max_instances"], "scaler max_instances cannot be negative");
-  if (o.max_total_cores < 0) r.error(n["max_total_cores"], "scaler max_total_cores cannot be negative");
-  if (!(o.stable_band > 0 && o.stable_band < 1)) r.error(n["stable_band"], "scaler stable_band must be in (0, 1)");
-  if (o.policy == scaler_policy::ipa && !ipa)
-    r.error(n["policy"], "scaler policy ipa follows the scheduler's: write scheduler: {policy: ipa}");
-  else if (ipa && o.policy != scaler_policy::none && o.policy != scaler_policy::ipa)
-    r.error(n["policy"], "scheduler policy ipa sizes the instances itself: scaler policy " +
-                             std::string(knob_name(o.policy)) + " cannot run beside it (leave it out)");
-  if (ipa) o.policy = scaler_policy::ipa;
-  parse_scaler_checks(r, policy_at, cfg);
-}
+}  // namespace
 
 // The scaler sizes each stage's models on its own: a model may serve one stage of one pipeline,
 // and must say how it scales with cores (l(b, c)) or at least how long a batch takes.
-void parse_scaler_checks(reader& r, const YAML::Node& at, const cluster_config& cfg) {
+void config_detail::parse_scaler_checks(reader& r, const YAML::Node& at, const cluster_config& cfg) {
   auto& o = cfg.scaler;
   if (!o.enabled()) return;
   std::map<size_t, std::string> used;
@@ -723,6 +577,8 @@ void parse_scaler_checks(reader& r, const YAML::Node& at, const cluster_config& 
       r.error(at, "scaler policy " + std::string(knob_name(o.policy)) + " scales cores in place: model '" +
                       cfg.models[m].name + "' needs 'cores: {gamma_ms, epsilon_ms, delta_ms, eta_ms}'");
 }
+
+namespace {
 
 // A scheduler policy that owns the devices: no scaler beside it.
 void refuse_scaler(reader& r, const YAML::Node& root, const cluster_config& cfg, const std::string& what) {
@@ -772,78 +628,6 @@ void parse_jellyfish_checks(reader& r, const YAML::Node& root, const cluster_con
       if (!cfg.models[m].preprocess)
         r.error(at, "scheduler policy jellyfish tells clients which image size to send: model '" + cfg.models[m].name +
                         "' of pipeline '" + p.name + "' needs 'preprocess: {from: image}'");
-  }
-}
-
-void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
-  if (!n) return;
-  const std::string w = "scheduler";
-  r.known_keys(n, "scheduler", w);
-  r.get_knob(n, "policy", o.policy, w, false, "scheduler policy");
-  r.get_knob(n, "split", o.split, w, false, "scheduler split");
-  r.get(n, "epoch_s", o.epoch_s, w, false);
-  r.get(n, "min_epoch_s", o.min_epoch_s, w, false);
-  r.get(n, "headroom", o.headroom, w, false);
-  r.get(n, "peak_half_life_s", o.peak_half_life_s, w, false);
-  r.get(n, "spares", o.spares, w, false);
-  r.get(n, "steps", o.steps, w, false);
-  std::vector<double> band;
-  if (r.get(n, "rate_band", band, w, false)) {
-    if (band.size() != 2 || !(band[0] > 0 && band[0] <= 1 && band[1] >= 1))
-      r.error(n["rate_band"], "scheduler rate_band must be [low, high] with 0 < low <= 1 <= high");
-    else
-      o.rate_band_low = band[0], o.rate_band_high = band[1];
-  }
-  if (!(o.min_epoch_s > 0) || o.epoch_s < o.min_epoch_s) r.error(n, "scheduler needs 0 < min_epoch_s <= epoch_s");
-  if (o.headroom < 0) r.error(n["headroom"], "scheduler headroom cannot be negative");
-  if (!(o.peak_half_life_s >= 0)) r.error(n["peak_half_life_s"], "scheduler peak_half_life_s cannot be negative");
-  if (o.steps < 4 || o.steps > 1000) r.error(n["steps"], "scheduler steps must be in [4, 1000]");
-  if (auto ipa = n["ipa"]) {
-    const std::string wi = "scheduler ipa";
-    r.known_keys(ipa, "scheduler.ipa", wi);
-    auto& x = o.ipa;
-    r.get(ipa, "alpha", x.alpha, wi, false);
-    r.get(ipa, "beta", x.beta, wi, false);
-    r.get(ipa, "delta", x.delta, wi, false);
-    r.get(ipa, "interval_s", x.interval_s, wi, false);
-    if (!(x.alpha > 0) || x.beta < 0 || x.delta < 0)
-      r.error(ipa, wi + " needs alpha > 0 and non-negative beta and delta");
-    if (!(x.interval_s > 0)) r.error(ipa["interval_s"], wi + " interval_s must be positive");
-    if (o.policy != scheduler_policy::ipa) r.error(ipa, "scheduler ipa is only read with policy: ipa");
-  }
-  if (auto gf = n["graft"]) {
-    const std::string wg = "scheduler graft";
-    r.known_keys(gf, "scheduler.graft", wg);
-    r.get(gf, "theta", o.graft.theta, wg, false);
-    r.get(gf, "group_size", o.graft.group_size, wg, false);
-    if (!(o.graft.theta >= 0 && o.graft.theta <= 10)) r.error(gf["theta"], wg + " theta must be in [0, 10]");
-    if (o.graft.group_size < 1 || o.graft.group_size > 64)
-      r.error(gf["group_size"], wg + " group_size must be in [1, 64]");
-    if (o.policy != scheduler_policy::graft) r.error(gf, "scheduler graft is only read with policy: graft");
-  }
-  if (auto jf = n["jellyfish"]) {
-    const std::string wj = "scheduler jellyfish";
-    r.known_keys(jf, "scheduler.jellyfish", wj);
-    auto& x = o.jellyfish;
-    r.get(jf, "interval_ms", x.interval_ms, wj, false);
-    r.get(jf, "overhead_ms", x.overhead_ms, wj, false);
-    r.get(jf, "bytes_per_pixel", x.bytes_per_pixel, wj, false);
-    r.get(jf, "resident", x.resident, wj, false);
-    r.get(jf, "compute_share", x.compute_share, wj, false);
-    r.get(jf, "uplink_quantile", x.uplink_quantile, wj, false);
-    if (!(x.uplink_quantile >= 0 && x.uplink_quantile <= 1))
-      r.error(jf["uplink_quantile"], wj + " uplink_quantile must be in [0, 1]");
-    r.get(jf, "miss_target", x.miss_target, wj, false);
-    r.get(jf, "use_spare", x.use_spare, wj, false);
-    if (!(x.miss_target >= 0 && x.miss_target <= 0.5))
-      r.error(jf["miss_target"], wj + " miss_target must be in [0, 0.5]");
-    if (!(x.compute_share >= 0 && x.compute_share <= 1))
-      r.error(jf["compute_share"], wj + " compute_share must be in [0, 1]");
-    if (!(x.interval_ms >= 10)) r.error(jf["interval_ms"], wj + " interval_ms must be at least 10");
-    if (!(x.overhead_ms >= 0)) r.error(jf["overhead_ms"], wj + " overhead_ms cannot be negative");
-    if (!(x.bytes_per_pixel > 0)) r.error(jf["bytes_per_pixel"], wj + " bytes_per_pixel must be positive");
-    if (x.resident < 1) r.error(jf["resident"], wj + " resident must be at least 1");
-    if (o.policy != scheduler_policy::jellyfish) r.error(jf, "scheduler jellyfish is only read with policy: jellyfish");
   }
 }
 
@@ -1036,234 +820,6 @@ cluster_config single_node(const cluster_config& cfg) {
   }
   out.nodes = {n};
   return out;
-}
-
-namespace {
-void emit_tensor(YAML::Emitter& e, const char* key, const tensor_spec& t, const std::string& name) {
-  e << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "dtype" << YAML::Value
-    << std::string(dtype_name(t.type)) << YAML::Key << "shape" << YAML::Value << YAML::Flow << t.shape;
-  if (name != key) e << YAML::Key << "name" << YAML::Value << name;
-  e << YAML::EndMap;
-}
-void emit_profile(YAML::Emitter& e, const latency_profile& p, bool keyed = true) {
-  if (keyed) e << YAML::Key << "profile" << YAML::Value;
-  e << YAML::Flow << YAML::BeginMap;
-  if (p.tabular()) {
-    e << YAML::Key << "batch" << YAML::Value << YAML::Flow << p.batch << YAML::Key << "latency_ms" << YAML::Value
-      << YAML::Flow << p.latency_ms;
-    if (p.step) e << YAML::Key << "step" << YAML::Value << true;
-  } else {
-    e << YAML::Key << "alpha_ms" << YAML::Value << p.alpha_ms << YAML::Key << "beta_ms" << YAML::Value << p.beta_ms;
-  }
-  e << YAML::EndMap;
-}
-}  // namespace
-
-namespace {
-std::vector<std::string> role_names(const std::vector<role>& roles) {
-  std::vector<std::string> out;
-  for (auto r : roles) out.emplace_back(knob_name(r));
-  return out;
-}
-}  // namespace
-
-std::string to_yaml(const cluster_config& cfg) {
-  YAML::Emitter e;
-  e << YAML::BeginMap;
-  e << YAML::Key << "cluster" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value
-    << cfg.name << YAML::EndMap;
-  if (!cfg.device_types.empty()) {
-    e << YAML::Key << "device_types" << YAML::Value << YAML::BeginSeq;
-    for (auto& t : cfg.device_types)
-      e << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << t.name << YAML::Key << "price"
-        << YAML::Value << t.price << YAML::EndMap;
-    e << YAML::EndSeq;
-  }
-  e << YAML::Key << "nodes" << YAML::Value << YAML::BeginSeq;
-  for (auto& n : cfg.nodes) {
-    e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << n.name << YAML::Key << "address" << YAML::Value
-      << n.address << YAML::Key << "roles" << YAML::Value << YAML::Flow << role_names(n.roles);
-    if (!n.bind.empty()) e << YAML::Key << "bind" << YAML::Value << n.bind;
-    if (n.cores > 0) e << YAML::Key << "cores" << YAML::Value << n.cores;
-    if (!n.http.empty()) e << YAML::Key << "http" << YAML::Value << n.http;
-    if (!n.grpc.empty()) e << YAML::Key << "grpc" << YAML::Value << n.grpc;
-    if (!n.metrics.empty()) e << YAML::Key << "metrics" << YAML::Value << n.metrics;
-    if (!n.devices.empty()) {
-      e << YAML::Key << "devices" << YAML::Value << YAML::BeginSeq;
-      for (auto& g : n.devices) {
-        e << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value << std::string(knob_name(g.kind))
-          << YAML::Key << "count" << YAML::Value << g.count;
-        if (!g.models.empty()) e << YAML::Key << "models" << YAML::Value << YAML::Flow << g.models;
-        if (g.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << g.memory_mb;
-        if (g.threads != 1) e << YAML::Key << "threads" << YAML::Value << g.threads;
-        if (!g.type.empty()) e << YAML::Key << "type" << YAML::Value << g.type;
-        if (!g.shares.empty()) e << YAML::Key << "shares" << YAML::Value << YAML::Flow << g.shares;
-        e << YAML::EndMap;
-      }
-      e << YAML::EndSeq;
-    }
-    e << YAML::EndMap;
-  }
-  e << YAML::EndSeq;
-  e << YAML::Key << "models" << YAML::Value << YAML::BeginSeq;
-  for (auto& m : cfg.models) {
-    e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << m.name;
-    emit_tensor(e, "input", m.input, m.input_name);
-    emit_tensor(e, "output", m.output, m.output_name);
-    e << YAML::Key << "max_batch" << YAML::Value << m.max_batch;
-    // A model left to be profiled at start-up stays so: its nodes measure it.
-    if (m.partitioned()) {
-      e << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
-      for (size_t k = 0; k < m.layers.size(); ++k) {
-        auto& l = m.layers[k];
-        e << YAML::BeginMap;
-        if (!l.name.empty()) e << YAML::Key << "name" << YAML::Value << l.name;
-        if (k > 0) emit_tensor(e, "input", l.input, "input");
-        emit_profile(e, l.profile);
-        e << YAML::EndMap;
-      }
-      e << YAML::EndSeq;
-    } else if (!m.needs_profile) {
-      emit_profile(e, m.profile);
-    }
-    if (!m.profiles.empty()) {
-      e << YAML::Key << "profiles" << YAML::Value << YAML::BeginMap;
-      for (auto& [type, p] : m.profiles) {
-        e << YAML::Key << type << YAML::Value;
-        emit_profile(e, p, false);
-      }
-      e << YAML::EndMap;
-    }
-    if (m.cores)
-      e << YAML::Key << "cores" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "gamma_ms" << YAML::Value
-        << m.cores->gamma << YAML::Key << "epsilon_ms" << YAML::Value << m.cores->epsilon << YAML::Key << "delta_ms"
-        << YAML::Value << m.cores->delta << YAML::Key << "eta_ms" << YAML::Value << m.cores->eta << YAML::EndMap;
-    if (m.jitter > 0) e << YAML::Key << "jitter" << YAML::Value << m.jitter;
-    if (m.share_exponent != 1) e << YAML::Key << "share_exponent" << YAML::Value << m.share_exponent;
-    if (m.load_ms > 0) e << YAML::Key << "load_ms" << YAML::Value << m.load_ms;
-    if (m.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << m.memory_mb;
-    if (m.accuracy) e << YAML::Key << "accuracy" << YAML::Value << *m.accuracy;
-    if (m.base_cores != 1) e << YAML::Key << "base_cores" << YAML::Value << m.base_cores;
-    if (m.pass_rate) e << YAML::Key << "pass_rate" << YAML::Value << *m.pass_rate;
-    if (!m.path.empty()) e << YAML::Key << "path" << YAML::Value << m.path;
-    if (m.is_variant()) e << YAML::Key << "prefix" << YAML::Value << m.prefix;
-    if (m.precision != precision::fp32)
-      e << YAML::Key << "precision" << YAML::Value << std::string(precision_name(m.precision));
-    if (m.preprocess) {
-      auto list = [](const std::array<float, 3>& a) { return std::vector<float>(a.begin(), a.end()); };
-      e << YAML::Key << "preprocess" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "from"
-        << YAML::Value << "image" << YAML::Key << "mean" << YAML::Value << YAML::Flow << list(m.preprocess->mean)
-        << YAML::Key << "std" << YAML::Value << YAML::Flow << list(m.preprocess->stddev) << YAML::EndMap;
-    }
-    e << YAML::EndMap;
-  }
-  e << YAML::EndSeq;
-  e << YAML::Key << "pipelines" << YAML::Value << YAML::BeginSeq;
-  for (auto& p : cfg.pipelines) {
-    e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << p.name << YAML::Key << "slo_ms" << YAML::Value
-      << p.slo_ms << YAML::Key << "stages" << YAML::Value << YAML::BeginSeq;
-    for (auto& s : p.stages) {
-      e << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << s.name;
-      if (s.cascade)
-        e << YAML::Key << "cascade" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "models"
-          << YAML::Value << YAML::Flow << s.cascade->models << YAML::Key << "confidence" << YAML::Value
-          << s.cascade->confidence << YAML::EndMap;
-      else if (s.variants.empty())
-        e << YAML::Key << "model" << YAML::Value << s.model;
-      else
-        e << YAML::Key << "variants" << YAML::Value << YAML::Flow << s.variants;
-      if (!s.after.empty()) e << YAML::Key << "after" << YAML::Value << YAML::Flow << s.after;
-      if (s.fanout) e << YAML::Key << "fanout" << YAML::Value << *s.fanout;
-      e << YAML::EndMap;
-    }
-    e << YAML::EndSeq << YAML::EndMap;
-  }
-  e << YAML::EndSeq;
-  auto kv = [&e](const char* key, const auto& value) {
-    e << YAML::Key << key << YAML::Value;
-    if constexpr (std::is_enum_v<std::decay_t<decltype(value)>>)
-      e << std::string(knob_name(value));
-    else
-      e << value;
-  };
-  auto& o = cfg.runtime;
-  e << YAML::Key << "runtime" << YAML::Value << YAML::BeginMap;
-  kv("heartbeat_ms", o.heartbeat_ms);
-  kv("peer_timeout_ms", o.peer_timeout_ms);
-  kv("beacon_ms", o.beacon_ms);
-  kv("max_payload_bytes", o.max_payload_bytes);
-  kv("max_queue_length", o.max_queue_length);
-  kv("reply_grace_ms", o.reply_grace_ms);
-  kv("threads", o.threads);
-  kv("drop_policy", o.drop_policy);
-  kv("balancer", o.balancer);
-  kv("max_queued_mb", o.max_queued_mb);
-  kv("zmq_hwm", o.zmq_hwm);
-  kv("clock_tolerance_ms", o.clock_tolerance_ms);
-  kv("max_client_queued_replies", o.max_client_queued_replies);
-  kv("max_client_in_flight", o.max_client_in_flight);
-  kv("link_probe_ms", o.link_probe_ms);
-  kv("link_probe_bytes", o.link_probe_bytes);
-  e << YAML::EndMap;
-  if (cfg.security.enabled()) {
-    e << YAML::Key << "security" << YAML::Value << YAML::BeginMap;
-    kv("keys", cfg.security.keys);
-    e << YAML::Key << "clients" << YAML::Value << cfg.security.clients;
-    if (!cfg.security.tls_cert.empty()) kv("tls_cert", cfg.security.tls_cert), kv("tls_key", cfg.security.tls_key);
-    if (!cfg.security.tokens.empty()) e << YAML::Key << "tokens" << YAML::Value << cfg.security.tokens;
-    e << YAML::EndMap;
-  }
-  auto& so = cfg.scheduler;
-  e << YAML::Key << "scheduler" << YAML::Value << YAML::BeginMap;
-  kv("policy", so.policy);
-  kv("split", so.split);
-  kv("epoch_s", so.epoch_s);
-  kv("min_epoch_s", so.min_epoch_s);
-  e << YAML::Key << "rate_band" << YAML::Value << YAML::Flow
-    << std::vector<double>{so.rate_band_low, so.rate_band_high};
-  kv("headroom", so.headroom);
-  kv("peak_half_life_s", so.peak_half_life_s);
-  kv("spares", so.spares);
-  kv("steps", so.steps);
-  if (so.policy == scheduler_policy::ipa) {
-    e << YAML::Key << "ipa" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    kv("alpha", so.ipa.alpha);
-    kv("beta", so.ipa.beta);
-    kv("delta", so.ipa.delta);
-    kv("interval_s", so.ipa.interval_s);
-    e << YAML::EndMap;
-  }
-  if (so.policy == scheduler_policy::jellyfish) {
-    e << YAML::Key << "jellyfish" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    kv("interval_ms", so.jellyfish.interval_ms);
-    kv("overhead_ms", so.jellyfish.overhead_ms);
-    kv("bytes_per_pixel", so.jellyfish.bytes_per_pixel);
-    kv("resident", so.jellyfish.resident);
-    kv("compute_share", so.jellyfish.compute_share);
-    kv("uplink_quantile", so.jellyfish.uplink_quantile);
-    kv("miss_target", so.jellyfish.miss_target);
-    kv("use_spare", so.jellyfish.use_spare);
-    e << YAML::EndMap;
-  }
-  if (so.policy == scheduler_policy::graft) {
-    e << YAML::Key << "graft" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    kv("theta", so.graft.theta);
-    kv("group_size", so.graft.group_size);
-    e << YAML::EndMap;
-  }
-  e << YAML::EndMap;
-  auto& sc = cfg.scaler;
-  e << YAML::Key << "scaler" << YAML::Value << YAML::BeginMap;
-  kv("policy", sc.policy);
-  kv("vertical_s", sc.vertical_s);
-  kv("horizontal_s", sc.horizontal_s);
-  kv("predictor", sc.predictor);
-  kv("max_cores", sc.max_cores);
-  kv("max_instances", sc.max_instances);
-  kv("max_total_cores", sc.max_total_cores);
-  kv("stable_band", sc.stable_band);
-  e << YAML::EndMap << YAML::EndMap;
-  return std::string(e.c_str()) + "\n";
 }
 
 }  // namespace sloserve

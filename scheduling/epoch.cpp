@@ -17,20 +17,6 @@ namespace sloserve::sched {
 
 namespace {
 
-bool slot_fits(const device_slot& slot, const device_plan& d, const std::vector<session>& ss) {
-  // Piccolo plans a type at a share; Graft a share of any device, which a larger share serves
-  // too; the others whole devices with the model's profile.
-  if (d.type ? slot.type != *d.type || std::abs(slot.share - d.share) > 1e-9 : slot.share < d.share - 1e-9)
-    return false;
-  for (auto& a : d.sessions)
-    if (!slot.serves(ss[a.session].model->name)) return false;
-  return slot.memory_mb <= 0 || d.memory_mb <= slot.memory_mb + 1e-9;
-}
-
-}  // namespace
-
-namespace {
-
 // A cascade stage's second model: what share of the stage's budget its first model gets, and
 // what fraction of the stage's requests fall through to the second.
 struct cascade_plan {
@@ -289,49 +275,6 @@ std::vector<neighbour> neighbours_of(const pipeline& p, const std::vector<double
 
 }  // namespace
 
-void bind_slots(const epoch_input& in, const epoch_result* previous, epoch_result& out) {
-  out.slots = in.slots;
-  out.slot_of.assign(out.placement.devices.size(), -1);
-  out.devices_missing = 0;
-  std::vector<bool> taken(in.slots.size(), false);
-  if (previous) {
-    std::map<std::pair<std::string_view, uint32_t>, int> slot_at;
-    for (size_t s = 0; s < in.slots.size(); ++s)
-      slot_at.emplace(std::make_pair(std::string_view(in.slots[s].node), in.slots[s].device), static_cast<int>(s));
-    std::map<int, size_t> previous_at;  // device id -> index in the previous placement
-    for (size_t j = 0; j < previous->placement.devices.size(); ++j)
-      previous_at.emplace(previous->placement.devices[j].id, j);
-    for (size_t k = 0; k < out.placement.devices.size(); ++k) {
-      auto j = previous_at.find(out.placement.devices[k].id);
-      if (j == previous_at.end() || j->second >= previous->slot_of.size()) continue;
-      int ps = previous->slot_of[j->second];
-      if (ps < 0) continue;
-      auto& was = previous->slots[static_cast<size_t>(ps)];
-      auto at = slot_at.find({was.node, was.device});
-      if (at == slot_at.end()) continue;
-      auto s = static_cast<size_t>(at->second);
-      if (!taken[s] && slot_fits(in.slots[s], out.placement.devices[k], out.sessions))
-        out.slot_of[k] = at->second, taken[s] = true;
-    }
-  }
-  size_t first_free = 0;
-  for (size_t k = 0; k < out.placement.devices.size(); ++k) {
-    if (out.slot_of[k] >= 0) continue;
-    while (first_free < in.slots.size() && taken[first_free]) ++first_free;
-    // The free slot with the least share that fits (the first of them): a fractional device does
-    // not take a whole one while a fraction is free.
-    int best = -1;
-    for (size_t s = first_free; s < in.slots.size(); ++s)
-      if (!taken[s] && (best < 0 || in.slots[s].share < in.slots[static_cast<size_t>(best)].share - 1e-12) &&
-          slot_fits(in.slots[s], out.placement.devices[k], out.sessions)) {
-        best = static_cast<int>(s);
-        if (in.slots[s].share <= out.placement.devices[k].share + 1e-12) break;
-      }
-    if (best >= 0) out.slot_of[k] = best, taken[static_cast<size_t>(best)] = true;
-    if (out.slot_of[k] < 0) ++out.devices_missing;
-  }
-}
-
 expected<epoch_result> plan_packed_epoch(const epoch_input& in, const epoch_result* previous, const planner& packer,
                                          bool neighbours) {
   auto& pipes = *in.pipelines;
@@ -424,129 +367,6 @@ expected<epoch_result> plan_packed_epoch(const epoch_input& in, const epoch_resu
   place(in, packer, previous, tables, refined);
   if (plan_cost(refined) < plan_cost(out)) return refined;
   return out;
-}
-
-namespace {
-
-// Bisects `steps` times for the largest scale in [lo, hi] at which the rates of `in`, scaled,
-// plan so that `fits`. On success `res` holds that plan and `in.rates` its rates; otherwise
-// both are left as they were. Returns the scale found (`lo` when none fit).
-template <class Fits>
-double fit_scale(epoch_input& in, const epoch_result* prev, double lo, double hi, int steps, epoch_result& res,
-                 Fits fits) {
-  auto base = in.rates;
-  std::optional<double> best;
-  for (int i = 0; i < steps; ++i) {
-    double mid = lo + (hi - lo) / 2;
-    for (size_t k = 0; k < base.size(); ++k) in.rates[k] = base[k] * mid;
-    auto trial = plan_epoch(in, prev);
-    if (trial && fits(*trial))
-      lo = mid, best = mid, res = std::move(*trial);
-    else
-      hi = mid;
-  }
-  for (size_t k = 0; k < base.size(); ++k) in.rates[k] = base[k] * best.value_or(1);
-  return lo;
-}
-
-}  // namespace
-
-namespace {
-
-// Fits: every session served, no device missing.
-bool fits_cluster(const epoch_result& r) {
-  return r.devices_missing == 0 && r.placement.infeasible.empty();
-}
-
-}  // namespace
-
-catalogue_choice choose_epoch_variants(epoch_input& in, const epoch_result* previous) {
-  auto& pipes = *in.pipelines;
-  std::vector<std::vector<double>> rates;
-  for (size_t pi = 0; pi < pipes.size(); ++pi) {
-    auto& p = pipes[pi];
-    auto fan = pi < in.fanouts.size() && !in.fanouts[pi].empty() ? in.fanouts[pi] : declared_fanout(p);
-    rates.push_back(stage_rates(p, pi < in.rates.size() ? in.rates[pi] : 0, fan));
-  }
-  auto choice = choose_variants(pipes, *in.models, rates, [&](const std::vector<pipeline>& candidate) {
-    auto trial = in;
-    trial.pipelines = &candidate;
-    auto r = plan_epoch(trial, previous);
-    return r && fits_cluster(*r);
-  });
-  in.chosen = std::make_shared<const std::vector<pipeline>>(choice.pipelines);
-  in.pipelines = in.chosen.get();
-  return choice;
-}
-
-expected<scaled_epoch> plan_scaled_epoch(epoch_input& in, const epoch_result* previous) {
-  std::optional<catalogue_choice> variants;
-  if (in.rates.size() == in.pipelines->size() && has_variants(*in.pipelines))
-    variants = choose_epoch_variants(in, previous);
-  auto planned = plan_epoch(in, previous);
-  if (!planned) return fail(planned.error());
-  scaled_epoch out{std::move(*planned), 1};
-  if (variants) out.degraded = variants->degraded, out.variants_fit = variants->fits;
-  auto& r = out.result;
-  // Piccolo and Graft plan for the cost of the load as measured (with the configured headroom):
-  // spare devices stay off.
-  if (!plans_least_cost(in.policy) && r.devices_missing == 0 && r.placement.devices.size() < in.slots.size())
-    out.scale = fit_scale(in, previous, 1, 4, 8, r, fits_cluster);
-  else if (r.devices_missing > 0)
-    out.scale = fit_scale(in, previous, 0, 1, 12, r, [](const epoch_result& x) { return x.devices_missing == 0; });
-  return out;
-}
-
-expected<scaled_epoch> plan_capacity_epoch(epoch_input& in, const epoch_result* previous) {
-  in.rates.assign(in.pipelines->size(), 1.0);
-  in.fanouts.clear();
-  in.fallthroughs.clear();
-  auto planned = plan_epoch(in, previous);
-  if (!planned) return fail(planned.error());
-  scaled_epoch out{std::move(*planned), 1};
-  if (!fits_cluster(out.result)) {
-    out.scale = fit_scale(in, previous, 0, 1, 12, out.result, fits_cluster);
-    return out;
-  }
-  // Doubling until the plan no longer fits, then bisecting between the last two.
-  double lo = 1, hi = 2;
-  for (; hi < 1e7; lo = hi, hi *= 2) {
-    for (auto& r : in.rates) r = hi;
-    auto trial = plan_epoch(in, previous);
-    if (!trial || !fits_cluster(*trial)) break;
-    out.result = std::move(*trial);
-  }
-  for (auto& r : in.rates) r = 1;
-  out.scale = fit_scale(in, previous, lo, hi, 6, out.result, fits_cluster);
-  if (out.scale == lo)  // no bisection step fitted: the result holds the plan at lo
-    for (auto& r : in.rates) r = lo;
-  return out;
-}
-
-expected<load_epoch> plan_for_load(epoch_input& in, const epoch_result* previous, bool capacity,
-                                   std::vector<double> planning) {
-  auto planned = capacity ? plan_capacity_epoch(in, previous) : plan_scaled_epoch(in, previous);
-  if (!planned) return fail(planned.error());
-  load_epoch out{std::move(*planned), {std::move(planning), {}, {}}};
-  bool short_of_devices = !capacity && out.plan.scale < 1;
-  constexpr double unbounded = std::numeric_limits<double>::infinity();
-  for (size_t pi = 0; pi < in.rates.size(); ++pi) {
-    out.planned.carried.push_back(short_of_devices ? unbounded : in.rates[pi]);
-    auto& p = (*in.pipelines)[pi];
-    auto fan = pi < in.fanouts.size() && !in.fanouts[pi].empty() ? in.fanouts[pi] : declared_fanout(p);
-    out.planned.stage_carried.push_back(short_of_devices ? std::vector<double>(p.stages.size(), unbounded)
-                                                         : stage_rates(p, in.rates[pi], fan));
-  }
-  return out;
-}
-
-expected<epoch_result> plan_epoch(const epoch_input& in, const epoch_result* previous) {
-  if (in.policy) return in.policy->plan(in, previous);
-  return plan_packed_epoch(in, previous, nexus_planner{}, true);
-}
-
-bool plans_least_cost(const scheduling_policy* p) {
-  return p && p->plans_least_cost();
 }
 
 }  // namespace sloserve::sched

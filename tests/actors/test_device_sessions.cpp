@@ -51,5 +51,29 @@ pipelines:
   EXPECT_NE(s.find("b"), nullptr) << "scheduled sessions stay";
 }
 
+TEST(model_loads, a_load_starts_once_goes_on_while_needed_and_is_abandoned_when_not) {
+  model_spec a, b;
+  a.name = "a";
+  b.name = "b";
+  model_loads loads;
+  std::vector<model_loads::load> started;
+  auto t0 = device_clock::time_point{} + 1s;
+  // Both start loading: the wait is the slower one's.
+  EXPECT_EQ(loads.wait({{&a, 300}, {&b, 100}}, t0, started), 300ms);
+  ASSERT_EQ(started.size(), 2u);
+  // 100 ms on, the same schedule waits what is left of a's load; nothing starts again.
+  started.clear();
+  EXPECT_EQ(loads.wait({{&a, 300}, {&b, 100}}, t0 + 100ms, started), 200ms);
+  EXPECT_TRUE(started.empty());
+  // A schedule without b abandons its load: asked again later, b starts from the beginning.
+  EXPECT_EQ(loads.wait({{&a, 300}}, t0 + 150ms, started), 150ms);
+  EXPECT_EQ(loads.wait({{&a, 300}, {&b, 100}}, t0 + 150ms, started), 150ms);
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_EQ(started[0].model, &b);
+  // A model with no load delay (a real device's) adds no wait.
+  model_loads none;
+  EXPECT_EQ(none.wait({{&a, 0}}, t0, started), 0ns);
+}
+
 }  // namespace
 }  // namespace sloserve

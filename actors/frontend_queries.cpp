@@ -1,0 +1,289 @@
+// The frontend's request path: each stage's invocation sent to an instance by its deadline, results
+// walked on through the DAG, and one reply per query.
+
+#include <cmath>
+
+#include "actors/frontend_state.hpp"
+#include "config/start_layer.hpp"
+
+namespace sloserve::frontend_impl {
+std::string_view outcome_label(msg::status code) {
+  switch (code) {
+    case msg::status::ok:
+      return "ok";
+    case msg::status::dropped:
+      return "dropped";
+    case msg::status::overloaded:
+      return "overloaded";
+    case msg::status::error:
+      return "error";
+  }
+  return "error";
+}
+
+void count_reply(self_ptr self, const std::string* pipeline, msg::status code, double seconds, bool within_slo) {
+  auto& st = self->state;
+  st.net->metrics.request_done(pipeline ? *pipeline : std::string("_unknown"), outcome_label(code), seconds, within_slo,
+                               seconds_of(self->clock().now()));
+  st.net->metrics.in_flight(st.queries.size());
+}
+
+void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
+  auto& st = self->state;
+  auto it = st.queries.find(qid);
+  if (it == st.queries.end()) return;
+  auto& q = it->second;
+  msg::client_reply r;
+  r.request_id = q.request_id;
+  r.code = code;
+  r.reason = std::move(reason);
+  auto now = self->clock().now();
+  r.total_ms = ms_between(q.arrival, now);
+  r.timings = std::move(q.timings);
+  // The mapping may have moved since the request came (its uplink did): the client sends what
+  // this reply advises next.
+  auto* now_route = q.named.empty() ? nullptr : st.clients.route(q.named, st.cfg->pipelines[q.pipeline].name);
+  if (auto* a = now_route ? now_route : q.route ? &*q.route : nullptr)
+    r.input_height = a->input_height, r.input_width = a->input_width;
+  if (code == msg::status::ok) r.outputs = q.walk->take_results();
+  if (!q.named.empty())
+    st.clients.on_outcome(st.cfg->pipelines[q.pipeline].name, code != msg::status::ok || now > q.deadline,
+                          seconds_of(now));
+  st.net->queued.release(q.bytes);
+  if (auto c = st.client_in_flight.find(q.client); c != st.client_in_flight.end() && --c->second <= 0)
+    st.client_in_flight.erase(c);
+  for (auto inv : q.invocations) {
+    auto f = st.invocations.find(inv);
+    if (f == st.invocations.end()) continue;
+    st.routes->release(f->second.model, f->second.node, f->second.device);
+    st.invocations.erase(f);
+  }
+  switch (code) {
+    case msg::status::ok:
+      ++st.stats.ok;
+      break;
+    case msg::status::dropped:
+      ++st.stats.dropped;
+      break;
+    case msg::status::overloaded:
+      ++st.stats.overloaded;
+      break;
+    case msg::status::error:
+      ++st.stats.errors;
+      break;
+  }
+  auto& p = st.cfg->pipelines[q.pipeline];
+  bool within = code == msg::status::ok && now <= q.deadline;
+  double seconds = r.total_ms / 1e3;
+  if (q.sink)
+    (*q.sink)(std::move(r));
+  else
+    st.net->to_client(q.client, std::move(r));
+  st.queries.erase(it);
+  count_reply(self, &p.name, code, seconds, within);
+}
+
+bool send_invocation(self_ptr self, uint64_t id, in_flight& f) {
+  auto& st = self->state;
+  auto b = f.at ? st.routes->pick_at(f.model, f.at->first, f.at->second, st.rng) : st.routes->pick(f.model, st.rng);
+  if (!b && f.at) {
+    // The mapped variant has no live instance here: the stage's own model serves it.
+    auto& q = st.queries.at(f.query);
+    f.at.reset();
+    f.model = st.routes->stage_model(q.pipeline, f.stage);
+    b = st.routes->pick(f.model, st.rng);
+  }
+  if (!b) return false;
+  f.node = b->node;
+  f.device = b->device;
+  f.sent = self->clock().now();
+  msg::invocation inv;
+  inv.id = id;
+  inv.frontend = st.net->self_name();
+  inv.model = f.model;
+  inv.device = b->device;
+  inv.budget_ns = (f.deadline - self->clock().now()).count();
+  inv.inputs = f.inputs;
+  inv.checked = f.checked;
+  st.net->to_node(b->node, {{}, std::move(inv)});
+  return true;
+}
+
+namespace {
+
+// Sends invocation `f` of query `qid`; false when no instance of its model was live (the query is
+// then answered with the reason, `why` appended).
+bool launch(self_ptr self, uint64_t qid, query& q, in_flight f, const std::string& why) {
+  auto& st = self->state;
+  auto id = st.next_invocation++;
+  auto [it, _] = st.invocations.emplace(id, std::move(f));
+  if (!send_invocation(self, id, it->second)) {
+    auto model = it->second.model;
+    st.invocations.erase(id);
+    finish(self, qid, msg::status::error, "no live instance serves model '" + model + "'" + why);
+    return false;
+  }
+  q.invocations.push_back(id);
+  return true;
+}
+
+// False when no instance was live: the query has then been answered and `q` is gone.
+bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, std::vector<tensor> inputs) {
+  auto& st = self->state;
+  auto& p = st.cfg->pipelines[q.pipeline];
+  auto& split = *st.routes->split(q.pipeline);
+  auto span = q.deadline - q.arrival;
+  in_flight f;
+  f.query = qid;
+  f.stage = stage;
+  f.model = st.routes->stage_model(q.pipeline, stage);
+  // A cascade's first model finishes by its share of the stage's budget: the second may follow.
+  f.deadline = q.arrival + nanoseconds(first_model_finish_ns(p, st.cfg->models, split, stage, span.count()));
+  // A client Jellyfish mapped runs the variant on the device it was mapped to.
+  if (q.route) {
+    auto& vi = p.stages[stage].variant_indices;
+    if (std::any_of(vi.begin(), vi.end(), [&](size_t m) { return st.cfg->models[m].name == q.route->model; })) {
+      f.model = q.route->model;
+      f.at.emplace(q.route->node, q.route->device);
+    }
+  }
+  // A partitioned model: the layer ranges its fragment's route names, in turn, each by its share
+  // of the time left; without a route, the rest of the model from where the client stopped.
+  if (auto& whole = st.cfg->models[p.stages[stage].model_index]; whole.partitioned()) {
+    if (auto* fr = st.routes->fragment_route(q.pipeline, q.start, q.slo_ms, st.rng)) {
+      double total = 0, done = 0;
+      for (double b : fr->budgets_ms) total += std::max(0.0, b);
+      auto end = f.deadline;
+      for (size_t k = 0; k < fr->models.size(); ++k) {
+        done += std::max(0.0, fr->budgets_ms[k]);
+        auto at = k + 1 == fr->models.size() || total <= 0
+                      ? end
+                      : std::min(end, q.arrival + nanoseconds(static_cast<int64_t>(static_cast<double>(span.count()) *
+                                                                                   done / total)));
+        if (k == 0) {
+          f.model = fr->models[0];
+          f.deadline = at;
+        } else {
+          f.chain.push_back(fr->models[k]);
+          f.chain_deadlines.push_back(at);
+        }
+      }
+    } else if (q.start > 0) {
+      f.model = fragment_name(whole, q.start, static_cast<int>(whole.layers.size()));
+    }
+  }
+  f.checked = p.stages[stage].parents.empty();
+  f.inputs = std::move(inputs);
+  if (!launch(self, qid, q, std::move(f), {})) return false;
+  ++st.load[q.pipeline].stage_invocations[stage];
+  return true;
+}
+
+// A cascade's first model was unsure: its second runs on the same input by the stage's deadline.
+// False when no instance was live (the query has then been answered).
+bool fall_through(self_ptr self, uint64_t qid, query& q, in_flight& first) {
+  auto& st = self->state;
+  auto& p = st.cfg->pipelines[q.pipeline];
+  auto& s = p.stages[first.stage];
+  auto& split = *st.routes->split(q.pipeline);
+  auto span = q.deadline - q.arrival;
+  in_flight f;
+  f.query = qid;
+  f.stage = first.stage;
+  f.model = st.cfg->models[s.cascade->second_index].name;
+  f.deadline = q.arrival + nanoseconds(stage_finish_ns(p, split, first.stage, span.count()));
+  f.checked = first.checked;  // the same input, of the same declared tensor
+  f.inputs = std::move(first.inputs);
+  f.fallback = true;
+  if (!launch(self, qid, q, std::move(f), " (stage '" + s.name + "' falls through to it)")) return false;
+  ++st.load[q.pipeline].fallthroughs[first.stage];
+  return true;
+}
+
+// Graft: the next layer range of a query's fragment runs on what the last one made. False when no
+// instance was live (the query has then been answered).
+bool next_range(self_ptr self, query& q, in_flight& done, std::vector<tensor> outputs) {
+  in_flight f;
+  f.query = done.query;
+  f.stage = done.stage;
+  f.model = done.chain.front();
+  f.deadline = done.chain_deadlines.front();
+  f.chain.assign(done.chain.begin() + 1, done.chain.end());
+  f.chain_deadlines.assign(done.chain_deadlines.begin() + 1, done.chain_deadlines.end());
+  f.inputs = std::move(outputs);
+  return launch(self, done.query, q, std::move(f), {});
+}
+
+}  // namespace
+
+bool send_all(self_ptr self, uint64_t qid, query& q, std::vector<query_walk::spawn> spawns) {
+  for (auto& sp : spawns)
+    if (!spawn_stage(self, qid, q, sp.stage, std::move(sp.inputs))) return false;
+  if (!q.walk->done()) return true;
+  finish(self, qid, msg::status::ok, {});
+  return false;
+}
+
+// Sends Piccolo's dummies that are due: invocations of the model's input, which the device runs
+// in its batches and answers without outputs. They do not count as outstanding work (the
+// balancer's weights leave them out too).
+void send_dummies(self_ptr self, clock_time now) {
+  auto& st = self->state;
+  for (auto& d : st.padding.due(seconds_of(now))) {
+    if (st.unheard.count(d.node)) continue;
+    auto* m = st.cfg->find_model(d.model);
+    if (!m) continue;
+    auto& inputs = st.dummy_inputs[d.model];
+    if (inputs.empty()) inputs.push_back(make_tensor(m->input, 0, m->input_name));
+    msg::invocation inv;
+    inv.id = st.next_invocation++;
+    inv.frontend = st.net->self_name();
+    inv.model = d.model;
+    inv.device = d.device;
+    inv.budget_ns = static_cast<int64_t>(d.budget_ms * 1e6);
+    inv.inputs = inputs;
+    inv.dummy = true;
+    st.dummies.emplace(inv.id, now);
+    ++st.dummies_sent;
+    st.net->metrics.count(node_metrics::event::dummy, "sent");
+    st.net->to_node(d.node, {{}, std::move(inv)});
+  }
+}
+
+void on_result(self_ptr self, msg::invocation_result& r) {
+  auto& st = self->state;
+  if (auto d = st.dummies.find(r.id); d != st.dummies.end()) {
+    st.dummies.erase(d);
+    return st.net->metrics.count(node_metrics::event::dummy, outcome_label(r.code));
+  }
+  auto fit = st.invocations.find(r.id);
+  if (fit == st.invocations.end()) return;  // answered already (re-routed or query finished)
+  auto f = std::move(fit->second);
+  st.invocations.erase(fit);
+  st.routes->release(f.model, f.node, f.device);
+  auto qit = st.queries.find(f.query);
+  if (qit == st.queries.end()) return;
+  auto& q = qit->second;
+  auto& p = st.cfg->pipelines[q.pipeline];
+  auto& s = p.stages[f.stage];
+  std::erase(q.invocations, r.id);
+  q.timings.push_back({s.name, r.node, r.device, r.batch, r.queue_ns / 1e6, r.exec_ns / 1e6, f.model});
+  if (r.code == msg::status::ok) {
+    auto round_ms = std::chrono::duration<double, std::milli>(self->clock().now() - f.sent).count();
+    auto& t = st.transfer[f.node];
+    t.first += std::max(0.0, round_ms - static_cast<double>(r.queue_ns + r.exec_ns) / 1e6);
+    ++t.second;
+  }
+  st.net->metrics.stage_done(p.name, s.name, std::chrono::duration<double>(self->clock().now() - f.sent).count());
+  if (r.code != msg::status::ok) {
+    finish(self, f.query, r.code, "stage '" + s.name + "' on " + r.node + ": " + r.reason);
+    return;
+  }
+  if (!f.chain.empty()) return void(next_range(self, q, f, std::move(r.outputs)));
+  if (s.cascade && !f.fallback &&
+      !cascade_confident(st.cfg->models[s.model_index], *s.cascade, r.outputs, f.query, f.stage))
+    return void(fall_through(self, f.query, q, f));
+  send_all(self, f.query, q, q.walk->on_result(f.stage, std::move(r.outputs)));
+}
+
+}  // namespace sloserve::frontend_impl

@@ -1,0 +1,138 @@
+#pragma once
+// The frontend's state and its request path (actors/frontend_queries.cpp: invocations out, results
+// in, replies); actors/frontend.cpp holds admission, reports and the behaviour.
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <random>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "actors/client_registry.hpp"
+#include "actors/client_time.hpp"
+#include "actors/dummy_padding.hpp"
+#include "actors/frontend_routes.hpp"
+#include "actors/roles.hpp"
+#include "pipelines/query_walk.hpp"
+#include "scheduling/policies/registry.hpp"
+
+namespace sloserve::frontend_impl {
+
+using clock_time = caf::actor_clock::time_point;
+using std::chrono::nanoseconds;
+
+inline double ms_between(clock_time a, clock_time b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+struct query {
+  std::string client;
+  std::shared_ptr<const reply_sink> sink;  // the HTTP ingress's, or null: over ZeroMQ
+  uint64_t request_id = 0;
+  size_t pipeline = 0;
+  clock_time arrival, deadline;
+  std::optional<query_walk> walk;
+  std::vector<msg::stage_timing> timings;
+  std::vector<uint64_t> invocations;       // still in flight
+  int64_t bytes = 0;                       // charged to the node's payload budget
+  std::optional<msg::client_route> route;  // where Jellyfish maps its client; the reply tells the size
+  int start = 0;                           // a partitioned model: the layer the server starts at
+  double slo_ms = 0;                       // the SLO it was admitted under (the client's, else the pipeline's)
+  std::string named;  // the id of a client that names itself: its outcome is counted, and its reply
+                      // advises the size of what it is mapped to when the reply goes
+};
+
+struct in_flight {
+  uint64_t query = 0;
+  size_t stage = 0;
+  std::string model;
+  std::string node;
+  uint32_t device = 0;
+  clock_time deadline;
+  clock_time sent;                                     // when it last went to a device
+  std::vector<tensor> inputs;                          // kept to re-route when the node fails
+  bool checked = false;                                // a root's: the inputs were checked at ingress
+  bool fallback = false;                               // a cascade's second model, its first having been unsure
+  std::optional<std::pair<std::string, uint32_t>> at;  // the instance its client is mapped to
+  // Graft: the layer ranges still to run after this one, each with its deadline.
+  std::vector<std::string> chain{};
+  std::vector<clock_time> chain_deadlines{};
+};
+
+struct frontend_state {
+  static inline const char* name = "frontend";
+
+  std::shared_ptr<const cluster_config> cfg;
+  const sched::scheduling_policy* policy = nullptr;  // scheduler.policy's
+  std::shared_ptr<link> net;
+  std::optional<frontend_routes> routes;
+  std::mt19937_64 rng{42};
+
+  std::unordered_map<std::string, size_t> pipeline_index;
+  client_time client_times;
+  client_registry clients;  // clients that name themselves
+  clock_time last_client_report;
+  double client_report_ms = 0;  // the policy's (scheduling_policy::client_report_ms); 0: none
+  std::function<int64_t()> wall_us;
+
+  std::unordered_map<uint64_t, query> queries;
+  std::unordered_map<uint64_t, in_flight> invocations;
+  using expiry = std::pair<clock_time, uint64_t>;
+  std::priority_queue<expiry, std::vector<expiry>, std::greater<>> expiries;
+  uint64_t next_query = 1;
+  uint64_t next_invocation = 1;
+  frontend_stats stats;
+  std::unordered_map<std::string, int> client_in_flight;  // queries in flight per client
+  // Since the last beacon, per worker: time its results spent outside its queue and device.
+  std::map<std::string, std::pair<double, uint64_t>> transfer;  // node -> (sum ms, results)
+  std::set<std::string> unheard;  // workers this frontend marked down: reported until heard again
+  // Since the last beacon, per pipeline: queries admitted and invocations per stage.
+  std::vector<msg::pipeline_load> load;
+  // Since the last beacon, per partitioned pipeline: queries by (start layer, SLO) and the clients
+  // that sent them (Graft's fragments).
+  struct fragment_tally {
+    uint64_t queries = 0;
+    std::set<std::string> clients;
+  };
+  std::vector<std::map<std::pair<uint32_t, double>, fragment_tally>> fragments;
+  caf::actor_clock::time_point last_report;
+  // Piccolo's dummy requests: what the table asks of this frontend, those in flight (by id, with
+  // when they went out), one input per model, and how many were sent.
+  dummy_padding padding;
+  std::unordered_map<uint64_t, clock_time> dummies;
+  std::unordered_map<std::string, std::vector<tensor>> dummy_inputs;
+  uint64_t dummies_sent = 0;
+};
+
+using self_ptr = frontend_actor::stateful_pointer<frontend_state>;
+
+inline double seconds_of(clock_time t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+std::string_view outcome_label(msg::status code);
+// Counts one answered request in the node's metrics; `pipeline` is the config's (a name a client
+// made up is counted as "_unknown", so that clients cannot grow the label set).
+void count_reply(self_ptr self, const std::string* pipeline, msg::status code, double seconds, bool within_slo);
+// Answers query `qid` (once: a query already answered is gone).
+void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason);
+// Sends (or re-sends) invocation `id` to a live instance of its model. False when none is live.
+bool send_invocation(self_ptr self, uint64_t id, in_flight& f);
+// Sends what the walk asked for and answers the query once its walk is done. False when the
+// query has been answered (done, or no instance was live for an invocation).
+bool send_all(self_ptr self, uint64_t qid, query& q, std::vector<query_walk::spawn> spawns);
+// A device's result: the query's walk goes on, or the query is answered.
+void on_result(self_ptr self, msg::invocation_result& r);
+// Sends the dummy requests the table asks of this frontend that are due.
+void send_dummies(self_ptr self, clock_time now);
+
+}  // namespace sloserve::frontend_impl

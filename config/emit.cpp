@@ -1,0 +1,168 @@
+// The cluster file written back (to_yaml): what `sloserve up` hands each node, and what the
+// round-trip tests parse again.
+
+#include <yaml-cpp/yaml.h>
+
+#include "config/cluster_config.hpp"
+#include "config/reader.hpp"
+
+namespace sloserve {
+
+using config_detail::emit_settings;
+
+namespace {
+void emit_tensor(YAML::Emitter& e, const char* key, const tensor_spec& t, const std::string& name) {
+  e << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "dtype" << YAML::Value
+    << std::string(dtype_name(t.type)) << YAML::Key << "shape" << YAML::Value << YAML::Flow << t.shape;
+  if (name != key) e << YAML::Key << "name" << YAML::Value << name;
+  e << YAML::EndMap;
+}
+void emit_profile(YAML::Emitter& e, const latency_profile& p, bool keyed = true) {
+  if (keyed) e << YAML::Key << "profile" << YAML::Value;
+  e << YAML::Flow << YAML::BeginMap;
+  if (p.tabular()) {
+    e << YAML::Key << "batch" << YAML::Value << YAML::Flow << p.batch << YAML::Key << "latency_ms" << YAML::Value
+      << YAML::Flow << p.latency_ms;
+    if (p.step) e << YAML::Key << "step" << YAML::Value << true;
+  } else {
+    e << YAML::Key << "alpha_ms" << YAML::Value << p.alpha_ms << YAML::Key << "beta_ms" << YAML::Value << p.beta_ms;
+  }
+  e << YAML::EndMap;
+}
+}  // namespace
+
+namespace {
+std::vector<std::string> role_names(const std::vector<role>& roles) {
+  std::vector<std::string> out;
+  for (auto r : roles) out.emplace_back(knob_name(r));
+  return out;
+}
+}  // namespace
+
+std::string to_yaml(const cluster_config& cfg) {
+  YAML::Emitter e;
+  e << YAML::BeginMap;
+  e << YAML::Key << "cluster" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value
+    << cfg.name << YAML::EndMap;
+  if (!cfg.device_types.empty()) {
+    e << YAML::Key << "device_types" << YAML::Value << YAML::BeginSeq;
+    for (auto& t : cfg.device_types)
+      e << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << t.name << YAML::Key << "price"
+        << YAML::Value << t.price << YAML::EndMap;
+    e << YAML::EndSeq;
+  }
+  e << YAML::Key << "nodes" << YAML::Value << YAML::BeginSeq;
+  for (auto& n : cfg.nodes) {
+    e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << n.name << YAML::Key << "address" << YAML::Value
+      << n.address << YAML::Key << "roles" << YAML::Value << YAML::Flow << role_names(n.roles);
+    if (!n.bind.empty()) e << YAML::Key << "bind" << YAML::Value << n.bind;
+    if (n.cores > 0) e << YAML::Key << "cores" << YAML::Value << n.cores;
+    if (!n.http.empty()) e << YAML::Key << "http" << YAML::Value << n.http;
+    if (!n.grpc.empty()) e << YAML::Key << "grpc" << YAML::Value << n.grpc;
+    if (!n.metrics.empty()) e << YAML::Key << "metrics" << YAML::Value << n.metrics;
+    if (!n.devices.empty()) {
+      e << YAML::Key << "devices" << YAML::Value << YAML::BeginSeq;
+      for (auto& g : n.devices) {
+        e << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value << std::string(knob_name(g.kind))
+          << YAML::Key << "count" << YAML::Value << g.count;
+        if (!g.models.empty()) e << YAML::Key << "models" << YAML::Value << YAML::Flow << g.models;
+        if (g.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << g.memory_mb;
+        if (g.threads != 1) e << YAML::Key << "threads" << YAML::Value << g.threads;
+        if (!g.type.empty()) e << YAML::Key << "type" << YAML::Value << g.type;
+        if (!g.shares.empty()) e << YAML::Key << "shares" << YAML::Value << YAML::Flow << g.shares;
+        e << YAML::EndMap;
+      }
+      e << YAML::EndSeq;
+    }
+    e << YAML::EndMap;
+  }
+  e << YAML::EndSeq;
+  e << YAML::Key << "models" << YAML::Value << YAML::BeginSeq;
+  for (auto& m : cfg.models) {
+    e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << m.name;
+    emit_tensor(e, "input", m.input, m.input_name);
+    emit_tensor(e, "output", m.output, m.output_name);
+    e << YAML::Key << "max_batch" << YAML::Value << m.max_batch;
+    // A model left to be profiled at start-up stays so: its nodes measure it.
+    if (m.partitioned()) {
+      e << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
+      for (size_t k = 0; k < m.layers.size(); ++k) {
+        auto& l = m.layers[k];
+        e << YAML::BeginMap;
+        if (!l.name.empty()) e << YAML::Key << "name" << YAML::Value << l.name;
+        if (k > 0) emit_tensor(e, "input", l.input, "input");
+        emit_profile(e, l.profile);
+        e << YAML::EndMap;
+      }
+      e << YAML::EndSeq;
+    } else if (!m.needs_profile) {
+      emit_profile(e, m.profile);
+    }
+    if (!m.profiles.empty()) {
+      e << YAML::Key << "profiles" << YAML::Value << YAML::BeginMap;
+      for (auto& [type, p] : m.profiles) {
+        e << YAML::Key << type << YAML::Value;
+        emit_profile(e, p, false);
+      }
+      e << YAML::EndMap;
+    }
+    if (m.cores)
+      e << YAML::Key << "cores" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "gamma_ms" << YAML::Value
+        << m.cores->gamma << YAML::Key << "epsilon_ms" << YAML::Value << m.cores->epsilon << YAML::Key << "delta_ms"
+        << YAML::Value << m.cores->delta << YAML::Key << "eta_ms" << YAML::Value << m.cores->eta << YAML::EndMap;
+    if (m.jitter > 0) e << YAML::Key << "jitter" << YAML::Value << m.jitter;
+    if (m.share_exponent != 1) e << YAML::Key << "share_exponent" << YAML::Value << m.share_exponent;
+    if (m.load_ms > 0) e << YAML::Key << "load_ms" << YAML::Value << m.load_ms;
+    if (m.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << m.memory_mb;
+    if (m.accuracy) e << YAML::Key << "accuracy" << YAML::Value << *m.accuracy;
+    if (m.base_cores != 1) e << YAML::Key << "base_cores" << YAML::Value << m.base_cores;
+    if (m.pass_rate) e << YAML::Key << "pass_rate" << YAML::Value << *m.pass_rate;
+    if (!m.path.empty()) e << YAML::Key << "path" << YAML::Value << m.path;
+    if (m.is_variant()) e << YAML::Key << "prefix" << YAML::Value << m.prefix;
+    if (m.precision != precision::fp32)
+      e << YAML::Key << "precision" << YAML::Value << std::string(precision_name(m.precision));
+    if (m.preprocess) {
+      auto list = [](const std::array<float, 3>& a) { return std::vector<float>(a.begin(), a.end()); };
+      e << YAML::Key << "preprocess" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "from"
+        << YAML::Value << "image" << YAML::Key << "mean" << YAML::Value << YAML::Flow << list(m.preprocess->mean)
+        << YAML::Key << "std" << YAML::Value << YAML::Flow << list(m.preprocess->stddev) << YAML::EndMap;
+    }
+    e << YAML::EndMap;
+  }
+  e << YAML::EndSeq;
+  e << YAML::Key << "pipelines" << YAML::Value << YAML::BeginSeq;
+  for (auto& p : cfg.pipelines) {
+    e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << p.name << YAML::Key << "slo_ms" << YAML::Value
+      << p.slo_ms << YAML::Key << "stages" << YAML::Value << YAML::BeginSeq;
+    for (auto& s : p.stages) {
+      e << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << s.name;
+      if (s.cascade)
+        e << YAML::Key << "cascade" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "models"
+          << YAML::Value << YAML::Flow << s.cascade->models << YAML::Key << "confidence" << YAML::Value
+          << s.cascade->confidence << YAML::EndMap;
+      else if (s.variants.empty())
+        e << YAML::Key << "model" << YAML::Value << s.model;
+      else
+        e << YAML::Key << "variants" << YAML::Value << YAML::Flow << s.variants;
+      if (!s.after.empty()) e << YAML::Key << "after" << YAML::Value << YAML::Flow << s.after;
+      if (s.fanout) e << YAML::Key << "fanout" << YAML::Value << *s.fanout;
+      e << YAML::EndMap;
+    }
+    e << YAML::EndSeq << YAML::EndMap;
+  }
+  e << YAML::EndSeq;
+  auto kv = [&e](const char* key, const std::string& value) { e << YAML::Key << key << YAML::Value << value; };
+  if (cfg.security.enabled()) {
+    e << YAML::Key << "security" << YAML::Value << YAML::BeginMap;
+    kv("keys", cfg.security.keys);
+    e << YAML::Key << "clients" << YAML::Value << cfg.security.clients;
+    if (!cfg.security.tls_cert.empty()) kv("tls_cert", cfg.security.tls_cert), kv("tls_key", cfg.security.tls_key);
+    if (!cfg.security.tokens.empty()) e << YAML::Key << "tokens" << YAML::Value << cfg.security.tokens;
+    e << YAML::EndMap;
+  }
+  emit_settings(e, cfg);
+  e << YAML::EndMap;
+  return std::string(e.c_str()) + "\n";
+}
+
+}  // namespace sloserve
