@@ -15,7 +15,7 @@ namespace {
 using namespace std::chrono_literals;
 
 // Sends the controller what this frontend knows of its clients, for a policy that places on them
-// (scheduling_policy::client_report_ms).
+// (scheduling_policy::clients).
 void report_clients(self_ptr self, clock_time now) {
   auto& st = self->state;
   auto* ctl = st.cfg->controller();
@@ -124,7 +124,7 @@ void on_ingress(self_ptr self, ingress& in) {
   q.request_id = in.request.request_id;
   q.pipeline = pit->second;
   q.arrival = now;
-  q.deadline = now + nanoseconds(static_cast<int64_t>(budget_ms * 1e6));
+  q.deadline = now + nanoseconds(ns_of_ms(budget_ms));
   q.walk.emplace(p, st.cfg->models, qid);
   q.route = std::move(route);
   q.start = start;
@@ -267,11 +267,12 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
     auto& st = self->state;
     st.cfg = args.cfg;
     st.policy = &sched::policy_of(st.cfg->scheduler.policy);
-    st.client_report_ms = st.policy->client_report_ms(*st.cfg);
+    auto tracking = st.policy->clients(*st.cfg);
+    st.client_report_ms = tracking.report_ms;
     st.net = args.net;
     st.wall_us = args.wall_us;
     st.routes.emplace(*st.cfg, st.policy->dispatcher(args.cfg->runtime.balancer));
-    st.clients.plan_dips(st.cfg->scheduler.jellyfish.uplink_quantile, st.cfg->scheduler.jellyfish.miss_target);
+    st.clients.plan_dips(tracking.uplink_quantile, tracking.miss_target);
     for (size_t i = 0; i < st.cfg->pipelines.size(); ++i) st.pipeline_index.emplace(st.cfg->pipelines[i].name, i);
     for (auto& p : st.cfg->pipelines)
       st.load.push_back(

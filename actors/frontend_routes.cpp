@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "scheduling/placement.hpp"
+
 namespace sloserve {
 
 frontend_routes::frontend_routes(const cluster_config& cfg, std::unique_ptr<sched::balancer> balancer)
@@ -59,20 +61,9 @@ void frontend_routes::apply(const msg::routing_table& t) {
     if (auto* p = cfg_->find_pipeline(f.pipeline); p && !f.models.empty() && f.models.size() == f.budgets_ms.size())
       fragments_[static_cast<size_t>(p - cfg_->pipelines.data())].push_back(f);
   for (size_t pi = 0; pi < cfg_->pipelines.size(); ++pi) {
-    auto& p = cfg_->pipelines[pi];
-    std::vector<double> budget(p.stages.size(), -1);
-    for (auto& b : t.budgets)
-      if (b.pipeline == p.name)
-        if (auto s = p.find_stage(b.stage)) {
-          budget[*s] = b.budget_ms;
-          // A variant of the stage, or (from a table that names none) the model the file names.
-          auto& st = p.stages[*s];
-          bool variant = std::any_of(st.variant_indices.begin(), st.variant_indices.end(),
-                                     [&](size_t m) { return cfg_->models[m].name == b.model; });
-          stage_models_[pi][*s] = variant ? b.model : st.model;
-        }
-    if (std::none_of(budget.begin(), budget.end(), [](double b) { return b < 0; }))
-      splits_[pi] = offsets_from_budgets(p, budget);
+    auto read = stages_of(*cfg_, cfg_->pipelines[pi], t.budgets);
+    for (size_t s = 0; s < read.models.size(); ++s) stage_models_[pi][s] = cfg_->models[read.models[s]].name;
+    if (read.split) splits_[pi] = std::move(read.split);
   }
   refresh();
 }

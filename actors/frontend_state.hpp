@@ -44,7 +44,7 @@ struct query {
   std::vector<msg::stage_timing> timings;
   std::vector<uint64_t> invocations;       // still in flight
   int64_t bytes = 0;                       // charged to the node's payload budget
-  std::optional<msg::client_route> route;  // where Jellyfish maps its client; the reply tells the size
+  std::optional<msg::client_route> route;  // where the policy maps its client; the reply tells the size
   int start = 0;                           // a partitioned model: the layer the server starts at
   double slo_ms = 0;                       // the SLO it was admitted under (the client's, else the pipeline's)
   std::string named;  // the id of a client that names itself: its outcome is counted, and its reply
@@ -81,7 +81,7 @@ struct frontend_state {
   client_time client_times;
   client_registry clients;  // clients that name themselves
   clock_time last_client_report;
-  double client_report_ms = 0;  // the policy's (scheduling_policy::client_report_ms); 0: none
+  double client_report_ms = 0;  // the policy's (scheduling_policy::clients); 0: none
   std::function<int64_t()> wall_us;
 
   std::unordered_map<uint64_t, query> queries;

@@ -119,9 +119,9 @@ using controller_actor =
                      caf::reacts_to<msg::register_node>,           // a node (re)announces itself
                      caf::reacts_to<deployment>,                   // the scaler's placement
                      caf::reacts_to<beacon_atom>,                  // run an epoch when one is due
-                     caf::reacts_to<tick_atom>,                    // jellyfish: re-schedule the clients
-                     caf::reacts_to<clients_atom>,                 // jellyfish: a client's uplink moved much
-                     caf::reacts_to<round_atom>,                   // jellyfish: a move deferred to now
+                     caf::reacts_to<tick_atom>,                    // a policy's rounds: run one
+                     caf::reacts_to<clients_atom>,                 // a policy's rounds: a client's uplink moved much
+                     caf::reacts_to<round_atom>,                   // a policy's rounds: a move deferred to now
                      caf::reacts_to<peer_down_atom, std::string>,  // take its instances out of routing
                      caf::reacts_to<peer_up_atom, std::string>,
                      caf::reacts_to<link_verdicts>>;  // workers behind slow links, models too far for links

@@ -39,6 +39,7 @@
 #include "scheduling/placement.hpp"
 #include "scheduling/policies/graft/fragments.hpp"
 #include "scheduling/policies/piccolo/configurations.hpp"
+#include "scheduling/policies/piccolo/epoch.hpp"
 #include "scheduling/policies/registry.hpp"
 
 using namespace sloserve;
@@ -187,7 +188,7 @@ void compare(int count) {
   int at_most_nexus = 0, below_nexus_mixed = 0, mixed = 0, compared = 0;
   for (auto& w : workloads(count)) {
     auto cfg = parse(w.yaml);
-    auto app = piccolo_app(cfg, cfg.pipelines[0], w.rate);
+    auto app = sched::piccolo_app(cfg, cfg.pipelines[0], w.rate);
     auto t0 = std::chrono::steady_clock::now();
     auto pc = sched::piccolo::plan_app(app);
     double pc_ms = ms_since(t0);
@@ -292,7 +293,7 @@ void against_brute_force() {
   for (auto [stages, rate] : {std::pair{1, 100.0}, {2, 100.0}, {3, 100.0}, {3, 300.0}, {4, 300.0}, {3, 1000.0}}) {
     std::mt19937_64 rng(static_cast<uint64_t>(stages * 1000 + rate));
     auto cfg = parse(chain_yaml(stages, true, 64, rng, [](double fastest) { return std::round(fastest * 3); }));
-    auto app = piccolo_app(cfg, cfg.pipelines[0], rate);
+    auto app = sched::piccolo_app(cfg, cfg.pipelines[0], rate);
     auto t0 = std::chrono::steady_clock::now();
     auto pc = sched::piccolo::plan_app(app);
     double pc_ms = ms_since(t0);

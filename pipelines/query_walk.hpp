@@ -5,6 +5,7 @@
 // output: once on the whole of it, or, on a fan-out edge, once per forwarded row. A join runs
 // once every parent has finished, on its first parent's output.
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -62,6 +63,11 @@ bool cascade_confident(const model_spec& first, const cascade_spec& c, const std
 double least_top_probability(const tensor& t);
 // The share of a cascade stage's budget its first model gets: l1(1) / (l1(1) + l2(1)).
 double cascade_first_share(const model_spec& first, const model_spec& second);
+
+// Milliseconds as whole nanoseconds, rounded: how a query's budget becomes its deadline.
+inline int64_t ns_of_ms(double ms) {
+  return static_cast<int64_t>(std::llround(ms * 1e6));
+}
 
 // The stage deadlines of a query, as nanoseconds after its arrival, the same for the frontend
 // and the simulator. A query's span is its deadline minus its arrival: the pipeline's SLO, or

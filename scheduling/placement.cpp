@@ -98,12 +98,6 @@ std::vector<sched::device_slot> device_slots(const cluster_config& cfg) {
   return out;
 }
 
-sched::piccolo::app piccolo_app(const cluster_config& cfg, const pipeline& p, double rate) {
-  auto slots = device_slots(cfg);
-  return sched::piccolo_app(cfg.models, sched::piccolo_types(slots), slots, p,
-                            stage_rates(p, rate, declared_fanout(p)));
-}
-
 sched::epoch_input planning_input(const cluster_config& cfg, const std::vector<model_spec>& models) {
   sched::epoch_input in;
   in.models = &models;
@@ -394,6 +388,24 @@ bool adopt_measured_profile(std::vector<model_spec>& models, const msg::measured
   it->profile = {{mp.batch.begin(), mp.batch.end()}, mp.latency_ms, 0, 0, mp.step};
   it->needs_profile = false;
   return true;
+}
+
+table_stages stages_of(const cluster_config& cfg, const pipeline& p, const std::vector<msg::stage_budget>& budgets) {
+  table_stages out;
+  for (auto& st : p.stages) out.models.push_back(st.model_index);
+  std::vector<double> budget(p.stages.size(), -1);
+  for (auto& b : budgets) {
+    if (b.pipeline != p.name) continue;
+    auto s = p.find_stage(b.stage);
+    if (!s) continue;
+    budget[*s] = b.budget_ms;
+    auto& vs = p.stages[*s].variant_indices;
+    auto v = std::find_if(vs.begin(), vs.end(), [&](size_t m) { return cfg.models[m].name == b.model; });
+    if (v != vs.end()) out.models[*s] = *v;
+  }
+  if (std::none_of(budget.begin(), budget.end(), [](double b) { return b < 0; }))
+    out.split = offsets_from_budgets(p, std::move(budget));
+  return out;
 }
 
 }  // namespace sloserve

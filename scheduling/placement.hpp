@@ -11,7 +11,6 @@
 #include "messages/types.hpp"
 #include "scheduling/epoch.hpp"
 #include "scheduling/pipeline_load.hpp"
-#include "scheduling/policies/piccolo/epoch.hpp"
 
 namespace sloserve {
 
@@ -47,10 +46,6 @@ struct cluster_placement {
 // Every device of every worker node, in config order.
 std::vector<sched::device_slot> device_slots(const cluster_config& cfg);
 
-// Piccolo's modules for pipeline `p` of `cfg` at `rate` queries/s (declared fan-outs), over the
-// cluster's device types (sched::piccolo_types of device_slots(cfg)).
-sched::piccolo::app piccolo_app(const cluster_config& cfg, const pipeline& p, double rate);
-
 // What an epoch plans with, as `scheduler:` says: every device slot, `models` (the config's, with
 // measured profiles), the config's pipelines; rates still to be set.
 sched::epoch_input planning_input(const cluster_config& cfg, const std::vector<model_spec>& models);
@@ -61,6 +56,15 @@ std::vector<const model_spec*> served_models(const cluster_config& cfg);
 
 // The placement before any plan: every device runs every model it may serve, at the batch that
 // saturates its tightest even-split budget; budgets are the even split.
+// What a routing table's budgets say of pipeline `p`: the model each stage runs (a variant of the
+// stage that the table names, else the model the file names) and, once the table budgets every
+// stage, the stages' deadlines (offsets_from_budgets). Frontends and the simulator read tables so.
+struct table_stages {
+  std::vector<size_t> models;      // per stage, an index into cfg.models
+  std::optional<slo_split> split;  // none until every stage has a budget
+};
+table_stages stages_of(const cluster_config& cfg, const pipeline& p, const std::vector<msg::stage_budget>& budgets);
+
 cluster_placement static_placement(const cluster_config& cfg, uint64_t epoch);
 msg::schedule static_schedule(const cluster_config& cfg, const node_spec& node, uint64_t epoch);
 

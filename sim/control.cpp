@@ -126,20 +126,10 @@ void engine::on_apply(ns now, uint32_t which) {
   routes_ = std::move(routes);
   route_pos_ = std::move(pos);
   for (size_t pi = 0; pi < cfg_.pipelines.size(); ++pi) {
-    auto& pl = cfg_.pipelines[pi];
-    std::vector<double> budget(pl.stages.size(), -1);
-    for (auto& b : p.table.budgets)
-      if (b.pipeline == pl.name)
-        if (auto s = pl.find_stage(b.stage)) {
-          budget[*s] = b.budget_ms;
-          // The stage runs the variant the table names (loaded by now: make before break).
-          auto m = model_id_.find(b.model);
-          auto& vs = pl.stages[*s].variant_indices;
-          if (m != model_id_.end() && std::find(vs.begin(), vs.end(), m->second) != vs.end())
-            stage_model_[pi][*s] = m->second;
-        }
-    if (std::none_of(budget.begin(), budget.end(), [](double b) { return b < 0; }))
-      splits_[pi] = offsets_from_budgets(pl, budget);
+    // The stage runs the variant the table names (loaded by now: make before break).
+    auto read = stages_of(cfg_, cfg_.pipelines[pi], p.table.budgets);
+    for (size_t s = 0; s < read.models.size(); ++s) stage_model_[pi][s] = static_cast<uint32_t>(read.models[s]);
+    if (read.split) splits_[pi] = std::move(read.split);
   }
   budgets_ = p.table.budgets;
   tell_scaler();

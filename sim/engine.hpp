@@ -31,7 +31,7 @@ constexpr ns ns_per_ms = 1'000'000;
 constexpr uint32_t none = UINT32_MAX;
 
 inline ns to_ns(double ms) {
-  return static_cast<ns>(std::llround(ms * 1e6));
+  return ns_of_ms(ms);
 }
 inline sched::time_point at(ns t) {
   return sched::time_point(std::chrono::nanoseconds(t));

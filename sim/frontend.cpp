@@ -75,6 +75,7 @@ bool engine::spawn(ns now, uint32_t q, uint32_t stage) {
   }
   // A cascade's first model finishes by its share of the stage's budget, as at the frontend.
   f.deadline = qq.arrival + first_model_finish_ns(p, cfg_.models, split, stage, qq.deadline - qq.arrival);
+  if (o_.on_invocation) o_.on_invocation(qq.qid, qq.pipeline, cfg_.models[f.model].name, f.deadline - qq.arrival);
   f.live = true;
   ++qq.pending;
   ++window_stages_[qq.pipeline][stage];
@@ -112,6 +113,7 @@ bool engine::fall_through(ns now, uint32_t q, uint32_t stage) {
   f.stage = stage;
   f.model = static_cast<uint32_t>(p.stages[stage].cascade->second_index);
   f.deadline = qq.arrival + stage_finish_ns(p, split, stage, qq.deadline - qq.arrival);
+  if (o_.on_invocation) o_.on_invocation(qq.qid, qq.pipeline, cfg_.models[f.model].name, f.deadline - qq.arrival);
   f.live = true;
   f.fallback = true;
   ++qq.pending;

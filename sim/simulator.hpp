@@ -5,6 +5,7 @@
 // thread. Policies, planning and placement are the cluster's own code (scheduling/); what is
 // simulated is only the passage of time and the wire.
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,10 @@ struct options {
   // replies. A multi-process cluster on one machine spends about this much.
   double batch_overhead_ms = 0.5;
   std::vector<failure> failures;
+  // Called as each stage's invocation is first sent (a cascade's second model included): the
+  // query's number in order of arrival (from 1), its pipeline, the model, and the invocation's
+  // deadline in nanoseconds after the query's arrival at the frontend.
+  std::function<void(uint64_t query, size_t pipeline, const std::string& model, int64_t deadline_ns)> on_invocation;
 };
 
 struct result {

@@ -19,6 +19,13 @@ namespace sloserve::sched {
 
 class client_rounds;  // scheduling/policies/rounds.hpp
 
+// What frontends do with the clients that name themselves (scheduling_policy::clients).
+struct client_tracking {
+  double report_ms = 0;        // how often they report the clients' uplinks to the controller; 0: never
+  double uplink_quantile = 0;  // the dips of an uplink its estimate stands for (client_registry::plan_dips)
+  double miss_target = 0;      // > 0: each pipeline's quantile moves to keep its clients' misses near it
+};
+
 // What `sloserve plan` prints: the plan as a JSON document, and as text for a terminal.
 struct plan_report {
   std::string json;
@@ -37,9 +44,12 @@ class scheduling_policy {
   // Its own placement loop in the controller, in place of epochs (Jellyfish maps clients to
   // instances in rounds); null: none.
   virtual std::shared_ptr<client_rounds> rounds(const cluster_config& cfg) const { return nullptr; }
-  // How often frontends report their clients' uplinks to the controller (ms), besides when one
-  // moves much; 0: they do not.
-  virtual double client_report_ms(const cluster_config& cfg) const { return 0; }
+  // What frontends track of the clients that name themselves: by default their uplinks' dips as
+  // `scheduler.jellyfish` sets them, reported to no one; a policy that places on clients has
+  // them reported (besides when one moves much).
+  virtual client_tracking clients(const cluster_config& cfg) const {
+    return {0, cfg.scheduler.jellyfish.uplink_quantile, cfg.scheduler.jellyfish.miss_target};
+  }
 
   // The packer that places its epochs' sessions on devices.
   virtual std::unique_ptr<planner> packer() const { return std::make_unique<nexus_planner>(); }

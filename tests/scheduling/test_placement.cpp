@@ -10,11 +10,13 @@
 
 #include "config/cluster_config.hpp"
 #include "scheduling/placement.hpp"
-#include "scheduling/policies/graft/epoch.hpp"
 #include "tests/parse_config.hpp"
+#include "tests/routed.hpp"
 
 namespace sloserve {
 namespace {
+
+using testing::routed;
 
 cluster_config parse(const std::string& yaml) {
   return testing::parse_config(yaml);
@@ -33,14 +35,6 @@ models:
 pipelines:
   - {name: p, slo_ms: 100, stages: [{name: s1, model: a}, {name: s2, model: b, after: [s1]}]}
 )";
-
-std::vector<std::string> routed(const cluster_placement& p, const std::string& model) {
-  std::vector<std::string> out;
-  for (auto& r : p.table.routes)
-    if (r.model == model)
-      for (auto& i : r.instances) out.push_back(i.node + "/" + std::to_string(i.device));
-  return out;
-}
 
 TEST(placement, the_static_plan_runs_every_model_a_device_may_serve_at_the_even_split) {
   auto cfg = parse(two_models);
@@ -211,189 +205,6 @@ pipelines:
       EXPECT_DOUBLE_EQ(s.rate, 100);
     }
   }
-}
-
-// Piccolo as an epoch: every machine of its sets runs on a device of its configuration's type,
-// routed the rate the configuration carries; a type with too few devices weighs more until the
-// sets fit; a padded module's dummies are in the table beside its weights.
-TEST(placement, a_piccolo_epoch_puts_each_machine_on_its_type_and_routes_by_configuration_rates) {
-  std::ifstream example(SLOSERVE_EXAMPLES_DIR "/mixed-fleet.yaml");
-  std::stringstream text;
-  text << example.rdbuf() << "scheduler: {policy: piccolo}\n";
-  auto cfg = parse(text.str());
-  auto type_of = [&](const std::string& node) {
-    return node == "w1" ? std::string("t4") : node == "w2" ? std::string("a10") : std::string("a100");
-  };
-  for (double rate : {300.0, 1000.0}) {
-    auto in = planning_input(cfg, cfg.models);
-    in.rates = {rate};
-    auto plenty = in;
-    for (int i = 0; i < 3; ++i) plenty.slots.insert(plenty.slots.end(), in.slots.begin(), in.slots.end());
-    auto unconstrained = sched::plan_piccolo(plenty);
-    auto r = sched::plan_scaled_epoch(in, nullptr);
-    ASSERT_TRUE(r) << r.error();
-    EXPECT_DOUBLE_EQ(r->scale, 1) << "piccolo plans the load, not a multiple of it";
-    auto& res = r->result;
-    EXPECT_EQ(res.devices_missing, 0u) << rate;
-    EXPECT_TRUE(res.placement.infeasible.empty());
-    for (size_t k = 0; k < res.placement.devices.size(); ++k) {
-      auto& d = res.placement.devices[k];
-      ASSERT_GE(res.slot_of[k], 0);
-      ASSERT_TRUE(d.type);
-      EXPECT_EQ(type_of(res.slots[static_cast<size_t>(res.slot_of[k])].node), *d.type);
-      ASSERT_EQ(d.sessions.size(), 1u);
-      EXPECT_LE(d.occupancy, 1 + 1e-9);
-    }
-    auto p = epoch_placement(cfg, in, res, 3);
-    std::map<std::string, double> weight;
-    for (auto& route : p.table.routes)
-      for (auto& i : route.instances) {
-        weight[route.model] += i.weight;
-        EXPECT_EQ(i.dummy_rate, 0) << "no set here needs padding";
-      }
-    EXPECT_NEAR(weight["detector"], rate, 1e-6);
-    EXPECT_NEAR(weight["classifier"], 2.5 * rate, 1e-6);
-    EXPECT_EQ(p.table.frontends, 1u);
-    if (rate == 1000) {
-      // With devices to spare, the sets want more a10s than there are four of; priced up, they fit.
-      EXPECT_GT(unconstrained.needed[1], 4u);
-      auto fitted = sched::plan_piccolo(in);
-      for (size_t t = 0; t < fitted.needed.size(); ++t) EXPECT_LE(fitted.needed[t], fitted.types.available[t]);
-    }
-  }
-}
-
-TEST(placement, a_padded_piccolo_set_carries_its_dummies_in_the_table) {
-  // Table I of the Piccolo paper: 285 req/s within 2 s costs 3.0 with 15 req/s of dummies.
-  auto cfg = parse(R"(
-nodes:
-  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
-  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 4}]}
-models:
-  - {name: m, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [4]}, max_batch: 100,
-     profile: {batch: [5, 20, 100], latency_ms: [100, 250, 1000]}}
-pipelines:
-  - {name: p, slo_ms: 2000, stages: [{name: s, model: m}]}
-scheduler: {policy: piccolo}
-)");
-  auto in = planning_input(cfg, cfg.models);
-  in.rates = {285};
-  auto r = sched::plan_scaled_epoch(in, nullptr);
-  ASSERT_TRUE(r) << r.error();
-  auto p = epoch_placement(cfg, in, r->result, 3);
-  double weight = 0, dummies = 0;
-  for (auto& route : p.table.routes)
-    for (auto& i : route.instances) weight += i.weight, dummies += i.dummy_rate;
-  EXPECT_NEAR(weight, 285, 1e-6);
-  EXPECT_NEAR(dummies, 15, 1e-6);
-  EXPECT_EQ(r->result.placement.devices.size(), 3u);
-  for (auto& b : p.table.budgets) EXPECT_NEAR(b.budget_ms, 2000, 1e-6) << "the worst case, 4/3 s, leaves slack";
-}
-
-// Fractional instances are slots of their own, at their share of the price. Piccolo plans them
-// as a type of their own (slowed by the model's rule); other planners use whole devices only.
-TEST(placement, fractional_instances_are_slots_that_only_piccolo_plans) {
-  const char* text = R"(device_types: [{name: g, price: 2}]
-nodes:
-  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
-  - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, type: g, shares: [0.25, 0.25, 0.25, 0.25]}, {kind: emulated, type: g}]}
-models:
-  - {name: m, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
-     profile: {alpha_ms: 1, beta_ms: 4}, share_exponent: 0.5}
-pipelines:
-  - {name: p, slo_ms: 100, stages: [{name: s, model: m}]}
-)";
-  auto cfg = parse(std::string(text) + "scheduler: {policy: piccolo}\n");
-  auto slots = device_slots(cfg);
-  ASSERT_EQ(slots.size(), 5u);
-  EXPECT_DOUBLE_EQ(slots[0].share, 0.25);
-  EXPECT_DOUBLE_EQ(slots[0].price, 0.5);
-  EXPECT_DOUBLE_EQ(slots[4].share, 1);
-  EXPECT_DOUBLE_EQ(slots[4].price, 2);
-  // A light stage: a quarter of the device (half as fast, a quarter of the price) is cheaper.
-  auto in = planning_input(cfg, cfg.models);
-  in.rates = {20};
-  auto r = sched::plan_scaled_epoch(in, nullptr);
-  ASSERT_TRUE(r) << r.error();
-  ASSERT_EQ(r->result.placement.devices.size(), 1u);
-  EXPECT_DOUBLE_EQ(r->result.placement.devices[0].share, 0.25);
-  EXPECT_LT(r->result.slot_of[0], 4) << "bound to a quarter instance";
-  // Nexus plans whole devices: only the whole one.
-  auto nx = parse(text);
-  auto nin = planning_input(nx, nx.models);
-  nin.rates = {20};
-  auto n = sched::plan_epoch(nin);
-  ASSERT_TRUE(n) << n.error();
-  ASSERT_EQ(n->placement.devices.size(), 1u);
-  EXPECT_EQ(n->slot_of[0], 4);
-}
-
-// A graft epoch on the example: fragments from four start layers become re-aligned stages on
-// instances of the shares planned (none on a share smaller than planned), each fragment's route
-// runs its ranges in layer order from its start to the end, the routed rate of every range is
-// what its fragments carry, and the plan takes no more than every fragment alone (GSLICE).
-TEST(placement, a_graft_epoch_realigns_fragments_onto_shares_and_routes_each_through_its_ranges) {
-  std::ifstream example(SLOSERVE_EXAMPLES_DIR "/graft.yaml");
-  std::stringstream text;
-  text << example.rdbuf();
-  auto cfg = parse(text.str());
-  auto in = planning_input(cfg, cfg.models);
-  in.rates = {200};
-  in.fragments = {{{0, 200, 0.25, 4}, {1, 150, 0.25, 4}, {2, 150, 0.25, 4}, {4, 100, 0.25, 4}}};
-  auto r = sched::plan_scaled_epoch(in, nullptr);
-  ASSERT_TRUE(r) << r.error();
-  auto& res = r->result;
-  EXPECT_DOUBLE_EQ(r->scale, 1) << "graft plans the load, not a multiple of it";
-  EXPECT_EQ(res.devices_missing, 0u);
-  EXPECT_TRUE(res.placement.infeasible.empty());
-  EXPECT_GT(res.resources, 0);
-  for (size_t k = 0; k < res.placement.devices.size(); ++k) {
-    ASSERT_GE(res.slot_of[k], 0);
-    EXPECT_GE(res.slots[static_cast<size_t>(res.slot_of[k])].share, res.placement.devices[k].share - 1e-9);
-  }
-  // Every start layer has a route, from its start to the end, in order.
-  std::map<int, int> starts;
-  std::map<std::string, double> carried;
-  for (auto& f : res.fragment_routes) {
-    ++starts[f.start];
-    int at = f.start;
-    ASSERT_EQ(f.models.size(), f.budget_ms.size());
-    double budget = 0;
-    for (auto& name : f.models) {
-      auto* m = cfg.find_model(name);
-      ASSERT_NE(m, nullptr) << name;
-      EXPECT_EQ(m->is_fragment() ? m->layer_from : 0, at) << name;
-      at = m->is_fragment() ? m->layer_to : 6;
-      carried[name] += f.rate;
-    }
-    for (double b : f.budget_ms) budget += b;
-    EXPECT_EQ(at, 6);
-    EXPECT_LE(budget, f.slo_ms / 2 + 1e-6) << "execution within half the time left";
-  }
-  EXPECT_EQ(starts.size(), 4u);
-  // The last blocks cost most and batch best: some fragment runs its own first blocks and then a
-  // range it shares with fragments that start there.
-  EXPECT_TRUE(std::any_of(res.fragment_routes.begin(), res.fragment_routes.end(),
-                          [](auto& f) { return f.models.size() == 2; }));
-  auto p = epoch_placement(cfg, in, res, 3);
-  EXPECT_EQ(p.table.fragments.size(), res.fragment_routes.size());
-  std::map<std::string, double> weight;
-  for (auto& route : p.table.routes)
-    for (auto& i : route.instances) weight[route.model] += i.weight;
-  for (auto& [name, rate] : carried) EXPECT_NEAR(weight[name], rate, 1e-6) << name;
-  // Queries from a start no plan covers run the rest of the model: every suffix has an instance.
-  for (int s = 1; s < 6; ++s) EXPECT_FALSE(routed(p, "resnet18[" + std::to_string(s) + ",6)").empty()) << s;
-  // Against every fragment alone at its best share and batch (the fragments after merging).
-  auto gm = sched::graft_model(cfg.models[0], {0.05, 0.1, 0.2});
-  std::vector<sched::graft::fragment> frags;
-  for (auto& f : in.fragments[0])
-    for (int c = 0; c < f.clients; ++c) frags.push_back({f.start, f.slo_ms / 1e3, 200 * f.share / f.clients, 1});
-  auto gslice = sched::graft::gslice_plan(gm, sched::graft::merge_fragments(gm, frags));
-  ASSERT_TRUE(gslice.feasible);
-  EXPECT_LT(res.resources, gslice.resources);
-  // Before any plan every device serves the model and its rest from every layer.
-  auto st = static_placement(cfg, 1);
-  EXPECT_EQ(st.schedules["w1"].devices[0].sessions.size(), 6u);
 }
 
 }  // namespace

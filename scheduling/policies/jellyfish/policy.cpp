@@ -10,8 +10,12 @@ class jellyfish_policy final : public scheduling_policy {
   std::shared_ptr<client_rounds> rounds(const cluster_config& cfg) const override {
     return std::make_shared<jellyfish::rounds>(cfg);
   }
-  // Twice an interval, so that a round sees estimates at most half an interval old.
-  double client_report_ms(const cluster_config& cfg) const override { return cfg.scheduler.jellyfish.interval_ms / 2; }
+  // Reported twice an interval, so that a round sees estimates at most half an interval old.
+  client_tracking clients(const cluster_config& cfg) const override {
+    auto t = scheduling_policy::clients(cfg);
+    t.report_ms = cfg.scheduler.jellyfish.interval_ms / 2;
+    return t;
+  }
   expected<plan_report> report(const cluster_config&, const epoch_input&) const override {
     return fail(
         "policy jellyfish maps clients on their uplinks, every interval while serving; there is no plan for "

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "scheduling/packing.hpp"
+#include "scheduling/placement.hpp"
 #include "scheduling/query_analyzer.hpp"
 
 namespace sloserve::sched {
@@ -235,6 +236,11 @@ expected<epoch_result> plan_piccolo_epoch(const epoch_input& in, const epoch_res
   }
   bind_slots(in, previous, out);
   return out;
+}
+
+piccolo::app piccolo_app(const cluster_config& cfg, const pipeline& p, double rate) {
+  auto slots = device_slots(cfg);
+  return piccolo_app(cfg.models, piccolo_types(slots), slots, p, stage_rates(p, rate, declared_fanout(p)));
 }
 
 }  // namespace sloserve::sched

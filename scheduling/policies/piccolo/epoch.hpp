@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "config/cluster_config.hpp"
 #include "pipelines/expected.hpp"
 #include "scheduling/epoch.hpp"
 #include "scheduling/policies/piccolo/configurations.hpp"
@@ -39,6 +40,10 @@ std::vector<int> piccolo_batches(const latency_profile& profile, int max_batch);
 piccolo::app piccolo_app(const std::vector<model_spec>& models, const piccolo::types& types,
                          const std::vector<device_slot>& slots, const pipeline& p,
                          const std::vector<double>& stage_rates);
+
+// Piccolo's modules for pipeline `p` of `cfg` at `rate` queries/s (declared fan-outs), over the
+// cluster's device types (piccolo_types of device_slots(cfg)).
+piccolo::app piccolo_app(const cluster_config& cfg, const pipeline& p, double rate);
 
 // Every pipeline of `in` with traffic planned by plan_app, on the slots' types. Where a type has
 // fewer slots than the plans need, that type's price is raised for planning (not for cost)

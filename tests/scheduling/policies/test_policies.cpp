@@ -47,7 +47,8 @@ TEST(policies, every_scheduler_policy_of_the_file_is_registered_with_what_it_doe
     EXPECT_EQ(policy.plans_least_cost(), p == sp::piccolo || p == sp::graft) << knob_name(p);
     auto file = parse(chain);
     EXPECT_EQ(policy.rounds(file) != nullptr, p == sp::jellyfish) << knob_name(p);
-    EXPECT_EQ(policy.client_report_ms(file) > 0, p == sp::jellyfish) << knob_name(p);
+    EXPECT_EQ(policy.clients(file).report_ms > 0, p == sp::jellyfish) << knob_name(p);
+    EXPECT_EQ(policy.clients(file).uplink_quantile, file.scheduler.jellyfish.uplink_quantile) << knob_name(p);
     EXPECT_EQ(policy.packer()->name(), p == sp::batch_oblivious ? "batch-oblivious" : "nexus") << knob_name(p);
     // Frontends dispatch by the file's balancer, but Piccolo's by its own throughput-cost fill.
     EXPECT_EQ(policy.dispatcher(balancer_kind::weighted_random)->name(), p == sp::piccolo ? "fill" : "weighted_random")

@@ -1,0 +1,139 @@
+// Piccolo as a scheduler epoch: machines on their types, routes by configuration rates, dummies in the
+// table, fractional instances.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "config/cluster_config.hpp"
+#include "scheduling/placement.hpp"
+#include "scheduling/policies/piccolo/epoch.hpp"
+#include "tests/parse_config.hpp"
+#include "tests/routed.hpp"
+
+namespace sloserve {
+namespace {
+
+using testing::parse_config;
+using testing::routed;
+
+// Piccolo as an epoch: every machine of its sets runs on a device of its configuration's type,
+// routed the rate the configuration carries; a type with too few devices weighs more until the
+// sets fit; a padded module's dummies are in the table beside its weights.
+TEST(placement, a_piccolo_epoch_puts_each_machine_on_its_type_and_routes_by_configuration_rates) {
+  std::ifstream example(SLOSERVE_EXAMPLES_DIR "/mixed-fleet.yaml");
+  std::stringstream text;
+  text << example.rdbuf() << "scheduler: {policy: piccolo}\n";
+  auto cfg = parse_config(text.str());
+  auto type_of = [&](const std::string& node) {
+    return node == "w1" ? std::string("t4") : node == "w2" ? std::string("a10") : std::string("a100");
+  };
+  for (double rate : {300.0, 1000.0}) {
+    auto in = planning_input(cfg, cfg.models);
+    in.rates = {rate};
+    auto plenty = in;
+    for (int i = 0; i < 3; ++i) plenty.slots.insert(plenty.slots.end(), in.slots.begin(), in.slots.end());
+    auto unconstrained = sched::plan_piccolo(plenty);
+    auto r = sched::plan_scaled_epoch(in, nullptr);
+    ASSERT_TRUE(r) << r.error();
+    EXPECT_DOUBLE_EQ(r->scale, 1) << "piccolo plans the load, not a multiple of it";
+    auto& res = r->result;
+    EXPECT_EQ(res.devices_missing, 0u) << rate;
+    EXPECT_TRUE(res.placement.infeasible.empty());
+    for (size_t k = 0; k < res.placement.devices.size(); ++k) {
+      auto& d = res.placement.devices[k];
+      ASSERT_GE(res.slot_of[k], 0);
+      ASSERT_TRUE(d.type);
+      EXPECT_EQ(type_of(res.slots[static_cast<size_t>(res.slot_of[k])].node), *d.type);
+      ASSERT_EQ(d.sessions.size(), 1u);
+      EXPECT_LE(d.occupancy, 1 + 1e-9);
+    }
+    auto p = epoch_placement(cfg, in, res, 3);
+    std::map<std::string, double> weight;
+    for (auto& route : p.table.routes)
+      for (auto& i : route.instances) {
+        weight[route.model] += i.weight;
+        EXPECT_EQ(i.dummy_rate, 0) << "no set here needs padding";
+      }
+    EXPECT_NEAR(weight["detector"], rate, 1e-6);
+    EXPECT_NEAR(weight["classifier"], 2.5 * rate, 1e-6);
+    EXPECT_EQ(p.table.frontends, 1u);
+    if (rate == 1000) {
+      // With devices to spare, the sets want more a10s than there are four of; priced up, they fit.
+      EXPECT_GT(unconstrained.needed[1], 4u);
+      auto fitted = sched::plan_piccolo(in);
+      for (size_t t = 0; t < fitted.needed.size(); ++t) EXPECT_LE(fitted.needed[t], fitted.types.available[t]);
+    }
+  }
+}
+
+TEST(placement, a_padded_piccolo_set_carries_its_dummies_in_the_table) {
+  // Table I of the Piccolo paper: 285 req/s within 2 s costs 3.0 with 15 req/s of dummies.
+  auto cfg = parse_config(R"(
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 4}]}
+models:
+  - {name: m, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [4]}, max_batch: 100,
+     profile: {batch: [5, 20, 100], latency_ms: [100, 250, 1000]}}
+pipelines:
+  - {name: p, slo_ms: 2000, stages: [{name: s, model: m}]}
+scheduler: {policy: piccolo}
+)");
+  auto in = planning_input(cfg, cfg.models);
+  in.rates = {285};
+  auto r = sched::plan_scaled_epoch(in, nullptr);
+  ASSERT_TRUE(r) << r.error();
+  auto p = epoch_placement(cfg, in, r->result, 3);
+  double weight = 0, dummies = 0;
+  for (auto& route : p.table.routes)
+    for (auto& i : route.instances) weight += i.weight, dummies += i.dummy_rate;
+  EXPECT_NEAR(weight, 285, 1e-6);
+  EXPECT_NEAR(dummies, 15, 1e-6);
+  EXPECT_EQ(r->result.placement.devices.size(), 3u);
+  for (auto& b : p.table.budgets) EXPECT_NEAR(b.budget_ms, 2000, 1e-6) << "the worst case, 4/3 s, leaves slack";
+}
+
+// Fractional instances are slots of their own, at their share of the price. Piccolo plans them
+// as a type of their own (slowed by the model's rule); other planners use whole devices only.
+TEST(placement, fractional_instances_are_slots_that_only_piccolo_plans) {
+  const char* text = R"(device_types: [{name: g, price: 2}]
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, type: g, shares: [0.25, 0.25, 0.25, 0.25]}, {kind: emulated, type: g}]}
+models:
+  - {name: m, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 1, beta_ms: 4}, share_exponent: 0.5}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: m}]}
+)";
+  auto cfg = parse_config(std::string(text) + "scheduler: {policy: piccolo}\n");
+  auto slots = device_slots(cfg);
+  ASSERT_EQ(slots.size(), 5u);
+  EXPECT_DOUBLE_EQ(slots[0].share, 0.25);
+  EXPECT_DOUBLE_EQ(slots[0].price, 0.5);
+  EXPECT_DOUBLE_EQ(slots[4].share, 1);
+  EXPECT_DOUBLE_EQ(slots[4].price, 2);
+  // A light stage: a quarter of the device (half as fast, a quarter of the price) is cheaper.
+  auto in = planning_input(cfg, cfg.models);
+  in.rates = {20};
+  auto r = sched::plan_scaled_epoch(in, nullptr);
+  ASSERT_TRUE(r) << r.error();
+  ASSERT_EQ(r->result.placement.devices.size(), 1u);
+  EXPECT_DOUBLE_EQ(r->result.placement.devices[0].share, 0.25);
+  EXPECT_LT(r->result.slot_of[0], 4) << "bound to a quarter instance";
+  // Nexus plans whole devices: only the whole one.
+  auto nx = parse_config(text);
+  auto nin = planning_input(nx, nx.models);
+  nin.rates = {20};
+  auto n = sched::plan_epoch(nin);
+  ASSERT_TRUE(n) << n.error();
+  ASSERT_EQ(n->placement.devices.size(), 1u);
+  EXPECT_EQ(n->slot_of[0], 4);
+}
+
+}  // namespace
+}  // namespace sloserve
