@@ -31,6 +31,55 @@ void report_clients(self_ptr self, clock_time now) {
   if (!r.clients.empty()) st.net->to_node(ctl->name, {{}, std::move(r)});
 }
 
+// What is wrong with a request for pipeline `p` before anything is charged for it: its inputs
+// against the roots' declared tensors (or an image for a model that preprocesses: its device
+// decodes it; a device on this node takes the roots' invocations without checking them again),
+// from the layer it starts at (a partitioned model's request may carry what the layers before
+// made), and what a client says of itself. Empty when nothing is.
+std::string request_error(const frontend_state& st, const pipeline& p, const msg::client_request& rq) {
+  if (rq.inputs.empty()) return "request carries no input tensor";
+  auto started = start_model(*st.cfg, p, rq.start_layer, "startLayer");
+  if (!started) return started.error();
+  for (auto r : p.roots()) {
+    auto* m = rq.start_layer > 0 ? *started : &st.cfg->models[p.stages[r].model_index];
+    if (auto ok = check_input(rq.inputs.front(), *m); !ok) return "stage '" + p.stages[r].name + "': " + ok.error();
+  }
+  if (rq.client.size() > 256) return "client id longer than 256 bytes";
+  if (!(rq.slo_ms >= 0 && rq.slo_ms <= 3600e3) || !(rq.rate_hz >= 0 && rq.rate_hz <= 1e6) || std::isnan(rq.rtt_ms))
+    return "a client's sloMs must be in [0, 3600000] and rateHz in [0, 1000000]";
+  return {};
+}
+
+// Why the SLO leaves no budget (`budget_ms` <= 0): sent too long ago, or the network took it.
+std::pair<std::string, std::string_view> no_budget(double spent_ms, double network_ms, double waited_ms,
+                                                   double slo_ms) {
+  if (waited_ms > network_ms)
+    return {fmt::format("stale on arrival: sent {:.1f} ms ago, beyond the {} ms SLO", spent_ms, slo_ms),
+            "stale_on_arrival"};
+  return {
+      "network time " + std::to_string(network_ms) + " ms leaves nothing of the " + std::to_string(slo_ms) + " ms SLO",
+      "network_time"};
+}
+
+// Starts query `q` of pipeline `pi`: counted, its expiry armed, its roots sent.
+void admit(self_ptr self, size_t pi, query q, std::vector<tensor> inputs, const std::string& client_id) {
+  auto& st = self->state;
+  auto qid = st.next_query++;
+  auto& p = st.cfg->pipelines[pi];
+  q.walk.emplace(p, st.cfg->models, qid);
+  if (st.cfg->models[p.stages.front().model_index].partitioned()) {
+    auto& tally = st.fragments[pi][{static_cast<uint32_t>(q.start), q.slo_ms}];
+    ++tally.queries;
+    if (tally.clients.size() < 1024) tally.clients.insert(client_id.empty() ? q.client : client_id);
+  }
+  auto deadline = q.deadline;
+  ++st.client_in_flight[q.client];
+  ++st.load[pi].queries;
+  auto& qq = st.queries.emplace(qid, std::move(q)).first->second;
+  st.expiries.emplace(deadline + std::chrono::milliseconds(st.cfg->runtime.reply_grace_ms), qid);
+  send_all(self, qid, qq, qq.walk->start(std::move(inputs)));
+}
+
 void on_ingress(self_ptr self, ingress& in) {
   auto& st = self->state;
   ++st.stats.received;
@@ -58,89 +107,51 @@ void on_ingress(self_ptr self, ingress& in) {
   auto& p = st.cfg->pipelines[pit->second];
   known = &p.name;
   if (auto& why = st.routes->blocker(pit->second); !why.empty()) return reject(msg::status::error, "not ready: " + why);
-  if (in.request.inputs.empty()) return reject(msg::status::error, "request carries no input tensor");
-  // The declared tensor, or an image for a model that preprocesses (its device decodes it). A
-  // device on this node takes the roots' invocations without checking them again.
-  // A partitioned model's request may start at a later layer: it then carries what the layers
-  // before made, and the server runs the rest.
-  auto start = static_cast<int>(in.request.start_layer);
-  auto started = start_model(*st.cfg, p, in.request.start_layer, "startLayer");
-  if (!started) return reject(msg::status::error, started.error());
-  for (auto r : p.roots()) {
-    auto* m = start > 0 ? *started : &st.cfg->models[p.stages[r].model_index];
-    if (auto ok = check_input(in.request.inputs.front(), *m); !ok)
-      return reject(msg::status::error, "stage '" + p.stages[r].name + "': " + ok.error());
-  }
   auto& rq = in.request;
-  if (rq.client.size() > 256) return reject(msg::status::error, "client id longer than 256 bytes");
-  if (!(rq.slo_ms >= 0 && rq.slo_ms <= 3600e3) || !(rq.rate_hz >= 0 && rq.rate_hz <= 1e6) || std::isnan(rq.rtt_ms))
-    return reject(msg::status::error, "a client's sloMs must be in [0, 3600000] and rateHz in [0, 1000000]");
+  if (auto why = request_error(st, p, rq); !why.empty()) return reject(msg::status::error, why);
   auto now = self->clock().now();
   // What the SLO has already lost: the network time, or the time since the client sent it.
   auto t = st.client_times.on_request(in.client, rq.network_ms, rq.sent_at_us, st.wall_us(), now,
                                       st.cfg->runtime.clock_tolerance_ms);
-  double spent_ms = t.spent_ms, network_ms = t.network_ms, waited_ms = t.waited_ms;
-  double slo_ms = rq.slo_ms > 0 ? rq.slo_ms : p.slo_ms;  // a client may declare its own
-  std::optional<msg::client_route> route;
+  query q;
+  q.slo_ms = rq.slo_ms > 0 ? rq.slo_ms : p.slo_ms;  // a client may declare its own
   if (!rq.client.empty()) {
     st.clients.on_request({rq.client, p.name, rq.slo_ms, rq.rate_hz, rq.rtt_ms, payload_bytes(rq.inputs),
-                           image_pixels_of(rq.inputs.front()), waited_ms, p.slo_ms, rq.queued_ms, rq.skipped},
+                           image_pixels_of(rq.inputs.front()), t.waited_ms, p.slo_ms, rq.queued_ms, rq.skipped},
                           seconds_of(now));
     named = true;
-    if (auto* r = st.clients.route(rq.client, p.name)) route = *r;
+    q.named = rq.client;
+    if (auto* r = st.clients.route(rq.client, p.name)) q.route = *r;
     // An uplink that moved much, or across the rate a size it sends takes, is reported at once
     // (a policy that places on clients re-places), at most every 20 ms.
     if (st.client_report_ms > 0 && now - st.last_client_report >= 20ms &&
         st.clients.moved(rq.client, p.name, seconds_of(now)))
       report_clients(self, now);
   }
-  double budget_ms = slo_ms - spent_ms;
+  double budget_ms = q.slo_ms - t.spent_ms;
   if (budget_ms <= 0) {
-    if (waited_ms > network_ms)
-      return reject(msg::status::dropped,
-                    fmt::format("stale on arrival: sent {:.1f} ms ago, beyond the {} ms SLO", spent_ms, slo_ms),
-                    "stale_on_arrival");
-    return reject(msg::status::dropped,
-                  "network time " + std::to_string(network_ms) + " ms leaves nothing of the " + std::to_string(slo_ms) +
-                      " ms SLO",
-                  "network_time");
+    auto [why, drop] = no_budget(t.spent_ms, t.network_ms, t.waited_ms, q.slo_ms);
+    return reject(msg::status::dropped, why, drop);
   }
   if (auto c = st.client_in_flight.find(in.client);
       c != st.client_in_flight.end() && c->second >= st.cfg->runtime.max_client_in_flight)
     return reject(msg::status::overloaded,
                   fmt::format("this client has {} requests in flight (runtime.max_client_in_flight)", c->second),
                   "client_in_flight");
-  auto bytes = payload_bytes(in.request.inputs);
-  if (!st.net->queued.try_charge(bytes, st.cfg->runtime.max_queued_mb << 20))
+  q.bytes = payload_bytes(rq.inputs);
+  if (!st.net->queued.try_charge(q.bytes, st.cfg->runtime.max_queued_mb << 20))
     return reject(msg::status::overloaded,
                   fmt::format("node '{}' holds {:.1f} MB of request payloads (runtime.max_queued_mb {})",
                               st.net->self_name(), st.net->queued.used() / 1048576.0, st.cfg->runtime.max_queued_mb),
                   "payload_budget");
-  auto qid = st.next_query++;
-  query q;
-  q.bytes = bytes;
   q.client = std::move(in.client);
   q.sink = std::move(in.sink);
-  q.request_id = in.request.request_id;
+  q.request_id = rq.request_id;
   q.pipeline = pit->second;
   q.arrival = now;
   q.deadline = now + nanoseconds(ns_of_ms(budget_ms));
-  q.walk.emplace(p, st.cfg->models, qid);
-  q.route = std::move(route);
-  q.start = start;
-  q.slo_ms = slo_ms;
-  if (named) q.named = rq.client;
-  if (st.cfg->models[p.stages.front().model_index].partitioned()) {
-    auto& tally = st.fragments[pit->second][{static_cast<uint32_t>(start), slo_ms}];
-    ++tally.queries;
-    if (tally.clients.size() < 1024) tally.clients.insert(rq.client.empty() ? q.client : rq.client);
-  }
-  auto deadline = q.deadline;
-  ++st.client_in_flight[q.client];
-  ++st.load[pit->second].queries;
-  auto& qq = st.queries.emplace(qid, std::move(q)).first->second;
-  st.expiries.emplace(deadline + std::chrono::milliseconds(st.cfg->runtime.reply_grace_ms), qid);
-  send_all(self, qid, qq, qq.walk->start(std::move(in.request.inputs)));
+  q.start = static_cast<int>(rq.start_layer);
+  admit(self, pit->second, std::move(q), std::move(rq.inputs), rq.client);
 }
 
 void on_routing(self_ptr self, msg::routing_table& t) {

@@ -177,50 +177,55 @@ void node_metrics::in_flight(size_t n) {
   in_flight_ = static_cast<double>(n);
 }
 
-std::string node_metrics::render(std::string_view node, double now_s) const {
-  std::lock_guard lock(mu_);
-  std::string out;
-  // A family with no series is left out: a worker shows no frontend families, and so on.
-  auto histograms = [&](std::string_view name, std::string_view help, const std::map<labels, histogram>& family) {
-    if (family.empty()) return;
-    header(out, name, "histogram", help);
-    for (auto& [l, h] : family) {
-      uint64_t cumulative = 0;
-      auto bucket = fmt::format("{}_bucket", name);
-      auto prefix = l.empty() ? std::string() : l + ",";
-      for (size_t i = 0; i <= h.bounds->size(); ++i) {
-        cumulative += h.counts[i];
-        auto le = i < h.bounds->size() ? number((*h.bounds)[i]) : std::string("+Inf");
-        sample(out, bucket, prefix + label("le", le), static_cast<double>(cumulative));
-      }
-      sample(out, fmt::format("{}_sum", name), l, h.sum);
-      sample(out, fmt::format("{}_count", name), l, static_cast<double>(h.count));
-    }
-  };
-  auto counters = [&](std::string_view name, std::string_view help, const std::map<labels, uint64_t>& family) {
-    if (family.empty()) return;
-    header(out, name, "counter", help);
-    for (auto& [l, v] : family) sample(out, name, l, static_cast<double>(v));
-  };
+namespace {
 
-  header(out, "sloserve_node_info", "gauge", "The node that serves these metrics.");
-  sample(out, "sloserve_node_info", label("node", node), 1);
-  header(out, "sloserve_build_info", "gauge", "The sloserve build this node runs.");
-  sample(out, "sloserve_build_info", label("version", SLOSERVE_VERSION), 1);
-  counters("sloserve_requests_total", "Requests answered, by pipeline and outcome (ok, dropped, overloaded, error).",
-           requests_);
-  histograms("sloserve_request_duration_seconds", "Time from a request's arrival to its reply.", durations_);
-  counters("sloserve_ingress_replies_total",
+// A histogram family in the exposition format; a family with no series is left out (a worker
+// shows no frontend families, and so on).
+template <class Family>
+void histograms(std::string& out, std::string_view name, std::string_view help, const Family& family) {
+  if (family.empty()) return;
+  header(out, name, "histogram", help);
+  for (auto& [l, h] : family) {
+    uint64_t cumulative = 0;
+    auto bucket = fmt::format("{}_bucket", name);
+    auto prefix = l.empty() ? std::string() : l + ",";
+    for (size_t i = 0; i <= h.bounds->size(); ++i) {
+      cumulative += h.counts[i];
+      auto le = i < h.bounds->size() ? number((*h.bounds)[i]) : std::string("+Inf");
+      sample(out, bucket, prefix + label("le", le), static_cast<double>(cumulative));
+    }
+    sample(out, fmt::format("{}_sum", name), l, h.sum);
+    sample(out, fmt::format("{}_count", name), l, static_cast<double>(h.count));
+  }
+}
+
+template <class Family>
+void counters(std::string& out, std::string_view name, std::string_view help, const Family& family) {
+  if (family.empty()) return;
+  header(out, name, "counter", help);
+  for (auto& [l, v] : family) sample(out, name, l, static_cast<double>(v));
+}
+
+}  // namespace
+
+void node_metrics::render_requests(std::string& out) const {
+  counters(out, "sloserve_requests_total",
+           "Requests answered, by pipeline and outcome (ok, dropped, overloaded, error).", requests_);
+  histograms(out, "sloserve_request_duration_seconds", "Time from a request's arrival to its reply.", durations_);
+  counters(out, "sloserve_ingress_replies_total",
            "Replies of the KServe v2 ingresses, by protocol and status (an HTTP status, a gRPC code), requests "
            "refused before reaching a pipeline included.",
            ingress_replies_);
-  histograms("sloserve_stage_duration_seconds", "Time from a stage's invocation to its result, queueing included.",
+  histograms(out, "sloserve_stage_duration_seconds", "Time from a stage's invocation to its result, queueing included.",
              stage_durations_);
-  counters("sloserve_drops_total",
+  counters(out, "sloserve_drops_total",
            "Requests dropped or refused for load or time on this node (early_drop, queue_full, payload_budget, "
            "client_in_flight, "
            "stale_on_arrival, network_time).",
            drops_);
+}
+
+void node_metrics::render_gauges(std::string& out, double now_s) const {
   if (!attainment_.empty()) {
     header(out, "sloserve_slo_attainment_ratio", "gauge",
            fmt::format("Fraction of the requests answered in the last {} s that were ok within their SLO.",
@@ -256,7 +261,10 @@ std::string node_metrics::render(std::string_view node, double now_s) const {
            "The share of the wait behind a running batch a pipeline's lifts onto spare compute plan for.");
     for (auto& [p, q] : uplink_quantiles_) sample(out, "sloserve_jellyfish_wait_share", label("pipeline", p), q.second);
   }
-  histograms("sloserve_batch_size", "Requests per batch run, by model.", batch_sizes_);
+}
+
+void node_metrics::render_devices(std::string& out, double now_s) const {
+  histograms(out, "sloserve_batch_size", "Requests per batch run, by model.", batch_sizes_);
   if (!busy_.empty()) {
     header(out, "sloserve_device_busy_ratio", "gauge",
            fmt::format("Fraction of the last {} s a device spent running batches.", busy_window_s));
@@ -268,6 +276,9 @@ std::string node_metrics::render(std::string_view node, double now_s) const {
       sample(out, "sloserve_device_busy_ratio", label("device", d), ratio);
     }
   }
+}
+
+void node_metrics::render_events(std::string& out) const {
   struct event_family {
     event e;
     const char* name;
@@ -298,6 +309,19 @@ std::string node_metrics::render(std::string_view node, double now_s) const {
     header(out, "sloserve_instances", "gauge", "Instances (device sessions) of each model in the current placement.");
     for (auto& [m, n] : instances_) sample(out, "sloserve_instances", label("model", m), static_cast<double>(n));
   }
+}
+
+std::string node_metrics::render(std::string_view node, double now_s) const {
+  std::lock_guard lock(mu_);
+  std::string out;
+  header(out, "sloserve_node_info", "gauge", "The node that serves these metrics.");
+  sample(out, "sloserve_node_info", label("node", node), 1);
+  header(out, "sloserve_build_info", "gauge", "The sloserve build this node runs.");
+  sample(out, "sloserve_build_info", label("version", SLOSERVE_VERSION), 1);
+  render_requests(out);
+  render_gauges(out, now_s);
+  render_devices(out, now_s);
+  render_events(out);
   return out;
 }
 

@@ -89,6 +89,13 @@ class node_metrics {
   std::string render(std::string_view node, double now_s) const;
 
  private:
+  // The parts of render(), under the lock: what frontends count of requests, their gauges, the
+  // devices' families, and the events' and the placement's.
+  void render_requests(std::string& out) const;
+  void render_gauges(std::string& out, double now_s) const;
+  void render_devices(std::string& out, double now_s) const;
+  void render_events(std::string& out) const;
+
   std::vector<double> duration_buckets_ = latency_buckets;
   struct histogram {
     const std::vector<double>* bounds = nullptr;

@@ -131,20 +131,10 @@ node_runtime::~node_runtime() {
   stop();
 }
 
-status node_runtime::start() {
-  auto* spec = cfg_->find_node(node_);
-  if (!spec) return fail("node '" + node_ + "' is not in " + cfg_->file);
-  auto profiled = with_startup_profiles(cfg_, *spec);
-  if (!profiled) return fail(profiled.error());
-  cfg_ = std::move(*profiled);
-  spec = cfg_->find_node(node_);
-  sys_cfg_ = std::make_unique<caf::actor_system_config>();
-  sys_cfg_->set("scheduler.max-threads", static_cast<size_t>(cfg_->runtime.threads));
-  sys_ = std::make_unique<caf::actor_system>(*sys_cfg_);
-
+status node_runtime::start_transport(const node_spec& spec, std::map<std::string, std::string>& peer_keys) {
   limits_ = msg::decode_limits{static_cast<uint64_t>(cfg_->runtime.max_payload_bytes)};
   transport_options topts;
-  topts.bind = spec->bind.empty() ? spec->address : spec->bind;
+  topts.bind = spec.bind.empty() ? spec.address : spec.bind;
   topts.send_hwm = topts.recv_hwm = cfg_->runtime.zmq_hwm;
   // Frames up to twice the payload limit are read and answered ERROR with the reason; larger
   // ones disconnect their sender before they are buffered whole.
@@ -152,7 +142,6 @@ status node_runtime::start() {
   topts.client_send_hwm = cfg_->runtime.max_client_queued_replies;
   topts.zmtp_heartbeat_ms = cfg_->runtime.heartbeat_ms;
   topts.zmtp_timeout_ms = cfg_->runtime.peer_timeout_ms;
-  std::map<std::string, std::string> peer_keys;
   if (auto s = curve_setup(*cfg_, node_, topts, peer_keys); !s) return fail("security: " + s.error());
   // Refused connections name no routing id: the kind of refusal (its text up to the first detail)
   // stands for the peer.
@@ -180,6 +169,10 @@ status node_runtime::start() {
   for (auto& p : cfg_->pipelines) slos_s.push_back(p.slo_ms / 1e3);
   link_->metrics.slo_buckets(slos_s);
 
+  return {};
+}
+
+void node_runtime::spawn_roles(const node_spec& spec) {
   actor_args args{cfg_, link_, new_incarnation()};
   // Test hook: this node's wall clock off by SLOSERVE_CLOCK_OFFSET_MS (a host whose clock is
   // skewed; the chaos tests set it, since a network namespace cannot have a clock of its own).
@@ -190,17 +183,73 @@ status node_runtime::start() {
   }
   auto& a = link_->actors_;
   a.agent = spawn_node_agent(*sys_, args);
-  if (spec->has_role(role::controller)) {
+  if (spec.has_role(role::controller)) {
     a.controller = spawn_controller(*sys_, args);
     a.monitor = spawn_monitor(*sys_, args);
     if (cfg_->scaler.enabled()) a.scaler = spawn_scaler(*sys_, args);
   }
-  if (spec->has_role(role::frontend)) a.frontend = spawn_frontend(*sys_, args);
-  if (spec->has_role(role::worker)) {
+  if (spec.has_role(role::frontend)) a.frontend = spawn_frontend(*sys_, args);
+  if (spec.has_role(role::worker)) {
     a.devices = spawn_devices(*sys_, args);
     a.worker = spawn_worker(*sys_, args, a.devices);
   }
+}
 
+status node_runtime::start_ingresses(const node_spec& spec) {
+  auto& a = link_->actors_;
+  auto metrics = [link = link_, node = node_] {
+    return link->metrics.render(node, static_cast<double>(link->now_ns()) / 1e9);
+  };
+  auto count_reply = [link = link_](std::string_view protocol, std::string_view code) {
+    link->metrics.ingress_reply(protocol, code);
+  };
+  if (!spec.http.empty()) {
+    http_ = std::make_unique<http_ingress>(cfg_, a.frontend, node_, metrics, count_reply);
+    auto port = http_->start(spec.http);
+    if (!port) {
+      stop();
+      return fail(port.error());
+    }
+    http_port_ = *port;
+    spdlog::info("{}: KServe v2 HTTP ingress and /metrics on port {}", node_, http_port_);
+  }
+  if (!spec.grpc.empty()) {
+    grpc_ = std::make_unique<grpc_ingress>(cfg_, a.frontend, node_, count_reply);
+    auto port = grpc_->start(spec.grpc);
+    if (!port) {
+      stop();
+      return fail(port.error());
+    }
+    grpc_port_ = *port;
+    spdlog::info("{}: KServe v2 gRPC ingress on port {}", node_, grpc_port_);
+  }
+  if (!spec.metrics.empty()) {
+    metrics_http_ = std::make_unique<http_ingress>(cfg_, frontend_actor{}, node_, metrics);
+    auto port = metrics_http_->start(spec.metrics);
+    if (!port) {
+      stop();
+      return fail(port.error());
+    }
+    metrics_port_ = *port;
+    spdlog::info("{}: /metrics on port {}", node_, metrics_port_);
+  }
+  return {};
+}
+
+status node_runtime::start() {
+  auto* spec = cfg_->find_node(node_);
+  if (!spec) return fail("node '" + node_ + "' is not in " + cfg_->file);
+  auto profiled = with_startup_profiles(cfg_, *spec);
+  if (!profiled) return fail(profiled.error());
+  cfg_ = std::move(*profiled);
+  spec = cfg_->find_node(node_);
+  sys_cfg_ = std::make_unique<caf::actor_system_config>();
+  sys_cfg_->set("scheduler.max-threads", static_cast<size_t>(cfg_->runtime.threads));
+  sys_ = std::make_unique<caf::actor_system>(*sys_cfg_);
+  std::map<std::string, std::string> peer_keys;
+  if (auto s = start_transport(*spec, peer_keys); !s) return s;
+  spawn_roles(*spec);
+  auto& a = link_->actors_;
   if (auto started = transport_->start(); !started) {
     stop();
     return started;
@@ -212,42 +261,7 @@ status node_runtime::start() {
                  caf::actor_cast<caf::actor>(a.agent), caf::actor_cast<caf::actor>(a.worker),
                  caf::actor_cast<caf::actor>(a.frontend)})
     if (h) caf::anon_send(h, start_atom::value);
-  auto metrics = [link = link_, node = node_] {
-    return link->metrics.render(node, static_cast<double>(link->now_ns()) / 1e9);
-  };
-  auto count_reply = [link = link_](std::string_view protocol, std::string_view code) {
-    link->metrics.ingress_reply(protocol, code);
-  };
-  if (!spec->http.empty()) {
-    http_ = std::make_unique<http_ingress>(cfg_, a.frontend, node_, metrics, count_reply);
-    auto port = http_->start(spec->http);
-    if (!port) {
-      stop();
-      return fail(port.error());
-    }
-    http_port_ = *port;
-    spdlog::info("{}: KServe v2 HTTP ingress and /metrics on port {}", node_, http_port_);
-  }
-  if (!spec->grpc.empty()) {
-    grpc_ = std::make_unique<grpc_ingress>(cfg_, a.frontend, node_, count_reply);
-    auto port = grpc_->start(spec->grpc);
-    if (!port) {
-      stop();
-      return fail(port.error());
-    }
-    grpc_port_ = *port;
-    spdlog::info("{}: KServe v2 gRPC ingress on port {}", node_, grpc_port_);
-  }
-  if (!spec->metrics.empty()) {
-    metrics_http_ = std::make_unique<http_ingress>(cfg_, frontend_actor{}, node_, metrics);
-    auto port = metrics_http_->start(spec->metrics);
-    if (!port) {
-      stop();
-      return fail(port.error());
-    }
-    metrics_port_ = *port;
-    spdlog::info("{}: /metrics on port {}", node_, metrics_port_);
-  }
+  if (auto s = start_ingresses(*spec); !s) return s;
   started_ = true;
   spdlog::info("{}: serving at {} as [{}]", node_, transport_->endpoint(), fmt::join(spec->roles, ", "));
   return {};

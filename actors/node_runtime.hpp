@@ -47,6 +47,12 @@ class node_runtime {
   int grpc_port() const { return grpc_port_; }
 
  private:
+  // The parts of start(): the transport and the link (what each peer's key is, under CURVE,
+  // into `peer_keys`); the actors of the node's roles; the ingresses and /metrics it serves.
+  status start_transport(const node_spec& spec, std::map<std::string, std::string>& peer_keys);
+  void spawn_roles(const node_spec& spec);
+  status start_ingresses(const node_spec& spec);
+
   void on_frame(std::string_view id, const bytes& frame, std::string_view user);
   // Counts a rejection of `kind` in the metrics and logs `what`, rate-limited per `peer` and kind.
   void reject(std::string_view kind, const std::string& peer, const std::string& what);

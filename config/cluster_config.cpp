@@ -180,218 +180,6 @@ const std::vector<config_section>& config_keys() {
 
 namespace {
 
-std::string number(double x) {
-  char buf[32];
-  snprintf(buf, sizeof buf, "%g", x);
-  return buf;
-}
-
-void parse_tensor_spec(reader& r, const YAML::Node& n, tensor_spec& out, const std::string& where,
-                       std::string_view section, std::string* name) {
-  if (!n.IsMap()) {
-    r.error(n, where + " must be a map {dtype, shape}");
-    return;
-  }
-  r.known_keys(n, section, where);
-  if (name && r.get(n, "name", *name, where, false)) {
-    bool ok = !name->empty() && std::all_of(name->begin(), name->end(), [](char c) {
-      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
-    });
-    if (!ok) r.error(n["name"], where + " name '" + *name + "' must be letters, digits, '_', '-' or '.'");
-  }
-  std::string dt = "float32";
-  r.get(n, "dtype", dt, where, false);
-  if (auto t = parse_dtype(dt))
-    out.type = *t;
-  else
-    r.error(n["dtype"], where + " has unknown dtype '" + dt + "'");
-  if (r.get(n, "shape", out.shape, where, true)) {
-    if (!out.byte_size()) r.error(n["shape"], where + " has a negative or oversized dimension");
-  }
-}
-
-void parse_profile(reader& r, const YAML::Node& n, latency_profile& p, const std::string& where) {
-  if (!n || !n.IsMap()) {
-    r.error(n, where + " is missing 'profile' ({batch, latency_ms} or {alpha_ms, beta_ms})");
-    return;
-  }
-  r.known_keys(n, "models[].profile", where + " profile");
-  if (n["batch"] || n["latency_ms"]) {
-    r.get(n, "batch", p.batch, where + " profile", true);
-    r.get(n, "latency_ms", p.latency_ms, where + " profile", true);
-    if (p.batch.size() != p.latency_ms.size() || p.batch.empty()) {
-      r.error(n, where + " profile needs equally long, non-empty 'batch' and 'latency_ms'");
-      p.batch.clear();
-      return;
-    }
-    for (size_t i = 0; i < p.batch.size(); ++i) {
-      if (p.batch[i] < 1 || (i && p.batch[i] <= p.batch[i - 1]))
-        r.error(n["batch"], where + " profile batch sizes must be positive and ascending");
-      if (!(p.latency_ms[i] >= 0) || (i && p.latency_ms[i] < p.latency_ms[i - 1]))
-        r.error(n["latency_ms"], where + " profile latencies must be non-negative and non-decreasing");
-    }
-    r.get(n, "step", p.step, where + " profile", false);
-  } else {
-    bool a = r.get(n, "alpha_ms", p.alpha_ms, where + " profile", true);
-    bool b = r.get(n, "beta_ms", p.beta_ms, where + " profile", true);
-    if (a && b && (p.alpha_ms < 0 || p.beta_ms < 0))
-      r.error(n, where + " profile alpha_ms and beta_ms must be non-negative");
-  }
-}
-
-// preprocess: {from: image, mean: [r, g, b], std: [r, g, b]} on a model that takes float32[3, H, W].
-void parse_preprocess(reader& r, const YAML::Node& n, model_spec& m, const std::string& where) {
-  auto w = where + " preprocess";
-  if (!n.IsMap()) {
-    r.error(n, w + " must be a map {from: image, mean, std}");
-    return;
-  }
-  r.known_keys(n, "models[].preprocess", w);
-  std::string from;
-  if (r.get(n, "from", from, w, true) && from != "image") r.error(n["from"], w + ": 'from' must be image");
-  image_preprocess p;
-  for (auto [key, out] : {std::pair{"mean", &p.mean}, std::pair{"std", &p.stddev}}) {
-    std::vector<float> v;
-    if (!r.get(n, key, v, w, false)) continue;
-    if (v.size() != 3) {
-      r.error(n[key], w + " " + key + " needs 3 values (R, G, B)");
-      continue;
-    }
-    std::copy(v.begin(), v.end(), out->begin());
-  }
-  for (int c = 0; c < 3; ++c)
-    if (!(p.stddev[static_cast<size_t>(c)] > 0)) r.error(n["std"], w + " std values must be positive");
-  auto& in = m.input;
-  if (in.type != dtype::float32 || in.shape.size() != 3 || in.shape[0] != 3 || in.shape[1] < 1 || in.shape[2] < 1)
-    r.error(n, w + ": the model's input must be float32[3, H, W] to take images, not " + in.to_string());
-  m.preprocess = p;
-}
-
-// `layers: [{name, input, profile}]`: a model clients may split (model.hpp). The first layer takes
-// the model's input; its profile is the layers' sum.
-void parse_layers(reader& r, const YAML::Node& ls, const YAML::Node& n, model_spec& m, const std::string& where) {
-  if (!ls.IsSequence() || ls.size() < 2 || ls.size() > 32) {
-    r.error(ls, where + " layers must be a list of 2 to 32 {name, input, profile}");
-    return;
-  }
-  if (n["profile"]) r.error(n["profile"], where + " has 'layers': its profile is their sum, not given apart");
-  for (auto* key : {"prefix", "preprocess", "cores"})
-    if (n[key]) r.error(n[key], where + " has 'layers': a partitioned model cannot have '" + key + "'");
-  for (size_t k = 0; k < ls.size(); ++k) {
-    auto ln = ls[k];
-    layer_spec l;
-    auto lw = where + " layer " + std::to_string(k);
-    if (!ln.IsMap()) {
-      r.error(ln, lw + " must be a map {name, input, profile}");
-      continue;
-    }
-    r.known_keys(ln, "models[].layers[]", lw);
-    if (r.get(ln, "name", l.name, lw, false)) lw = where + " layer '" + l.name + "'";
-    if (k == 0) {
-      if (ln["input"]) r.error(ln["input"], lw + ": the first layer takes the model's input");
-      l.input = m.input;
-    } else if (!ln["input"]) {
-      r.error(ln, lw + " is missing 'input' (what the layers before it make of a request)");
-    } else {
-      parse_tensor_spec(r, ln["input"], l.input, lw + " input", "models[].input", nullptr);
-    }
-    parse_profile(r, ln["profile"], l.profile, lw);
-    m.layers.push_back(std::move(l));
-  }
-  std::vector<const latency_profile*> parts;
-  for (auto& l : m.layers) parts.push_back(&l.profile);
-  m.profile = sum_profiles(parts);
-}
-
-void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
-  if (!n.IsMap()) {
-    r.error(n, "each model must be a map");
-    return;
-  }
-  model_spec m;
-  std::string where = "model";
-  r.known_keys(n, "models[]", where);
-  r.get(n, "prefix", m.prefix, where, false);
-  if (r.get(n, "name", m.name, where, true)) where = "model '" + m.name + "'";
-  if (!n["input"])
-    r.error(n, where + " is missing 'input'");
-  else
-    parse_tensor_spec(r, n["input"], m.input, where + " input", "models[].input", &m.input_name);
-  if (!n["output"])
-    r.error(n, where + " is missing 'output'");
-  else
-    parse_tensor_spec(r, n["output"], m.output, where + " output", "models[].output", &m.output_name);
-  r.get(n, "max_batch", m.max_batch, where, false);
-  if (m.max_batch < 1) r.error(n["max_batch"], where + " max_batch must be at least 1");
-  if (auto ls = n["layers"]) parse_layers(r, ls, n, m, where);
-  // A real model may leave its profile to the worker that serves it (measured at start-up).
-  if (m.partitioned())
-    ;  // the layers' sum
-  else if (n["profile"] || !n["path"])
-    parse_profile(r, n["profile"], m.profile, where);
-  else
-    m.needs_profile = true;
-  // Per device type: the types must be declared (device_types comes first in the file's reading).
-  if (auto ps = n["profiles"]) {
-    if (!ps.IsMap()) r.error(ps, where + " profiles must be a map {TYPE: profile}");
-    for (auto it = ps.begin(); ps.IsMap() && it != ps.end(); ++it) {
-      auto type = it->first.as<std::string>("");
-      if (!cfg.find_device_type(type)) {
-        r.error(it->first, where + " profiles name '" + type + "', which device_types does not declare");
-        continue;
-      }
-      latency_profile p;
-      parse_profile(r, it->second, p, where + " (" + type + ")");
-      m.profiles.emplace_back(type, std::move(p));
-    }
-  }
-  if (auto c = n["cores"]) {
-    core_latency l;
-    auto w = where + " cores";
-    r.known_keys(c, "models[].cores", w);
-    bool all = r.get(c, "gamma_ms", l.gamma, w, true) & r.get(c, "epsilon_ms", l.epsilon, w, true) &
-               r.get(c, "delta_ms", l.delta, w, true) & r.get(c, "eta_ms", l.eta, w, true);
-    if (all && (l.gamma < 0 || l.epsilon < 0 || l.delta < 0 || l.eta < 0 || l.at(1, 1) <= 0))
-      r.error(c, w + ": l(b, c) = gamma_ms*b/c + epsilon_ms/c + delta_ms*b + eta_ms needs non-negative terms");
-    else if (all)
-      m.cores = l;
-  }
-  if (n["preprocess"] && n["input"]) parse_preprocess(r, n["preprocess"], m, where);
-  if (std::string p; r.get(n, "precision", p, where, false)) {
-    if (auto v = parse_precision(p))
-      m.precision = *v;
-    else
-      r.error(n["precision"], where + " precision '" + p + "' must be fp32, fp16 or bf16");
-  }
-  r.get(n, "jitter", m.jitter, where, false);
-  r.get(n, "share_exponent", m.share_exponent, where, false);
-  if (!(m.share_exponent >= 0 && m.share_exponent <= 4))
-    r.error(n["share_exponent"], where + " share_exponent must be in [0, 4]");
-  if (m.jitter < 0 || m.jitter >= 1) r.error(n["jitter"], where + " jitter must be in [0, 1)");
-  r.get(n, "load_ms", m.load_ms, where, false);
-  if (m.load_ms < 0) r.error(n["load_ms"], where + " load_ms cannot be negative");
-  r.get(n, "memory_mb", m.memory_mb, where, false);
-  // An optional number within [lo, hi]; outside it, an error that says what it is.
-  auto bounded = [&](const char* key, double lo, double hi, const std::string& what) -> std::optional<double> {
-    double x = 0;
-    if (!r.get(n, key, x, where, false)) return std::nullopt;
-    if (x >= lo && x <= hi) return x;
-    r.error(n[key], where + " " + key + " is " + what + ": it must be in [" + number(lo) + ", " + number(hi) + "]");
-    return std::nullopt;
-  };
-  m.accuracy = bounded("accuracy", 0, 100, "a top-1 percentage");
-  r.get(n, "base_cores", m.base_cores, where, false);
-  m.pass_rate = bounded("pass_rate", 0, 1, "a fraction");
-  if (!(m.base_cores > 0)) r.error(n["base_cores"], where + " base_cores must be positive");
-  // Relative to the cluster file, made absolute once so that a resolved copy (`up`) names the same file.
-  if (r.get(n, "path", m.path, where, false) && !m.path.empty()) m.path = r.resolve(m.path);
-  if (m.memory_mb < 0) r.error(n["memory_mb"], where + " memory_mb cannot be negative");
-  if (cfg.find_model(m.name)) r.error(n["name"], "duplicate model name '" + m.name + "'");
-  if (m.name.find_first_of("[]") != std::string::npos)
-    r.error(n["name"], where + ": model names cannot hold '[' or ']' (fragments of partitioned models are named so)");
-  cfg.models.push_back(std::move(m));
-}
-
 void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
   if (!n.IsMap()) {
     r.error(n, "each node must be a map");
@@ -545,89 +333,17 @@ void parse_security(reader& r, const YAML::Node& n, security_options& o) {
   }
 }
 
-}  // namespace
-
-// The scaler sizes each stage's models on its own: a model may serve one stage of one pipeline,
-// and must say how it scales with cores (l(b, c)) or at least how long a batch takes.
-void config_detail::parse_scaler_checks(reader& r, const YAML::Node& at, const cluster_config& cfg) {
-  auto& o = cfg.scaler;
-  if (!o.enabled()) return;
-  std::map<size_t, std::string> used;
-  for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi)
-    for (auto& s : cfg.pipelines[pi].stages) {
-      if (s.cascade)
-        r.error(at, "scaler policy " + std::string(knob_name(o.policy)) + " does not size cascades: stage '" +
-                        cfg.pipelines[pi].name + "." + s.name + "' runs one (the scheduler's epochs plan them)");
-      for (auto m : s.variant_indices) {
-        auto [it, fresh] = used.emplace(m, cfg.pipelines[pi].name + "." + s.name);
-        if (!fresh)
-          r.error(at, "scaler policy " + std::string(knob_name(o.policy)) +
-                          " sizes every stage on its own, but model '" + cfg.models[m].name + "' serves both " +
-                          it->second + " and " + cfg.pipelines[pi].name + "." + s.name);
-      }
-    }
-  bool in_place = o.policy == scaler_policy::sponge || o.policy == scaler_policy::biscale;
-  for (auto& [m, where] : used)
-    if (cfg.models[m].needs_profile && !cfg.models[m].cores)
-      r.error(at, "scaler policy " + std::string(knob_name(o.policy)) +
-                      " sizes instances by the file's profiles: model '" + cfg.models[m].name +
-                      "' needs a 'profile' (measure it with sloserve profile)");
-  for (auto& [m, where] : used)
-    if (in_place && !cfg.models[m].cores)
-      r.error(at, "scaler policy " + std::string(knob_name(o.policy)) + " scales cores in place: model '" +
-                      cfg.models[m].name + "' needs 'cores: {gamma_ms, epsilon_ms, delta_ms, eta_ms}'");
-}
-
-namespace {
-
-// A scheduler policy that owns the devices: no scaler beside it.
-void refuse_scaler(reader& r, const YAML::Node& root, const cluster_config& cfg, const std::string& what) {
-  if (cfg.scaler.enabled())
-    r.error(root["scaler"]["policy"],
-            what + ": scaler policy " + std::string(knob_name(cfg.scaler.policy)) + " cannot run beside it");
-}
-
-// Piccolo gives every machine one stage's model at one configuration, and owns the devices.
-void parse_piccolo_checks(reader& r, const YAML::Node& root, const cluster_config& cfg) {
-  if (cfg.scheduler.policy != scheduler_policy::piccolo) return;
-  auto at = root["scheduler"]["policy"];
-  refuse_scaler(r, root, cfg, "scheduler policy piccolo plans every device itself");
-  for (auto& p : cfg.pipelines)
-    for (auto& s : p.stages)
-      if (s.cascade)
-        r.error(at, "scheduler policy piccolo plans one model a stage: stage '" + s.name + "' of pipeline '" + p.name +
-                        "' is a cascade");
-}
-
-// Graft re-aligns the fragments of partitioned models: every pipeline is one stage on one.
-void parse_graft_checks(reader& r, const YAML::Node& root, const cluster_config& cfg) {
-  if (cfg.scheduler.policy != scheduler_policy::graft) return;
-  auto at = root["scheduler"]["policy"];
-  refuse_scaler(r, root, cfg, "scheduler policy graft plans every device itself");
-  for (auto& p : cfg.pipelines)
-    if (p.stages.size() != 1 || p.stages.front().cascade || !p.stages.front().variants.empty() ||
-        !cfg.models[p.stages.front().model_index].partitioned())
-      r.error(at,
-              "scheduler policy graft serves pipelines of one stage on a partitioned model (models[].layers): "
-              "pipeline '" +
-                  p.name + "' is not one");
-}
-
-// Jellyfish maps clients to variants of one stage that take images, and owns the devices.
-void parse_jellyfish_checks(reader& r, const YAML::Node& root, const cluster_config& cfg) {
-  if (cfg.scheduler.policy != scheduler_policy::jellyfish) return;
-  auto at = root["scheduler"]["policy"];
-  refuse_scaler(r, root, cfg, "scheduler policy jellyfish runs one variant per device itself");
-  for (auto& p : cfg.pipelines) {
-    if (p.stages.size() != 1 || p.stages.front().cascade) {
-      r.error(at, "scheduler policy jellyfish serves pipelines of one stage (one DNN a request): pipeline '" + p.name +
-                      "' has " + (p.stages.size() == 1 ? "a cascade" : std::to_string(p.stages.size()) + " stages"));
-      continue;
-    }
-    for (auto m : p.stages.front().variant_indices)
-      if (!cfg.models[m].preprocess)
-        r.error(at, "scheduler policy jellyfish tells clients which image size to send: model '" + cfg.models[m].name +
-                        "' of pipeline '" + p.name + "' needs 'preprocess: {from: image}'");
+// `device_types:`, each a name and a price.
+void parse_device_types(reader& r, const YAML::Node& types, cluster_config& cfg) {
+  if (!types.IsSequence()) r.error(types, "device_types must be a list of {name, price}");
+  for (auto t : types) {
+    device_type x;
+    r.known_keys(t, "device_types[]", "device type");
+    if (!r.get(t, "name", x.name, "device type", true)) continue;
+    r.get(t, "price", x.price, "device type '" + x.name + "'", true);
+    if (!(x.price > 0)) r.error(t["price"], "device type '" + x.name + "' price must be positive");
+    if (cfg.find_device_type(x.name)) r.error(t["name"], "duplicate device type '" + x.name + "'");
+    cfg.device_types.push_back(std::move(x));
   }
 }
 
@@ -657,48 +373,14 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
     r.known_keys(root, "", "the cluster file");
     r.known_keys(root["cluster"], "cluster", "cluster");
     if (root["cluster"]) r.get(root["cluster"], "name", cfg.name, "cluster", false);
-    if (auto types = root["device_types"]) {
-      if (!types.IsSequence()) r.error(types, "device_types must be a list of {name, price}");
-      for (auto t : types) {
-        device_type x;
-        r.known_keys(t, "device_types[]", "device type");
-        if (!r.get(t, "name", x.name, "device type", true)) continue;
-        r.get(t, "price", x.price, "device type '" + x.name + "'", true);
-        if (!(x.price > 0)) r.error(t["price"], "device type '" + x.name + "' price must be positive");
-        if (cfg.find_device_type(x.name)) r.error(t["name"], "duplicate device type '" + x.name + "'");
-        cfg.device_types.push_back(std::move(x));
-      }
-    }
+    if (auto types = root["device_types"]) parse_device_types(r, types, cfg);
     if (!root["nodes"] || !root["nodes"].IsSequence() || root["nodes"].size() == 0)
       r.error(root, "the cluster file needs a non-empty list 'nodes'");
     else
       for (auto n : root["nodes"]) parse_node(r, n, cfg);
     if (root["models"] && root["models"].IsSequence())
       for (auto n : root["models"]) parse_model(r, n, cfg);
-    // Variants take their prefix's path, output and profile.
-    for (size_t i = 0; i < cfg.models.size(); ++i) {
-      auto& m = cfg.models[i];
-      if (!m.is_variant()) continue;
-      auto at = root["models"][i]["prefix"];
-      auto* p = cfg.find_model(m.prefix);
-      if (!p) {
-        r.error(at, "model '" + m.name + "' has unknown prefix model '" + m.prefix + "'");
-        continue;
-      }
-      if (p->is_variant()) {
-        r.error(at, "model '" + m.name + "': its prefix '" + m.prefix + "' is itself a variant");
-        continue;
-      }
-      if (p->input.type != m.input.type || p->input.shape != m.input.shape)
-        r.error(at, "model '" + m.name + "' takes " + m.input.to_string() + " but its prefix '" + m.prefix +
-                        "' takes " + p->input.to_string());
-      if (m.needs_profile || p->needs_profile)
-        r.error(at,
-                "model '" + m.name + "': prefix-batched models need a 'profile' (measure them with sloserve profile)");
-      m.prefix_path = p->path;
-      m.prefix_output = p->output;
-      m.prefix_profile = p->profile;
-    }
+    resolve_prefixes(r, root, cfg);
     if (root["pipelines"] && root["pipelines"].IsSequence())
       for (auto n : root["pipelines"]) parse_pipeline(r, n, cfg);
     parse_runtime(r, root["runtime"], cfg.runtime);
@@ -708,80 +390,8 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
     parse_piccolo_checks(r, root, cfg);
     parse_graft_checks(r, root, cfg);
     parse_security(r, root["security"], cfg.security);
-    if (root["nodes"] && root["nodes"].IsSequence()) {
-      if (cfg.with_role(role::frontend).empty())
-        r.error(root["nodes"], "no node has the frontend role; clients would have nowhere to connect");
-      auto ctls = cfg.with_role(role::controller);
-      if (ctls.size() != 1)
-        r.error(root["nodes"],
-                "exactly one node must have the controller role (found " + std::to_string(ctls.size()) + ")");
-      std::set<std::string> addresses;
-      for (size_t i = 0; i < cfg.nodes.size(); ++i) {
-        auto& a = cfg.nodes[i].address;
-        bool ephemeral = a.size() > 2 && a.compare(a.size() - 2, 2, ":0") == 0;
-        if (!a.empty() && !ephemeral && !addresses.insert(a).second)
-          r.error(root["nodes"][i]["address"], "address '" + a + "' is used by two nodes");
-        for (auto* key : {"http", "grpc"})
-          if (!(key[0] == 'h' ? cfg.nodes[i].http : cfg.nodes[i].grpc).empty() &&
-              !cfg.nodes[i].has_role(role::frontend))
-            r.error(root["nodes"][i][key],
-                    "node '" + cfg.nodes[i].name + "' has " + key + " but not the frontend role");
-        for (auto* key : {"http", "grpc", "metrics"}) {
-          auto& h = key[0] == 'h' ? cfg.nodes[i].http : key[0] == 'g' ? cfg.nodes[i].grpc : cfg.nodes[i].metrics;
-          if (h.empty()) continue;
-          auto host = h.substr(0, h.rfind(':'));
-          bool loopback = host == "localhost" || host.rfind("127.", 0) == 0;
-          if (cfg.security.enabled() && !cfg.security.http_secured() && !loopback)
-            r.error(root["nodes"][i][key], "node '" + cfg.nodes[i].name + "': with security on, " +
-                                               (key[0] == 'h'   ? "an http ingress"
-                                                : key[0] == 'g' ? "a grpc ingress"
-                                                                : "metrics") +
-                                               " on '" + host +
-                                               "' needs security tls_cert, tls_key and tokens (or a loopback address)");
-          // The same port twice on one named host cannot both bind; a wildcard host may be
-          // another machine's, so only its bind can tell.
-          bool wildcard = host == "0.0.0.0" || host == "*";
-          if (!wildcard && (h.size() < 2 || h.compare(h.size() - 2, 2, ":0") != 0))
-            if (!addresses.insert("http://" + h).second)
-              r.error(root["nodes"][i][key], std::string(key) + " '" + h + "' is used twice");
-        }
-      }
-      // Every device's model list must name real models; every model in a pipeline needs a device.
-      for (size_t i = 0; i < cfg.nodes.size(); ++i)
-        for (size_t g = 0; g < cfg.nodes[i].devices.size(); ++g)
-          for (auto& m : cfg.nodes[i].devices[g].models)
-            if (!cfg.find_model(m))
-              r.error(root["nodes"][i]["devices"][g],
-                      "node '" + cfg.nodes[i].name + "' device lists unknown model '" + m + "'");
-      // Every model a device may serve: emulated devices wait l(b), so they need a profile;
-      // real devices run TorchScript, so they need a file.
-      for (size_t i = 0; i < cfg.nodes.size(); ++i)
-        for (size_t g = 0; g < cfg.nodes[i].devices.size(); ++g) {
-          auto& grp = cfg.nodes[i].devices[g];
-          bool emulated = grp.kind == device_kind::emulated;
-          for (auto& m : cfg.models) {
-            bool serves =
-                grp.models.empty() || std::find(grp.models.begin(), grp.models.end(), m.name) != grp.models.end();
-            if (!serves || (emulated ? !m.needs_profile : !m.path.empty())) continue;
-            r.error(root["nodes"][i]["devices"][g],
-                    "node '" + cfg.nodes[i].name + "' has " + std::string(knob_name(grp.kind)) +
-                        " devices for model '" + m.name +
-                        (emulated ? "', which has no 'profile' to emulate" : "', which has no 'path'"));
-          }
-        }
-      for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi)
-        for (auto& s : cfg.pipelines[pi].stages)
-          for (auto m : stage_models(s)) {
-            auto& name = cfg.models[m].name;
-            bool served = false;
-            for (auto& n : cfg.nodes)
-              if (n.has_role(role::worker))
-                for (int d = 0; d < n.device_count(); ++d) served |= n.serves(d, name);
-            if (!served)
-              r.error(root["pipelines"][pi], "pipeline '" + cfg.pipelines[pi].name + "' stage '" + s.name +
-                                                 "': no worker device serves model '" + name + "'");
-          }
-    }
+    check_nodes(r, root, cfg);
+    check_served(r, root, cfg);
   } catch (const YAML::Exception& e) {
     r.error_at(e.mark.is_null() ? r.last_ : e.mark, "unexpected structure: " + e.msg);
   }

@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -83,12 +84,31 @@ class reader {
   YAML::Mark last_ = YAML::Mark::null_mark();
 };
 
+// A number as the messages write it (%g).
+inline std::string number(double x) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+// `models:` entries (config/models.cpp); then the variants' prefixes, once every model is read.
+void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg);
+void resolve_prefixes(reader& r, const YAML::Node& root, cluster_config& cfg);
+
+// The checks across sections (config/checks.cpp): each policy's demands, nodes and their
+// addresses and ingresses, and that every model a pipeline runs has a device that serves it.
+void parse_piccolo_checks(reader& r, const YAML::Node& root, const cluster_config& cfg);
+void parse_graft_checks(reader& r, const YAML::Node& root, const cluster_config& cfg);
+void parse_jellyfish_checks(reader& r, const YAML::Node& root, const cluster_config& cfg);
+void check_nodes(reader& r, const YAML::Node& root, const cluster_config& cfg);
+void check_served(reader& r, const YAML::Node& root, const cluster_config& cfg);
+
 // The sections of scalar settings (config/settings.cpp).
 void parse_runtime(reader& r, const YAML::Node& n, runtime_options& o);
 void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o);
 // `scaler:`, its policy following the scheduler's for ipa; `root` is the file's.
 void parse_scaler(reader& r, const YAML::Node& root, cluster_config& cfg);
-// The scaler's checks of the models it sizes (config/cluster_config.cpp).
+// The scaler's checks of the models it sizes (config/checks.cpp).
 void parse_scaler_checks(reader& r, const YAML::Node& at, const cluster_config& cfg);
 // Writes the sections of scalar settings of `cfg` (runtime, scheduler, scaler).
 void emit_settings(YAML::Emitter& e, const cluster_config& cfg);

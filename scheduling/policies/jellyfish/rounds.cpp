@@ -68,25 +68,96 @@ std::string rounds::news() {
                      stats_.clients, 100 * stats_.mapped, 100 * stats_.accuracy, switched);
 }
 
-cluster_placement rounds::decide(const std::vector<msg::client_load>& clients, const std::vector<device_slot>& slots,
-                                 const std::vector<model_spec>& models, uint64_t epoch) {
-  stats_.clients = clients.size();
-  ++stats_.reschedules;
-  auto& o = cfg_.scheduler.jellyfish;
-  size_t np = cfg_.pipelines.size();
-  // Clients per pipeline.
-  std::vector<std::vector<const msg::client_load*>> of(np);
-  std::vector<double> rate(np, 0);
+namespace {
+
+// Each pipeline's clients, and its frame rate (each client one a second at least).
+struct grouped {
+  std::vector<std::vector<const msg::client_load*>> clients;
+  std::vector<double> rate;
+};
+grouped group_clients(const cluster_config& cfg, const std::vector<msg::client_load>& clients) {
+  grouped g{std::vector<std::vector<const msg::client_load*>>(cfg.pipelines.size()),
+            std::vector<double>(cfg.pipelines.size(), 0)};
   for (auto& c : clients)
-    if (auto* p = cfg_.find_pipeline(c.pipeline)) {
-      auto pi = static_cast<size_t>(p - cfg_.pipelines.data());
-      of[pi].push_back(&c);
-      rate[pi] += std::max(1.0, c.rate_hz);
+    if (auto* p = cfg.find_pipeline(c.pipeline)) {
+      auto pi = static_cast<size_t>(p - cfg.pipelines.data());
+      g.clients[pi].push_back(&c);
+      g.rate[pi] += std::max(1.0, c.rate_hz);
     }
+  return g;
+}
+
+std::vector<client_state> client_states(const std::vector<const msg::client_load*>& clients) {
+  std::vector<client_state> cs;
+  for (auto* c : clients) {
+    cs.push_back({c->client,
+                  c->slo_ms,
+                  c->rate_hz,
+                  c->uplink_mbps,
+                  c->rtt_ms,
+                  c->bytes_per_pixel,
+                  c->image_pixels,
+                  {},
+                  c->uplink_low_mbps,
+                  c->wait_share});
+    for (auto& i : c->images) cs.back().image_bytes.emplace_back(i.pixels, i.bytes);
+  }
+  return cs;
+}
+
+// What a device running zoo[z] keeps resident, in this order while memory and `resident` allow:
+// the selected variant, its neighbours in size (prefetched: the next re-schedule most likely
+// moves there), the variants it ran most recently (`mru`), then farther neighbours.
+std::vector<std::string> resident_order(const std::vector<variant>& zoo, size_t z,
+                                        const std::vector<std::string>& mru) {
+  std::vector<std::string> order{zoo[z].model};
+  auto neighbours = [&](size_t from, size_t to) {
+    for (size_t step = from; step <= to; ++step) {
+      if (z + step < zoo.size()) order.push_back(zoo[z + step].model);
+      if (z >= step) order.push_back(zoo[z - step].model);
+    }
+  };
+  neighbours(1, 1);
+  order.insert(order.end(), mru.begin(), mru.end());
+  neighbours(2, zoo.size());
+  return order;
+}
+
+// Pipeline `p`'s routes (each variant to the devices selecting it, weighted by what they carry),
+// its budget (requests of clients without a route run on the fastest variant running) and its
+// clients' mappings, into `t`.
+void route_pipeline(const pipeline& p, const std::vector<variant>& zoo, const plan& planned,
+                    const std::vector<size_t>& mine, const std::vector<device_slot>& slots,
+                    const std::vector<client_state>& cs, msg::routing_table& t) {
+  size_t fastest = zoo.size();
+  for (auto v : planned.variants) fastest = std::min(fastest, v);
+  for (auto& v : zoo) {
+    msg::model_route r{v.model, {}};
+    for (size_t w = 0; w < mine.size(); ++w)
+      if (zoo[planned.variants[w]].model == v.model) {
+        int b = planned.batch[w];
+        r.instances.push_back({slots[mine[w]].node, slots[mine[w]].device, b / v.latency_ms(b) * 1e3});
+      }
+    t.routes.push_back(std::move(r));
+  }
+  auto anonymous = fastest < zoo.size() ? zoo[fastest].model : p.stages.front().model;
+  t.budgets.push_back({p.name, p.stages.front().name, p.slo_ms, anonymous});
+  for (size_t c = 0; c < cs.size() && !mine.empty(); ++c) {
+    auto& a = planned.clients[c];
+    auto& slot = slots[mine[a.worker]];
+    auto& v = zoo[a.variant];
+    t.clients.push_back({cs[c].id, p.name, v.model, slot.node, slot.device, a.budget_ms,
+                         static_cast<uint32_t>(v.height), static_cast<uint32_t>(v.width)});
+  }
+}
+
+}  // namespace
+
+std::vector<std::vector<size_t>> rounds::assign(const std::vector<double>& rate, const std::vector<device_slot>& slots,
+                                                const std::vector<model_spec>& models, std::vector<bool>& taken) const {
+  size_t np = cfg_.pipelines.size();
   auto count = apportion(rate, slots.size());
-  // Slots keep the pipeline they served while it wants as many; the others fill up in order.
   std::vector<std::vector<size_t>> mine(np);
-  std::vector<bool> taken(slots.size(), false);
   auto pipeline_of = [&](const std::string& model) -> size_t {
     for (size_t pi = 0; pi < np; ++pi)
       for (auto m : cfg_.pipelines[pi].stages.front().variant_indices)
@@ -101,7 +172,52 @@ cluster_placement rounds::decide(const std::vector<msg::client_load>& clients, c
   for (size_t pi = 0, s = 0; pi < np; ++pi)
     for (; mine[pi].size() < count[pi] && s < slots.size(); ++s)
       if (!taken[s]) mine[pi].push_back(s), taken[s] = true;
+  return mine;
+}
 
+void rounds::run_on(const slot_key& k, const device_slot& slot, const std::vector<variant>& zoo, size_t z, int batch,
+                    const std::vector<model_spec>& models, msg::device_schedule& d) {
+  auto& v = zoo[z];
+  auto& mru = resident_[k];
+  auto same = running_.find(k);
+  if (same != running_.end() && same->second != v.model) {
+    ++stats_.switches;
+    if (std::find(mru.begin(), mru.end(), v.model) != mru.end()) ++stats_.resident_hits;
+  }
+  // A batch that moved little keeps the schedule as it is: workers are not re-sent one every
+  // interval for estimates that jitter.
+  if (same != running_.end() && same->second == v.model && batch_.count(k) &&
+      std::abs(batch - batch_[k]) <= std::max(1, batch_[k] / 4))
+    batch = batch_[k];
+  batch_[k] = batch;
+  running_[k] = v.model;
+  double memory = 0;
+  std::vector<std::string> kept;
+  for (auto& name : resident_order(zoo, z, mru)) {
+    if (std::find(kept.begin(), kept.end(), name) != kept.end()) continue;
+    if (kept.size() >= static_cast<size_t>(cfg_.scheduler.jellyfish.resident)) break;
+    auto m = std::find_if(models.begin(), models.end(), [&](auto& x) { return x.name == name; });
+    double mb = m != models.end() ? m->memory_mb : 0;
+    if (slot.memory_mb > 0 && memory + mb > slot.memory_mb) continue;
+    memory += mb;
+    kept.push_back(name);
+    d.sessions.push_back({name, name == v.model ? static_cast<uint32_t>(batch) : 1u});
+  }
+  if (kept.empty()) {  // the selected variant alone exceeds the slot's memory: it runs anyway
+    kept.push_back(v.model);
+    d.sessions.push_back({v.model, static_cast<uint32_t>(batch)});
+  }
+  mru = std::move(kept);
+}
+
+cluster_placement rounds::decide(const std::vector<msg::client_load>& clients, const std::vector<device_slot>& slots,
+                                 const std::vector<model_spec>& models, uint64_t epoch) {
+  stats_.clients = clients.size();
+  ++stats_.reschedules;
+  auto& o = cfg_.scheduler.jellyfish;
+  auto of = group_clients(cfg_, clients);
+  std::vector<bool> taken(slots.size(), false);
+  auto mine = assign(of.rate, slots, models, taken);
   cluster_placement out;
   for (auto& slot : device_slots(cfg_)) {
     auto& sched = out.schedules[slot.node];
@@ -116,25 +232,10 @@ cluster_placement rounds::decide(const std::vector<msg::client_load>& clients, c
   plan_options po{o.overhead_ms, o.bytes_per_pixel, o.compute_share, {}, o.use_spare};
   po.annealing.seed = stats_.reschedules;
   double mapped = 0, accuracy = 0, weight = 0;
-  std::map<std::string, size_t> model_index;
-  for (size_t m = 0; m < models.size(); ++m) model_index[models[m].name] = m;
-  for (size_t pi = 0; pi < np; ++pi) {
+  for (size_t pi = 0; pi < cfg_.pipelines.size(); ++pi) {
     auto& p = cfg_.pipelines[pi];
     auto zoo = zoo_of(p, models);
-    std::vector<client_state> cs;
-    for (auto* c : of[pi]) {
-      cs.push_back({c->client,
-                    c->slo_ms,
-                    c->rate_hz,
-                    c->uplink_mbps,
-                    c->rtt_ms,
-                    c->bytes_per_pixel,
-                    c->image_pixels,
-                    {},
-                    c->uplink_low_mbps,
-                    c->wait_share});
-      for (auto& i : c->images) cs.back().image_bytes.emplace_back(i.pixels, i.bytes);
-    }
+    auto cs = client_states(of.clients[pi]);
     // Where each slot starts: what it ran, else the stage's most accurate variant.
     std::vector<size_t> previous;
     for (auto s : mine[pi]) {
@@ -145,86 +246,18 @@ cluster_placement rounds::decide(const std::vector<msg::client_load>& clients, c
         if (zoo[i].model == name) z = i;
       previous.push_back(z);
     }
-    auto plan = plan_jellyfish(zoo, cs, mine[pi].size(), previous, po);
+    auto planned = plan_jellyfish(zoo, cs, mine[pi].size(), previous, po);
     if (!cs.empty()) {
-      mapped += plan.quality.mapped * static_cast<double>(cs.size());
-      accuracy += plan.quality.accuracy * static_cast<double>(cs.size());
+      mapped += planned.quality.mapped * static_cast<double>(cs.size());
+      accuracy += planned.quality.accuracy * static_cast<double>(cs.size());
       weight += static_cast<double>(cs.size());
     }
-    size_t fastest = zoo.size();
     for (size_t w = 0; w < mine[pi].size(); ++w) {
       auto& slot = slots[mine[pi][w]];
       slot_key k{slot.node, slot.device};
-      auto& v = zoo[plan.variants[w]];
-      fastest = std::min(fastest, plan.variants[w]);
-      // The selected variant first, then what the device ran most recently, within its memory.
-      auto& mru = resident_[k];
-      if (auto it = running_.find(k); it != running_.end() && it->second != v.model) {
-        ++stats_.switches;
-        if (std::find(mru.begin(), mru.end(), v.model) != mru.end()) ++stats_.resident_hits;
-      }
-      // A batch that moved little keeps the schedule as it is: workers are not re-sent one
-      // every interval for estimates that jitter.
-      auto same = running_.find(k);
-      int batch = plan.batch[w];
-      if (same != running_.end() && same->second == v.model && batch_.count(k) &&
-          std::abs(batch - batch_[k]) <= std::max(1, batch_[k] / 4))
-        batch = batch_[k];
-      batch_[k] = batch;
-      running_[k] = v.model;
-      // Resident, in this order while memory and `resident` allow: the selected variant, its
-      // neighbours in size (prefetched: the next re-schedule most likely moves there), the
-      // variants it ran most recently, then farther neighbours.
-      auto z = plan.variants[w];
-      std::vector<std::string> order{v.model};
-      auto neighbours = [&](size_t from, size_t to) {
-        for (size_t step = from; step <= to; ++step) {
-          if (z + step < zoo.size()) order.push_back(zoo[z + step].model);
-          if (z >= step) order.push_back(zoo[z - step].model);
-        }
-      };
-      neighbours(1, 1);
-      order.insert(order.end(), mru.begin(), mru.end());
-      neighbours(2, zoo.size());
-      auto& d = device_of(k);
-      double memory = 0;
-      std::vector<std::string> kept;
-      for (auto& name : order) {
-        double mb = models[model_index[name]].memory_mb;
-        if (std::find(kept.begin(), kept.end(), name) != kept.end()) continue;
-        if (kept.size() >= static_cast<size_t>(o.resident)) break;
-        if (slot.memory_mb > 0 && memory + mb > slot.memory_mb) continue;
-        memory += mb;
-        kept.push_back(name);
-        d.sessions.push_back({name, name == v.model ? static_cast<uint32_t>(batch) : 1u});
-      }
-      if (kept.empty()) {  // the selected variant alone exceeds the slot's memory: it runs anyway
-        kept.push_back(v.model);
-        d.sessions.push_back({v.model, static_cast<uint32_t>(batch)});
-      }
-      mru = std::move(kept);
+      run_on(k, slot, zoo, planned.variants[w], planned.batch[w], models, device_of(k));
     }
-    // Routes: each variant to the devices selecting it, weighted by what they carry.
-    for (auto& v : zoo) {
-      msg::model_route r{v.model, {}};
-      for (size_t w = 0; w < mine[pi].size(); ++w)
-        if (zoo[plan.variants[w]].model == v.model) {
-          int b = plan.batch[w];
-          r.instances.push_back({slots[mine[pi][w]].node, slots[mine[pi][w]].device, b / v.latency_ms(b) * 1e3});
-        }
-      out.table.routes.push_back(std::move(r));
-    }
-    // Requests of clients without a route run on the fastest variant running.
-    auto anonymous = fastest < zoo.size() ? zoo[fastest].model : p.stages.front().model;
-    out.table.budgets.push_back({p.name, p.stages.front().name, p.slo_ms, anonymous});
-    for (size_t c = 0; c < cs.size(); ++c) {
-      auto& a = plan.clients[c];
-      if (mine[pi].empty()) break;
-      auto& slot = slots[mine[pi][a.worker]];
-      auto& v = zoo[a.variant];
-      out.table.clients.push_back({cs[c].id, p.name, v.model, slot.node, slot.device, a.budget_ms,
-                                   static_cast<uint32_t>(v.height), static_cast<uint32_t>(v.width)});
-    }
+    route_pipeline(p, zoo, planned, mine[pi], slots, cs, out.table);
   }
   // Slots no pipeline was given (more slots than pipelines want, or a pipeline of no zoo) forget.
   for (size_t s = 0; s < slots.size(); ++s)

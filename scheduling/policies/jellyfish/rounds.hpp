@@ -48,6 +48,15 @@ class rounds final : public client_rounds {
 
  private:
   using slot_key = std::pair<std::string, uint32_t>;
+  // Slots per pipeline at these frame rates: a slot keeps the pipeline it served while that
+  // pipeline wants as many, the others fill up in order; `taken` marks the slots given.
+  std::vector<std::vector<size_t>> assign(const std::vector<double>& rate, const std::vector<device_slot>& slots,
+                                          const std::vector<model_spec>& models, std::vector<bool>& taken) const;
+  // Device `k` (`slot`) runs zoo[z] at about `batch`, keeping resident what its memory allows,
+  // into `d`; counts switches.
+  void run_on(const slot_key& k, const device_slot& slot, const std::vector<variant>& zoo, size_t z, int batch,
+              const std::vector<model_spec>& models, msg::device_schedule& d);
+
   const cluster_config& cfg_;
   std::map<slot_key, std::string> running_;                // selected variant per device
   std::map<slot_key, int> batch_;                          // and the batch it runs at
