@@ -131,74 +131,61 @@ void scaler_core::apply() {
 // only add capacity: a surge is met at the next load report, while capacity is taken away at
 // most once a vertical period, sized for the largest rate of the last three periods and of the
 // latest report.
-void scaler_core::decide(const cluster_load& load, double dt) {
+void scaler_core::observe(stage_info& s, const cluster_load& load, const std::vector<placed_instance>& instances,
+                          bool full, double dt) {
   auto& o = cfg_.scaler;
   double headroom = 1 + cfg_.scheduler.headroom;
-  mark_serving();
-  auto instances = prov_->instances();
-  // Cost of what ran during the period that just ended.
-  uint32_t n = static_cast<uint32_t>(instances.size()), cores = 0;
-  for (auto& i : instances) cores += static_cast<uint32_t>(i.cores);
-  stats_.seconds += dt;
-  stats_.instance_seconds += n * dt;
-  stats_.core_seconds += cores * dt;
-  bool full = ++polls_ % static_cast<uint64_t>(polls_per_tick_) == 0;
-  bool horizontal = full && ++ticks_ % static_cast<uint64_t>(ticks_per_horizontal_) == 0;
-  for (auto& s : stages_) {
-    sched::scale_stage in;
-    in.l = s.l;
-    in.max_batch = s.model->batch_limit();
-    double rate = 0, budget_w = 0, budget_sum = 0;
-    for (auto& x : load.sessions) {
-      if (!is_variant_of(s, x.model)) continue;  // a stage's traffic, whichever variant serves it
-      rate += x.last_rate;
-      budget_sum += x.budget_ms * x.last_rate;
-      budget_w += x.last_rate;
-    }
-    // Instance 0's queue, for Sponge's EDF check.
-    for (auto& i : instances)
-      if (i.model == s.model->name) {
-        for (auto& x : load.sessions)
-          if (x.node == i.node && x.device == i.device && x.model == i.model)
-            in.queued = static_cast<int>(x.queue_length);
-        break;
-      }
-    in.budget_ms = budget_w > 0 ? budget_sum / budget_w : s.split_budget_ms;
-    double sized = rate;
-    s.poll_sum += rate;
-    ++s.poll_count;
-    if (full) {
-      // The period's rate: the mean of its polls. It is sized for no less than this poll's
-      // rate either: a surge that began within the period is not averaged away.
-      rate = s.poll_sum / s.poll_count;
-      sized = std::max(sized, rate);
-      s.poll_sum = 0;
-      s.poll_count = 0;
-      s.predictor->observe(rate);
-      s.recent.push_back(rate);
-      while (static_cast<int>(s.recent.size()) > ticks_per_horizontal_) s.recent.pop_front();
-      for (size_t k = s.recent.size() >= 3 ? s.recent.size() - 3 : 0; k < s.recent.size(); ++k)
-        sized = std::max(sized, s.recent[k]);
-    }
-    // A lull keeps what the recent peak needed (as the scheduler's epochs do), released slowly.
-    // Not IPA's: it trades accuracy for load, and gives the accuracy back when the load goes
-    // (devices it frees stay loaded as spares meanwhile).
-    double half_life = o.policy == scaler_policy::ipa ? 0 : cfg_.scheduler.peak_half_life_s;
-    s.peak = std::max(sized, half_life > 0 ? s.peak * std::exp2(-dt / half_life) : 0.0);
-    in.rate = s.peak * headroom;
-    in.predicted = std::max(s.predictor->predict(), half_life > 0 ? s.peak : 0.0) * headroom;
-    auto& p = cfg_.pipelines[s.pipeline];
-    for (size_t c = 0; c < p.stages.size(); ++c)
-      for (auto parent : p.stages[c].parents)
-        if (parent == s.stage) in.children.push_back(c);
-    s.last = in;
+  sched::scale_stage in;
+  in.l = s.l;
+  in.max_batch = s.model->batch_limit();
+  double rate = 0, budget_w = 0, budget_sum = 0;
+  for (auto& x : load.sessions) {
+    if (!is_variant_of(s, x.model)) continue;  // a stage's traffic, whichever variant serves it
+    rate += x.last_rate;
+    budget_sum += x.budget_ms * x.last_rate;
+    budget_w += x.last_rate;
   }
-  std::vector<sched::stage_shape> before;
-  for (auto& s : stages_) before.push_back(s.shape);
-  // A stage whose rate outgrows what its instances carry by more than a report's noise.
-  bool surge = std::any_of(stages_.begin(), stages_.end(), [](const stage_info& s) {
-    return s.last.rate > 1.25 * sched::shape_capacity(s.l, s.shape) && s.last.rate > 1;
-  });
+  // Instance 0's queue, for Sponge's EDF check.
+  for (auto& i : instances)
+    if (i.model == s.model->name) {
+      for (auto& x : load.sessions)
+        if (x.node == i.node && x.device == i.device && x.model == i.model)
+          in.queued = static_cast<int>(x.queue_length);
+      break;
+    }
+  in.budget_ms = budget_w > 0 ? budget_sum / budget_w : s.split_budget_ms;
+  double sized = rate;
+  s.poll_sum += rate;
+  ++s.poll_count;
+  if (full) {
+    // The period's rate: the mean of its polls. It is sized for no less than this poll's
+    // rate either: a surge that began within the period is not averaged away.
+    rate = s.poll_sum / s.poll_count;
+    sized = std::max(sized, rate);
+    s.poll_sum = 0;
+    s.poll_count = 0;
+    s.predictor->observe(rate);
+    s.recent.push_back(rate);
+    while (static_cast<int>(s.recent.size()) > ticks_per_horizontal_) s.recent.pop_front();
+    for (size_t k = s.recent.size() >= 3 ? s.recent.size() - 3 : 0; k < s.recent.size(); ++k)
+      sized = std::max(sized, s.recent[k]);
+  }
+  // A lull keeps what the recent peak needed (as the scheduler's epochs do), released slowly.
+  // Not IPA's: it trades accuracy for load, and gives the accuracy back when the load goes
+  // (devices it frees stay loaded as spares meanwhile).
+  double half_life = o.policy == scaler_policy::ipa ? 0 : cfg_.scheduler.peak_half_life_s;
+  s.peak = std::max(sized, half_life > 0 ? s.peak * std::exp2(-dt / half_life) : 0.0);
+  in.rate = s.peak * headroom;
+  in.predicted = std::max(s.predictor->predict(), half_life > 0 ? s.peak : 0.0) * headroom;
+  auto& p = cfg_.pipelines[s.pipeline];
+  for (size_t c = 0; c < p.stages.size(); ++c)
+    for (auto parent : p.stages[c].parents)
+      if (parent == s.stage) in.children.push_back(c);
+  s.last = in;
+}
+
+void scaler_core::choose_shapes(bool full, bool horizontal, bool surge) {
+  auto& o = cfg_.scaler;
   // FA2 re-plans every horizontal period, and at once for a surge (not left to the next period).
   if (o.policy == scaler_policy::fa2 && (horizontal || surge)) {
     // FA2 plans each pipeline's DAG at once; stage k of pipeline p is stages_' entry with it.
@@ -233,6 +220,28 @@ void scaler_core::decide(const cluster_load& load, double dt) {
       if (full || grows) s.shape = next;
     }
   }
+}
+
+void scaler_core::decide(const cluster_load& load, double dt) {
+  auto& o = cfg_.scaler;
+  mark_serving();
+  auto instances = prov_->instances();
+  // Cost of what ran during the period that just ended.
+  uint32_t n = static_cast<uint32_t>(instances.size()), cores = 0;
+  for (auto& i : instances) cores += static_cast<uint32_t>(i.cores);
+  stats_.seconds += dt;
+  stats_.instance_seconds += n * dt;
+  stats_.core_seconds += cores * dt;
+  bool full = ++polls_ % static_cast<uint64_t>(polls_per_tick_) == 0;
+  bool horizontal = full && ++ticks_ % static_cast<uint64_t>(ticks_per_horizontal_) == 0;
+  for (auto& s : stages_) observe(s, load, instances, full, dt);
+  std::vector<sched::stage_shape> before;
+  for (auto& s : stages_) before.push_back(s.shape);
+  // A stage whose rate outgrows what its instances carry by more than a report's noise.
+  bool surge = std::any_of(stages_.begin(), stages_.end(), [](const stage_info& s) {
+    return s.last.rate > 1.25 * sched::shape_capacity(s.l, s.shape) && s.last.rate > 1;
+  });
+  choose_shapes(full, horizontal, surge);
   for (size_t k = 0; k < stages_.size(); ++k) {
     auto& s = stages_[k];
     if (s.shape == before[k]) continue;

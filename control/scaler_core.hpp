@@ -91,6 +91,12 @@ class scaler_core {
   template <class F>
   void route_budgets(F budget);
   void ipa_shapes();
+  // What stage `s` sees in one poll (`full`: the last of a vertical period): its rate, its
+  // requests' budget, instance 0's queue, the recent peak it is sized for; into s.last.
+  void observe(stage_info& s, const cluster_load& load, const std::vector<placed_instance>& instances, bool full,
+               double dt);
+  // Each stage's next shape by the scaler's policy.
+  void choose_shapes(bool full, bool horizontal, bool surge);
   std::vector<stage_info*> stages_of(size_t pipeline);  // indexed by stage
   bool is_variant_of(const stage_info& s, const std::string& model) const;
   void split_budgets();

@@ -275,6 +275,69 @@ std::vector<neighbour> neighbours_of(const pipeline& p, const std::vector<double
 
 }  // namespace
 
+namespace {
+
+// Pipeline `pi`'s stage throughput at budget L (devices per request/s add up): a cascade stage
+// runs its first model at share·L for every request and its second at the rest for those that
+// fall through. Makes the batch tables it needs.
+throughput_fn stage_throughput(const epoch_input& in, size_t pi, batch_tables& tables) {
+  auto& p = (*in.pipelines)[pi];
+  auto& models = *in.models;
+  std::vector<std::optional<cascade_plan>> cascades;
+  for (size_t s = 0; s < p.stages.size(); ++s) {
+    cascades.push_back(cascade_of(in, pi, s));
+    if (cascades.back()) tables.of(*cascades.back()->second);
+  }
+  return [&models, &p, &tables, cascades](size_t s, double L) {
+    double first =
+        tables.of(models[p.stages[s].model_index]).throughput(cascades[s] ? L * cascades[s]->first_share : L);
+    if (!cascades[s] || first <= 0) return first;
+    if (cascades[s]->fallthrough <= 0) return first;
+    double second = tables.of(*cascades[s]->second).throughput(L * (1 - cascades[s]->first_share));
+    if (second <= 0) return 0.0;
+    return 1 / (1 / first + cascades[s]->fallthrough / second);
+  };
+}
+
+// The DP counts devices fractionally, sum of rate / T; they come whole, and the packing merges
+// only residues whose duty cycles fit together. So the DP's split is compared with its
+// neighbours: the DP re-run with one stage held at a batch within `neighbours` of the one it got.
+// One that packs into fewer devices (serving every session) replaces it; one pass over the
+// stages in order. Each candidate re-packs only the sessions it changes. The splits found, or
+// none when no neighbour was taken.
+std::optional<std::vector<slo_split>> search_neighbours(const epoch_input& in,
+                                                        const std::vector<std::vector<double>>& rates,
+                                                        const std::vector<throughput_fn>& T,
+                                                        std::vector<std::vector<neighbour>>& candidates,
+                                                        const epoch_result& out, batch_tables& tables) {
+  auto& pipes = *in.pipelines;
+  auto& models = *in.models;
+  neighbour_search searcher(in, rates, out, tables);
+  auto splits = out.splits;
+  bool changed = false;
+  for (size_t pi = 0; pi < pipes.size(); ++pi) {
+    auto& p = pipes[pi];
+    bool moved = false;  // once a neighbour is taken, later stages' neighbours start from it
+    for (size_t s = 0; s < p.stages.size(); ++s) {
+      if (rates[pi][s] <= 0) continue;
+      std::vector<neighbour> fresh;
+      if (moved)
+        fresh = neighbours_of(p, rates[pi], T[pi], tables.of(models[p.stages[s].model_index]), s, splits[pi], in);
+      auto& list = moved ? fresh : candidates[pi];
+      for (auto& n : list) {
+        // A split that the DP gives back unchanged (a single stage takes the whole SLO) is no
+        // neighbour.
+        if (n.stage != s || n.split.budget_ms == splits[pi].budget_ms) continue;
+        if (searcher.try_split(pi, n.split.budget_ms)) splits[pi] = n.split, changed = moved = true;
+      }
+    }
+  }
+  if (!changed) return std::nullopt;
+  return splits;
+}
+
+}  // namespace
+
 expected<epoch_result> plan_packed_epoch(const epoch_input& in, const epoch_result* previous, const planner& packer,
                                          bool neighbours) {
   auto& pipes = *in.pipelines;
@@ -290,22 +353,7 @@ expected<epoch_result> plan_packed_epoch(const epoch_input& in, const epoch_resu
     auto& p = pipes[pi];
     auto fan = pi < in.fanouts.size() && !in.fanouts[pi].empty() ? in.fanouts[pi] : declared_fanout(p);
     rates.push_back(stage_rates(p, in.rates[pi], fan));
-    std::vector<std::optional<cascade_plan>> cascades;
-    for (size_t s = 0; s < p.stages.size(); ++s) {
-      cascades.push_back(cascade_of(in, pi, s));
-      if (cascades.back()) tables.of(*cascades.back()->second);
-    }
-    // A cascade stage at budget L: its first model at share·L for every request and its second
-    // at the rest for those that fall through; devices per request/s add up.
-    T.push_back([&models, &p, &tables, cascades](size_t s, double L) {
-      double first =
-          tables.of(models[p.stages[s].model_index]).throughput(cascades[s] ? L * cascades[s]->first_share : L);
-      if (!cascades[s] || first <= 0) return first;
-      if (cascades[s]->fallthrough <= 0) return first;
-      double second = tables.of(*cascades[s]->second).throughput(L * (1 - cascades[s]->first_share));
-      if (second <= 0) return 0.0;
-      return 1 / (1 / first + cascades[s]->fallthrough / second);
-    });
+    T.push_back(stage_throughput(in, pi, tables));
   }
   // The DP's split of every pipeline and the neighbours of each: pipelines apart, so in parallel
   // where the caller gave threads (tables are all made by now, and only read).
@@ -334,35 +382,11 @@ expected<epoch_result> plan_packed_epoch(const epoch_input& in, const epoch_resu
   collect_sessions(in, rates, out);
   place(in, packer, previous, tables, out);
   if (!search) return out;
-  // The DP counts devices fractionally, sum of rate / T; they come whole, and the packing merges
-  // only residues whose duty cycles fit together. So the DP's split is compared with its
-  // neighbours: the DP re-run with one stage held at a batch within `neighbours` of the one it
-  // got. One that packs into fewer devices (serving every session) replaces it; one pass over
-  // the stages in order. Each candidate re-packs only the sessions it changes; the splits found
-  // are then packed whole, and kept if that beats the DP's split packed whole.
-  neighbour_search searcher(in, rates, out, tables);
-  auto splits = out.splits;
-  bool changed = false;
-  for (size_t pi = 0; pi < pipes.size(); ++pi) {
-    auto& p = pipes[pi];
-    bool moved = false;  // once a neighbour is taken, later stages' neighbours start from it
-    for (size_t s = 0; s < p.stages.size(); ++s) {
-      if (rates[pi][s] <= 0) continue;
-      std::vector<neighbour> fresh;
-      if (moved)
-        fresh = neighbours_of(p, rates[pi], T[pi], tables.of(models[p.stages[s].model_index]), s, splits[pi], in);
-      auto& list = moved ? fresh : candidates[pi];
-      for (auto& n : list) {
-        // A split that the DP gives back unchanged (a single stage takes the whole SLO) is no
-        // neighbour.
-        if (n.stage != s || n.split.budget_ms == splits[pi].budget_ms) continue;
-        if (searcher.try_split(pi, n.split.budget_ms)) splits[pi] = n.split, changed = moved = true;
-      }
-    }
-  }
-  if (!changed) return out;
+  auto splits = search_neighbours(in, rates, T, candidates, out, tables);
+  if (!splits) return out;
+  // The splits found are packed whole, and kept if that beats the DP's split packed whole.
   epoch_result refined;
-  refined.splits = std::move(splits);
+  refined.splits = std::move(*splits);
   collect_sessions(in, rates, refined);
   place(in, packer, previous, tables, refined);
   if (plan_cost(refined) < plan_cost(out)) return refined;

@@ -14,6 +14,29 @@
 
 namespace sloserve::sched {
 
+namespace {
+
+// The report's text for a terminal, from its JSON.
+std::string ipa_text(const nlohmann::json& j) {
+  std::string text;
+  for (auto& p : j["pipelines"]) {
+    text += fmt::sprintf("pipeline %s  SLO %.1f ms  rate %.1f/s  accuracy %.2f%%  cost %.1f cores  path %.1f ms\n",
+                         p["name"].get<std::string>(), p["slo_ms"].get<double>(), p["rate"].get<double>(),
+                         100 * p["accuracy"].get<double>(), p["cost"].get<double>(), p["latency_ms"].get<double>());
+    for (auto& s : p["stages"])
+      text += fmt::sprintf("  %-16s %-20s batch %3d  replicas %3d  cores %3d  budget %7.1f ms\n",
+                           s["name"].get<std::string>(), s["variant"].get<std::string>(), s["batch"].get<int>(),
+                           s["replicas"].get<int>(), s["cores"].get<int>(), s["budget_ms"].get<double>());
+  }
+  text +=
+      fmt::sprintf("\n%zu instances placed on devices costing %.2f", j["instances"].size(), j["cost"].get<double>());
+  for (auto& [m, n] : j["unplaced"].items()) text += fmt::sprintf("; %d of '%s' found no device slot", n.get<int>(), m);
+  text += fmt::sprintf("\nplanned in %.1f ms\n", j["planning_ms"].get<double>());
+  return text;
+}
+
+}  // namespace
+
 expected<plan_report> ipa_report(const cluster_config& cfg, const std::vector<double>& rates) {
   auto t0 = std::chrono::steady_clock::now();
   auto& w = cfg.scheduler.ipa;
@@ -83,20 +106,7 @@ expected<plan_report> ipa_report(const cluster_config& cfg, const std::vector<do
     if (held.count({s.node, s.device})) cost += s.price;
   j["cost"] = cost;
   j["planning_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  std::string text;
-  for (auto& p : j["pipelines"]) {
-    text += fmt::sprintf("pipeline %s  SLO %.1f ms  rate %.1f/s  accuracy %.2f%%  cost %.1f cores  path %.1f ms\n",
-                         p["name"].get<std::string>(), p["slo_ms"].get<double>(), p["rate"].get<double>(),
-                         100 * p["accuracy"].get<double>(), p["cost"].get<double>(), p["latency_ms"].get<double>());
-    for (auto& s : p["stages"])
-      text += fmt::sprintf("  %-16s %-20s batch %3d  replicas %3d  cores %3d  budget %7.1f ms\n",
-                           s["name"].get<std::string>(), s["variant"].get<std::string>(), s["batch"].get<int>(),
-                           s["replicas"].get<int>(), s["cores"].get<int>(), s["budget_ms"].get<double>());
-  }
-  text += fmt::sprintf("\n%zu instances placed on devices costing %.2f", j["instances"].size(), cost);
-  for (auto& [m, n] : unplaced) text += fmt::sprintf("; %d of '%s' found no device slot", n, m);
-  text += fmt::sprintf("\nplanned in %.1f ms\n", j["planning_ms"].get<double>());
-  return plan_report{j.dump(2), text};
+  return plan_report{j.dump(2), ipa_text(j)};
 }
 
 }  // namespace sloserve::sched

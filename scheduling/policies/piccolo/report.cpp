@@ -11,6 +11,36 @@
 
 namespace sloserve::sched {
 
+namespace {
+
+// The report's text for a terminal, from its JSON.
+std::string piccolo_text(const nlohmann::json& j) {
+  std::string text;
+  for (auto& p : j["pipelines"]) {
+    text += fmt::sprintf("pipeline %s  SLO %.1f ms  rate %.1f/s  cost %.3f  dummies %.1f/s\n",
+                         p["name"].get<std::string>(), p["slo_ms"].get<double>(), p["rate"].get<double>(),
+                         p["cost"].get<double>(), p["dummy_rate"].get<double>());
+    for (auto& s : p["stages"]) {
+      text += fmt::sprintf("  %-16s %-20s budget %7.1f ms  worst case %7.1f ms  cost %.3f\n",
+                           s["name"].get<std::string>(), s["model"].get<std::string>(), s["budget_ms"].get<double>(),
+                           s["worst_case_ms"].get<double>(), s["cost"].get<double>());
+      for (auto& m : s["machines"])
+        text += fmt::sprintf("    %-10s batch %4d  %8.1f req/s  occupancy %.2f  worst case %.1f ms\n",
+                             m["label"].get<std::string>(), m["batch"].get<int>(), m["rate"].get<double>(),
+                             m["occupancy"].get<double>(), m["worst_case_ms"].get<double>());
+    }
+  }
+  text += fmt::sprintf("\n");
+  for (auto& d : j["devices"])
+    text += fmt::sprintf("%-10s price %.2f: %zu needed of %zu\n", d["label"].get<std::string>(),
+                         d["price"].get<double>(), d["needed"].get<size_t>(), d["available"].get<size_t>());
+  text += fmt::sprintf("cost %.3f (price x occupancy)  planned in %.1f ms\n", j["cost"].get<double>(),
+                       j["planning_ms"].get<double>());
+  return text;
+}
+
+}  // namespace
+
 expected<plan_report> piccolo_report(const cluster_config& cfg, const epoch_input& in) {
   auto t0 = std::chrono::steady_clock::now();
   auto planned = plan_piccolo(in);
@@ -72,27 +102,7 @@ expected<plan_report> piccolo_report(const cluster_config& cfg, const epoch_inpu
   j["cost"] = cost;
   j["dummy_rate"] = dummy;
   j["planning_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  std::string text;
-  for (auto& p : j["pipelines"]) {
-    text += fmt::sprintf("pipeline %s  SLO %.1f ms  rate %.1f/s  cost %.3f  dummies %.1f/s\n",
-                         p["name"].get<std::string>(), p["slo_ms"].get<double>(), p["rate"].get<double>(),
-                         p["cost"].get<double>(), p["dummy_rate"].get<double>());
-    for (auto& s : p["stages"]) {
-      text += fmt::sprintf("  %-16s %-20s budget %7.1f ms  worst case %7.1f ms  cost %.3f\n",
-                           s["name"].get<std::string>(), s["model"].get<std::string>(), s["budget_ms"].get<double>(),
-                           s["worst_case_ms"].get<double>(), s["cost"].get<double>());
-      for (auto& m : s["machines"])
-        text += fmt::sprintf("    %-10s batch %4d  %8.1f req/s  occupancy %.2f  worst case %.1f ms\n",
-                             m["label"].get<std::string>(), m["batch"].get<int>(), m["rate"].get<double>(),
-                             m["occupancy"].get<double>(), m["worst_case_ms"].get<double>());
-    }
-  }
-  text += fmt::sprintf("\n");
-  for (auto& d : j["devices"])
-    text += fmt::sprintf("%-10s price %.2f: %zu needed of %zu\n", d["label"].get<std::string>(),
-                         d["price"].get<double>(), d["needed"].get<size_t>(), d["available"].get<size_t>());
-  text += fmt::sprintf("cost %.3f (price x occupancy)  planned in %.1f ms\n", cost, j["planning_ms"].get<double>());
-  return plan_report{j.dump(2), text};
+  return plan_report{j.dump(2), piccolo_text(j)};
 }
 
 }  // namespace sloserve::sched
