@@ -165,7 +165,7 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
     st.planner = args.planner ? args.planner(self->home_system()) : spawn_planner(self->home_system());
     self->link_to(st.planner);  // it stops with the controller
     st.rates.pipelines.resize(st.cfg->pipelines.size());
-    st.policy = &sched::policy_of(st.cfg->scheduler.policy);
+    st.policy = &sched::policy_of(st.cfg->scheduler);
     st.rounds = st.policy->rounds(*st.cfg);
     st.current = static_placement(*st.cfg, st.epoch);
     count_placement(st);

@@ -277,7 +277,7 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
   return sys.spawn([args](self_ptr self) -> frontend_actor::behavior_type {
     auto& st = self->state;
     st.cfg = args.cfg;
-    st.policy = &sched::policy_of(st.cfg->scheduler.policy);
+    st.policy = &sched::policy_of(st.cfg->scheduler);
     auto tracking = st.policy->clients(*st.cfg);
     st.client_report_ms = tracking.report_ms;
     st.net = args.net;

@@ -75,7 +75,8 @@ void add_plan_command(CLI::App& app, int& rc) {
     auto cfg = load_config_or_report(o->config);
     if (!cfg) return void(rc = 2);
     // What the file's scheduler would plan with, unless the command line says otherwise.
-    if (!policy->count()) o->policy = cfg->scheduler.policy;
+    auto chosen = cfg->scheduler;  // the file's policy (a registered one too), unless --policy names one
+    if (policy->count()) chosen.policy = o->policy, chosen.policy_name.clear();
     if (!split->count()) o->split = cfg->scheduler.split;
     if (!steps->count()) o->steps = cfg->scheduler.steps;
     for (auto& m : cfg->models)
@@ -86,7 +87,7 @@ void add_plan_command(CLI::App& app, int& rc) {
       }
     auto in = planning_input(*cfg, cfg->models);
     in.rates.assign(cfg->pipelines.size(), 0);
-    in.policy = &sched::policy_of(o->policy);
+    in.policy = &sched::policy_of(chosen);
     in.split = o->split;
     in.steps = o->steps;
     for (auto& r : o->rates) {
@@ -115,7 +116,7 @@ void add_plan_command(CLI::App& app, int& rc) {
     }
     if (!o->json) return void(std::cout << report->text);
     auto j = nlohmann::json::parse(report->json);
-    j["policy"] = knob_name(o->policy);
+    j["policy"] = std::string(chosen.name());
     std::cout << j.dump(2) << "\n";
   });
 }

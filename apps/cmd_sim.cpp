@@ -49,9 +49,9 @@ void add_sim_command(CLI::App& app, int& rc) {
     auto cfg = load_config_or_report(o->config);
     if (!cfg) return void(rc = 2);
     auto& so = o->so;
-    if (sched::policy_of(cfg->scheduler.policy).rounds(*cfg)) {
+    if (sched::policy_of(cfg->scheduler).rounds(*cfg)) {
       std::cerr << o->config << ": sloserve sim does not simulate clients and their uplinks, on which scheduler policy "
-                << knob_name(cfg->scheduler.policy)
+                << cfg->scheduler.name()
                 << " places in rounds of its own; serve it and load it with sloserve load --clients\n";
       return void(rc = 2);
     }

@@ -168,7 +168,7 @@ const std::vector<config_section>& config_keys() {
       {"pipelines[].stages[]", {"name", "model", "variants", "cascade", "after", "fanout"}},
       {"pipelines[].stages[].cascade", {"models", "confidence"}},
       {"runtime", settings::names_of(settings::runtime_keys())},
-      {"scheduler", settings::names_of(settings::scheduler_keys(), {"rate_band", "ipa", "jellyfish", "graft"})},
+      {"scheduler", settings::names_of(settings::scheduler_keys(), {"policy", "rate_band", "ipa", "jellyfish", "graft"})},
       {"scheduler.graft", settings::names_of(settings::graft_keys())},
       {"scheduler.jellyfish", settings::names_of(settings::jellyfish_keys())},
       {"scheduler.ipa", settings::names_of(settings::ipa_keys())},

@@ -142,6 +142,9 @@ struct graft_options {
 // The control plane, named as the user writes them under `scheduler:`.
 struct scheduler_options {
   scheduler_policy policy = scheduler_policy::nexus;  // static: every device runs every model
+  // A policy the program registered beside the built-in ones (sched::register_policy), as the
+  // file names it; empty: `policy`'s.
+  std::string policy_name;
   split_policy split = split_policy::dp;              // dp: the query analyzer
   double epoch_s = 30;                                // re-plan at least this often
   double min_epoch_s = 10;                            // and never more often than this
@@ -154,7 +157,15 @@ struct scheduler_options {
   ipa_options ipa;                                    // policy ipa: the scaler's instances follow IPA's choices
   jellyfish_options jellyfish;                        // policy jellyfish
   graft_options graft;                                // policy graft
+
+  // The policy's name: a registered one's, else the built-in's.
+  std::string_view name() const { return policy_name.empty() ? knob_name(policy) : std::string_view(policy_name); }
 };
+
+// Names `scheduler.policy` may take beside the built-in ones: the registry of scheduling
+// policies accepts each policy a program registers (sched::register_policy).
+void accept_scheduler_policy(std::string name);
+bool accepted_scheduler_policy(std::string_view name);
 
 // Autoscaling, named as the user writes them under `scaler:`. With a policy other than none the
 // scaler owns placement: every instance runs one model on one device slot of a worker, with

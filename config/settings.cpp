@@ -1,5 +1,7 @@
 #include "config/settings.hpp"
 
+#include <mutex>
+#include <set>
 #include <type_traits>
 
 #include "config/reader.hpp"
@@ -34,9 +36,9 @@ const std::vector<key<runtime_options>>& runtime_keys() {
 const std::vector<key<scheduler_options>>& scheduler_keys() {
   using o = scheduler_options;
   static const std::vector<key<o>> keys = {
-      {"policy", &o::policy},           {"split", &o::split},       {"epoch_s", &o::epoch_s},
-      {"min_epoch_s", &o::min_epoch_s}, {"headroom", &o::headroom}, {"peak_half_life_s", &o::peak_half_life_s},
-      {"spares", &o::spares},           {"steps", &o::steps},
+      {"split", &o::split},       {"epoch_s", &o::epoch_s},   {"min_epoch_s", &o::min_epoch_s},
+      {"headroom", &o::headroom}, {"peak_half_life_s", &o::peak_half_life_s},
+      {"spares", &o::spares},     {"steps", &o::steps},
   };
   return keys;
 }
@@ -79,7 +81,30 @@ const std::vector<key<scaler_options>>& scaler_keys() {
   return keys;
 }
 
+namespace {
+struct accepted {
+  std::mutex lock;
+  std::set<std::string, std::less<>> names;
+};
+accepted& accepted_policies() {
+  static accepted a;
+  return a;
+}
+}  // namespace
+
 }  // namespace settings
+
+void accept_scheduler_policy(std::string name) {
+  auto& a = settings::accepted_policies();
+  std::lock_guard g(a.lock);
+  a.names.insert(std::move(name));
+}
+
+bool accepted_scheduler_policy(std::string_view name) {
+  auto& a = settings::accepted_policies();
+  std::lock_guard g(a.lock);
+  return a.names.find(name) != a.names.end();
+}
 
 namespace config_detail {
 namespace {
@@ -146,6 +171,16 @@ void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
   if (!n) return;
   const std::string w = "scheduler";
   r.known_keys(n, "scheduler", w);
+  // The policy: a built-in one, or one the program registered.
+  std::string name;
+  if (r.get(n, "policy", name, w, false)) {
+    if (auto built_in = parse_knob<scheduler_policy>(name))
+      o.policy = *built_in, o.policy_name.clear();
+    else if (accepted_scheduler_policy(name))
+      o.policy_name = name;
+    else
+      r.error(n["policy"], "scheduler policy '" + name + "' is not " + knob_alternatives<scheduler_policy>());
+  }
   read_keys(r, n, o, scheduler_keys(), w);
   std::vector<double> band;
   if (r.get(n, "rate_band", band, w, false)) {
@@ -229,6 +264,7 @@ void emit_settings(YAML::Emitter& e, const cluster_config& cfg) {
   e << YAML::EndMap;
   auto& so = cfg.scheduler;
   e << YAML::Key << "scheduler" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "policy" << YAML::Value << std::string(so.name());
   emit_keys(e, so, scheduler_keys());
   e << YAML::Key << "rate_band" << YAML::Value << YAML::Flow
     << std::vector<double>{so.rate_band_low, so.rate_band_high};

@@ -22,7 +22,8 @@ struct key {
 };
 
 const std::vector<key<runtime_options>>& runtime_keys();
-// Besides these, `rate_band` ([low, high]) and the policies' sections.
+// Besides these, `policy` (a built-in name or one a program registered), `rate_band` ([low,
+// high]) and the policies' sections.
 const std::vector<key<scheduler_options>>& scheduler_keys();
 const std::vector<key<ipa_options>>& ipa_keys();
 const std::vector<key<jellyfish_options>>& jellyfish_keys();

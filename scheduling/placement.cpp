@@ -103,7 +103,7 @@ sched::epoch_input planning_input(const cluster_config& cfg, const std::vector<m
   in.models = &models;
   in.pipelines = &cfg.pipelines;
   in.slots = device_slots(cfg);
-  in.policy = &sched::policy_of(cfg.scheduler.policy);
+  in.policy = &sched::policy_of(cfg.scheduler);
   in.split = cfg.scheduler.split;
   in.steps = cfg.scheduler.steps;
   in.fragment_models = &cfg.fragments;

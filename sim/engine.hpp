@@ -135,7 +135,7 @@ class engine {
         net_rng_(o.seed * 7 + 1),
         exec_rng_(o.seed * 13 + 3),
         policy_(sched::make_drop_policy(cfg.runtime.drop_policy)),
-        balancer_(sched::policy_of(cfg.scheduler.policy).dispatcher(cfg.runtime.balancer)) {}
+        balancer_(sched::policy_of(cfg.scheduler).dispatcher(cfg.runtime.balancer)) {}
 
   expected<result> run();
 
@@ -184,7 +184,7 @@ class engine {
   void on_back(ns now, uint32_t n);
 
   const cluster_config& cfg_;
-  const sched::scheduling_policy& scheduling_ = sched::policy_of(cfg_.scheduler.policy);
+  const sched::scheduling_policy& scheduling_ = sched::policy_of(cfg_.scheduler);
   const options& o_;
   std::mt19937_64 rng_, net_rng_, exec_rng_;
   std::unique_ptr<sched::drop_policy> policy_;

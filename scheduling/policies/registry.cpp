@@ -50,7 +50,15 @@ const scheduling_policy& policy_of(scheduler_policy p) {
   return *found;
 }
 
+const scheduling_policy& policy_of(const scheduler_options& o) {
+  if (o.policy_name.empty()) return policy_of(o.policy);
+  auto* found = find_policy(o.policy_name);
+  if (!found) throw std::logic_error("no scheduling policy registered as '" + o.policy_name + "'");
+  return *found;
+}
+
 void register_policy(std::string name, std::shared_ptr<const scheduling_policy> policy) {
+  accept_scheduler_policy(name);
   auto& r = the_registry();
   std::lock_guard g(r.lock);
   r.by_name[std::move(name)] = std::move(policy);

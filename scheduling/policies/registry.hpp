@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "config/cluster_config.hpp"
 #include "config/knobs.hpp"
 #include "scheduling/policies/policy.hpp"
 
@@ -16,7 +17,9 @@ namespace sloserve::sched {
 const scheduling_policy* find_policy(std::string_view name);
 // The built-in policy `p` (its name is the knob's).
 const scheduling_policy& policy_of(scheduler_policy p);
-// Registers `policy` as `name`, in place of one of that name.
+// The policy a file's `scheduler:` names (a registered one, else the built-in).
+const scheduling_policy& policy_of(const scheduler_options& o);
+// Registers `policy` as `name`, in place of one of that name; cluster files may name it from then on.
 void register_policy(std::string name, std::shared_ptr<const scheduling_policy> policy);
 // Every name registered, in order.
 std::vector<std::string> policy_names();

@@ -139,14 +139,24 @@ class one_per_session final : public sched::scheduling_policy {
   bool searches_neighbours() const override { return false; }
 };
 
+TEST(policies, a_file_may_name_only_a_policy_that_is_built_in_or_registered) {
+  auto r = parse_cluster_config(std::string(chain) + "scheduler: {policy: round-robin-nowhere}\n", "c.yaml");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error_text().find("c.yaml:"), std::string::npos) << r.error_text();
+  EXPECT_NE(r.error_text().find("scheduler policy 'round-robin-nowhere' is not nexus"), std::string::npos)
+      << r.error_text();
+}
+
 TEST(policies, a_policy_registered_beside_the_built_in_ones_plans_through_the_same_entry_points) {
   sched::register_policy("one-per-session", std::make_shared<one_per_session>());
   auto names = sched::policy_names();
   EXPECT_NE(std::find(names.begin(), names.end(), "one-per-session"), names.end());
-  auto cfg = parse(chain);
+  // A cluster file names it as it names a built-in one, and writes it back so.
+  auto cfg = parse(std::string(chain) + "scheduler: {policy: one-per-session}\n");
+  EXPECT_EQ(cfg.scheduler.name(), "one-per-session");
+  EXPECT_EQ(parse(to_yaml(cfg)).scheduler.name(), "one-per-session");
   auto in = planning_input(cfg, cfg.models);
-  in.policy = sched::find_policy("one-per-session");
-  ASSERT_NE(in.policy, nullptr);
+  ASSERT_EQ(in.policy, sched::find_policy("one-per-session"));
   in.rates = {100};
   // What the controller and the simulator call: for the load, least cost (no spare multiple).
   auto planned = sched::plan_for_load(in, nullptr, false, {100});
