@@ -145,18 +145,18 @@ struct scheduler_options {
   // A policy the program registered beside the built-in ones (sched::register_policy), as the
   // file names it; empty: `policy`'s.
   std::string policy_name;
-  split_policy split = split_policy::dp;              // dp: the query analyzer
-  double epoch_s = 30;                                // re-plan at least this often
-  double min_epoch_s = 10;                            // and never more often than this
-  double rate_band_low = 0.8;                         // re-plan early when a pipeline's rate leaves
-  double rate_band_high = 1.1;                        // [low, high] x the rate it was planned for
-  double headroom = 0.1;                              // plan for measured rate x (1 + headroom)
-  double peak_half_life_s = 300;                      // plan for at least the recent peak, halved this often
-  bool spares = true;                                 // devices a plan leaves free stay loaded, routed as spares
-  int steps = 100;                                    // budget grid of the DP
-  ipa_options ipa;                                    // policy ipa: the scaler's instances follow IPA's choices
-  jellyfish_options jellyfish;                        // policy jellyfish
-  graft_options graft;                                // policy graft
+  split_policy split = split_policy::dp;  // dp: the query analyzer
+  double epoch_s = 30;                    // re-plan at least this often
+  double min_epoch_s = 10;                // and never more often than this
+  double rate_band_low = 0.8;             // re-plan early when a pipeline's rate leaves
+  double rate_band_high = 1.1;            // [low, high] x the rate it was planned for
+  double headroom = 0.1;                  // plan for measured rate x (1 + headroom)
+  double peak_half_life_s = 300;          // plan for at least the recent peak, halved this often
+  bool spares = true;                     // devices a plan leaves free stay loaded, routed as spares
+  int steps = 100;                        // budget grid of the DP
+  ipa_options ipa;                        // policy ipa: the scaler's instances follow IPA's choices
+  jellyfish_options jellyfish;            // policy jellyfish
+  graft_options graft;                    // policy graft
 
   // The policy's name: a registered one's, else the built-in's.
   std::string_view name() const { return policy_name.empty() ? knob_name(policy) : std::string_view(policy_name); }

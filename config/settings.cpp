@@ -36,9 +36,13 @@ const std::vector<key<runtime_options>>& runtime_keys() {
 const std::vector<key<scheduler_options>>& scheduler_keys() {
   using o = scheduler_options;
   static const std::vector<key<o>> keys = {
-      {"split", &o::split},       {"epoch_s", &o::epoch_s},   {"min_epoch_s", &o::min_epoch_s},
-      {"headroom", &o::headroom}, {"peak_half_life_s", &o::peak_half_life_s},
-      {"spares", &o::spares},     {"steps", &o::steps},
+      {"split", &o::split},
+      {"epoch_s", &o::epoch_s},
+      {"min_epoch_s", &o::min_epoch_s},
+      {"headroom", &o::headroom},
+      {"peak_half_life_s", &o::peak_half_life_s},
+      {"spares", &o::spares},
+      {"steps", &o::steps},
   };
   return keys;
 }
