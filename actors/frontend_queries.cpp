@@ -39,6 +39,16 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
   r.reason = std::move(reason);
   auto now = self->clock().now();
   r.total_ms = ms_between(q.arrival, now);
+  double queue_ms = 0, exec_ms = 0, executions = 0;
+  for (auto& t : q.timings) {
+    queue_ms += t.queue_ms;
+    exec_ms += t.exec_ms;
+    if (t.batch > 0) executions += 1.0 / t.batch;
+  }
+  st.net->metrics.request_statistics(st.cfg->pipelines[q.pipeline].name, code == msg::status::ok,
+                                     static_cast<int64_t>(r.total_ms * 1e6), static_cast<int64_t>(queue_ms * 1e6),
+                                     static_cast<int64_t>(exec_ms * 1e6), executions,
+                                     static_cast<uint64_t>(std::max<int64_t>(0, st.wall_us ? st.wall_us() / 1000 : 0)));
   r.timings = std::move(q.timings);
   // The mapping may have moved since the request came (its uplink did): the client sends what
   // this reply advises next.
@@ -275,6 +285,8 @@ void on_result(self_ptr self, msg::invocation_result& r) {
     ++t.second;
   }
   st.net->metrics.stage_done(p.name, s.name, std::chrono::duration<double>(self->clock().now() - f.sent).count());
+  st.net->metrics.model_done(f.model, outcome_label(r.code), static_cast<double>(r.queue_ns) / 1e9,
+                             static_cast<double>(r.exec_ns) / 1e9);
   if (r.code != msg::status::ok) {
     finish(self, f.query, r.code, "stage '" + s.name + "' on " + r.node + ": " + r.reason);
     return;

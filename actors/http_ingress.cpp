@@ -85,6 +85,7 @@ struct http_ingress::impl {
   std::string node;
   std::function<std::string()> metrics;
   std::function<void(std::string_view, std::string_view)> count_reply;
+  std::function<std::vector<pipeline_statistics>()> statistics;
   std::unique_ptr<httplib::Server> owned;  // httplib::SSLServer under TLS
   httplib::Server* server_ptr = nullptr;
   std::set<std::string> tokens;  // bearer tokens admitted; empty: no token needed
@@ -104,6 +105,59 @@ struct http_ingress::impl {
     if (!r) return refuse(res, 503, "the frontend did not answer within 2 s");
     if (!r->ready) return refuse(res, 503, r->detail);
     reply(res, 200, json{{"ready", true}}.dump());
+  }
+
+  // Triton's statistics extension: every pipeline's counts and durations (or `name`'s alone).
+  void model_statistics(const std::string& name, httplib::Response& res) {
+    if (!name.empty() && !cfg->find_pipeline(name)) return refuse(res, 404, "no pipeline '" + name + "'");
+    auto all = statistics ? statistics() : std::vector<pipeline_statistics>{};
+    auto d = [](const pipeline_statistics::duration& x) { return json{{"count", x.count}, {"ns", x.ns}}; };
+    json none{{"count", 0}, {"ns", 0}};
+    json models = json::array();
+    for (auto& p : cfg->pipelines) {
+      if (!name.empty() && p.name != name) continue;
+      pipeline_statistics st;
+      for (auto& s : all)
+        if (s.name == p.name) st = s;
+      models.push_back({{"name", p.name},
+                        {"version", "1"},
+                        {"last_inference", st.last_inference_ms},
+                        {"inference_count", st.inference_count},
+                        {"execution_count", st.execution_count},
+                        {"inference_stats",
+                         {{"success", d(st.success)},
+                          {"fail", d(st.fail)},
+                          {"queue", d(st.queue)},
+                          {"compute_input", none},
+                          {"compute_infer", d(st.compute)},
+                          {"compute_output", none},
+                          {"cache_hit", none},
+                          {"cache_miss", none}}},
+                        {"batch_stats", json::array()}});
+    }
+    reply(res, 200, json{{"model_stats", models}}.dump());
+  }
+
+  // Triton's repository extension: every pipeline, its version and whether it serves now (with
+  // the reason when not); a body {"ready": true} lists the ready ones alone.
+  void repository_index(const httplib::Request& req, httplib::Response& res) {
+    bool ready_only = false;
+    if (!req.body.empty()) {
+      auto body = json::parse(req.body, nullptr, false);
+      if (body.is_discarded() || !body.is_object()) return refuse(res, 400, "the index request must be a JSON object");
+      if (body.contains("ready") && !body["ready"].is_boolean()) return refuse(res, 400, "'ready' must be a boolean");
+      ready_only = body.value("ready", false);
+    }
+    json out = json::array();
+    for (auto& p : cfg->pipelines) {
+      auto r = readiness(p.name);
+      bool up = r && r->ready;
+      if (ready_only && !up) continue;
+      json e{{"name", p.name}, {"version", "1"}, {"state", up ? "READY" : "UNAVAILABLE"}};
+      if (!up) e["reason"] = r ? r->detail : std::string("the frontend did not answer within 2 s");
+      out.push_back(std::move(e));
+    }
+    reply(res, 200, out.dump());
   }
 
   void model_metadata(const std::string& name, httplib::Response& res) {
@@ -199,10 +253,23 @@ struct http_ingress::impl {
     server().Get("/v2", [this](const httplib::Request& req, httplib::Response& res) {
       if (!admitted(req, res)) return;
       reply(res, 200,
-            json{{"name", "sloserve"}, {"version", SLOSERVE_VERSION}, {"extensions", {"binary_tensor_data"}}}.dump());
+            json{{"name", "sloserve"},
+                 {"version", SLOSERVE_VERSION},
+                 {"extensions", {"binary_tensor_data", "statistics", "model_repository"}}}
+                .dump());
+    });
+    // Triton's extensions, before the model paths (a pipeline named "stats" is shadowed).
+    server().Get("/v2/models/stats", [this](const httplib::Request& req, httplib::Response& res) {
+      if (admitted(req, res)) model_statistics("", res);
+    });
+    server().Post("/v2/repository/index", [this](const httplib::Request& req, httplib::Response& res) {
+      if (admitted(req, res)) repository_index(req, res);
     });
     // Each path also under /versions/{v}: the pipelines' one version, "1".
     const std::string model = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
+    server().Get(model + "/stats", [this](const httplib::Request& req, httplib::Response& res) {
+      if (admitted(req, res) && version_known(req, res)) model_statistics(req.matches[1], res);
+    });
     server().Get(model, [this](const httplib::Request& req, httplib::Response& res) {
       if (admitted(req, res) && version_known(req, res)) model_metadata(req.matches[1], res);
     });
@@ -245,13 +312,15 @@ struct http_ingress::impl {
 
 http_ingress::http_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node,
                            std::function<std::string()> metrics,
-                           std::function<void(std::string_view, std::string_view)> count_reply)
+                           std::function<void(std::string_view, std::string_view)> count_reply,
+                           std::function<std::vector<pipeline_statistics>()> statistics)
     : impl_(std::make_unique<impl>()) {
   impl_->cfg = std::move(cfg);
   impl_->frontend = std::move(frontend);
   impl_->node = std::move(node);
   impl_->metrics = std::move(metrics);
   impl_->count_reply = std::move(count_reply);
+  impl_->statistics = std::move(statistics);
 }
 
 http_ingress::~http_ingress() {

@@ -1,6 +1,7 @@
 #pragma once
 // The KServe v2 inference protocol over HTTP/REST on a frontend node (`nodes[].http`): health,
-// server and model metadata, readiness and inference, every pipeline a "model" of the protocol.
+// server and model metadata, readiness and inference, every pipeline a "model" of the protocol;
+// and Triton's statistics (/v2/models[/{m}]/stats) and repository index (/v2/repository/index).
 // Requests go to the node's frontend actor like ZeroMQ clients' and get exactly one reply each.
 // A fixed pool of threads serves the connections; bodies are bounded by runtime.max_payload_bytes.
 // The same server serves Prometheus /metrics: beside the ingress, or alone (`nodes[].metrics`,
@@ -10,8 +11,10 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "actors/interfaces.hpp"
+#include "actors/metrics.hpp"
 #include "config/cluster_config.hpp"
 
 namespace sloserve {
@@ -19,10 +22,12 @@ namespace sloserve {
 class http_ingress {
  public:
   // `frontend` invalid: no KServe v2 routes but the liveness probe. `metrics`, when set, renders
-  // /metrics; `count_reply`, when set, is told each reply's status (protocol "http").
+  // /metrics; `count_reply`, when set, is told each reply's status (protocol "http");
+  // `statistics`, when set, gives the pipelines' statistics (Triton's statistics extension).
   http_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node,
                std::function<std::string()> metrics = {},
-               std::function<void(std::string_view protocol, std::string_view code)> count_reply = {});
+               std::function<void(std::string_view protocol, std::string_view code)> count_reply = {},
+               std::function<std::vector<pipeline_statistics>()> statistics = {});
   ~http_ingress();
   http_ingress(const http_ingress&) = delete;
   http_ingress& operator=(const http_ingress&) = delete;

@@ -172,6 +172,47 @@ void node_metrics::ingress_reply(std::string_view protocol, std::string_view cod
   ++ingress_replies_[label2("protocol", protocol, "code", code)];
 }
 
+void node_metrics::request_statistics(const std::string& pipeline, bool ok, int64_t total_ns, int64_t queue_ns,
+                                      int64_t compute_ns, double executions, uint64_t wall_ms) {
+  std::lock_guard lock(mu_);
+  auto& t = statistics_[pipeline];
+  auto& st = t.stats;
+  auto add = [](pipeline_statistics::duration& d, int64_t ns) {
+    ++d.count;
+    d.ns += static_cast<uint64_t>(std::max<int64_t>(0, ns));
+  };
+  add(ok ? st.success : st.fail, total_ns);
+  st.last_inference_ms = wall_ms;
+  if (!ok) return;
+  ++st.inference_count;
+  add(st.queue, queue_ns);
+  add(st.compute, compute_ns);
+  t.executions += executions;
+  st.execution_count = static_cast<uint64_t>(std::llround(t.executions));
+}
+
+std::vector<pipeline_statistics> node_metrics::statistics() const {
+  std::lock_guard lock(mu_);
+  std::vector<pipeline_statistics> out;
+  for (auto& [name, t] : statistics_) {
+    out.push_back(t.stats);
+    out.back().name = name;
+  }
+  return out;
+}
+
+void node_metrics::model_done(const std::string& model, std::string_view outcome, double queue_s, double compute_s) {
+  std::lock_guard lock(mu_);
+  ++model_requests_[label2("model", model, "outcome", outcome)];
+  if (outcome != "ok") return;
+  auto l = label("model", model);
+  for (auto [family, v] : {std::pair{&model_queue_, queue_s}, std::pair{&model_compute_, compute_s}}) {
+    auto& h = (*family)[l];
+    h.bounds = &latency_buckets;
+    h.observe(v);
+  }
+}
+
 void node_metrics::in_flight(size_t n) {
   std::lock_guard lock(mu_);
   in_flight_ = static_cast<double>(n);
@@ -216,6 +257,13 @@ void node_metrics::render_requests(std::string& out) const {
            "Replies of the KServe v2 ingresses, by protocol and status (an HTTP status, a gRPC code), requests "
            "refused before reaching a pipeline included.",
            ingress_replies_);
+  counters(out, "sloserve_model_requests_total",
+           "Invocations of each model answered to this frontend, by outcome (ok, dropped, overloaded, error).",
+           model_requests_);
+  histograms(out, "sloserve_model_queue_duration_seconds",
+             "Time an invocation of a model answered ok spent in its device's queue.", model_queue_);
+  histograms(out, "sloserve_model_compute_duration_seconds",
+             "Time the batch an invocation of a model answered ok ran in took.", model_compute_);
   histograms(out, "sloserve_stage_duration_seconds", "Time from a stage's invocation to its result, queueing included.",
              stage_durations_);
   counters(out, "sloserve_drops_total",

@@ -31,6 +31,21 @@ class sliding_sum {
   std::vector<slot> slots_;
 };
 
+// Triton's statistics of one pipeline (what KServe calls a model) on a frontend: counts and total
+// nanoseconds, since the node started.
+struct pipeline_statistics {
+  struct duration {
+    uint64_t count = 0;
+    uint64_t ns = 0;
+  };
+  std::string name;
+  uint64_t last_inference_ms = 0;  // wall clock, ms since the epoch, of the last request answered; 0: none
+  uint64_t inference_count = 0;    // requests answered ok
+  uint64_t execution_count = 0;    // the batches they ran in (each member of a batch of b counts 1/b)
+  duration success, fail;          // requests answered ok / not, from arrival to reply
+  duration queue, compute;         // of the ok ones: time in device queues, and running, over their stages
+};
+
 class node_metrics {
  public:
   // Upper bounds of the histograms' buckets (+Inf is implied).
@@ -49,6 +64,15 @@ class node_metrics {
   // arrived; `within_slo`: ok by its deadline.
   void request_done(const std::string& pipeline, std::string_view outcome, double seconds, bool within_slo,
                     double now_s);
+  // Frontend: what a query answered `ok` (or not) spent: `total_ns` from arrival to reply, and
+  // over its invocations the time queued and running, and `executions` (1/batch each).
+  void request_statistics(const std::string& pipeline, bool ok, int64_t total_ns, int64_t queue_ns, int64_t compute_ns,
+                          double executions, uint64_t wall_ms);
+  // Each pipeline's statistics (those that answered something), by name.
+  std::vector<pipeline_statistics> statistics() const;
+  // Frontend: an invocation of `model` came back `outcome` (ok, dropped, overloaded, error) after
+  // `queue_s` in its device's queue and `compute_s` running.
+  void model_done(const std::string& model, std::string_view outcome, double queue_s, double compute_s);
   // Frontend: one stage of a query, from sending its invocation to its result.
   void stage_done(const std::string& pipeline, const std::string& stage, double seconds);
   // A request this node refused or dropped for load or time (early drop, full queue, payload
@@ -114,8 +138,13 @@ class node_metrics {
   using labels = std::string;  // rendered: a="x",b="y"
 
   mutable std::mutex mu_;
-  std::map<labels, uint64_t> requests_, drops_, ingress_replies_;
-  std::map<labels, histogram> durations_, stage_durations_, batch_sizes_;
+  std::map<labels, uint64_t> requests_, drops_, ingress_replies_, model_requests_;
+  std::map<labels, histogram> durations_, stage_durations_, batch_sizes_, model_queue_, model_compute_;
+  struct pipeline_tally {
+    pipeline_statistics stats;
+    double executions = 0;
+  };
+  std::map<std::string, pipeline_tally> statistics_;
   std::map<std::string, attainment> attainment_;
   std::map<labels, double> queue_lengths_;
   std::map<std::string, std::pair<double, double>> links_;             // worker -> (ms per MB, empty round trip ms)

@@ -204,7 +204,8 @@ status node_runtime::start_ingresses(const node_spec& spec) {
     link->metrics.ingress_reply(protocol, code);
   };
   if (!spec.http.empty()) {
-    http_ = std::make_unique<http_ingress>(cfg_, a.frontend, node_, metrics, count_reply);
+    http_ = std::make_unique<http_ingress>(cfg_, a.frontend, node_, metrics, count_reply,
+                                           [link = link_] { return link->metrics.statistics(); });
     auto port = http_->start(spec.http);
     if (!port) {
       stop();

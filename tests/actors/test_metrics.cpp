@@ -159,6 +159,45 @@ TEST(node_metrics, batches_queues_drops_and_the_placement) {
   EXPECT_EQ(value_of(text, R"(sloserve_link_round_trip_seconds{worker="w2"})"), 0.00025);
 }
 
+// Triton's statistics: per pipeline, successes and failures with their time, and for the ok ones
+// the time queued and running; executions count each member of a batch of b as 1/b.
+TEST(node_metrics, pipeline_statistics_sum_requests_and_their_time_by_outcome) {
+  node_metrics m;
+  EXPECT_TRUE(m.statistics().empty());
+  m.request_statistics("p", true, 30'000'000, 5'000'000, 20'000'000, 0.5, 1000);
+  m.request_statistics("p", true, 10'000'000, 1'000'000, 8'000'000, 0.5, 2000);
+  m.request_statistics("p", false, 7'000'000, 0, 0, 0, 3000);
+  m.request_statistics("q", true, 1'000'000, 0, 1'000'000, 1, 500);
+  auto all = m.statistics();
+  ASSERT_EQ(all.size(), 2u);
+  auto& p = all[0];
+  EXPECT_EQ(p.name, "p");
+  EXPECT_EQ(p.inference_count, 2u);
+  EXPECT_EQ(p.execution_count, 1u) << "two halves of one batch";
+  EXPECT_EQ(p.success.count, 2u);
+  EXPECT_EQ(p.success.ns, 40'000'000u);
+  EXPECT_EQ(p.fail.count, 1u);
+  EXPECT_EQ(p.fail.ns, 7'000'000u);
+  EXPECT_EQ(p.queue.ns, 6'000'000u);
+  EXPECT_EQ(p.compute.ns, 28'000'000u);
+  EXPECT_EQ(p.last_inference_ms, 3000u);
+  EXPECT_EQ(all[1].name, "q");
+  EXPECT_EQ(all[1].execution_count, 1u);
+}
+
+TEST(node_metrics, each_model_has_its_outcomes_and_queue_and_compute_durations) {
+  node_metrics m;
+  m.model_done("det", "ok", 0.002, 0.020);
+  m.model_done("det", "ok", 0.004, 0.030);
+  m.model_done("det", "dropped", 0, 0);
+  auto out = m.render("n", 1);
+  EXPECT_NE(out.find("sloserve_model_requests_total{model=\"det\",outcome=\"ok\"} 2"), std::string::npos) << out;
+  EXPECT_NE(out.find("sloserve_model_requests_total{model=\"det\",outcome=\"dropped\"} 1"), std::string::npos);
+  EXPECT_NE(out.find("sloserve_model_queue_duration_seconds_count{model=\"det\"} 2"), std::string::npos);
+  EXPECT_NE(out.find("sloserve_model_queue_duration_seconds_sum{model=\"det\"} 0.006"), std::string::npos) << out;
+  EXPECT_NE(out.find("sloserve_model_compute_duration_seconds_sum{model=\"det\"} 0.05"), std::string::npos);
+}
+
 TEST(node_metrics, label_values_are_escaped) {
   EXPECT_EQ(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
   node_metrics m;

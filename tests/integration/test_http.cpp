@@ -200,6 +200,60 @@ TEST_F(http_cluster, health_metadata_and_inference_over_json_and_the_binary_exte
   EXPECT_EQ(ts[1], most);
 }
 
+// Triton's extensions a Triton client calls: each pipeline's statistics (what it answered, and the
+// time queued and computing) and the repository index with each pipeline's state.
+TEST_F(http_cluster, triton_statistics_and_the_repository_index_tell_what_was_served) {
+  start();
+  wait_ready();
+  for (int i = 0; i < 5; ++i) {
+    auto r = client->Post("/v2/models/traffic/infer", image_request().dump(), "application/json");
+    ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no reply");
+  }
+  auto one = client->Get("/v2/models/traffic/versions/1/stats");
+  ASSERT_TRUE(one && one->status == 200);
+  auto s = json::parse(one->body)["model_stats"];
+  ASSERT_EQ(s.size(), 1u) << one->body;
+  EXPECT_EQ(s[0]["name"], "traffic");
+  EXPECT_EQ(s[0]["version"], "1");
+  EXPECT_EQ(s[0]["inference_count"], 5) << one->body;
+  EXPECT_GE(s[0]["execution_count"].get<int>(), 1);
+  auto& st = s[0]["inference_stats"];
+  EXPECT_EQ(st["success"]["count"], 5);
+  EXPECT_GT(st["success"]["ns"].get<uint64_t>(), 0u);
+  EXPECT_EQ(st["fail"]["count"], 0);
+  EXPECT_GT(st["compute_infer"]["ns"].get<uint64_t>(), 0u);
+  EXPECT_LE(st["compute_infer"]["ns"].get<uint64_t>(), st["success"]["ns"].get<uint64_t>() * 4) << one->body;
+  EXPECT_GT(s[0]["last_inference"].get<uint64_t>(), 1'700'000'000'000u) << "ms since the epoch";
+  auto all = client->Get("/v2/models/stats");
+  ASSERT_TRUE(all && all->status == 200);
+  EXPECT_FALSE(json::parse(all->body)["model_stats"].empty());
+  EXPECT_EQ(client->Get("/v2/models/nope/stats")->status, 404);
+  EXPECT_EQ(client->Get("/v2/models/traffic/versions/7/stats")->status, 404);
+  EXPECT_NE(json::parse(client->Get("/v2")->body)["extensions"].dump().find("statistics"), std::string::npos);
+
+  auto index = client->Post("/v2/repository/index", "{}", "application/json");
+  ASSERT_TRUE(index && index->status == 200);
+  auto entries = json::parse(index->body);
+  ASSERT_FALSE(entries.empty());
+  for (auto& e : entries) {
+    EXPECT_EQ(e["version"], "1");
+    EXPECT_TRUE(e["state"] == "READY" || e["state"] == "UNAVAILABLE") << e.dump();
+    if (e["name"] == "traffic") {
+      EXPECT_EQ(e["state"], "READY");
+    }
+  }
+  auto ready = client->Post("/v2/repository/index", R"({"ready": true})", "application/json");
+  ASSERT_TRUE(ready && ready->status == 200);
+  for (auto& e : json::parse(ready->body)) EXPECT_EQ(e["state"], "READY");
+  EXPECT_EQ(client->Post("/v2/repository/index", R"({"ready": 3})", "application/json")->status, 400);
+
+  // The models the pipeline ran, each with its outcomes and durations.
+  auto metrics = client->Get("/metrics");
+  ASSERT_TRUE(metrics && metrics->status == 200);
+  EXPECT_NE(metrics->body.find("sloserve_model_requests_total{model="), std::string::npos);
+  EXPECT_NE(metrics->body.find("sloserve_model_compute_duration_seconds_bucket{model="), std::string::npos);
+}
+
 // A partitioned model over KServe v2: `start_layer` in the request's parameters sends what the
 // client's own first blocks made, with that block's shape; a start beyond the blocks is a 400.
 TEST_F(http_cluster, a_partitioned_models_request_starts_where_its_parameters_say) {
