@@ -156,6 +156,20 @@ class node_metrics {
   double in_flight_ = -1;
 };
 
+// What the process uses, as Prometheus's process collector reports it (from /proc/self; zeros
+// where it cannot be read).
+struct process_sample {
+  double cpu_seconds = 0;  // user and system
+  double resident_bytes = 0;
+  double virtual_bytes = 0;
+  double start_time_seconds = 0;  // since the epoch
+  double open_fds = 0;
+  double max_fds = 0;
+};
+process_sample read_process();
+// The process_* families of `p` in the exposition format (render() adds them for this process).
+void render_process(std::string& out, const process_sample& p);
+
 // `v` with backslash, double quote and newline escaped for a label value.
 std::string escape_label(std::string_view v);
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <sstream>
 #include <vector>
@@ -196,6 +197,24 @@ TEST(node_metrics, each_model_has_its_outcomes_and_queue_and_compute_durations) 
   EXPECT_NE(out.find("sloserve_model_queue_duration_seconds_count{model=\"det\"} 2"), std::string::npos);
   EXPECT_NE(out.find("sloserve_model_queue_duration_seconds_sum{model=\"det\"} 0.006"), std::string::npos) << out;
   EXPECT_NE(out.find("sloserve_model_compute_duration_seconds_sum{model=\"det\"} 0.05"), std::string::npos);
+}
+
+// The process collector's families, read from /proc/self: this test's own process.
+TEST(node_metrics, the_process_reports_its_cpu_memory_start_and_descriptors) {
+  auto p = read_process();
+  EXPECT_GT(p.resident_bytes, 1 << 20);
+  EXPECT_GE(p.virtual_bytes, p.resident_bytes);
+  EXPECT_GE(p.cpu_seconds, 0);
+  auto now = static_cast<double>(
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  EXPECT_GT(p.start_time_seconds, now - 3600) << "started within the hour";
+  EXPECT_LE(p.start_time_seconds, now + 1);
+  EXPECT_GE(p.open_fds, 3);
+  EXPECT_GE(p.max_fds, p.open_fds);
+  auto out = node_metrics().render("n", 0);
+  for (auto* family : {"process_cpu_seconds_total", "process_resident_memory_bytes", "process_virtual_memory_bytes",
+                       "process_start_time_seconds", "process_open_fds", "process_max_fds"})
+    EXPECT_NE(out.find(std::string("# TYPE ") + family + " "), std::string::npos) << family;
 }
 
 TEST(node_metrics, label_values_are_escaped) {
