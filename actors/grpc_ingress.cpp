@@ -60,6 +60,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
   frontend_actor frontend;
   std::string node;
   std::function<void(std::string_view, std::string_view)> count_reply;
+  std::function<std::vector<pipeline_statistics>()> statistics;
   std::set<std::string> tokens;  // bearer tokens admitted; empty: no token needed
   std::unique_ptr<grpc::Server> server;
 
@@ -141,6 +142,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     if (!admitted(ctx, reactor)) return reactor;
     res->set_name("sloserve");
     res->set_version(SLOSERVE_VERSION);
+    for (auto* e : {"binary_tensor_data", "statistics", "model_repository"}) res->add_extensions(e);
     finish(reactor, Status::OK);
     return reactor;
   }
@@ -167,6 +169,71 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     for (auto& o : sig.outputs) set_metadata(res->add_outputs(), o);
     finish(reactor, Status::OK);
     return reactor;
+  }
+
+  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx, const pb::ModelStatisticsRequest* req,
+                                            pb::ModelStatisticsResponse* res) override {
+    auto* reactor = ctx->DefaultReactor();
+    if (!admitted(ctx, reactor)) return reactor;
+    if (!req->name().empty() && !cfg->find_pipeline(req->name())) {
+      finish(reactor, {StatusCode::NOT_FOUND, "no pipeline '" + req->name() + "'"});
+      return reactor;
+    }
+    if (!kserve::known_version(req->version())) {
+      finish(reactor, {StatusCode::NOT_FOUND,
+                       "pipeline '" + req->name() + "' has no version '" + req->version() + "'; its versions: 1"});
+      return reactor;
+    }
+    auto all = statistics ? statistics() : std::vector<pipeline_statistics>{};
+    auto set = [](pb::StatisticDuration* d, const pipeline_statistics::duration& x) {
+      d->set_count(x.count);
+      d->set_ns(x.ns);
+    };
+    for (auto& p : cfg->pipelines) {
+      if (!req->name().empty() && p.name != req->name()) continue;
+      pipeline_statistics st;
+      for (auto& s : all)
+        if (s.name == p.name) st = s;
+      auto* m = res->add_model_stats();
+      m->set_name(p.name);
+      m->set_version("1");
+      m->set_last_inference(st.last_inference_ms);
+      m->set_inference_count(st.inference_count);
+      m->set_execution_count(st.execution_count);
+      auto* is = m->mutable_inference_stats();
+      set(is->mutable_success(), st.success);
+      set(is->mutable_fail(), st.fail);
+      set(is->mutable_queue(), st.queue);
+      set(is->mutable_compute_infer(), st.compute);
+      is->mutable_compute_input();
+      is->mutable_compute_output();
+    }
+    finish(reactor, Status::OK);
+    return reactor;
+  }
+
+  // Each pipeline's readiness, asked of the frontend one after another; answered with the last.
+  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* ctx, const pb::RepositoryIndexRequest* req,
+                                            pb::RepositoryIndexResponse* res) override {
+    auto* reactor = ctx->DefaultReactor();
+    if (!admitted(ctx, reactor)) return reactor;
+    index_from(0, req->ready(), reactor, res);
+    return reactor;
+  }
+
+  void index_from(size_t i, bool ready_only, grpc::ServerUnaryReactor* reactor, pb::RepositoryIndexResponse* res) {
+    if (i == cfg->pipelines.size()) return finish(reactor, Status::OK);
+    auto& p = cfg->pipelines[i];
+    readiness(p.name, [this, i, ready_only, reactor, res, name = p.name](const msg::status_reply& r) {
+      if (r.ready || !ready_only) {
+        auto* m = res->add_models();
+        m->set_name(name);
+        m->set_version("1");
+        m->set_state(r.ready ? "READY" : "UNAVAILABLE");
+        if (!r.ready) m->set_reason(r.detail);
+      }
+      index_from(i + 1, ready_only, reactor, res);
+    });
   }
 
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const pb::ModelInferRequest* req,
@@ -232,12 +299,14 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
 };
 
 grpc_ingress::grpc_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node,
-                           std::function<void(std::string_view, std::string_view)> count_reply)
+                           std::function<void(std::string_view, std::string_view)> count_reply,
+                           std::function<std::vector<pipeline_statistics>()> statistics)
     : impl_(std::make_unique<impl>()) {
   impl_->cfg = std::move(cfg);
   impl_->frontend = std::move(frontend);
   impl_->node = std::move(node);
   impl_->count_reply = std::move(count_reply);
+  impl_->statistics = std::move(statistics);
 }
 
 grpc_ingress::~grpc_ingress() {

@@ -9,8 +9,10 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "actors/interfaces.hpp"
+#include "actors/metrics.hpp"
 #include "config/cluster_config.hpp"
 
 namespace sloserve {
@@ -19,7 +21,8 @@ class grpc_ingress {
  public:
   // `count_reply`, when set, is told each reply's status (protocol "grpc", the code's name).
   grpc_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node,
-               std::function<void(std::string_view protocol, std::string_view code)> count_reply = {});
+               std::function<void(std::string_view protocol, std::string_view code)> count_reply = {},
+               std::function<std::vector<pipeline_statistics>()> statistics = {});
   ~grpc_ingress();
   grpc_ingress(const grpc_ingress&) = delete;
   grpc_ingress& operator=(const grpc_ingress&) = delete;

@@ -215,7 +215,8 @@ status node_runtime::start_ingresses(const node_spec& spec) {
     spdlog::info("{}: KServe v2 HTTP ingress and /metrics on port {}", node_, http_port_);
   }
   if (!spec.grpc.empty()) {
-    grpc_ = std::make_unique<grpc_ingress>(cfg_, a.frontend, node_, count_reply);
+    grpc_ = std::make_unique<grpc_ingress>(cfg_, a.frontend, node_, count_reply,
+                                           [link = link_] { return link->metrics.statistics(); });
     auto port = grpc_->start(spec.grpc);
     if (!port) {
       stop();

@@ -135,6 +135,30 @@ class GrpcIngress(unittest.TestCase):
             s.ModelReady(pb.ModelReadyRequest(name="nope"))
         self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
 
+    def test_triton_statistics_and_repository_index(self):
+        s = self.c.stub
+        self.assertIn("statistics", list(s.ServerMetadata(pb.ServerMetadataRequest()).extensions))
+        before = s.ModelStatistics(pb.ModelStatisticsRequest(name="traffic")).model_stats[0].inference_count
+        for _ in range(3):
+            s.ModelInfer(infer_request())
+        stats = s.ModelStatistics(pb.ModelStatisticsRequest(name="traffic", version="1"))
+        self.assertEqual(len(stats.model_stats), 1)
+        m = stats.model_stats[0]
+        self.assertEqual((m.name, m.version), ("traffic", "1"))
+        self.assertEqual(m.inference_count, before + 3)
+        self.assertGreaterEqual(m.inference_stats.success.count, 3)
+        self.assertGreater(m.inference_stats.compute_infer.ns, 0)
+        self.assertGreater(m.last_inference, 1700000000000)
+        self.assertGreaterEqual(len(s.ModelStatistics(pb.ModelStatisticsRequest()).model_stats), 1)
+        with self.assertRaises(grpc.RpcError) as e:
+            s.ModelStatistics(pb.ModelStatisticsRequest(name="nope"))
+        self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
+        index = s.RepositoryIndex(pb.RepositoryIndexRequest())
+        states = {m.name: (m.version, m.state) for m in index.models}
+        self.assertEqual(states["traffic"], ("1", "READY"))
+        for m in s.RepositoryIndex(pb.RepositoryIndexRequest(ready=True)).models:
+            self.assertEqual(m.state, "READY")
+
     def test_inference_with_raw_and_typed_contents(self):
         r = self.c.stub.ModelInfer(infer_request(rid="q1"))
         self.assertEqual((r.model_name, r.id), ("traffic", "q1"))
