@@ -91,6 +91,19 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     return false;
   }
 
+  // Whether `name` (empty, where `any`: every pipeline) is a pipeline and `version` one of its
+  // versions; else the call is finished NOT_FOUND.
+  bool known(const std::string& name, const std::string& version, grpc::ServerUnaryReactor* reactor, bool any = false) {
+    if (!(any && name.empty()) && !cfg->find_pipeline(name)) {
+      finish(reactor, {StatusCode::NOT_FOUND, "no pipeline '" + name + "'"});
+      return false;
+    }
+    if (kserve::known_version(version)) return true;
+    finish(reactor,
+           {StatusCode::NOT_FOUND, "pipeline '" + name + "' has no version '" + version + "'; its versions: 1"});
+    return false;
+  }
+
   // Asks the frontend whether `pipeline` (empty: all) can be served; `done` gets the answer on
   // the frontend's thread.
   void readiness(const std::string& pipeline, std::function<void(const msg::status_reply&)> done) {
@@ -119,16 +132,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
   grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx, const pb::ModelReadyRequest* req,
                                        pb::ModelReadyResponse* res) override {
     auto* reactor = ctx->DefaultReactor();
-    if (!admitted(ctx, reactor)) return reactor;
-    if (!cfg->find_pipeline(req->name())) {
-      finish(reactor, {StatusCode::NOT_FOUND, "no pipeline '" + req->name() + "'"});
-      return reactor;
-    }
-    if (!kserve::known_version(req->version())) {
-      finish(reactor, {StatusCode::NOT_FOUND,
-                       "pipeline '" + req->name() + "' has no version '" + req->version() + "'; its versions: 1"});
-      return reactor;
-    }
+    if (!admitted(ctx, reactor) || !known(req->name(), req->version(), reactor)) return reactor;
     readiness(req->name(), [this, reactor, res](const msg::status_reply& r) {
       res->set_ready(r.ready);
       finish(reactor, Status::OK);
@@ -150,17 +154,8 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
   grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx, const pb::ModelMetadataRequest* req,
                                           pb::ModelMetadataResponse* res) override {
     auto* reactor = ctx->DefaultReactor();
-    if (!admitted(ctx, reactor)) return reactor;
+    if (!admitted(ctx, reactor) || !known(req->name(), req->version(), reactor)) return reactor;
     auto* p = cfg->find_pipeline(req->name());
-    if (!p) {
-      finish(reactor, {StatusCode::NOT_FOUND, "no pipeline '" + req->name() + "'"});
-      return reactor;
-    }
-    if (!kserve::known_version(req->version())) {
-      finish(reactor, {StatusCode::NOT_FOUND,
-                       "pipeline '" + p->name + "' has no version '" + req->version() + "'; its versions: 1"});
-      return reactor;
-    }
     auto sig = kserve::signature_of(*cfg, *p);
     res->set_name(p->name);
     res->add_versions("1");
@@ -174,16 +169,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
   grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx, const pb::ModelStatisticsRequest* req,
                                             pb::ModelStatisticsResponse* res) override {
     auto* reactor = ctx->DefaultReactor();
-    if (!admitted(ctx, reactor)) return reactor;
-    if (!req->name().empty() && !cfg->find_pipeline(req->name())) {
-      finish(reactor, {StatusCode::NOT_FOUND, "no pipeline '" + req->name() + "'"});
-      return reactor;
-    }
-    if (!kserve::known_version(req->version())) {
-      finish(reactor, {StatusCode::NOT_FOUND,
-                       "pipeline '" + req->name() + "' has no version '" + req->version() + "'; its versions: 1"});
-      return reactor;
-    }
+    if (!admitted(ctx, reactor) || !known(req->name(), req->version(), reactor, true)) return reactor;
     auto all = statistics ? statistics() : std::vector<pipeline_statistics>{};
     auto set = [](pb::StatisticDuration* d, const pipeline_statistics::duration& x) {
       d->set_count(x.count);
