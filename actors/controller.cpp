@@ -20,6 +20,11 @@ bool plans_epochs(const controller_state& st) {
   return st.policy->plans_epochs() && !st.cfg->scaler.enabled() && !st.rounds;
 }
 
+bool cut_off(const controller_state& st) {
+  auto others = st.cfg->nodes.size() - 1;
+  return others > 0 && 2 * st.unheard.size() > others;
+}
+
 namespace {
 
 // Tells the scaler which workers are up and which instances they acknowledged, when that changed.
@@ -32,15 +37,6 @@ void tell_scaler(self_ptr self) {
   st.told_scaler = now;
   self->send(scaler, std::move(now));
 }
-
-}  // namespace
-
-bool cut_off(const controller_state& st) {
-  auto others = st.cfg->nodes.size() - 1;
-  return others > 0 && 2 * st.unheard.size() > others;
-}
-
-namespace {
 
 void publish(self_ptr self) {
   auto& st = self->state;
@@ -146,6 +142,50 @@ void on_lost(self_ptr self, const std::string& node) {
   if (left.was_up) after_departure(self, left);
 }
 
+// The monitor's rates of the last beacon: an epoch when one is due.
+void on_rates(self_ptr self, sched::pipeline_rates& r) {
+  auto& st = self->state;
+  st.rates = std::move(r);
+  auto why = epoch_due(st, self->clock().now());
+  if (why == sched::epoch_reason::surge)
+    spdlog::info("{}: a pipeline's load is above what the plan carries: planning again now", st.net->self_name());
+  if (why != sched::epoch_reason::none) run_epoch(self, why == sched::epoch_reason::surge);
+}
+
+// Workers behind slow links, and models too large for a worker's link: planned around.
+void on_links(self_ptr self, link_verdicts& v) {
+  auto& st = self->state;
+  std::set<std::string> slow(v.slow.begin(), v.slow.end());
+  if (slow == st.slow && v.far == st.far) return;
+  st.slow = std::move(slow);
+  st.far = std::move(v.far);
+  if (replans(st)) run_epoch(self);
+}
+
+void on_heard(self_ptr self, const std::string& node) {
+  auto& st = self->state;
+  bool was_cut_off = cut_off(st);
+  st.unheard.erase(node);
+  if (!was_cut_off || cut_off(st) || !std::exchange(st.held, false)) return;
+  spdlog::info("{}: hears the cluster again; planning and routing resume", st.net->self_name());
+  if (replans(st))
+    run_epoch(self);
+  else
+    publish(self);
+}
+
+// A client's uplink moved much: a round now, or 25 ms after the last one (or ten times what it
+// took, so that moves keep planning under a tenth of the controller's time).
+void on_client_moved(self_ptr self) {
+  auto& st = self->state;
+  if (!st.rounds || st.round_deferred) return;
+  auto since = self->clock().now() - st.last_round;
+  auto floor = std::max<caf::timespan>(std::chrono::milliseconds(25), 10 * st.round_cost);
+  if (since >= floor) return ask_clients(self);
+  st.round_deferred = true;
+  self->delayed_send(self, floor - since, round_atom::value);
+}
+
 }  // namespace
 }  // namespace sloserve::control
 
@@ -182,17 +222,7 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
           self->delayed_send(self, st.rounds->interval(), tick_atom::value);
           ask_clients(self);
         },
-        [=](clients_atom) {
-          // A client's uplink moved much: re-schedule now, or 25 ms after the last round (or ten
-          // times what it took, so that moves keep planning under a tenth of the controller's time).
-          auto& st = self->state;
-          if (!st.rounds || st.round_deferred) return;
-          auto since = self->clock().now() - st.last_round;
-          auto floor = std::max<caf::timespan>(std::chrono::milliseconds(25), 10 * st.round_cost);
-          if (since >= floor) return ask_clients(self);
-          st.round_deferred = true;
-          self->delayed_send(self, floor - since, round_atom::value);
-        },
+        [=](clients_atom) { on_client_moved(self); },
         [=](round_atom) {
           self->state.round_deferred = false;
           ask_clients(self);
@@ -203,34 +233,12 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
           self->delayed_send(self, beacon, beacon_atom::value);
           if (auto mon = self->state.net->local().monitor)
             self->request(mon, caf::infinite, rates_atom::value).then([=](sched::pipeline_rates& r) {
-              self->state.rates = std::move(r);
-              auto why = epoch_due(self->state, self->clock().now());
-              if (why == sched::epoch_reason::surge)
-                spdlog::info("{}: a pipeline's load is above what the plan carries: planning again now",
-                             self->state.net->self_name());
-              if (why != sched::epoch_reason::none) run_epoch(self, why == sched::epoch_reason::surge);
+              on_rates(self, r);
             });
         },
         [=](peer_down_atom, const std::string& node) { on_lost(self, node); },
-        [=](link_verdicts& v) {
-          auto& st = self->state;
-          std::set<std::string> slow(v.slow.begin(), v.slow.end());
-          if (slow == st.slow && v.far == st.far) return;
-          st.slow = std::move(slow);
-          st.far = std::move(v.far);
-          if (replans(st)) run_epoch(self);
-        },
-        [=](peer_up_atom, const std::string& node) {
-          auto& st = self->state;
-          bool was_cut_off = cut_off(st);
-          st.unheard.erase(node);
-          if (!was_cut_off || cut_off(st) || !std::exchange(st.held, false)) return;
-          spdlog::info("{}: hears the cluster again; planning and routing resume", st.net->self_name());
-          if (replans(st))
-            run_epoch(self);
-          else
-            publish(self);
-        },
+        [=](link_verdicts& v) { on_links(self, v); },
+        [=](peer_up_atom, const std::string& node) { on_heard(self, node); },
     };
   });
 }

@@ -108,6 +108,50 @@ void judge_links(self_ptr self, const msg::load_report& r) {
   if (auto ctl = st.net->local().controller) self->send(ctl, std::move(v));
 }
 
+// A frontend's or a worker's load report: clients (the controller hears of one that moved), the
+// pipelines' queries, links, and each device session's rates.
+void on_report(self_ptr self, msg::load_report& r) {
+  auto& st = self->state;
+  bool moved = false;  // a client's uplink, much or across a size's rate (sched::uplink_moved)
+  for (auto& c : r.clients) {
+    auto key = std::make_pair(c.client, c.pipeline);
+    auto& slot = st.clients[key];
+    double was = slot.second.uplink_mbps;
+    moved |= sched::uplink_moved(was, c.uplink_mbps, carried_at_mbps(c.images, c.rate_hz));
+    slot = {self->clock().now(), std::move(c)};
+  }
+  if (auto ctl = st.net->local().controller; moved && ctl) self->send(ctl, clients_atom::value);
+  if (!r.pipelines.empty() || !r.links.empty()) judge_links(self, r);
+  for (auto& pl : r.pipelines)
+    if (auto* p = st.cfg->find_pipeline(pl.pipeline)) {
+      std::vector<sched::fragment_count> fragments;
+      for (auto& f : pl.fragments)
+        fragments.push_back({static_cast<int>(f.start_layer), f.slo_ms, f.queries, static_cast<int>(f.clients)});
+      st.pipelines->count(static_cast<size_t>(p - st.cfg->pipelines.data()), pl.queries, pl.stage_invocations,
+                          pl.fallthroughs, fragments);
+    }
+  if (r.window_s <= 0) return;
+  // A worker reports every session its devices hold: the ones it no longer holds are gone.
+  std::erase_if(st.sessions, [&](auto& kv) {
+    auto& [node, device, model] = kv.first;
+    return node == r.node && !r.pipelines.size() && std::none_of(r.sessions.begin(), r.sessions.end(), [&](auto& s) {
+             return s.device == device && s.model == model;
+           });
+  });
+  for (auto& s : r.sessions) {
+    auto& x = st.sessions[{r.node, s.device, s.model}];
+    x.node = r.node;
+    x.device = s.device;
+    x.model = s.model;
+    x.rate = smoothing * (s.arrived / r.window_s) + (1 - smoothing) * x.rate;
+    x.last_rate = static_cast<double>(s.arrived) / r.window_s;
+    if (s.arrived) x.budget_ms = s.mean_budget_ms;
+    x.drop_rate = smoothing * (s.dropped / r.window_s) + (1 - smoothing) * x.drop_rate;
+    if (s.completed) x.mean_latency_ms = smoothing * s.mean_latency_ms + (1 - smoothing) * x.mean_latency_ms;
+    x.queue_length = s.queue_length;
+  }
+}
+
 }  // namespace
 
 monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args) {
@@ -119,48 +163,7 @@ monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args) {
     st.window_start = self->clock().now();
     self->delayed_send(self, std::chrono::seconds(10), beacon_atom::value);
     return {
-        [=](msg::load_report& r) {
-          auto& st = self->state;
-          bool moved = false;  // a client's uplink, much or across a size's rate (sched::uplink_moved)
-          for (auto& c : r.clients) {
-            auto key = std::make_pair(c.client, c.pipeline);
-            auto& slot = st.clients[key];
-            double was = slot.second.uplink_mbps;
-            moved |= sched::uplink_moved(was, c.uplink_mbps, carried_at_mbps(c.images, c.rate_hz));
-            slot = {self->clock().now(), std::move(c)};
-          }
-          if (auto ctl = st.net->local().controller; moved && ctl) self->send(ctl, clients_atom::value);
-          if (!r.pipelines.empty() || !r.links.empty()) judge_links(self, r);
-          for (auto& pl : r.pipelines)
-            if (auto* p = st.cfg->find_pipeline(pl.pipeline)) {
-              std::vector<sched::fragment_count> fragments;
-              for (auto& f : pl.fragments)
-                fragments.push_back(
-                    {static_cast<int>(f.start_layer), f.slo_ms, f.queries, static_cast<int>(f.clients)});
-              st.pipelines->count(static_cast<size_t>(p - st.cfg->pipelines.data()), pl.queries, pl.stage_invocations,
-                                  pl.fallthroughs, fragments);
-            }
-          if (r.window_s <= 0) return;
-          // A worker reports every session its devices hold: the ones it no longer holds are gone.
-          std::erase_if(self->state.sessions, [&](auto& kv) {
-            auto& [node, device, model] = kv.first;
-            return node == r.node && !r.pipelines.size() &&
-                   std::none_of(r.sessions.begin(), r.sessions.end(),
-                                [&](auto& s) { return s.device == device && s.model == model; });
-          });
-          for (auto& s : r.sessions) {
-            auto& x = self->state.sessions[{r.node, s.device, s.model}];
-            x.node = r.node;
-            x.device = s.device;
-            x.model = s.model;
-            x.rate = smoothing * (s.arrived / r.window_s) + (1 - smoothing) * x.rate;
-            x.last_rate = static_cast<double>(s.arrived) / r.window_s;
-            if (s.arrived) x.budget_ms = s.mean_budget_ms;
-            x.drop_rate = smoothing * (s.dropped / r.window_s) + (1 - smoothing) * x.drop_rate;
-            if (s.completed) x.mean_latency_ms = smoothing * s.mean_latency_ms + (1 - smoothing) * x.mean_latency_ms;
-            x.queue_length = s.queue_length;
-          }
-        },
+        [=](msg::load_report& r) { on_report(self, r); },
         [=](beacon_atom) {
           double total = 0, drops = 0;
           for (auto& [k, x] : self->state.sessions) total += x.rate, drops += x.drop_rate;

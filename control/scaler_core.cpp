@@ -10,16 +10,6 @@
 
 namespace sloserve {
 
-// l(b, c) of a model: its `cores` entry, else its profile at any core count.
-core_latency latency_of(const model_spec& m) {
-  if (m.cores) return *m.cores;
-  core_latency l;
-  // l(b) = alpha·b + beta does not change with cores: delta·b + eta.
-  l.delta = m.profile.latency_ms_at(2) - m.profile.latency_ms_at(1);
-  l.eta = m.profile.latency_ms_at(1) - l.delta;
-  return l;
-}
-
 // Hands the provisioner every stage's budget, `budget(stage)`, for the next deployment's table.
 template <class F>
 void scaler_core::route_budgets(F budget) {
@@ -278,42 +268,6 @@ scaler_core::scaler_core(const cluster_config& cfg, std::unique_ptr<provisioner>
       stages_.push_back(std::move(s));
     }
   }
-}
-
-int replica_cores(const model_spec& m) {
-  return std::max(1, static_cast<int>(std::lround(m.base_cores)));
-}
-
-std::vector<sched::ipa_stage> ipa_problem(const std::vector<model_spec>& models, const pipeline& p,
-                                          const std::vector<double>& rates) {
-  std::vector<sched::ipa_stage> in(p.stages.size());
-  for (size_t k = 0; k < p.stages.size(); ++k) {
-    in[k].after = p.stages[k].parents;
-    in[k].rate = rates[k];
-    for (auto m : p.stages[k].variant_indices) {
-      auto& spec = models[m];
-      auto l = latency_of(spec);
-      int r = replica_cores(spec);
-      in[k].variants.push_back(
-          {&spec, spec.accuracy.value_or(100), spec.base_cores, [l, r](int b) { return l.at(b, r); }});
-    }
-  }
-  return in;
-}
-
-std::vector<double> ipa_stage_budgets(const pipeline& p, const std::vector<sched::ipa_choice>& choices) {
-  std::vector<double> finish(p.stages.size(), 0);
-  double longest = 0;
-  for (auto v : p.topo) {
-    double start = 0;
-    for (auto u : p.stages[v].parents) start = std::max(start, finish[u]);
-    finish[v] = start + choices[v].latency_ms;
-    longest = std::max(longest, finish[v]);
-  }
-  double stretch = longest > 0 ? std::max(1.0, p.slo_ms / longest) : 1;
-  std::vector<double> out;
-  for (auto& c : choices) out.push_back(c.latency_ms * stretch);
-  return out;
 }
 
 // IPA every interval (and on a surge): per pipeline, the variant, batch and replicas of every stage that

@@ -80,6 +80,15 @@ device_plan dedicated_device(const std::vector<session>& ss, size_t i, int batch
 
 namespace {
 
+std::string key_of(const session& s) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "@%.3f", s.slo_ms);
+  return s.model->name + buf;
+}
+
+}  // namespace
+
+namespace detail {
 // Smallest ids not taken.
 struct id_pool {
   std::vector<bool> used;
@@ -94,14 +103,9 @@ struct id_pool {
     return next;
   }
 };
+}  // namespace detail
 
-std::string key_of(const session& s) {
-  char buf[64];
-  snprintf(buf, sizeof buf, "@%.3f", s.slo_ms);
-  return s.model->name + buf;
-}
-
-}  // namespace
+using detail::id_pool;
 
 bool squishy_packing::place(const residual& r) {
   if (auto k = shared_.best_fit(r)) {
@@ -113,6 +117,52 @@ bool squishy_packing::place(const residual& r) {
   if (!alone) return false;
   at_[r.s] = static_cast<int>(shared_.add(std::move(*alone)));
   return true;
+}
+
+void squishy_packing::keep_previous(const plan& previous, const std::vector<session>* previous_sessions, plan& out,
+                                    id_pool& ids, std::vector<int>& dedicated_needed, std::vector<int>& was,
+                                    std::vector<bool>& placed) {
+  const size_t n = ss_.size();
+  std::map<std::string, size_t> by_key;
+  if (previous_sessions)
+    for (size_t i = 0; i < n; ++i) by_key[key_of(ss_[i])] = i;
+  auto map_prev = [&](size_t prev_index) -> std::optional<size_t> {
+    if (!previous_sessions) return std::nullopt;
+    auto it = by_key.find(key_of((*previous_sessions)[prev_index]));
+    if (it == by_key.end()) return std::nullopt;
+    return it->second;
+  };
+
+  for (auto& dev : previous.devices) {
+    if (dev.dedicated) {
+      auto s = map_prev(dev.sessions[0].session);
+      if (s && dedicated_needed[*s] > 0) {
+        --dedicated_needed[*s];
+        auto d = dedicated_device(ss_, *s, loads_[*s].saturating, loads_[*s].throughput, tables_);
+        d.id = dev.id;
+        ids.take(dev.id);
+        out.devices.push_back(std::move(d));
+      } else {
+        ++out.moved;
+      }
+      continue;
+    }
+    std::vector<residual> members;
+    for (auto& a : dev.sessions)
+      if (auto s = map_prev(a.session)) {
+        was[*s] = dev.id;
+        if (loads_[*s].rest && !placed[*s]) members.push_back(*loads_[*s].rest);
+      }
+    std::sort(members.begin(), members.end(),
+              [](const residual& a, const residual& b) { return a.occupancy > b.occupancy; });
+    std::optional<shared_devices::device> kept;
+    while (!members.empty() && !(kept = shared_.make(members))) members.pop_back();
+    if (!kept) continue;
+    kept->plan.id = dev.id;
+    ids.take(dev.id);
+    auto k = static_cast<int>(shared_.add(std::move(*kept)));
+    for (auto& m : members) placed[m.s] = true, at_[m.s] = k;
+  }
 }
 
 plan squishy_packing::make(const plan* previous, const std::vector<session>* previous_sessions) {
@@ -128,52 +178,9 @@ plan squishy_packing::make(const plan* previous, const std::vector<session>* pre
     dedicated_needed[i] = loads_[i].dedicated;
   }
 
-  std::map<std::string, size_t> by_key;
-  if (previous_sessions)
-    for (size_t i = 0; i < n; ++i) by_key[key_of(ss_[i])] = i;
-  auto map_prev = [&](size_t prev_index) -> std::optional<size_t> {
-    if (!previous_sessions) return std::nullopt;
-    auto it = by_key.find(key_of((*previous_sessions)[prev_index]));
-    if (it == by_key.end()) return std::nullopt;
-    return it->second;
-  };
-
   std::vector<int> was(n, -1);
   std::vector<bool> placed(n, false);
-  if (previous) {
-    // Keep dedicated devices that still have their session, and shared devices with as many of
-    // their sessions as still fit (evicting the cheapest first).
-    for (auto& dev : previous->devices) {
-      if (dev.dedicated) {
-        auto s = map_prev(dev.sessions[0].session);
-        if (s && dedicated_needed[*s] > 0) {
-          --dedicated_needed[*s];
-          auto d = dedicated_device(ss_, *s, loads_[*s].saturating, loads_[*s].throughput, tables_);
-          d.id = dev.id;
-          ids.take(dev.id);
-          out.devices.push_back(std::move(d));
-        } else {
-          ++out.moved;
-        }
-        continue;
-      }
-      std::vector<residual> members;
-      for (auto& a : dev.sessions)
-        if (auto s = map_prev(a.session)) {
-          was[*s] = dev.id;
-          if (loads_[*s].rest && !placed[*s]) members.push_back(*loads_[*s].rest);
-        }
-      std::sort(members.begin(), members.end(),
-                [](const residual& a, const residual& b) { return a.occupancy > b.occupancy; });
-      std::optional<shared_devices::device> kept;
-      while (!members.empty() && !(kept = shared_.make(members))) members.pop_back();
-      if (!kept) continue;
-      kept->plan.id = dev.id;
-      ids.take(dev.id);
-      auto k = static_cast<int>(shared_.add(std::move(*kept)));
-      for (auto& m : members) placed[m.s] = true, at_[m.s] = k;
-    }
-  }
+  if (previous) keep_previous(*previous, previous_sessions, out, ids, dedicated_needed, was, placed);
   for (size_t i = 0; i < n; ++i)
     for (int k = 0; k < dedicated_needed[i]; ++k) {
       auto d = dedicated_device(ss_, i, loads_[i].saturating, loads_[i].throughput, tables_);

@@ -115,6 +115,10 @@ class shared_devices {
 };
 
 // A whole packing of `ss` that can take sessions out and put them back in.
+namespace detail {
+struct id_pool;  // the device ids a packing has given (packing.cpp)
+}  // namespace detail
+
 class squishy_packing {
  public:
   squishy_packing(const std::vector<session>& ss, const device_caps& caps, const batch_tables& tables)
@@ -141,6 +145,12 @@ class squishy_packing {
  private:
   // Places r on the best device or one of its own; false when it fits nowhere.
   bool place(const residual& r);
+  // From `previous`: its dedicated devices that still have their session (into `out`, taking one
+  // of each session's `dedicated_needed`), and its shared devices with as many of their sessions
+  // as still fit, evicting the cheapest first (`placed`). `was`: each session's device before.
+  void keep_previous(const plan& previous, const std::vector<session>* previous_sessions, plan& out,
+                     detail::id_pool& ids, std::vector<int>& dedicated_needed, std::vector<int>& was,
+                     std::vector<bool>& placed);
   void drain(bool replan);
   // Moves device k's residuals to the others; false (and nothing moved) when one fits nowhere.
   bool empty_into_others(size_t k);

@@ -1,0 +1,27 @@
+// How frontends and the simulator read a routing table's budgets (stages_of).
+
+#include <algorithm>
+
+#include "scheduling/placement.hpp"
+
+namespace sloserve {
+
+table_stages stages_of(const cluster_config& cfg, const pipeline& p, const std::vector<msg::stage_budget>& budgets) {
+  table_stages out;
+  for (auto& st : p.stages) out.models.push_back(st.model_index);
+  std::vector<double> budget(p.stages.size(), -1);
+  for (auto& b : budgets) {
+    if (b.pipeline != p.name) continue;
+    auto s = p.find_stage(b.stage);
+    if (!s) continue;
+    budget[*s] = b.budget_ms;
+    auto& vs = p.stages[*s].variant_indices;
+    auto v = std::find_if(vs.begin(), vs.end(), [&](size_t m) { return cfg.models[m].name == b.model; });
+    if (v != vs.end()) out.models[*s] = *v;
+  }
+  if (std::none_of(budget.begin(), budget.end(), [](double b) { return b < 0; }))
+    out.split = offsets_from_budgets(p, std::move(budget));
+  return out;
+}
+
+}  // namespace sloserve
