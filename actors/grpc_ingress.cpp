@@ -266,9 +266,8 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
       res->set_model_name(p->name);
       res->set_model_version("1");
       res->set_id(id);
-      auto timing = kserve::timing_of(r.total_ms, r.timings);
-      int64_t values[] = {timing.total_us, timing.queue_us, timing.compute_us};
-      for (size_t k = 0; k < 3; ++k) (*res->mutable_parameters())[kserve::timing_keys[k]].set_int64_param(values[k]);
+      for (auto& [key, v] : kserve::timing_parameters(kserve::timing_of(r.total_ms, r.timings)))
+        (*res->mutable_parameters())[key].set_int64_param(v);
       for (auto& o : r.outputs) {
         auto* out = res->add_outputs();
         out->set_name(o.name);

@@ -130,10 +130,11 @@ class grpc_connection final : public load_connection {
       auto& params = c->res.parameters();
       if (s.ok() && std::all_of(std::begin(kserve::timing_keys), std::end(kserve::timing_keys),
                                 [&](const char* k) { return params.count(k) > 0; }))
-        kserve::apply_timing(
-            {params.at(kserve::timing_keys[0]).int64_param(), params.at(kserve::timing_keys[1]).int64_param(),
-             params.at(kserve::timing_keys[2]).int64_param()},
-            out);
+        kserve::apply_timing({params.at(kserve::timing_keys[0]).int64_param(),
+                              params.at(kserve::timing_keys[1]).int64_param(),
+                              params.at(kserve::timing_keys[2]).int64_param(),
+                              {}},
+                             out);
       delete c;
       deliver(std::move(out));
     });

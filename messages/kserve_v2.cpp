@@ -367,9 +367,29 @@ expected<infer_request> parse_infer_request(std::string_view body, std::optional
 
 server_timing timing_of(double total_ms, const std::vector<msg::stage_timing>& stages) {
   double queue = 0, compute = 0;
-  for (auto& t : stages) queue += t.queue_ms, compute += t.exec_ms;
+  std::vector<std::pair<std::string, std::pair<double, double>>> by_stage;
+  for (auto& t : stages) {
+    queue += t.queue_ms, compute += t.exec_ms;
+    if (t.stage.empty()) continue;
+    auto it = std::find_if(by_stage.begin(), by_stage.end(), [&](auto& x) { return x.first == t.stage; });
+    if (it == by_stage.end()) it = by_stage.insert(by_stage.end(), {t.stage, {0.0, 0.0}});
+    it->second.first += t.queue_ms;
+    it->second.second += t.exec_ms;
+  }
   auto us = [](double ms) { return static_cast<int64_t>(std::llround(std::max(0.0, ms) * 1e3)); };
-  return {us(total_ms), us(queue), us(compute)};
+  server_timing out{us(total_ms), us(queue), us(compute), {}};
+  for (auto& [name, t] : by_stage) out.stages.push_back({name, us(t.first), us(t.second)});
+  return out;
+}
+
+std::vector<std::pair<std::string, int64_t>> timing_parameters(const server_timing& t) {
+  std::vector<std::pair<std::string, int64_t>> out{
+      {timing_keys[0], t.total_us}, {timing_keys[1], t.queue_us}, {timing_keys[2], t.compute_us}};
+  for (auto& s : t.stages) {
+    out.push_back({"sloserve_stage_" + s.name + "_queue_us", s.queue_us});
+    out.push_back({"sloserve_stage_" + s.name + "_compute_us", s.compute_us});
+  }
+  return out;
 }
 
 void apply_timing(const server_timing& t, msg::client_reply& r) {
@@ -389,7 +409,7 @@ std::optional<server_timing> response_timing(std::string_view body, std::optiona
     if (!p.contains(timing_keys[k]) || !p[timing_keys[k]].is_number_integer()) return std::nullopt;
     v[k] = p[timing_keys[k]].get<int64_t>();
   }
-  return server_timing{v[0], v[1], v[2]};
+  return server_timing{v[0], v[1], v[2], {}};
 }
 
 infer_response make_infer_response(std::string_view name, std::string_view id, const std::vector<tensor>& outputs,
@@ -399,8 +419,7 @@ infer_response make_infer_response(std::string_view name, std::string_view id, c
   j["model_version"] = "1";
   if (!id.empty()) j["id"] = id;
   if (timing)
-    j["parameters"] = {
-        {timing_keys[0], timing->total_us}, {timing_keys[1], timing->queue_us}, {timing_keys[2], timing->compute_us}};
+    for (auto& [key, v] : timing_parameters(*timing)) j["parameters"][key] = v;
   j["outputs"] = json::array();
   std::string tail;
   for (auto& t : outputs) {

@@ -162,6 +162,9 @@ class GrpcIngress(unittest.TestCase):
     def test_inference_with_raw_and_typed_contents(self):
         r = self.c.stub.ModelInfer(infer_request(rid="q1"))
         self.assertEqual((r.model_name, r.id), ("traffic", "q1"))
+        # The server's timing, in all and per stage.
+        self.assertGreater(r.parameters["sloserve_total_us"].int64_param, 0)
+        self.assertGreater(r.parameters["sloserve_stage_detect_compute_us"].int64_param, 0)
         # One output, the classify invocations (fan-out 1.5) stacked: [k, 10].
         self.assertEqual(len(r.outputs), 1)
         self.assertEqual(len(r.raw_output_contents), 1)

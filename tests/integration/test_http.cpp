@@ -143,6 +143,12 @@ TEST_F(http_cluster, health_metadata_and_inference_over_json_and_the_binary_exte
   auto out = json::parse(r->body);
   EXPECT_EQ(out["model_name"], "traffic");
   EXPECT_EQ(out["id"], "q1");
+  // The server's timing, in all and per stage: detect ran, so its compute time is there.
+  auto& params = out["parameters"];
+  EXPECT_GT(params["sloserve_total_us"].get<int64_t>(), 0) << r->body;
+  EXPECT_GT(params["sloserve_stage_detect_compute_us"].get<int64_t>(), 0) << r->body;
+  EXPECT_LE(params["sloserve_stage_detect_compute_us"].get<int64_t>(), params["sloserve_compute_us"].get<int64_t>());
+  EXPECT_TRUE(params.contains("sloserve_stage_detect_queue_us")) << r->body;
   // One output, the classify invocations (fan-out 1.5) stacked: [k, 10].
   ASSERT_EQ(out["outputs"].size(), 1u) << r->body;
   EXPECT_EQ(out["outputs"][0]["datatype"], "FP32");

@@ -93,27 +93,36 @@ TEST(kserve, json_data_of_the_wider_datatypes_round_trips_and_values_must_fit) {
 // The server's timing travels in a response's parameters, as JSON or before binary outputs, and
 // a client turns it back into the reply's total and one stage's queue and compute times.
 TEST(kserve, a_responses_parameters_carry_the_servers_timing) {
-  msg::stage_timing a, b;
-  a.queue_ms = 1.5, a.exec_ms = 10;
-  b.queue_ms = 0.25, b.exec_ms = 4.0004;
-  auto t = timing_of(20.0004, {a, b});
+  msg::stage_timing a, b, c;
+  a.stage = "detect", a.queue_ms = 1.5, a.exec_ms = 10;
+  b.stage = "classify", b.queue_ms = 0.25, b.exec_ms = 4.0004;
+  c.stage = "classify", c.queue_ms = 0.5, c.exec_ms = 3;  // a fan-out's second invocation
+  auto t = timing_of(20.0004, {a, b, c});
   EXPECT_EQ(t.total_us, 20000);
-  EXPECT_EQ(t.queue_us, 1750);
-  EXPECT_EQ(t.compute_us, 14000);
+  EXPECT_EQ(t.queue_us, 2250);
+  EXPECT_EQ(t.compute_us, 17000);
+  ASSERT_EQ(t.stages.size(), 2u);
+  EXPECT_EQ(t.stages[0].name, "detect");
+  EXPECT_EQ(t.stages[0].compute_us, 10000);
+  EXPECT_EQ(t.stages[1].name, "classify");
+  EXPECT_EQ(t.stages[1].queue_us, 750);
+  EXPECT_EQ(t.stages[1].compute_us, 7000);
   std::vector<tensor> outputs{make_tensor({dtype::float32, {2}}, 1, "y")};
   for (bool binary : {false, true}) {
     auto out = make_infer_response("p", "7", outputs, binary, &t);
     auto back = response_timing(out.body, out.header_length);
     ASSERT_TRUE(back) << out.body;
     EXPECT_EQ(back->total_us, 20000);
-    EXPECT_EQ(back->queue_us, 1750);
-    EXPECT_EQ(back->compute_us, 14000);
+    EXPECT_EQ(back->queue_us, 2250);
+    EXPECT_EQ(back->compute_us, 17000);
+    EXPECT_NE(out.body.find("\"sloserve_stage_classify_compute_us\":7000"), std::string::npos) << out.body;
+    EXPECT_NE(out.body.find("\"sloserve_stage_detect_queue_us\":1500"), std::string::npos) << out.body;
     msg::client_reply r;
     apply_timing(*back, r);
     EXPECT_DOUBLE_EQ(r.total_ms, 20);
     ASSERT_EQ(r.timings.size(), 1u);
-    EXPECT_DOUBLE_EQ(r.timings[0].queue_ms, 1.75);
-    EXPECT_DOUBLE_EQ(r.timings[0].exec_ms, 14);
+    EXPECT_DOUBLE_EQ(r.timings[0].queue_ms, 2.25);
+    EXPECT_DOUBLE_EQ(r.timings[0].exec_ms, 17);
   }
   EXPECT_FALSE(response_timing(make_infer_response("p", "", outputs, false).body, std::nullopt)) << "none sent";
   EXPECT_FALSE(response_timing("not json", std::nullopt));
