@@ -39,18 +39,9 @@ std::vector<std::string> role_names(const std::vector<role>& roles) {
 }
 }  // namespace
 
-std::string to_yaml(const cluster_config& cfg) {
-  YAML::Emitter e;
-  e << YAML::BeginMap;
-  e << YAML::Key << "cluster" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value
-    << cfg.name << YAML::EndMap;
-  if (!cfg.device_types.empty()) {
-    e << YAML::Key << "device_types" << YAML::Value << YAML::BeginSeq;
-    for (auto& t : cfg.device_types)
-      e << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << t.name << YAML::Key << "price"
-        << YAML::Value << t.price << YAML::EndMap;
-    e << YAML::EndSeq;
-  }
+namespace {
+
+void emit_nodes(YAML::Emitter& e, const cluster_config& cfg) {
   e << YAML::Key << "nodes" << YAML::Value << YAML::BeginSeq;
   for (auto& n : cfg.nodes) {
     e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << n.name << YAML::Key << "address" << YAML::Value
@@ -77,59 +68,62 @@ std::string to_yaml(const cluster_config& cfg) {
     e << YAML::EndMap;
   }
   e << YAML::EndSeq;
-  e << YAML::Key << "models" << YAML::Value << YAML::BeginSeq;
-  for (auto& m : cfg.models) {
-    e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << m.name;
-    emit_tensor(e, "input", m.input, m.input_name);
-    emit_tensor(e, "output", m.output, m.output_name);
-    e << YAML::Key << "max_batch" << YAML::Value << m.max_batch;
-    // A model left to be profiled at start-up stays so: its nodes measure it.
-    if (m.partitioned()) {
-      e << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
-      for (size_t k = 0; k < m.layers.size(); ++k) {
-        auto& l = m.layers[k];
-        e << YAML::BeginMap;
-        if (!l.name.empty()) e << YAML::Key << "name" << YAML::Value << l.name;
-        if (k > 0) emit_tensor(e, "input", l.input, "input");
-        emit_profile(e, l.profile);
-        e << YAML::EndMap;
-      }
-      e << YAML::EndSeq;
-    } else if (!m.needs_profile) {
-      emit_profile(e, m.profile);
-    }
-    if (!m.profiles.empty()) {
-      e << YAML::Key << "profiles" << YAML::Value << YAML::BeginMap;
-      for (auto& [type, p] : m.profiles) {
-        e << YAML::Key << type << YAML::Value;
-        emit_profile(e, p, false);
-      }
+}
+
+// One model: its tensors, batch, profiles (a model left to be profiled at start-up stays so: its
+// nodes measure it), and whatever it sets beside its defaults.
+void emit_model(YAML::Emitter& e, const model_spec& m) {
+  e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << m.name;
+  emit_tensor(e, "input", m.input, m.input_name);
+  emit_tensor(e, "output", m.output, m.output_name);
+  e << YAML::Key << "max_batch" << YAML::Value << m.max_batch;
+  if (m.partitioned()) {
+    e << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
+    for (size_t k = 0; k < m.layers.size(); ++k) {
+      auto& l = m.layers[k];
+      e << YAML::BeginMap;
+      if (!l.name.empty()) e << YAML::Key << "name" << YAML::Value << l.name;
+      if (k > 0) emit_tensor(e, "input", l.input, "input");
+      emit_profile(e, l.profile);
       e << YAML::EndMap;
     }
-    if (m.cores)
-      e << YAML::Key << "cores" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "gamma_ms" << YAML::Value
-        << m.cores->gamma << YAML::Key << "epsilon_ms" << YAML::Value << m.cores->epsilon << YAML::Key << "delta_ms"
-        << YAML::Value << m.cores->delta << YAML::Key << "eta_ms" << YAML::Value << m.cores->eta << YAML::EndMap;
-    if (m.jitter > 0) e << YAML::Key << "jitter" << YAML::Value << m.jitter;
-    if (m.share_exponent != 1) e << YAML::Key << "share_exponent" << YAML::Value << m.share_exponent;
-    if (m.load_ms > 0) e << YAML::Key << "load_ms" << YAML::Value << m.load_ms;
-    if (m.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << m.memory_mb;
-    if (m.accuracy) e << YAML::Key << "accuracy" << YAML::Value << *m.accuracy;
-    if (m.base_cores != 1) e << YAML::Key << "base_cores" << YAML::Value << m.base_cores;
-    if (m.pass_rate) e << YAML::Key << "pass_rate" << YAML::Value << *m.pass_rate;
-    if (!m.path.empty()) e << YAML::Key << "path" << YAML::Value << m.path;
-    if (m.is_variant()) e << YAML::Key << "prefix" << YAML::Value << m.prefix;
-    if (m.precision != precision::fp32)
-      e << YAML::Key << "precision" << YAML::Value << std::string(precision_name(m.precision));
-    if (m.preprocess) {
-      auto list = [](const std::array<float, 3>& a) { return std::vector<float>(a.begin(), a.end()); };
-      e << YAML::Key << "preprocess" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "from"
-        << YAML::Value << "image" << YAML::Key << "mean" << YAML::Value << YAML::Flow << list(m.preprocess->mean)
-        << YAML::Key << "std" << YAML::Value << YAML::Flow << list(m.preprocess->stddev) << YAML::EndMap;
+    e << YAML::EndSeq;
+  } else if (!m.needs_profile) {
+    emit_profile(e, m.profile);
+  }
+  if (!m.profiles.empty()) {
+    e << YAML::Key << "profiles" << YAML::Value << YAML::BeginMap;
+    for (auto& [type, p] : m.profiles) {
+      e << YAML::Key << type << YAML::Value;
+      emit_profile(e, p, false);
     }
     e << YAML::EndMap;
   }
-  e << YAML::EndSeq;
+  if (m.cores)
+    e << YAML::Key << "cores" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "gamma_ms" << YAML::Value
+      << m.cores->gamma << YAML::Key << "epsilon_ms" << YAML::Value << m.cores->epsilon << YAML::Key << "delta_ms"
+      << YAML::Value << m.cores->delta << YAML::Key << "eta_ms" << YAML::Value << m.cores->eta << YAML::EndMap;
+  if (m.jitter > 0) e << YAML::Key << "jitter" << YAML::Value << m.jitter;
+  if (m.share_exponent != 1) e << YAML::Key << "share_exponent" << YAML::Value << m.share_exponent;
+  if (m.load_ms > 0) e << YAML::Key << "load_ms" << YAML::Value << m.load_ms;
+  if (m.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << m.memory_mb;
+  if (m.accuracy) e << YAML::Key << "accuracy" << YAML::Value << *m.accuracy;
+  if (m.base_cores != 1) e << YAML::Key << "base_cores" << YAML::Value << m.base_cores;
+  if (m.pass_rate) e << YAML::Key << "pass_rate" << YAML::Value << *m.pass_rate;
+  if (!m.path.empty()) e << YAML::Key << "path" << YAML::Value << m.path;
+  if (m.is_variant()) e << YAML::Key << "prefix" << YAML::Value << m.prefix;
+  if (m.precision != precision::fp32)
+    e << YAML::Key << "precision" << YAML::Value << std::string(precision_name(m.precision));
+  if (m.preprocess) {
+    auto list = [](const std::array<float, 3>& a) { return std::vector<float>(a.begin(), a.end()); };
+    e << YAML::Key << "preprocess" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "from" << YAML::Value
+      << "image" << YAML::Key << "mean" << YAML::Value << YAML::Flow << list(m.preprocess->mean) << YAML::Key << "std"
+      << YAML::Value << YAML::Flow << list(m.preprocess->stddev) << YAML::EndMap;
+  }
+  e << YAML::EndMap;
+}
+
+void emit_pipelines(YAML::Emitter& e, const cluster_config& cfg) {
   e << YAML::Key << "pipelines" << YAML::Value << YAML::BeginSeq;
   for (auto& p : cfg.pipelines) {
     e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << p.name << YAML::Key << "slo_ms" << YAML::Value
@@ -151,15 +145,40 @@ std::string to_yaml(const cluster_config& cfg) {
     e << YAML::EndSeq << YAML::EndMap;
   }
   e << YAML::EndSeq;
+}
+
+void emit_security(YAML::Emitter& e, const security_options& o) {
   auto kv = [&e](const char* key, const std::string& value) { e << YAML::Key << key << YAML::Value << value; };
-  if (cfg.security.enabled()) {
+  if (o.enabled()) {
     e << YAML::Key << "security" << YAML::Value << YAML::BeginMap;
-    kv("keys", cfg.security.keys);
-    e << YAML::Key << "clients" << YAML::Value << cfg.security.clients;
-    if (!cfg.security.tls_cert.empty()) kv("tls_cert", cfg.security.tls_cert), kv("tls_key", cfg.security.tls_key);
-    if (!cfg.security.tokens.empty()) e << YAML::Key << "tokens" << YAML::Value << cfg.security.tokens;
+    kv("keys", o.keys);
+    e << YAML::Key << "clients" << YAML::Value << o.clients;
+    if (!o.tls_cert.empty()) kv("tls_cert", o.tls_cert), kv("tls_key", o.tls_key);
+    if (!o.tokens.empty()) e << YAML::Key << "tokens" << YAML::Value << o.tokens;
     e << YAML::EndMap;
   }
+}
+
+}  // namespace
+
+std::string to_yaml(const cluster_config& cfg) {
+  YAML::Emitter e;
+  e << YAML::BeginMap;
+  e << YAML::Key << "cluster" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value
+    << cfg.name << YAML::EndMap;
+  if (!cfg.device_types.empty()) {
+    e << YAML::Key << "device_types" << YAML::Value << YAML::BeginSeq;
+    for (auto& t : cfg.device_types)
+      e << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << t.name << YAML::Key << "price"
+        << YAML::Value << t.price << YAML::EndMap;
+    e << YAML::EndSeq;
+  }
+  emit_nodes(e, cfg);
+  e << YAML::Key << "models" << YAML::Value << YAML::BeginSeq;
+  for (auto& m : cfg.models) emit_model(e, m);
+  e << YAML::EndSeq;
+  emit_pipelines(e, cfg);
+  emit_security(e, cfg.security);
   emit_settings(e, cfg);
   e << YAML::EndMap;
   return std::string(e.c_str()) + "\n";

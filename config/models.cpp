@@ -126,6 +126,60 @@ void parse_layers(reader& r, const YAML::Node& ls, const YAML::Node& n, model_sp
   m.profile = sum_profiles(parts);
 }
 
+// `profiles:`, per device type (the types must be declared: device_types comes first in the
+// file's reading).
+void parse_type_profiles(reader& r, const YAML::Node& ps, const cluster_config& cfg, model_spec& m,
+                         const std::string& where) {
+  if (!ps.IsMap()) r.error(ps, where + " profiles must be a map {TYPE: profile}");
+  for (auto it = ps.begin(); ps.IsMap() && it != ps.end(); ++it) {
+    auto type = it->first.as<std::string>("");
+    if (!cfg.find_device_type(type)) {
+      r.error(it->first, where + " profiles name '" + type + "', which device_types does not declare");
+      continue;
+    }
+    latency_profile p;
+    parse_profile(r, it->second, p, where + " (" + type + ")");
+    m.profiles.emplace_back(type, std::move(p));
+  }
+}
+
+// `cores:`, l(b, c) = gamma_ms*b/c + epsilon_ms/c + delta_ms*b + eta_ms.
+void parse_cores(reader& r, const YAML::Node& c, model_spec& m, const std::string& where) {
+  core_latency l;
+  auto w = where + " cores";
+  r.known_keys(c, "models[].cores", w);
+  bool all = r.get(c, "gamma_ms", l.gamma, w, true) & r.get(c, "epsilon_ms", l.epsilon, w, true) &
+             r.get(c, "delta_ms", l.delta, w, true) & r.get(c, "eta_ms", l.eta, w, true);
+  if (all && (l.gamma < 0 || l.epsilon < 0 || l.delta < 0 || l.eta < 0 || l.at(1, 1) <= 0))
+    r.error(c, w + ": l(b, c) = gamma_ms*b/c + epsilon_ms/c + delta_ms*b + eta_ms needs non-negative terms");
+  else if (all)
+    m.cores = l;
+}
+
+// The scalars a model may set beside its tensors and profiles, each checked.
+void parse_model_scalars(reader& r, const YAML::Node& n, model_spec& m, const std::string& where) {
+  r.get(n, "jitter", m.jitter, where, false);
+  r.get(n, "share_exponent", m.share_exponent, where, false);
+  if (!(m.share_exponent >= 0 && m.share_exponent <= 4))
+    r.error(n["share_exponent"], where + " share_exponent must be in [0, 4]");
+  if (m.jitter < 0 || m.jitter >= 1) r.error(n["jitter"], where + " jitter must be in [0, 1)");
+  r.get(n, "load_ms", m.load_ms, where, false);
+  if (m.load_ms < 0) r.error(n["load_ms"], where + " load_ms cannot be negative");
+  r.get(n, "memory_mb", m.memory_mb, where, false);
+  // An optional number within [lo, hi]; outside it, an error that says what it is.
+  auto bounded = [&](const char* key, double lo, double hi, const std::string& what) -> std::optional<double> {
+    double x = 0;
+    if (!r.get(n, key, x, where, false)) return std::nullopt;
+    if (x >= lo && x <= hi) return x;
+    r.error(n[key], where + " " + key + " is " + what + ": it must be in [" + number(lo) + ", " + number(hi) + "]");
+    return std::nullopt;
+  };
+  m.accuracy = bounded("accuracy", 0, 100, "a top-1 percentage");
+  r.get(n, "base_cores", m.base_cores, where, false);
+  m.pass_rate = bounded("pass_rate", 0, 1, "a fraction");
+  if (!(m.base_cores > 0)) r.error(n["base_cores"], where + " base_cores must be positive");
+}
+
 }  // namespace
 
 void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
@@ -156,31 +210,8 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
     parse_profile(r, n["profile"], m.profile, where);
   else
     m.needs_profile = true;
-  // Per device type: the types must be declared (device_types comes first in the file's reading).
-  if (auto ps = n["profiles"]) {
-    if (!ps.IsMap()) r.error(ps, where + " profiles must be a map {TYPE: profile}");
-    for (auto it = ps.begin(); ps.IsMap() && it != ps.end(); ++it) {
-      auto type = it->first.as<std::string>("");
-      if (!cfg.find_device_type(type)) {
-        r.error(it->first, where + " profiles name '" + type + "', which device_types does not declare");
-        continue;
-      }
-      latency_profile p;
-      parse_profile(r, it->second, p, where + " (" + type + ")");
-      m.profiles.emplace_back(type, std::move(p));
-    }
-  }
-  if (auto c = n["cores"]) {
-    core_latency l;
-    auto w = where + " cores";
-    r.known_keys(c, "models[].cores", w);
-    bool all = r.get(c, "gamma_ms", l.gamma, w, true) & r.get(c, "epsilon_ms", l.epsilon, w, true) &
-               r.get(c, "delta_ms", l.delta, w, true) & r.get(c, "eta_ms", l.eta, w, true);
-    if (all && (l.gamma < 0 || l.epsilon < 0 || l.delta < 0 || l.eta < 0 || l.at(1, 1) <= 0))
-      r.error(c, w + ": l(b, c) = gamma_ms*b/c + epsilon_ms/c + delta_ms*b + eta_ms needs non-negative terms");
-    else if (all)
-      m.cores = l;
-  }
+  if (auto ps = n["profiles"]) parse_type_profiles(r, ps, cfg, m, where);
+  if (auto c = n["cores"]) parse_cores(r, c, m, where);
   if (n["preprocess"] && n["input"]) parse_preprocess(r, n["preprocess"], m, where);
   if (std::string p; r.get(n, "precision", p, where, false)) {
     if (auto v = parse_precision(p))
@@ -188,26 +219,7 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
     else
       r.error(n["precision"], where + " precision '" + p + "' must be fp32, fp16 or bf16");
   }
-  r.get(n, "jitter", m.jitter, where, false);
-  r.get(n, "share_exponent", m.share_exponent, where, false);
-  if (!(m.share_exponent >= 0 && m.share_exponent <= 4))
-    r.error(n["share_exponent"], where + " share_exponent must be in [0, 4]");
-  if (m.jitter < 0 || m.jitter >= 1) r.error(n["jitter"], where + " jitter must be in [0, 1)");
-  r.get(n, "load_ms", m.load_ms, where, false);
-  if (m.load_ms < 0) r.error(n["load_ms"], where + " load_ms cannot be negative");
-  r.get(n, "memory_mb", m.memory_mb, where, false);
-  // An optional number within [lo, hi]; outside it, an error that says what it is.
-  auto bounded = [&](const char* key, double lo, double hi, const std::string& what) -> std::optional<double> {
-    double x = 0;
-    if (!r.get(n, key, x, where, false)) return std::nullopt;
-    if (x >= lo && x <= hi) return x;
-    r.error(n[key], where + " " + key + " is " + what + ": it must be in [" + number(lo) + ", " + number(hi) + "]");
-    return std::nullopt;
-  };
-  m.accuracy = bounded("accuracy", 0, 100, "a top-1 percentage");
-  r.get(n, "base_cores", m.base_cores, where, false);
-  m.pass_rate = bounded("pass_rate", 0, 1, "a fraction");
-  if (!(m.base_cores > 0)) r.error(n["base_cores"], where + " base_cores must be positive");
+  parse_model_scalars(r, n, m, where);
   // Relative to the cluster file, made absolute once so that a resolved copy (`up`) names the same file.
   if (r.get(n, "path", m.path, where, false) && !m.path.empty()) m.path = r.resolve(m.path);
   if (m.memory_mb < 0) r.error(n["memory_mb"], where + " memory_mb cannot be negative");

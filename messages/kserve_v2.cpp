@@ -247,80 +247,64 @@ std::optional<dtype> parse_datatype(std::string_view name) {
 
 namespace {
 
-expected<infer_request> parse_request(std::string_view body, std::optional<size_t> header_length) {
-  if (header_length && *header_length > body.size())
-    return fail("Inference-Header-Content-Length " + std::to_string(*header_length) + " is beyond the body's " +
-                std::to_string(body.size()) + " bytes");
-  auto header = header_length ? body.substr(0, *header_length) : body;
-  auto binary = header_length ? body.substr(*header_length) : std::string_view{};
-  json j;
-  try {
-    j = json::parse(header);
-  } catch (const json::exception& e) {
-    return fail(std::string("bad JSON: ") + e.what());
+// One of a request's inputs: its name, datatype and shape, and its data as JSON `data` or (with
+// `header_length`) the next `binary_data_size` bytes of `binary` from `offset`, which moves on.
+expected<tensor> parse_input(const json& in, std::optional<size_t> header_length, std::string_view binary,
+                             size_t& offset) {
+  if (!in.is_object()) return fail("each input must be an object");
+  if (!in.contains("name") || !in["name"].is_string()) return fail("an input has no \"name\" string");
+  tensor t;
+  t.name = in["name"].get<std::string>();
+  auto where = "input '" + t.name + "'";
+  if (!in.contains("datatype") || !in["datatype"].is_string()) return fail(where + " has no \"datatype\" string");
+  auto type = parse_datatype(in["datatype"].get<std::string>());
+  if (!type)
+    return fail(where + ": datatype " + in["datatype"].dump() +
+                " is not one of FP32, FP16, FP64, INT8, INT16, INT32, INT64, UINT8, UINT16, "
+                "UINT32, UINT64, BOOL (BYTES is not served)");
+  t.type = *type;
+  if (!in.contains("shape") || !in["shape"].is_array()) return fail(where + " has no \"shape\" array");
+  for (auto& d : in["shape"]) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 0)
+      return fail(where + ": shape " + in["shape"].dump() + " must list non-negative integers");
+    t.shape.push_back(d.get<int64_t>());
   }
-  if (!j.is_object()) return fail("the request must be a JSON object");
-  infer_request out;
-  if (j.contains("id")) {
-    if (!j["id"].is_string()) return fail("\"id\" must be a string");
-    out.id = j["id"].get<std::string>();
+  auto bytes_needed = t.spec().byte_size();
+  if (!bytes_needed || *bytes_needed > (uint64_t{1} << 40))
+    return fail(where + ": shape " + in["shape"].dump() + " is too large");
+  json params = in.contains("parameters") ? in["parameters"] : json::object();
+  if (!params.is_object()) return fail(where + ": \"parameters\" must be an object");
+  if (params.contains("binary_data_size")) {
+    auto& size = params["binary_data_size"];
+    if (!size.is_number_unsigned()) return fail(where + ": binary_data_size must be a non-negative integer");
+    auto n = size.get<uint64_t>();
+    if (!header_length)
+      return fail(where + " has binary_data_size but the request has no Inference-Header-Content-Length");
+    if (n != *bytes_needed)
+      return fail(where + ": binary_data_size " + std::to_string(n) + " is not the " + std::to_string(*bytes_needed) +
+                  " bytes of " + t.spec().to_string());
+    if (offset + n > binary.size())
+      return fail(where + ": the binary data ends after " + std::to_string(binary.size() - offset) + " of its " +
+                  std::to_string(n) + " bytes");
+    t.data = bytes::copy_of(binary.substr(offset, n));
+    offset += n;
+  } else {
+    if (!in.contains("data")) return fail(where + " has neither \"data\" nor a binary_data_size parameter");
+    auto elements = *t.spec().elements();
+    std::vector<const json*> values;
+    if (!flatten(in["data"], values, elements) || values.size() != elements)
+      return fail(where + ": \"data\" must hold exactly " + std::to_string(elements) + " numbers for shape " +
+                  in["shape"].dump());
+    char* p = nullptr;
+    t.data = bytes::allocate(*bytes_needed, p);
+    if (auto ok = encode(values, t, p); !ok) return fail(ok.error());
   }
-  if (!j.contains("inputs") || !j["inputs"].is_array() || j["inputs"].empty())
-    return fail("\"inputs\" must be a non-empty array");
-  size_t offset = 0;
-  for (auto& in : j["inputs"]) {
-    if (!in.is_object()) return fail("each input must be an object");
-    if (!in.contains("name") || !in["name"].is_string()) return fail("an input has no \"name\" string");
-    tensor t;
-    t.name = in["name"].get<std::string>();
-    auto where = "input '" + t.name + "'";
-    if (!in.contains("datatype") || !in["datatype"].is_string()) return fail(where + " has no \"datatype\" string");
-    auto type = parse_datatype(in["datatype"].get<std::string>());
-    if (!type)
-      return fail(where + ": datatype " + in["datatype"].dump() +
-                  " is not one of FP32, FP16, FP64, INT8, INT16, INT32, INT64, UINT8, UINT16, "
-                  "UINT32, UINT64, BOOL (BYTES is not served)");
-    t.type = *type;
-    if (!in.contains("shape") || !in["shape"].is_array()) return fail(where + " has no \"shape\" array");
-    for (auto& d : in["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        return fail(where + ": shape " + in["shape"].dump() + " must list non-negative integers");
-      t.shape.push_back(d.get<int64_t>());
-    }
-    auto bytes_needed = t.spec().byte_size();
-    if (!bytes_needed || *bytes_needed > (uint64_t{1} << 40))
-      return fail(where + ": shape " + in["shape"].dump() + " is too large");
-    json params = in.contains("parameters") ? in["parameters"] : json::object();
-    if (!params.is_object()) return fail(where + ": \"parameters\" must be an object");
-    if (params.contains("binary_data_size")) {
-      auto& size = params["binary_data_size"];
-      if (!size.is_number_unsigned()) return fail(where + ": binary_data_size must be a non-negative integer");
-      auto n = size.get<uint64_t>();
-      if (!header_length)
-        return fail(where + " has binary_data_size but the request has no Inference-Header-Content-Length");
-      if (n != *bytes_needed)
-        return fail(where + ": binary_data_size " + std::to_string(n) + " is not the " + std::to_string(*bytes_needed) +
-                    " bytes of " + t.spec().to_string());
-      if (offset + n > binary.size())
-        return fail(where + ": the binary data ends after " + std::to_string(binary.size() - offset) + " of its " +
-                    std::to_string(n) + " bytes");
-      t.data = bytes::copy_of(binary.substr(offset, n));
-      offset += n;
-    } else {
-      if (!in.contains("data")) return fail(where + " has neither \"data\" nor a binary_data_size parameter");
-      auto elements = *t.spec().elements();
-      std::vector<const json*> values;
-      if (!flatten(in["data"], values, elements) || values.size() != elements)
-        return fail(where + ": \"data\" must hold exactly " + std::to_string(elements) + " numbers for shape " +
-                    in["shape"].dump());
-      char* p = nullptr;
-      t.data = bytes::allocate(*bytes_needed, p);
-      if (auto ok = encode(values, t, p); !ok) return fail(ok.error());
-    }
-    out.inputs.push_back(std::move(t));
-  }
-  if (offset != binary.size())
-    return fail("the body has " + std::to_string(binary.size() - offset) + " bytes after the inputs' binary data");
+  return t;
+}
+
+// What a request says beside its inputs: the outputs it asks for, binary outputs, and its
+// parameters (start_layer, slo_ms).
+status parse_request_options(const json& j, infer_request& out) {
   auto wants_binary = [](const json& o) {
     return o.is_object() && o.contains("parameters") && o["parameters"].is_object() &&
            o["parameters"].value("binary_data", false);
@@ -352,6 +336,38 @@ expected<infer_request> parse_request(std::string_view body, std::optional<size_
       out.slo_ms = v.get<double>();
     }
   }
+  return {};
+}
+
+expected<infer_request> parse_request(std::string_view body, std::optional<size_t> header_length) {
+  if (header_length && *header_length > body.size())
+    return fail("Inference-Header-Content-Length " + std::to_string(*header_length) + " is beyond the body's " +
+                std::to_string(body.size()) + " bytes");
+  auto header = header_length ? body.substr(0, *header_length) : body;
+  auto binary = header_length ? body.substr(*header_length) : std::string_view{};
+  json j;
+  try {
+    j = json::parse(header);
+  } catch (const json::exception& e) {
+    return fail(std::string("bad JSON: ") + e.what());
+  }
+  if (!j.is_object()) return fail("the request must be a JSON object");
+  infer_request out;
+  if (j.contains("id")) {
+    if (!j["id"].is_string()) return fail("\"id\" must be a string");
+    out.id = j["id"].get<std::string>();
+  }
+  if (!j.contains("inputs") || !j["inputs"].is_array() || j["inputs"].empty())
+    return fail("\"inputs\" must be a non-empty array");
+  size_t offset = 0;
+  for (auto& in : j["inputs"]) {
+    auto t = parse_input(in, header_length, binary, offset);
+    if (!t) return fail(t.error());
+    out.inputs.push_back(std::move(*t));
+  }
+  if (offset != binary.size())
+    return fail("the body has " + std::to_string(binary.size() - offset) + " bytes after the inputs' binary data");
+  if (auto ok = parse_request_options(j, out); !ok) return fail(ok.error());
   return out;
 }
 
