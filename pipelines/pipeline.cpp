@@ -31,91 +31,86 @@ std::optional<size_t> pipeline::find_stage(const std::string& n) const {
   return std::nullopt;
 }
 
-std::vector<pipeline_issue> resolve(pipeline& p, const std::vector<model_spec>& models) {
-  std::vector<pipeline_issue> issues;
-  std::map<std::string, size_t> by_name;
-  for (size_t i = 0; i < p.stages.size(); ++i) {
-    auto& s = p.stages[i];
-    s.parents.clear();
-    s.children.clear();
-    if (!by_name.emplace(s.name, i).second)
-      issues.push_back({i, "duplicate stage name '" + s.name + "' in pipeline '" + p.name + "'"});
-    auto find = [&](const std::string& name) {
-      auto m = std::find_if(models.begin(), models.end(), [&](const model_spec& ms) { return ms.name == name; });
-      return m == models.end() ? std::optional<size_t>() : std::optional(static_cast<size_t>(m - models.begin()));
-    };
-    s.variant_indices.clear();
-    if (s.cascade) {
-      auto& c = *s.cascade;
-      if (c.models.size() != 2) {
-        issues.push_back({i, "stage '" + s.name + "' cascade needs exactly two models: [first, second]"});
-      } else {
-        auto first = find(c.models[0]), second = find(c.models[1]);
-        for (auto& m : c.models)
-          if (!find(m)) issues.push_back({i, "stage '" + s.name + "' cascade has unknown model '" + m + "'"});
-        if (first && second) {
-          auto &a = models[*first], &b = models[*second];
-          if (a.input.type != b.input.type || a.input.shape != b.input.shape || a.output.type != b.output.type ||
-              a.output.shape != b.output.shape)
-            issues.push_back({i, "stage '" + s.name + "' cascade: '" + b.name + "' takes " + b.input.to_string() +
-                                     " and gives " + b.output.to_string() + ", but '" + a.name + "' takes " +
-                                     a.input.to_string() + " and gives " + a.output.to_string()});
-          if (*first == *second) issues.push_back({i, "stage '" + s.name + "' cascade names '" + a.name + "' twice"});
-          if (!(c.confidence > 0 && c.confidence <= 1))
-            issues.push_back({i, "stage '" + s.name + "' cascade confidence must be in (0, 1]"});
-          if (!a.pass_rate && a.path.empty())
-            issues.push_back({i, "stage '" + s.name + "' cascade: '" + a.name +
-                                     "' has no outputs to judge (no 'path'): it needs 'pass_rate', the fraction "
-                                     "it answers itself"});
-          s.model = a.name;
-          s.model_index = *first;
-          s.variant_indices = {*first};
-          c.second_index = *second;
-        }
-      }
-    } else if (s.variants.empty()) {
-      if (auto m = find(s.model)) {
-        s.model_index = *m;
-        s.variant_indices = {*m};
-      } else {
-        issues.push_back({i, "stage '" + s.name + "' uses unknown model '" + s.model + "'"});
-      }
-    } else {
-      for (auto& v : s.variants) {
-        auto m = find(v);
-        if (!m) {
-          issues.push_back({i, "stage '" + s.name + "' has unknown variant '" + v + "'"});
-          continue;
-        }
-        if (std::find(s.variant_indices.begin(), s.variant_indices.end(), *m) != s.variant_indices.end()) {
-          issues.push_back({i, "stage '" + s.name + "' lists variant '" + v + "' twice"});
-          continue;
-        }
-        auto& first = models[s.variant_indices.empty() ? *m : s.variant_indices.front()];
-        auto& mv = models[*m];
-        auto same = [](const tensor_spec& a, const tensor_spec& b) { return a.type == b.type && a.shape == b.shape; };
-        // Variants that take images may differ in size: the device resizes what a request carries.
-        bool images = mv.preprocess && first.preprocess && mv.input.type == first.input.type &&
-                      mv.input.shape.size() == first.input.shape.size() && !mv.input.shape.empty() &&
-                      mv.input.shape[0] == first.input.shape[0];
-        if (!(same(mv.input, first.input) || images) || !same(mv.output, first.output))
-          issues.push_back({i, "stage '" + s.name + "': variant '" + v + "' takes " + mv.input.to_string() +
-                                   " and gives " + mv.output.to_string() + ", but variant '" + first.name + "' takes " +
-                                   first.input.to_string() + " and gives " + first.output.to_string()});
-        if (!mv.accuracy)
-          issues.push_back({i, "stage '" + s.name + "': variant '" + v + "' declares no 'accuracy' to choose by"});
-        s.variant_indices.push_back(*m);
-      }
-      // It starts with the most accurate (the first listed among equals).
-      if (!s.variant_indices.empty()) {
-        s.model_index = s.variant_indices.front();
-        for (auto m : s.variant_indices)
-          if (models[m].accuracy.value_or(0) > models[s.model_index].accuracy.value_or(0)) s.model_index = m;
-        s.model = models[s.model_index].name;
-      }
+namespace {
+
+std::optional<size_t> find_model(const std::vector<model_spec>& models, const std::string& name) {
+  auto m = std::find_if(models.begin(), models.end(), [&](const model_spec& ms) { return ms.name == name; });
+  return m == models.end() ? std::optional<size_t>() : std::optional(static_cast<size_t>(m - models.begin()));
+}
+
+// Stage `i`'s cascade: two models that take and give the same tensors; the first runs as the
+// stage's model.
+void resolve_cascade(stage& s, size_t i, const std::vector<model_spec>& models, std::vector<pipeline_issue>& issues) {
+  auto find = [&](const std::string& name) { return find_model(models, name); };
+  auto& c = *s.cascade;
+  if (c.models.size() != 2) {
+    issues.push_back({i, "stage '" + s.name + "' cascade needs exactly two models: [first, second]"});
+  } else {
+    auto first = find(c.models[0]), second = find(c.models[1]);
+    for (auto& m : c.models)
+      if (!find(m)) issues.push_back({i, "stage '" + s.name + "' cascade has unknown model '" + m + "'"});
+    if (first && second) {
+      auto &a = models[*first], &b = models[*second];
+      if (a.input.type != b.input.type || a.input.shape != b.input.shape || a.output.type != b.output.type ||
+          a.output.shape != b.output.shape)
+        issues.push_back({i, "stage '" + s.name + "' cascade: '" + b.name + "' takes " + b.input.to_string() +
+                                 " and gives " + b.output.to_string() + ", but '" + a.name + "' takes " +
+                                 a.input.to_string() + " and gives " + a.output.to_string()});
+      if (*first == *second) issues.push_back({i, "stage '" + s.name + "' cascade names '" + a.name + "' twice"});
+      if (!(c.confidence > 0 && c.confidence <= 1))
+        issues.push_back({i, "stage '" + s.name + "' cascade confidence must be in (0, 1]"});
+      if (!a.pass_rate && a.path.empty())
+        issues.push_back({i, "stage '" + s.name + "' cascade: '" + a.name +
+                                 "' has no outputs to judge (no 'path'): it needs 'pass_rate', the fraction "
+                                 "it answers itself"});
+      s.model = a.name;
+      s.model_index = *first;
+      s.variant_indices = {*first};
+      c.second_index = *second;
     }
-    if (s.fanout && !(*s.fanout > 0)) issues.push_back({i, "stage '" + s.name + "' has a non-positive fanout"});
   }
+}
+
+// Stage `i`'s variants: models that take and give the same tensors (images may differ in size),
+// each with an accuracy; it starts with the most accurate.
+void resolve_variants(stage& s, size_t i, const std::vector<model_spec>& models, std::vector<pipeline_issue>& issues) {
+  auto find = [&](const std::string& name) { return find_model(models, name); };
+  for (auto& v : s.variants) {
+    auto m = find(v);
+    if (!m) {
+      issues.push_back({i, "stage '" + s.name + "' has unknown variant '" + v + "'"});
+      continue;
+    }
+    if (std::find(s.variant_indices.begin(), s.variant_indices.end(), *m) != s.variant_indices.end()) {
+      issues.push_back({i, "stage '" + s.name + "' lists variant '" + v + "' twice"});
+      continue;
+    }
+    auto& first = models[s.variant_indices.empty() ? *m : s.variant_indices.front()];
+    auto& mv = models[*m];
+    auto same = [](const tensor_spec& a, const tensor_spec& b) { return a.type == b.type && a.shape == b.shape; };
+    // Variants that take images may differ in size: the device resizes what a request carries.
+    bool images = mv.preprocess && first.preprocess && mv.input.type == first.input.type &&
+                  mv.input.shape.size() == first.input.shape.size() && !mv.input.shape.empty() &&
+                  mv.input.shape[0] == first.input.shape[0];
+    if (!(same(mv.input, first.input) || images) || !same(mv.output, first.output))
+      issues.push_back({i, "stage '" + s.name + "': variant '" + v + "' takes " + mv.input.to_string() + " and gives " +
+                               mv.output.to_string() + ", but variant '" + first.name + "' takes " +
+                               first.input.to_string() + " and gives " + first.output.to_string()});
+    if (!mv.accuracy)
+      issues.push_back({i, "stage '" + s.name + "': variant '" + v + "' declares no 'accuracy' to choose by"});
+    s.variant_indices.push_back(*m);
+  }
+  // It starts with the most accurate (the first listed among equals).
+  if (!s.variant_indices.empty()) {
+    s.model_index = s.variant_indices.front();
+    for (auto m : s.variant_indices)
+      if (models[m].accuracy.value_or(0) > models[s.model_index].accuracy.value_or(0)) s.model_index = m;
+    s.model = models[s.model_index].name;
+  }
+}
+
+// Each stage's parents and children from its `after`.
+void link_stages(pipeline& p, const std::map<std::string, size_t>& by_name, std::vector<pipeline_issue>& issues) {
   for (size_t i = 0; i < p.stages.size(); ++i) {
     auto& s = p.stages[i];
     for (auto& a : s.after) {
@@ -132,8 +127,11 @@ std::vector<pipeline_issue> resolve(pipeline& p, const std::vector<model_spec>& 
       p.stages[it->second].children.push_back(i);
     }
   }
-  if (p.stages.empty()) issues.push_back({0, "pipeline '" + p.name + "' has no stages"});
-  // Kahn's algorithm; whatever is left is on a cycle or hangs below one.
+}
+
+// The stages in topological order (Kahn's algorithm); a stage left out is on a cycle or hangs
+// below one, and is reported so.
+void order_stages(pipeline& p, std::vector<pipeline_issue>& issues) {
   std::vector<size_t> indeg(p.stages.size());
   for (size_t i = 0; i < p.stages.size(); ++i) indeg[i] = p.stages[i].parents.size();
   p.topo.clear();
@@ -168,6 +166,37 @@ std::vector<pipeline_issue> resolve(pipeline& p, const std::vector<model_spec>& 
                                     : "stage '" + p.stages[i].name + "' is unreachable: it depends on a cycle"});
     }
   }
+}
+
+}  // namespace
+
+std::vector<pipeline_issue> resolve(pipeline& p, const std::vector<model_spec>& models) {
+  std::vector<pipeline_issue> issues;
+  std::map<std::string, size_t> by_name;
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    auto& s = p.stages[i];
+    s.parents.clear();
+    s.children.clear();
+    if (!by_name.emplace(s.name, i).second)
+      issues.push_back({i, "duplicate stage name '" + s.name + "' in pipeline '" + p.name + "'"});
+    s.variant_indices.clear();
+    if (s.cascade) {
+      resolve_cascade(s, i, models, issues);
+    } else if (s.variants.empty()) {
+      if (auto m = find_model(models, s.model)) {
+        s.model_index = *m;
+        s.variant_indices = {*m};
+      } else {
+        issues.push_back({i, "stage '" + s.name + "' uses unknown model '" + s.model + "'"});
+      }
+    } else {
+      resolve_variants(s, i, models, issues);
+    }
+    if (s.fanout && !(*s.fanout > 0)) issues.push_back({i, "stage '" + s.name + "' has a non-positive fanout"});
+  }
+  link_stages(p, by_name, issues);
+  if (p.stages.empty()) issues.push_back({0, "pipeline '" + p.name + "' has no stages"});
+  order_stages(p, issues);
   return issues;
 }
 

@@ -140,6 +140,13 @@ class engine {
   expected<result> run();
 
  private:
+  // The parts of run(): the cluster's nodes, devices, pipelines and failures; the first plan,
+  // the scaler and the first sends; one event; what the run measured.
+  status setup();
+  void start();
+  void dispatch(const event& e);
+  result results(double duration);
+
   // The wire.
   ns delay(uint32_t from, uint32_t to) {
     if (from == to) return 20'000;  // in-process hand-over

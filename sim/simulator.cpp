@@ -5,7 +5,7 @@
 namespace sloserve::sim {
 namespace detail {
 
-expected<result> engine::run() {
+status engine::setup() {
   for (size_t m = 0; m < cfg_.models.size(); ++m) {
     model_id_[cfg_.models[m].name] = static_cast<uint32_t>(m);
     auto& shape = cfg_.models[m].output.shape;
@@ -53,11 +53,10 @@ expected<result> engine::run() {
     post(to_ns(f.at_s * 1000), kind::fail, n->second);
     if (f.back_s >= 0) post(to_ns(f.back_s * 1000), kind::back, n->second);
   }
-  double duration = o_.trace.empty() ? o_.duration_s : static_cast<double>(o_.trace.size());
-  warmup_ = to_ns(o_.warmup_s * 1000);
-  end_send_ = warmup_ + to_ns(duration * 1000);
-  lanes_.emplace_back(static_cast<size_t>(std::ceil(duration)));
-  gaps_ = std::make_unique<arrivals>(o_.arrival, o_.cv, o_.seed);
+  return {};
+}
+
+void engine::start() {
   adopt(0, static_placement(cfg_, epoch_), true);
   // A cluster that starts plans for what its devices hold, as the controller does once its
   // workers are up (their models loaded at start, as the static placement's are).
@@ -81,51 +80,51 @@ expected<result> engine::run() {
     post(warmup_ + static_cast<ns>(at * 1e9), kind::send);
   }
   post(cfg_.runtime.beacon_ms * ns_per_ms, kind::beacon);
-  while (!events_.empty()) {
-    auto e = events_.top();
-    events_.pop();
-    ++events_run_;
-    now_ = e.t;
-    switch (e.what) {
-      case kind::send:
-        on_send(e.t);
-        break;
-      case kind::arrival:
-        on_arrival(e.t, e.a);
-        break;
-      case kind::invoke:
-        on_invoke(e.t, e.a);
-        break;
-      case kind::batch_done:
-        on_batch_done(e.t, e.a, e.b);
-        break;
-      case kind::result:
-        on_result(e.t, e.a, static_cast<msg::status>(e.b));
-        break;
-      case kind::beacon:
-        on_beacon(e.t);
-        break;
-      case kind::scale:
-        on_scale(e.t);
-        break;
-      case kind::apply:
-        on_apply(e.t, e.a);
-        break;
-      case kind::fail:
-        on_fail(e.t, e.a);
-        break;
-      case kind::back:
-        on_back(e.t, e.a);
-        break;
-      case kind::detect:
-        on_detect(e.t, e.a);
-        break;
-      case kind::expire:
-        if (queries_[e.a].qid == e.b && !queries_[e.a].answered)
-          finish(e.t, e.a, msg::status::error, "no reply by the deadline and runtime.reply_grace_ms");
-        break;
-    }
+}
+
+void engine::dispatch(const event& e) {
+  switch (e.what) {
+    case kind::send:
+      on_send(e.t);
+      break;
+    case kind::arrival:
+      on_arrival(e.t, e.a);
+      break;
+    case kind::invoke:
+      on_invoke(e.t, e.a);
+      break;
+    case kind::batch_done:
+      on_batch_done(e.t, e.a, e.b);
+      break;
+    case kind::result:
+      on_result(e.t, e.a, static_cast<msg::status>(e.b));
+      break;
+    case kind::beacon:
+      on_beacon(e.t);
+      break;
+    case kind::scale:
+      on_scale(e.t);
+      break;
+    case kind::apply:
+      on_apply(e.t, e.a);
+      break;
+    case kind::fail:
+      on_fail(e.t, e.a);
+      break;
+    case kind::back:
+      on_back(e.t, e.a);
+      break;
+    case kind::detect:
+      on_detect(e.t, e.a);
+      break;
+    case kind::expire:
+      if (queries_[e.a].qid == e.b && !queries_[e.a].answered)
+        finish(e.t, e.a, msg::status::error, "no reply by the deadline and runtime.reply_grace_ms");
+      break;
   }
+}
+
+result engine::results(double duration) {
   result out;
   out.summary = merge_lanes(lanes_, duration);
   out.events = events_run_;
@@ -142,6 +141,24 @@ expected<result> engine::run() {
   d.slo_ms = cfg_.pipelines[traffic_.front()].slo_ms;
   d.duration_s = duration;
   return out;
+}
+
+expected<result> engine::run() {
+  if (auto ok = setup(); !ok) return fail(ok.error());
+  double duration = o_.trace.empty() ? o_.duration_s : static_cast<double>(o_.trace.size());
+  warmup_ = to_ns(o_.warmup_s * 1000);
+  end_send_ = warmup_ + to_ns(duration * 1000);
+  lanes_.emplace_back(static_cast<size_t>(std::ceil(duration)));
+  gaps_ = std::make_unique<arrivals>(o_.arrival, o_.cv, o_.seed);
+  start();
+  while (!events_.empty()) {
+    auto e = events_.top();
+    events_.pop();
+    ++events_run_;
+    now_ = e.t;
+    dispatch(e);
+  }
+  return results(duration);
 }
 
 }  // namespace detail
