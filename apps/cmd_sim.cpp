@@ -14,13 +14,86 @@
 
 namespace sloserve {
 
+namespace {
+
+struct sim_opts {
+  std::string config, json, trace;
+  std::vector<std::string> failures;
+  sim::options so;
+};
+
+// What a run measured: the load summary, the simulation's own figures, and with --json the file.
+void report_sim(const sim_opts& o, const cluster_config& cfg, const sim::result& ran, double wall_s) {
+  std::cout << ran.summary.to_text();
+  std::printf("simulated %zu devices, %lu events, %zu plans (at most %zu devices used) in %.2f s\n", ran.devices,
+              static_cast<unsigned long>(ran.events), ran.plans, ran.peak_devices_used, wall_s);
+  bool accuracies = std::any_of(cfg.models.begin(), cfg.models.end(), [](auto& m) { return m.accuracy; });
+  if (accuracies)
+    std::printf("accuracy served %.2f%% (mean over OK replies of their stages' product)\n", 100 * ran.accuracy);
+  if (cfg.scaler.enabled())
+    std::printf("scaler %s: %.0f instance-s, %.0f core-s, %lu resizes in place, %lu instances started or stopped\n",
+                std::string(knob_name(cfg.scaler.policy)).c_str(), ran.scaling.instance_seconds,
+                ran.scaling.core_seconds, static_cast<unsigned long>(ran.scaling.vertical_changes),
+                static_cast<unsigned long>(ran.scaling.horizontal_changes));
+  if (!o.json.empty()) {
+    auto j = ran.summary.to_json(ran.described);
+    j["simulated"] = {{"devices", ran.devices},
+                      {"events", ran.events},
+                      {"plans", ran.plans},
+                      {"peak_devices_used", ran.peak_devices_used},
+                      {"wall_s", wall_s}};
+    if (accuracies) j["simulated"]["accuracy"] = ran.accuracy;
+    if (cfg.scaler.enabled())
+      j["simulated"]["scaler"] = {{"instance_seconds", ran.scaling.instance_seconds},
+                                  {"core_seconds", ran.scaling.core_seconds},
+                                  {"vertical_changes", ran.scaling.vertical_changes},
+                                  {"horizontal_changes", ran.scaling.horizontal_changes}};
+    std::ofstream(o.json) << j.dump(2) << "\n";
+  }
+}
+
+int run_sim(sim_opts& o, bool duration_given) {
+  auto cfg = load_config_or_report(o.config);
+  if (!cfg) return 2;
+  auto& so = o.so;
+  if (sched::policy_of(cfg->scheduler).rounds(*cfg)) {
+    std::cerr << o.config << ": sloserve sim does not simulate clients and their uplinks, on which scheduler policy "
+              << cfg->scheduler.name()
+              << " places in rounds of its own; serve it and load it with sloserve load --clients\n";
+    return 2;
+  }
+  for (auto& f : o.failures) {
+    auto parsed = sim::parse_failure(f);
+    if (!parsed) {
+      std::cerr << "--fail " << parsed.error() << "\n";
+      return 2;
+    }
+    so.failures.push_back(*parsed);
+  }
+  if (!o.trace.empty()) {
+    auto got = read_rate_trace(o.trace);
+    if (!got) {
+      std::cerr << got.error() << "\n";
+      return 2;
+    }
+    so.trace = std::move(*got);
+    if (!duration_given) so.duration_s = static_cast<double>(so.trace.size());
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto ran = sim::simulate(*cfg, so);
+  double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!ran) {
+    std::cerr << "sloserve sim: " << ran.error() << "\n";
+    return 2;
+  }
+  report_sim(o, *cfg, *ran, wall_s);
+  return 0;
+}
+
+}  // namespace
+
 void add_sim_command(CLI::App& app, int& rc) {
-  struct opts {
-    std::string config, json, trace;
-    std::vector<std::string> failures;
-    sim::options so;
-  };
-  auto o = std::make_shared<opts>();
+  auto o = std::make_shared<sim_opts>();
   auto& so = o->so;
   so.warmup_s = 0;
   auto* cmd = app.add_subcommand(
@@ -45,67 +118,7 @@ void add_sim_command(CLI::App& app, int& rc) {
       ->capture_default_str();
   cmd->add_option("--fail", o->failures, "NODE@S or NODE@S-S: a worker node stops at S seconds (and returns)");
   cmd->add_option("--json", o->json, "write the summary (and per-second series) here, as `load --json` does");
-  cmd->callback([o, duration, &rc] {
-    auto cfg = load_config_or_report(o->config);
-    if (!cfg) return void(rc = 2);
-    auto& so = o->so;
-    if (sched::policy_of(cfg->scheduler).rounds(*cfg)) {
-      std::cerr << o->config << ": sloserve sim does not simulate clients and their uplinks, on which scheduler policy "
-                << cfg->scheduler.name()
-                << " places in rounds of its own; serve it and load it with sloserve load --clients\n";
-      return void(rc = 2);
-    }
-    for (auto& f : o->failures) {
-      auto parsed = sim::parse_failure(f);
-      if (!parsed) {
-        std::cerr << "--fail " << parsed.error() << "\n";
-        return void(rc = 2);
-      }
-      so.failures.push_back(*parsed);
-    }
-    if (!o->trace.empty()) {
-      auto got = read_rate_trace(o->trace);
-      if (!got) {
-        std::cerr << got.error() << "\n";
-        return void(rc = 2);
-      }
-      so.trace = std::move(*got);
-      if (duration->count() == 0) so.duration_s = static_cast<double>(so.trace.size());
-    }
-    auto t0 = std::chrono::steady_clock::now();
-    auto ran = sim::simulate(*cfg, so);
-    double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!ran) {
-      std::cerr << "sloserve sim: " << ran.error() << "\n";
-      return void(rc = 2);
-    }
-    std::cout << ran->summary.to_text();
-    std::printf("simulated %zu devices, %lu events, %zu plans (at most %zu devices used) in %.2f s\n", ran->devices,
-                static_cast<unsigned long>(ran->events), ran->plans, ran->peak_devices_used, wall_s);
-    bool accuracies = std::any_of(cfg->models.begin(), cfg->models.end(), [](auto& m) { return m.accuracy; });
-    if (accuracies)
-      std::printf("accuracy served %.2f%% (mean over OK replies of their stages' product)\n", 100 * ran->accuracy);
-    if (cfg->scaler.enabled())
-      std::printf("scaler %s: %.0f instance-s, %.0f core-s, %lu resizes in place, %lu instances started or stopped\n",
-                  std::string(knob_name(cfg->scaler.policy)).c_str(), ran->scaling.instance_seconds,
-                  ran->scaling.core_seconds, static_cast<unsigned long>(ran->scaling.vertical_changes),
-                  static_cast<unsigned long>(ran->scaling.horizontal_changes));
-    if (!o->json.empty()) {
-      auto j = ran->summary.to_json(ran->described);
-      j["simulated"] = {{"devices", ran->devices},
-                        {"events", ran->events},
-                        {"plans", ran->plans},
-                        {"peak_devices_used", ran->peak_devices_used},
-                        {"wall_s", wall_s}};
-      if (accuracies) j["simulated"]["accuracy"] = ran->accuracy;
-      if (cfg->scaler.enabled())
-        j["simulated"]["scaler"] = {{"instance_seconds", ran->scaling.instance_seconds},
-                                    {"core_seconds", ran->scaling.core_seconds},
-                                    {"vertical_changes", ran->scaling.vertical_changes},
-                                    {"horizontal_changes", ran->scaling.horizontal_changes}};
-      std::ofstream(o->json) << j.dump(2) << "\n";
-    }
-  });
+  cmd->callback([o, duration, &rc] { rc = run_sim(*o, duration->count() > 0); });
 }
 
 }  // namespace sloserve

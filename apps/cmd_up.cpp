@@ -113,6 +113,80 @@ void stop_all(std::vector<child>& kids, int sig) {
   }
 }
 
+// How long `up` waits for the nodes: 20 s, or 620 s where a worker measures real models at
+// start-up (tens of seconds for ResNet-50 on a CPU), said so.
+double startup_timeout(const cluster_config& cfg) {
+  int profiled = 0;
+  for (auto& n : cfg.nodes)
+    for (auto& m : cfg.models)
+      for (int d = 0; m.needs_profile && d < n.device_count(); ++d)
+        if (n.serves(d, m.name) && n.group_of(d)->kind != device_kind::emulated) {
+          ++profiled;
+          break;
+        }
+  double timeout = profiled ? 620 : 20;
+  if (profiled)
+    std::cerr << "sloserve up: " << profiled << " model" << (profiled > 1 ? "s are" : " is")
+              << " profiled at start-up; waiting up to " << timeout << " s for the nodes\n";
+  return timeout;
+}
+
+// Waits until every node says it is ready, within `timeout_s`; false (the reason said) when one
+// fails or time runs out.
+bool wait_ready(std::vector<child>& kids, double timeout_s) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  size_t ready = 0;
+  while (ready < kids.size()) {
+    if (std::chrono::steady_clock::now() > until) {
+      std::cerr << "sloserve up: nodes did not start within " << timeout_s << " s\n";
+      return false;
+    }
+    for (auto& k : kids) {
+      if (k.ready) continue;
+      pollfd p{k.ready_fd, POLLIN, 0};
+      if (poll(&p, 1, 10) > 0) {
+        char buf[256];
+        auto n = read(k.ready_fd, buf, sizeof buf - 1);
+        if (n > 6 && std::string(buf, 6) == "ready ") {
+          k.ready = true;
+          k.endpoint = std::string(buf + 6, static_cast<size_t>(n - 7));
+          ++ready;
+        } else {
+          int status = 0;
+          waitpid(k.pid, &status, 0);
+          k.pid = -1;
+          std::cerr << "sloserve up: node '" << k.name << "' failed to start (exit status "
+                    << (WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)) << ")\n";
+          return false;
+        }
+        close(k.ready_fd);
+      }
+    }
+  }
+  return true;
+}
+
+// Serves until SIGINT or SIGTERM, saying which nodes exit meanwhile.
+void serve_until_signalled(std::vector<child>& kids, const sigset_t& set) {
+  while (true) {
+    siginfo_t info;
+    int sig = sigwaitinfo(&set, &info);
+    if (sig == SIGCHLD) {
+      int status;
+      pid_t pid;
+      while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+        for (auto& k : kids)
+          if (k.pid == pid) {
+            spdlog::warn("node {} (pid {}) exited with status {}", k.name, pid,
+                         WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+            k.pid = -1;
+          }
+      continue;
+    }
+    if (sig == SIGINT || sig == SIGTERM) break;
+  }
+}
+
 }  // namespace
 
 void add_up_command(CLI::App& app, int& rc) {
@@ -165,70 +239,14 @@ void add_up_command(CLI::App& app, int& rc) {
     }
     // Wait until every node says it is ready; any failure stops them all. A worker that measures
     // models at start-up takes as long as the models take (tens of seconds for ResNet-50 on a CPU).
-    if (o->timeout <= 0) {
-      int profiled = 0;
-      for (auto& n : cfg->nodes)
-        for (auto& m : cfg->models)
-          for (int d = 0; m.needs_profile && d < n.device_count(); ++d)
-            if (n.serves(d, m.name) && n.group_of(d)->kind != device_kind::emulated) {
-              ++profiled;
-              break;
-            }
-      o->timeout = profiled ? 620 : 20;
-      if (profiled)
-        std::cerr << "sloserve up: " << profiled << " model" << (profiled > 1 ? "s are" : " is")
-                  << " profiled at start-up; waiting up to " << o->timeout << " s for the nodes\n";
-    }
-    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o->timeout * 1000));
-    size_t ready = 0;
-    while (ready < kids.size()) {
-      if (std::chrono::steady_clock::now() > until) {
-        std::cerr << "sloserve up: nodes did not start within " << o->timeout << " s\n";
-        stop_all(kids, SIGTERM);
-        return void(rc = 1);
-      }
-      for (auto& k : kids) {
-        if (k.ready) continue;
-        pollfd p{k.ready_fd, POLLIN, 0};
-        if (poll(&p, 1, 10) > 0) {
-          char buf[256];
-          auto n = read(k.ready_fd, buf, sizeof buf - 1);
-          if (n > 6 && std::string(buf, 6) == "ready ") {
-            k.ready = true;
-            k.endpoint = std::string(buf + 6, static_cast<size_t>(n - 7));
-            ++ready;
-          } else {
-            int status = 0;
-            waitpid(k.pid, &status, 0);
-            k.pid = -1;
-            std::cerr << "sloserve up: node '" << k.name << "' failed to start (exit status "
-                      << (WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)) << ")\n";
-            stop_all(kids, SIGTERM);
-            return void(rc = 1);
-          }
-          close(k.ready_fd);
-        }
-      }
+    if (o->timeout <= 0) o->timeout = startup_timeout(*cfg);
+    if (!wait_ready(kids, o->timeout)) {
+      stop_all(kids, SIGTERM);
+      return void(rc = 1);
     }
     for (auto& k : kids) std::cout << "node " << k.name << " pid " << k.pid << " at " << k.endpoint << "\n";
     std::cout << "cluster up; config with resolved addresses: " << path << std::endl;
-    while (true) {
-      siginfo_t info;
-      int sig = sigwaitinfo(&set, &info);
-      if (sig == SIGCHLD) {
-        int status;
-        pid_t pid;
-        while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-          for (auto& k : kids)
-            if (k.pid == pid) {
-              spdlog::warn("node {} (pid {}) exited with status {}", k.name, pid,
-                           WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-              k.pid = -1;
-            }
-        continue;
-      }
-      if (sig == SIGINT || sig == SIGTERM) break;
-    }
+    serve_until_signalled(kids, set);
     stop_all(kids, SIGTERM);
     if (o->write_config.empty()) unlink(path.c_str());
   });
