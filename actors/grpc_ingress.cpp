@@ -60,7 +60,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
   frontend_actor frontend;
   std::string node;
   std::function<void(std::string_view, std::string_view)> count_reply;
-  std::function<std::vector<pipeline_statistics>()> statistics;
+  statistics_source statistics;
   std::set<std::string> tokens;  // bearer tokens admitted; empty: no token needed
   std::unique_ptr<grpc::Server> server;
 
@@ -170,18 +170,13 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
                                             pb::ModelStatisticsResponse* res) override {
     auto* reactor = ctx->DefaultReactor();
     if (!admitted(ctx, reactor) || !known(req->name(), req->version(), reactor, true)) return reactor;
-    auto all = statistics ? statistics() : std::vector<pipeline_statistics>{};
     auto set = [](pb::StatisticDuration* d, const pipeline_statistics::duration& x) {
       d->set_count(x.count);
       d->set_ns(x.ns);
     };
-    for (auto& p : cfg->pipelines) {
-      if (!req->name().empty() && p.name != req->name()) continue;
-      pipeline_statistics st;
-      for (auto& s : all)
-        if (s.name == p.name) st = s;
+    for (auto& st : statistics ? statistics(req->name()) : std::vector<pipeline_statistics>{}) {
       auto* m = res->add_model_stats();
-      m->set_name(p.name);
+      m->set_name(st.name);
       m->set_version("1");
       m->set_last_inference(st.last_inference_ms);
       m->set_inference_count(st.inference_count);
@@ -285,7 +280,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
 
 grpc_ingress::grpc_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node,
                            std::function<void(std::string_view, std::string_view)> count_reply,
-                           std::function<std::vector<pipeline_statistics>()> statistics)
+                           statistics_source statistics)
     : impl_(std::make_unique<impl>()) {
   impl_->cfg = std::move(cfg);
   impl_->frontend = std::move(frontend);

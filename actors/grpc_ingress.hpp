@@ -22,7 +22,7 @@ class grpc_ingress {
   // `count_reply`, when set, is told each reply's status (protocol "grpc", the code's name).
   grpc_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node,
                std::function<void(std::string_view protocol, std::string_view code)> count_reply = {},
-               std::function<std::vector<pipeline_statistics>()> statistics = {});
+               statistics_source statistics = {});
   ~grpc_ingress();
   grpc_ingress(const grpc_ingress&) = delete;
   grpc_ingress& operator=(const grpc_ingress&) = delete;

@@ -85,7 +85,7 @@ struct http_ingress::impl {
   std::string node;
   std::function<std::string()> metrics;
   std::function<void(std::string_view, std::string_view)> count_reply;
-  std::function<std::vector<pipeline_statistics>()> statistics;
+  statistics_source statistics;
   std::unique_ptr<httplib::Server> owned;  // httplib::SSLServer under TLS
   httplib::Server* server_ptr = nullptr;
   std::set<std::string> tokens;  // bearer tokens admitted; empty: no token needed
@@ -110,16 +110,11 @@ struct http_ingress::impl {
   // Triton's statistics extension: every pipeline's counts and durations (or `name`'s alone).
   void model_statistics(const std::string& name, httplib::Response& res) {
     if (!name.empty() && !cfg->find_pipeline(name)) return refuse(res, 404, "no pipeline '" + name + "'");
-    auto all = statistics ? statistics() : std::vector<pipeline_statistics>{};
     auto d = [](const pipeline_statistics::duration& x) { return json{{"count", x.count}, {"ns", x.ns}}; };
     json none{{"count", 0}, {"ns", 0}};
     json models = json::array();
-    for (auto& p : cfg->pipelines) {
-      if (!name.empty() && p.name != name) continue;
-      pipeline_statistics st;
-      for (auto& s : all)
-        if (s.name == p.name) st = s;
-      models.push_back({{"name", p.name},
+    for (auto& st : statistics ? statistics(name) : std::vector<pipeline_statistics>{}) {
+      models.push_back({{"name", st.name},
                         {"version", "1"},
                         {"last_inference", st.last_inference_ms},
                         {"inference_count", st.inference_count},
@@ -313,7 +308,7 @@ struct http_ingress::impl {
 http_ingress::http_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node,
                            std::function<std::string()> metrics,
                            std::function<void(std::string_view, std::string_view)> count_reply,
-                           std::function<std::vector<pipeline_statistics>()> statistics)
+                           statistics_source statistics)
     : impl_(std::make_unique<impl>()) {
   impl_->cfg = std::move(cfg);
   impl_->frontend = std::move(frontend);

@@ -27,7 +27,7 @@ class http_ingress {
   http_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node,
                std::function<std::string()> metrics = {},
                std::function<void(std::string_view protocol, std::string_view code)> count_reply = {},
-               std::function<std::vector<pipeline_statistics>()> statistics = {});
+               statistics_source statistics = {});
   ~http_ingress();
   http_ingress(const http_ingress&) = delete;
   http_ingress& operator=(const http_ingress&) = delete;

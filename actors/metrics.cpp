@@ -175,6 +175,17 @@ std::vector<pipeline_statistics> node_metrics::statistics() const {
   return out;
 }
 
+std::vector<pipeline_statistics> node_metrics::statistics(const std::vector<std::string>& names) const {
+  std::lock_guard lock(mu_);
+  std::vector<pipeline_statistics> out;
+  for (auto& name : names) {
+    auto it = statistics_.find(name);
+    out.push_back(it == statistics_.end() ? pipeline_statistics{} : it->second.stats);
+    out.back().name = name;
+  }
+  return out;
+}
+
 void node_metrics::model_done(const std::string& model, std::string_view outcome, double queue_s, double compute_s) {
   std::lock_guard lock(mu_);
   ++model_requests_[label2("model", model, "outcome", outcome)];

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -33,6 +34,11 @@ class sliding_sum {
 
 // Triton's statistics of one pipeline (what KServe calls a model) on a frontend: counts and total
 // nanoseconds, since the node started.
+// What an ingress asks of a node's statistics: those of the pipeline named, or (empty) of every
+// pipeline of the cluster file, in the file's order.
+struct pipeline_statistics;
+using statistics_source = std::function<std::vector<pipeline_statistics>(std::string_view pipeline)>;
+
 struct pipeline_statistics {
   struct duration {
     uint64_t count = 0;
@@ -70,6 +76,8 @@ class node_metrics {
                           double executions, uint64_t wall_ms);
   // Each pipeline's statistics (those that answered something), by name.
   std::vector<pipeline_statistics> statistics() const;
+  // The statistics of `names`, in their order; zeros for one that answered nothing yet.
+  std::vector<pipeline_statistics> statistics(const std::vector<std::string>& names) const;
   // Frontend: an invocation of `model` came back `outcome` (ok, dropped, overloaded, error) after
   // `queue_s` in its device's queue and `compute_s` running.
   void model_done(const std::string& model, std::string_view outcome, double queue_s, double compute_s);

@@ -203,9 +203,14 @@ status node_runtime::start_ingresses(const node_spec& spec) {
   auto count_reply = [link = link_](std::string_view protocol, std::string_view code) {
     link->metrics.ingress_reply(protocol, code);
   };
+  statistics_source statistics = [link = link_, cfg = cfg_](std::string_view pipeline) {
+    std::vector<std::string> names;
+    for (auto& p : cfg->pipelines)
+      if (pipeline.empty() || p.name == pipeline) names.push_back(p.name);
+    return link->metrics.statistics(names);
+  };
   if (!spec.http.empty()) {
-    http_ = std::make_unique<http_ingress>(cfg_, a.frontend, node_, metrics, count_reply,
-                                           [link = link_] { return link->metrics.statistics(); });
+    http_ = std::make_unique<http_ingress>(cfg_, a.frontend, node_, metrics, count_reply, statistics);
     auto port = http_->start(spec.http);
     if (!port) {
       stop();
@@ -215,8 +220,7 @@ status node_runtime::start_ingresses(const node_spec& spec) {
     spdlog::info("{}: KServe v2 HTTP ingress and /metrics on port {}", node_, http_port_);
   }
   if (!spec.grpc.empty()) {
-    grpc_ = std::make_unique<grpc_ingress>(cfg_, a.frontend, node_, count_reply,
-                                           [link = link_] { return link->metrics.statistics(); });
+    grpc_ = std::make_unique<grpc_ingress>(cfg_, a.frontend, node_, count_reply, statistics);
     auto port = grpc_->start(spec.grpc);
     if (!port) {
       stop();

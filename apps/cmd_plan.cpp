@@ -9,7 +9,6 @@
 #include "config/knob_option.hpp"
 #include "scheduling/placement.hpp"
 #include "scheduling/policies/registry.hpp"
-#include "scheduling/query_analyzer.hpp"
 
 namespace sloserve {
 namespace {
