@@ -342,12 +342,17 @@ def main():
         for name, (fault, heal, quiet_after) in SCENARIOS.items():
             if ONLY and name not in ONLY:
                 continue
-            s, quiet = run(name, fault, heal, quiet_after,
-                           cluster_file="relay.yaml" if name == "delay_20ms" else "cluster.yaml")
-            check(name, s, quiet, fails)
-            print("%22s w2 served %s at the fault" % ("", s["w2_served"]))
+            # Where the plan put at the fault depends on the rates the warm-up measured: a run in
+            # which w2 served nothing tested nothing, and runs again (three tries in all).
+            for attempt in range(3):
+                s, quiet = run(name, fault, heal, quiet_after,
+                               cluster_file="relay.yaml" if name == "delay_20ms" else "cluster.yaml")
+                check(name, s, quiet, fails)
+                print("%22s w2 served %s at the fault" % ("", s["w2_served"]))
+                if s["w2_served"] != "nothing":
+                    break
             if s["w2_served"] == "nothing":
-                fails.append("%s: w2 served nothing at the fault; the scenario tested nothing" % name)
+                fails.append("%s: w2 served nothing at the fault in three runs; the scenario tested nothing" % name)
         if not ONLY or "clock_offset" in ONLY:
             # The frontend's wall clock 5 s ahead, then 5 s behind (the node's clock source, by its
             # test hook): attainment within 0.5 points of the same load without an offset.
