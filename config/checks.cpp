@@ -1,5 +1,6 @@
-// The checks across sections of the cluster file: the scaler's and each scheduling policy's
-// demands on the models and pipelines, and nodes, addresses and devices against what they serve.
+// The checks across sections of the cluster file: the scaler's demands on the models and
+// pipelines, and nodes, addresses and devices against what they serve. A scheduling policy's own
+// demands live with it (policy_config::check).
 
 #include <algorithm>
 #include <map>
@@ -11,9 +12,10 @@ namespace sloserve::config_detail {
 
 // The scaler sizes each stage's models on its own: a model may serve one stage of one pipeline,
 // and must say how it scales with cores (l(b, c)) or at least how long a batch takes.
-void parse_scaler_checks(reader& r, const YAML::Node& at, const cluster_config& cfg) {
+void parse_scaler_checks(reader& r, const YAML::Node& root, const cluster_config& cfg) {
   auto& o = cfg.scaler;
   if (!o.enabled()) return;
+  auto at = root["scaler"] && root["scaler"]["policy"] ? root["scaler"]["policy"] : root["scheduler"]["policy"];
   std::map<size_t, std::string> used;
   for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi)
     for (auto& s : cfg.pipelines[pi].stages) {
@@ -40,59 +42,10 @@ void parse_scaler_checks(reader& r, const YAML::Node& at, const cluster_config& 
                       cfg.models[m].name + "' needs 'cores: {gamma_ms, epsilon_ms, delta_ms, eta_ms}'");
 }
 
-namespace {
-
-// A scheduler policy that owns the devices: no scaler beside it.
 void refuse_scaler(reader& r, const YAML::Node& root, const cluster_config& cfg, const std::string& what) {
   if (cfg.scaler.enabled())
     r.error(root["scaler"]["policy"],
             what + ": scaler policy " + std::string(knob_name(cfg.scaler.policy)) + " cannot run beside it");
-}
-
-}  // namespace
-
-// Piccolo gives every machine one stage's model at one configuration, and owns the devices.
-void parse_piccolo_checks(reader& r, const YAML::Node& root, const cluster_config& cfg) {
-  if (cfg.scheduler.policy != scheduler_policy::piccolo) return;
-  auto at = root["scheduler"]["policy"];
-  refuse_scaler(r, root, cfg, "scheduler policy piccolo plans every device itself");
-  for (auto& p : cfg.pipelines)
-    for (auto& s : p.stages)
-      if (s.cascade)
-        r.error(at, "scheduler policy piccolo plans one model a stage: stage '" + s.name + "' of pipeline '" + p.name +
-                        "' is a cascade");
-}
-
-// Graft re-aligns the fragments of partitioned models: every pipeline is one stage on one.
-void parse_graft_checks(reader& r, const YAML::Node& root, const cluster_config& cfg) {
-  if (cfg.scheduler.policy != scheduler_policy::graft) return;
-  auto at = root["scheduler"]["policy"];
-  refuse_scaler(r, root, cfg, "scheduler policy graft plans every device itself");
-  for (auto& p : cfg.pipelines)
-    if (p.stages.size() != 1 || p.stages.front().cascade || !p.stages.front().variants.empty() ||
-        !cfg.models[p.stages.front().model_index].partitioned())
-      r.error(at,
-              "scheduler policy graft serves pipelines of one stage on a partitioned model (models[].layers): "
-              "pipeline '" +
-                  p.name + "' is not one");
-}
-
-// Jellyfish maps clients to variants of one stage that take images, and owns the devices.
-void parse_jellyfish_checks(reader& r, const YAML::Node& root, const cluster_config& cfg) {
-  if (cfg.scheduler.policy != scheduler_policy::jellyfish) return;
-  auto at = root["scheduler"]["policy"];
-  refuse_scaler(r, root, cfg, "scheduler policy jellyfish runs one variant per device itself");
-  for (auto& p : cfg.pipelines) {
-    if (p.stages.size() != 1 || p.stages.front().cascade) {
-      r.error(at, "scheduler policy jellyfish serves pipelines of one stage (one DNN a request): pipeline '" + p.name +
-                      "' has " + (p.stages.size() == 1 ? "a cascade" : std::to_string(p.stages.size()) + " stages"));
-      continue;
-    }
-    for (auto m : p.stages.front().variant_indices)
-      if (!cfg.models[m].preprocess)
-        r.error(at, "scheduler policy jellyfish tells clients which image size to send: model '" + cfg.models[m].name +
-                        "' of pipeline '" + p.name + "' needs 'preprocess: {from: image}'");
-  }
 }
 
 void check_nodes(reader& r, const YAML::Node& root, const cluster_config& cfg) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -147,8 +148,8 @@ status check_address(std::string_view a) {
   return {};
 }
 
-const std::vector<config_section>& config_keys() {
-  static const std::vector<config_section> all = {
+std::vector<config_section> config_keys() {
+  static const std::vector<config_section> fixed = {
       {"", {"cluster", "device_types", "nodes", "models", "pipelines", "runtime", "scheduler", "scaler", "security"}},
       {"cluster", {"name"}},
       {"device_types[]", {"name", "price"}},
@@ -168,14 +169,23 @@ const std::vector<config_section>& config_keys() {
       {"pipelines[].stages[]", {"name", "model", "variants", "cascade", "after", "fanout"}},
       {"pipelines[].stages[].cascade", {"models", "confidence"}},
       {"runtime", settings::names_of(settings::runtime_keys())},
-      {"scheduler",
-       settings::names_of(settings::scheduler_keys(), {"policy", "rate_band", "ipa", "jellyfish", "graft"})},
-      {"scheduler.graft", settings::names_of(settings::graft_keys())},
-      {"scheduler.jellyfish", settings::names_of(settings::jellyfish_keys())},
-      {"scheduler.ipa", settings::names_of(settings::ipa_keys())},
+      {"scheduler", settings::names_of(settings::scheduler_keys(), {"policy", "rate_band"})},
       {"scaler", settings::names_of(settings::scaler_keys())},
       {"security", {"keys", "clients", "tls_cert", "tls_key", "tokens"}},
   };
+  // Each policy's own section: a key of `scheduler`, and its keys.
+  auto all = fixed;
+  auto scheduler = static_cast<size_t>(
+      std::find_if(all.begin(), all.end(), [](auto& s) { return s.path == "scheduler"; }) - all.begin());
+  static std::mutex lock;
+  static std::map<std::string_view, std::string> paths;  // "scheduler.NAME", kept for the views
+  for (auto& [name, keys] : policy_sections()) {
+    all[scheduler].keys.push_back(name);
+    std::lock_guard g(lock);
+    auto& path = paths[name];
+    if (path.empty()) path = "scheduler." + std::string(name);
+    all.push_back({path, keys});
+  }
   return all;
 }
 
@@ -387,9 +397,8 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
     parse_runtime(r, root["runtime"], cfg.runtime);
     parse_scheduler(r, root["scheduler"], cfg.scheduler);
     parse_scaler(r, root, cfg);
-    parse_jellyfish_checks(r, root, cfg);
-    parse_piccolo_checks(r, root, cfg);
-    parse_graft_checks(r, root, cfg);
+    check_policy(r, root, cfg);
+    parse_scaler_checks(r, root, cfg);
     parse_security(r, root["security"], cfg.security);
     check_nodes(r, root, cfg);
     check_served(r, root, cfg);

@@ -2,12 +2,14 @@
 // The cluster file: nodes, models, pipelines and runtime knobs, loaded and validated.
 
 #include <algorithm>
+#include <any>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "config/knobs.hpp"
+#include "config/policy_config.hpp"
 #include "pipelines/expected.hpp"
 #include "pipelines/pipeline.hpp"
 
@@ -99,46 +101,6 @@ struct security_options {
   bool http_secured() const { return !tls_cert.empty() && !tls_key.empty() && !tokens.empty(); }
 };
 
-// IPA's adaptation (`scheduler: {policy: ipa, ipa: {...}}`): every `interval_s` each pipeline's
-// variant, batch and replicas per stage are chosen anew to maximise
-// alpha * accuracy - beta * cores - delta * sum of batches (scheduling/ipa.hpp).
-struct ipa_options {
-  double alpha = 1;
-  double beta = 0.01;
-  double delta = 0.0001;
-  double interval_s = 10;
-};
-
-// Jellyfish (`scheduler: {policy: jellyfish, jellyfish: {...}}`): every `interval_ms` the clients
-// that name themselves are mapped to variants of their pipeline's one stage, one variant per
-// device (scheduling/policies/jellyfish/plan.hpp), and each is told the image size to send.
-struct jellyfish_options {
-  double interval_ms = 500;
-  double overhead_ms = 5;         // per request beyond upload and compute, in the budgets L_ij
-  double bytes_per_pixel = 0.25;  // of a client's images before any was seen
-  int resident = 3;               // variants a device keeps loaded (memory allowing): switches back cost nothing
-  double compute_share = 0;       // > 0: budgets are this share of each SLO, uplinks ignored
-  // Uploads are timed at the uplink that a client's uploads fell below this share of the time
-  // over the last 10 s (client_registry, uplink_estimate::low_mbps); 0 or 1: at the estimate itself.
-  double uplink_quantile = 0.05;
-  // > 0: each frontend moves a pipeline's quantile (from uplink_quantile) to keep the share of its
-  // named clients' requests that miss their SLO (skipped frames included) near this
-  // (sched::dip_quantile); 0: the quantile stays.
-  double miss_target = 0.025;
-  // Clients move onto more accurate variants where compute is spare and their SLO holds whatever
-  // size their link carries (sched::jellyfish::plan_options::spare).
-  bool use_spare = true;
-};
-
-// Graft (`scheduler: {policy: graft, graft: {...}}`): each partitioned model's fragments (the
-// layer where the server starts, the SLO left, the rate) are merged while the margin stays above
-// `theta`, grouped about `group_size` a group, and re-aligned onto shared layers
-// (scheduling/policies/graft/epoch.hpp).
-struct graft_options {
-  double theta = 0.2;
-  int group_size = 5;
-};
-
 // The control plane, named as the user writes them under `scheduler:`.
 struct scheduler_options {
   scheduler_policy policy = scheduler_policy::nexus;  // static: every device runs every model
@@ -154,18 +116,20 @@ struct scheduler_options {
   double peak_half_life_s = 300;          // plan for at least the recent peak, halved this often
   bool spares = true;                     // devices a plan leaves free stay loaded, routed as spares
   int steps = 100;                        // budget grid of the DP
-  ipa_options ipa;                        // policy ipa: the scaler's instances follow IPA's choices
-  jellyfish_options jellyfish;            // policy jellyfish
-  graft_options graft;                    // policy graft
+  // The policy's own section (`scheduler: {policy: P, P: {...}}`) as the policy's config parsed
+  // it (config/policy_config.hpp); empty where it has none, or the file was not read.
+  std::any section;
 
   // The policy's name: a registered one's, else the built-in's.
   std::string_view name() const { return policy_name.empty() ? knob_name(policy) : std::string_view(policy_name); }
+  // The policy's section as an S (its options struct): the file's, else S's defaults.
+  template <class S>
+  const S& section_as() const {
+    static const S defaults{};
+    auto* s = std::any_cast<S>(&section);
+    return s ? *s : defaults;
+  }
 };
-
-// Names `scheduler.policy` may take beside the built-in ones: the registry of scheduling
-// policies accepts each policy a program registers (sched::register_policy).
-void accept_scheduler_policy(std::string name);
-bool accepted_scheduler_policy(std::string_view name);
 
 // Autoscaling, named as the user writes them under `scaler:`. With a policy other than none the
 // scaler owns placement: every instance runs one model on one device slot of a worker, with
@@ -230,12 +194,12 @@ struct config_result {
 
 // Every key the cluster file may hold, by section: "" is the top level, "nodes[].devices[]" the
 // maps in a node's devices list. The parser refuses any other key; docs/configuration.md
-// documents each of these.
+// documents each of these. A policy's own section is `scheduler.NAME` (config/policy_config.hpp).
 struct config_section {
   std::string_view path;
   std::vector<std::string_view> keys;
 };
-const std::vector<config_section>& config_keys();
+std::vector<config_section> config_keys();
 
 config_result parse_cluster_config(std::string_view yaml, const std::string& file);
 config_result load_cluster_config(const std::string& path);

@@ -33,7 +33,7 @@ class reader {
   // Reports keys of `map` that section `section` of config_keys() does not list.
   void known_keys(const YAML::Node& map, std::string_view section, const std::string& where) {
     if (!map.IsMap()) return;
-    auto& all = config_keys();
+    auto all = config_keys();
     auto it = std::find_if(all.begin(), all.end(), [&](auto& x) { return x.path == section; });
     for (auto kv : map) {
       auto k = kv.first.as<std::string>("");
@@ -95,21 +95,22 @@ inline std::string number(double x) {
 void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg);
 void resolve_prefixes(reader& r, const YAML::Node& root, cluster_config& cfg);
 
-// The checks across sections (config/checks.cpp): each policy's demands, nodes and their
+// The checks across sections (config/checks.cpp): nodes and their
 // addresses and ingresses, and that every model a pipeline runs has a device that serves it.
-void parse_piccolo_checks(reader& r, const YAML::Node& root, const cluster_config& cfg);
-void parse_graft_checks(reader& r, const YAML::Node& root, const cluster_config& cfg);
-void parse_jellyfish_checks(reader& r, const YAML::Node& root, const cluster_config& cfg);
+// A policy that plans every device itself (`what`) refuses a scaler beside it.
+void refuse_scaler(reader& r, const YAML::Node& root, const cluster_config& cfg, const std::string& what);
 void check_nodes(reader& r, const YAML::Node& root, const cluster_config& cfg);
 void check_served(reader& r, const YAML::Node& root, const cluster_config& cfg);
 
 // The sections of scalar settings (config/settings.cpp).
 void parse_runtime(reader& r, const YAML::Node& n, runtime_options& o);
 void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o);
-// `scaler:`, its policy following the scheduler's for ipa; `root` is the file's.
+// `scaler:`; `root` is the file's.
 void parse_scaler(reader& r, const YAML::Node& root, cluster_config& cfg);
-// The scaler's checks of the models it sizes (config/checks.cpp).
-void parse_scaler_checks(reader& r, const YAML::Node& at, const cluster_config& cfg);
+// The scheduling policy's demands on the file (policy_config::check), once every section is read.
+void check_policy(reader& r, const YAML::Node& root, cluster_config& cfg);
+// The scaler's checks of the models it sizes (config/checks.cpp), once the policy's are made.
+void parse_scaler_checks(reader& r, const YAML::Node& root, const cluster_config& cfg);
 // Writes the sections of scalar settings of `cfg` (runtime, scheduler, scaler).
 void emit_settings(YAML::Emitter& e, const cluster_config& cfg);
 

@@ -1,10 +1,11 @@
 #include "config/settings.hpp"
 
+#include <map>
 #include <mutex>
-#include <set>
-#include <type_traits>
 
+#include "config/policy_config.hpp"
 #include "config/reader.hpp"
+#include "config/settings_io.hpp"
 
 namespace sloserve {
 
@@ -47,29 +48,6 @@ const std::vector<key<scheduler_options>>& scheduler_keys() {
   return keys;
 }
 
-const std::vector<key<ipa_options>>& ipa_keys() {
-  using o = ipa_options;
-  static const std::vector<key<o>> keys = {
-      {"alpha", &o::alpha}, {"beta", &o::beta}, {"delta", &o::delta}, {"interval_s", &o::interval_s}};
-  return keys;
-}
-
-const std::vector<key<jellyfish_options>>& jellyfish_keys() {
-  using o = jellyfish_options;
-  static const std::vector<key<o>> keys = {
-      {"interval_ms", &o::interval_ms}, {"overhead_ms", &o::overhead_ms},     {"bytes_per_pixel", &o::bytes_per_pixel},
-      {"resident", &o::resident},       {"compute_share", &o::compute_share}, {"uplink_quantile", &o::uplink_quantile},
-      {"miss_target", &o::miss_target}, {"use_spare", &o::use_spare},
-  };
-  return keys;
-}
-
-const std::vector<key<graft_options>>& graft_keys() {
-  using o = graft_options;
-  static const std::vector<key<o>> keys = {{"theta", &o::theta}, {"group_size", &o::group_size}};
-  return keys;
-}
-
 const std::vector<key<scaler_options>>& scaler_keys() {
   using o = scaler_options;
   static const std::vector<key<o>> keys = {
@@ -85,68 +63,53 @@ const std::vector<key<scaler_options>>& scaler_keys() {
   return keys;
 }
 
+}  // namespace settings
+
 namespace {
+
 struct accepted {
+  accepted() {
+    for (auto& [name, make] : built_in_policy_configs()) by_name.emplace(std::string(name), make());
+  }
   std::mutex lock;
-  std::set<std::string, std::less<>> names;
+  std::map<std::string, policy_config, std::less<>> by_name;
 };
+
 accepted& accepted_policies() {
   static accepted a;
   return a;
 }
+
 }  // namespace
 
-}  // namespace settings
-
-void accept_scheduler_policy(std::string name) {
-  auto& a = settings::accepted_policies();
+void accept_scheduler_policy(std::string name, policy_config config) {
+  auto& a = accepted_policies();
   std::lock_guard g(a.lock);
-  a.names.insert(std::move(name));
+  a.by_name.insert_or_assign(std::move(name), std::move(config));
 }
 
 bool accepted_scheduler_policy(std::string_view name) {
-  auto& a = settings::accepted_policies();
+  return policy_config_of(name) != nullptr;
+}
+
+const policy_config* policy_config_of(std::string_view name) {
+  auto& a = accepted_policies();
   std::lock_guard g(a.lock);
-  return a.names.find(name) != a.names.end();
+  auto it = a.by_name.find(name);
+  return it == a.by_name.end() ? nullptr : &it->second;
+}
+
+std::vector<std::pair<std::string_view, std::vector<std::string_view>>> policy_sections() {
+  auto& a = accepted_policies();
+  std::lock_guard g(a.lock);
+  std::vector<std::pair<std::string_view, std::vector<std::string_view>>> out;
+  for (auto& [name, c] : a.by_name)
+    if (c.has_section()) out.emplace_back(name, c.keys);
+  return out;
 }
 
 namespace config_detail {
-namespace {
-
 using namespace settings;
-
-// Fills `s` from the keys of `keys` that `n` has; a knob by its name, as `where KEY`.
-template <class S>
-void read_keys(reader& r, const YAML::Node& n, S& s, const std::vector<key<S>>& keys, const std::string& where) {
-  for (auto& k : keys)
-    std::visit(
-        [&](auto member) {
-          auto& field = s.*member;
-          if constexpr (std::is_enum_v<std::remove_reference_t<decltype(field)>>)
-            r.get_knob(n, k.name, field, where, false, where + " " + k.name);
-          else
-            r.get(n, k.name, field, where, false);
-        },
-        k.member);
-}
-
-// Writes every key of `keys` with its value in `s` (a knob by its name).
-template <class S>
-void emit_keys(YAML::Emitter& e, const S& s, const std::vector<key<S>>& keys) {
-  for (auto& k : keys)
-    std::visit(
-        [&](auto member) {
-          auto& field = s.*member;
-          e << YAML::Key << k.name << YAML::Value;
-          if constexpr (std::is_enum_v<std::remove_cvref_t<decltype(field)>>)
-            e << std::string(knob_name(field));
-          else
-            e << field;
-        },
-        k.member);
-}
-
-}  // namespace
 
 void parse_runtime(reader& r, const YAML::Node& n, runtime_options& o) {
   if (!n) return;
@@ -197,55 +160,32 @@ void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
   if (o.headroom < 0) r.error(n["headroom"], "scheduler headroom cannot be negative");
   if (!(o.peak_half_life_s >= 0)) r.error(n["peak_half_life_s"], "scheduler peak_half_life_s cannot be negative");
   if (o.steps < 4 || o.steps > 1000) r.error(n["steps"], "scheduler steps must be in [4, 1000]");
-  if (auto ipa = n["ipa"]) {
-    const std::string wi = "scheduler ipa";
-    r.known_keys(ipa, "scheduler.ipa", wi);
-    auto& x = o.ipa;
-    read_keys(r, ipa, x, ipa_keys(), wi);
-    if (!(x.alpha > 0) || x.beta < 0 || x.delta < 0)
-      r.error(ipa, wi + " needs alpha > 0 and non-negative beta and delta");
-    if (!(x.interval_s > 0)) r.error(ipa["interval_s"], wi + " interval_s must be positive");
-    if (o.policy != scheduler_policy::ipa) r.error(ipa, "scheduler ipa is only read with policy: ipa");
+  // The policy's own section, and none of another's.
+  auto* policy = policy_config_of(o.name());
+  for (auto& [name, keys] : policy_sections())
+    if (auto section = n[std::string(name)]; section && name != o.name())
+      r.error(section, "scheduler " + std::string(name) + " is only read with policy: " + std::string(name));
+  if (policy && policy->has_section()) {
+    const std::string ws = "scheduler " + std::string(o.name());
+    YAML::Node section;
+    if (auto given = n[std::string(o.name())]; given && !given.IsNull()) {
+      if (!given.IsMap()) r.error(given, ws + " must be a map");
+      r.known_keys(given, "scheduler." + std::string(o.name()), ws);
+      section = given;
+    }
+    o.section = policy->parse(r, section, ws);
   }
-  if (auto gf = n["graft"]) {
-    const std::string wg = "scheduler graft";
-    r.known_keys(gf, "scheduler.graft", wg);
-    read_keys(r, gf, o.graft, graft_keys(), wg);
-    if (!(o.graft.theta >= 0 && o.graft.theta <= 10)) r.error(gf["theta"], wg + " theta must be in [0, 10]");
-    if (o.graft.group_size < 1 || o.graft.group_size > 64)
-      r.error(gf["group_size"], wg + " group_size must be in [1, 64]");
-    if (o.policy != scheduler_policy::graft) r.error(gf, "scheduler graft is only read with policy: graft");
-  }
-  if (auto jf = n["jellyfish"]) {
-    const std::string wj = "scheduler jellyfish";
-    r.known_keys(jf, "scheduler.jellyfish", wj);
-    auto& x = o.jellyfish;
-    read_keys(r, jf, x, jellyfish_keys(), wj);
-    if (!(x.uplink_quantile >= 0 && x.uplink_quantile <= 1))
-      r.error(jf["uplink_quantile"], wj + " uplink_quantile must be in [0, 1]");
-    if (!(x.miss_target >= 0 && x.miss_target <= 0.5))
-      r.error(jf["miss_target"], wj + " miss_target must be in [0, 0.5]");
-    if (!(x.compute_share >= 0 && x.compute_share <= 1))
-      r.error(jf["compute_share"], wj + " compute_share must be in [0, 1]");
-    if (!(x.interval_ms >= 10)) r.error(jf["interval_ms"], wj + " interval_ms must be at least 10");
-    if (!(x.overhead_ms >= 0)) r.error(jf["overhead_ms"], wj + " overhead_ms cannot be negative");
-    if (!(x.bytes_per_pixel > 0)) r.error(jf["bytes_per_pixel"], wj + " bytes_per_pixel must be positive");
-    if (x.resident < 1) r.error(jf["resident"], wj + " resident must be at least 1");
-    if (o.policy != scheduler_policy::jellyfish) r.error(jf, "scheduler jellyfish is only read with policy: jellyfish");
-  }
+}
+
+void check_policy(reader& r, const YAML::Node& root, cluster_config& cfg) {
+  if (auto* policy = policy_config_of(cfg.scheduler.name()); policy && policy->check) policy->check(r, root, cfg);
 }
 
 void parse_scaler(reader& r, const YAML::Node& root, cluster_config& cfg) {
   auto n = root["scaler"];
+  if (!n) return;
   auto& o = cfg.scaler;
   const std::string w = "scaler";
-  // IPA's choices are realised as the scaler's instances: its policy follows the scheduler's.
-  bool ipa = cfg.scheduler.policy == scheduler_policy::ipa;
-  auto policy_at = n && n["policy"] ? n["policy"] : root["scheduler"]["policy"];
-  if (!n) {
-    if (ipa) o.policy = scaler_policy::ipa;
-    return parse_scaler_checks(r, policy_at, cfg);
-  }
   r.known_keys(n, "scaler", w);
   read_keys(r, n, o, scaler_keys(), w);
   if (!(o.vertical_s > 0) || o.horizontal_s < o.vertical_s) r.error(n, "scaler needs 0 < vertical_s <= horizontal_s");
@@ -253,13 +193,9 @@ void parse_scaler(reader& r, const YAML::Node& root, cluster_config& cfg) {
   if (o.max_instances < 0) r.error(n["max_instances"], "scaler max_instances cannot be negative");
   if (o.max_total_cores < 0) r.error(n["max_total_cores"], "scaler max_total_cores cannot be negative");
   if (!(o.stable_band > 0 && o.stable_band < 1)) r.error(n["stable_band"], "scaler stable_band must be in (0, 1)");
-  if (o.policy == scaler_policy::ipa && !ipa)
+  // The scaler's ipa policy realises the scheduler's IPA choices: that policy sets it.
+  if (o.policy == scaler_policy::ipa && cfg.scheduler.policy != scheduler_policy::ipa)
     r.error(n["policy"], "scaler policy ipa follows the scheduler's: write scheduler: {policy: ipa}");
-  else if (ipa && o.policy != scaler_policy::none && o.policy != scaler_policy::ipa)
-    r.error(n["policy"], "scheduler policy ipa sizes the instances itself: scaler policy " +
-                             std::string(knob_name(o.policy)) + " cannot run beside it (leave it out)");
-  if (ipa) o.policy = scaler_policy::ipa;
-  parse_scaler_checks(r, policy_at, cfg);
 }
 
 void emit_settings(YAML::Emitter& e, const cluster_config& cfg) {
@@ -272,15 +208,12 @@ void emit_settings(YAML::Emitter& e, const cluster_config& cfg) {
   emit_keys(e, so, scheduler_keys());
   e << YAML::Key << "rate_band" << YAML::Value << YAML::Flow
     << std::vector<double>{so.rate_band_low, so.rate_band_high};
-  // A policy's own section goes with the policy that reads it.
-  auto section = [&](const char* name, const auto& s, const auto& keys) {
-    e << YAML::Key << name << YAML::Value << YAML::Flow << YAML::BeginMap;
-    emit_keys(e, s, keys);
+  // The policy's own section, with the policy that reads it.
+  if (auto* policy = policy_config_of(so.name()); policy && policy->has_section() && so.section.has_value()) {
+    e << YAML::Key << std::string(so.name()) << YAML::Value << YAML::Flow << YAML::BeginMap;
+    policy->emit(e, so.section);
     e << YAML::EndMap;
-  };
-  if (so.policy == scheduler_policy::ipa) section("ipa", so.ipa, ipa_keys());
-  if (so.policy == scheduler_policy::jellyfish) section("jellyfish", so.jellyfish, jellyfish_keys());
-  if (so.policy == scheduler_policy::graft) section("graft", so.graft, graft_keys());
+  }
   e << YAML::EndMap;
   e << YAML::Key << "scaler" << YAML::Value << YAML::BeginMap;
   emit_keys(e, cfg.scaler, scaler_keys());

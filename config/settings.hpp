@@ -1,5 +1,5 @@
 #pragma once
-// The sections of scalar settings (`runtime`, `scheduler` and its policies' sections, `scaler`):
+// The sections of scalar settings (`runtime`, `scheduler`, `scaler`, and the policies' own sections):
 // each key is defined once, in a table naming the member it fills. The table drives the parser
 // (config/settings.cpp, with file:line:column errors), the emitter (to_yaml), and config_keys(),
 // against which the tests check the rows of docs/configuration.md. What values a key may take is
@@ -23,11 +23,8 @@ struct key {
 
 const std::vector<key<runtime_options>>& runtime_keys();
 // Besides these, `policy` (a built-in name or one a program registered), `rate_band` ([low,
-// high]) and the policies' sections.
+// high]) and the policy's own section (config/policy_config.hpp).
 const std::vector<key<scheduler_options>>& scheduler_keys();
-const std::vector<key<ipa_options>>& ipa_keys();
-const std::vector<key<jellyfish_options>>& jellyfish_keys();
-const std::vector<key<graft_options>>& graft_keys();
 const std::vector<key<scaler_options>>& scaler_keys();
 
 // The names of a table's keys, then `extra`.

@@ -6,6 +6,7 @@
 
 #include "config/knob_format.hpp"
 #include "scheduling/ipa.hpp"
+#include "scheduling/policies/ipa/config.hpp"
 #include "scheduling/query_analyzer.hpp"
 
 namespace sloserve {
@@ -250,7 +251,8 @@ void scaler_core::decide(const cluster_load& load, double dt) {
 scaler_core::scaler_core(const cluster_config& cfg, std::unique_ptr<provisioner> prov, std::string name)
     : cfg_(cfg), prov_(std::move(prov)), name_(std::move(name)) {
   auto& o = cfg_.scaler;
-  double horizontal_s = o.policy == scaler_policy::ipa ? cfg_.scheduler.ipa.interval_s : o.horizontal_s;
+  double horizontal_s =
+      o.policy == scaler_policy::ipa ? cfg_.scheduler.section_as<sched::ipa::options>().interval_s : o.horizontal_s;
   ticks_per_horizontal_ = std::max(1, static_cast<int>(std::lround(horizontal_s / o.vertical_s)));
   polls_per_tick_ = std::max(1, static_cast<int>(std::lround(o.vertical_s * 1000 / cfg_.runtime.beacon_ms)));
   for (size_t pi = 0; pi < cfg_.pipelines.size(); ++pi) {
@@ -276,7 +278,7 @@ scaler_core::scaler_core(const cluster_config& cfg, std::unique_ptr<provisioner>
 // latencies stretched so that the longest path takes the whole SLO. A pipeline no choice serves
 // within its SLO runs its fastest variants at batch 1, enough of them for the rate.
 void scaler_core::ipa_shapes() {
-  auto& w = cfg_.scheduler.ipa;
+  auto& w = cfg_.scheduler.section_as<sched::ipa::options>();
   for (size_t pi = 0; pi < cfg_.pipelines.size(); ++pi) {
     auto& p = cfg_.pipelines[pi];
     auto by_stage = stages_of(pi);

@@ -4,6 +4,7 @@
 // cluster's physical devices. The scheduler actor, `sloserve plan` and the benchmarks all call it.
 
 #include <algorithm>
+#include <any>
 #include <functional>
 #include <memory>
 #include <string>
@@ -53,10 +54,10 @@ struct epoch_input {
   // pipeline's rate), and the fragment models of the config (cluster_config::fragments).
   std::vector<std::vector<fragment_share>> fragments;
   const std::vector<model_spec>* fragment_models = nullptr;
-  double graft_theta = 0.2;
-  int graft_group_size = 5;
-  // The scheduling policy that plans (policies/registry.hpp); null: nexus.
+  // The scheduling policy that plans (policies/registry.hpp); null: nexus. `options`: its own
+  // section of the file (scheduler_options::section).
   const scheduling_policy* policy = nullptr;
+  std::any options;
   split_policy split = split_policy::dp;
   int steps = 100;  // budget grid of the DP
   // dp: also try the DP with one stage held at a batch up to this far from the one it chose,

@@ -107,8 +107,7 @@ sched::epoch_input planning_input(const cluster_config& cfg, const std::vector<m
   in.split = cfg.scheduler.split;
   in.steps = cfg.scheduler.steps;
   in.fragment_models = &cfg.fragments;
-  in.graft_theta = cfg.scheduler.graft.theta;
-  in.graft_group_size = cfg.scheduler.graft.group_size;
+  in.options = cfg.scheduler.section;
   return in;
 }
 

@@ -21,9 +21,9 @@ class client_rounds;  // scheduling/policies/rounds.hpp
 
 // What frontends do with the clients that name themselves (scheduling_policy::clients).
 struct client_tracking {
-  double report_ms = 0;        // how often they report the clients' uplinks to the controller; 0: never
-  double uplink_quantile = 0;  // the dips of an uplink its estimate stands for (client_registry::plan_dips)
-  double miss_target = 0;      // > 0: each pipeline's quantile moves to keep its clients' misses near it
+  double report_ms = 0;           // how often they report the clients' uplinks to the controller; 0: never
+  double uplink_quantile = 0.05;  // the dips of an uplink its estimate stands for (client_registry::plan_dips)
+  double miss_target = 0.025;     // > 0: each pipeline's quantile moves to keep its clients' misses near it
 };
 
 // What `sloserve plan` prints: the plan as a JSON document, and as text for a terminal.
@@ -36,6 +36,10 @@ class scheduling_policy {
  public:
   virtual ~scheduling_policy() = default;
 
+  // Its part of the cluster file: its own section under `scheduler:` and its demands on the rest
+  // (config/policy_config.hpp). A built-in policy's is listed in policies/configs.cpp, so that
+  // the config library knows it; register_policy brings a program's policy's.
+  virtual policy_config config() const { return {}; }
   // Whether epochs place sessions. False: the file's static placement serves as it is.
   virtual bool plans_epochs() const { return true; }
   // Plans for the least cost of the load it measures: no spare multiple, no plan for what the
@@ -44,12 +48,10 @@ class scheduling_policy {
   // Its own placement loop in the controller, in place of epochs (Jellyfish maps clients to
   // instances in rounds); null: none.
   virtual std::shared_ptr<client_rounds> rounds(const cluster_config& cfg) const { return nullptr; }
-  // What frontends track of the clients that name themselves: by default their uplinks' dips as
-  // `scheduler.jellyfish` sets them, reported to no one; a policy that places on clients has
-  // them reported (besides when one moves much).
-  virtual client_tracking clients(const cluster_config& cfg) const {
-    return {0, cfg.scheduler.jellyfish.uplink_quantile, cfg.scheduler.jellyfish.miss_target};
-  }
+  // What frontends track of the clients that name themselves: by default their uplinks' dips at
+  // client_tracking's defaults, reported to no one; a policy that places on clients has them
+  // reported (besides when one moves much).
+  virtual client_tracking clients(const cluster_config& cfg) const { return {}; }
 
   // The packer that places its epochs' sessions on devices.
   virtual std::unique_ptr<planner> packer() const { return std::make_unique<nexus_planner>(); }

@@ -58,7 +58,7 @@ const scheduling_policy& policy_of(const scheduler_options& o) {
 }
 
 void register_policy(std::string name, std::shared_ptr<const scheduling_policy> policy) {
-  accept_scheduler_policy(name);
+  accept_scheduler_policy(name, policy->config());
   auto& r = the_registry();
   std::lock_guard g(r.lock);
   r.by_name[std::move(name)] = std::move(policy);

@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "config/cluster_config.hpp"
+#include "scheduling/policies/ipa/config.hpp"
+#include "scheduling/policies/jellyfish/config.hpp"
 
 namespace sloserve {
 namespace {
@@ -569,14 +571,14 @@ scheduler: {policy: ipa, ipa: {alpha: 2, beta: 0.02, delta: 0.001, interval_s: 5
   EXPECT_FALSE(r.config->find_model("d")->accuracy);
   EXPECT_EQ(r.config->scheduler.policy, scheduler_policy::ipa);
   EXPECT_EQ(r.config->scaler.policy, scaler_policy::ipa) << "IPA's choices run as the scaler's instances";
-  EXPECT_DOUBLE_EQ(r.config->scheduler.ipa.beta, 0.02);
-  EXPECT_DOUBLE_EQ(r.config->scheduler.ipa.interval_s, 5);
+  EXPECT_DOUBLE_EQ(r.config->scheduler.section_as<sched::ipa::options>().beta, 0.02);
+  EXPECT_DOUBLE_EQ(r.config->scheduler.section_as<sched::ipa::options>().interval_s, 5);
   auto again = parse_cluster_config(to_yaml(*r.config), "again.yaml");
   ASSERT_TRUE(again) << again.error_text() << "\n" << to_yaml(*r.config);
   EXPECT_EQ(again.config->pipelines[0].stages[0].variants, (std::vector<std::string>{"small", "large"}));
   EXPECT_DOUBLE_EQ(*again.config->find_model("small")->accuracy, 69.76);
   EXPECT_DOUBLE_EQ(again.config->find_model("large")->base_cores, 2);
-  EXPECT_DOUBLE_EQ(again.config->scheduler.ipa.alpha, 2);
+  EXPECT_DOUBLE_EQ(again.config->scheduler.section_as<sched::ipa::options>().alpha, 2);
   EXPECT_EQ(again.config->scaler.policy, scaler_policy::ipa);
 }
 
@@ -636,7 +638,7 @@ scheduler: {policy: jellyfish, jellyfish: {interval_ms: 250, overhead_ms: 3, byt
   EXPECT_EQ(r.config->pipelines[0].stages[0].model, "i256");
   auto again = parse_cluster_config(to_yaml(*r.config), "again.yaml");
   ASSERT_TRUE(again) << again.error_text();
-  auto& j = again.config->scheduler.jellyfish;
+  auto& j = again.config->scheduler.section_as<sched::jellyfish::options>();
   EXPECT_DOUBLE_EQ(j.interval_ms, 250);
   EXPECT_DOUBLE_EQ(j.overhead_ms, 3);
   EXPECT_DOUBLE_EQ(j.bytes_per_pixel, 0.4);
@@ -764,7 +766,7 @@ TEST(config_keys, every_key_the_parser_accepts_is_documented) {
       auto dot = full.rfind('.');
       std::string path = dot == std::string::npos ? "" : full.substr(0, dot);
       std::string key = dot == std::string::npos ? full : full.substr(dot + 1);
-      auto& all = config_keys();
+      auto all = config_keys();
       auto it = std::find_if(all.begin(), all.end(), [&](auto& s) { return s.path == path; });
       bool known = it != all.end() && std::find(it->keys.begin(), it->keys.end(), key) != it->keys.end();
       EXPECT_TRUE(known) << "docs/configuration.md documents `" << full << "`, which the parser refuses";

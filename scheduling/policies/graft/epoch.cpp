@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "scheduling/policies/graft/config.hpp"
 #include "scheduling/query_analyzer.hpp"
 
 namespace sloserve::sched {
@@ -115,6 +116,8 @@ expected<epoch_result> plan_graft_epoch(const epoch_input& in, const epoch_resul
   epoch_result out;
   out.splits.resize(pipes.size());
   int next_id = 0;
+  auto* given = std::any_cast<graft::options>(&in.options);
+  auto o = given ? *given : graft::options{};
   for (size_t pi = 0; pi < pipes.size(); ++pi) {
     auto& p = pipes[pi];
     out.splits[pi] = even_split(p);
@@ -131,7 +134,7 @@ expected<epoch_result> plan_graft_epoch(const epoch_input& in, const epoch_resul
     auto gm = graft_model(base, shares);
     auto frags = fragments_of(in, pi, p, static_cast<int>(base.layers.size()), rate);
     std::vector<graft::fragment> merged;
-    auto plan = plan_graft(gm, frags, &merged, static_cast<size_t>(std::max(1, in.graft_group_size)), in.graft_theta);
+    auto plan = plan_graft(gm, frags, &merged, static_cast<size_t>(std::max(1, o.group_size)), o.theta);
     if (!plan.feasible) {
       out.placement.infeasible.push_back(out.sessions.size());
       out.sessions.push_back({&base, p.slo_ms, rate});

@@ -11,6 +11,7 @@
 
 #include "control/provisioner.hpp"
 #include "control/scaler_core.hpp"
+#include "scheduling/policies/ipa/config.hpp"
 
 namespace sloserve::sched {
 
@@ -39,7 +40,7 @@ std::string ipa_text(const nlohmann::json& j) {
 
 expected<plan_report> ipa_report(const cluster_config& cfg, const std::vector<double>& rates) {
   auto t0 = std::chrono::steady_clock::now();
-  auto& w = cfg.scheduler.ipa;
+  auto& w = cfg.scheduler.section_as<ipa::options>();
   local_provisioner prov(cfg, [](deployment) {});
   std::vector<std::string> workers;
   for (auto* n : cfg.with_role(role::worker)) workers.push_back(n->name);

@@ -1,5 +1,6 @@
 #include "scheduling/policies/jellyfish/policy.hpp"
 
+#include "scheduling/policies/jellyfish/config.hpp"
 #include "scheduling/policies/jellyfish/rounds.hpp"
 
 namespace sloserve::sched {
@@ -12,9 +13,8 @@ class jellyfish_policy final : public scheduling_policy {
   }
   // Reported twice an interval, so that a round sees estimates at most half an interval old.
   client_tracking clients(const cluster_config& cfg) const override {
-    auto t = scheduling_policy::clients(cfg);
-    t.report_ms = cfg.scheduler.jellyfish.interval_ms / 2;
-    return t;
+    auto& o = cfg.scheduler.section_as<jellyfish::options>();
+    return {o.interval_ms / 2, o.uplink_quantile, o.miss_target};
   }
   expected<plan_report> report(const cluster_config&, const epoch_input&) const override {
     return fail(

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "scheduling/policies/jellyfish/config.hpp"
+
 namespace sloserve::sched::jellyfish {
 
 std::vector<variant> zoo_of(const pipeline& p, const std::vector<model_spec>& models) {
@@ -58,7 +60,7 @@ std::vector<size_t> apportion(const std::vector<double>& rate, size_t slots) {
 }  // namespace
 
 std::chrono::microseconds rounds::interval() const {
-  return std::chrono::microseconds(static_cast<int64_t>(cfg_.scheduler.jellyfish.interval_ms * 1e3));
+  return std::chrono::microseconds(static_cast<int64_t>(cfg_.scheduler.section_as<options>().interval_ms * 1e3));
 }
 
 std::string rounds::news() {
@@ -195,7 +197,7 @@ void rounds::run_on(const slot_key& k, const device_slot& slot, const std::vecto
   std::vector<std::string> kept;
   for (auto& name : resident_order(zoo, z, mru)) {
     if (std::find(kept.begin(), kept.end(), name) != kept.end()) continue;
-    if (kept.size() >= static_cast<size_t>(cfg_.scheduler.jellyfish.resident)) break;
+    if (kept.size() >= static_cast<size_t>(cfg_.scheduler.section_as<options>().resident)) break;
     auto m = std::find_if(models.begin(), models.end(), [&](auto& x) { return x.name == name; });
     double mb = m != models.end() ? m->memory_mb : 0;
     if (slot.memory_mb > 0 && memory + mb > slot.memory_mb) continue;
@@ -214,7 +216,7 @@ cluster_placement rounds::decide(const std::vector<msg::client_load>& clients, c
                                  const std::vector<model_spec>& models, uint64_t epoch) {
   stats_.clients = clients.size();
   ++stats_.reschedules;
-  auto& o = cfg_.scheduler.jellyfish;
+  auto& o = cfg_.scheduler.section_as<options>();
   auto of = group_clients(cfg_, clients);
   std::vector<bool> taken(slots.size(), false);
   auto mine = assign(of.rate, slots, models, taken);

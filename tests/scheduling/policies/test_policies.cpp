@@ -9,6 +9,7 @@
 #include <set>
 
 #include "config/cluster_config.hpp"
+#include "config/settings_io.hpp"
 #include "scheduling/placement.hpp"
 #include "scheduling/policies/piccolo/epoch.hpp"
 #include "scheduling/policies/registry.hpp"
@@ -48,7 +49,7 @@ TEST(policies, every_scheduler_policy_of_the_file_is_registered_with_what_it_doe
     auto file = parse(chain);
     EXPECT_EQ(policy.rounds(file) != nullptr, p == sp::jellyfish) << knob_name(p);
     EXPECT_EQ(policy.clients(file).report_ms > 0, p == sp::jellyfish) << knob_name(p);
-    EXPECT_EQ(policy.clients(file).uplink_quantile, file.scheduler.jellyfish.uplink_quantile) << knob_name(p);
+    EXPECT_EQ(policy.clients(file).uplink_quantile, sched::client_tracking{}.uplink_quantile) << knob_name(p);
     EXPECT_EQ(policy.packer()->name(), p == sp::batch_oblivious ? "batch-oblivious" : "nexus") << knob_name(p);
     // Frontends dispatch by the file's balancer, but Piccolo's by its own throughput-cost fill.
     EXPECT_EQ(policy.dispatcher(balancer_kind::weighted_random)->name(), p == sp::piccolo ? "fill" : "weighted_random")
@@ -103,9 +104,15 @@ TEST(policies, graft_plans_again_for_a_fragment_of_queries_its_plan_has_no_route
 }
 
 // A policy of the test's own: every session on devices of its own, batch 1, as many devices as
-// its rate needs at l(1). It is a folder and a registry line away from the file's policies.
+// its rate needs at l(1) with each busy at most `busy` of the time, which its own section of the
+// file sets. It is a folder and a registry line away from the file's policies.
+struct one_per_session_options {
+  double busy = 1;
+};
+
 class one_per_session_packer final : public sched::planner {
  public:
+  explicit one_per_session_packer(double busy) : busy_(busy) {}
   std::string_view name() const override { return "one-per-session"; }
 
  protected:
@@ -115,7 +122,7 @@ class one_per_session_packer final : public sched::planner {
     int id = 0;
     for (size_t s = 0; s < sessions.size(); ++s) {
       double l = sessions[s].model->profile.latency_ms_at(1);
-      auto n = static_cast<int>(std::ceil(sessions[s].rate * l / 1e3));
+      auto n = static_cast<int>(std::ceil(sessions[s].rate * l / 1e3 / busy_ - 1e-9));
       for (int k = 0; k < n; ++k) {
         sched::device_plan d;
         d.id = id++;
@@ -128,15 +135,31 @@ class one_per_session_packer final : public sched::planner {
     }
     return out;
   }
+
+ private:
+  double busy_;
 };
+
+const std::vector<settings::key<one_per_session_options>>& one_per_session_keys() {
+  static const std::vector<settings::key<one_per_session_options>> keys = {{"busy", &one_per_session_options::busy}};
+  return keys;
+}
 
 class one_per_session final : public sched::scheduling_policy {
  public:
-  std::unique_ptr<sched::planner> packer() const override { return std::make_unique<one_per_session_packer>(); }
+  policy_config config() const override {
+    return settings::table_section<one_per_session_options>(
+        one_per_session_keys(),
+        [](config_detail::reader& r, const YAML::Node& n, const one_per_session_options& o, const std::string& where) {
+          if (!(o.busy > 0 && o.busy <= 1)) r.error(n["busy"], where + " busy must be in (0, 1]");
+        });
+  }
+  std::unique_ptr<sched::planner> packer() const override { return std::make_unique<one_per_session_packer>(1); }
+  expected<sched::epoch_result> plan(const sched::epoch_input& in, const sched::epoch_result* previous) const override {
+    auto* o = std::any_cast<one_per_session_options>(&in.options);
+    return sched::plan_packed_epoch(in, previous, one_per_session_packer(o ? o->busy : 1), false);
+  }
   bool plans_least_cost() const override { return true; }
-
- protected:
-  bool searches_neighbours() const override { return false; }
 };
 
 TEST(policies, a_file_may_name_only_a_policy_that_is_built_in_or_registered) {
@@ -179,6 +202,47 @@ TEST(policies, a_policy_registered_beside_the_built_in_ones_plans_through_the_sa
   size_t routed = 0;
   for (auto& route : p.table.routes) routed += route.instances.size();
   EXPECT_EQ(routed, 2u);
+}
+
+TEST(policies, a_registered_policy_brings_its_own_section_of_the_file) {
+  sched::register_policy("one-per-session", std::make_shared<one_per_session>());
+  // Its section's keys are the file's: the key check and docs/configuration.md's rows know them.
+  auto keys = config_keys();
+  auto section = std::find_if(keys.begin(), keys.end(), [](auto& k) { return k.path == "scheduler.one-per-session"; });
+  ASSERT_NE(section, keys.end());
+  EXPECT_EQ(section->keys, (std::vector<std::string_view>{"busy"}));
+  // Read, checked with its place, and written back.
+  auto cfg = parse(std::string(chain) + "scheduler: {policy: one-per-session, one-per-session: {busy: 0.5}}\n");
+  EXPECT_DOUBLE_EQ(cfg.scheduler.section_as<one_per_session_options>().busy, 0.5);
+  EXPECT_DOUBLE_EQ(parse(to_yaml(cfg)).scheduler.section_as<one_per_session_options>().busy, 0.5);
+  auto bad = parse_cluster_config(
+      std::string(chain) + "scheduler: {policy: one-per-session, one-per-session: {busy: 2, bsy: 1}}\n", "c.yaml");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error_text().find("c.yaml:12:"), std::string::npos) << bad.error_text();
+  EXPECT_NE(bad.error_text().find("scheduler one-per-session busy must be in (0, 1]"), std::string::npos)
+      << bad.error_text();
+  EXPECT_NE(bad.error_text().find("unknown key 'bsy' in scheduler one-per-session"), std::string::npos)
+      << bad.error_text();
+  // Another policy's section is refused; a built-in policy's too, beside this one.
+  auto other =
+      parse_cluster_config(std::string(chain) + "scheduler: {policy: nexus, one-per-session: {busy: 1}}\n", "c.yaml");
+  EXPECT_NE(other.error_text().find("scheduler one-per-session is only read with policy: one-per-session"),
+            std::string::npos)
+      << other.error_text();
+  auto built_in =
+      parse_cluster_config(std::string(chain) + "scheduler: {policy: one-per-session, graft: {theta: 1}}\n", "c.yaml");
+  EXPECT_NE(built_in.error_text().find("scheduler graft is only read with policy: graft"), std::string::npos)
+      << built_in.error_text();
+  // The epochs it plans read it: a at 100/s busy 0.9 of a device needs 2 half-busy devices, b one.
+  auto in = planning_input(cfg, cfg.models);
+  in.rates = {100};
+  auto planned = sched::plan_for_load(in, nullptr, false, {100});
+  ASSERT_TRUE(planned) << planned.error();
+  EXPECT_EQ(planned->plan.result.placement.devices.size(), 3u);
+  in.options = {};
+  auto as_default = sched::plan_for_load(in, nullptr, false, {100});
+  ASSERT_TRUE(as_default) << as_default.error();
+  EXPECT_EQ(as_default->plan.result.placement.devices.size(), 2u) << "without its section: busy 1";
 }
 
 }  // namespace

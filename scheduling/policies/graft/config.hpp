@@ -1,0 +1,20 @@
+#pragma once
+// Graft's part of the cluster file (`scheduler: {policy: graft, graft: {...}}`).
+
+#include "config/policy_config.hpp"
+
+namespace sloserve::sched::graft {
+
+// Each partitioned model's fragments (the layer where the server starts, the SLO left, the rate)
+// are merged while the margin stays above `theta`, grouped about `group_size` a group, and
+// re-aligned onto shared layers (scheduling/policies/graft/epoch.hpp).
+struct options {
+  double theta = 0.2;
+  int group_size = 5;
+};
+
+// Its section, and its demands: it plans every device itself (no scaler), and every pipeline is
+// one stage on one partitioned model.
+policy_config config();
+
+}  // namespace sloserve::sched::graft

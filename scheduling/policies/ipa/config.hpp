@@ -1,0 +1,21 @@
+#pragma once
+// IPA's part of the cluster file (`scheduler: {policy: ipa, ipa: {...}}`).
+
+#include "config/policy_config.hpp"
+
+namespace sloserve::sched::ipa {
+
+// Every `interval_s` each pipeline's variant, batch and replicas per stage are chosen anew to
+// maximise alpha * accuracy - beta * cores - delta * sum of batches (scheduling/ipa.hpp).
+struct options {
+  double alpha = 1;
+  double beta = 0.01;
+  double delta = 0.0001;
+  double interval_s = 10;
+};
+
+// Its section, and its demand on the scaler: IPA's choices are realised as the scaler's
+// instances, so the scaler's policy becomes ipa, and no other may run beside it.
+policy_config config();
+
+}  // namespace sloserve::sched::ipa

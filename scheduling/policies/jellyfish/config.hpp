@@ -1,0 +1,33 @@
+#pragma once
+// Jellyfish's part of the cluster file (`scheduler: {policy: jellyfish, jellyfish: {...}}`).
+
+#include "config/policy_config.hpp"
+
+namespace sloserve::sched::jellyfish {
+
+// Every `interval_ms` the clients that name themselves are mapped to variants of their
+// pipeline's one stage, one variant per device (scheduling/policies/jellyfish/plan.hpp), and each
+// is told the image size to send.
+struct options {
+  double interval_ms = 500;
+  double overhead_ms = 5;         // per request beyond upload and compute, in the budgets L_ij
+  double bytes_per_pixel = 0.25;  // of a client's images before any was seen
+  int resident = 3;               // variants a device keeps loaded (memory allowing): switches back cost nothing
+  double compute_share = 0;       // > 0: budgets are this share of each SLO, uplinks ignored
+  // Uploads are timed at the uplink that a client's uploads fell below this share of the time
+  // over the last 10 s (client_registry, uplink_estimate::low_mbps); 0 or 1: at the estimate itself.
+  double uplink_quantile = 0.05;
+  // > 0: each frontend moves a pipeline's quantile (from uplink_quantile) to keep the share of its
+  // named clients' requests that miss their SLO (skipped frames included) near this
+  // (sched::dip_quantile); 0: the quantile stays.
+  double miss_target = 0.025;
+  // Clients move onto more accurate variants where compute is spare and their SLO holds whatever
+  // size their link carries (plan_options::spare).
+  bool use_spare = true;
+};
+
+// Its section, and its demands: it runs one variant per device itself (no scaler), on pipelines
+// of one stage whose models take images.
+policy_config config();
+
+}  // namespace sloserve::sched::jellyfish

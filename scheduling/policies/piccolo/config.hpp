@@ -1,0 +1,12 @@
+#pragma once
+// Piccolo's part of the cluster file: no section of its own, and its demands on the rest.
+
+#include "config/policy_config.hpp"
+
+namespace sloserve::sched::piccolo {
+
+// It gives every machine one stage's model at one configuration, and owns the devices: no
+// scaler beside it, and no cascades.
+policy_config config();
+
+}  // namespace sloserve::sched::piccolo
