@@ -100,224 +100,226 @@ expected<std::vector<mix_entry>> fragment_mix(const cluster_config& cfg, const p
   return out;
 }
 
-}  // namespace
+// What `sloserve load` was given.
+struct load_args {
+  std::string config, address, pipeline, json, trace, key, bandwidth, images, image_size, protocol = "zmq", token,
+                                                                                          report, fragments;
+  load_options lo;
+  client_options co;
+  std::string adaptation = "jellyfish";
+  CLI::Option* duration = nullptr;
+};
 
-void add_load_command(CLI::App& app, int& rc) {
-  struct opts {
-    std::string config, address, pipeline, json, trace, key, bandwidth, images, image_size, protocol = "zmq", token,
-                                                                                            report, fragments;
-    load_options lo;
-    client_options co;
-    std::string adaptation = "jellyfish";
-  };
-  auto o = std::make_shared<opts>();
-  auto& lo = o->lo;
-  auto* cmd = app.add_subcommand("load", "Drive a pipeline with requests and summarise what came back");
-  cmd->add_option("-c,--config", o->config, "cluster file (frontend address, pipeline SLO and input)")->required();
-  cmd->add_option("--address", o->address,
+// Where to connect and what traffic to send.
+void add_traffic_options(CLI::App* cmd, load_args& o) {
+  auto& lo = o.lo;
+  cmd->add_option("-c,--config", o.config, "cluster file (frontend address, pipeline SLO and input)")->required();
+  cmd->add_option("--address", o.address,
                   "frontend address (default: the first frontend of the file; with --protocol http, its http)");
   cmd->add_option(
-         "--protocol", o->protocol,
+         "--protocol", o.protocol,
          "zmq: sloserve's own; http: KServe v2 over HTTP (nodes[].http); grpc: KServe v2 over gRPC (nodes[].grpc)")
       ->check(CLI::IsMember({"zmq", "http", "grpc"}))
       ->capture_default_str();
-  cmd->add_option("--token", o->token, "http, grpc under security: a file holding a bearer token the ingress admits");
-  cmd->add_option("--pipeline", o->pipeline, "pipeline name")->required();
+  cmd->add_option("--token", o.token, "http, grpc under security: a file holding a bearer token the ingress admits");
+  cmd->add_option("--pipeline", o.pipeline, "pipeline name")->required();
   cmd->add_option("--rate", lo.rate, "requests/s (open loop)")->capture_default_str();
-  auto* duration =
-      cmd->add_option("--duration", lo.duration_s, "seconds of measured load (with --trace: the whole trace)")
-          ->capture_default_str();
+  o.duration = cmd->add_option("--duration", lo.duration_s, "seconds of measured load (with --trace: the whole trace)")
+                   ->capture_default_str();
   add_knob_option(cmd, "--arrival", lo.arrival, "arrival process");
   cmd->add_option("--cv", lo.cv, "gamma arrivals: coefficient of variation of the gaps")->capture_default_str();
-  cmd->add_option("--trace", o->trace, "file of per-second rates, one per line (replaces --rate)");
+  cmd->add_option("--trace", o.trace, "file of per-second rates, one per line (replaces --rate)");
   cmd->add_option("--concurrency", lo.concurrency, "closed loop: keep this many requests outstanding");
   cmd->add_option("--warmup", lo.warmup_s, "seconds sent before the measured window")->capture_default_str();
   cmd->add_option("--grace-ms", lo.grace_ms, "a request with no reply by send + SLO + this is lost")
       ->capture_default_str();
   cmd->add_option("--network-ms", lo.network_ms, "network time to attach to every request");
-  cmd->add_option("--bandwidth-trace", o->bandwidth,
+  cmd->add_option("--bandwidth-trace", o.bandwidth,
                   "file of per-second uplink Mbps: each request carries payload·8/Mbps ms of network time; with "
                   "--clients, each client's uplink: one file, FILE,FILE,... (cycled) or a folder of them");
-  cmd->add_option("--clients", o->co.clients,
-                  "N video clients of their own, each sending JPEG frames over an emulated uplink (see --client-fps, "
-                  "--client-slo-ms, --bandwidth-trace, --rtt-ms, --data-adaptation); the model needs preprocess:");
-  cmd->add_option("--client-slo-ms", o->co.slo_ms,
-                  "with --clients: each client's SLO, cycled (default: the pipeline's)")
-      ->delimiter(',');
-  cmd->add_option("--client-fps", o->co.fps, "with --clients: each client's frames/s, cycled (default: rate / N)")
-      ->delimiter(',');
-  cmd->add_option("--client-join-s", o->co.join_s,
-                  "with --clients: the second each client starts sending, cycled (default: all at once; "
-                  "0,30,30,...: one client, then the rest join at 30 s)")
-      ->delimiter(',');
-  cmd->add_option("--rtt-ms", o->co.rtt_ms, "with --clients: each client's round trip to the frontend")
-      ->capture_default_str();
-  cmd->add_flag_callback(
-      "--send-every-frame", [o] { o->co.skip_hopeless = false; },
-      "with --clients: send even the frames that could not cross the uplink in time to be answered within their "
-      "SLO (by default a client skips them, and they count as missed)");
-  cmd->add_option("--data-adaptation", o->adaptation,
-                  "with --clients: jellyfish (send the size replies advise, or the largest the uplink carries), "
-                  "bandwidth (the largest the uplink carries), off (always the middle size)")
-      ->check(CLI::IsMember({"jellyfish", "bandwidth", "off"}))
-      ->capture_default_str();
   cmd->add_option("--payload-kb", lo.payload_kb, "payload size for --bandwidth-trace (default: the input tensor's)");
-  cmd->add_option("--fragments", o->fragments,
+  cmd->add_option("--fragments", o.fragments,
                   "a partitioned model's clients: START:SLO_MS[:WEIGHT[:CLIENTS]],... (each request starts at layer "
                   "START, carries what the layers before make, and declares SLO_MS; from CLIENTS named clients)");
   cmd->add_option("--seed", lo.seed, "random seed of arrivals and payloads")->capture_default_str();
   cmd->add_option("--wait-ready", lo.wait_ready_s, "seconds to wait for the frontend to be ready")
       ->capture_default_str();
-  cmd->add_option("--key", o->key,
+  cmd->add_option("--key", o.key,
                   "this client's CurveZMQ key pair (NAME.key from `sloserve keys`), when the file has security:");
-  cmd->add_option("--json", o->json, "write the summary (and per-second series) here");
-  cmd->add_option("--report", o->report,
-                  "write one self-contained HTML page here: latency CDF, per-second series, attainment, the "
-                  "cluster file and the command");
   cmd->add_option("--threads", lo.threads,
                   "sending threads, each with its own connection (default: enough for the rate)");
-  cmd->add_option("--images", o->images,
+  cmd->add_option("--images", o.images,
                   "send these JPEG files (a file, or a folder of *.jpg) in turn; the model needs preprocess:");
-  cmd->add_option("--image-size", o->image_size,
+  cmd->add_option("--image-size", o.image_size,
                   "send random uint8 HxW RGB images (e.g. 480x640); the model needs preprocess:");
-  cmd->callback([o, duration, &rc] {
-    auto cfg = load_config_or_report(o->config);
-    if (!cfg) return void(rc = 2);
-    auto& lo = o->lo;
-    auto* p = cfg->find_pipeline(o->pipeline);
-    if (!p) {
-      std::cerr << o->config << ": has no pipeline '" << o->pipeline << "'\n";
-      return void(rc = 2);
-    }
-    lo.pipeline = p->name;
-    lo.slo_ms = p->slo_ms;
-    lo.input = cfg->models[p->stages[p->roots().front()].model_index].input;
-    lo.address = o->address;
-    lo.input_name = cfg->models[p->stages[p->roots().front()].model_index].input_name;
-    // The frontend's ingress for the protocol: its ZeroMQ address, nodes[].http or nodes[].grpc.
-    auto ingress = [&](const node_spec* f) -> const std::string& {
-      return o->protocol == "http" ? f->http : o->protocol == "grpc" ? f->grpc : f->address;
-    };
-    auto* frontend = cfg->with_role(role::frontend).front();
-    for (auto* f : cfg->with_role(role::frontend))
-      if (f->address == lo.address || (!lo.address.empty() && ingress(f) == lo.address)) frontend = f;
+}
+
+// Video clients of their own (--clients), and what is written besides the summary.
+void add_client_options(CLI::App* cmd, load_args& o) {
+  cmd->add_option("--clients", o.co.clients,
+                  "N video clients of their own, each sending JPEG frames over an emulated uplink (see --client-fps, "
+                  "--client-slo-ms, --bandwidth-trace, --rtt-ms, --data-adaptation); the model needs preprocess:");
+  cmd->add_option("--client-slo-ms", o.co.slo_ms, "with --clients: each client's SLO, cycled (default: the pipeline's)")
+      ->delimiter(',');
+  cmd->add_option("--client-fps", o.co.fps, "with --clients: each client's frames/s, cycled (default: rate / N)")
+      ->delimiter(',');
+  cmd->add_option("--client-join-s", o.co.join_s,
+                  "with --clients: the second each client starts sending, cycled (default: all at once; "
+                  "0,30,30,...: one client, then the rest join at 30 s)")
+      ->delimiter(',');
+  cmd->add_option("--rtt-ms", o.co.rtt_ms, "with --clients: each client's round trip to the frontend")
+      ->capture_default_str();
+  auto* co = &o.co;
+  cmd->add_flag_callback(
+      "--send-every-frame", [co] { co->skip_hopeless = false; },
+      "with --clients: send even the frames that could not cross the uplink in time to be answered within their "
+      "SLO (by default a client skips them, and they count as missed)");
+  cmd->add_option("--data-adaptation", o.adaptation,
+                  "with --clients: jellyfish (send the size replies advise, or the largest the uplink carries), "
+                  "bandwidth (the largest the uplink carries), off (always the middle size)")
+      ->check(CLI::IsMember({"jellyfish", "bandwidth", "off"}))
+      ->capture_default_str();
+  cmd->add_option("--json", o.json, "write the summary (and per-second series) here");
+  cmd->add_option("--report", o.report,
+                  "write one self-contained HTML page here: latency CDF, per-second series, attainment, the "
+                  "cluster file and the command");
+}
+
+// The frontend to send to and how: its ingress for the protocol (its ZeroMQ address,
+// nodes[].http or nodes[].grpc), TLS and token, or CurveZMQ keys.
+status choose_frontend(const cluster_config& cfg, load_args& o) {
+  auto& lo = o.lo;
+  lo.address = o.address;
+  auto ingress = [&](const node_spec* f) -> const std::string& {
+    return o.protocol == "http" ? f->http : o.protocol == "grpc" ? f->grpc : f->address;
+  };
+  auto* frontend = cfg.with_role(role::frontend).front();
+  for (auto* f : cfg.with_role(role::frontend))
+    if (f->address == lo.address || (!lo.address.empty() && ingress(f) == lo.address)) frontend = f;
+  if (lo.address.empty())
+    for (auto* f : cfg.with_role(role::frontend))
+      if (ingress(frontend).empty()) frontend = f;
+  if (o.protocol == "http" || o.protocol == "grpc") {
+    lo.protocol = o.protocol == "http" ? load_protocol::http : load_protocol::grpc;
+    if (lo.address.empty()) lo.address = ingress(frontend);
     if (lo.address.empty())
-      for (auto* f : cfg->with_role(role::frontend))
-        if (ingress(frontend).empty()) frontend = f;
-    if (o->protocol == "http" || o->protocol == "grpc") {
-      lo.protocol = o->protocol == "http" ? load_protocol::http : load_protocol::grpc;
-      if (lo.address.empty()) lo.address = ingress(frontend);
-      if (lo.address.empty()) {
-        std::cerr << o->config << ": no frontend has a " << o->protocol << " ingress (nodes[]." << o->protocol
-                  << "); pass --address HOST:PORT\n";
-        return void(rc = 2);
-      }
-      if (!o->key.empty() || !o->images.empty() || !o->image_size.empty()) {
-        std::cerr << "--protocol " << o->protocol << " takes neither --key nor images\n";
-        return void(rc = 2);
-      }
-      if (cfg->security.enabled()) {
-        // TLS against the cluster's own certificate; the token from --token.
-        lo.http_ca = cfg->security.tls_cert;
-        if (!o->token.empty()) {
-          auto token = read_token_file(o->token);
-          if (!token) {
-            std::cerr << "--token: " << token.error() << "\n";
-            return void(rc = 2);
-          }
-          lo.http_token = *token;
-        }
+      return fail(o.config + ": no frontend has a " + o.protocol + " ingress (nodes[]." + o.protocol +
+                  "); pass --address HOST:PORT");
+    if (!o.key.empty() || !o.images.empty() || !o.image_size.empty())
+      return fail("--protocol " + o.protocol + " takes neither --key nor images");
+    if (cfg.security.enabled()) {
+      // TLS against the cluster's own certificate; the token from --token.
+      lo.http_ca = cfg.security.tls_cert;
+      if (!o.token.empty()) {
+        auto token = read_token_file(o.token);
+        if (!token) return fail("--token: " + token.error());
+        lo.http_token = *token;
       }
     }
-    if (lo.address.empty()) lo.address = frontend->address;
-    if (!o->key.empty() && lo.protocol == load_protocol::zmq) {
-      if (!cfg->security.enabled()) {
-        std::cerr << o->config << ": --key given, but the file has no security: section\n";
-        return void(rc = 2);
-      }
-      auto ours = read_curve_file(o->key, true);
-      auto server = read_curve_file(cfg->security.keys + "/" + frontend->name + ".pub", false);
-      if (!ours || !server) {
-        std::cerr << (!ours ? ours.error() : server.error()) << "\n";
-        return void(rc = 2);
-      }
-      lo.key = *ours;
-      lo.server_key = server->public_key;
-    } else if (cfg->security.enabled() && lo.protocol == load_protocol::zmq) {
-      spdlog::warn("{} enables security; without --key the frontend will refuse this client", o->config);
-    }
-    if (lo.address.find("*") != std::string::npos || lo.address.find("0.0.0.0") != std::string::npos) {
-      std::cerr << "frontend address " << lo.address << " is a wildcard; pass --address\n";
-      return void(rc = 2);
-    }
-    // Reads a file named on the command line into `into`; false (reported) when it cannot.
-    auto read = [](const std::string& path, auto reader, auto& into) {
-      if (path.empty()) return true;
-      auto got = reader(path);
-      if (!got)
-        std::cerr << got.error() << "\n";
-      else
-        into = std::move(*got);
-      return bool(got);
-    };
-    if (!o->fragments.empty()) {
-      auto mix = fragment_mix(*cfg, *p, o->fragments);
-      if (!mix) {
-        std::cerr << "--fragments: " << mix.error() << "\n";
-        return void(rc = 2);
-      }
-      lo.mix = std::move(*mix);
-      lo.slo_ms = 0;
-      for (auto& m : lo.mix) lo.slo_ms = std::max(lo.slo_ms, m.slo_ms);
-    }
-    if (o->co.clients > 0)
-      return void(rc = run_clients_command(*cfg, *p, o->bandwidth, o->adaptation, o->json, lo, o->co));
-    auto mbps = [](const std::string& f) { return read_rate_trace(f, "Mbps"); };
-    auto rates = [](const std::string& f) { return read_rate_trace(f); };
-    if (!read(o->bandwidth, mbps, lo.bandwidth_mbps) || !read(o->trace, rates, lo.trace) ||
-        !read(o->images, read_images, lo.images))
-      return void(rc = 2);
-    if (!lo.bandwidth_mbps.empty() && lo.payload_kb <= 0)
-      lo.payload_kb = static_cast<double>(lo.input.byte_size().value_or(0)) / 1024;
-    // A trace is replayed whole unless --duration cuts it short.
-    if (!lo.trace.empty() && duration->count() == 0) lo.duration_s = static_cast<double>(lo.trace.size());
-    if (!o->image_size.empty()) {
-      int h = 0, w = 0;
-      char x = 0;
-      std::istringstream in(o->image_size);
-      if (!(in >> h >> x >> w) || x != 'x' || h < 1 || w < 1 || h > 16384 || w > 16384) {
-        std::cerr << "--image-size " << o->image_size << ": expected HxW, e.g. 480x640\n";
-        return void(rc = 2);
-      }
-      for (uint64_t i = 0; i < 8; ++i)
-        lo.images.push_back(make_tensor({dtype::uint8, {h, w, 3}}, lo.seed + i, "image"));
-    }
-    // The frontend disconnects a sender whose message is over its frame limit, without a reply:
-    // refuse such payloads here, with the reason.
-    uint64_t largest = lo.images.empty() ? lo.input.byte_size().value_or(0) : 0;
-    for (auto& t : lo.images) largest = std::max<uint64_t>(largest, t.data.size());
-    for (auto& m : lo.mix) largest = std::max<uint64_t>(largest, m.input.byte_size().value_or(0));
-    if (largest > static_cast<uint64_t>(cfg->runtime.max_payload_bytes)) {
-      std::cerr << "a request of " << largest << " bytes exceeds runtime.max_payload_bytes ("
-                << cfg->runtime.max_payload_bytes << ") of " << o->config << "\n";
-      return void(rc = 2);
-    }
-    lo.progress = true;
-    auto ran = run_load(lo);
-    if (!ran) {
-      std::cerr << "sloserve load: " << ran.error() << "\n";
-      return void(rc = 1);
-    }
-    auto& s = *ran;
-    std::cout << s.to_text();
-    if (!o->json.empty()) std::ofstream(o->json) << s.to_json(lo).dump(2) << "\n";
-    if (!o->report.empty()) {
-      std::ifstream file(o->config);
-      std::stringstream text;
-      text << file.rdbuf();
-      std::ofstream(o->report) << html_report({&s, &lo, command_line(), text.str()});
-    }
-  });
+  }
+  if (lo.address.empty()) lo.address = frontend->address;
+  if (!o.key.empty() && lo.protocol == load_protocol::zmq) {
+    if (!cfg.security.enabled()) return fail(o.config + ": --key given, but the file has no security: section");
+    auto ours = read_curve_file(o.key, true);
+    if (!ours) return fail(ours.error());
+    auto server = read_curve_file(cfg.security.keys + "/" + frontend->name + ".pub", false);
+    if (!server) return fail(server.error());
+    lo.key = *ours;
+    lo.server_key = server->public_key;
+  } else if (cfg.security.enabled() && lo.protocol == load_protocol::zmq) {
+    spdlog::warn("{} enables security; without --key the frontend will refuse this client", o.config);
+  }
+  if (lo.address.find("*") != std::string::npos || lo.address.find("0.0.0.0") != std::string::npos)
+    return fail("frontend address " + lo.address + " is a wildcard; pass --address");
+  return {};
+}
+
+// What the requests carry: a rate or bandwidth trace, images; none over the frontend's frame
+// limit (it would disconnect the sender without a reply).
+status choose_payloads(const cluster_config& cfg, load_args& o) {
+  auto& lo = o.lo;
+  // Reads a file named on the command line into `into`, if one is.
+  auto read = [](const std::string& path, auto reader, auto& into) -> status {
+    if (path.empty()) return {};
+    auto got = reader(path);
+    if (!got) return fail(got.error());
+    into = std::move(*got);
+    return {};
+  };
+  if (auto ok = read(
+          o.bandwidth, [](auto& f) { return read_rate_trace(f, "Mbps"); }, lo.bandwidth_mbps);
+      !ok)
+    return ok;
+  if (auto ok = read(
+          o.trace, [](auto& f) { return read_rate_trace(f); }, lo.trace);
+      !ok)
+    return ok;
+  if (auto ok = read(o.images, read_images, lo.images); !ok) return ok;
+  if (!lo.bandwidth_mbps.empty() && lo.payload_kb <= 0)
+    lo.payload_kb = static_cast<double>(lo.input.byte_size().value_or(0)) / 1024;
+  // A trace is replayed whole unless --duration cuts it short.
+  if (!lo.trace.empty() && o.duration->count() == 0) lo.duration_s = static_cast<double>(lo.trace.size());
+  if (!o.image_size.empty()) {
+    int h = 0, w = 0;
+    char x = 0;
+    std::istringstream in(o.image_size);
+    if (!(in >> h >> x >> w) || x != 'x' || h < 1 || w < 1 || h > 16384 || w > 16384)
+      return fail("--image-size " + o.image_size + ": expected HxW, e.g. 480x640");
+    for (uint64_t i = 0; i < 8; ++i) lo.images.push_back(make_tensor({dtype::uint8, {h, w, 3}}, lo.seed + i, "image"));
+  }
+  uint64_t largest = lo.images.empty() ? lo.input.byte_size().value_or(0) : 0;
+  for (auto& t : lo.images) largest = std::max<uint64_t>(largest, t.data.size());
+  for (auto& m : lo.mix) largest = std::max<uint64_t>(largest, m.input.byte_size().value_or(0));
+  if (largest > static_cast<uint64_t>(cfg.runtime.max_payload_bytes))
+    return fail("a request of " + std::to_string(largest) + " bytes exceeds runtime.max_payload_bytes (" +
+                std::to_string(cfg.runtime.max_payload_bytes) + ") of " + o.config);
+  return {};
+}
+
+// Runs the load `o` describes; the exit code.
+int run_load_command(load_args& o) {
+  auto cfg = load_config_or_report(o.config);
+  if (!cfg) return 2;
+  auto& lo = o.lo;
+  auto* p = cfg->find_pipeline(o.pipeline);
+  if (!p) return std::cerr << o.config << ": has no pipeline '" << o.pipeline << "'\n", 2;
+  lo.pipeline = p->name;
+  lo.slo_ms = p->slo_ms;
+  auto& root = cfg->models[p->stages[p->roots().front()].model_index];
+  lo.input = root.input;
+  lo.input_name = root.input_name;
+  if (auto ok = choose_frontend(*cfg, o); !ok) return std::cerr << ok.error() << "\n", 2;
+  if (!o.fragments.empty()) {
+    auto mix = fragment_mix(*cfg, *p, o.fragments);
+    if (!mix) return std::cerr << "--fragments: " << mix.error() << "\n", 2;
+    lo.mix = std::move(*mix);
+    lo.slo_ms = 0;
+    for (auto& m : lo.mix) lo.slo_ms = std::max(lo.slo_ms, m.slo_ms);
+  }
+  if (o.co.clients > 0) return run_clients_command(*cfg, *p, o.bandwidth, o.adaptation, o.json, lo, o.co);
+  if (auto ok = choose_payloads(*cfg, o); !ok) return std::cerr << ok.error() << "\n", 2;
+  lo.progress = true;
+  auto ran = run_load(lo);
+  if (!ran) return std::cerr << "sloserve load: " << ran.error() << "\n", 1;
+  std::cout << ran->to_text();
+  if (!o.json.empty()) std::ofstream(o.json) << ran->to_json(lo).dump(2) << "\n";
+  if (!o.report.empty()) {
+    std::ifstream file(o.config);
+    std::stringstream text;
+    text << file.rdbuf();
+    std::ofstream(o.report) << html_report({&*ran, &lo, command_line(), text.str()});
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_load_command(CLI::App& app, int& rc) {
+  auto o = std::make_shared<load_args>();
+  auto* cmd = app.add_subcommand("load", "Drive a pipeline with requests and summarise what came back");
+  add_traffic_options(cmd, *o);
+  add_client_options(cmd, *o);
+  cmd->callback([o, &rc] { rc = run_load_command(*o); });
 }
 
 }  // namespace sloserve

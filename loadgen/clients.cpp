@@ -92,192 +92,254 @@ steady::duration ms_duration(double ms) {
   return std::chrono::duration_cast<steady::duration>(std::chrono::duration<double, std::milli>(ms));
 }
 
-void run_client(const load_options& o, const client_options& co, size_t index, load_connection& c,
-                steady::time_point start, int64_t start_wall_us, const std::vector<tensor>& frames, lane_tally& out,
-                client_result& res) {
-  msg::decode_limits limits;
-  limits.max_payload_bytes = 1ULL << 32;
-  auto n = static_cast<size_t>(co.clients);
-  res.id = "client-" + std::to_string(index);
-  res.slo_ms = co.slo_ms.empty() ? o.slo_ms : cycled(co.slo_ms, index);
-  res.fps = co.fps.empty() ? std::max(1.0, o.rate / static_cast<double>(n)) : cycled(co.fps, index);
-  emulated_uplink link(co.bandwidth.empty() ? nullptr : &cycled(co.bandwidth, index), start, co.rtt_ms);
-  double total_s = o.warmup_s + o.duration_s;
-  auto measure_from = start + ms_duration(o.warmup_s * 1e3);
-  auto stop = start + ms_duration(total_s * 1e3);
-  auto gap = ms_duration(1e3 / res.fps);
-  auto grace = ms_duration(res.slo_ms + o.grace_ms);
-  auto second_of = [&](steady::time_point t) {
-    return t < measure_from ? size_t{0} : static_cast<size_t>(std::chrono::duration<double>(t - measure_from).count());
-  };
-  std::vector<size_t> frame_bytes;  // what a frame of each size weighs
-  for (size_t i = 0; i < co.sizes.size(); ++i) frame_bytes.push_back(frames[i].data.size());
-  auto index_of = [&](image_size s) {
-    for (size_t i = 0; i < co.sizes.size(); ++i)
-      if (co.sizes[i] == s) return i;
-    return co.sizes.size();
-  };
-  std::optional<image_size> advised;
+// One video client: it captures frames at its rate, chooses each one's size from what it knows of
+// its uplink (and what replies advise), uploads them over its emulated uplink, gives up those that
+// would cross too late, and tallies the replies.
+class video_client {
+ public:
+  video_client(const load_options& o, const client_options& co, size_t index, load_connection& c,
+               steady::time_point start, int64_t start_wall_us, const std::vector<tensor>& frames, lane_tally& out,
+               client_result& res)
+      : o_(o),
+        co_(co),
+        index_(index),
+        c_(c),
+        start_(start),
+        start_wall_us_(start_wall_us),
+        frames_(frames),
+        out_(out),
+        res_(res),
+        link_(co.bandwidth.empty() ? nullptr : &cycled(co.bandwidth, index), start, co.rtt_ms) {
+    auto n = static_cast<size_t>(co.clients);
+    res.id = "client-" + std::to_string(index);
+    res.slo_ms = co.slo_ms.empty() ? o.slo_ms : cycled(co.slo_ms, index);
+    res.fps = co.fps.empty() ? std::max(1.0, o.rate / static_cast<double>(n)) : cycled(co.fps, index);
+    double total_s = o.warmup_s + o.duration_s;
+    measure_from_ = start + ms_duration(o.warmup_s * 1e3);
+    stop_ = start + ms_duration(total_s * 1e3);
+    gap_ = ms_duration(1e3 / res.fps);
+    grace_ = ms_duration(res.slo_ms + o.grace_ms);
+    for (size_t i = 0; i < co.sizes.size(); ++i) frame_bytes_.push_back(frames[i].data.size());
+    out = lane_tally(static_cast<size_t>(std::ceil(total_s)));
+    // A client that joins later sends nothing before it joins.
+    auto joins = co.join_s.empty() ? steady::duration{} : ms_duration(cycled(co.join_s, index) * 1e3);
+    next_capture_ = start + joins + gap_ * static_cast<int64_t>(index) / static_cast<int64_t>(n);
+    limits_.max_payload_bytes = 1ULL << 32;
+  }
+
+  void run() {
+    std::string buf;
+    while (true) {
+      auto now = steady::now();
+      capture(now);
+      give_up_hopeless(now);
+      deliver(now);
+      expire_lost(expiry_, pending_, now, out_);
+      if (next_capture_ >= stop_ && on_link_.empty() && pending_.empty()) break;
+      // Wake for the next capture, the next arrival, or within 10 ms to judge the frame crossing.
+      auto soon = now + std::chrono::milliseconds(10);
+      auto wake = std::min({next_capture_ < stop_ ? next_capture_ : soon, link_.next_arrival().value_or(soon), soon});
+      int timeout = static_cast<int>(
+          std::clamp<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count(), 0, 10));
+      for (int wait = timeout; c_.recv(buf, wait); wait = 0) {
+        receive(buf);
+        auto next = link_.next_arrival();
+        if (steady::now() >= next_capture_ || (next && steady::now() >= *next)) break;
+      }
+    }
+  }
+
+ private:
+  size_t second_of(steady::time_point t) const {
+    return t < measure_from_ ? size_t{0}
+                             : static_cast<size_t>(std::chrono::duration<double>(t - measure_from_).count());
+  }
+  size_t index_of(image_size s) const {
+    for (size_t i = 0; i < co_.sizes.size(); ++i)
+      if (co_.sizes[i] == s) return i;
+    return co_.sizes.size();
+  }
+  double seconds(steady::time_point t) const { return std::chrono::duration<double>(t - start_).count(); }
   // What the client knows of its uplink: the transfers it has finished (or given up), as the
   // harmonic mean of the last second, or the latest transfer's rate when that is lower (a drop
   // counts at once); before the first, it sends the smallest size.
-  sched::uplink_estimate uplink_seen;
-  double latest_mbps = -1;
-  auto seconds = [&](steady::time_point t) { return std::chrono::duration<double>(t - start).count(); };
-  auto learn = [&](steady::time_point t) {
-    for (auto& x : link.ended(t)) {
+  void learn(steady::time_point t) {
+    for (auto& x : link_.ended(t)) {
       double took = ms(x.end - x.start);
-      uplink_seen.add(seconds(x.end), static_cast<int64_t>(x.bytes), took);
-      latest_mbps = x.bytes * 8 / (std::max(took, 1e-6) * 1e3);
+      uplink_seen_.add(seconds(x.end), static_cast<int64_t>(x.bytes), took);
+      latest_mbps_ = x.bytes * 8 / (std::max(took, 1e-6) * 1e3);
     }
-  };
-  auto known_mbps = [&](steady::time_point t) { return std::min(uplink_seen.mbps(seconds(t)), latest_mbps); };
+  }
+  double known_mbps(steady::time_point t) { return std::min(uplink_seen_.mbps(seconds(t)), latest_mbps_); }
   // The server's part of the latency as this client has seen it: from a transfer's end to its
   // reply, the least over the last 32 answers (0 before the first).
-  std::deque<double> server_seen;
-  auto server_ms = [&] { return server_seen.empty() ? 0 : *std::min_element(server_seen.begin(), server_seen.end()); };
-  auto choose = [&](steady::time_point t) {
+  double server_ms() const {
+    return server_seen_.empty() ? 0 : *std::min_element(server_seen_.begin(), server_seen_.end());
+  }
+
+  // The size of a frame captured at `t`.
+  size_t choose(steady::time_point t) {
     learn(t);
     double mbps = known_mbps(t);
     // A link still busy with earlier frames carries less than they assumed: the smallest size
     // drains it fastest.
-    bool backlog = link.free_at() > t;
-    auto carried = mbps < 0 || backlog ? size_t{0} : largest_carried(frame_bytes, mbps, res.fps);
-    switch (co.adaptation) {
+    bool backlog = link_.free_at() > t;
+    auto carried = mbps < 0 || backlog ? size_t{0} : largest_carried(frame_bytes_, mbps, res_.fps);
+    switch (co_.adaptation) {
       case data_adaptation::off:
-        return index_of(co.fixed);
+        return index_of(co_.fixed);
       case data_adaptation::bandwidth:
         return carried;
       case data_adaptation::jellyfish:
         // A client that knows its SLO sends no size it knows would cross too late: until the
         // replies advise, and when its link fell since they did.
-        return jellyfish_size(frame_bytes, advised ? index_of(*advised) : co.sizes.size(), carried, mbps, server_ms(),
-                              res.slo_ms);
+        return jellyfish_size(frame_bytes_, advised_ ? index_of(*advised_) : co_.sizes.size(), carried, mbps,
+                              server_ms(), res_.slo_ms);
     }
     return carried;
-  };
+  }
 
-  out = lane_tally(static_cast<size_t>(std::ceil(total_s)));
-  std::unordered_map<uint64_t, frame> pending;  // at the frontend, awaiting a reply
-  std::unordered_map<uint64_t, frame> on_link;  // captured, not yet at the frontend
-  uint32_t skips_untold = 0;                    // frames skipped since the last request, told with the next
-  auto skip = [&](const frame& f) {
-    ++skips_untold;
+  void skip(const frame& f) {
+    ++skips_untold_;
     if (!f.measured) return;
-    out.skipped();
-    ++res.skipped;
-  };
-  std::deque<std::pair<steady::time_point, uint64_t>> expiry;  // capture order = deadline order
-  // A client that joins later sends nothing before it joins.
-  auto joins = co.join_s.empty() ? steady::duration{} : ms_duration(cycled(co.join_s, index) * 1e3);
-  auto next_capture = start + joins + gap * static_cast<int64_t>(index) / static_cast<int64_t>(n);
-  uint64_t next_id = 1;
-  std::string buf;
-  while (true) {
-    auto now = steady::now();
-    for (; next_capture <= now && next_capture < stop; next_capture += gap) {
-      frame f{
-          next_id++, next_capture, {}, {}, choose(next_capture), next_capture >= measure_from, second_of(next_capture)};
-      auto bytes = static_cast<double>(frames[f.size].data.size());
+    out_.skipped();
+    ++res_.skipped;
+  }
+
+  // The frames captured by `now`, onto the uplink or skipped.
+  void capture(steady::time_point now) {
+    for (; next_capture_ <= now && next_capture_ < stop_; next_capture_ += gap_) {
+      frame f{next_id_++,
+              next_capture_,
+              {},
+              {},
+              choose(next_capture_),
+              next_capture_ >= measure_from_,
+              second_of(next_capture_)};
+      auto bytes = static_cast<double>(frames_[f.size].data.size());
       // A frame that, at the uplink the client knows of and behind the bytes still in its send
       // queue, would cross too late to be answered within its SLO only delays the frames after
       // it. On an idle link a frame is sent whatever was seen before: it measures the link anew.
-      double mbps = known_mbps(next_capture);
-      if (co.skip_hopeless && mbps > 0 && link.free_at() > next_capture &&
-          (link.backlog_bytes(next_capture) + bytes) * 8 / (mbps * 1e3) + server_ms() > res.slo_ms) {
+      double mbps = known_mbps(next_capture_);
+      if (co_.skip_hopeless && mbps > 0 && link_.free_at() > next_capture_ &&
+          (link_.backlog_bytes(next_capture_) + bytes) * 8 / (mbps * 1e3) + server_ms() > res_.slo_ms) {
         skip(f);
         continue;
       }
-      link.send(f.id, f.capture, bytes);
-      on_link.emplace(f.id, f);
-    }
-    // A frame whose upload, at the rate its bytes have been leaving (or, in its first 5 ms, the
-    // rate the client knew), would end too late to be answered within its SLO is given up, and
-    // the link goes to the frames behind it.
-    while (co.skip_hopeless) {
-      auto* x = link.crossing(now);
-      if (!x) break;
-      double elapsed = ms(now - x->start), sent = link.bits_between(x->start, now) / 8;
-      double mbps = elapsed >= 5 ? sent * 8 / (elapsed * 1e3) : known_mbps(now);
-      if (mbps <= 0 || ms(now - x->captured) + (x->bytes - sent) * 8 / (mbps * 1e3) + server_ms() <= res.slo_ms) break;
-      auto it = on_link.find(x->id);
-      if (it != on_link.end()) {
-        skip(it->second);
-        on_link.erase(it);
-      }
-      link.cancel(now);
-      learn(now);
-    }
-    for (auto& x : link.arrived(now)) {
-      auto it = on_link.find(x.id);
-      if (it == on_link.end()) continue;
-      auto f = it->second;
-      on_link.erase(it);
-      f.start = x.start;
-      f.deliver = x.end + ms_duration(co.rtt_ms / 2);
-      if (f.measured) {  // a request is sent once it is on its way to the frontend whole
-        out.sent(f.second);
-        ++res.sent;
-        auto& sz = co.sizes[f.size];
-        ++res.sizes[std::to_string(sz.height) + "x" + std::to_string(sz.width)];
-      }
-      msg::client_request r;
-      r.pipeline = o.pipeline;
-      r.request_id = f.id;
-      r.inputs.push_back(frames[f.size]);
-      r.sent_at_us = start_wall_us + std::chrono::duration_cast<std::chrono::microseconds>(f.capture - start).count();
-      r.client = res.id;
-      r.slo_ms = res.slo_ms;
-      r.rate_hz = res.fps;
-      r.rtt_ms = co.rtt_ms;
-      r.queued_ms = ms(f.start - f.capture);
-      r.skipped = std::exchange(skips_untold, 0);
-      pending.emplace(f.id, f);
-      // The deadline runs from capture; a reply is awaited from the moment it is on the wire.
-      expiry.emplace_back(f.deliver + grace, f.id);
-      c.send(msg::encode_frame({{}, std::move(r)}));
-    }
-    expire_lost(expiry, pending, now, out);
-    if (next_capture >= stop && on_link.empty() && pending.empty()) break;
-    // Wake for the next capture, the next arrival, or within 10 ms to judge the frame crossing.
-    auto wake = std::min({next_capture < stop ? next_capture : now + std::chrono::milliseconds(10),
-                          link.next_arrival().value_or(now + std::chrono::milliseconds(10)),
-                          now + std::chrono::milliseconds(10)});
-    int timeout = static_cast<int>(
-        std::clamp<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count(), 0, 10));
-    for (int wait = timeout; c.recv(buf, wait); wait = 0) {
-      auto d = msg::decode(buf, limits);
-      if (!d.value) continue;
-      auto* r = std::get_if<msg::client_reply>(&d.value->content);
-      if (!r) continue;
-      auto it = pending.find(r->request_id);
-      if (it == pending.end()) {
-        out.late();
-        continue;
-      }
-      auto f = it->second;
-      pending.erase(it);
-      if (r->input_height > 0 && r->input_width > 0)
-        advised = image_size{static_cast<int>(r->input_height), static_cast<int>(r->input_width)};
-      if (r->code == msg::status::ok) {
-        server_seen.push_back(ms(steady::now() - (f.deliver - ms_duration(co.rtt_ms / 2))));
-        if (server_seen.size() > 32) server_seen.pop_front();
-      }
-      if (!f.measured) continue;
-      double latency = ms(steady::now() - f.capture);
-      out.reply(*r, f.second, latency, 0, res.slo_ms);
-      if (r->code == msg::status::ok && latency <= res.slo_ms) {
-        ++res.ok_within_slo;
-        if (!r->timings.empty())
-          if (auto m = co.model_size.find(r->timings.front().model); m != co.model_size.end()) {
-            res.accuracy_sum += co.size_accuracy[std::min(m->second, f.size)];
-            ++res.answered_within;
-          }
-      }
-      auto next = link.next_arrival();
-      if (steady::now() >= next_capture || (next && steady::now() >= *next)) break;
+      link_.send(f.id, f.capture, bytes);
+      on_link_.emplace(f.id, f);
     }
   }
+
+  // A frame whose upload, at the rate its bytes have been leaving (or, in its first 5 ms, the
+  // rate the client knew), would end too late to be answered within its SLO is given up, and the
+  // link goes to the frames behind it.
+  void give_up_hopeless(steady::time_point now) {
+    while (co_.skip_hopeless) {
+      auto* x = link_.crossing(now);
+      if (!x) break;
+      double elapsed = ms(now - x->start), sent = link_.bits_between(x->start, now) / 8;
+      double mbps = elapsed >= 5 ? sent * 8 / (elapsed * 1e3) : known_mbps(now);
+      if (mbps <= 0 || ms(now - x->captured) + (x->bytes - sent) * 8 / (mbps * 1e3) + server_ms() <= res_.slo_ms) break;
+      if (auto it = on_link_.find(x->id); it != on_link_.end()) {
+        skip(it->second);
+        on_link_.erase(it);
+      }
+      link_.cancel(now);
+      learn(now);
+    }
+  }
+
+  // The frames whose upload ended by `now`, sent to the frontend as requests.
+  void deliver(steady::time_point now) {
+    for (auto& x : link_.arrived(now)) {
+      auto it = on_link_.find(x.id);
+      if (it == on_link_.end()) continue;
+      auto f = it->second;
+      on_link_.erase(it);
+      f.start = x.start;
+      f.deliver = x.end + ms_duration(co_.rtt_ms / 2);
+      if (f.measured) {  // a request is sent once it is on its way to the frontend whole
+        out_.sent(f.second);
+        ++res_.sent;
+        auto& sz = co_.sizes[f.size];
+        ++res_.sizes[std::to_string(sz.height) + "x" + std::to_string(sz.width)];
+      }
+      msg::client_request r;
+      r.pipeline = o_.pipeline;
+      r.request_id = f.id;
+      r.inputs.push_back(frames_[f.size]);
+      r.sent_at_us = start_wall_us_ + std::chrono::duration_cast<std::chrono::microseconds>(f.capture - start_).count();
+      r.client = res_.id;
+      r.slo_ms = res_.slo_ms;
+      r.rate_hz = res_.fps;
+      r.rtt_ms = co_.rtt_ms;
+      r.queued_ms = ms(f.start - f.capture);
+      r.skipped = std::exchange(skips_untold_, 0);
+      pending_.emplace(f.id, f);
+      // The deadline runs from capture; a reply is awaited from the moment it is on the wire.
+      expiry_.emplace_back(f.deliver + grace_, f.id);
+      c_.send(msg::encode_frame({{}, std::move(r)}));
+    }
+  }
+
+  // A reply: its advice, what it says of the server's latency, and its outcome.
+  void receive(const std::string& buf) {
+    auto d = msg::decode(buf, limits_);
+    if (!d.value) return;
+    auto* r = std::get_if<msg::client_reply>(&d.value->content);
+    if (!r) return;
+    auto it = pending_.find(r->request_id);
+    if (it == pending_.end()) return out_.late();
+    auto f = it->second;
+    pending_.erase(it);
+    if (r->input_height > 0 && r->input_width > 0)
+      advised_ = image_size{static_cast<int>(r->input_height), static_cast<int>(r->input_width)};
+    if (r->code == msg::status::ok) {
+      server_seen_.push_back(ms(steady::now() - (f.deliver - ms_duration(co_.rtt_ms / 2))));
+      if (server_seen_.size() > 32) server_seen_.pop_front();
+    }
+    if (!f.measured) return;
+    double latency = ms(steady::now() - f.capture);
+    out_.reply(*r, f.second, latency, 0, res_.slo_ms);
+    if (r->code != msg::status::ok || latency > res_.slo_ms) return;
+    ++res_.ok_within_slo;
+    if (r->timings.empty()) return;
+    if (auto m = co_.model_size.find(r->timings.front().model); m != co_.model_size.end()) {
+      res_.accuracy_sum += co_.size_accuracy[std::min(m->second, f.size)];
+      ++res_.answered_within;
+    }
+  }
+
+  const load_options& o_;
+  const client_options& co_;
+  size_t index_;
+  load_connection& c_;
+  steady::time_point start_;
+  int64_t start_wall_us_;
+  const std::vector<tensor>& frames_;
+  lane_tally& out_;
+  client_result& res_;
+  emulated_uplink link_;
+  msg::decode_limits limits_;
+  steady::time_point measure_from_, stop_, next_capture_;
+  steady::duration gap_{}, grace_{};
+  std::vector<size_t> frame_bytes_;  // what a frame of each size weighs
+  std::optional<image_size> advised_;
+  sched::uplink_estimate uplink_seen_;
+  double latest_mbps_ = -1;
+  std::deque<double> server_seen_;
+  std::unordered_map<uint64_t, frame> pending_;  // at the frontend, awaiting a reply
+  std::unordered_map<uint64_t, frame> on_link_;  // captured, not yet at the frontend
+  uint32_t skips_untold_ = 0;                    // frames skipped since the last request, told with the next
+  std::deque<std::pair<steady::time_point, uint64_t>> expiry_;  // capture order = deadline order
+  uint64_t next_id_ = 1;
+};
+
+void run_client(const load_options& o, const client_options& co, size_t index, load_connection& c,
+                steady::time_point start, int64_t start_wall_us, const std::vector<tensor>& frames, lane_tally& out,
+                client_result& res) {
+  video_client(o, co, index, c, start, start_wall_us, frames, out, res).run();
 }
 
 }  // namespace

@@ -39,140 +39,174 @@ struct sent_info {
 
 // One lane of the load: its share of the arrivals (rate / lanes, an independent process) or of
 // the closed loop's outstanding requests, over its own connection. Request ids are lane + k·lanes.
-void run_lane(const load_options& o, size_t lane, size_t lanes, load_connection& c, steady::time_point start,
-              int64_t start_wall_us, const std::vector<mix_entry>& mix, const std::vector<tensor>& payloads,
-              lane_tally& out) {
-  msg::decode_limits limits;
-  limits.max_payload_bytes = 1ULL << 32;
-  std::vector<double> weights;
-  double max_slo = 0;
-  for (auto& m : mix) {
-    weights.push_back(m.weight);
-    max_slo = std::max(max_slo, m.slo_ms);
+class load_lane {
+ public:
+  load_lane(const load_options& o, size_t lane, size_t lanes, load_connection& c, steady::time_point start,
+            int64_t start_wall_us, const std::vector<mix_entry>& mix, const std::vector<tensor>& payloads,
+            lane_tally& out)
+      : o_(o),
+        lane_(lane),
+        lanes_(lanes),
+        c_(c),
+        start_(start),
+        start_wall_us_(start_wall_us),
+        mix_(mix),
+        payloads_(payloads),
+        out_(out),
+        pick_rng_((o.seed + lane) ^ 0x5bd1e995),
+        gen_(o.arrival, o.cv, o.seed + 7919 * lane),
+        share_(1.0 / static_cast<double>(lanes)),
+        next_id_(lane + 1),
+        next_payload_(lane) {
+    limits_.max_payload_bytes = 1ULL << 32;
+    std::vector<double> weights;
+    double max_slo = 0;
+    for (auto& m : mix) {
+      weights.push_back(m.weight);
+      max_slo = std::max(max_slo, m.slo_ms);
+    }
+    pick_ = std::discrete_distribution<size_t>(weights.begin(), weights.end());
+    double total_s = o.warmup_s + (o.trace.empty() ? o.duration_s : std::min<double>(o.duration_s, o.trace.size()));
+    measure_from_ = start + std::chrono::microseconds(static_cast<int64_t>(o.warmup_s * 1e6));
+    stop_sending_ = start + std::chrono::microseconds(static_cast<int64_t>(total_s * 1e6));
+    deadline_after_ = std::chrono::microseconds(static_cast<int64_t>(max_slo * 1000)) +
+                      std::chrono::microseconds(static_cast<int64_t>(o.grace_ms * 1000));
+    out = lane_tally(static_cast<size_t>(std::ceil(total_s)));
   }
-  std::discrete_distribution<size_t> pick(weights.begin(), weights.end());
-  std::mt19937_64 pick_rng((o.seed + lane) ^ 0x5bd1e995);
-  arrivals gen(o.arrival, o.cv, o.seed + 7919 * lane);
-  double share = 1.0 / static_cast<double>(lanes);
 
-  double total_s = o.warmup_s + (o.trace.empty() ? o.duration_s : std::min<double>(o.duration_s, o.trace.size()));
-  auto measure_from = start + std::chrono::microseconds(static_cast<int64_t>(o.warmup_s * 1e6));
-  auto stop_sending = start + std::chrono::microseconds(static_cast<int64_t>(total_s * 1e6));
-  auto slo = std::chrono::microseconds(static_cast<int64_t>(max_slo * 1000));
-  auto grace = std::chrono::microseconds(static_cast<int64_t>(o.grace_ms * 1000));
+  void run() {
+    // Constant arrivals of several lanes interleave: lane k starts k/lanes of a gap later.
+    auto next_send = start_;
+    if (!o_.trace.empty() && o_.trace[0] <= 0) next_send = next_after(start_);  // it starts silent
+    if (o_.arrival == arrival_kind::constant && lanes_ > 1 && o_.rate > 0)
+      next_send += std::chrono::nanoseconds(static_cast<int64_t>(1e9 / o_.rate * static_cast<double>(lane_)));
+    bool closed_loop = o_.concurrency > 0;
+    int closed = closed_loop ? static_cast<int>((o_.concurrency + lanes_ - 1 - lane_) / lanes_) : 0;
+    for (int i = 0; i < closed; ++i) send_one(start_);
+    auto last_progress = start_;
+    std::string frame;
+    bool tty = lane_ == 0 && o_.progress && isatty(2);
+    while (true) {
+      auto now = steady::now();
+      // An open loop sends every arrival scheduled before the stop, also those a late wake-up
+      // finds after it: the arrivals are the same however busy the machine is.
+      bool sending = !closed_loop ? next_send < stop_sending_ : now < stop_sending_;
+      for (; !closed_loop && next_send <= now && next_send < stop_sending_; next_send = next_after(next_send)) {
+        if (now - next_send > late_after && next_send >= measure_from_) out_.delayed();
+        send_one(next_send);
+      }
+      expire_lost(expiry_, pending_, now, out_);
+      if (!sending && pending_.empty()) break;
+      int timeout = closed_loop || !sending
+                        ? 20
+                        : static_cast<int>(std::clamp<int64_t>(
+                              std::chrono::duration_cast<std::chrono::milliseconds>(next_send - now).count(), 0, 20));
+      int got = 0;
+      for (int wait = timeout; c_.recv(frame, wait) && got < 10000; wait = 0, ++got) {
+        auto d = msg::decode(frame, limits_);
+        auto* r = d.value ? std::get_if<msg::client_reply>(&d.value->content) : nullptr;
+        if (!r) continue;
+        auto t = steady::now();
+        on_reply(*r, t);
+        if (closed_loop && t < stop_sending_) send_one(t);
+        // An open loop must not fall behind its arrivals while replies pour in.
+        if (!closed_loop && t >= next_send && t < stop_sending_) break;
+      }
+      if (tty && now - last_progress >= std::chrono::seconds(1)) {
+        last_progress = now;
+        progress(now);
+      }
+    }
+    if (tty) fprintf(stderr, "\n");
+  }
 
-  std::unordered_map<uint64_t, sent_info> pending;
-  std::deque<std::pair<steady::time_point, uint64_t>> expiry;  // send order = deadline order
-  out = lane_tally(static_cast<size_t>(std::ceil(total_s)));
-  uint64_t next_id = lane + 1;
-  size_t next_payload = lane;
+ private:
   // The second of the measured window `t` falls in (0 during warm-up).
-  auto second_of = [&](steady::time_point t) {
-    return t < measure_from ? size_t{0} : static_cast<size_t>(std::chrono::duration<double>(t - measure_from).count());
-  };
+  size_t second_of(steady::time_point t) const {
+    return t < measure_from_ ? size_t{0}
+                             : static_cast<size_t>(std::chrono::duration<double>(t - measure_from_).count());
+  }
   // The next arrival after one at `t`: a trace's silent seconds send nothing.
-  auto next_after = [&](steady::time_point t) {
-    if (o.trace.empty()) return t + std::chrono::nanoseconds(static_cast<int64_t>(gen.gap_s(o.rate * share) * 1e9));
-    double at = next_arrival_s(gen, o.trace, share, std::chrono::duration<double>(t - measure_from).count());
-    if (!(at < 1e7)) return stop_sending;
-    return measure_from + std::chrono::nanoseconds(static_cast<int64_t>(at * 1e9));
-  };
+  steady::time_point next_after(steady::time_point t) {
+    if (o_.trace.empty()) return t + std::chrono::nanoseconds(static_cast<int64_t>(gen_.gap_s(o_.rate * share_) * 1e9));
+    double at = next_arrival_s(gen_, o_.trace, share_, std::chrono::duration<double>(t - measure_from_).count());
+    if (!(at < 1e7)) return stop_sending_;
+    return measure_from_ + std::chrono::nanoseconds(static_cast<int64_t>(at * 1e9));
+  }
   // Upload time of the request's payload over that second's bandwidth, or the fixed time.
-  auto network_at = [&](steady::time_point t) {
-    if (o.bandwidth_mbps.empty()) return o.network_ms;
-    double mbps = o.bandwidth_mbps[std::min(second_of(t), o.bandwidth_mbps.size() - 1)];
-    return mbps > 0 ? o.payload_kb * 8 / mbps : 1e9;
-  };
+  double network_at(steady::time_point t) const {
+    if (o_.bandwidth_mbps.empty()) return o_.network_ms;
+    double mbps = o_.bandwidth_mbps[std::min(second_of(t), o_.bandwidth_mbps.size() - 1)];
+    return mbps > 0 ? o_.payload_kb * 8 / mbps : 1e9;
+  }
 
   // `intended`: when the arrival process meant to send it; latency and the deadline count from
   // there, and the request carries it as its send time.
-  auto send_one = [&](steady::time_point intended) {
-    auto which = mix.size() == 1 ? 0 : pick(pick_rng);
+  void send_one(steady::time_point intended) {
+    auto which = mix_.size() == 1 ? 0 : pick_(pick_rng_);
+    auto& m = mix_[which];
     msg::client_request r;
-    r.pipeline = mix[which].pipeline;
-    r.request_id = next_id;
-    next_id += lanes;
-    if (!o.images.empty())
-      r.inputs.push_back(o.images[next_payload++ % o.images.size()]);
-    else
-      r.inputs.push_back(payloads[which]);
-    r.start_layer = mix[which].start_layer;
-    if (mix[which].declare_slo) r.slo_ms = mix[which].slo_ms;
-    if (mix[which].clients > 0)
-      r.client = fmt::format("{}@{}/{:g}#{}", r.pipeline, r.start_layer, mix[which].slo_ms,
-                             r.request_id / static_cast<uint64_t>(lanes) % static_cast<uint64_t>(mix[which].clients));
+    r.pipeline = m.pipeline;
+    r.request_id = next_id_;
+    next_id_ += lanes_;
+    r.inputs.push_back(o_.images.empty() ? payloads_[which] : o_.images[next_payload_++ % o_.images.size()]);
+    r.start_layer = m.start_layer;
+    if (m.declare_slo) r.slo_ms = m.slo_ms;
+    if (m.clients > 0)
+      r.client = fmt::format("{}@{}/{:g}#{}", r.pipeline, r.start_layer, m.slo_ms,
+                             r.request_id / static_cast<uint64_t>(lanes_) % static_cast<uint64_t>(m.clients));
     r.network_ms = network_at(intended);
-    r.sent_at_us = start_wall_us + std::chrono::duration_cast<std::chrono::microseconds>(intended - start).count();
-    bool measured = intended >= measure_from;
+    r.sent_at_us = start_wall_us_ + std::chrono::duration_cast<std::chrono::microseconds>(intended - start_).count();
+    bool measured = intended >= measure_from_;
     auto sec = second_of(intended);
-    pending.emplace(r.request_id, sent_info{intended, measured, sec, mix[which].slo_ms, std::max(0.0, r.network_ms)});
-    expiry.emplace_back(intended + slo + grace, r.request_id);
-    c.send(msg::encode_frame({{}, std::move(r)}));
-    if (measured) out.sent(sec);
-  };
-
-  auto on_reply = [&](const msg::client_reply& r, steady::time_point now) {
-    auto it = pending.find(r.request_id);
-    if (it == pending.end()) return out.late();
-    auto info = it->second;
-    pending.erase(it);
-    if (info.measured) out.reply(r, info.second, ms(now - info.at), info.network_ms, info.slo_ms);
-  };
-
-  // Constant arrivals of several lanes interleave: lane k starts k/lanes of a gap later.
-  auto next_send = start;
-  if (!o.trace.empty() && o.trace[0] <= 0) next_send = next_after(start);  // it starts silent
-  if (o.arrival == arrival_kind::constant && lanes > 1 && o.rate > 0)
-    next_send += std::chrono::nanoseconds(static_cast<int64_t>(1e9 / o.rate * static_cast<double>(lane)));
-  int closed = o.concurrency > 0 ? static_cast<int>((o.concurrency + lanes - 1 - lane) / lanes) : 0;
-  for (int i = 0; i < closed; ++i) send_one(start);
-  auto last_progress = start;
-  std::string frame;
-  bool tty = lane == 0 && o.progress && isatty(2);
-  while (true) {
-    auto now = steady::now();
-    // An open loop sends every arrival scheduled before the stop, also those a late wake-up
-    // finds after it: the arrivals are the same however busy the machine is.
-    bool sending = o.concurrency <= 0 ? next_send < stop_sending : now < stop_sending;
-    if (o.concurrency <= 0 && sending) {
-      while (next_send <= now && next_send < stop_sending) {
-        if (now - next_send > late_after && next_send >= measure_from) out.delayed();
-        send_one(next_send);
-        next_send = next_after(next_send);
-      }
-    }
-    expire_lost(expiry, pending, now, out);
-    if (!sending && pending.empty()) break;
-    int timeout = 0;
-    if (o.concurrency > 0 || !sending)
-      timeout = 20;
-    else
-      timeout = static_cast<int>(
-          std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(next_send - now).count()));
-    timeout = std::min(timeout, 20);
-    int got = 0;
-    for (int wait = timeout; c.recv(frame, wait) && got < 10000; wait = 0, ++got) {
-      auto d = msg::decode(frame, limits);
-      if (!d.value) continue;
-      auto* r = std::get_if<msg::client_reply>(&d.value->content);
-      if (!r) continue;
-      auto t = steady::now();
-      on_reply(*r, t);
-      if (o.concurrency > 0 && t < stop_sending) send_one(t);
-      // An open loop must not fall behind its arrivals while replies pour in.
-      if (o.concurrency <= 0 && t >= next_send && t < stop_sending) break;
-    }
-    if (tty && now - last_progress >= std::chrono::seconds(1)) {
-      last_progress = now;
-      double el = std::chrono::duration<double>(now - start).count();
-      auto& s = out.counts();
-      fprintf(stderr, "\r[%5.1fs] sent %lu  rate %.0f/s  attainment %.2f%%  p99 %.1f ms   ", el,
-              static_cast<unsigned long>(s.sent * lanes),
-              static_cast<double>(s.sent * lanes) / std::max(1e-9, el - o.warmup_s),
-              s.sent ? 100.0 * s.ok_within_slo / s.sent : 0.0, out.p99_ms());
-    }
+    pending_.emplace(r.request_id, sent_info{intended, measured, sec, m.slo_ms, std::max(0.0, r.network_ms)});
+    expiry_.emplace_back(intended + deadline_after_, r.request_id);
+    c_.send(msg::encode_frame({{}, std::move(r)}));
+    if (measured) out_.sent(sec);
   }
-  if (tty) fprintf(stderr, "\n");
+
+  void on_reply(const msg::client_reply& r, steady::time_point now) {
+    auto it = pending_.find(r.request_id);
+    if (it == pending_.end()) return out_.late();
+    auto info = it->second;
+    pending_.erase(it);
+    if (info.measured) out_.reply(r, info.second, ms(now - info.at), info.network_ms, info.slo_ms);
+  }
+
+  void progress(steady::time_point now) {
+    double el = std::chrono::duration<double>(now - start_).count();
+    auto& s = out_.counts();
+    fprintf(stderr, "\r[%5.1fs] sent %lu  rate %.0f/s  attainment %.2f%%  p99 %.1f ms   ", el,
+            static_cast<unsigned long>(s.sent * lanes_),
+            static_cast<double>(s.sent * lanes_) / std::max(1e-9, el - o_.warmup_s),
+            s.sent ? 100.0 * s.ok_within_slo / s.sent : 0.0, out_.p99_ms());
+  }
+
+  const load_options& o_;
+  size_t lane_, lanes_;
+  load_connection& c_;
+  steady::time_point start_;
+  int64_t start_wall_us_;
+  const std::vector<mix_entry>& mix_;
+  const std::vector<tensor>& payloads_;
+  lane_tally& out_;
+  msg::decode_limits limits_;
+  std::discrete_distribution<size_t> pick_;
+  std::mt19937_64 pick_rng_;
+  arrivals gen_;
+  double share_;
+  steady::time_point measure_from_, stop_sending_;
+  steady::duration deadline_after_{};
+  std::unordered_map<uint64_t, sent_info> pending_;
+  std::deque<std::pair<steady::time_point, uint64_t>> expiry_;  // send order = deadline order
+  uint64_t next_id_;
+  size_t next_payload_;
+};
+
+void run_lane(const load_options& o, size_t lane, size_t lanes, load_connection& c, steady::time_point start,
+              int64_t start_wall_us, const std::vector<mix_entry>& mix, const std::vector<tensor>& payloads,
+              lane_tally& out) {
+  load_lane(o, lane, lanes, c, start, start_wall_us, mix, payloads, out).run();
 }
 
 }  // namespace

@@ -90,6 +90,62 @@ fa2_plan fa2_tree(const std::vector<fa2_stage>& stages, size_t root, int slo_ms)
   return solve(stages, children, std::vector<int>(stages.size(), -1), std::vector<int>(stages.size(), 0), root, slo_ms);
 }
 
+namespace {
+
+// Every root-to-leaf path of the DAG `children`, each with the whole SLO.
+std::vector<piece> root_to_leaf(const std::vector<std::vector<size_t>>& children, const std::vector<size_t>& roots,
+                                int slo_ms) {
+  std::vector<piece> pieces;
+  std::function<void(std::vector<size_t>&)> walk = [&](std::vector<size_t>& path) {
+    auto s = path.back();
+    if (children[s].empty()) pieces.push_back({path, static_cast<double>(slo_ms)});
+    for (auto c : children[s]) {
+      path.push_back(c);
+      walk(path);
+      path.pop_back();
+    }
+  };
+  for (auto r : roots) {
+    std::vector<size_t> path{r};
+    walk(path);
+  }
+  return pieces;
+}
+
+// Where piece `p` takes edge u -> v: the index of v in it; 0: it does not.
+size_t uses(const piece& p, size_t u, size_t v) {
+  for (size_t i = 0; i + 1 < p.nodes.size(); ++i)
+    if (p.nodes[i] == u && p.nodes[i + 1] == v) return i + 1;
+  return size_t{0};
+}
+
+// Cuts edge u -> v out of every piece that takes it: the two halves share its SLO in proportion
+// to their intensity (their length where none has any).
+std::vector<piece> cut_pieces(std::vector<piece> pieces, size_t u, size_t v, const std::vector<fa2_stage>& stages) {
+  std::vector<piece> next;
+  for (auto& p : pieces) {
+    auto at = uses(p, u, v);
+    if (!at) {
+      next.push_back(std::move(p));
+      continue;
+    }
+    piece a{{p.nodes.begin(), p.nodes.begin() + static_cast<long>(at)}, 0};
+    piece b{{p.nodes.begin() + static_cast<long>(at), p.nodes.end()}, 0};
+    double ia = 0, ib = 0;
+    for (auto s : a.nodes) ia += intensity(stages[s]);
+    for (auto s : b.nodes) ib += intensity(stages[s]);
+    double share =
+        ia + ib > 0 ? ia / (ia + ib) : static_cast<double>(a.nodes.size()) / static_cast<double>(p.nodes.size());
+    a.slo = p.slo * share;
+    b.slo = p.slo - a.slo;
+    next.push_back(std::move(a));
+    next.push_back(std::move(b));
+  }
+  return next;
+}
+
+}  // namespace
+
 fa2_transform fa2_make_tree(const std::vector<fa2_stage>& stages, int slo_ms) {
   fa2_transform out;
   size_t n = stages.size();
@@ -103,26 +159,7 @@ fa2_transform fa2_make_tree(const std::vector<fa2_stage>& stages, int slo_ms) {
       }
   for (size_t s = 0; s < n; ++s)
     if (parents[s].empty()) out.roots.push_back(s);
-  // Every root-to-leaf path of the DAG, each with the whole SLO.
-  std::vector<piece> pieces;
-  std::function<void(std::vector<size_t>&)> walk = [&](std::vector<size_t>& path) {
-    auto s = path.back();
-    if (out.children[s].empty()) pieces.push_back({path, static_cast<double>(slo_ms)});
-    for (auto c : out.children[s]) {
-      path.push_back(c);
-      walk(path);
-      path.pop_back();
-    }
-  };
-  for (auto r : out.roots) {
-    std::vector<size_t> path{r};
-    walk(path);
-  }
-  auto uses = [&](const piece& p, size_t u, size_t v) {
-    for (size_t i = 0; i + 1 < p.nodes.size(); ++i)
-      if (p.nodes[i] == u && p.nodes[i + 1] == v) return i + 1;
-    return size_t{0};
-  };
+  auto pieces = root_to_leaf(out.children, out.roots, slo_ms);
   for (;;) {
     auto join = std::find_if(parents.begin(), parents.end(), [](auto& ps) { return ps.size() > 1; });
     if (join == parents.end()) break;
@@ -138,26 +175,7 @@ fa2_transform fa2_make_tree(const std::vector<fa2_stage>& stages, int slo_ms) {
     join->erase(join->begin() + static_cast<long>(best));
     std::erase(out.children[u], v);
     out.cuts.push_back({u, v});
-    std::vector<piece> next;
-    for (auto& p : pieces) {
-      auto at = uses(p, u, v);
-      if (!at) {
-        next.push_back(std::move(p));
-        continue;
-      }
-      piece a{{p.nodes.begin(), p.nodes.begin() + static_cast<long>(at)}, 0};
-      piece b{{p.nodes.begin() + static_cast<long>(at), p.nodes.end()}, 0};
-      double ia = 0, ib = 0;
-      for (auto s : a.nodes) ia += intensity(stages[s]);
-      for (auto s : b.nodes) ib += intensity(stages[s]);
-      double share =
-          ia + ib > 0 ? ia / (ia + ib) : static_cast<double>(a.nodes.size()) / static_cast<double>(p.nodes.size());
-      a.slo = p.slo * share;
-      b.slo = p.slo - a.slo;
-      next.push_back(std::move(a));
-      next.push_back(std::move(b));
-    }
-    pieces = std::move(next);
+    pieces = cut_pieces(std::move(pieces), u, v, stages);
   }
   out.cap_ms.assign(n, -1);
   out.floor_ms.assign(n, 0);

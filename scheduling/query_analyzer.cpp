@@ -57,51 +57,51 @@ double split_cost(const pipeline& p, const std::vector<double>& rates, const std
   return total;
 }
 
-slo_split dp_split(const pipeline& p, const std::vector<double>& rates, const throughput_fn& T, int steps) {
-  const size_t n = p.stages.size();
-  const double step = p.slo_ms / steps;
-  // Unfold the DAG into a tree of copies: copy k stands for stage of[k] under parent copy up[k].
+namespace {
+
+// A DAG unfolded into a tree of copies: copy k stands for stage of[k]; its children are kids[k];
+// copies[v] counts the copies of stage v. Children come after their parents.
+struct unfolded {
   std::vector<size_t> of;
   std::vector<std::vector<size_t>> kids;
-  std::vector<size_t> copies(n, 0);
+  std::vector<size_t> copies;
+  std::vector<size_t> roots;
+};
+
+unfolded unfold(const pipeline& p) {
+  unfolded u;
+  u.copies.assign(p.stages.size(), 0);
   std::vector<size_t> stack;
   for (auto r : p.roots()) {
-    of.push_back(r);
-    kids.emplace_back();
-    stack.push_back(of.size() - 1);
+    u.of.push_back(r);
+    u.kids.emplace_back();
+    stack.push_back(u.of.size() - 1);
   }
-  std::vector<size_t> roots = stack;
+  u.roots = stack;
   while (!stack.empty()) {
     auto k = stack.back();
     stack.pop_back();
-    ++copies[of[k]];
-    for (auto c : p.stages[of[k]].children) {
-      of.push_back(c);
-      kids.emplace_back();
-      kids[k].push_back(of.size() - 1);
-      stack.push_back(of.size() - 1);
+    ++u.copies[u.of[k]];
+    for (auto c : p.stages[u.of[k]].children) {
+      u.of.push_back(c);
+      u.kids.emplace_back();
+      u.kids[k].push_back(u.of.size() - 1);
+      stack.push_back(u.of.size() - 1);
     }
   }
-  const size_t m = of.size();
-  // cost[k][u]: this copy's share of its stage's devices at budget u steps.
-  std::vector<std::vector<double>> cost(m, std::vector<double>(steps + 1, inf));
-  for (size_t k = 0; k < m; ++k) {
-    auto v = of[k];
-    for (int u = 1; u <= steps; ++u) {
-      if (rates[v] <= 0) {
-        cost[k][u] = 0;
-        continue;
-      }
-      double t = T(v, u * step);
-      cost[k][u] = t > 0 ? rates[v] / t / copies[v] : inf;
-    }
-  }
-  // dp[k][t]: least cost of copy k's subtree within t steps; arg[k][t]: the budget k takes.
+  return u;
+}
+
+// arg[k][t]: the budget (in steps) copy k takes in the least-cost split of its subtree within t
+// steps, given cost[k][u], its share of its stage's devices at budget u; 0: none fits.
+std::vector<std::vector<int>> least_cost_budgets(const unfolded& tree, const std::vector<std::vector<double>>& cost,
+                                                 int steps) {
+  const size_t m = tree.of.size();
   std::vector<std::vector<double>> dp(m, std::vector<double>(steps + 1, inf));
   std::vector<std::vector<int>> arg(m, std::vector<int>(steps + 1, 0));
-  // Children come after their parents in `of`, so fill in reverse.
+  // Children come after their parents, so fill in reverse.
   for (size_t kk = m; kk-- > 0;) {
-    if (kids[kk].empty()) {
+    if (tree.kids[kk].empty()) {
       // A leaf takes the cheapest budget within t: a running minimum (the least budget on ties).
       for (int t = 1; t <= steps; ++t) {
         dp[kk][t] = dp[kk][t - 1], arg[kk][t] = arg[kk][t - 1];
@@ -113,7 +113,7 @@ slo_split dp_split(const pipeline& p, const std::vector<double>& rates, const th
       for (int u = 1; u <= t; ++u) {
         double c = cost[kk][u];
         if (c == inf) continue;
-        for (auto ch : kids[kk]) {
+        for (auto ch : tree.kids[kk]) {
           c += t - u >= 1 ? dp[ch][t - u] : inf;
           if (c == inf) break;
         }
@@ -121,22 +121,41 @@ slo_split dp_split(const pipeline& p, const std::vector<double>& rates, const th
       }
     }
   }
-  std::vector<double> budget(n, inf);
-  bool feasible = true;
+  return arg;
+}
+
+}  // namespace
+
+slo_split dp_split(const pipeline& p, const std::vector<double>& rates, const throughput_fn& T, int steps) {
+  const double step = p.slo_ms / steps;
+  auto tree = unfold(p);
+  const size_t m = tree.of.size();
+  // cost[k][u]: this copy's share of its stage's devices at budget u steps.
+  std::vector<std::vector<double>> cost(m, std::vector<double>(steps + 1, inf));
+  for (size_t k = 0; k < m; ++k) {
+    auto v = tree.of[k];
+    for (int u = 1; u <= steps; ++u) {
+      if (rates[v] <= 0) {
+        cost[k][u] = 0;
+        continue;
+      }
+      double t = T(v, u * step);
+      cost[k][u] = t > 0 ? rates[v] / t / tree.copies[v] : inf;
+    }
+  }
+  auto arg = least_cost_budgets(tree, cost, steps);
+  // Each stage's budget: the least any of its copies takes.
+  std::vector<double> budget(p.stages.size(), inf);
   std::vector<std::pair<size_t, int>> walk;
-  for (auto r : roots) walk.emplace_back(r, steps);
+  for (auto r : tree.roots) walk.emplace_back(r, steps);
   while (!walk.empty()) {
     auto [k, t] = walk.back();
     walk.pop_back();
     int u = arg[k][t];
-    if (u == 0) {
-      feasible = false;
-      break;
-    }
-    budget[of[k]] = std::min(budget[of[k]], u * step);
-    for (auto ch : kids[k]) walk.emplace_back(ch, t - u);
+    if (u == 0) return even_split(p);  // nothing fits anywhere: the baseline is as good as any
+    budget[tree.of[k]] = std::min(budget[tree.of[k]], u * step);
+    for (auto ch : tree.kids[k]) walk.emplace_back(ch, t - u);
   }
-  if (!feasible) return even_split(p);  // nothing fits anywhere: the baseline is as good as any
   // The DP takes the least budget that reaches each stage's best throughput; give the slack
   // back, scaled evenly, so the longest path uses the whole SLO. T never falls as L grows, so
   // the cost does not rise, and queues get room to absorb bursts.
