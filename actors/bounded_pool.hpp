@@ -1,8 +1,7 @@
 #pragma once
-// A fixed pool of threads with a bounded queue: enqueue() waits while the queue is full. The
-// HTTP ingress runs connections on one, so that a flood of connections is not accepted without
-// bound: past the threads and the queue, its accept loop waits and the kernel's backlog holds
-// or refuses the rest.
+// A fixed pool of threads with a bounded queue: enqueue() waits while the queue is full,
+// try_enqueue() refuses. The HTTP ingress runs its requests that wait (readiness, statistics,
+// metrics) on one, off its connections' threads, and refuses them when it is full.
 
 #include <condition_variable>
 #include <deque>
@@ -29,6 +28,17 @@ class bounded_pool {
     if (stopping_) return;
     queue_.push_back(std::move(fn));
     work_.notify_one();
+  }
+
+  // Queues `fn` unless `queue_cap` tasks wait already (or the pool is shut down): false then.
+  bool try_enqueue(std::function<void()> fn) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_ || queue_.size() >= cap_) return false;
+      queue_.push_back(std::move(fn));
+    }
+    work_.notify_one();
+    return true;
   }
 
   // Runs what is queued, then joins the threads.

@@ -3,7 +3,10 @@
 // server and model metadata, readiness and inference, every pipeline a "model" of the protocol;
 // and Triton's statistics (/v2/models[/{m}]/stats) and repository index (/v2/repository/index).
 // Requests go to the node's frontend actor like ZeroMQ clients' and get exactly one reply each.
-// A fixed pool of threads serves the connections; bodies are bounded by runtime.max_payload_bytes.
+// An event-driven server (actors/http_server.hpp) serves the connections: a request must come
+// whole within runtime.http_request_timeout_ms, one address holds at most
+// runtime.http_connections_per_address connections, bodies are bounded by
+// runtime.max_payload_bytes.
 // The same server serves Prometheus /metrics: beside the ingress, or alone (`nodes[].metrics`,
 // any node) when it has no frontend.
 
@@ -23,11 +26,13 @@ class http_ingress {
  public:
   // `frontend` invalid: no KServe v2 routes but the liveness probe. `metrics`, when set, renders
   // /metrics; `count_reply`, when set, is told each reply's status (protocol "http");
-  // `statistics`, when set, gives the pipelines' statistics (Triton's statistics extension).
+  // `statistics`, when set, gives the pipelines' statistics (Triton's statistics extension);
+  // `count_refusal`, when set, is told why each connection or request was refused before it
+  // reached a route (http::server_options::refused).
   http_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node,
                std::function<std::string()> metrics = {},
                std::function<void(std::string_view protocol, std::string_view code)> count_reply = {},
-               statistics_source statistics = {});
+               statistics_source statistics = {}, std::function<void(std::string_view why)> count_refusal = {});
   ~http_ingress();
   http_ingress(const http_ingress&) = delete;
   http_ingress& operator=(const http_ingress&) = delete;

@@ -329,6 +329,10 @@ void node_metrics::render_events(std::string& out) const {
        "Replies that could not be sent: client_gone, client_not_reading (its queue is full)."},
       {event::dummy, "sloserve_dummy_requests_total", "outcome",
        "Piccolo's dummy requests: sent, and their answers by outcome (ok, dropped, overloaded, error)."},
+      {event::http_refused, "sloserve_http_refused_total", "why",
+       "HTTP connections and requests refused before any route: connections_per_address (over "
+       "runtime.http_connections_per_address), connections (over the server's limit), request_timeout (not "
+       "sent whole within runtime.http_request_timeout_ms), too_large, bad_request, tls_handshake."},
   };
   for (auto& f : families) {
     header(out, f.name, "counter", f.help);

@@ -114,6 +114,8 @@ class node_metrics {
     rerouted,        // an invocation sent again because its node went down
     reply_dropped,   // label why: client_gone, client_not_reading
     dummy,           // label outcome: sent, ok, dropped, overloaded, error (Piccolo's padding)
+    http_refused,    // label why: connections_per_address, connections, request_timeout, too_large, bad_request,
+                     // tls_handshake
   };
   void count(event e, std::string_view label = {});
 

@@ -210,7 +210,10 @@ status node_runtime::start_ingresses(const node_spec& spec) {
     return link->metrics.statistics(names);
   };
   if (!spec.http.empty()) {
-    http_ = std::make_unique<http_ingress>(cfg_, a.frontend, node_, metrics, count_reply, statistics);
+    auto count_refusal = [link = link_](std::string_view why) {
+      link->metrics.count(node_metrics::event::http_refused, why);
+    };
+    http_ = std::make_unique<http_ingress>(cfg_, a.frontend, node_, metrics, count_reply, statistics, count_refusal);
     auto port = http_->start(spec.http);
     if (!port) {
       stop();

@@ -13,16 +13,16 @@
 namespace sloserve {
 namespace {
 
-// `--fragments PIPELINE=START:SLO_MS[:WEIGHT[:CLIENTS]],...` into in.fragments; the reason when
-// one is wrong, else empty.
-std::string set_fragments(const cluster_config& cfg, const std::vector<std::string>& given, sched::epoch_input& in) {
+// `--fragments PIPELINE=START:SLO_MS[:WEIGHT[:CLIENTS]],...` into in.fragments (the queries of a
+// partitioned model's pipeline by where they start and their SLO).
+status set_fragments(const cluster_config& cfg, const std::vector<std::string>& given, sched::epoch_input& in) {
   in.fragments.assign(cfg.pipelines.size(), {});
   for (auto& g : given) {
     auto eq = g.find('=');
     auto* p = eq == std::string::npos ? nullptr : cfg.find_pipeline(g.substr(0, eq));
-    if (!p) return g + ": expected PIPELINE=START:SLO_MS[:WEIGHT[:CLIENTS]],... with a pipeline of the file";
+    if (!p) return fail(g + ": expected PIPELINE=START:SLO_MS[:WEIGHT[:CLIENTS]],... with a pipeline of the file");
     auto& m = cfg.models[p->stages.front().model_index];
-    if (!m.partitioned()) return g + ": pipeline '" + p->name + "' does not run a partitioned model";
+    if (!m.partitioned()) return fail(g + ": pipeline '" + p->name + "' does not run a partitioned model");
     auto& out = in.fragments[static_cast<size_t>(p - cfg.pipelines.data())];
     std::stringstream items(g.substr(eq + 1));
     double total = 0;
@@ -32,12 +32,12 @@ std::string set_fragments(const cluster_config& cfg, const std::vector<std::stri
       for (std::string x; std::getline(parts, x, ':');) {
         char* end = nullptr;
         v.push_back(std::strtod(x.c_str(), &end));
-        if (x.empty() || *end) return g + ": '" + item + "' is not START:SLO_MS[:WEIGHT[:CLIENTS]]";
+        if (x.empty() || *end) return fail(g + ": '" + item + "' is not START:SLO_MS[:WEIGHT[:CLIENTS]]");
       }
       if (v.size() < 2 || v.size() > 4 || v[0] < 0 || v[0] >= static_cast<double>(m.layers.size()) || !(v[1] > 0) ||
           (v.size() > 2 && !(v[2] > 0)) || (v.size() > 3 && !(v[3] >= 1 && v[3] <= 64)))
-        return g + ": '" + item + "' needs a START below " + std::to_string(m.layers.size()) +
-               ", a positive SLO_MS and WEIGHT, and 1 to 64 CLIENTS";
+        return fail(g + ": '" + item + "' needs a START below " + std::to_string(m.layers.size()) +
+                    ", a positive SLO_MS and WEIGHT, and 1 to 64 CLIENTS");
       out.push_back({static_cast<int>(v[0]), v[1], v.size() > 2 ? v[2] : 1, v.size() > 3 ? static_cast<int>(v[3]) : 1});
       total += out.back().share;
     }
@@ -103,8 +103,8 @@ void add_plan_command(CLI::App& app, int& rc) {
       }
       in.rates[static_cast<size_t>(p - cfg->pipelines.data())] = v;
     }
-    if (auto bad = set_fragments(*cfg, o->fragments, in); !bad.empty()) {
-      std::cerr << "--fragments " << bad << "\n";
+    if (auto ok = set_fragments(*cfg, o->fragments, in); !ok) {
+      std::cerr << "--fragments " << ok.error() << "\n";
       return void(rc = 2);
     }
     in.parallel = parallel_for;

@@ -4,11 +4,19 @@
 // with the KServe v2 HTTP and gRPC ingresses and a worker node (`sloserve up`), and the load
 // client on the same machine (`sloserve load --protocol zmq|http|grpc`, closed loop). For each
 // ingress: p50 at concurrency 1 and throughput at concurrency N; then each ratio to ZeroMQ.
+// Then a slowloris: 1,000 connections from another loopback address (127.0.0.2), each sending
+// half a request header and holding on (the file lets one address hold them all), and the HTTP
+// p99 at concurrency 8 with them against without them.
 //
 // usage: bench_ingress [seconds per run, default 5] [concurrency, default 64]
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -38,7 +46,31 @@ models:
     profile: {alpha_ms: 0.001, beta_ms: 0.01}
 pipelines:
   - {name: noop, slo_ms: 100, stages: [{name: s, model: noop}]}
+runtime: {http_connections_per_address: 2000}
 )";
+
+// `n` connections from 127.0.0.2 to HOST:PORT, each having sent half a request header.
+std::vector<int> half_open(const std::string& host_port, int n) {
+  std::vector<int> out;
+  auto colon = host_port.rfind(':');
+  for (int i = 0; i < n; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in from{}, to{};
+    from.sin_family = to.sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.2", &from.sin_addr);
+    inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &to.sin_addr);
+    to.sin_port = htons(static_cast<uint16_t>(std::stoi(host_port.substr(colon + 1))));
+    const char half[] = "POST /v2/models/noop/infer HTTP/1.1\r\nHost: x\r\nContent-Le";
+    if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0 ||
+        connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0 ||
+        send(fd, half, sizeof half - 1, MSG_NOSIGNAL) < 0) {
+      close(fd);
+      continue;
+    }
+    out.push_back(fd);
+  }
+  return out;
+}
 
 struct result {
   double rps = 0, p50 = 0, p99 = 0;
@@ -95,6 +127,19 @@ int main(int argc, char** argv) {
         "target >= 15000)\n",
         protocols[i].c_str(), r.first.p50 / zmq.first.p50, concurrency, r.second.rps / zmq.second.rps, r.second.rps);
   }
+  // The slowloris. The ingress closes a request not sent whole within its timeout (10 s): the
+  // measured run fits within it.
+  auto http = sloserve::load_cluster_config(dir / "resolved.yaml").config->find_node("ctl")->http;
+  int secs = std::min(seconds, 5);
+  auto calm = load(dir, "http", 8, secs);
+  auto slow = half_open(http, 1000);
+  auto stalled = load(dir, "http", 8, secs);
+  for (int fd : slow) close(fd);
+  std::printf(
+      "http with %zu half-open connections from one address: p99 %.3f ms vs %.3f ms without (%.2fx; target "
+      "<= 2x), %.0f vs %.0f req/s, lost %lld\n",
+      slow.size(), stalled.p99, calm.p99, stalled.p99 / calm.p99, stalled.rps, calm.rps,
+      static_cast<long long>(stalled.lost + calm.lost));
   up.stop();
   fs::remove_all(dir);
   return 0;

@@ -87,6 +87,11 @@ struct runtime_options {
   // long to cross a link off that worker.
   int link_probe_ms = 1000;
   long link_probe_bytes = 32768;
+  // The HTTP ingress: a request (headers and body) must arrive whole within this of being
+  // awaited, or its connection is closed; one client address may hold at most this many
+  // connections at once (0: no limit).
+  int http_request_timeout_ms = 10000;
+  int http_connections_per_address = 256;
 };
 
 // CurveZMQ, named as the user writes them under `security:`. Off when `keys` is empty.

@@ -30,6 +30,8 @@ const std::vector<key<runtime_options>>& runtime_keys() {
       {"max_client_in_flight", &o::max_client_in_flight},
       {"link_probe_ms", &o::link_probe_ms},
       {"link_probe_bytes", &o::link_probe_bytes},
+      {"http_request_timeout_ms", &o::http_request_timeout_ms},
+      {"http_connections_per_address", &o::http_connections_per_address},
   };
   return keys;
 }
@@ -124,6 +126,10 @@ void parse_runtime(reader& r, const YAML::Node& n, runtime_options& o) {
     r.error(n["max_client_queued_replies"], "runtime max_client_queued_replies must be at least 1");
   if (o.max_client_in_flight < 1) r.error(n["max_client_in_flight"], "runtime max_client_in_flight must be at least 1");
   if (o.clock_tolerance_ms < 0) r.error(n["clock_tolerance_ms"], "runtime clock_tolerance_ms cannot be negative");
+  if (o.http_request_timeout_ms < 100)
+    r.error(n["http_request_timeout_ms"], "runtime http_request_timeout_ms must be at least 100");
+  if (o.http_connections_per_address < 0)
+    r.error(n["http_connections_per_address"], "runtime http_connections_per_address cannot be negative (0: no limit)");
   if (o.max_queued_mb < 1) r.error(n["max_queued_mb"], "runtime max_queued_mb must be at least 1");
   if (o.zmq_hwm < 1) r.error(n["zmq_hwm"], "runtime zmq_hwm must be at least 1");
   if (o.heartbeat_ms < 1 || o.peer_timeout_ms <= o.heartbeat_ms)

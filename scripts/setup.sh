@@ -5,7 +5,7 @@ pkgs=(build-essential cmake ninja-build ccache pkg-config
       libcaf-dev libzmq3-dev cppzmq-dev capnproto libcapnp-dev
       libyaml-cpp-dev libgtest-dev libgmock-dev libcli11-dev libspdlog-dev libfmt-dev
       nlohmann-json3-dev libtorch-dev python3-torch
-      clang libclang-rt-14-dev clang-format iproute2 libturbojpeg0-dev libcpp-httplib-dev python3-yaml openssl
+      clang libclang-rt-14-dev clang-format iproute2 libturbojpeg0-dev libcpp-httplib-dev libboost-dev libssl-dev python3-yaml openssl
       prometheus libgrpc++-dev protobuf-compiler-grpc python3-grpcio python3-grpc-tools nftables)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -56,5 +56,24 @@ TEST(bounded_pool, shutdown_releases_a_waiting_enqueue_and_runs_what_was_queued)
   EXPECT_EQ(ran, 2);
 }
 
+TEST(bounded_pool, try_enqueue_refuses_when_the_queue_is_full_and_after_shutdown) {
+  std::promise<void> release, started;
+  auto held = release.get_future().share();
+  std::atomic<int> ran{0};
+  bounded_pool pool(1, 1);
+  ASSERT_TRUE(pool.try_enqueue([&] {
+    started.set_value();
+    held.wait();
+    ++ran;
+  }));
+  started.get_future().wait();
+  EXPECT_TRUE(pool.try_enqueue([&] { ++ran; }));
+  EXPECT_FALSE(pool.try_enqueue([&] { ran += 100; })) << "the queue holds one already";
+  release.set_value();
+  pool.shutdown();
+  EXPECT_EQ(ran, 2);
+  EXPECT_FALSE(pool.try_enqueue([&] { ran += 100; }));
+}
+
 }  // namespace
 }  // namespace sloserve

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -335,6 +337,97 @@ TEST_F(http_cluster, the_clients_mistakes_get_a_4xx_with_the_reason_and_the_node
   stall.join();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
+}
+
+// A connection from `source` (an address of the loopback net, 127.0.0.0/8) to HOST:PORT that
+// sends `text` and stays open; -1 when it cannot connect.
+int open_from(const std::string& source, const std::string& host_port, const std::string& text) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in from{}, to{};
+  from.sin_family = to.sin_family = AF_INET;
+  inet_pton(AF_INET, source.c_str(), &from.sin_addr);
+  auto colon = host_port.rfind(':');
+  inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &to.sin_addr);
+  to.sin_port = htons(static_cast<uint16_t>(std::stoi(host_port.substr(colon + 1))));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0 ||
+      connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
+    close(fd);
+    return -1;
+  }
+  if (send(fd, text.data(), text.size(), MSG_NOSIGNAL) < 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// What the server sent on `fd` before closing it, waiting up to `wait`; nullopt if it is still open.
+std::optional<std::string> closed_with(int fd, std::chrono::milliseconds wait) {
+  std::string got;
+  auto until = std::chrono::steady_clock::now() + wait;
+  while (std::chrono::steady_clock::now() < until) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    char buf[4096];
+    auto n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return got;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  return std::nullopt;
+}
+
+// A slowloris: 300 connections from one address that each send half a request header. Past the
+// address's limit they are answered 429 and closed; the rest are closed once their request is
+// late; clients at other addresses are served meanwhile; the metrics count both refusals.
+TEST_F(http_cluster, slow_clients_at_one_address_stall_nobody_else_and_are_cut_off) {
+  auto yaml = read_text(dir / "cluster.yaml");
+  yaml.replace(yaml.find("runtime: {"), 10,
+               "runtime: {http_request_timeout_ms: 2000, http_connections_per_address: 100, ");
+  std::ofstream(dir / "cluster.yaml") << yaml;
+  start();
+  wait_ready();
+  auto ingress = base.substr(7);
+  std::vector<int> slow;
+  for (int i = 0; i < 300; ++i) {
+    int fd = open_from("127.0.0.2", ingress, "POST /v2/models/traffic/infer HTTP/1.1\r\nHost: x\r\nContent-Le");
+    ASSERT_GE(fd, 0) << "connection " << i;
+    slow.push_back(fd);
+  }
+  // Every request of a client at another address is served while they hang.
+  for (int i = 0; i < 20; ++i) {
+    auto r = client->Post("/v2/models/traffic/infer", image_request().dump(), "application/json");
+    ASSERT_TRUE(r) << i;
+    EXPECT_EQ(r->status, 200) << r->body;
+  }
+  // 200 of them were refused at once, with the reason; the 100 held are cut off at the deadline.
+  int refused = 0, cut = 0;
+  for (int fd : slow) {
+    auto got = closed_with(fd, 6s);
+    ASSERT_TRUE(got) << "a slow connection was never closed";
+    if (got->rfind("HTTP/1.1 429", 0) == 0) {
+      EXPECT_NE(got->find("too many connections from 127.0.0.2"), std::string::npos) << *got;
+      ++refused;
+    } else {
+      EXPECT_EQ(*got, "") << "a request never sent whole gets no answer";
+      ++cut;
+    }
+    close(fd);
+  }
+  EXPECT_EQ(refused, 200);
+  EXPECT_EQ(cut, 100);
+  auto metrics = client->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("sloserve_http_refused_total{why=\"connections_per_address\"} 200"), std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("sloserve_http_refused_total{why=\"request_timeout\"} 100"), std::string::npos)
+      << metrics->body;
+  // The address may connect again once its connections are gone.
+  int again = open_from("127.0.0.2", ingress, "GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  ASSERT_GE(again, 0);
+  auto live = closed_with(again, 5s);
+  close(again);
+  ASSERT_TRUE(live);
+  EXPECT_EQ(live->rfind("HTTP/1.1 200", 0), 0u) << *live;
 }
 
 // Under security: TLS with the file's certificate, and a bearer token from the list for all but
