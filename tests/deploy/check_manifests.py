@@ -21,6 +21,9 @@ import tempfile
 
 import yaml
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from helm_render import render_helm  # noqa: E402
+
 binary, root = sys.argv[1], sys.argv[2]
 deploy = os.path.join(root, "deploy")
 failures = []
@@ -68,37 +71,6 @@ def check_command(args, where, nodes, env=None):
         name = args[args.index("--name") + 1]
         if name not in nodes:
             fail(where, "runs node '%s', which its cluster file does not list (%s)" % (name, ", ".join(nodes)))
-
-
-def render_helm(chart):
-    """Helm's rendering for what the chart uses: {{ .Values.x }} and {{- .Values.x | nindent N }}."""
-    values = yaml.safe_load(open(os.path.join(chart, "values.yaml")))
-
-    def value(path):
-        v = values
-        for part in path.split("."):
-            v = v[part]
-        return v
-
-    def sub(m):
-        v = value(m.group(3))
-        text = yaml.safe_dump(v, default_flow_style=False).rstrip("\n") if m.group(2) else str(v)
-        if text.endswith("\n..."):  # a scalar's document end marker
-            text = text[:-4].rstrip("\n")
-        if m.group(4):  # nindent N
-            pad = " " * int(m.group(4))
-            return "\n" + "\n".join(pad + line if line else line for line in text.split("\n"))
-        return text
-
-    out = []
-    for name in sorted(os.listdir(os.path.join(chart, "templates"))):
-        text = open(os.path.join(chart, "templates", name)).read()
-        text = re.sub(r"[ \t]*\n?[ \t]*\{\{(-)? *(toYaml +)?\.Values\.([\w.]+) *\| *nindent (\d+) *\}\}", sub, text)
-        text = re.sub(r"\{\{(-)? *\.Values\.([\w.]+)()() *\}\}", lambda m: str(value(m.group(2))), text)
-        if "{{" in text:
-            fail("helm/" + name, "uses template syntax this check does not render: " + text[text.index("{{"):][:60])
-        out.append((name, text))
-    return out, values
 
 
 def check_kubernetes(docs, where):
@@ -179,7 +151,9 @@ check_kubernetes(list(yaml.safe_load_all(open(os.path.join(deploy, "k8s", "slose
 # The Helm chart, rendered with its values.
 chart = os.path.join(deploy, "helm", "sloserve")
 yaml.safe_load(open(os.path.join(chart, "Chart.yaml")))
-rendered, values = render_helm(chart)
+rendered, values, unrendered = render_helm(chart)
+for name, why in unrendered:
+    fail("helm/" + name, why)
 docs = []
 for name, text in rendered:
     docs += list(yaml.safe_load_all(text))
