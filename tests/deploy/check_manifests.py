@@ -214,6 +214,23 @@ if not entry or not entry.group(1).endswith("sloserve"):
 elif cmd:
     check_command(yaml.safe_load(cmd.group(1)), "Dockerfile CMD", None)
 
+# The runtime image installs the packages that hold every library of the binary's ldd closure:
+# deploy/runtime-packages.sh finds a package for each (none missing), and the Dockerfile's runtime
+# stage installs what it lists.
+ldd = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
+if "not found" in ldd:
+    fail("sloserve", "ldd finds no file for: " + ", ".join(l.split()[0] for l in ldd.splitlines() if "not found" in l))
+r = subprocess.run(["bash", os.path.join(deploy, "runtime-packages.sh"), binary], capture_output=True, text=True)
+if r.returncode != 0:
+    fail("runtime-packages.sh", (r.stderr or r.stdout).strip()[-300:])
+listed = set(r.stdout.split())
+for pkg in ("libgrpc++1.51", "libzmq5", "libcaf-core0.17"):  # what an image once lacked, and the core
+    if r.returncode == 0 and pkg not in listed:
+        fail("runtime-packages.sh", "does not list %s, which the binary links" % pkg)
+if "runtime-packages.sh build/sloserve > build/runtime-packages" not in docker or \
+        "xargs -a /tmp/runtime-packages apt-get install" not in docker:
+    fail("Dockerfile", "the runtime stage does not install what deploy/runtime-packages.sh lists")
+
 # The systemd unit.
 unit = open(os.path.join(deploy, "sloserve-node@.service")).read()
 exec_start = re.search(r"^ExecStart=(\S+) (.*)$", unit, re.M)
