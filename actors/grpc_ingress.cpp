@@ -193,6 +193,45 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     return reactor;
   }
 
+  // Triton's model configuration: the pipeline as an ensemble (kserve::config_of).
+  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx, const pb::ModelConfigRequest* req,
+                                        pb::ModelConfigResponse* res) override {
+    auto* reactor = ctx->DefaultReactor();
+    if (!admitted(ctx, reactor) || !known(req->name(), req->version(), reactor)) return reactor;
+    auto c = kserve::config_of(*cfg, *cfg->find_pipeline(req->name()));
+    auto* out = res->mutable_config();
+    out->set_name(c.name);
+    out->set_platform("ensemble");
+    out->set_max_batch_size(static_cast<int32_t>(c.max_batch_size));
+    auto type = [](const std::string& name) {
+      pb::DataType t = pb::TYPE_INVALID;
+      pb::DataType_Parse(name, &t);
+      return t;
+    };
+    for (auto& t : c.inputs) {
+      auto* i = out->add_input();
+      i->set_name(t.name);
+      i->set_data_type(type(t.data_type));
+      for (auto d : t.dims) i->add_dims(d);
+    }
+    for (auto& t : c.outputs) {
+      auto* o = out->add_output();
+      o->set_name(t.name);
+      o->set_data_type(type(t.data_type));
+      for (auto d : t.dims) o->add_dims(d);
+    }
+    for (auto& s : c.steps) {
+      auto* step = out->mutable_ensemble_scheduling()->add_step();
+      step->set_model_name(s.model);
+      step->set_model_version(-1);
+      for (auto& [k, v] : s.input_map) (*step->mutable_input_map())[k] = v;
+      for (auto& [k, v] : s.output_map) (*step->mutable_output_map())[k] = v;
+    }
+    for (auto& [k, v] : c.parameters) (*out->mutable_parameters())[k].set_string_value(v);
+    finish(reactor, Status::OK);
+    return reactor;
+  }
+
   // Each pipeline's readiness, asked of the frontend one after another; answered with the last.
   grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* ctx, const pb::RepositoryIndexRequest* req,
                                             pb::RepositoryIndexResponse* res) override {

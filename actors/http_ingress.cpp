@@ -156,6 +156,33 @@ struct http_ingress::impl {
     return reply(200, j.dump());
   }
 
+  // Triton's model configuration (GET /v2/models/{m}/config): the pipeline as an ensemble, in
+  // the JSON of Triton's ModelConfig.
+  http::response model_configuration(const std::string& name) {
+    auto* p = cfg->find_pipeline(name);
+    if (!p) return refusal(404, "no pipeline '" + name + "'");
+    auto c = kserve::config_of(*cfg, *p);
+    json inputs = json::array(), outputs = json::array(), steps = json::array(), parameters = json::object();
+    for (auto& t : c.inputs)
+      inputs.push_back({{"name", t.name}, {"data_type", t.data_type}, {"format", "FORMAT_NONE"}, {"dims", t.dims}});
+    for (auto& t : c.outputs) outputs.push_back({{"name", t.name}, {"data_type", t.data_type}, {"dims", t.dims}});
+    for (auto& s : c.steps) {
+      json in = json::object(), out = json::object();
+      for (auto& [k, v] : s.input_map) in[k] = v;
+      for (auto& [k, v] : s.output_map) out[k] = v;
+      steps.push_back({{"model_name", s.model}, {"model_version", -1}, {"input_map", in}, {"output_map", out}});
+    }
+    for (auto& [k, v] : c.parameters) parameters[k] = {{"string_value", v}};
+    return reply(200, json{{"name", c.name},
+                           {"platform", "ensemble"},
+                           {"max_batch_size", c.max_batch_size},
+                           {"input", inputs},
+                           {"output", outputs},
+                           {"ensemble_scheduling", {{"step", steps}}},
+                           {"parameters", parameters}}
+                          .dump());
+  }
+
   // Checks and sends the request to the frontend; `respond` answers once it replies (on the
   // frontend's thread), or once the backstop passes.
   void infer(const std::string& name, const request& req, responder respond) {
@@ -244,7 +271,7 @@ struct http_ingress::impl {
     if (get && path == "/v2/models/stats") return off_thread(respond, [this] { return model_statistics(""); });
     if (post && path == "/v2/repository/index")
       return off_thread(respond, [this, req] { return repository_index(req); });
-    static const std::regex model(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?(/stats|/ready|/infer)?)");
+    static const std::regex model(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?(/stats|/ready|/infer|/config)?)");
     std::smatch m;
     if (!std::regex_match(path, m, model)) return respond(not_found());
     auto name = m[1].str(), version = m[2].str(), what = m[3].str();
@@ -253,6 +280,7 @@ struct http_ingress::impl {
       return respond(refusal(404, "pipeline '" + name + "' has no version '" + version + "'; its versions: 1"));
     if (what == "/stats") return off_thread(respond, [this, name] { return model_statistics(name); });
     if (what.empty()) return respond(model_metadata(name));
+    if (what == "/config") return respond(model_configuration(name));
     if (what == "/ready") {
       if (!cfg->find_pipeline(name)) return respond(refusal(404, "no pipeline '" + name + "'"));
       return off_thread(respond, [this, name] { return ready(name); });

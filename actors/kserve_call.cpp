@@ -1,11 +1,13 @@
 #include "actors/kserve_call.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 
 #include "config/start_layer.hpp"
 #include "gpu/image.hpp"
+#include "messages/kserve_v2.hpp"
 
 namespace sloserve::kserve {
 
@@ -29,6 +31,37 @@ pipeline_signature signature_of(const cluster_config& cfg, const pipeline& p) {
     s.outputs.push_back(std::move(out));
   }
   return s;
+}
+
+std::string triton_type(dtype t) {
+  auto name = datatype_name(t);
+  return name == "BYTES" ? "TYPE_STRING" : "TYPE_" + std::string(name);
+}
+
+model_config config_of(const cluster_config& cfg, const pipeline& p) {
+  model_config c;
+  c.name = p.name;
+  c.max_batch_size = max_batch_items;
+  auto sig = signature_of(cfg, p);
+  c.inputs.push_back({sig.input.name, triton_type(sig.input.spec.type), sig.input.spec.shape});
+  for (auto& o : sig.outputs) c.outputs.push_back({o.name, triton_type(o.spec.type), o.spec.shape});
+  // The tensors between stages are named after the stage that makes them; a leaf's is the
+  // pipeline's output.
+  auto leaves = p.leaves();
+  for (size_t s = 0; s < p.stages.size(); ++s) {
+    auto& st = p.stages[s];
+    auto& m = cfg.models[st.model_index];
+    model_config::step step{m.name, {}, {}};
+    step.input_map.emplace_back(m.input_name, st.parents.empty() ? sig.input.name : p.stages[st.parents.front()].name);
+    auto leaf = std::find(leaves.begin(), leaves.end(), s);
+    step.output_map.emplace_back(
+        m.output_name, leaf == leaves.end() ? st.name : sig.outputs[static_cast<size_t>(leaf - leaves.begin())].name);
+    c.steps.push_back(std::move(step));
+  }
+  char slo[32];
+  std::snprintf(slo, sizeof slo, "%g", p.slo_ms);
+  c.parameters.emplace_back("slo_ms", slo);
+  return c;
 }
 
 expected<prepared_call> prepare_call(const cluster_config& cfg, const pipeline& p, std::vector<tensor> inputs,

@@ -29,6 +29,31 @@ struct pipeline_signature {
 };
 pipeline_signature signature_of(const cluster_config& cfg, const pipeline& p);
 
+// A pipeline as Triton's model configuration describes an ensemble (Triton's ModelConfig RPC and
+// GET /v2/models/{m}/config): its input and outputs without the batch dimension (`max_batch_size`
+// items may come batched), each stage a step with the tensors it reads and makes, and the
+// pipeline's SLO among the parameters.
+struct model_config {
+  struct tensor {
+    std::string name;
+    std::string data_type;  // Triton's: TYPE_FP32, TYPE_INT64, TYPE_STRING, ...
+    std::vector<int64_t> dims;
+  };
+  struct step {
+    std::string model;
+    std::vector<std::pair<std::string, std::string>> input_map;   // the model's input <- a pipeline tensor
+    std::vector<std::pair<std::string, std::string>> output_map;  // the model's output -> a pipeline tensor
+  };
+  std::string name;
+  int64_t max_batch_size = 0;
+  std::vector<tensor> inputs, outputs;
+  std::vector<step> steps;
+  std::vector<std::pair<std::string, std::string>> parameters;
+};
+model_config config_of(const cluster_config& cfg, const pipeline& p);
+// Triton's name of a data type: TYPE_ and the protocol's, TYPE_STRING for BYTES.
+std::string triton_type(dtype t);
+
 // A request for `p` as the frontend takes it, and how to give its reply back. A client that
 // batches sends [N, ...shape]: N requests to the frontend, one per item, answered as one.
 struct prepared_call {

@@ -158,6 +158,17 @@ class GrpcIngress(unittest.TestCase):
         self.assertEqual(states["traffic"], ("1", "READY"))
         for m in s.RepositoryIndex(pb.RepositoryIndexRequest(ready=True)).models:
             self.assertEqual(m.state, "READY")
+        # Triton's model configuration: the pipeline as an ensemble of its stages' models.
+        c = s.ModelConfig(pb.ModelConfigRequest(name="traffic")).config
+        self.assertEqual((c.name, c.platform, c.max_batch_size), ("traffic", "ensemble", 1024))
+        self.assertEqual((c.input[0].name, c.input[0].data_type, list(c.input[0].dims)),
+                         ("input", pb.TYPE_FP32, [3, 32, 32]))
+        self.assertEqual(list(c.output[0].dims), [-1, 10])
+        self.assertEqual([st.model_name for st in c.ensemble_scheduling.step], ["det", "cls"])
+        self.assertEqual(c.parameters["slo_ms"].string_value, "200")
+        with self.assertRaises(grpc.RpcError) as e:
+            s.ModelConfig(pb.ModelConfigRequest(name="traffic", version="9"))
+        self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
 
     def test_inference_with_raw_and_typed_contents(self):
         r = self.c.stub.ModelInfer(infer_request(rid="q1"))

@@ -255,6 +255,25 @@ TEST_F(http_cluster, triton_statistics_and_the_repository_index_tell_what_was_se
   for (auto& e : json::parse(ready->body)) EXPECT_EQ(e["state"], "READY");
   EXPECT_EQ(client->Post("/v2/repository/index", R"({"ready": 3})", "application/json")->status, 400);
 
+  // Triton's model configuration: the pipeline as an ensemble of its stages' models.
+  auto config = client->Get("/v2/models/traffic/config");
+  ASSERT_TRUE(config && config->status == 200);
+  auto c = json::parse(config->body);
+  EXPECT_EQ(c["name"], "traffic");
+  EXPECT_EQ(c["platform"], "ensemble");
+  EXPECT_EQ(c["max_batch_size"], 1024);
+  EXPECT_EQ(c["input"][0]["name"], "input");
+  EXPECT_EQ(c["input"][0]["data_type"], "TYPE_FP32");
+  EXPECT_EQ(c["input"][0]["dims"], json::array({3, 32, 32}));
+  EXPECT_EQ(c["output"][0]["dims"], json::array({-1, 10})) << "classify runs once per detected row";
+  auto& steps = c["ensemble_scheduling"]["step"];
+  ASSERT_EQ(steps.size(), 2u) << config->body;
+  EXPECT_EQ(steps[0]["model_name"], "det");
+  EXPECT_EQ(steps[1]["model_name"], "cls");
+  EXPECT_EQ(steps[1]["input_map"].begin().value(), "detect") << "classify reads what detect makes";
+  EXPECT_EQ(c["parameters"]["slo_ms"]["string_value"], "200");
+  EXPECT_EQ(client->Get("/v2/models/nope/config")->status, 404);
+
   // The models the pipeline ran, each with its outcomes and durations.
   auto metrics = client->Get("/metrics");
   ASSERT_TRUE(metrics && metrics->status == 200);
