@@ -3,7 +3,7 @@
 // pipeline, the SLO and frame rate it declares (else its measured rate), its uplink (the harmonic
 // mean of the last second of its uploads: bytes over the time each took, from its send time less
 // what it waited on the client and half its round trip), the bytes per pixel of its images, and
-// the controller's route for it (the variant, instance and image size Jellyfish mapped it to).
+// the controller's route for it (the variant, instance and image size the policy mapped it to).
 // CAF-free; the frontend owns one.
 
 #include <cstddef>

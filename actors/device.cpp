@@ -243,7 +243,7 @@ void on_invocation(self_ptr self, msg::invocation& inv) {
   if (!inv.checked)
     if (auto ok = check_input(inv.inputs.front(), *s->model); !ok)
       return answer(self, inv, msg::status::error, ok.error());
-  // Piccolo's dummies pad the batches; the session's load reports only real work.
+  // Padding requests (dummies) fill the batches; the session's load reports only real work.
   if (!inv.dummy) {
     ++s->load.arrived;
     s->budget_sum_ms += static_cast<double>(inv.budget_ns) / 1e6;

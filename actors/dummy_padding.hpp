@@ -1,7 +1,8 @@
 #pragma once
-// Piccolo's dummy requests as one frontend sends them. The routing table gives each padded
-// instance its dummy rate; the frontends share it (each sends rate / frontends), spaced evenly
-// on the caller's clock. CAF-free: the frontend actor owns one and asks what is due on its ticks.
+// The padding requests (dummies) a routing table asks for, as one frontend sends them (a policy
+// that pads its instances' batches to a configuration's rate, as Piccolo does, sets them). The routing table gives each
+// padded instance its dummy rate; the frontends share it (each sends rate / frontends), spaced evenly on the caller's
+// clock. CAF-free: the frontend actor owns one and asks what is due on its ticks.
 
 #include <cstdint>
 #include <string>

@@ -149,7 +149,7 @@ bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, std::vecto
   f.model = st.routes->stage_model(q.pipeline, stage);
   // A cascade's first model finishes by its share of the stage's budget: the second may follow.
   f.deadline = q.arrival + nanoseconds(first_model_finish_ns(p, st.cfg->models, split, stage, span.count()));
-  // A client Jellyfish mapped runs the variant on the device it was mapped to.
+  // A client the table maps runs the variant on the device it was mapped to.
   if (q.route) {
     auto& vi = p.stages[stage].variant_indices;
     if (std::any_of(vi.begin(), vi.end(), [&](size_t m) { return st.cfg->models[m].name == q.route->model; })) {
@@ -210,7 +210,7 @@ bool fall_through(self_ptr self, uint64_t qid, query& q, in_flight& first) {
   return true;
 }
 
-// Graft: the next layer range of a query's fragment runs on what the last one made. False when no
+// A fragment route: the next layer range of a query's fragment runs on what the last one made. False when no
 // instance was live (the query has then been answered).
 bool next_range(self_ptr self, query& q, in_flight& done, std::vector<tensor> outputs) {
   in_flight f;
@@ -234,7 +234,7 @@ bool send_all(self_ptr self, uint64_t qid, query& q, std::vector<query_walk::spa
   return false;
 }
 
-// Sends Piccolo's dummies that are due: invocations of the model's input, which the device runs
+// Sends the padding requests (dummies) that are due: invocations of the model's input, which the device runs
 // in its batches and answers without outputs. They do not count as outstanding work (the
 // balancer's weights leave them out too).
 void send_dummies(self_ptr self, clock_time now) {

@@ -46,7 +46,7 @@ class frontend_routes {
   const std::string& stage_model(size_t pi, size_t s) const { return stage_models_[pi][s]; }
   // Stage budgets of pipeline `pi` as finish offsets; null before a table gave them all.
   const slo_split* split(size_t pi) const { return splits_[pi] ? &*splits_[pi] : nullptr; }
-  // Graft: the route for a query of pipeline `pi` that starts at layer `start` with `slo_ms` left:
+  // A fragment route: the route for a query of pipeline `pi` that starts at layer `start` with `slo_ms` left:
   // of the table's routes from that layer whose every model has a live instance, one planned for
   // the largest SLO not above `slo_ms` (else the least above it), drawn by rate among routes of
   // that SLO. Null when there is none.

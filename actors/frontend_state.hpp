@@ -63,7 +63,7 @@ struct in_flight {
   bool checked = false;                                // a root's: the inputs were checked at ingress
   bool fallback = false;                               // a cascade's second model, its first having been unsure
   std::optional<std::pair<std::string, uint32_t>> at;  // the instance its client is mapped to
-  // Graft: the layer ranges still to run after this one, each with its deadline.
+  // A fragment route's layer ranges still to run after this one, each with its deadline.
   std::vector<std::string> chain{};
   std::vector<clock_time> chain_deadlines{};
 };
@@ -98,14 +98,14 @@ struct frontend_state {
   // Since the last beacon, per pipeline: queries admitted and invocations per stage.
   std::vector<msg::pipeline_load> load;
   // Since the last beacon, per partitioned pipeline: queries by (start layer, SLO) and the clients
-  // that sent them (Graft's fragments).
+  // that sent them (the fragments a policy that re-aligns them plans for).
   struct fragment_tally {
     uint64_t queries = 0;
     std::set<std::string> clients;
   };
   std::vector<std::map<std::pair<uint32_t, double>, fragment_tally>> fragments;
   caf::actor_clock::time_point last_report;
-  // Piccolo's dummy requests: what the table asks of this frontend, those in flight (by id, with
+  // Padding requests (dummies): what the table asks of this frontend, those in flight (by id, with
   // when they went out), one input per model, and how many were sent.
   dummy_padding padding;
   std::unordered_map<uint64_t, clock_time> dummies;

@@ -66,7 +66,7 @@ struct prepared_call {
 constexpr int64_t max_batch_items = 1024;
 
 // What a request may say of itself in its parameters: the layer a partitioned model's server
-// starts at (Graft; 0: the whole model), and its own SLO (0: the pipeline's).
+// starts at (a partitioned model's; 0: the whole model), and its own SLO (0: the pipeline's).
 struct call_parameters {
   uint32_t start_layer = 0;
   double slo_ms = 0;

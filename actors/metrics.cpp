@@ -286,13 +286,13 @@ void node_metrics::render_gauges(std::string& out, double now_s) const {
     for (auto& [w, v] : links_) sample(out, "sloserve_link_round_trip_seconds", label("worker", w), v.second / 1e3);
   }
   if (!uplink_quantiles_.empty()) {
-    header(out, "sloserve_jellyfish_uplink_quantile", "gauge",
+    header(out, "sloserve_client_uplink_quantile", "gauge",
            "The quantile of its clients' uplink dips a pipeline's uploads are planned at (lower: deeper dips).");
     for (auto& [p, q] : uplink_quantiles_)
-      sample(out, "sloserve_jellyfish_uplink_quantile", label("pipeline", p), q.first);
-    header(out, "sloserve_jellyfish_wait_share", "gauge",
+      sample(out, "sloserve_client_uplink_quantile", label("pipeline", p), q.first);
+    header(out, "sloserve_client_wait_share", "gauge",
            "The share of the wait behind a running batch a pipeline's lifts onto spare compute plan for.");
-    for (auto& [p, q] : uplink_quantiles_) sample(out, "sloserve_jellyfish_wait_share", label("pipeline", p), q.second);
+    for (auto& [p, q] : uplink_quantiles_) sample(out, "sloserve_client_wait_share", label("pipeline", p), q.second);
   }
 }
 

@@ -103,8 +103,9 @@ class node_metrics {
   // round trip of an empty probe in ms).
   void link(const std::string& worker, double ms_per_mb, double base_ms);
   // Frontend: the quantile of its clients' uplink dips that `pipeline`'s uploads are timed at
-  // (scheduler.jellyfish.uplink_quantile, moved by miss_target), and the share of the wait behind
-  // a running batch that its lifts onto spare compute plan for.
+  // (the policy's client tracking, scheduling_policy::clients: its uplink quantile, moved by its
+  // miss target), and the share of the wait behind a running batch that its lifts onto spare
+  // compute plan for.
   void uplink_quantile(const std::string& pipeline, double q, double wait_share);
 
   // Counters of what the network and clients did to the node, each with at most one label.
@@ -113,7 +114,7 @@ class node_metrics {
     peer_down,       // label peer: a node this one stopped hearing
     rerouted,        // an invocation sent again because its node went down
     reply_dropped,   // label why: client_gone, client_not_reading
-    dummy,           // label outcome: sent, ok, dropped, overloaded, error (Piccolo's padding)
+    dummy,           // label outcome: sent, ok, dropped, overloaded, error (padding requests)
     http_refused,    // label why: connections_per_address, connections, request_timeout, too_large, bad_request,
                      // tls_handshake
   };

@@ -43,7 +43,7 @@ msg::routing_table route_publisher::live_table(const cluster_placement& p, const
   return t;
 }
 
-// Make before break for clients (Jellyfish): a client whose new instance cannot take traffic yet
+// Make before break for the clients a table maps to instances: a client whose new instance cannot take traffic yet
 // stays on the one it was last published with while that device still holds the model (a
 // resident variant), which is then routed too; with neither it has no route (the stage's serve it).
 void route_publisher::hold_clients(msg::routing_table& t, const worker_registry& w) const {

@@ -51,7 +51,7 @@ status set_fragments(const cluster_config& cfg, const std::vector<std::string>& 
 void add_plan_command(CLI::App& app, int& rc) {
   struct opts {
     std::string config;
-    scheduler_policy policy = scheduler_policy::nexus;
+    scheduler_policy policy{};  // read only when --policy is given
     split_policy split = split_policy::dp;
     std::vector<std::string> rates, fragments;
     bool json = false;

@@ -12,6 +12,7 @@
 
 #include "config/reader.hpp"
 #include "config/settings.hpp"
+#include "config/settings_io.hpp"
 
 namespace sloserve {
 
@@ -151,27 +152,24 @@ status check_address(std::string_view a) {
 std::vector<config_section> config_keys() {
   static const std::vector<config_section> fixed = {
       {"", {"cluster", "device_types", "nodes", "models", "pipelines", "runtime", "scheduler", "scaler", "security"}},
-      {"cluster", {"name"}},
-      {"device_types[]", {"name", "price"}},
-      {"nodes[]", {"name", "address", "bind", "roles", "devices", "cores", "http", "grpc", "metrics"}},
-      {"nodes[].devices[]", {"kind", "count", "models", "memory_mb", "threads", "type", "shares"}},
-      {"models[]",
-       {"name", "input", "output", "max_batch", "profile", "profiles", "jitter", "load_ms", "memory_mb", "path",
-        "prefix", "cores", "preprocess", "precision", "accuracy", "base_cores", "pass_rate", "share_exponent",
-        "layers"}},
+      {"cluster", settings::names_of(settings::cluster_keys())},
+      {"device_types[]", settings::names_of(settings::device_type_keys())},
+      {"nodes[]", settings::names_of(settings::node_keys(), {"roles", "devices"})},
+      {"nodes[].devices[]", settings::names_of(settings::device_keys())},
+      {"models[]", settings::names_of(settings::model_keys(), settings::model_maps)},
       {"models[].layers[]", {"name", "input", "profile"}},
       {"models[].input", {"dtype", "shape", "name"}},
       {"models[].output", {"dtype", "shape", "name"}},
       {"models[].profile", {"batch", "latency_ms", "alpha_ms", "beta_ms", "step"}},
-      {"models[].cores", {"gamma_ms", "epsilon_ms", "delta_ms", "eta_ms"}},
+      {"models[].cores", settings::names_of(settings::core_keys())},
       {"models[].preprocess", {"from", "mean", "std"}},
-      {"pipelines[]", {"name", "slo_ms", "stages"}},
-      {"pipelines[].stages[]", {"name", "model", "variants", "cascade", "after", "fanout"}},
-      {"pipelines[].stages[].cascade", {"models", "confidence"}},
+      {"pipelines[]", settings::names_of(settings::pipeline_keys(), {"stages"})},
+      {"pipelines[].stages[]", settings::names_of(settings::stage_keys(), {"after", "cascade"})},
+      {"pipelines[].stages[].cascade", settings::names_of(settings::cascade_keys())},
       {"runtime", settings::names_of(settings::runtime_keys())},
       {"scheduler", settings::names_of(settings::scheduler_keys(), {"policy", "rate_band"})},
       {"scaler", settings::names_of(settings::scaler_keys())},
-      {"security", {"keys", "clients", "tls_cert", "tls_key", "tokens"}},
+      {"security", settings::names_of(settings::security_keys())},
   };
   // Each policy's own section: a key of `scheduler`, and its keys.
   auto all = fixed;
@@ -191,65 +189,91 @@ std::vector<config_section> config_keys() {
 
 namespace {
 
+void parse_devices(reader& r, const YAML::Node& devs, const std::string& where, const cluster_config& cfg,
+                   node_spec& s) {
+  if (!devs.IsSequence()) r.error(devs, where + " devices must be a list");
+  for (auto d : devs) {
+    device_group g;
+    auto w = where + " device";
+    r.known_keys(d, "nodes[].devices[]", w);
+    settings::read_keys(r, d, g, settings::device_keys(), w);
+    if (g.threads < 1) r.error(d["threads"], w + " threads must be at least 1");
+    if (g.count < 1) r.error(d["count"], w + " count must be at least 1");
+    if (!g.type.empty() && !cfg.find_device_type(g.type))
+      r.error(d["type"], w + " type '" + g.type + "' is not in device_types");
+    if (d["shares"]) {
+      double sum = 0;
+      for (double x : g.shares) sum += x;
+      if (g.shares.empty() ||
+          std::any_of(g.shares.begin(), g.shares.end(), [](double x) { return !(x > 0 && x <= 1); }))
+        r.error(d["shares"], w + " shares must each be in (0, 1]");
+      else if (sum > 1 + 1e-9)
+        r.error(d["shares"], w + " shares sum to " + std::to_string(sum) + "; a device has 1 to share");
+      else if (g.kind != device_kind::emulated)
+        r.error(d["shares"], w + " shares need MPS on a " + std::string(knob_name(g.kind)) +
+                                 " device, which sloserve does not drive: only emulated devices take shares");
+    }
+    s.devices.push_back(std::move(g));
+  }
+}
+
 void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
   if (!n.IsMap()) {
     r.error(n, "each node must be a map");
     return;
   }
   node_spec s;
-  std::string where = "node";
+  auto where = named(n, "node");
   r.known_keys(n, "nodes[]", where);
-  if (r.get(n, "name", s.name, where, true)) where = "node '" + s.name + "'";
-  if (r.get(n, "address", s.address, where, true))
+  settings::read_keys(r, n, s, settings::node_keys(), where);
+  if (!s.address.empty())
     if (auto ok = check_address(s.address); !ok) r.error(n["address"], where + ": " + ok.error());
-  if (r.get(n, "bind", s.bind, where, false))
+  if (!s.bind.empty())
     if (auto ok = check_address(s.bind); !ok) r.error(n["bind"], where + " bind: " + ok.error());
-  if (r.get(n, "http", s.http, where, false))
-    if (auto ok = check_host_port(s.http); !ok) r.error(n["http"], where + " http: " + ok.error());
-  if (r.get(n, "grpc", s.grpc, where, false))
-    if (auto ok = check_host_port(s.grpc); !ok) r.error(n["grpc"], where + " grpc: " + ok.error());
-  if (r.get(n, "metrics", s.metrics, where, false))
-    if (auto ok = check_host_port(s.metrics); !ok) r.error(n["metrics"], where + " metrics: " + ok.error());
+  for (auto [key, value] : {std::pair{"http", &s.http}, std::pair{"grpc", &s.grpc}, std::pair{"metrics", &s.metrics}})
+    if (!value->empty())
+      if (auto ok = check_host_port(*value); !ok) r.error(n[key], where + " " + key + ": " + ok.error());
+  if (n["cores"] && s.cores < 1) r.error(n["cores"], where + " cores must be at least 1");
   std::vector<std::string> roles;
   r.get(n, "roles", roles, where, true);
-  if (r.get(n, "cores", s.cores, where, false) && s.cores < 1) r.error(n["cores"], where + " cores must be at least 1");
   for (auto& name : roles)
     if (auto x = parse_knob<role>(name))
       s.roles.push_back(*x);
     else
       r.error(n["roles"], where + " has unknown role '" + name + "' (" + knob_choices<role>(", ") + ")");
-  if (auto devs = n["devices"]; devs) {
-    if (!devs.IsSequence()) r.error(devs, where + " devices must be a list");
-    for (auto d : devs) {
-      device_group g;
-      r.known_keys(d, "nodes[].devices[]", where + " device");
-      r.get(d, "memory_mb", g.memory_mb, where + " device", false);
-      r.get(d, "threads", g.threads, where + " device", false);
-      if (g.threads < 1) r.error(d["threads"], where + " device threads must be at least 1");
-      r.get_knob(d, "kind", g.kind, where + " device", true, where + " device kind");
-      r.get(d, "count", g.count, where + " device", false);
-      if (g.count < 1) r.error(d["count"], where + " device count must be at least 1");
-      r.get(d, "models", g.models, where + " device", false);
-      if (r.get(d, "type", g.type, where + " device", false) && !cfg.find_device_type(g.type))
-        r.error(d["type"], where + " device type '" + g.type + "' is not in device_types");
-      if (r.get(d, "shares", g.shares, where + " device", false)) {
-        double sum = 0;
-        for (double x : g.shares) sum += x;
-        if (g.shares.empty() ||
-            std::any_of(g.shares.begin(), g.shares.end(), [](double x) { return !(x > 0 && x <= 1); }))
-          r.error(d["shares"], where + " device shares must each be in (0, 1]");
-        else if (sum > 1 + 1e-9)
-          r.error(d["shares"], where + " device shares sum to " + std::to_string(sum) + "; a device has 1 to share");
-        else if (g.kind != device_kind::emulated)
-          r.error(d["shares"], where + " device shares need MPS on a " + std::string(knob_name(g.kind)) +
-                                   " device, which sloserve does not drive: only emulated devices take shares");
-      }
-      s.devices.push_back(std::move(g));
-    }
-  }
+  if (auto devs = n["devices"]) parse_devices(r, devs, where, cfg, s);
   if (s.has_role(role::worker) && s.devices.empty()) r.error(n, where + " has role worker but no devices");
   if (cfg.find_node(s.name)) r.error(n["name"], "duplicate node name '" + s.name + "'");
   cfg.nodes.push_back(std::move(s));
+}
+
+// A stage: a model, variants or a cascade (one of them), what it comes after, its fanout.
+stage parse_stage(reader& r, const YAML::Node& sn, const std::string& where) {
+  stage s;
+  r.known_keys(sn, "pipelines[].stages[]", where + " stage");
+  auto sw = named(sn, where + " stage");
+  settings::read_keys(r, sn, s, settings::stage_keys(), sw);
+  if (auto cn = sn["cascade"]) {
+    if (sn["model"] || sn["variants"])
+      r.error(cn, sw + " names 'cascade' beside 'model' or 'variants'; give one of them");
+    r.known_keys(cn, "pipelines[].stages[].cascade", sw + " cascade");
+    cascade_spec c;
+    settings::read_keys(r, cn, c, settings::cascade_keys(), sw + " cascade");
+    s.model.clear();
+    s.variants.clear();
+    s.cascade = std::move(c);
+  } else if (sn["variants"]) {
+    if (s.variants.empty()) r.error(sn["variants"], sw + " variants must name at least one model");
+    if (sn["model"]) r.error(sn["model"], sw + " names both 'model' and 'variants'; give one of them");
+    s.model.clear();
+  } else if (!sn["model"]) {
+    r.error(sn, sw + " is missing 'model'");
+  }
+  if (sn["after"] && sn["after"].IsScalar())
+    s.after.push_back(sn["after"].as<std::string>());
+  else
+    r.get(sn, "after", s.after, sw, false);
+  return s;
 }
 
 void parse_pipeline(reader& r, const YAML::Node& n, cluster_config& cfg) {
@@ -258,43 +282,16 @@ void parse_pipeline(reader& r, const YAML::Node& n, cluster_config& cfg) {
     return;
   }
   pipeline p;
-  std::string where = "pipeline";
+  auto where = named(n, "pipeline");
   r.known_keys(n, "pipelines[]", where);
-  if (r.get(n, "name", p.name, where, true)) where = "pipeline '" + p.name + "'";
-  if (r.get(n, "slo_ms", p.slo_ms, where, true) && !(p.slo_ms > 0))
-    r.error(n["slo_ms"], where + " slo_ms must be positive");
+  settings::read_keys(r, n, p, settings::pipeline_keys(), where);
+  if (n["slo_ms"] && !(p.slo_ms > 0)) r.error(n["slo_ms"], where + " slo_ms must be positive");
   std::vector<YAML::Node> stage_nodes;
   if (!n["stages"] || !n["stages"].IsSequence()) {
     r.error(n, where + " needs a list of 'stages'");
   } else {
     for (auto sn : n["stages"]) {
-      stage s;
-      r.known_keys(sn, "pipelines[].stages[]", where + " stage");
-      r.get(sn, "name", s.name, where + " stage", true);
-      auto sw = where + " stage '" + s.name + "'";
-      if (sn["cascade"]) {
-        if (sn["model"] || sn["variants"])
-          r.error(sn["cascade"], sw + " names 'cascade' beside 'model' or 'variants'; give one of them");
-        auto cn = sn["cascade"];
-        r.known_keys(cn, "pipelines[].stages[].cascade", sw + " cascade");
-        cascade_spec c;
-        r.get(cn, "models", c.models, sw + " cascade", true);
-        r.get(cn, "confidence", c.confidence, sw + " cascade", false);
-        s.cascade = std::move(c);
-      } else if (sn["variants"]) {
-        if (r.get(sn, "variants", s.variants, sw, true) && s.variants.empty())
-          r.error(sn["variants"], sw + " variants must name at least one model");
-        if (sn["model"]) r.error(sn["model"], sw + " names both 'model' and 'variants'; give one of them");
-      } else {
-        r.get(sn, "model", s.model, sw, true);
-      }
-      if (sn["after"] && sn["after"].IsScalar())
-        s.after.push_back(sn["after"].as<std::string>());
-      else
-        r.get(sn, "after", s.after, where + " stage '" + s.name + "'", false);
-      double f = 0;
-      if (r.get(sn, "fanout", f, where + " stage '" + s.name + "'", false)) s.fanout = f;
-      p.stages.push_back(std::move(s));
+      p.stages.push_back(parse_stage(r, sn, where));
       stage_nodes.push_back(sn);
     }
   }
@@ -323,11 +320,7 @@ void parse_security(reader& r, const YAML::Node& n, security_options& o) {
   if (!n) return;
   const std::string w = "security";
   r.known_keys(n, "security", w);
-  r.get(n, "keys", o.keys, w, true);
-  r.get(n, "clients", o.clients, w, false);
-  r.get(n, "tls_cert", o.tls_cert, w, false);
-  r.get(n, "tls_key", o.tls_key, w, false);
-  r.get(n, "tokens", o.tokens, w, false);
+  settings::read_keys(r, n, o, settings::security_keys(), w);
   if (o.tls_cert.empty() != o.tls_key.empty()) r.error(n, "security needs both tls_cert and tls_key, or neither");
   // Paths are relative to the cluster file, and kept absolute so that `up` can hand them on.
   auto resolve = [&](std::string& path) { path = r.resolve(path); };
@@ -350,8 +343,8 @@ void parse_device_types(reader& r, const YAML::Node& types, cluster_config& cfg)
   for (auto t : types) {
     device_type x;
     r.known_keys(t, "device_types[]", "device type");
-    if (!r.get(t, "name", x.name, "device type", true)) continue;
-    r.get(t, "price", x.price, "device type '" + x.name + "'", true);
+    settings::read_keys(r, t, x, settings::device_type_keys(), named(t, "device type"));
+    if (x.name.empty()) continue;
     if (!(x.price > 0)) r.error(t["price"], "device type '" + x.name + "' price must be positive");
     if (cfg.find_device_type(x.name)) r.error(t["name"], "duplicate device type '" + x.name + "'");
     cfg.device_types.push_back(std::move(x));
@@ -383,7 +376,7 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
   try {
     r.known_keys(root, "", "the cluster file");
     r.known_keys(root["cluster"], "cluster", "cluster");
-    if (root["cluster"]) r.get(root["cluster"], "name", cfg.name, "cluster", false);
+    if (root["cluster"]) settings::read_keys(r, root["cluster"], cfg, settings::cluster_keys(), "cluster");
     if (auto types = root["device_types"]) parse_device_types(r, types, cfg);
     if (!root["nodes"] || !root["nodes"].IsSequence() || root["nodes"].size() == 0)
       r.error(root, "the cluster file needs a non-empty list 'nodes'");

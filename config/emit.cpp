@@ -5,6 +5,7 @@
 
 #include "config/cluster_config.hpp"
 #include "config/reader.hpp"
+#include "config/settings_io.hpp"
 
 namespace sloserve {
 
@@ -44,23 +45,14 @@ namespace {
 void emit_nodes(YAML::Emitter& e, const cluster_config& cfg) {
   e << YAML::Key << "nodes" << YAML::Value << YAML::BeginSeq;
   for (auto& n : cfg.nodes) {
-    e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << n.name << YAML::Key << "address" << YAML::Value
-      << n.address << YAML::Key << "roles" << YAML::Value << YAML::Flow << role_names(n.roles);
-    if (!n.bind.empty()) e << YAML::Key << "bind" << YAML::Value << n.bind;
-    if (n.cores > 0) e << YAML::Key << "cores" << YAML::Value << n.cores;
-    if (!n.http.empty()) e << YAML::Key << "http" << YAML::Value << n.http;
-    if (!n.grpc.empty()) e << YAML::Key << "grpc" << YAML::Value << n.grpc;
-    if (!n.metrics.empty()) e << YAML::Key << "metrics" << YAML::Value << n.metrics;
+    e << YAML::BeginMap;
+    settings::emit_set_keys(e, n, settings::node_keys());
+    e << YAML::Key << "roles" << YAML::Value << YAML::Flow << role_names(n.roles);
     if (!n.devices.empty()) {
       e << YAML::Key << "devices" << YAML::Value << YAML::BeginSeq;
       for (auto& g : n.devices) {
-        e << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value << std::string(knob_name(g.kind))
-          << YAML::Key << "count" << YAML::Value << g.count;
-        if (!g.models.empty()) e << YAML::Key << "models" << YAML::Value << YAML::Flow << g.models;
-        if (g.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << g.memory_mb;
-        if (g.threads != 1) e << YAML::Key << "threads" << YAML::Value << g.threads;
-        if (!g.type.empty()) e << YAML::Key << "type" << YAML::Value << g.type;
-        if (!g.shares.empty()) e << YAML::Key << "shares" << YAML::Value << YAML::Flow << g.shares;
+        e << YAML::Flow << YAML::BeginMap;
+        settings::emit_set_keys(e, g, settings::device_keys());
         e << YAML::EndMap;
       }
       e << YAML::EndSeq;
@@ -73,10 +65,10 @@ void emit_nodes(YAML::Emitter& e, const cluster_config& cfg) {
 // One model: its tensors, batch, profiles (a model left to be profiled at start-up stays so: its
 // nodes measure it), and whatever it sets beside its defaults.
 void emit_model(YAML::Emitter& e, const model_spec& m) {
-  e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << m.name;
+  e << YAML::BeginMap;
+  settings::emit_set_keys(e, m, settings::model_keys());
   emit_tensor(e, "input", m.input, m.input_name);
   emit_tensor(e, "output", m.output, m.output_name);
-  e << YAML::Key << "max_batch" << YAML::Value << m.max_batch;
   if (m.partitioned()) {
     e << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
     for (size_t k = 0; k < m.layers.size(); ++k) {
@@ -99,19 +91,11 @@ void emit_model(YAML::Emitter& e, const model_spec& m) {
     }
     e << YAML::EndMap;
   }
-  if (m.cores)
-    e << YAML::Key << "cores" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "gamma_ms" << YAML::Value
-      << m.cores->gamma << YAML::Key << "epsilon_ms" << YAML::Value << m.cores->epsilon << YAML::Key << "delta_ms"
-      << YAML::Value << m.cores->delta << YAML::Key << "eta_ms" << YAML::Value << m.cores->eta << YAML::EndMap;
-  if (m.jitter > 0) e << YAML::Key << "jitter" << YAML::Value << m.jitter;
-  if (m.share_exponent != 1) e << YAML::Key << "share_exponent" << YAML::Value << m.share_exponent;
-  if (m.load_ms > 0) e << YAML::Key << "load_ms" << YAML::Value << m.load_ms;
-  if (m.memory_mb > 0) e << YAML::Key << "memory_mb" << YAML::Value << m.memory_mb;
-  if (m.accuracy) e << YAML::Key << "accuracy" << YAML::Value << *m.accuracy;
-  if (m.base_cores != 1) e << YAML::Key << "base_cores" << YAML::Value << m.base_cores;
-  if (m.pass_rate) e << YAML::Key << "pass_rate" << YAML::Value << *m.pass_rate;
-  if (!m.path.empty()) e << YAML::Key << "path" << YAML::Value << m.path;
-  if (m.is_variant()) e << YAML::Key << "prefix" << YAML::Value << m.prefix;
+  if (m.cores) {
+    e << YAML::Key << "cores" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    settings::emit_keys(e, *m.cores, settings::core_keys());
+    e << YAML::EndMap;
+  }
   if (m.precision != precision::fp32)
     e << YAML::Key << "precision" << YAML::Value << std::string(precision_name(m.precision));
   if (m.preprocess) {
@@ -126,20 +110,21 @@ void emit_model(YAML::Emitter& e, const model_spec& m) {
 void emit_pipelines(YAML::Emitter& e, const cluster_config& cfg) {
   e << YAML::Key << "pipelines" << YAML::Value << YAML::BeginSeq;
   for (auto& p : cfg.pipelines) {
-    e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << p.name << YAML::Key << "slo_ms" << YAML::Value
-      << p.slo_ms << YAML::Key << "stages" << YAML::Value << YAML::BeginSeq;
+    e << YAML::BeginMap;
+    settings::emit_set_keys(e, p, settings::pipeline_keys());
+    e << YAML::Key << "stages" << YAML::Value << YAML::BeginSeq;
     for (auto& s : p.stages) {
-      e << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << s.name;
-      if (s.cascade)
-        e << YAML::Key << "cascade" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "models"
-          << YAML::Value << YAML::Flow << s.cascade->models << YAML::Key << "confidence" << YAML::Value
-          << s.cascade->confidence << YAML::EndMap;
-      else if (s.variants.empty())
-        e << YAML::Key << "model" << YAML::Value << s.model;
-      else
-        e << YAML::Key << "variants" << YAML::Value << YAML::Flow << s.variants;
+      // One of model, variants and cascade: resolve() also names the model a stage starts with.
+      auto written = s;
+      if (s.cascade || !s.variants.empty()) written.model.clear();
+      e << YAML::Flow << YAML::BeginMap;
+      settings::emit_set_keys(e, written, settings::stage_keys());
+      if (s.cascade) {
+        e << YAML::Key << "cascade" << YAML::Value << YAML::Flow << YAML::BeginMap;
+        settings::emit_keys(e, *s.cascade, settings::cascade_keys());
+        e << YAML::EndMap;
+      }
       if (!s.after.empty()) e << YAML::Key << "after" << YAML::Value << YAML::Flow << s.after;
-      if (s.fanout) e << YAML::Key << "fanout" << YAML::Value << *s.fanout;
       e << YAML::EndMap;
     }
     e << YAML::EndSeq << YAML::EndMap;
@@ -148,13 +133,9 @@ void emit_pipelines(YAML::Emitter& e, const cluster_config& cfg) {
 }
 
 void emit_security(YAML::Emitter& e, const security_options& o) {
-  auto kv = [&e](const char* key, const std::string& value) { e << YAML::Key << key << YAML::Value << value; };
   if (o.enabled()) {
     e << YAML::Key << "security" << YAML::Value << YAML::BeginMap;
-    kv("keys", o.keys);
-    e << YAML::Key << "clients" << YAML::Value << o.clients;
-    if (!o.tls_cert.empty()) kv("tls_cert", o.tls_cert), kv("tls_key", o.tls_key);
-    if (!o.tokens.empty()) e << YAML::Key << "tokens" << YAML::Value << o.tokens;
+    settings::emit_set_keys(e, o, settings::security_keys());
     e << YAML::EndMap;
   }
 }
@@ -164,13 +145,16 @@ void emit_security(YAML::Emitter& e, const security_options& o) {
 std::string to_yaml(const cluster_config& cfg) {
   YAML::Emitter e;
   e << YAML::BeginMap;
-  e << YAML::Key << "cluster" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value
-    << cfg.name << YAML::EndMap;
+  e << YAML::Key << "cluster" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  settings::emit_keys(e, cfg, settings::cluster_keys());
+  e << YAML::EndMap;
   if (!cfg.device_types.empty()) {
     e << YAML::Key << "device_types" << YAML::Value << YAML::BeginSeq;
-    for (auto& t : cfg.device_types)
-      e << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << t.name << YAML::Key << "price"
-        << YAML::Value << t.price << YAML::EndMap;
+    for (auto& t : cfg.device_types) {
+      e << YAML::Flow << YAML::BeginMap;
+      settings::emit_set_keys(e, t, settings::device_type_keys());
+      e << YAML::EndMap;
+    }
     e << YAML::EndSeq;
   }
   emit_nodes(e, cfg);

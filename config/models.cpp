@@ -5,6 +5,7 @@
 #include <cctype>
 
 #include "config/reader.hpp"
+#include "config/settings_io.hpp"
 
 namespace sloserve::config_detail {
 namespace {
@@ -148,36 +149,36 @@ void parse_cores(reader& r, const YAML::Node& c, model_spec& m, const std::strin
   core_latency l;
   auto w = where + " cores";
   r.known_keys(c, "models[].cores", w);
-  bool all = r.get(c, "gamma_ms", l.gamma, w, true) & r.get(c, "epsilon_ms", l.epsilon, w, true) &
-             r.get(c, "delta_ms", l.delta, w, true) & r.get(c, "eta_ms", l.eta, w, true);
-  if (all && (l.gamma < 0 || l.epsilon < 0 || l.delta < 0 || l.eta < 0 || l.at(1, 1) <= 0))
+  auto before = r.errors_.size();
+  settings::read_keys(r, c, l, settings::core_keys(), w);
+  if (r.errors_.size() != before) return;
+  if (l.gamma < 0 || l.epsilon < 0 || l.delta < 0 || l.eta < 0 || l.at(1, 1) <= 0)
     r.error(c, w + ": l(b, c) = gamma_ms*b/c + epsilon_ms/c + delta_ms*b + eta_ms needs non-negative terms");
-  else if (all)
+  else
     m.cores = l;
 }
 
-// The scalars a model may set beside its tensors and profiles, each checked.
-void parse_model_scalars(reader& r, const YAML::Node& n, model_spec& m, const std::string& where) {
-  r.get(n, "jitter", m.jitter, where, false);
-  r.get(n, "share_exponent", m.share_exponent, where, false);
+// What values the model's plain keys (settings::model_keys) may take.
+void check_model_scalars(reader& r, const YAML::Node& n, model_spec& m, const std::string& where) {
+  if (m.max_batch < 1) r.error(n["max_batch"], where + " max_batch must be at least 1");
   if (!(m.share_exponent >= 0 && m.share_exponent <= 4))
     r.error(n["share_exponent"], where + " share_exponent must be in [0, 4]");
   if (m.jitter < 0 || m.jitter >= 1) r.error(n["jitter"], where + " jitter must be in [0, 1)");
-  r.get(n, "load_ms", m.load_ms, where, false);
   if (m.load_ms < 0) r.error(n["load_ms"], where + " load_ms cannot be negative");
-  r.get(n, "memory_mb", m.memory_mb, where, false);
-  // An optional number within [lo, hi]; outside it, an error that says what it is.
-  auto bounded = [&](const char* key, double lo, double hi, const std::string& what) -> std::optional<double> {
-    double x = 0;
-    if (!r.get(n, key, x, where, false)) return std::nullopt;
-    if (x >= lo && x <= hi) return x;
+  if (m.memory_mb < 0) r.error(n["memory_mb"], where + " memory_mb cannot be negative");
+  // An optional number within [lo, hi]; outside it, an error that says what it is, and unset.
+  auto bounded = [&](const char* key, std::optional<double>& x, double lo, double hi, const std::string& what) {
+    if (!x || (*x >= lo && *x <= hi)) return;
     r.error(n[key], where + " " + key + " is " + what + ": it must be in [" + number(lo) + ", " + number(hi) + "]");
-    return std::nullopt;
+    x.reset();
   };
-  m.accuracy = bounded("accuracy", 0, 100, "a top-1 percentage");
-  r.get(n, "base_cores", m.base_cores, where, false);
-  m.pass_rate = bounded("pass_rate", 0, 1, "a fraction");
+  bounded("accuracy", m.accuracy, 0, 100, "a top-1 percentage");
+  bounded("pass_rate", m.pass_rate, 0, 1, "a fraction");
   if (!(m.base_cores > 0)) r.error(n["base_cores"], where + " base_cores must be positive");
+  // Relative to the cluster file, made absolute once so that a resolved copy (`up`) names the same file.
+  if (!m.path.empty()) m.path = r.resolve(m.path);
+  if (m.name.find_first_of("[]") != std::string::npos)
+    r.error(n["name"], where + ": model names cannot hold '[' or ']' (fragments of partitioned models are named so)");
 }
 
 }  // namespace
@@ -188,10 +189,8 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
     return;
   }
   model_spec m;
-  std::string where = "model";
+  auto where = named(n, "model");
   r.known_keys(n, "models[]", where);
-  r.get(n, "prefix", m.prefix, where, false);
-  if (r.get(n, "name", m.name, where, true)) where = "model '" + m.name + "'";
   if (!n["input"])
     r.error(n, where + " is missing 'input'");
   else
@@ -200,8 +199,9 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
     r.error(n, where + " is missing 'output'");
   else
     parse_tensor_spec(r, n["output"], m.output, where + " output", "models[].output", &m.output_name);
-  r.get(n, "max_batch", m.max_batch, where, false);
-  if (m.max_batch < 1) r.error(n["max_batch"], where + " max_batch must be at least 1");
+  // The plain keys last: what is missing below is told at the model's map.
+  settings::read_keys(r, n, m, settings::model_keys(), where);
+  check_model_scalars(r, n, m, where);
   if (auto ls = n["layers"]) parse_layers(r, ls, n, m, where);
   // A real model may leave its profile to the worker that serves it (measured at start-up).
   if (m.partitioned())
@@ -219,13 +219,7 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
     else
       r.error(n["precision"], where + " precision '" + p + "' must be fp32, fp16 or bf16");
   }
-  parse_model_scalars(r, n, m, where);
-  // Relative to the cluster file, made absolute once so that a resolved copy (`up`) names the same file.
-  if (r.get(n, "path", m.path, where, false) && !m.path.empty()) m.path = r.resolve(m.path);
-  if (m.memory_mb < 0) r.error(n["memory_mb"], where + " memory_mb cannot be negative");
   if (cfg.find_model(m.name)) r.error(n["name"], "duplicate model name '" + m.name + "'");
-  if (m.name.find_first_of("[]") != std::string::npos)
-    r.error(n["name"], where + ": model names cannot hold '[' or ']' (fragments of partitioned models are named so)");
   cfg.models.push_back(std::move(m));
 }
 

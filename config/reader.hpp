@@ -84,6 +84,12 @@ class reader {
   YAML::Mark last_ = YAML::Mark::null_mark();
 };
 
+// How messages name an entry of a list: `what 'NAME'` when it has a name, else `what`.
+inline std::string named(const YAML::Node& n, const std::string& what) {
+  auto name = n.IsMap() ? n["name"] : YAML::Node();
+  return name && name.IsScalar() ? what + " '" + name.Scalar() + "'" : what;
+}
+
 // A number as the messages write it (%g).
 inline std::string number(double x) {
   char buf[32];

@@ -65,6 +65,86 @@ const std::vector<key<scaler_options>>& scaler_keys() {
   return keys;
 }
 
+const std::vector<key<cluster_config>>& cluster_keys() {
+  static const std::vector<key<cluster_config>> keys = {{"name", &cluster_config::name}};
+  return keys;
+}
+
+const std::vector<key<device_type>>& device_type_keys() {
+  using o = device_type;
+  static const std::vector<key<o>> keys = {{"name", &o::name, true}, {"price", &o::price, true}};
+  return keys;
+}
+
+const std::vector<key<node_spec>>& node_keys() {
+  using o = node_spec;
+  static const std::vector<key<o>> keys = {
+      {"name", &o::name, true}, {"address", &o::address, true}, {"bind", &o::bind},   {"http", &o::http},
+      {"grpc", &o::grpc},       {"metrics", &o::metrics},       {"cores", &o::cores},
+  };
+  return keys;
+}
+
+const std::vector<key<device_group>>& device_keys() {
+  using o = device_group;
+  static const std::vector<key<o>> keys = {
+      {"kind", &o::kind, true}, {"count", &o::count}, {"models", &o::models}, {"memory_mb", &o::memory_mb},
+      {"threads", &o::threads}, {"type", &o::type},   {"shares", &o::shares},
+  };
+  return keys;
+}
+
+const std::vector<key<model_spec>>& model_keys() {
+  using o = model_spec;
+  static const std::vector<key<o>> keys = {
+      {"name", &o::name, true},     {"max_batch", &o::max_batch},
+      {"jitter", &o::jitter},       {"share_exponent", &o::share_exponent},
+      {"load_ms", &o::load_ms},     {"memory_mb", &o::memory_mb},
+      {"accuracy", &o::accuracy},   {"base_cores", &o::base_cores},
+      {"pass_rate", &o::pass_rate}, {"path", &o::path},
+      {"prefix", &o::prefix},
+  };
+  return keys;
+}
+
+const std::vector<key<core_latency>>& core_keys() {
+  using o = core_latency;
+  static const std::vector<key<o>> keys = {{"gamma_ms", &o::gamma, true},
+                                           {"epsilon_ms", &o::epsilon, true},
+                                           {"delta_ms", &o::delta, true},
+                                           {"eta_ms", &o::eta, true}};
+  return keys;
+}
+
+const std::vector<key<pipeline>>& pipeline_keys() {
+  using o = pipeline;
+  static const std::vector<key<o>> keys = {{"name", &o::name, true}, {"slo_ms", &o::slo_ms, true}};
+  return keys;
+}
+
+const std::vector<key<stage>>& stage_keys() {
+  using o = stage;
+  static const std::vector<key<o>> keys = {
+      {"name", &o::name, true}, {"model", &o::model}, {"variants", &o::variants}, {"fanout", &o::fanout}};
+  return keys;
+}
+
+const std::vector<key<cascade_spec>>& cascade_keys() {
+  using o = cascade_spec;
+  static const std::vector<key<o>> keys = {{"models", &o::models, true}, {"confidence", &o::confidence}};
+  return keys;
+}
+
+const std::vector<key<security_options>>& security_keys() {
+  using o = security_options;
+  static const std::vector<key<o>> keys = {{"keys", &o::keys, true},
+                                           {"clients", &o::clients},
+                                           {"tls_cert", &o::tls_cert},
+                                           {"tls_key", &o::tls_key},
+                                           {"tokens", &o::tokens}};
+  return keys;
+}
+
 }  // namespace settings
 
 namespace {

@@ -6,6 +6,7 @@
 
 #include <any>
 #include <functional>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -17,7 +18,17 @@
 
 namespace sloserve::settings {
 
-// Fills `s` from the keys of `keys` that `n` has; a knob by its name, as `where KEY`.
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
+template <class T>
+struct is_vector : std::false_type {};
+template <class T>
+struct is_vector<std::vector<T>> : std::true_type {};
+
+// Fills `s` from the keys of `keys` that `n` has; a knob by its name, as `where KEY`. A required
+// key that is missing is an error.
 template <class S>
 void read_keys(config_detail::reader& r, const YAML::Node& n, S& s, const std::vector<key<S>>& keys,
                const std::string& where) {
@@ -25,26 +36,48 @@ void read_keys(config_detail::reader& r, const YAML::Node& n, S& s, const std::v
     std::visit(
         [&](auto member) {
           auto& field = s.*member;
-          if constexpr (std::is_enum_v<std::remove_reference_t<decltype(field)>>)
-            r.get_knob(n, k.name, field, where, false, where + " " + k.name);
-          else
-            r.get(n, k.name, field, where, false);
+          using T = std::remove_reference_t<decltype(field)>;
+          if constexpr (std::is_enum_v<T>) {
+            r.get_knob(n, k.name, field, where, k.required, where + " " + k.name);
+          } else if constexpr (is_optional<T>::value) {
+            typename T::value_type x{};
+            if (r.get(n, k.name, x, where, k.required)) field = x;
+          } else {
+            r.get(n, k.name, field, where, k.required);
+          }
         },
         k.member);
 }
 
-// Writes every key of `keys` with its value in `s` (a knob by its name).
+// Writes `key: value` (a knob by its name, a list in flow style; nothing for an empty optional).
+template <class T>
+void emit_value(YAML::Emitter& e, const char* name, const T& field) {
+  if constexpr (is_optional<T>::value) {
+    if (field) e << YAML::Key << name << YAML::Value << *field;
+  } else if constexpr (std::is_enum_v<T>) {
+    e << YAML::Key << name << YAML::Value << std::string(knob_name(field));
+  } else if constexpr (is_vector<T>::value) {
+    e << YAML::Key << name << YAML::Value << YAML::Flow << field;
+  } else {
+    e << YAML::Key << name << YAML::Value << field;
+  }
+}
+
+// Writes every key of `keys` with its value in `s`.
 template <class S>
 void emit_keys(YAML::Emitter& e, const S& s, const std::vector<key<S>>& keys) {
+  for (auto& k : keys) std::visit([&](auto member) { emit_value(e, k.name, s.*member); }, k.member);
+}
+
+// Writes the keys of `keys` that are required or whose value in `s` differs from S's default: a
+// structured section's entry as its author would write it.
+template <class S>
+void emit_set_keys(YAML::Emitter& e, const S& s, const std::vector<key<S>>& keys) {
+  static const S defaults{};
   for (auto& k : keys)
     std::visit(
         [&](auto member) {
-          auto& field = s.*member;
-          e << YAML::Key << k.name << YAML::Value;
-          if constexpr (std::is_enum_v<std::remove_cvref_t<decltype(field)>>)
-            e << std::string(knob_name(field));
-          else
-            e << field;
+          if (k.required || !(s.*member == defaults.*member)) emit_value(e, k.name, s.*member);
         },
         k.member);
 }

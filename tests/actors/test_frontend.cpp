@@ -265,13 +265,13 @@ scheduler: {policy: jellyfish, jellyfish: {uplink_quantile: 0.1, miss_target: 0.
     auto at = text.find(key);
     return at == std::string::npos ? -1.0 : std::stod(text.substr(at + key.size()));
   };
-  auto quantile = [&] { return gauge("sloserve_jellyfish_uplink_quantile"); };
+  auto quantile = [&] { return gauge("sloserve_client_uplink_quantile"); };
   serve(0, msg::status::ok);
   advance(500ms);
   EXPECT_DOUBLE_EQ(quantile(), 0.1) << "no step before 1 s";
   advance(600ms);
   EXPECT_DOUBLE_EQ(quantile(), 0.2) << "none of 120 missed: up";
-  EXPECT_DOUBLE_EQ(gauge("sloserve_jellyfish_wait_share"), 1) << "the worst case while the quantile is under 1";
+  EXPECT_DOUBLE_EQ(gauge("sloserve_client_wait_share"), 1) << "the worst case while the quantile is under 1";
   serve(1, msg::status::ok);  // 120 answered in time, and 120 frames skipped
   advance(1100ms);
   EXPECT_DOUBLE_EQ(quantile(), 0.1) << "120 of 342 weighed missed: down 2x";
