@@ -1,0 +1,226 @@
+#include <spdlog/spdlog.h>
+#include <strings.h>
+
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include "actors/http_server_state.hpp"
+
+namespace sloserve::http {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+
+const std::string* request::header(std::string_view name) const {
+  for (auto& [k, v] : headers)
+    if (k.size() == name.size() && strncasecmp(k.data(), name.data(), k.size()) == 0) return &v;
+  return nullptr;
+}
+
+std::string error_json(std::string_view what) {
+  std::string out = "{\"error\":\"";
+  for (char c : what) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"}";
+}
+
+void responder::operator()(response r) const {
+  x_->answer([r = std::move(r)]() mutable { return std::move(r); });
+}
+
+void responder::operator()(std::function<response()> make) const {
+  x_->answer(std::move(make));
+}
+
+void responder::backstop(std::chrono::milliseconds after, response fallback) const {
+  std::lock_guard g(x_->lock);
+  if (x_->done) return;
+  x_->timer.emplace(*x_->io, after);
+  std::weak_ptr<detail::exchange> weak = x_;
+  x_->timer->async_wait([weak, fallback = std::move(fallback)](error_code ec) mutable {
+    if (ec) return;
+    if (auto x = weak.lock()) x->answer([fallback = std::move(fallback)]() mutable { return std::move(fallback); });
+  });
+}
+
+namespace {
+
+template <class Stream>
+class session final : public session_base, public std::enable_shared_from_this<session<Stream>> {
+ public:
+  static constexpr bool tls = !std::is_same_v<Stream, beast::tcp_stream>;
+
+  session(std::shared_ptr<server::impl> srv, Stream stream, std::string remote)
+      : srv_(std::move(srv)), stream_(std::move(stream)), remote_(std::move(remote)) {}
+  ~session() override { srv_->release(remote_); }
+
+  void start() {
+    if constexpr (tls) {
+      lowest().expires_after(srv_->opts.request_timeout);
+      stream_.async_handshake(asio::ssl::stream_base::server, [self = this->shared_from_this()](error_code ec) {
+        if (ec) {
+          self->srv_->refused("tls_handshake");
+          return self->shut();
+        }
+        self->read();
+      });
+    } else {
+      read();
+    }
+  }
+
+  void deliver(std::function<response()> make) override {
+    asio::post(stream_.get_executor(), [self = this->shared_from_this(), make = std::move(make)]() mutable {
+      response r;
+      try {
+        r = make();
+      } catch (const std::exception& e) {
+        r = {500, error_json(e.what())};
+      }
+      self->write(std::move(r), self->keep_alive_);
+    });
+  }
+
+  void close() override {
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] { self->shut(); });
+  }
+
+ private:
+  auto& lowest() { return beast::get_lowest_layer(stream_); }
+
+  void read() {
+    parser_.emplace();
+    parser_->body_limit(srv_->opts.max_body_bytes);
+    parser_->header_limit(64 * 1024);
+    // The whole request, headers and body, within the timeout from now: a client that trickles
+    // it, or keeps the connection idle, loses the connection.
+    lowest().expires_after(srv_->opts.request_timeout);
+    bhttp::async_read(stream_, buffer_, *parser_,
+                      [self = this->shared_from_this()](error_code ec, size_t) { self->on_read(ec); });
+  }
+
+  void on_read(error_code ec) {
+    if (ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset)
+      return shut();
+    if (ec == beast::error::timeout) {
+      // A request begun and not finished is a refusal; an idle keep-alive connection just ends.
+      if (parser_->got_some()) srv_->refused("request_timeout");
+      return shut();
+    }
+    if (ec) {
+      // Refused before it was read whole: the answer goes, then what the client still sends is
+      // read and dropped until it stops (or the timeout), so that it reads the answer.
+      keep_alive_ = false;
+      linger_ = true;
+    }
+    if (ec == bhttp::error::body_limit) {
+      srv_->refused("too_large");
+      return write({413, error_json("Payload Too Large: over runtime.max_payload_bytes")}, false);
+    }
+    if (ec == bhttp::error::header_limit) {
+      srv_->refused("too_large");
+      return write({431, error_json("Request Header Fields Too Large")}, false);
+    }
+    if (ec) {
+      // What the parser refuses is the client's fault, and told; the transport's errors end it.
+      if (ec.category() != bhttp::make_error_code(bhttp::error::bad_target).category() ||
+          ec == bhttp::error::partial_message)
+        return shut();
+      srv_->refused("bad_request");
+      return write({400, error_json("Bad Request: " + ec.message())}, false);
+    }
+    auto& m = parser_->get();
+    keep_alive_ = m.keep_alive();
+    version_ = m.version();
+    request r;
+    r.method = std::string(m.method_string());
+    auto target = std::string(m.target());
+    r.path = target.substr(0, target.find('?'));
+    r.body = std::move(m.body());
+    r.remote = remote_;
+    for (auto& f : m) r.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    lowest().expires_never();  // the handler's time is its own (responder::backstop)
+    auto x = std::make_shared<detail::exchange>();
+    x->io = srv_->io;
+    x->session = this->shared_from_this();
+    try {
+      srv_->on_request(std::move(r), responder{x});
+    } catch (const std::exception& e) {
+      spdlog::warn("http: {}", e.what());
+      responder{x}(response{500, error_json(e.what())});
+    }
+  }
+
+  void write(response r, bool keep_alive) {
+    auto res = std::make_shared<bhttp::response<bhttp::string_body>>();
+    res->version(version_);
+    res->result(static_cast<unsigned>(r.status));
+    res->set(bhttp::field::server, "sloserve");
+    res->set(bhttp::field::content_type, r.content_type);
+    for (auto& [k, v] : r.headers) res->set(k, v);
+    res->keep_alive(keep_alive);
+    res->body() = std::move(r.body);
+    res->prepare_payload();
+    if (srv_->opts.replied) srv_->opts.replied(r.status);
+    lowest().expires_after(srv_->opts.write_timeout);
+    bhttp::async_write(stream_, *res, [self = this->shared_from_this(), res, keep_alive](error_code ec, size_t) {
+      if (!ec && self->linger_) return self->linger();
+      if (ec || !keep_alive) return self->shut();
+      self->read();
+    });
+  }
+
+  void linger() {
+    error_code ec;
+    lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
+    lowest().expires_after(srv_->opts.request_timeout);
+    scratch_.resize(16384);
+    drain();
+  }
+
+  void drain() {
+    lowest().async_read_some(asio::buffer(scratch_), [self = this->shared_from_this()](error_code ec, size_t) {
+      if (ec) return self->shut();
+      self->drain();
+    });
+  }
+
+  void shut() {
+    if (closed_) return;
+    closed_ = true;
+    // Under TLS too, without waiting for the peer's close_notify: the socket goes now.
+    error_code ec;
+    lowest().socket().shutdown(tcp::socket::shutdown_both, ec);
+    lowest().close();
+  }
+
+  std::shared_ptr<server::impl> srv_;
+  Stream stream_;
+  std::string remote_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  bool keep_alive_ = false;
+  bool linger_ = false;
+  bool closed_ = false;
+  std::vector<char> scratch_;  // what a refused request still sends, dropped
+  unsigned version_ = 11;
+};
+
+}  // namespace
+
+std::shared_ptr<session_base> start_session(std::shared_ptr<server::impl> srv, tcp::socket socket, std::string remote) {
+  if (srv->tls) {
+    auto one = std::make_shared<session<beast::ssl_stream<beast::tcp_stream>>>(
+        srv, beast::ssl_stream<beast::tcp_stream>(beast::tcp_stream(std::move(socket)), *srv->tls), std::move(remote));
+    one->start();
+    return one;
+  }
+  auto one = std::make_shared<session<beast::tcp_stream>>(srv, beast::tcp_stream(std::move(socket)), std::move(remote));
+  one->start();
+  return one;
+}
+
+}  // namespace sloserve::http
