@@ -48,8 +48,30 @@ void refuse_scaler(reader& r, const YAML::Node& root, const cluster_config& cfg,
             what + ": scaler policy " + std::string(knob_name(cfg.scaler.policy)) + " cannot run beside it");
 }
 
+namespace {
+
+// The file's entry of each node of `cfg`, in order: an entry with `replicas: N` stands for N.
+std::vector<YAML::Node> node_entries(const YAML::Node& root, const cluster_config& cfg) {
+  std::vector<YAML::Node> out;
+  for (auto e : root["nodes"]) {
+    int n = 1;
+    if (e.IsMap() && e["replicas"] && e["replicas"].IsScalar()) {
+      try {
+        n = std::clamp(e["replicas"].as<int>(), 1, 1000);
+      } catch (const YAML::Exception&) {
+      }
+    }
+    for (int k = 0; k < n; ++k) out.push_back(e);
+  }
+  out.resize(std::max(out.size(), cfg.nodes.size()));  // entries that made no node (errors) read as null
+  return out;
+}
+
+}  // namespace
+
 void check_nodes(reader& r, const YAML::Node& root, const cluster_config& cfg) {
   if (!root["nodes"] || !root["nodes"].IsSequence()) return;
+  auto entry = node_entries(root, cfg);
   if (cfg.with_role(role::frontend).empty())
     r.error(root["nodes"], "no node has the frontend role; clients would have nowhere to connect");
   auto ctls = cfg.with_role(role::controller);
@@ -61,17 +83,17 @@ void check_nodes(reader& r, const YAML::Node& root, const cluster_config& cfg) {
     auto& a = cfg.nodes[i].address;
     bool ephemeral = a.size() > 2 && a.compare(a.size() - 2, 2, ":0") == 0;
     if (!a.empty() && !ephemeral && !addresses.insert(a).second)
-      r.error(root["nodes"][i]["address"], "address '" + a + "' is used by two nodes");
+      r.error(entry[i]["address"], "address '" + a + "' is used by two nodes");
     for (auto* key : {"http", "grpc"})
       if (!(key[0] == 'h' ? cfg.nodes[i].http : cfg.nodes[i].grpc).empty() && !cfg.nodes[i].has_role(role::frontend))
-        r.error(root["nodes"][i][key], "node '" + cfg.nodes[i].name + "' has " + key + " but not the frontend role");
+        r.error(entry[i][key], "node '" + cfg.nodes[i].name + "' has " + key + " but not the frontend role");
     for (auto* key : {"http", "grpc", "metrics"}) {
       auto& h = key[0] == 'h' ? cfg.nodes[i].http : key[0] == 'g' ? cfg.nodes[i].grpc : cfg.nodes[i].metrics;
       if (h.empty()) continue;
       auto host = h.substr(0, h.rfind(':'));
       bool loopback = host == "localhost" || host.rfind("127.", 0) == 0;
       if (cfg.security.enabled() && !cfg.security.http_secured() && !loopback)
-        r.error(root["nodes"][i][key], "node '" + cfg.nodes[i].name + "': with security on, " +
+        r.error(entry[i][key], "node '" + cfg.nodes[i].name + "': with security on, " +
                                            (key[0] == 'h'   ? "an http ingress"
                                             : key[0] == 'g' ? "a grpc ingress"
                                                             : "metrics") +
@@ -82,19 +104,20 @@ void check_nodes(reader& r, const YAML::Node& root, const cluster_config& cfg) {
       bool wildcard = host == "0.0.0.0" || host == "*";
       if (!wildcard && (h.size() < 2 || h.compare(h.size() - 2, 2, ":0") != 0))
         if (!addresses.insert("http://" + h).second)
-          r.error(root["nodes"][i][key], std::string(key) + " '" + h + "' is used twice");
+          r.error(entry[i][key], std::string(key) + " '" + h + "' is used twice");
     }
   }
 }
 
 void check_served(reader& r, const YAML::Node& root, const cluster_config& cfg) {
   if (!root["nodes"] || !root["nodes"].IsSequence()) return;
+  auto entry = node_entries(root, cfg);
   // Every device's model list must name real models; every model in a pipeline needs a device.
   for (size_t i = 0; i < cfg.nodes.size(); ++i)
     for (size_t g = 0; g < cfg.nodes[i].devices.size(); ++g)
       for (auto& m : cfg.nodes[i].devices[g].models)
         if (!cfg.find_model(m))
-          r.error(root["nodes"][i]["devices"][g],
+          r.error(entry[i]["devices"][g],
                   "node '" + cfg.nodes[i].name + "' device lists unknown model '" + m + "'");
   // Every model a device may serve: emulated devices wait l(b), so they need a profile;
   // real devices run TorchScript, so they need a file.
@@ -105,7 +128,7 @@ void check_served(reader& r, const YAML::Node& root, const cluster_config& cfg) 
       for (auto& m : cfg.models) {
         bool serves = grp.models.empty() || std::find(grp.models.begin(), grp.models.end(), m.name) != grp.models.end();
         if (!serves || (emulated ? !m.needs_profile : !m.path.empty())) continue;
-        r.error(root["nodes"][i]["devices"][g],
+        r.error(entry[i]["devices"][g],
                 "node '" + cfg.nodes[i].name + "' has " + std::string(knob_name(grp.kind)) + " devices for model '" +
                     m.name + (emulated ? "', which has no 'profile' to emulate" : "', which has no 'path'"));
       }

@@ -154,7 +154,7 @@ std::vector<config_section> config_keys() {
       {"", {"cluster", "device_types", "nodes", "models", "pipelines", "runtime", "scheduler", "scaler", "security"}},
       {"cluster", settings::names_of(settings::cluster_keys())},
       {"device_types[]", settings::names_of(settings::device_type_keys())},
-      {"nodes[]", settings::names_of(settings::node_keys(), {"roles", "devices"})},
+      {"nodes[]", settings::names_of(settings::node_keys(), {"roles", "devices", "replicas"})},
       {"nodes[].devices[]", settings::names_of(settings::device_keys())},
       {"models[]", settings::names_of(settings::model_keys(), settings::model_maps)},
       {"models[].layers[]", {"name", "input", "profile"}},
@@ -217,6 +217,29 @@ void parse_devices(reader& r, const YAML::Node& devs, const std::string& where, 
   }
 }
 
+// `replicas: N`: the nodes NAME-0 ... NAME-(N-1), as a StatefulSet names its pods, each with `{i}`
+// in its addresses replaced by its number; without it, the node itself.
+std::vector<node_spec> replicas_of(reader& r, const YAML::Node& n, node_spec s, const std::string& where) {
+  int count = 0;
+  if (!n["replicas"] || !r.get(n, "replicas", count, where, false)) return {std::move(s)};
+  if (count < 1 || count > 1000) {
+    r.error(n["replicas"], where + " replicas must be in [1, 1000]");
+    return {std::move(s)};
+  }
+  if (count > 1 && s.address.find("{i}") == std::string::npos && !s.address.ends_with(":0"))
+    r.error(n["address"], where + " has " + std::to_string(count) +
+                              " replicas: its address needs {i} where each replica's number goes");
+  std::vector<node_spec> out;
+  for (int i = 0; i < count; ++i) {
+    auto one = s;
+    one.name = s.name + "-" + std::to_string(i);
+    for (auto* a : {&one.address, &one.bind, &one.http, &one.grpc, &one.metrics})
+      for (auto at = a->find("{i}"); at != std::string::npos; at = a->find("{i}")) a->replace(at, 3, std::to_string(i));
+    out.push_back(std::move(one));
+  }
+  return out;
+}
+
 void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
   if (!n.IsMap()) {
     r.error(n, "each node must be a map");
@@ -226,13 +249,18 @@ void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
   auto where = named(n, "node");
   r.known_keys(n, "nodes[]", where);
   settings::read_keys(r, n, s, settings::node_keys(), where);
+  // Checked as the first of its replicas has them, if it has any.
+  auto first = [](std::string a) {
+    for (auto at = a.find("{i}"); at != std::string::npos; at = a.find("{i}")) a.replace(at, 3, "0");
+    return a;
+  };
   if (!s.address.empty())
-    if (auto ok = check_address(s.address); !ok) r.error(n["address"], where + ": " + ok.error());
+    if (auto ok = check_address(first(s.address)); !ok) r.error(n["address"], where + ": " + ok.error());
   if (!s.bind.empty())
-    if (auto ok = check_address(s.bind); !ok) r.error(n["bind"], where + " bind: " + ok.error());
+    if (auto ok = check_address(first(s.bind)); !ok) r.error(n["bind"], where + " bind: " + ok.error());
   for (auto [key, value] : {std::pair{"http", &s.http}, std::pair{"grpc", &s.grpc}, std::pair{"metrics", &s.metrics}})
     if (!value->empty())
-      if (auto ok = check_host_port(*value); !ok) r.error(n[key], where + " " + key + ": " + ok.error());
+      if (auto ok = check_host_port(first(*value)); !ok) r.error(n[key], where + " " + key + ": " + ok.error());
   if (n["cores"] && s.cores < 1) r.error(n["cores"], where + " cores must be at least 1");
   std::vector<std::string> roles;
   r.get(n, "roles", roles, where, true);
@@ -243,8 +271,10 @@ void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
       r.error(n["roles"], where + " has unknown role '" + name + "' (" + knob_choices<role>(", ") + ")");
   if (auto devs = n["devices"]) parse_devices(r, devs, where, cfg, s);
   if (s.has_role(role::worker) && s.devices.empty()) r.error(n, where + " has role worker but no devices");
-  if (cfg.find_node(s.name)) r.error(n["name"], "duplicate node name '" + s.name + "'");
-  cfg.nodes.push_back(std::move(s));
+  for (auto& one : replicas_of(r, n, std::move(s), where)) {
+    if (cfg.find_node(one.name)) r.error(n["name"], "duplicate node name '" + one.name + "'");
+    cfg.nodes.push_back(std::move(one));
+  }
 }
 
 // A stage: a model, variants or a cascade (one of them), what it comes after, its fanout.

@@ -168,6 +168,32 @@ TEST(cluster_config, bad_address) {
   EXPECT_NE(e.find("c.yaml:3:24: node 'm': address 'udp://x' must be"), std::string::npos) << e;
 }
 
+// A StatefulSet's workers as one entry: `replicas` names them NAME-0 ... and numbers their addresses.
+TEST(cluster_config, a_node_with_replicas_stands_for_numbered_nodes) {
+  auto r = parse_cluster_config(R"(nodes:
+  - {name: ctl, address: "tcp://ctl:7100", roles: [controller, frontend]}
+  - {name: w, replicas: 3, address: "tcp://w-{i}.w:7100", metrics: "0.0.0.0:91{i}0", roles: [worker],
+     devices: [{kind: emulated}]}
+)" + models + "pipelines:\n  - {name: p, slo_ms: 100, stages: [{name: s, model: b}]}\n",
+                                "c.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  ASSERT_EQ(r.config->nodes.size(), 4u);
+  EXPECT_EQ(r.config->nodes[1].name, "w-0");
+  EXPECT_EQ(r.config->nodes[3].name, "w-2");
+  EXPECT_EQ(r.config->nodes[3].address, "tcp://w-2.w:7100");
+  EXPECT_EQ(r.config->nodes[2].metrics, "0.0.0.0:9110");
+  auto again = parse_cluster_config(to_yaml(*r.config), "again.yaml");
+  ASSERT_TRUE(again) << again.error_text();
+  EXPECT_EQ(again.config->nodes.size(), 4u) << "written back one by one";
+  auto e = errors_of(R"(nodes:
+  - {name: ctl, address: "tcp://ctl:7100", roles: [controller, frontend]}
+  - {name: w, replicas: 2, address: "tcp://w:7100", roles: [worker], devices: [{kind: emulated}]}
+  - {name: v, replicas: 0, address: "tcp://v:7100", roles: [worker], devices: [{kind: emulated}]}
+)");
+  EXPECT_NE(e.find("c.yaml:3:37: node 'w' has 2 replicas: its address needs {i}"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.yaml:4:25: node 'v' replicas must be in [1, 1000]"), std::string::npos) << e;
+}
+
 TEST(cluster_config, the_http_ingress_and_tensor_names_are_checked_and_round_trip) {
   auto e = errors_of(R"(nodes:
   - {name: n, address: "tcp://127.0.0.1:1", roles: [controller, frontend], http: "127.0.0.1:99999"}

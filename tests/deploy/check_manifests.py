@@ -50,7 +50,14 @@ def check_cluster_file(text, where):
             return None
     finally:
         os.unlink(path)
-    return {n["name"]: n for n in yaml.safe_load(text)["nodes"]}
+    nodes = {}
+    for n in yaml.safe_load(text)["nodes"]:  # an entry with `replicas: N` stands for NAME-0 ... NAME-(N-1)
+        if "replicas" not in n:
+            nodes[n["name"]] = n
+        for i in range(int(n.get("replicas", 0))):
+            nodes["%s-%d" % (n["name"], i)] = {k: v.replace("{i}", str(i)) if isinstance(v, str) else v
+                                               for k, v in n.items()}
+    return nodes
 
 
 def port_of(host_port):
@@ -158,6 +165,10 @@ docs = []
 for name, text in rendered:
     docs += list(yaml.safe_load_all(text))
 check_kubernetes(docs, "helm/sloserve")
+# With another worker count (`helm install --set workers=3`), the cluster file still has a node
+# for each pod.
+rendered, _, _ = render_helm(chart, {"workers": 3})
+check_kubernetes([doc for _, text in rendered for doc in yaml.safe_load_all(text)], "helm/sloserve --set workers=3")
 
 # Compose: the image's entrypoint is sloserve.
 compose = yaml.safe_load(open(os.path.join(deploy, "compose.yaml")))

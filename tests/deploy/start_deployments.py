@@ -2,7 +2,7 @@
 """Starts every shipped deployment as its files say and serves load through it.
 
 For deploy/compose.yaml, deploy/k8s/sloserve.yaml and the Helm chart rendered with its default
-values: each container (compose service, Kubernetes pod) runs in a network namespace of its own,
+values and with `--set workers=3`: each container (compose service, Kubernetes pod) runs in a network namespace of its own,
 joined to the others by a bridge, with the names the deployment gives resolved there as Docker's
 or Kubernetes' DNS would (`ip netns exec` reads /etc/netns/NAME/hosts): compose services by their
 name, Kubernetes Services and StatefulSet pods by their DNS names. Each runs the command its
@@ -222,12 +222,12 @@ sh("ip", "netns", "del", tag + "-try", check=False)
 
 run("compose.yaml", *compose_pods())
 run("k8s/sloserve.yaml", *kubernetes_pods(list(yaml.safe_load_all(open(os.path.join(deploy, "k8s", "sloserve.yaml"))))))
-rendered, _, unrendered = render_helm(os.path.join(deploy, "helm", "sloserve"))
-if unrendered:
-    failures += ["helm/%s: %s" % u for u in unrendered]
-else:
-    helm_docs = [doc for _, text in rendered for doc in yaml.safe_load_all(text)]
-    run("helm/sloserve (default values)", *kubernetes_pods(helm_docs))
+for overrides, where in (({}, "helm/sloserve (default values)"), ({"workers": 3}, "helm/sloserve --set workers=3")):
+    rendered, _, unrendered = render_helm(os.path.join(deploy, "helm", "sloserve"), overrides)
+    if unrendered:
+        failures += ["helm/%s: %s" % u for u in unrendered]
+        break
+    run(where, *kubernetes_pods([doc for _, text in rendered for doc in yaml.safe_load_all(text)]))
 
 print("\n".join(failures) or "every deployment starts, is ready and serves load with nothing lost")
 sys.exit(1 if failures else 0)
