@@ -94,11 +94,11 @@ void check_nodes(reader& r, const YAML::Node& root, const cluster_config& cfg) {
       bool loopback = host == "localhost" || host.rfind("127.", 0) == 0;
       if (cfg.security.enabled() && !cfg.security.http_secured() && !loopback)
         r.error(entry[i][key], "node '" + cfg.nodes[i].name + "': with security on, " +
-                                           (key[0] == 'h'   ? "an http ingress"
-                                            : key[0] == 'g' ? "a grpc ingress"
-                                                            : "metrics") +
-                                           " on '" + host +
-                                           "' needs security tls_cert, tls_key and tokens (or a loopback address)");
+                                   (key[0] == 'h'   ? "an http ingress"
+                                    : key[0] == 'g' ? "a grpc ingress"
+                                                    : "metrics") +
+                                   " on '" + host +
+                                   "' needs security tls_cert, tls_key and tokens (or a loopback address)");
       // The same port twice on one named host cannot both bind; a wildcard host may be
       // another machine's, so only its bind can tell.
       bool wildcard = host == "0.0.0.0" || host == "*";
@@ -117,8 +117,7 @@ void check_served(reader& r, const YAML::Node& root, const cluster_config& cfg) 
     for (size_t g = 0; g < cfg.nodes[i].devices.size(); ++g)
       for (auto& m : cfg.nodes[i].devices[g].models)
         if (!cfg.find_model(m))
-          r.error(entry[i]["devices"][g],
-                  "node '" + cfg.nodes[i].name + "' device lists unknown model '" + m + "'");
+          r.error(entry[i]["devices"][g], "node '" + cfg.nodes[i].name + "' device lists unknown model '" + m + "'");
   // Every model a device may serve: emulated devices wait l(b), so they need a profile;
   // real devices run TorchScript, so they need a file.
   for (size_t i = 0; i < cfg.nodes.size(); ++i)

@@ -17,3 +17,13 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+# The Kubernetes API schemas the deployment test validates the manifests against (npm's
+# kubernetes-models), in the build tree.
+cd "$(dirname "$0")/.."
+if ! command -v npm > /dev/null; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+if [ ! -f build/npm/node_modules/kubernetes-models/package.json ]; then
+  npm install --prefix build/npm --no-audit --no-fund --silent kubernetes-models@4.5.1
+fi

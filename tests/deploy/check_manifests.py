@@ -170,6 +170,23 @@ check_kubernetes(docs, "helm/sloserve")
 rendered, _, _ = render_helm(chart, {"workers": 3})
 check_kubernetes([doc for _, text in rendered for doc in yaml.safe_load_all(text)], "helm/sloserve --set workers=3")
 
+# Every Kubernetes object, the chart's rendered too, against the Kubernetes API's schemas
+# (kubernetes-models from npm, which scripts/setup.sh installs in build/npm).
+modules = os.path.join(root, "build", "npm", "node_modules")
+if not os.path.exists(os.path.join(modules, "kubernetes-models", "package.json")):
+    fail("k8s schemas", "kubernetes-models is not installed in build/npm (scripts/setup.sh installs it)")
+else:
+    objects = [("k8s/sloserve.yaml", d) for d in yaml.safe_load_all(open(os.path.join(deploy, "k8s", "sloserve.yaml")))
+               if d] + [("helm/sloserve/" + name, d) for name, text in render_helm(chart)[0]
+                        for d in yaml.safe_load_all(text) if d]
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(objects, f)
+    r = subprocess.run(["node", os.path.join(root, "tests", "deploy", "validate_k8s.mjs"), f.name, modules],
+                       capture_output=True, text=True)
+    os.unlink(f.name)
+    if r.returncode != 0:
+        fail("k8s schemas", (r.stdout + r.stderr).strip()[-800:])
+
 # Compose: the image's entrypoint is sloserve.
 compose = yaml.safe_load(open(os.path.join(deploy, "compose.yaml")))
 cluster = check_cluster_file(open(os.path.join(deploy, "compose-cluster.yaml")).read(), "compose-cluster.yaml")
