@@ -272,6 +272,21 @@ void on_invocation(self_ptr self, msg::invocation& inv) {
   count_queue(self, *s);  // run_next leaves the sessions where they are
 }
 
+// The memory of the models this device now serves: what the executor measured of each loaded
+// model, else what the file declares; and the device's own, where the file limits it.
+void report_memory(self_ptr self) {
+  auto& st = self->state;
+  std::map<std::string, double> bytes;
+  for (auto& s : st.sessions.all()) {
+    double mb = st.executor->memory_mb(s.model->name);
+    bytes[s.model->name] = (mb > 0 ? mb : s.model->memory_mb) * 1024 * 1024;
+  }
+  double limit = 0;
+  if (auto* node = st.cfg->find_node(st.net->self_name()))
+    if (auto* g = node->group_of(static_cast<int>(st.index))) limit = g->memory_mb * 1024 * 1024;
+  st.net->metrics.device_memory(metric_name(st), std::move(bytes), limit);
+}
+
 void on_schedule(self_ptr self, msg::device_schedule& ds) {
   auto& st = self->state;
   // New models load (and warm up) before anything the old schedule ran starts to drain.
@@ -285,6 +300,7 @@ void on_schedule(self_ptr self, msg::device_schedule& ds) {
   std::erase_if(ds.sessions,
                 [&](auto& ss) { return std::find(failed.begin(), failed.end(), ss.model) != failed.end(); });
   st.sessions.apply(ds, self->clock().now());
+  report_memory(self);
   run_next(self);
 }
 

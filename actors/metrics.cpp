@@ -118,6 +118,12 @@ void node_metrics::batch(const std::string& model, int size) {
   h.observe(size);
 }
 
+void node_metrics::device_memory(const std::string& device, std::map<std::string, double> by_model,
+                                 double limit_bytes) {
+  std::lock_guard g(mu_);
+  memory_[device] = {std::move(by_model), limit_bytes};
+}
+
 void node_metrics::busy(const std::string& device, double from_s, double to_s) {
   std::lock_guard lock(mu_);
   auto& b = busy_[device];
@@ -298,6 +304,19 @@ void node_metrics::render_gauges(std::string& out, double now_s) const {
 
 void node_metrics::render_devices(std::string& out, double now_s) const {
   histograms(out, "sloserve_batch_size", "Requests per batch run, by model.", batch_sizes_);
+  if (!memory_.empty()) {
+    header(out, "sloserve_device_memory_used_bytes", "gauge",
+           "Memory the models a device serves take on it, by model: measured on a real device (the loaded "
+           "module's parameters and buffers, on the GPU for a cuda device), declared (models[].memory_mb) on an "
+           "emulated one.");
+    for (auto& [d, m] : memory_)
+      for (auto& [model, bytes] : m.first)
+        sample(out, "sloserve_device_memory_used_bytes", label2("device", d, "model", model), bytes);
+    header(out, "sloserve_device_memory_total_bytes", "gauge",
+           "Memory a device has for models (nodes[].devices[].memory_mb), where the file limits it.");
+    for (auto& [d, m] : memory_)
+      if (m.second > 0) sample(out, "sloserve_device_memory_total_bytes", label("device", d), m.second);
+  }
   if (!busy_.empty()) {
     header(out, "sloserve_device_busy_ratio", "gauge",
            fmt::format("Fraction of the last {} s a device spent running batches.", busy_window_s));

@@ -92,6 +92,9 @@ class node_metrics {
   void batch(const std::string& model, int size);
   // Device: `device` ran batches from `from_s` to `to_s`.
   void busy(const std::string& device, double from_s, double to_s);
+  // Device: the memory each model it now serves takes on it (bytes), and what it has (0: not
+  // limited), in place of what it reported before.
+  void device_memory(const std::string& device, std::map<std::string, double> by_model, double limit_bytes);
   // Controller: the placement now served.
   void placement(size_t devices, const std::map<std::string, size_t>& instances);
   // Ingress: a reply of `protocol` (http, grpc) with status `code` (an HTTP status, a gRPC code
@@ -161,6 +164,7 @@ class node_metrics {
   std::map<std::string, std::pair<double, double>> links_;             // worker -> (ms per MB, empty round trip ms)
   std::map<std::string, std::pair<double, double>> uplink_quantiles_;  // pipeline -> quantile, wait share
   std::map<std::string, busy_time> busy_;
+  std::map<std::string, std::pair<std::map<std::string, double>, double>> memory_;  // device -> (model bytes, limit)
   std::map<std::string, size_t> instances_;
   std::map<std::pair<event, std::string>, uint64_t> events_;
   double plan_devices_ = -1;  // -1: no placement yet

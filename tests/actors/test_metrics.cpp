@@ -129,6 +129,19 @@ TEST(node_metrics, busy_ratio_is_the_share_of_the_recent_window_spent_in_batches
   EXPECT_EQ(value_of(m.render("w", 140.5), R"(sloserve_device_busy_ratio{device="w/0"})"), 0);
 }
 
+TEST(node_metrics, device_memory_is_each_served_models_and_the_devices_limit) {
+  node_metrics m;
+  m.device_memory("w/0", {{"det", 200.0 * 1024 * 1024}, {"cls", 50.0 * 1024 * 1024}}, 1024.0 * 1024 * 1024);
+  m.device_memory("w/1", {{"det", 200.0 * 1024 * 1024}}, 0);
+  auto text = m.render("w", 1);
+  EXPECT_EQ(value_of(text, R"(sloserve_device_memory_used_bytes{device="w/0",model="cls"})"), 50.0 * 1024 * 1024);
+  EXPECT_EQ(value_of(text, R"(sloserve_device_memory_total_bytes{device="w/0"})"), 1024.0 * 1024 * 1024);
+  EXPECT_EQ(text.find(R"(sloserve_device_memory_total_bytes{device="w/1"})"), std::string::npos) << "not limited";
+  // A new schedule's report replaces the device's models.
+  m.device_memory("w/0", {{"det", 200.0 * 1024 * 1024}}, 1024.0 * 1024 * 1024);
+  EXPECT_EQ(m.render("w", 2).find(R"(model="cls")"), std::string::npos);
+}
+
 TEST(node_metrics, batches_queues_drops_and_the_placement) {
   node_metrics m;
   for (int b : {1, 3, 8, 8, 300}) m.batch("det", b);

@@ -558,7 +558,8 @@ TEST_F(http_cluster, metrics_pass_promtool_and_a_prometheus_server_scrapes_them)
     EXPECT_NE(front->body.find(name), std::string::npos) << name << " in\n" << front->body;
   for (auto* name :
        {"sloserve_batch_size_bucket{model=\"det\",le=\"1\"}", "sloserve_queue_length{model=\"det\",device=\"w1/0\"}",
-        "sloserve_device_busy_ratio{device=\"w1/0\"}", "sloserve_node_info{node=\"w1\"} 1"})
+        "sloserve_device_busy_ratio{device=\"w1/0\"}", "sloserve_node_info{node=\"w1\"} 1",
+        "sloserve_device_memory_used_bytes{device=\"w1/0\",model=\"det\"}"})
     EXPECT_NE(back->body.find(name), std::string::npos) << name << " in\n" << back->body;
 
   for (auto [name, body] : {std::pair{"front", front->body}, std::pair{"back", back->body}}) {
