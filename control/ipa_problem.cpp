@@ -30,10 +30,11 @@ std::vector<sched::ipa_stage> ipa_problem(const std::vector<model_spec>& models,
     in[k].rate = rates[k];
     for (auto m : p.stages[k].variant_indices) {
       auto& spec = models[m];
-      auto l = latency_of(spec);
-      int r = replica_cores(spec);
-      in[k].variants.push_back(
-          {&spec, spec.accuracy.value_or(100), spec.base_cores, [l, r](int b) { return l.at(b, r); }});
+      sched::ipa_variant v{&spec, spec.accuracy.value_or(100), spec.base_cores};
+      // With `cores:`, l(b) at the replica's cores; else the profile as written (a table is
+      // interpolated between its batches, not read as a line through l(1) and l(2)).
+      if (spec.cores) v.latency_ms = [l = *spec.cores, r = replica_cores(spec)](int b) { return l.at(b, r); };
+      in[k].variants.push_back(std::move(v));
     }
   }
   return in;

@@ -6,6 +6,7 @@
 #include <functional>
 #include <random>
 
+#include "control/scaler_core.hpp"
 #include "scheduling/ipa.hpp"
 
 namespace sloserve::sched {
@@ -17,6 +18,42 @@ model_spec linear(double alpha_ms, double beta_ms, int max_batch) {
   m.profile.alpha_ms = alpha_ms;
   m.profile.beta_ms = beta_ms;
   return m;
+}
+
+// A table profile is planned as its table says: l = [10, 11, 80] ms at batch [1, 2, 8] is cheap
+// at batch 2 and dear at 8, which a line through l(1) and l(2) (9 + b ms) would hide.
+TEST(ipa, a_table_profile_is_planned_as_its_table_says) {
+  model_spec m;
+  m.name = "m";
+  m.max_batch = 8;
+  m.accuracy = 70;
+  m.profile.batch = {1, 2, 8};
+  m.profile.latency_ms = {10, 11, 80};
+  pipeline p;
+  p.name = "p";
+  p.slo_ms = 100;
+  stage st;
+  st.name = "s";
+  st.model = "m";
+  st.variant_indices = {0};
+  p.stages.push_back(st);
+  p.topo = {0};
+  std::vector<model_spec> models{m};
+  auto in = ipa_problem(models, p, {400});
+  ASSERT_EQ(in[0].variants.size(), 1u);
+  EXPECT_DOUBLE_EQ(in[0].variants[0].at(8), 80) << "the table, not 9 + 8 ms";
+  EXPECT_DOUBLE_EQ(in[0].variants[0].at(2), 11);
+  auto solved = solve_ipa(in, p.slo_ms, {});
+  ASSERT_TRUE(solved) << solved.error();
+  auto& c = solved->stages[0];
+  // Each replica carries b / l(b): 182/s at batch 2, 100/s at 8; the cheapest that carries 400/s
+  // within 100 ms is batch 2 on 3 replicas.
+  EXPECT_EQ(c.batch, 2);
+  EXPECT_EQ(c.replicas, 3);
+  EXPECT_GE(c.replicas * c.batch / m.profile.latency_ms_at(c.batch) * 1e3, 400);
+  // With `cores:`, l(b, c) at the replica's cores stands instead.
+  models[0].cores = core_latency{0, 0, 1, 9};
+  EXPECT_DOUBLE_EQ(ipa_problem(models, p, {400})[0].variants[0].at(8), 17);
 }
 
 TEST(ipa, a_worked_chain_takes_the_accurate_variant_where_the_slo_allows_it) {
