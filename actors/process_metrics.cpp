@@ -44,18 +44,21 @@ process_sample read_process() {
 }
 
 void render_process(std::string& out, const process_sample& p) {
-  header(out, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.");
-  sample(out, "process_cpu_seconds_total", {}, p.cpu_seconds);
-  header(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
-  sample(out, "process_resident_memory_bytes", {}, p.resident_bytes);
-  header(out, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
-  sample(out, "process_virtual_memory_bytes", {}, p.virtual_bytes);
-  header(out, "process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.");
-  sample(out, "process_start_time_seconds", {}, p.start_time_seconds);
-  header(out, "process_open_fds", "gauge", "Number of open file descriptors.");
-  sample(out, "process_open_fds", {}, p.open_fds);
-  header(out, "process_max_fds", "gauge", "Maximum number of open file descriptors.");
-  sample(out, "process_max_fds", {}, p.max_fds);
+  struct family {
+    const char *name, *type, *help;
+    double value;
+  };
+  for (auto& f : {family{"process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
+                         p.cpu_seconds},
+                  family{"process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", p.resident_bytes},
+                  family{"process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", p.virtual_bytes},
+                  family{"process_start_time_seconds", "gauge",
+                         "Start time of the process since unix epoch in seconds.", p.start_time_seconds},
+                  family{"process_open_fds", "gauge", "Number of open file descriptors.", p.open_fds},
+                  family{"process_max_fds", "gauge", "Maximum number of open file descriptors.", p.max_fds}}) {
+    header(out, f.name, f.type, f.help);
+    sample(out, f.name, {}, f.value);
+  }
 }
 
 }  // namespace sloserve

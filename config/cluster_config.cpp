@@ -217,6 +217,13 @@ void parse_devices(reader& r, const YAML::Node& devs, const std::string& where, 
   }
 }
 
+// `a` with each `{i}` in it replaced by `number`.
+std::string numbered(std::string a, const std::string& number) {
+  for (auto at = a.find("{i}"); at != std::string::npos; at = a.find("{i}", at + number.size()))
+    a.replace(at, 3, number);
+  return a;
+}
+
 // `replicas: N`: the nodes NAME-0 ... NAME-(N-1), as a StatefulSet names its pods, each with `{i}`
 // in its addresses replaced by its number; without it, the node itself.
 std::vector<node_spec> replicas_of(reader& r, const YAML::Node& n, node_spec s, const std::string& where) {
@@ -233,8 +240,7 @@ std::vector<node_spec> replicas_of(reader& r, const YAML::Node& n, node_spec s, 
   for (int i = 0; i < count; ++i) {
     auto one = s;
     one.name = s.name + "-" + std::to_string(i);
-    for (auto* a : {&one.address, &one.bind, &one.http, &one.grpc, &one.metrics})
-      for (auto at = a->find("{i}"); at != std::string::npos; at = a->find("{i}")) a->replace(at, 3, std::to_string(i));
+    for (auto* a : {&one.address, &one.bind, &one.http, &one.grpc, &one.metrics}) *a = numbered(*a, std::to_string(i));
     out.push_back(std::move(one));
   }
   return out;
@@ -250,10 +256,7 @@ void parse_node(reader& r, const YAML::Node& n, cluster_config& cfg) {
   r.known_keys(n, "nodes[]", where);
   settings::read_keys(r, n, s, settings::node_keys(), where);
   // Checked as the first of its replicas has them, if it has any.
-  auto first = [](std::string a) {
-    for (auto at = a.find("{i}"); at != std::string::npos; at = a.find("{i}")) a.replace(at, 3, "0");
-    return a;
-  };
+  auto first = [](const std::string& a) { return numbered(a, "0"); };
   if (!s.address.empty())
     if (auto ok = check_address(first(s.address)); !ok) r.error(n["address"], where + ": " + ok.error());
   if (!s.bind.empty())
