@@ -135,6 +135,7 @@ void check_served(reader& r, const YAML::Node& root, const cluster_config& cfg) 
   for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi)
     for (auto& s : cfg.pipelines[pi].stages)
       for (auto m : stage_models(s)) {
+        if (m >= cfg.models.size()) continue;  // a stage that did not resolve: reported already
         auto& name = cfg.models[m].name;
         bool served = false;
         for (auto& n : cfg.nodes)
