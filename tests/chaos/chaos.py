@@ -125,6 +125,7 @@ class Cluster:
 
     def __init__(self, name, env=None, cluster_file="cluster.yaml"):
         self.dir = os.path.join(WORK, name)
+        shutil.rmtree(self.dir, ignore_errors=True)  # a scenario run again starts from nothing
         os.makedirs(self.dir)
         self.procs = {}
         self.file = os.path.join(WORK, cluster_file)
