@@ -7,7 +7,6 @@
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 
 #include "actors/bounded_pool.hpp"
@@ -271,10 +270,9 @@ struct http_ingress::impl {
     if (get && path == "/v2/models/stats") return off_thread(respond, [this] { return model_statistics(""); });
     if (post && path == "/v2/repository/index")
       return off_thread(respond, [this, req] { return repository_index(req); });
-    static const std::regex model(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?(/stats|/ready|/infer|/config)?)");
-    std::smatch m;
-    if (!std::regex_match(path, m, model)) return respond(not_found());
-    auto name = m[1].str(), version = m[2].str(), what = m[3].str();
+    auto parts = model_path(path);
+    if (!parts) return respond(not_found());
+    auto& [name, version, what] = *parts;
     if (!(what == "/infer" ? post : get)) return respond(not_found());
     if (!kserve::known_version(version))
       return respond(refusal(404, "pipeline '" + name + "' has no version '" + version + "'; its versions: 1"));
@@ -286,6 +284,36 @@ struct http_ingress::impl {
       return off_thread(respond, [this, name] { return ready(name); });
     }
     infer(name, req, std::move(respond));
+  }
+
+  struct model_route {
+    std::string name, version, what;  // what: empty, /stats, /ready, /infer or /config
+  };
+  // /v2/models/NAME[/versions/VERSION][/stats|/ready|/infer|/config], names without '/'.
+  static std::optional<model_route> model_path(std::string_view path) {
+    static constexpr std::string_view prefix = "/v2/models/";
+    if (path.substr(0, prefix.size()) != prefix) return std::nullopt;
+    std::vector<std::string_view> seg;
+    for (auto rest = path.substr(prefix.size());;) {
+      auto slash = rest.find('/');
+      seg.push_back(rest.substr(0, slash));
+      if (seg.back().empty()) return std::nullopt;
+      if (slash == std::string_view::npos) break;
+      rest = rest.substr(slash + 1);
+    }
+    model_route r{std::string(seg[0]), "", ""};
+    size_t next = 1;
+    if (seg.size() > 2 && seg[1] == "versions") {
+      r.version = seg[2];
+      next = 3;
+    }
+    if (next + 1 < seg.size()) return std::nullopt;
+    if (next < seg.size()) {
+      if (seg[next] != "stats" && seg[next] != "ready" && seg[next] != "infer" && seg[next] != "config")
+        return std::nullopt;
+      r.what = "/" + std::string(seg[next]);
+    }
+    return r;
   }
 
   static http::response not_found() {

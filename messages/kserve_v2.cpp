@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -428,33 +429,77 @@ std::optional<server_timing> response_timing(std::string_view body, std::optiona
   return server_timing{v[0], v[1], v[2], {}};
 }
 
+namespace {
+
+// `s` as a JSON string. What arrives here was read from JSON or a checked config: valid UTF-8.
+void append_quoted(std::string& out, std::string_view s) {
+  out += '"';
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\u%04x", static_cast<unsigned>(c));
+      out += esc;
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+}  // namespace
+
+// Written by hand rather than through a json object: it is on every response's path.
 infer_response make_infer_response(std::string_view name, std::string_view id, const std::vector<tensor>& outputs,
                                    bool binary, const server_timing* timing) {
-  json j;
-  j["model_name"] = name;
-  j["model_version"] = "1";
-  if (!id.empty()) j["id"] = id;
-  if (timing)
-    for (auto& [key, v] : timing_parameters(*timing)) j["parameters"][key] = v;
-  j["outputs"] = json::array();
-  std::string tail;
-  for (auto& t : outputs) {
-    json o{{"name", t.name}, {"datatype", datatype_name(t.type)}, {"shape", t.shape}};
-    if (binary) {
-      o["parameters"] = {{"binary_data_size", t.data.size()}};
-      tail += t.data.view();
-    } else {
-      o["data"] = decode(t);
+  std::string out = "{\"model_name\":";
+  append_quoted(out, name);
+  out += ",\"model_version\":\"1\"";
+  if (!id.empty()) {
+    out += ",\"id\":";
+    append_quoted(out, id);
+  }
+  if (timing) {
+    out += ",\"parameters\":{";
+    bool first = true;
+    for (auto& [key, v] : timing_parameters(*timing)) {
+      if (!first) out += ',';
+      first = false;
+      append_quoted(out, key);
+      out += ':' + std::to_string(v);
     }
-    j["outputs"].push_back(std::move(o));
+    out += '}';
   }
-  infer_response out;
-  out.body = j.dump();
+  out += ",\"outputs\":[";
+  size_t tail = 0;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    auto& t = outputs[i];
+    out += i ? ",{\"name\":" : "{\"name\":";
+    append_quoted(out, t.name);
+    out += ",\"datatype\":";
+    append_quoted(out, datatype_name(t.type));
+    out += ",\"shape\":[";
+    for (size_t k = 0; k < t.shape.size(); ++k) out += (k ? "," : "") + std::to_string(t.shape[k]);
+    out += ']';
+    if (binary) {
+      out += ",\"parameters\":{\"binary_data_size\":" + std::to_string(t.data.size()) + '}';
+      tail += t.data.size();
+    } else {
+      out += ",\"data\":" + decode(t).dump();
+    }
+    out += '}';
+  }
+  out += "]}";
+  infer_response r;
   if (binary) {
-    out.header_length = out.body.size();
-    out.body += tail;
+    r.header_length = out.size();
+    out.reserve(out.size() + tail);
+    for (auto& t : outputs) out += t.data.view();
   }
-  return out;
+  r.body = std::move(out);
+  return r;
 }
 
 std::string error_body(std::string_view reason) {

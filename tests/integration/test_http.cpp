@@ -447,6 +447,17 @@ TEST_F(http_cluster, slow_clients_at_one_address_stall_nobody_else_and_are_cut_o
   close(again);
   ASSERT_TRUE(live);
   EXPECT_EQ(live->rfind("HTTP/1.1 200", 0), 0u) << *live;
+  // A keep-alive client idle past the deadline finds its connection closed by the server, and the
+  // load client sends its next request on a fresh one: a request every 2.5 s, nothing failed.
+  ASSERT_EQ(
+      run({"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "traffic", "--rate", "0.4",
+           "--arrival", "constant", "--duration", "6", "--protocol", "http", "--json", (dir / "idle.json").string()},
+          "idle.log"),
+      0);
+  auto idle = json::parse(std::ifstream(dir / "idle.json"));
+  EXPECT_GE(idle["sent"].get<int>(), 2) << idle.dump(2);
+  EXPECT_EQ(idle["errors"].get<int>(), 0) << idle.dump(2);
+  EXPECT_EQ(idle["lost"].get<int>(), 0) << idle.dump(2);
 }
 
 // Under security: TLS with the file's certificate, and a bearer token from the list for all but
