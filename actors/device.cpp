@@ -247,6 +247,7 @@ void on_invocation(self_ptr self, msg::invocation& inv) {
   if (!inv.dummy) {
     ++s->load.arrived;
     s->budget_sum_ms += static_cast<double>(inv.budget_ns) / 1e6;
+    s->budgets.add(static_cast<double>(inv.budget_ns) / 1e6);
   }
   if (static_cast<int>(s->queue.size()) >= st.cfg->runtime.max_queue_length) {
     st.net->metrics.dropped("queue_full");
@@ -380,7 +381,7 @@ device_actor spawn_device_with(caf::actor_system& sys, actor_args args, uint32_t
         [=](batch_done_atom, uint64_t token) { on_done(self, token); },
         [=](stats_atom) {
           prune(self);
-          device_load out{self->state.sessions.take_load()};
+          device_load out{self->state.sessions.take_load(self->clock().now())};
           return out;
         },
     };

@@ -37,11 +37,13 @@ session* device_sessions::find(const std::string& model) {
   return nullptr;
 }
 
-std::vector<msg::session_load> device_sessions::take_load() {
+std::vector<msg::session_load> device_sessions::take_load(device_clock::time_point now) {
   std::vector<msg::session_load> out;
   for (auto& s : sessions_) {
     auto l = s.load;
     l.queue_length = static_cast<uint32_t>(s.queue.size());
+    l.queue_budgets_ms = s.queue.budgets_ms(now, sched::budget_sample::capacity);
+    l.arrival_budgets_ms = s.budgets.take();
     l.mean_latency_ms = l.completed ? s.latency_sum_ms / static_cast<double>(l.completed) : 0;
     l.mean_budget_ms = l.arrived ? s.budget_sum_ms / static_cast<double>(l.arrived) : 0;
     out.push_back(std::move(l));

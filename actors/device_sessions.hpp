@@ -33,6 +33,7 @@ struct session {
   msg::session_load load;  // counters since the last report
   double latency_sum_ms = 0;
   double budget_sum_ms = 0;
+  sched::budget_sample budgets;  // on arrival, for Sponge
 };
 
 class device_sessions {
@@ -48,8 +49,9 @@ class device_sessions {
              const std::function<bool(const model_spec*)>& running);
   // The session of `model`; null when it runs none here.
   session* find(const std::string& model);
-  // Every session's counters since the last call, which start again from zero.
-  std::vector<msg::session_load> take_load();
+  // Every session's counters since the last call, which start again from zero, and its queue's
+  // budgets at `now`.
+  std::vector<msg::session_load> take_load(device_clock::time_point now);
 
   std::vector<session>& all() { return sessions_; }
 

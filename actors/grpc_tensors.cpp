@@ -56,7 +56,7 @@ expected<tensor> input_tensor(const pb::ModelInferRequest& req, int i) {
   if (!type)
     return fail(where + ": datatype '" + in.datatype() +
                 "' is not one sloserve serves (FP32, FP16, FP64, INT8, INT16, INT32, INT64, UINT8, UINT16, UINT32, "
-                "UINT64, BOOL)");
+                "UINT64, BOOL, BYTES)");
   tensor t;
   t.name = in.name();
   t.type = *type;
@@ -110,6 +110,9 @@ expected<tensor> input_tensor(const pb::ModelInferRequest& req, int i) {
         break;
       case dtype::float16:
         return fail(where + ": FP16 travels in raw_input_contents only");
+      case dtype::bytes:
+        data = bytes_data({c.bytes_contents().begin(), c.bytes_contents().end()});
+        break;
     }
     if (!fits) return fail(where + ": a value does not fit " + in.datatype());
     t.data = bytes(std::move(data));

@@ -88,14 +88,10 @@ expected<prepared_call> prepare_call(const cluster_config& cfg, const pipeline& 
     if (n > max_batch_items)
       return fail("input '" + t.name + "': a batch of " + std::to_string(n) + " items; at most " +
                   std::to_string(max_batch_items));
-    auto item = tensor_spec{t.type, want}.byte_size();
-    if (!item || t.data.size() != static_cast<uint64_t>(n) * *item)
+    if (auto whole = check_tensor_bytes(t); !whole)
       return fail("input '" + t.name + "': " + std::to_string(n) + " items of " +
-                  tensor_spec{t.type, want}.to_string() + " take " +
-                  (item ? std::to_string(n * static_cast<int64_t>(*item)) : std::string("?")) +
-                  " bytes; the request has " + std::to_string(t.data.size()));
-    for (int64_t i = 0; i < n; ++i)
-      items.push_back({t.name, t.type, want, t.data.substr(static_cast<size_t>(i) * *item, *item)});
+                  tensor_spec{t.type, want}.to_string() + ": " + whole.error());
+    for (int64_t i = 0; i < n; ++i) items.push_back(row_of(t, i));
   } else {
     items.push_back(std::move(t));
   }
@@ -171,11 +167,13 @@ void shape_item(const cluster_config& cfg, const pipeline& p, const prepared_cal
 // `t` with its leading dimension padded with zero rows to `rows`.
 tensor padded(const tensor& t, int64_t rows) {
   if (t.shape.empty() || t.shape.front() >= rows) return t;
-  auto row = tensor_spec{t.type, {t.shape.begin() + 1, t.shape.end()}}.byte_size().value_or(0);
+  // Zero rows: zeros, or for bytes empty strings (a zero length each).
+  auto row = tensor_spec{t.type, {t.shape.begin() + 1, t.shape.end()}}.zero_size().value_or(0);
   tensor out = t;
   out.shape.front() = rows;
   char* at = nullptr;
-  out.data = bytes::allocate(row * static_cast<size_t>(rows), at);
+  auto added = row * static_cast<size_t>(rows - t.shape.front());
+  out.data = bytes::allocate(t.data.size() + added, at);
   std::copy(t.data.begin(), t.data.end(), at);
   return out;
 }

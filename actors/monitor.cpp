@@ -149,6 +149,8 @@ void on_report(self_ptr self, msg::load_report& r) {
     x.drop_rate = smoothing * (s.dropped / r.window_s) + (1 - smoothing) * x.drop_rate;
     if (s.completed) x.mean_latency_ms = smoothing * s.mean_latency_ms + (1 - smoothing) * x.mean_latency_ms;
     x.queue_length = s.queue_length;
+    x.queue_budgets_ms = s.queue_budgets_ms;
+    if (s.arrived) x.arrival_budgets_ms = s.arrival_budgets_ms;
   }
 }
 

@@ -114,6 +114,10 @@ void add_sim_command(CLI::App& app, int& rc) {
       ->capture_default_str();
   cmd->add_option("--network-jitter", so.network_jitter, "the delay is scaled by a factor in [1 - this, 1 + this]")
       ->capture_default_str();
+  cmd->add_option("--uplink-ms", so.uplink_ms,
+                  "each request's upload from its client, drawn uniformly from these values (ms; repeat or "
+                  "comma-separate)")
+      ->delimiter(',');
   cmd->add_option("--batch-overhead-ms", so.batch_overhead_ms, "what a device spends on each batch besides l(b)")
       ->capture_default_str();
   cmd->add_option("--fail", o->failures, "NODE@S or NODE@S-S: a worker node stops at S seconds (and returns)");

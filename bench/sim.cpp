@@ -2,7 +2,7 @@
 // simulator's own speed at 10,000 devices, and Nexus against the batch-oblivious baseline on
 // clusters of 1,000 devices. Every figure comes from this run.
 //
-// Usage: bench_sim [all|scale|traffic|game|autoscale] [--quick] [--devices N] [--times K]
+// Usage: bench_sim [all|scale|traffic|game|autoscale|sponge] [--quick] [--devices N] [--times K]
 
 #include <algorithm>
 #include <chrono>
@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "bench/harness.hpp"
 #include "bench/workloads.hpp"
@@ -162,6 +163,56 @@ scaler: {policy: )") +
          b.scaling.instance_seconds / std::max(1e-9, f.scaling.instance_seconds));
 }
 
+// Sponge's per-request budgets against the stage's mean budget, on one node of 24 device slots
+// and 48 cores with bench_autoscale's models, clients whose uploads differ: a tenth of them on a
+// slow uplink (160 ms of the 200 ms SLO, the rest 10 ms), or uploads spread from 5 to 150 ms. The
+// same arrivals for both (one seed); violations from second 10 on, and core-seconds.
+void sponge() {
+  auto yaml = [](bool per_request) {
+    return std::string(R"(nodes:
+  - {name: n, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], cores: 48, devices: [{kind: emulated, count: 24}]}
+models:
+  - {name: det, input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [4]}, max_batch: 8, profile: {batch: [1, 2, 4, 8], latency_ms: [27, 36, 54, 90]}, cores: {gamma_ms: 8, epsilon_ms: 16, delta_ms: 1, eta_ms: 2}, load_ms: 2000}
+  - {name: cls, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8, profile: {batch: [1, 2, 4, 8], latency_ms: [13.5, 18, 27, 45]}, cores: {gamma_ms: 4, epsilon_ms: 8, delta_ms: 0.5, eta_ms: 1}, load_ms: 2000}
+pipelines:
+  - {name: p, slo_ms: 200, stages: [{name: det, model: det}, {name: cls, model: cls, after: [det]}]}
+runtime: {beacon_ms: 100}
+scaler: {policy: sponge, max_cores: 16, per_request_budgets: )") +
+           (per_request ? "true" : "false") + "}\n";
+  };
+  struct uplinks {
+    const char* name;
+    std::vector<double> ms;
+  };
+  std::vector<uplinks> networks{{"a tenth at 160 ms", {10, 10, 10, 10, 10, 10, 10, 10, 10, 160}},
+                                {"spread 5-150 ms", {5, 10, 20, 40, 80, 120, 150}}};
+  for (auto& net : networks)
+    for (double rate : {30.0, 80.0}) {
+      sim::options o;
+      o.rate = rate;
+      o.duration_s = quick ? 30 : 60;
+      o.warmup_s = 0;
+      o.uplink_ms = net.ms;
+      double v[2], cost[2];
+      for (int k = 0; k < 2; ++k) {
+        auto r = sim::simulate(parse(yaml(k == 0)), o);
+        if (!r) {
+          fprintf(stderr, "sim: %s\n", r.error().c_str());
+          std::exit(1);
+        }
+        v[k] = after_warmup(*r);
+        cost[k] = r->scaling.core_seconds;
+        if (r->summary.lost) fprintf(stderr, "sponge: %lu lost\n", static_cast<unsigned long>(r->summary.lost));
+      }
+      printf(
+          "sponge %-18s %3.0f req/s: per-request budgets %.2f%% violations, %.0f core-s; mean budget %.2f%%, %.0f "
+          "core-s (violations %.2fx, core-s %.2fx)\n",
+          net.name, rate, 100 * v[0], cost[0], 100 * v[1], cost[1], v[0] / std::max(1e-9, v[1]),
+          cost[0] / std::max(1e-9, cost[1]));
+      fflush(stdout);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -182,5 +233,6 @@ int main(int argc, char** argv) {
   if (what == "all" || what == "traffic") compare("traffic", bench::traffic_workload(), 2.0 * fleet_devices);
   if (what == "all" || what == "game") compare("game", bench::game_workload(20), 20.0 * fleet_devices);
   if (what == "all" || what == "autoscale") autoscale();
+  if (what == "all" || what == "sponge") sponge();
   return 0;
 }

@@ -150,6 +150,8 @@ struct scaler_options {
   int max_total_cores = 0;                           // in the cluster; 0: not limited beyond nodes' cores
   double stable_band = 0.25;                         // biscale: load is stable when the last horizontal period's
                                                      // per-second rates stay within ±band of their mean
+  bool per_request_budgets = true;                   // sponge, biscale: the EDF check takes each request's budget
+                                                     // (false: the stage's mean budget, a baseline)
   bool enabled() const { return policy != scaler_policy::none; }
 };
 

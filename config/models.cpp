@@ -30,7 +30,7 @@ void parse_tensor_spec(reader& r, const YAML::Node& n, tensor_spec& out, const s
   else
     r.error(n["dtype"], where + " has unknown dtype '" + dt + "'");
   if (r.get(n, "shape", out.shape, where, true)) {
-    if (!out.byte_size()) r.error(n["shape"], where + " has a negative or oversized dimension");
+    if (!out.zero_size()) r.error(n["shape"], where + " has a negative or oversized dimension");
   }
 }
 

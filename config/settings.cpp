@@ -61,6 +61,7 @@ const std::vector<key<scaler_options>>& scaler_keys() {
       {"max_instances", &o::max_instances},
       {"max_total_cores", &o::max_total_cores},
       {"stable_band", &o::stable_band},
+      {"per_request_budgets", &o::per_request_budgets},
   };
   return keys;
 }

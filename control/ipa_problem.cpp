@@ -8,13 +8,11 @@
 
 namespace sloserve {
 
-// l(b, c) of a model: its `cores` entry, else its profile at any core count.
+// l(b, c) of a model: its `cores` entry, else its profile as written at any core count.
 core_latency latency_of(const model_spec& m) {
   if (m.cores) return *m.cores;
   core_latency l;
-  // l(b) = alpha·b + beta does not change with cores: delta·b + eta.
-  l.delta = m.profile.latency_ms_at(2) - m.profile.latency_ms_at(1);
-  l.eta = m.profile.latency_ms_at(1) - l.delta;
+  l.table = std::make_shared<const latency_profile>(m.profile);
   return l;
 }
 

@@ -135,13 +135,19 @@ void scaler_core::observe(stage_info& s, const cluster_load& load, const std::ve
     rate += x.last_rate;
     budget_sum += x.budget_ms * x.last_rate;
     budget_w += x.last_rate;
+    if (o.per_request_budgets)
+      s.arrivals.insert(s.arrivals.end(), x.arrival_budgets_ms.begin(), x.arrival_budgets_ms.end());
   }
+  while (s.arrivals.size() > stage_info::arrivals_kept) s.arrivals.pop_front();
+  in.arrival_budgets_ms.assign(s.arrivals.begin(), s.arrivals.end());
   // Instance 0's queue, for Sponge's EDF check.
   for (auto& i : instances)
     if (i.model == s.model->name) {
       for (auto& x : load.sessions)
-        if (x.node == i.node && x.device == i.device && x.model == i.model)
+        if (x.node == i.node && x.device == i.device && x.model == i.model) {
           in.queued = static_cast<int>(x.queue_length);
+          if (o.per_request_budgets) in.queue_budgets_ms = x.queue_budgets_ms;
+        }
       break;
     }
   in.budget_ms = budget_w > 0 ? budget_sum / budget_w : s.split_budget_ms;

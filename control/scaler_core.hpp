@@ -31,6 +31,8 @@ struct session_rate {
   double drop_rate = 0;
   double mean_latency_ms = 0;
   uint32_t queue_length = 0;
+  std::vector<double> queue_budgets_ms;    // time left of each queued request, EDF order, latest report
+  std::vector<double> arrival_budgets_ms;  // time left on arrival of the latest requests
 };
 struct cluster_load {
   std::vector<session_rate> sessions;
@@ -83,6 +85,10 @@ class scaler_core {
     double peak = 0;            // the largest rate sized for of late, halved every scheduler.peak_half_life_s
     double poll_sum = 0;        // rates seen by the polls of the current vertical period
     int poll_count = 0;
+    // The latest arrivals' time left on arrival (at most arrivals_kept), over reports: one report
+    // holds a few requests at low rates, too few for a quantile.
+    std::deque<double> arrivals;
+    static constexpr size_t arrivals_kept = 512;
     sched::stage_shape shape;
     sched::scale_stage last;    // what the policy saw last
     bool told_no_room = false;  // warned that its next instance found no place

@@ -50,6 +50,7 @@ c10::ScalarType scalar_of(dtype t) {
     case dtype::uint16:
     case dtype::uint32:
     case dtype::uint64:
+    case dtype::bytes:
       break;
   }
   return torch::kFloat32;
@@ -57,6 +58,10 @@ c10::ScalarType scalar_of(dtype t) {
 
 // Empty when LibTorch has `t`; else why model `m` cannot use it.
 std::string torch_type(const model_spec& m, const char* what, dtype t) {
+  if (t == dtype::bytes)
+    return "model '" + m.name + "': its " + what +
+           " is bytes, which a TorchScript module cannot take or return as a tensor (serve it on an emulated "
+           "device, or declare the tokens the model reads as int64)";
   if (t != dtype::uint16 && t != dtype::uint32 && t != dtype::uint64) return {};
   return "model '" + m.name + "': its " + what + " is " + std::string(dtype_name(t)) +
          ", which LibTorch has no tensors of (declare int32 or int64, or serve it on an emulated device)";

@@ -57,13 +57,13 @@ float from_half(uint16_t h) {
 
 // Appends the numbers of `v` (nested arrays allowed), row-major; false past `limit` or on a
 // non-number.
-bool flatten(const json& v, std::vector<const json*>& out, size_t limit) {
+bool flatten(const json& v, std::vector<const json*>& out, size_t limit, bool strings) {
   if (v.is_array()) {
     for (auto& x : v)
-      if (!flatten(x, out, limit)) return false;
+      if (!flatten(x, out, limit, strings)) return false;
     return true;
   }
-  if (!v.is_number() && !v.is_boolean()) return false;
+  if (strings ? !v.is_string() : !v.is_number() && !v.is_boolean()) return false;
   if (out.size() >= limit) return false;
   out.push_back(&v);
   return true;
@@ -152,6 +152,8 @@ status encode(const std::vector<const json*>& values, tensor& t, char* p) {
       case dtype::uint8:
         ok = integer(uint8_t{});
         break;
+      case dtype::bytes:
+        return bad("is not a fixed-size element");  // bytes are encoded by bytes_data
     }
     if (!ok) return ok;
   }
@@ -160,6 +162,11 @@ status encode(const std::vector<const json*>& values, tensor& t, char* p) {
 
 json decode(const tensor& t) {
   json data = json::array();
+  if (t.type == dtype::bytes) {
+    if (auto items = bytes_elements(t.data.view(), t.spec().elements().value_or(0)))
+      for (auto x : *items) data.push_back(std::string(x));
+    return data;
+  }
   size_t n = dtype_size(t.type) ? t.data.size() / dtype_size(t.type) : 0;
   auto* p = t.data.data();
   auto get = [&](auto zero, size_t i) {
@@ -204,6 +211,8 @@ json decode(const tensor& t) {
       case dtype::uint8:
         data.push_back(get(uint8_t{}, i));
         break;
+      case dtype::bytes:
+        break;
     }
   return data;
 }
@@ -236,6 +245,8 @@ std::string_view datatype_name(dtype t) {
       return "UINT8";
     case dtype::boolean:
       return "BOOL";
+    case dtype::bytes:
+      return "BYTES";
   }
   return "FP32";
 }
@@ -262,7 +273,7 @@ expected<tensor> parse_input(const json& in, std::optional<size_t> header_length
   if (!type)
     return fail(where + ": datatype " + in["datatype"].dump() +
                 " is not one of FP32, FP16, FP64, INT8, INT16, INT32, INT64, UINT8, UINT16, "
-                "UINT32, UINT64, BOOL (BYTES is not served)");
+                "UINT32, UINT64, BOOL, BYTES");
   t.type = *type;
   if (!in.contains("shape") || !in["shape"].is_array()) return fail(where + " has no \"shape\" array");
   for (auto& d : in["shape"]) {
@@ -270,7 +281,7 @@ expected<tensor> parse_input(const json& in, std::optional<size_t> header_length
       return fail(where + ": shape " + in["shape"].dump() + " must list non-negative integers");
     t.shape.push_back(d.get<int64_t>());
   }
-  auto bytes_needed = t.spec().byte_size();
+  auto bytes_needed = t.spec().zero_size();
   if (!bytes_needed || *bytes_needed > (uint64_t{1} << 40))
     return fail(where + ": shape " + in["shape"].dump() + " is too large");
   json params = in.contains("parameters") ? in["parameters"] : json::object();
@@ -281,7 +292,7 @@ expected<tensor> parse_input(const json& in, std::optional<size_t> header_length
     auto n = size.get<uint64_t>();
     if (!header_length)
       return fail(where + " has binary_data_size but the request has no Inference-Header-Content-Length");
-    if (n != *bytes_needed)
+    if (t.type != dtype::bytes && n != *bytes_needed)
       return fail(where + ": binary_data_size " + std::to_string(n) + " is not the " + std::to_string(*bytes_needed) +
                   " bytes of " + t.spec().to_string());
     if (offset + n > binary.size())
@@ -289,13 +300,23 @@ expected<tensor> parse_input(const json& in, std::optional<size_t> header_length
                   std::to_string(n) + " bytes");
     t.data = bytes::copy_of(binary.substr(offset, n));
     offset += n;
+    if (t.type == dtype::bytes)
+      if (auto ok = check_tensor_bytes(t); !ok)
+        return fail(where + ": binary_data_size " + std::to_string(n) + ": " + ok.error());
   } else {
     if (!in.contains("data")) return fail(where + " has neither \"data\" nor a binary_data_size parameter");
     auto elements = *t.spec().elements();
+    bool strings = t.type == dtype::bytes;
     std::vector<const json*> values;
-    if (!flatten(in["data"], values, elements) || values.size() != elements)
-      return fail(where + ": \"data\" must hold exactly " + std::to_string(elements) + " numbers for shape " +
-                  in["shape"].dump());
+    if (!flatten(in["data"], values, elements, strings) || values.size() != elements)
+      return fail(where + ": \"data\" must hold exactly " + std::to_string(elements) +
+                  (strings ? " strings" : " numbers") + " for shape " + in["shape"].dump());
+    if (strings) {
+      std::vector<std::string> items;
+      for (auto* v : values) items.push_back(v->get<std::string>());
+      t.data = bytes_data(items);
+      return t;
+    }
     char* p = nullptr;
     t.data = bytes::allocate(*bytes_needed, p);
     if (auto ok = encode(values, t, p); !ok) return fail(ok.error());
@@ -487,7 +508,7 @@ infer_response make_infer_response(std::string_view name, std::string_view id, c
       out += ",\"parameters\":{\"binary_data_size\":" + std::to_string(t.data.size()) + '}';
       tail += t.data.size();
     } else {
-      out += ",\"data\":" + decode(t).dump();
+      out += ",\"data\":" + decode(t).dump(-1, ' ', false, json::error_handler_t::replace);
     }
     out += '}';
   }

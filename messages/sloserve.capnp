@@ -10,7 +10,7 @@ $Cxx.namespace("sloserve::wire");
 
 enum DType {
   float32 @0; float16 @1; int64 @2; int32 @3; uint8 @4; float64 @5; uint64 @6; int8 @7; int16 @8; uint16 @9;
-  uint32 @10; boolean @11;
+  uint32 @10; boolean @11; bytes @12;
 }
 enum Status { ok @0; dropped @1; error @2; overloaded @3; }
 
@@ -135,6 +135,8 @@ struct SessionLoad {
   queueLength @5 :UInt32;
   meanLatencyMs @6 :Float64;
   meanBudgetMs @7 :Float64;  # time left to the deadline when requests arrived (network time shows here)
+  queueBudgetsMs @8 :List(Float64);    # time left to the deadline of each queued request, EDF order (at most 256)
+  arrivalBudgetsMs @9 :List(Float64);  # time left on arrival of the latest requests (at most 256)
 }
 
 # Queries of a partitioned model's pipeline that start at one layer under one SLO (Graft's

@@ -47,6 +47,7 @@ std::vector<int> latency_profile::plannable_batches(int model_max_batch) const {
 }
 
 double core_latency::at(int batch, int cores) const {
+  if (table) return table->latency_ms_at(batch);
   double b = batch, c = cores;
   return gamma * b / c + epsilon / c + delta * b + eta;
 }

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cmath>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,7 +40,13 @@ struct latency_profile {
 
 // l(b, c) = γ·b/c + ε/c + δ·b + η in ms: batch b on c cores (Sponge, thesis 004 part II).
 struct core_latency {
+  core_latency() = default;
+  core_latency(double g, double e, double d, double h) : gamma(g), epsilon(e), delta(d), eta(h) {}
+
   double gamma = 0, epsilon = 0, delta = 0, eta = 0;
+  // A model without `cores:`: l(b) is its profile as written at any core count (a table
+  // interpolated between its batches), and the coefficients are unused.
+  std::shared_ptr<const latency_profile> table;
   double at(int batch, int cores) const;
   // Requests/s one instance sustains: b / l(b, c).
   double throughput(int batch, int cores) const;

@@ -22,6 +22,8 @@ size_t dtype_size(dtype t) {
     case dtype::int8:
     case dtype::boolean:
       return 1;
+    case dtype::bytes:
+      return 0;
   }
   return 1;
 }
@@ -52,6 +54,8 @@ std::string_view dtype_name(dtype t) {
       return "uint32";
     case dtype::boolean:
       return "bool";
+    case dtype::bytes:
+      return "bytes";
   }
   return "?";
 }
@@ -73,9 +77,50 @@ std::optional<uint64_t> tensor_spec::elements() const {
 }
 
 std::optional<uint64_t> tensor_spec::byte_size() const {
+  if (type == dtype::bytes) return std::nullopt;
+  return zero_size();
+}
+
+std::optional<uint64_t> tensor_spec::zero_size() const {
   auto n = elements();
   if (!n || *n > UINT64_MAX / 8) return std::nullopt;
-  return *n * dtype_size(type);
+  return *n * (type == dtype::bytes ? 4 : dtype_size(type));
+}
+
+std::optional<size_t> bytes_elements_end(std::string_view data, size_t from, uint64_t count) {
+  size_t at = from;
+  for (uint64_t i = 0; i < count; ++i) {
+    if (data.size() < at || data.size() - at < 4) return std::nullopt;
+    auto* p = reinterpret_cast<const unsigned char*>(data.data() + at);
+    uint64_t len = uint64_t{p[0]} | uint64_t{p[1]} << 8 | uint64_t{p[2]} << 16 | uint64_t{p[3]} << 24;
+    at += 4;
+    if (data.size() - at < len) return std::nullopt;
+    at += static_cast<size_t>(len);
+  }
+  return at;
+}
+
+std::optional<std::vector<std::string_view>> bytes_elements(std::string_view data, uint64_t count) {
+  std::vector<std::string_view> out;
+  size_t at = 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    auto end = bytes_elements_end(data, at, 1);
+    if (!end) return std::nullopt;
+    out.push_back(data.substr(at + 4, *end - at - 4));
+    at = *end;
+  }
+  if (at != data.size()) return std::nullopt;
+  return out;
+}
+
+std::string bytes_data(const std::vector<std::string>& items) {
+  std::string out;
+  for (auto& x : items) {
+    auto n = static_cast<uint32_t>(x.size());
+    for (int k = 0; k < 4; ++k) out += static_cast<char>((n >> (8 * k)) & 0xff);
+    out += x;
+  }
+  return out;
 }
 
 std::string tensor_spec::to_string() const {
@@ -89,6 +134,16 @@ std::string tensor_spec::to_string() const {
 }
 
 status check_tensor_bytes(const tensor& t) {
+  if (t.type == dtype::bytes) {
+    auto n = t.spec().elements();
+    if (!n) return fail("tensor '" + t.name + "' has an invalid shape " + t.spec().to_string());
+    auto end = bytes_elements_end(t.data.view(), 0, *n);
+    if (!end || *end != t.data.size())
+      return fail("tensor '" + t.name + "' " + t.spec().to_string() + " needs " + std::to_string(*n) +
+                  " elements, each a 4-byte little-endian length and its bytes; its " + std::to_string(t.data.size()) +
+                  " bytes " + (end ? "go on after them" : "end before them"));
+    return {};
+  }
   auto want = t.spec().byte_size();
   if (!want) return fail("tensor '" + t.name + "' has an invalid shape " + t.spec().to_string());
   if (*want != t.data.size())
@@ -116,6 +171,13 @@ tensor row_of(const tensor& t, int64_t i) {
     return r;
   }
   r.shape.assign(t.shape.begin() + 1, t.shape.end());
+  if (t.type == dtype::bytes) {
+    auto per_row = r.spec().elements().value_or(0);
+    auto from = bytes_elements_end(t.data.view(), 0, static_cast<uint64_t>(i) * per_row);
+    auto to = from ? bytes_elements_end(t.data.view(), *from, per_row) : std::nullopt;
+    if (to) r.data = t.data.substr(*from, *to - *from);
+    return r;
+  }
   auto row_bytes = r.spec().byte_size().value_or(0);
   if ((static_cast<uint64_t>(i) + 1) * row_bytes <= t.data.size())
     r.data = t.data.substr(static_cast<size_t>(i * row_bytes), row_bytes);
@@ -136,6 +198,17 @@ tensor make_tensor(const tensor_spec& spec, uint64_t seed, std::string name) {
   t.name = std::move(name);
   t.type = spec.type;
   t.shape = spec.shape;
+  if (spec.type == dtype::bytes) {
+    // Words of 1 to 8 lowercase letters.
+    std::vector<std::string> words(spec.elements().value_or(0));
+    for (auto& w : words) {
+      auto r = splitmix(seed);
+      w.resize(1 + r % 8);
+      for (auto& c : w) c = static_cast<char>('a' + (r >>= 5) % 26);
+    }
+    t.data = bytes_data(words);
+    return t;
+  }
   auto n_bytes = spec.byte_size().value_or(0);
   std::string data(n_bytes, '\0');
   if (spec.type == dtype::float32) {

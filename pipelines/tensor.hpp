@@ -25,14 +25,17 @@ enum class dtype : uint8_t {
   int16,
   uint16,
   uint32,
-  boolean
+  boolean,
+  // Strings of bytes, of any length: each element is a 4-byte little-endian length and that many
+  // bytes (KServe v2's binary form of BYTES).
+  bytes
 };
-inline constexpr dtype last_dtype = dtype::boolean;
-inline constexpr dtype all_dtypes[] = {dtype::float32, dtype::float16, dtype::int64,  dtype::int32,
-                                       dtype::uint8,   dtype::float64, dtype::uint64, dtype::int8,
-                                       dtype::int16,   dtype::uint16,  dtype::uint32, dtype::boolean};
+inline constexpr dtype last_dtype = dtype::bytes;
+inline constexpr dtype all_dtypes[] = {dtype::float32, dtype::float16, dtype::int64, dtype::int32, dtype::uint8,
+                                       dtype::float64, dtype::uint64,  dtype::int8,  dtype::int16, dtype::uint16,
+                                       dtype::uint32,  dtype::boolean, dtype::bytes};
 
-// Bytes per element of `t`.
+// Bytes per element of `t`; 0 for bytes, whose elements vary.
 size_t dtype_size(dtype t);
 std::string_view dtype_name(dtype t);
 std::optional<dtype> parse_dtype(std::string_view name);
@@ -44,7 +47,10 @@ struct tensor_spec {
 
   // Element count; nullopt when a dimension is negative or the product overflows.
   std::optional<uint64_t> elements() const;
+  // Bytes of the data; nullopt also for bytes, whose size depends on the elements.
   std::optional<uint64_t> byte_size() const;
+  // Bytes of the data when every element is zero (for bytes: empty strings).
+  std::optional<uint64_t> zero_size() const;
   std::string to_string() const;  // e.g. "float32[3,224,224]"
 };
 
@@ -62,6 +68,13 @@ status check_tensor(const tensor& t, const tensor_spec& spec);
 
 // Empty string when data size equals shape x dtype; otherwise why not.
 status check_tensor_bytes(const tensor& t);
+
+// Where `count` bytes elements from offset `from` of `data` end; nullopt when they overrun it.
+std::optional<size_t> bytes_elements_end(std::string_view data, size_t from, uint64_t count);
+// The bytes elements of `data` (views into it), or nullopt when it is not `count` whole elements.
+std::optional<std::vector<std::string_view>> bytes_elements(std::string_view data, uint64_t count);
+// `items` in the bytes form.
+std::string bytes_data(const std::vector<std::string>& items);
 
 // Number of rows (the first dimension); 1 for a scalar.
 int64_t row_count(const tensor& t);

@@ -95,17 +95,30 @@ std::vector<stage_shape> fa2_shapes(const std::vector<scale_stage>& stages, doub
   return out;
 }
 
-namespace {
-std::vector<double> queue_budgets(const scale_stage& s) {
-  return std::vector<double>(static_cast<size_t>(std::max(1, s.queued)), s.budget_ms);
+double arrival_budget_ms(const scale_stage& s, double quantile) {
+  if (s.arrival_budgets_ms.empty()) return s.budget_ms;
+  auto a = s.arrival_budgets_ms;
+  auto k = static_cast<size_t>(std::floor(std::clamp(quantile, 0.0, 1.0) * static_cast<double>(a.size() - 1)));
+  std::nth_element(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(k), a.end());
+  return a[k];
 }
-}  // namespace
+
+std::vector<double> sponge_budgets(const scale_stage& s) {
+  if (s.queue_budgets_ms.empty() && s.arrival_budgets_ms.empty())
+    return std::vector<double>(static_cast<size_t>(std::max(1, s.queued)), s.budget_ms);
+  // A request already past its deadline is dropped, not planned for.
+  std::vector<double> out;
+  std::copy_if(s.queue_budgets_ms.begin(), s.queue_budgets_ms.end(), std::back_inserter(out),
+               [](double b) { return b > 0; });
+  out.push_back(arrival_budget_ms(s));
+  return out;
+}
 
 stage_shape sponge_shape(const scale_stage& s, int max_cores) {
-  auto c = sponge_decide(s.l, s.rate, queue_budgets(s), max_cores, s.max_batch);
+  auto c = sponge_decide(s.l, s.rate, sponge_budgets(s), max_cores, s.max_batch);
   stage_shape out;
   out.cores = std::max(1, c.cores);
-  out.batch = out.horizontal_batch = elastic_batch(s.l, out.cores, s.budget_ms, c.batch, s.max_batch);
+  out.batch = out.horizontal_batch = elastic_batch(s.l, out.cores, arrival_budget_ms(s), c.batch, s.max_batch);
   return out;
 }
 
@@ -133,7 +146,7 @@ stage_shape biscale_vertical_sized(const scale_stage& s, const stage_shape& now,
   out.horizontal_batch = std::max(1, fits);
   double horizontal = fits ? (out.instances - 1) * s.l.throughput(fits, 1) : 0;
   double excess = std::max(0.0, s.rate - horizontal);
-  auto c = sponge_decide(s.l, excess, queue_budgets(s), max_cores, s.max_batch);
+  auto c = sponge_decide(s.l, excess, sponge_budgets(s), max_cores, s.max_batch);
   if (c.feasible || excess <= 0) {
     out.cores = std::max(1, c.cores);
     out.batch = std::max(1, c.batch);

@@ -22,7 +22,18 @@ struct scale_stage {
   double predicted = 0;          // largest rate expected over the next horizontal period
   int queued = 0;                // requests waiting at instance 0
   std::vector<size_t> children;  // successors in the pipeline (FA2 plans the whole DAG)
+  // Sponge's per-request budgets (ms left to the deadline): of each request queued at instance 0,
+  // and on arrival of the stage's latest requests (clients' uploads differ, and so do these).
+  std::vector<double> queue_budgets_ms;
+  std::vector<double> arrival_budgets_ms;
 };
+
+// The budget a request about to arrive has: the `quantile` of the latest arrivals' (so a few
+// clients on the slowest uplinks are not planned for alone), else the mean budget.
+double arrival_budget_ms(const scale_stage& s, double quantile = 0.05);
+// The budgets Sponge's EDF check takes: each queued request's, and one request about to arrive.
+// Without a report of them, `queued` requests (at least one) at the mean budget.
+std::vector<double> sponge_budgets(const scale_stage& s);
 
 struct stage_shape {
   int instances = 1;

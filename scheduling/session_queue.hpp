@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <deque>
 #include <utility>
+#include <vector>
 
 #include "scheduling/drop_policy.hpp"
 
@@ -37,11 +38,41 @@ class session_queue {
     q_.erase(q_.begin(), q_.begin() + static_cast<std::ptrdiff_t>(p.drop + p.take));
   }
 
+  // The time left to their deadlines at `now`, in ms, of the first `max` requests (EDF order):
+  // what Sponge's per-request check takes.
+  std::vector<double> budgets_ms(time_point now, size_t max) const {
+    std::vector<double> out;
+    for (size_t i = 0; i < q_.size() && i < max; ++i)
+      out.push_back(std::chrono::duration<double, std::milli>(q_[i].deadline - now).count());
+    return out;
+  }
+
   // Removes every request; used when a device shuts down.
   std::deque<entry> take_all() { return std::exchange(q_, {}); }
 
  private:
   std::deque<entry> q_;
+};
+
+// The time left to their deadlines on arrival of a session's latest requests (at most
+// `capacity`), reported and begun again with each load report.
+class budget_sample {
+ public:
+  static constexpr size_t capacity = 256;
+  void add(double ms) {
+    if (ring_.size() < capacity)
+      ring_.push_back(ms);
+    else
+      ring_[next_++ % capacity] = ms;
+  }
+  std::vector<double> take() {
+    next_ = 0;
+    return std::exchange(ring_, {});
+  }
+
+ private:
+  std::vector<double> ring_;
+  size_t next_ = 0;
 };
 
 }  // namespace sloserve::sched

@@ -162,6 +162,8 @@ void engine::on_scale(ns now) {
       r.last_rate = r.rate = dt > 0 ? static_cast<double>(s.arrived) / dt : 0;
       r.budget_ms = s.arrived ? s.budget_sum / static_cast<double>(s.arrived) : 0;
       r.queue_length = static_cast<uint32_t>(s.queue.size());
+      r.queue_budgets_ms = s.queue.budgets_ms(at(now), sched::budget_sample::capacity);
+      r.arrival_budgets_ms = s.budgets.take();
       load.sessions.push_back(std::move(r));
       s.arrived = 0;
       s.budget_sum = 0;

@@ -22,6 +22,7 @@ void engine::on_invoke(ns now, uint32_t inv) {
   f.enqueued = now;
   ++s->arrived;
   s->budget_sum += static_cast<double>(f.device_deadline - now) / 1e6;
+  s->budgets.add(static_cast<double>(f.device_deadline - now) / 1e6);
   s->queue.push(at(f.device_deadline), inv);
   if (!d.busy) start_next(now, f.device);
 }

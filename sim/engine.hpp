@@ -99,6 +99,7 @@ struct dev_session {
   sched::session_queue<uint32_t> queue;
   uint64_t arrived = 0;   // since the scaler last looked
   double budget_sum = 0;  // of those, ms left to their deadlines on arrival
+  sched::budget_sample budgets;
 };
 
 struct device {

@@ -21,7 +21,10 @@ void engine::on_send(ns now) {
   qq.sent = now;
   qq.measured = now >= warmup_;
   qq.second = qq.measured ? static_cast<uint32_t>((now - warmup_) / (1000 * ns_per_ms)) : 0;
-  post(now + delay(none, frontend_), kind::arrival, q);
+  ns uplink = 0;
+  if (!o_.uplink_ms.empty())
+    uplink = to_ns(o_.uplink_ms[std::uniform_int_distribution<size_t>(0, o_.uplink_ms.size() - 1)(rng_)]);
+  post(now + uplink + delay(none, frontend_), kind::arrival, q);
   // The next request: a trace's silent seconds send nothing.
   ns next = end_send_;
   if (o_.trace.empty()) {

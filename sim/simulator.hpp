@@ -35,6 +35,9 @@ struct options {
   uint64_t seed = 1;
   double network_ms = 0.1;      // one way between two nodes (and between the client and the frontend)
   double network_jitter = 0.5;  // the delay is scaled by a factor in [1 - this, 1 + this]
+  // Each request's upload from its client, drawn uniformly from these (ms): clients on networks
+  // of every kind; the SLO counts it. Empty: none beyond network_ms.
+  std::vector<double> uplink_ms;
   // What a device spends on each batch besides l(b): taking requests off its queue, timers,
   // replies. A multi-process cluster on one machine spends about this much.
   double batch_overhead_ms = 0.5;

@@ -31,11 +31,25 @@ pipelines:
   s.find("a")->load.arrived = 5;
   s.find("a")->load.completed = 4;
   s.find("a")->latency_sum_ms = 40;
-  auto load = s.take_load();
+  // Sponge's per-request budgets: each queued request's time left at the report, in EDF order,
+  // and the latest arrivals' time left on arrival.
+  s.find("a")->queue.push(t0 + 30ms, pending{});
+  s.find("a")->queue.push(t0 + 10ms, pending{});
+  for (int i = 0; i < 300; ++i) s.find("a")->budgets.add(i);
+  auto load = s.take_load(t0 + 4ms);
   ASSERT_EQ(load.size(), 1u);
   EXPECT_EQ(load[0].arrived, 5u);
   EXPECT_DOUBLE_EQ(load[0].mean_latency_ms, 10);
-  EXPECT_EQ(s.take_load()[0].arrived, 0u) << "counters start again";
+  EXPECT_EQ(load[0].queue_length, 2u);
+  EXPECT_EQ(load[0].queue_budgets_ms, (std::vector<double>{6, 26}));
+  ASSERT_EQ(load[0].arrival_budgets_ms.size(), sched::budget_sample::capacity);
+  EXPECT_DOUBLE_EQ(*std::max_element(load[0].arrival_budgets_ms.begin(), load[0].arrival_budgets_ms.end()), 299)
+      << "the latest arrivals";
+  EXPECT_DOUBLE_EQ(*std::min_element(load[0].arrival_budgets_ms.begin(), load[0].arrival_budgets_ms.end()), 44);
+  s.find("a")->queue.take_all();
+  auto again = s.take_load(t0 + 5ms);
+  EXPECT_EQ(again[0].arrived, 0u) << "counters start again";
+  EXPECT_TRUE(again[0].arrival_budgets_ms.empty());
   s.apply({3, 0, {{"b", 2}}}, t0 + 1s);
   ASSERT_EQ(s.all().size(), 2u);
   EXPECT_TRUE(s.find("a")->draining) << "still served while frontends move on";

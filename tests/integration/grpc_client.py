@@ -207,6 +207,12 @@ class GrpcIngress(unittest.TestCase):
         unknown_output.outputs.add().name = "plate"
         unknown_version = infer_request()
         unknown_version.model_version = "2"
+        # Strings (BYTES contents) where the model takes an image: read, then refused by shape.
+        strings = pb.ModelInferRequest(model_name="traffic")
+        strings.inputs.add(name="input", datatype="BYTES", shape=[2]).contents.bytes_contents.extend([b"ab", b""])
+        torn = pb.ModelInferRequest(model_name="traffic")
+        torn.inputs.add(name="input", datatype="BYTES", shape=[2])
+        torn.raw_input_contents.append(b"\x02\0\0\0ab\x09\0\0\0")
         cases = [
             (unknown_output, grpc.StatusCode.INVALID_ARGUMENT, "no output 'plate'"),
             (unknown_version, grpc.StatusCode.NOT_FOUND, "no version '2'"),
@@ -215,6 +221,8 @@ class GrpcIngress(unittest.TestCase):
             (infer_request(datatype="BF16"), grpc.StatusCode.INVALID_ARGUMENT, "datatype 'BF16'"),
             (infer_request(datatype="INT32"), grpc.StatusCode.INVALID_ARGUMENT, "int32[3,32,32] does not match"),
             (wrong_count, grpc.StatusCode.INVALID_ARGUMENT, "raw_input_contents has 2 entries for 1 inputs"),
+            (strings, grpc.StatusCode.INVALID_ARGUMENT, "bytes[2] does not match"),
+            (torn, grpc.StatusCode.INVALID_ARGUMENT, "4-byte little-endian length"),
             (unknown, grpc.StatusCode.NOT_FOUND, "unknown pipeline 'nope'"),
             (oversize, grpc.StatusCode.RESOURCE_EXHAUSTED, ""),
         ]

@@ -395,6 +395,103 @@ std::optional<std::string> closed_with(int fd, std::chrono::milliseconds wait) {
   return std::nullopt;
 }
 
+// BYTES tensors: a text pipeline of emulated models whose first input and last output are strings
+// of bytes, over JSON (strings) and the binary extension (each a 4-byte length and its bytes), one
+// request at a time and as a batch, and the load client's binary requests.
+TEST_F(http_cluster, bytes_tensors_travel_as_json_strings_and_length_prefixed_binary) {
+  std::ofstream(dir / "cluster.yaml") << R"(cluster: {name: text}
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend], http: "127.0.0.1:0"}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 1}]}
+models:
+  - {name: tok, input: {dtype: bytes, shape: [2]}, output: {dtype: int64, shape: [8]}, max_batch: 8,
+     profile: {alpha_ms: 0.1, beta_ms: 1}}
+  - {name: label, input: {dtype: int64, shape: [8]}, output: {dtype: bytes, shape: [1]}, max_batch: 8,
+     profile: {alpha_ms: 0.1, beta_ms: 1}}
+pipelines:
+  - name: text
+    slo_ms: 200
+    stages: [{name: tokenize, model: tok}, {name: classify, model: label, after: [tokenize]}]
+runtime: {heartbeat_ms: 100, peer_timeout_ms: 500}
+)";
+  start();
+  wait_ready();
+  auto meta = json::parse(client->Get("/v2/models/text")->body);
+  EXPECT_EQ(meta["inputs"][0]["datatype"], "BYTES");
+  EXPECT_EQ(meta["outputs"][0]["datatype"], "BYTES");
+  auto ask = [&](json shape, json data) {
+    json req{{"inputs", {{{"name", "input"}, {"shape", shape}, {"datatype", "BYTES"}, {"data", data}}}}};
+    return client->Post("/v2/models/text/infer", req.dump(), "application/json");
+  };
+  auto one = ask({2}, {"hello", "w\u00f6rld"});
+  ASSERT_TRUE(one);
+  ASSERT_EQ(one->status, 200) << one->body;
+  auto out = json::parse(one->body)["outputs"][0];
+  EXPECT_EQ(out["datatype"], "BYTES");
+  EXPECT_EQ(out["shape"], json({1}));
+  ASSERT_TRUE(out["data"].is_array() && out["data"].size() == 1 && out["data"][0].is_string()) << out.dump();
+  std::string label = out["data"][0];
+  EXPECT_FALSE(label.empty());
+  // A batch of two: each row answered as it is alone, in order.
+  auto two = ask({2, 2}, json::array({json::array({"other", "text"}), json::array({"hello", "w\u00f6rld"})}));
+  ASSERT_TRUE(two);
+  ASSERT_EQ(two->status, 200) << two->body;
+  auto rows = json::parse(two->body)["outputs"][0];
+  EXPECT_EQ(rows["shape"], json({2, 1}));
+  ASSERT_EQ(rows["data"].size(), 2u) << rows.dump();
+  EXPECT_EQ(rows["data"][1], label);
+  // The binary extension: the same strings length-prefixed, the output asked for as binary.
+  std::string binary;
+  for (std::string x : {"hello", "w\xc3\xb6rld"}) {
+    uint32_t n = static_cast<uint32_t>(x.size());
+    binary.append(reinterpret_cast<const char*>(&n), 4);
+    binary += x;
+  }
+  auto header = json{{"inputs",
+                      {{{"name", "input"},
+                        {"shape", {2}},
+                        {"datatype", "BYTES"},
+                        {"parameters", {{"binary_data_size", binary.size()}}}}}},
+                     {"parameters", {{"binary_data_output", true}}}}
+                    .dump();
+  httplib::Headers h{{"Inference-Header-Content-Length", std::to_string(header.size())}};
+  auto bin = client->Post("/v2/models/text/infer", h, header + binary, "application/octet-stream");
+  ASSERT_TRUE(bin);
+  ASSERT_EQ(bin->status, 200) << bin->body;
+  auto length = std::stoul(bin->get_header_value("Inference-Header-Content-Length"));
+  auto bout = json::parse(bin->body.substr(0, length))["outputs"][0];
+  auto payload = bin->body.substr(length);
+  EXPECT_EQ(bout["parameters"]["binary_data_size"], payload.size());
+  ASSERT_GE(payload.size(), 4u);
+  uint32_t n = 0;
+  std::memcpy(&n, payload.data(), 4);
+  EXPECT_EQ(payload.substr(4), label) << "the same answer as over JSON";
+  EXPECT_EQ(n, label.size());
+  // Bytes that are not whole elements, and numbers where strings belong, are the client's fault.
+  auto cut_header = json::parse(header);
+  cut_header["inputs"][0]["parameters"]["binary_data_size"] = binary.size() - 2;
+  auto cut = cut_header.dump();
+  httplib::Headers ch{{"Inference-Header-Content-Length", std::to_string(cut.size())}};
+  auto torn =
+      client->Post("/v2/models/text/infer", ch, cut + binary.substr(0, binary.size() - 2), "application/octet-stream");
+  ASSERT_TRUE(torn);
+  EXPECT_EQ(torn->status, 400);
+  EXPECT_NE(torn->body.find("4-byte little-endian length"), std::string::npos) << torn->body;
+  auto numbers = ask({2}, {1, 2});
+  ASSERT_TRUE(numbers);
+  EXPECT_EQ(numbers->status, 400);
+  EXPECT_NE(numbers->body.find("2 strings"), std::string::npos) << numbers->body;
+  // The load client's binary requests of generated words.
+  ASSERT_EQ(run({"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "text", "--rate", "100",
+                 "--duration", "2", "--protocol", "http", "--json", (dir / "load.json").string()},
+                "load.log"),
+            0);
+  auto s = json::parse(std::ifstream(dir / "load.json"));
+  EXPECT_EQ(s["lost"].get<int>(), 0);
+  EXPECT_EQ(s["errors"].get<int>(), 0) << s.dump(2);
+  EXPECT_GE(s["attainment"].get<double>(), 0.99) << s.dump(2);
+}
+
 // A slowloris: 300 connections from one address that each send half a request header. Past the
 // address's limit they are answered 429 and closed; the rest are closed once their request is
 // late; clients at other addresses are served meanwhile; the metrics count both refusals.

@@ -85,9 +85,44 @@ TEST(kserve, json_data_of_the_wider_datatypes_round_trips_and_values_must_fit) {
     ASSERT_FALSE(bad) << type;
     EXPECT_NE(bad.error().find(says), std::string::npos) << bad.error();
   }
-  auto bytes_type = parse_infer_request(json{{"inputs", {input("BYTES", {"a"})}}}.dump(), std::nullopt);
-  ASSERT_FALSE(bytes_type);
-  EXPECT_NE(bytes_type.error().find("BYTES is not served"), std::string::npos) << bytes_type.error();
+  auto bytes_numbers = parse_infer_request(json{{"inputs", {input("BYTES", {1})}}}.dump(), std::nullopt);
+  ASSERT_FALSE(bytes_numbers);
+  EXPECT_NE(bytes_numbers.error().find("exactly 1 strings"), std::string::npos) << bytes_numbers.error();
+}
+
+// BYTES: strings in JSON, each a 4-byte little-endian length and its bytes in binary; the tensor
+// carries the binary form, and a response gives the strings back.
+TEST(kserve, bytes_inputs_are_strings_in_json_and_length_prefixed_in_binary) {
+  auto in = json{{"name", "input"}, {"shape", {2}}, {"datatype", "BYTES"}, {"data", {"ab", ""}}};
+  auto r = parse_infer_request(json{{"inputs", {in}}}.dump(), std::nullopt);
+  ASSERT_TRUE(r) << r.error();
+  auto& t = r->inputs.front();
+  EXPECT_EQ(t.type, dtype::bytes);
+  EXPECT_EQ(t.data.view(), std::string("\x02\0\0\0ab\0\0\0\0", 10));
+  // The same through the binary extension.
+  auto header =
+      json{{"inputs",
+            {{{"name", "input"}, {"shape", {2}}, {"datatype", "BYTES"}, {"parameters", {{"binary_data_size", 10}}}}}}}
+          .dump();
+  auto b = parse_infer_request(header + std::string(t.data.view()), header.size());
+  ASSERT_TRUE(b) << b.error();
+  EXPECT_EQ(b->inputs.front().data.view(), t.data.view());
+  // A length past the end, or bytes after the last element, are refused.
+  for (auto data : {std::string("\x05\0\0\0ab\0\0\0\0", 10), std::string("\x02\0\0\0ab\0\0\0\0\0", 11)}) {
+    auto h = json::parse(header);
+    h["inputs"][0]["parameters"]["binary_data_size"] = data.size();
+    auto bad = parse_infer_request(h.dump() + data, h.dump().size());
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().find("4-byte little-endian length"), std::string::npos) << bad.error();
+  }
+  // A response: the strings again over JSON, the binary form with binary outputs.
+  t.name = "output";
+  auto j = json::parse(make_infer_response("p", "", {t}, false, nullptr).body);
+  EXPECT_EQ(j["outputs"][0]["datatype"], "BYTES");
+  EXPECT_EQ(j["outputs"][0]["data"], json({"ab", ""}));
+  auto bin = make_infer_response("p", "", {t}, true, nullptr);
+  ASSERT_TRUE(bin.header_length);
+  EXPECT_EQ(bin.body.substr(*bin.header_length), t.data.view());
 }
 
 // The server's timing travels in a response's parameters, as JSON or before binary outputs, and
@@ -229,7 +264,7 @@ TEST(kserve, datatype_names_round_trip) {
   }
   EXPECT_EQ(datatype_name(dtype::boolean), "BOOL");
   EXPECT_FALSE(parse_datatype("fp32"));
-  EXPECT_FALSE(parse_datatype("BYTES"));
+  EXPECT_EQ(parse_datatype("BYTES"), dtype::bytes);
   EXPECT_EQ(json::parse(error_body("no \"such\" thing"))["error"], "no \"such\" thing");
 }
 

@@ -93,6 +93,32 @@ TEST(tensor, rows_and_checks) {
   EXPECT_EQ(make_tensor({dtype::float32, {3, 2}}, 7).data, t.data);  // deterministic
 }
 
+// Bytes elements vary in length: rows are found by walking the lengths, and a tensor whose data
+// is not exactly its elements is refused.
+TEST(tensor, bytes_rows_walk_their_elements) {
+  tensor t{"x", dtype::bytes, {3, 2}, bytes_data({"a", "", "bcd", "ef", "ghij", "k"})};
+  EXPECT_TRUE(check_tensor_bytes(t));
+  EXPECT_FALSE(t.spec().byte_size());
+  EXPECT_EQ(t.spec().zero_size(), 24u);
+  auto r = row_of(t, 1);
+  EXPECT_EQ(r.shape, std::vector<int64_t>{2});
+  EXPECT_EQ(r.data.view(), bytes_data({"bcd", "ef"}));
+  EXPECT_EQ(row_of(t, 2).data.view(), bytes_data({"ghij", "k"}));
+  auto items = bytes_elements(row_of(t, 0).data.view(), 2);
+  ASSERT_TRUE(items);
+  EXPECT_EQ(*items, (std::vector<std::string_view>{"a", ""}));
+  auto torn = t;
+  torn.data.resize(t.data.size() - 1);
+  EXPECT_NE(check_tensor_bytes(torn).error().find("end before them"), std::string::npos);
+  auto longer = t;
+  longer.shape = {2, 2};
+  EXPECT_NE(check_tensor_bytes(longer).error().find("go on after them"), std::string::npos);
+  auto made = make_tensor({dtype::bytes, {4}}, 9);
+  EXPECT_TRUE(check_tensor_bytes(made));
+  EXPECT_EQ(make_tensor({dtype::bytes, {4}}, 9).data, made.data);
+  EXPECT_NE(make_tensor({dtype::bytes, {4}}, 10).data, made.data);
+}
+
 }  // namespace
 }  // namespace sloserve
 

@@ -39,6 +39,33 @@ TEST(autoscaler, sponge_adds_cores_in_place_as_the_rate_rises) {
   EXPECT_GT(tight.cores, high.cores);
 }
 
+// Sponge checks each request's budget: a tenth of the clients upload slowly and arrive with 16 ms
+// left (the mean is 91.6 ms), and queued requests have their own deadlines. Planned with the mean
+// budget, the check passes a shape under which those requests miss.
+TEST(autoscaler, sponge_checks_each_requests_budget_not_the_mean) {
+  auto s = stage_at(20, 91.6);
+  auto mean = sponge_shape(s, 8);
+  EXPECT_EQ(mean.cores, 1);
+  EXPECT_GT(model().at(mean.batch, mean.cores), 16) << "over the slow clients' 16 ms";
+  for (int i = 0; i < 90; ++i) s.arrival_budgets_ms.push_back(100);
+  for (int i = 0; i < 10; ++i) s.arrival_budgets_ms.push_back(16);
+  EXPECT_DOUBLE_EQ(arrival_budget_ms(s), 16);
+  auto each = sponge_shape(s, 8);
+  EXPECT_EQ(each.cores, 3) << "l(1, 2) = 18 ms, l(1, 3) = 13 ms";
+  EXPECT_LE(model().at(each.batch, each.cores), 16);
+  // Four queued requests, one with 10 ms left: the first EDF batch must end within it, and the
+  // rest after it within theirs. The mean budget's four copies pass at one core, batch 2.
+  auto queued = stage_at(20, 91.6);
+  queued.queued = 4;
+  auto by_mean = sponge_shape(queued, 8);
+  EXPECT_EQ(by_mean.cores, 1);
+  queued.queue_budgets_ms = {10, 40, 40, 40, -5};
+  queued.arrival_budgets_ms = {100};
+  auto by_request = sponge_shape(queued, 8);
+  EXPECT_EQ(by_request.cores, 5) << "l(1, 5) = 9 ms; the request already late is not planned for";
+  EXPECT_EQ(sponge_budgets(queued), (std::vector<double>{10, 40, 40, 40, 100}));
+}
+
 TEST(autoscaler, biscale_absorbs_a_surge_vertically_and_goes_horizontal_beyond_max_cores) {
   // Two one-core instances at batch 2 carry 2 x 45.5 = 91 req/s besides instance 0.
   stage_shape now{3, 1, 2, 2, 0, 3};  // three instances planned by the horizontal loop

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "control/scaler_core.hpp"
+#include "scheduling/autoscaler.hpp"
 #include "scheduling/ipa.hpp"
 
 namespace sloserve::sched {
@@ -51,6 +52,17 @@ TEST(ipa, a_table_profile_is_planned_as_its_table_says) {
   EXPECT_EQ(c.batch, 2);
   EXPECT_EQ(c.replicas, 3);
   EXPECT_GE(c.replicas * c.batch / m.profile.latency_ms_at(c.batch) * 1e3, 400);
+  // The scaler times the instances of that plan alike (its surge check compares the rate with
+  // their capacity): the table at any core count, not a line through l(1) and l(2).
+  auto l = latency_of(m);
+  EXPECT_DOUBLE_EQ(l.at(8, 1), 80);
+  EXPECT_DOUBLE_EQ(l.at(8, 4), 80);
+  stage_shape plan;
+  plan.instances = c.replicas;
+  plan.batch = plan.horizontal_batch = c.batch;
+  EXPECT_NEAR(shape_capacity(l, plan), 3 * 2 / 11e-3, 1e-6);
+  plan.batch = plan.horizontal_batch = 8;
+  EXPECT_NEAR(shape_capacity(l, plan), 3 * 8 / 80e-3, 1e-6) << "300/s at batch 8, not 3 x 470/s";
   // With `cores:`, l(b, c) at the replica's cores stands instead.
   models[0].cores = core_latency{0, 0, 1, 9};
   EXPECT_DOUBLE_EQ(ipa_problem(models, p, {400})[0].variants[0].at(8), 17);
