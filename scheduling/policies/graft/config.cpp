@@ -1,5 +1,7 @@
 #include "scheduling/policies/graft/config.hpp"
 
+#include <algorithm>
+
 #include "config/settings_io.hpp"
 
 namespace sloserve::sched::graft {
@@ -8,18 +10,22 @@ namespace {
 
 const std::vector<settings::key<options>>& keys() {
   using o = options;
-  static const std::vector<settings::key<o>> all = {{"theta", &o::theta}, {"group_size", &o::group_size}};
+  static const std::vector<settings::key<o>> all = {
+      {"theta", &o::theta}, {"group_size", &o::group_size}, {"weights", &o::weights}};
   return all;
 }
 
 }  // namespace
 
 policy_config config() {
-  auto c = settings::table_section<options>(
-      keys(), [](config_detail::reader& r, const YAML::Node& n, const options& x, const std::string& where) {
-        if (!(x.theta >= 0 && x.theta <= 10)) r.error(n["theta"], where + " theta must be in [0, 10]");
-        if (x.group_size < 1 || x.group_size > 64) r.error(n["group_size"], where + " group_size must be in [1, 64]");
-      });
+  auto c = settings::table_section<options>(keys(), [](config_detail::reader& r, const YAML::Node& n, const options& x,
+                                                       const std::string& where) {
+    if (!(x.theta >= 0 && x.theta <= 10)) r.error(n["theta"], where + " theta must be in [0, 10]");
+    if (x.group_size < 1 || x.group_size > 64) r.error(n["group_size"], where + " group_size must be in [1, 64]");
+    if (x.weights.size() != 3 || std::any_of(x.weights.begin(), x.weights.end(), [](double w) { return !(w >= 0); }) ||
+        x.weights[0] + x.weights[1] + x.weights[2] <= 0)
+      r.error(n["weights"], where + " weights must be three non-negative numbers [p, t, q], not all 0");
+  });
   c.check = [](config_detail::reader& r, const YAML::Node& root, cluster_config& cfg) {
     auto at = root["scheduler"]["policy"];
     config_detail::refuse_scaler(r, root, cfg, "scheduler policy graft plans every device itself");

@@ -1,6 +1,8 @@
 #pragma once
 // Graft's part of the cluster file (`scheduler: {policy: graft, graft: {...}}`).
 
+#include <vector>
+
 #include "config/policy_config.hpp"
 
 namespace sloserve::sched::graft {
@@ -11,6 +13,7 @@ namespace sloserve::sched::graft {
 struct options {
   double theta = 0.2;
   int group_size = 5;
+  std::vector<double> weights{1, 1, 1};  // the grouping distance's factor weights: p, t, q
 };
 
 // Its section, and its demands: it plans every device itself (no scaler), and every pipeline is

@@ -59,7 +59,7 @@ std::vector<fragment> merge_fragments(const model& m, std::vector<fragment> frag
   return out;
 }
 
-std::vector<std::vector<size_t>> group_fragments(const std::vector<fragment>& fragments, size_t size) {
+std::vector<std::vector<size_t>> group_fragments(const std::vector<fragment>& fragments, size_t size, weights w) {
   size_t n = fragments.size();
   if (n == 0) return {};
   size = std::max<size_t>(1, size);
@@ -74,11 +74,12 @@ std::vector<std::vector<size_t>> group_fragments(const std::vector<fragment>& fr
   auto v = [&](size_t i, int c) { return c == 0 ? fragments[i].p : c == 1 ? fragments[i].t : fragments[i].q; };
   for (size_t i = 0; i < n; ++i)
     for (int c = 0; c < 3; ++c) lo[c] = std::min(lo[c], v(i, c)), hi[c] = std::max(hi[c], v(i, c));
+  double weight[3] = {w.p, w.t, w.q};
   auto dist = [&](size_t i, size_t j) {
     double s = 0;
     for (int c = 0; c < 3; ++c) {
       double range = hi[c] > lo[c] ? hi[c] - lo[c] : 1;
-      s += std::pow((v(i, c) - v(j, c)) / range, 2);
+      s += weight[c] * std::pow((v(i, c) - v(j, c)) / range, 2);
     }
     return std::sqrt(s);
   };
@@ -99,6 +100,23 @@ std::vector<std::vector<size_t>> group_fragments(const std::vector<fragment>& fr
     groups.push_back({far});
     taken[far] = true;
   }
+  // Formula (1) with similarities for weights (s = 1 - distance / the largest distance), as its
+  // signs read: a grouping costs the variance of each group's internal weights plus the weights
+  // of the edges between groups. Each fragment goes to the group whose cost grows least: the
+  // variance it adds there, and its similarity to the fragments already in the other groups.
+  double far_d = 0;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = i + 1; j < n; ++j) far_d = std::max(far_d, dist(i, j));
+  auto sim = [&](size_t i, size_t j) { return far_d > 0 ? 1 - dist(i, j) / far_d : 1.0; };
+  auto variance = [&](const std::vector<size_t>& g) {
+    std::vector<double> w;
+    for (size_t x = 0; x < g.size(); ++x)
+      for (size_t y = x + 1; y < g.size(); ++y) w.push_back(sim(g[x], g[y]));
+    if (w.empty()) return 0.0;
+    double mean = std::accumulate(w.begin(), w.end(), 0.0) / static_cast<double>(w.size()), var = 0;
+    for (double x : w) var += (x - mean) * (x - mean);
+    return var / static_cast<double>(w.size());
+  };
   size_t cap = (n + k - 1) / k;
   for (size_t i = 0; i < n; ++i) {
     if (taken[i]) continue;
@@ -106,8 +124,12 @@ std::vector<std::vector<size_t>> group_fragments(const std::vector<fragment>& fr
     double grow = inf;
     for (size_t g = 0; g < k; ++g) {
       if (groups[g].size() >= cap) continue;
-      double d = 0;
-      for (auto j : groups[g]) d += dist(i, j);
+      auto with = groups[g];
+      with.push_back(i);
+      double d = variance(with) - variance(groups[g]);
+      for (size_t h = 0; h < k; ++h)
+        if (h != g)
+          for (auto j : groups[h]) d += sim(i, j);
       if (d < grow) grow = d, pick = g;
     }
     groups[pick].push_back(i);
@@ -217,11 +239,11 @@ plan realign(const model& m, const std::vector<fragment>& group, int sweep) {
 }
 
 plan plan_graft(const model& m, const std::vector<fragment>& fragments, std::vector<fragment>* merged,
-                size_t group_size, double theta) {
+                size_t group_size, double theta, weights w) {
   auto frags = merge_fragments(m, fragments, theta);
   plan out;
   out.feasible = true;
-  for (auto& g : group_fragments(frags, group_size)) {
+  for (auto& g : group_fragments(frags, group_size, w)) {
     std::vector<fragment> sub;
     for (auto i : g) sub.push_back(frags[i]);
     auto p = realign(m, sub);

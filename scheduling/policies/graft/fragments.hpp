@@ -15,8 +15,11 @@
 //   theta = 0.2: merging then uses capacity already paid for.
 // - group_fragments: groups of about `size` similar fragments, by the greedy balanced graph
 //   partitioning the paper describes (seeds spread over the fragments, then each fragment to the
-//   group whose internal distance grows least; distance: Euclidean over <p, t, q> normalised by
-//   their ranges). The printed objective's sign is inconsistent: similar fragments are grouped.
+//   group whose cost by Formula (1) grows least: the variance of each group's internal edge
+//   weights plus the weights of the edges between groups). The paper weighs edges by the
+//   (weighted) Euclidean distance over <p, t, q>, which with those signs would gather dissimilar
+//   fragments; here the weight is a similarity, 1 - distance / the largest distance (each
+//   factor normalised by its range and weighted by `weights`), so the formula reads as printed.
 // - realign: per group, a shared layer p*; fragments with p_i <= p* run [p_i, p*) each and one
 //   shared stage runs [p*, end) over their traffic, with d_i + d_s <= t_i / 2; fragments with
 //   p_i > p* are re-aligned among themselves (the printed recursion, fixed: p_i <= p*, candidate
@@ -67,7 +70,13 @@ alloc allocate(const model& m, int a, int b, double q, double d);
 
 std::vector<fragment> merge_fragments(const model& m, std::vector<fragment> fragments, double theta = 0.2);
 
-std::vector<std::vector<size_t>> group_fragments(const std::vector<fragment>& fragments, size_t size = 5);
+// The factor weights of the distance: partition point, time budget, rate (equal by default;
+// the paper finds little to gain from tuning them, a little more on the time budget at most).
+struct weights {
+  double p = 1, t = 1, q = 1;
+};
+std::vector<std::vector<size_t>> group_fragments(const std::vector<fragment>& fragments, size_t size = 5,
+                                                 weights w = {});
 
 // One stage of a plan: layers [a, b) for the fragments listed (indices into the group's).
 struct stage {
@@ -86,7 +95,7 @@ plan realign(const model& m, const std::vector<fragment>& group, int sweep = 64)
 // Merge, group, re-align: the whole plan (stage fragment indices refer to `fragments` after
 // merging, returned in `merged`).
 plan plan_graft(const model& m, const std::vector<fragment>& fragments, std::vector<fragment>* merged = nullptr,
-                size_t group_size = 5, double theta = 0.2);
+                size_t group_size = 5, double theta = 0.2, weights w = {});
 plan gslice_plan(const model& m, const std::vector<fragment>& fragments);
 double brute_force_plan(const model& m, const std::vector<fragment>& fragments);
 
