@@ -119,8 +119,38 @@ TEST(ipa, bad_input_is_refused_with_a_reason) {
   EXPECT_FALSE(solve_ipa({}, 10, {}));
 }
 
+// A variant as the test draws it, so that the brute force below times it from these numbers
+// alone: l(b) = alpha·b + beta, or a table of l(1), l(2), l(4), linear between them (with `step`,
+// a partial batch costs the next listed size, and only listed sizes are chosen).
+struct drawn {
+  bool table = false, step = false;
+  double alpha = 0, beta = 0;
+  double l1 = 0, l2 = 0, l4 = 0;
+  int max_batch = 1;
+  double accuracy = 0, cores = 1;
+
+  std::vector<int> batches() const {
+    if (!table) {
+      std::vector<int> out;
+      for (int b = 1; b <= max_batch; ++b) out.push_back(b);
+      return out;
+    }
+    return step ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 2, 3, 4};
+  }
+  double l(int b) const {
+    if (!table) return alpha * b + beta;
+    if (b <= 1) return l1;
+    if (b == 2) return l2;
+    if (b == 4 || step) return l4;
+    return l2 + (l4 - l2) * (b - 2) / 2.0;  // b = 3
+  }
+};
+
 // 200 random pipelines of 2-4 stages (chains and DAGs) with 2-4 variants each: the solver's
-// objective equals the best over every choice of variant and batch, or both find none.
+// objective equals the best over every choice of variant and batch, found by a brute force
+// written here from IPA's problem alone (no helper of the solver's): replicas the fewest that
+// carry the rate, a stage's latency l(b) + (b - 1)/rate, the longest path within the SLO, the
+// objective alpha·prod(accuracy) - beta·sum(replicas·R) - delta·sum(b).
 TEST(ipa, equals_brute_force_on_random_small_pipelines) {
   std::mt19937_64 rng(2024);
   std::uniform_real_distribution<double> u(0, 1);
@@ -130,24 +160,34 @@ TEST(ipa, equals_brute_force_on_random_small_pipelines) {
     std::vector<model_spec> models;
     models.reserve(16);
     std::vector<ipa_stage> stages(n);
+    std::vector<std::vector<drawn>> own(n);
+    std::vector<std::vector<size_t>> after(n);
+    std::vector<double> rate(n);
     for (size_t s = 0; s < n; ++s) {
       size_t k = 2 + rng() % 3;
       for (size_t v = 0; v < k; ++v) {
-        auto m = linear(0.5 + 8 * u(rng), 1 + 15 * u(rng), 1 + static_cast<int>(rng() % 8));
+        drawn d;
+        d.alpha = 0.5 + 8 * u(rng), d.beta = 1 + 15 * u(rng), d.max_batch = 1 + static_cast<int>(rng() % 8);
+        auto m = linear(d.alpha, d.beta, d.max_batch);
         if (u(rng) < 0.3) {  // some variants with measured, tabular profiles
+          d.table = true;
+          d.l1 = 2 + 5 * u(rng), d.l2 = d.l1 * (1.2 + u(rng)), d.l4 = d.l2 * (1.2 + u(rng));
+          d.step = u(rng) < 0.5;
+          d.max_batch = 4;
           m.profile.batch = {1, 2, 4};
-          m.profile.latency_ms = {2 + 5 * u(rng), 0, 0};
-          m.profile.latency_ms[1] = m.profile.latency_ms[0] * (1.2 + u(rng));
-          m.profile.latency_ms[2] = m.profile.latency_ms[1] * (1.2 + u(rng));
-          m.profile.step = u(rng) < 0.5;
+          m.profile.latency_ms = {d.l1, d.l2, d.l4};
+          m.profile.step = d.step;
           m.max_batch = 4;
         }
+        d.accuracy = 50 + 40 * u(rng), d.cores = 1 + std::floor(4 * u(rng));
         models.push_back(m);
-        stages[s].variants.push_back({nullptr, 50 + 40 * u(rng), 1 + std::floor(4 * u(rng))});
+        own[s].push_back(d);
+        stages[s].variants.push_back({nullptr, d.accuracy, d.cores});
       }
-      stages[s].rate = 20 + 300 * u(rng);
+      rate[s] = stages[s].rate = 20 + 300 * u(rng);
       for (size_t p = 0; p < s; ++p)
-        if (p + 1 == s ? u(rng) < 0.8 : u(rng) < 0.3) stages[s].after.push_back(p);
+        if (p + 1 == s ? u(rng) < 0.8 : u(rng) < 0.3) after[s].push_back(p);
+      stages[s].after = after[s];
     }
     size_t next = 0;
     for (auto& s : stages)
@@ -156,20 +196,33 @@ TEST(ipa, equals_brute_force_on_random_small_pipelines) {
     double slo = 20 + 150 * u(rng);
 
     double best = -std::numeric_limits<double>::infinity();
-    std::vector<ipa_choice> pick(n);
+    std::vector<std::pair<size_t, int>> pick(n);
     std::function<void(size_t)> all = [&](size_t s) {
       if (s == n) {
-        auto e = evaluate_ipa(stages, pick, w);
-        if (e.latency_ms <= slo + 1e-9) best = std::max(best, e.objective);
+        double accuracy = 1, cores = 0, batches = 0, longest = 0;
+        std::vector<double> done(n, 0);
+        for (size_t x = 0; x < n; ++x) {
+          auto& d = own[x][pick[x].first];
+          int b = pick[x].second;
+          double per_s = 1000.0 * b / d.l(b);
+          double replicas = std::max(1.0, std::ceil(rate[x] / per_s - 1e-9));
+          double start = 0;
+          for (auto p : after[x]) start = std::max(start, done[p]);
+          done[x] = start + d.l(b) + 1000.0 * (b - 1) / rate[x];
+          longest = std::max(longest, done[x]);
+          accuracy *= d.accuracy / 100;
+          cores += replicas * d.cores;
+          batches += b;
+        }
+        if (longest <= slo + 1e-9) best = std::max(best, w.alpha * accuracy - w.beta * cores - w.delta * batches);
         return;
       }
-      for (size_t v = 0; v < stages[s].variants.size(); ++v) {
-        auto& m = *stages[s].variants[v].model;
-        for (int b : m.profile.plannable_batches(m.max_batch)) {
-          pick[s] = {v, b};
-          all(s + 1);
-        }
-      }
+      for (size_t v = 0; v < own[s].size(); ++v)
+        for (int b : own[s][v].batches())
+          if (b <= own[s][v].max_batch) {
+            pick[s] = {v, b};
+            all(s + 1);
+          }
     };
     all(0);
     auto r = solve_ipa(stages, slo, w);
@@ -181,11 +234,11 @@ TEST(ipa, equals_brute_force_on_random_small_pipelines) {
     ASSERT_TRUE(r) << "trial " << trial << ": " << r.error();
     EXPECT_NEAR(r->objective, best, 1e-6) << "trial " << trial;
     EXPECT_LE(r->latency_ms, slo + 1e-9) << "trial " << trial;
-    for (size_t s = 0; s < n; ++s)
-      EXPECT_GE(r->stages[s].replicas * 1000.0 * r->stages[s].batch /
-                    stages[s].variants[r->stages[s].variant].model->profile.latency_ms_at(r->stages[s].batch),
-                stages[s].rate - 1e-6)
+    for (size_t s = 0; s < n; ++s) {
+      auto& d = own[s][r->stages[s].variant];
+      EXPECT_GE(r->stages[s].replicas * 1000.0 * r->stages[s].batch / d.l(r->stages[s].batch), rate[s] - 1e-6)
           << "trial " << trial << ": replicas carry the rate";
+    }
     ++solved;
   }
   EXPECT_GT(solved, 150) << "most random pipelines have a solution (" << infeasible << " had none)";
