@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
     printf("%s: least core-s that serves every request (one-core instances, best batch, latency ignored): %.0f\n",
            name.c_str(), least);
   }
-  // The targets: biscale against fa2 on each trace, both with the same predictor.
+  // The targets: biscale against fa2 on each trace, both with the same predictor.
   for (auto& pr : predictors)
     for (auto& t : {"bursty", "stepped"}) {
       const row *f = nullptr, *b = nullptr;

@@ -145,7 +145,7 @@ TEST(fa2, several_roots_share_a_virtual_root) {
   EXPECT_EQ(plan.total, plan.instances[0] + plan.instances[1] + plan.instances[2]);
 }
 
-// The target of the issue: FA2 (the transformation, then the DP) finds the brute-force optimum on
+// The target: FA2 (the transformation, then the DP) finds the brute-force optimum on
 // at least 95% of random small DAGs with joins, and every plan it returns fits every DAG path.
 TEST(fa2, on_random_small_dags_fa2_matches_brute_force_in_at_least_95_percent) {
   std::mt19937_64 rng(5);
