@@ -54,9 +54,8 @@ expected<tensor> input_tensor(const pb::ModelInferRequest& req, int i) {
   auto where = "input '" + in.name() + "'";
   auto type = kserve::parse_datatype(in.datatype());
   if (!type)
-    return fail(where + ": datatype '" + in.datatype() +
-                "' is not one sloserve serves (FP32, FP16, FP64, INT8, INT16, INT32, INT64, UINT8, UINT16, UINT32, "
-                "UINT64, BOOL, BYTES)");
+    return fail(where + ": datatype '" + in.datatype() + "' is not one sloserve serves (" + kserve::datatype_list() +
+                ")");
   tensor t;
   t.name = in.name();
   t.type = *type;

@@ -72,9 +72,9 @@ class channel_on final : public channel, public std::enable_shared_from_this<cha
     reused_ = false;
     if constexpr (tls) {
       stream_.emplace(io_, *ep_.tls);
-      error_code ignored;
-      asio::ip::make_address(ep_.host, ignored);
-      if (ignored && !SSL_set_tlsext_host_name(stream_->native_handle(), ep_.host.c_str()))
+      error_code not_an_address;  // SNI names a host, never an address
+      asio::ip::make_address(ep_.host, not_an_address);
+      if (not_an_address && !SSL_set_tlsext_host_name(stream_->native_handle(), ep_.host.c_str()))
         return finish(error_code(static_cast<int>(::ERR_get_error()), asio::error::get_ssl_category()));
       stream_->set_verify_mode(asio::ssl::verify_peer);
       stream_->set_verify_callback(asio::ssl::host_name_verification(ep_.host));

@@ -257,6 +257,12 @@ std::optional<dtype> parse_datatype(std::string_view name) {
   return std::nullopt;
 }
 
+std::string datatype_list() {
+  std::string out;
+  for (auto t : all_dtypes) out += (out.empty() ? "" : ", ") + std::string(datatype_name(t));
+  return out;
+}
+
 namespace {
 
 // One of a request's inputs: its name, datatype and shape, and its data as JSON `data` or (with
@@ -270,10 +276,7 @@ expected<tensor> parse_input(const json& in, std::optional<size_t> header_length
   auto where = "input '" + t.name + "'";
   if (!in.contains("datatype") || !in["datatype"].is_string()) return fail(where + " has no \"datatype\" string");
   auto type = parse_datatype(in["datatype"].get<std::string>());
-  if (!type)
-    return fail(where + ": datatype " + in["datatype"].dump() +
-                " is not one of FP32, FP16, FP64, INT8, INT16, INT32, INT64, UINT8, UINT16, "
-                "UINT32, UINT64, BOOL, BYTES");
+  if (!type) return fail(where + ": datatype " + in["datatype"].dump() + " is not one of " + datatype_list());
   t.type = *type;
   if (!in.contains("shape") || !in["shape"].is_array()) return fail(where + " has no \"shape\" array");
   for (auto& d : in["shape"]) {

@@ -18,6 +18,8 @@ namespace sloserve::kserve {
 // "FP32", "FP16", "INT64", "INT32", "UINT8".
 std::string_view datatype_name(dtype t);
 std::optional<dtype> parse_datatype(std::string_view name);
+// Every datatype served, comma-separated (for errors).
+std::string datatype_list();
 
 struct infer_request {
   std::string id;                    // echoed in the response; empty when the client gave none
