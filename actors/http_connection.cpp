@@ -35,26 +35,29 @@ void responder::operator()(std::function<response()> make) const {
   x_->answer(std::move(make));
 }
 
-void responder::backstop(std::chrono::milliseconds after, response fallback) const {
+void responder::backstop(std::chrono::milliseconds after, std::function<response()> fallback) const {
   std::lock_guard g(x_->lock);
   if (x_->done) return;
   x_->timer.emplace(*x_->io, after);
   std::weak_ptr<detail::exchange> weak = x_;
   x_->timer->async_wait([weak, fallback = std::move(fallback)](error_code ec) mutable {
     if (ec) return;
-    if (auto x = weak.lock()) x->answer([fallback = std::move(fallback)]() mutable { return std::move(fallback); });
+    if (auto x = weak.lock()) x->answer(std::move(fallback));
   });
 }
 
 namespace {
 
+using plain_stream = beast::basic_stream<tcp, asio::io_context::executor_type>;
+using tls_stream = beast::ssl_stream<plain_stream>;
+
 template <class Stream>
 class session final : public session_base, public std::enable_shared_from_this<session<Stream>> {
  public:
-  static constexpr bool tls = !std::is_same_v<Stream, beast::tcp_stream>;
+  static constexpr bool tls = !std::is_same_v<Stream, plain_stream>;
 
-  session(std::shared_ptr<server::impl> srv, Stream stream, std::string remote)
-      : srv_(std::move(srv)), stream_(std::move(stream)), remote_(std::move(remote)) {}
+  session(std::shared_ptr<server::impl> srv, std::shared_ptr<asio::io_context> io, Stream stream, std::string remote)
+      : srv_(std::move(srv)), io_(std::move(io)), stream_(std::move(stream)), remote_(std::move(remote)) {}
   ~session() override { srv_->release(remote_); }
 
   void start() {
@@ -144,7 +147,7 @@ class session final : public session_base, public std::enable_shared_from_this<s
     for (auto& f : m) r.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
     lowest().expires_never();  // the handler's time is its own (responder::backstop)
     auto x = std::make_shared<detail::exchange>();
-    x->io = srv_->io;
+    x->io = io_;
     x->session = this->shared_from_this();
     try {
       srv_->on_request(std::move(r), responder{x});
@@ -198,6 +201,7 @@ class session final : public session_base, public std::enable_shared_from_this<s
   }
 
   std::shared_ptr<server::impl> srv_;
+  std::shared_ptr<asio::io_context> io_;  // the connection's thread's
   Stream stream_;
   std::string remote_;
   beast::flat_buffer buffer_;
@@ -211,14 +215,16 @@ class session final : public session_base, public std::enable_shared_from_this<s
 
 }  // namespace
 
-std::shared_ptr<session_base> start_session(std::shared_ptr<server::impl> srv, tcp::socket socket, std::string remote) {
+std::shared_ptr<session_base> start_session(std::shared_ptr<server::impl> srv, std::shared_ptr<asio::io_context> io,
+                                            socket_t socket, std::string remote) {
   if (srv->tls) {
-    auto one = std::make_shared<session<beast::ssl_stream<beast::tcp_stream>>>(
-        srv, beast::ssl_stream<beast::tcp_stream>(beast::tcp_stream(std::move(socket)), *srv->tls), std::move(remote));
+    auto one = std::make_shared<session<tls_stream>>(
+        srv, std::move(io), tls_stream(plain_stream(std::move(socket)), *srv->tls), std::move(remote));
     one->start();
     return one;
   }
-  auto one = std::make_shared<session<beast::tcp_stream>>(srv, beast::tcp_stream(std::move(socket)), std::move(remote));
+  auto one =
+      std::make_shared<session<plain_stream>>(srv, std::move(io), plain_stream(std::move(socket)), std::move(remote));
   one->start();
   return one;
 }

@@ -206,7 +206,9 @@ struct http_ingress::impl {
     for (auto& r : call->requests) r.request_id = next_id++;
     // The frontend answers every request by its deadline and reply_grace_ms; this is a backstop.
     auto wait = std::chrono::milliseconds(static_cast<int64_t>(p->slo_ms) + 2 * cfg->runtime.reply_grace_ms + 5000);
-    respond.backstop(wait, refusal(504, "no reply from the frontend within " + std::to_string(wait.count()) + " ms"));
+    respond.backstop(wait, [wait] {
+      return refusal(504, "no reply from the frontend within " + std::to_string(wait.count()) + " ms");
+    });
     auto requests = std::move(call->requests);
     // The replies are combined and written out on the connection's thread, not the frontend's.
     auto made = std::make_shared<kserve::prepared_call>(std::move(*call));

@@ -5,14 +5,16 @@
 namespace sloserve::http {
 
 void server::impl::accept() {
-  acceptor->async_accept(asio::make_strand(*io), [self = shared_from_this()](error_code ec, tcp::socket socket) {
+  auto io = ios[next_io++ % ios.size()];
+  auto peer = std::make_shared<socket_t>(io->get_executor());
+  acceptor->async_accept(*peer, [self = shared_from_this(), io, peer](error_code ec) {
     if (ec == asio::error::operation_aborted || !self->acceptor->is_open()) return;
-    if (!ec) self->on_accept(std::move(socket));
+    if (!ec) self->on_accept(std::move(*peer), io);
     self->accept();
   });
 }
 
-void server::impl::on_accept(tcp::socket socket) {
+void server::impl::on_accept(socket_t socket, const std::shared_ptr<asio::io_context>& io) {
   error_code ec;
   auto peer = socket.remote_endpoint(ec);
   if (ec) return;
@@ -36,7 +38,7 @@ void server::impl::on_accept(tcp::socket socket) {
     return;
   }
   socket.set_option(tcp::no_delay(true), ec);  // a reply goes out whole at once, not after a delayed ACK
-  auto s = start_session(shared_from_this(), std::move(socket), address);
+  auto s = start_session(shared_from_this(), io, std::move(socket), address);
   std::lock_guard g(lock);
   std::erase_if(open, [](auto& w) { return w.expired(); });
   open.insert(s);
@@ -66,10 +68,12 @@ expected<int> server::start(const std::string& host, int port) {
                 e.what());
   }
   try {
-    tcp::resolver resolver(*s.io);
+    s.ios.clear();
+    for (int i = 0; i < std::max(1, s.opts.io_threads); ++i) s.ios.push_back(std::make_shared<asio::io_context>(1));
+    tcp::resolver resolver(*s.ios.front());
     auto found = resolver.resolve(host == "*" ? "0.0.0.0" : host, std::to_string(port), tcp::resolver::passive);
     if (found.empty()) return fail("http: cannot resolve " + host);
-    s.acceptor.emplace(asio::make_strand(*s.io));
+    s.acceptor.emplace(*s.ios.front());
     auto endpoint = found.begin()->endpoint();
     s.acceptor->open(endpoint.protocol());
     s.acceptor->set_option(asio::socket_base::reuse_address(true));
@@ -79,9 +83,9 @@ expected<int> server::start(const std::string& host, int port) {
     return fail("http: cannot bind " + host + ":" + std::to_string(port) + ": " + e.what());
   }
   int bound = s.acceptor->local_endpoint().port();
-  s.work.emplace(s.io->get_executor());
+  for (auto& io : s.ios) s.work.push_back(asio::make_work_guard(*io));
   s.accept();
-  for (int i = 0; i < std::max(1, s.opts.io_threads); ++i) s.threads.emplace_back([io = s.io] { io->run(); });
+  for (auto& io : s.ios) s.threads.emplace_back([io] { io->run(); });
   return bound;
 }
 
@@ -102,14 +106,16 @@ void server::stop() {
   });
   for (auto& one : open) one->close();
   open.clear();
-  s.work.reset();
-  s.io->stop();
+  s.work.clear();
+  for (auto& io : s.ios) io->stop();
   for (auto& t : s.threads) t.join();
   s.threads.clear();
   // What was queued (the closes, the aborted accept and reads) runs here; timers left waiting
-  // are dropped with the context. Answers that come later find their connection gone.
-  s.io->restart();
-  s.io->poll();
+  // are dropped with the contexts. Answers that come later find their connection gone.
+  for (auto& io : s.ios) {
+    io->restart();
+    io->poll();
+  }
 }
 
 }  // namespace sloserve::http

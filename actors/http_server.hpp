@@ -51,8 +51,8 @@ class responder {
   void operator()(response r) const;
   // The response `make` returns, made on the connection's thread (not the caller's).
   void operator()(std::function<response()> make) const;
-  // Unless answered by then, answers `fallback` `after` from now.
-  void backstop(std::chrono::milliseconds after, response fallback) const;
+  // Unless answered by then, answers what `fallback` makes `after` from now (made only then).
+  void backstop(std::chrono::milliseconds after, std::function<response()> fallback) const;
 
  private:
   std::shared_ptr<detail::exchange> x_;

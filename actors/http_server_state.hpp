@@ -19,6 +19,9 @@ namespace sloserve::http {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
+// A connection's socket, bound to its thread's context by type (no type-erased executor on the
+// path of every read and write).
+using socket_t = asio::basic_stream_socket<tcp, asio::io_context::executor_type>;
 
 // The body of a refusal the server writes itself.
 std::string error_json(std::string_view what);
@@ -26,7 +29,7 @@ std::string error_json(std::string_view what);
 class session_base {
  public:
   virtual ~session_base() = default;
-  // Makes the response on the connection's strand, then writes it.
+  // Makes the response on the connection's thread, then writes it.
   virtual void deliver(std::function<response()> make) = 0;
   virtual void close() = 0;
 };
@@ -59,8 +62,11 @@ struct exchange {
 struct server::impl : std::enable_shared_from_this<server::impl> {
   server_options opts;
   handler on_request;
-  std::shared_ptr<asio::io_context> io = std::make_shared<asio::io_context>();
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  // One context per I/O thread, each connection on one of them (no strands, no hand-offs between
+  // the threads); the acceptor on the first.
+  std::vector<std::shared_ptr<asio::io_context>> ios;
+  size_t next_io = 0;  // where the next connection goes (the acceptor's thread only)
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::optional<tcp::acceptor> acceptor;
   std::optional<asio::ssl::context> tls;
   std::vector<std::thread> threads;
@@ -75,7 +81,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     if (opts.refused) opts.refused(why);
   }
   void accept();
-  void on_accept(tcp::socket socket);
+  void on_accept(socket_t socket, const std::shared_ptr<asio::io_context>& io);
   // Takes a connection from `address` into the counts; false (nothing counted) past a limit, with why.
   bool admit(const std::string& address, std::string_view& why) {
     std::lock_guard g(lock);
@@ -96,8 +102,9 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   }
 };
 
-// Serves the connection `socket` from `remote` (TLS when the server has a context); the
+// Serves the connection `socket` (on `io`) from `remote` (TLS when the server has a context); the
 // connection, which keeps itself alive while it has work.
-std::shared_ptr<session_base> start_session(std::shared_ptr<server::impl> srv, tcp::socket socket, std::string remote);
+std::shared_ptr<session_base> start_session(std::shared_ptr<server::impl> srv, std::shared_ptr<asio::io_context> io,
+                                            socket_t socket, std::string remote);
 
 }  // namespace sloserve::http

@@ -29,6 +29,8 @@ using json = nlohmann::json;
 using request_t = bhttp::request<bhttp::string_body>;
 using response_t = bhttp::response<bhttp::string_body>;
 using done_fn = std::function<void(error_code, response_t&)>;
+// The lane's one context by type (no type-erased executor on every read and write).
+using plain_stream = beast::basic_stream<tcp, asio::io_context::executor_type>;
 
 // Where the channels connect and how long an exchange may take.
 struct endpoint {
@@ -50,7 +52,7 @@ class channel {
 template <class Stream>
 class channel_on final : public channel, public std::enable_shared_from_this<channel_on<Stream>> {
  public:
-  static constexpr bool tls = !std::is_same_v<Stream, beast::tcp_stream>;
+  static constexpr bool tls = !std::is_same_v<Stream, plain_stream>;
 
   channel_on(asio::io_context& io, const endpoint& ep) : io_(io), ep_(ep) {}
 
@@ -186,9 +188,9 @@ class http_connection final : public load_connection {
     }
     for (size_t i = 0; i < connections_; ++i) {
       if (tls_)
-        idle_.push_back(std::make_shared<channel_on<beast::ssl_stream<beast::tcp_stream>>>(io_, ep_));
+        idle_.push_back(std::make_shared<channel_on<beast::ssl_stream<plain_stream>>>(io_, ep_));
       else
-        idle_.push_back(std::make_shared<channel_on<beast::tcp_stream>>(io_, ep_));
+        idle_.push_back(std::make_shared<channel_on<plain_stream>>(io_, ep_));
     }
     thread_ = std::thread([this] { io_.run(); });
     std::promise<std::string> probed;
@@ -266,14 +268,7 @@ class http_connection final : public load_connection {
   std::shared_ptr<request_t> infer_request(const msg::client_request& req) const {
     auto& t = req.inputs.front();
     auto name = input_names_.count(req.pipeline) ? input_names_.at(req.pipeline) : std::string("input");
-    auto header = json{{"id", std::to_string(req.request_id)},
-                       {"inputs",
-                        {{{"name", name},
-                          {"shape", t.shape},
-                          {"datatype", kserve::datatype_name(t.type)},
-                          {"parameters", {{"binary_data_size", t.data.size()}}}}}},
-                       {"parameters", {{"binary_data_output", true}}}}
-                      .dump();
+    auto header = kserve::binary_request_header(std::to_string(req.request_id), name, t);
     auto r = request(bhttp::verb::post, "/v2/models/" + req.pipeline + "/infer");
     r->set("Inference-Header-Content-Length", std::to_string(header.size()));
     r->set(bhttp::field::content_type, "application/octet-stream");

@@ -441,16 +441,67 @@ void apply_timing(const server_timing& t, msg::client_reply& r) {
   r.timings = {st};
 }
 
-std::optional<server_timing> response_timing(std::string_view body, std::optional<size_t> header_length) {
-  auto j = json::parse(body.substr(0, std::min(body.size(), header_length.value_or(body.size()))), nullptr, false);
-  if (!j.is_object() || !j.contains("parameters") || !j["parameters"].is_object()) return std::nullopt;
-  auto& p = j["parameters"];
-  int64_t v[3];
-  for (size_t k = 0; k < 3; ++k) {
-    if (!p.contains(timing_keys[k]) || !p[timing_keys[k]].is_number_integer()) return std::nullopt;
-    v[k] = p[timing_keys[k]].get<int64_t>();
+namespace {
+
+// Picks the timing keys out of the top-level "parameters" object as the header is read, without
+// building the document (the load client reads every response's).
+struct timing_reader : nlohmann::json_sax<json> {
+  int depth = 0;
+  bool in_parameters = false;  // inside the top-level "parameters" object
+  std::string last_key;        // the last key read
+  std::optional<int64_t> v[3];
+  bool top_level_object = false;
+
+  bool take(int64_t x) {
+    if (in_parameters && depth == 2)
+      for (size_t k = 0; k < 3; ++k)
+        if (last_key == timing_keys[k]) v[k] = x;
+    return true;
   }
-  return server_timing{v[0], v[1], v[2], {}};
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t x) override { return take(x); }
+  bool number_unsigned(number_unsigned_t x) override {
+    return x <= static_cast<number_unsigned_t>(std::numeric_limits<int64_t>::max()) ? take(static_cast<int64_t>(x))
+                                                                                    : true;
+  }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    if (depth == 0) top_level_object = true;
+    if (depth == 1 && last_key == "parameters") in_parameters = true;
+    ++depth;
+    return true;
+  }
+  bool end_object() override {
+    if (--depth == 1) in_parameters = false;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    ++depth;
+    return true;
+  }
+  bool end_array() override {
+    --depth;
+    return true;
+  }
+  bool key(string_t& k) override {
+    last_key = k;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+};
+
+}  // namespace
+
+std::optional<server_timing> response_timing(std::string_view body, std::optional<size_t> header_length) {
+  timing_reader r;
+  auto header = body.substr(0, std::min(body.size(), header_length.value_or(body.size())));
+  if (!json::sax_parse(header, &r) || !r.top_level_object) return std::nullopt;
+  for (auto& x : r.v)
+    if (!x) return std::nullopt;
+  return server_timing{*r.v[0], *r.v[1], *r.v[2], {}};
 }
 
 namespace {
@@ -474,6 +525,20 @@ void append_quoted(std::string& out, std::string_view s) {
 }
 
 }  // namespace
+
+std::string binary_request_header(std::string_view id, std::string_view input, const tensor& t) {
+  std::string out = "{\"id\":";
+  append_quoted(out, id);
+  out += ",\"inputs\":[{\"name\":";
+  append_quoted(out, input);
+  out += ",\"shape\":[";
+  for (size_t k = 0; k < t.shape.size(); ++k) out += (k ? "," : "") + std::to_string(t.shape[k]);
+  out += "],\"datatype\":";
+  append_quoted(out, datatype_name(t.type));
+  out += ",\"parameters\":{\"binary_data_size\":" + std::to_string(t.data.size()) +
+         "}}],\"parameters\":{\"binary_data_output\":true}}";
+  return out;
+}
 
 // Written by hand rather than through a json object: it is on every response's path.
 infer_response make_infer_response(std::string_view name, std::string_view id, const std::vector<tensor>& outputs,

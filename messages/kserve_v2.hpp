@@ -71,6 +71,10 @@ infer_response make_infer_response(std::string_view name, std::string_view id, c
 // whole body); nullopt when it has none.
 std::optional<server_timing> response_timing(std::string_view body, std::optional<size_t> header_length);
 
+// The JSON header of a request `id` whose one input `t`, named `input`, travels as binary data
+// after it (the binary tensor extension), binary outputs asked for.
+std::string binary_request_header(std::string_view id, std::string_view input, const tensor& t);
+
 // {"error": "..."}, the protocol's error body.
 std::string error_body(std::string_view reason);
 

@@ -161,6 +161,34 @@ TEST(kserve, a_responses_parameters_carry_the_servers_timing) {
   }
   EXPECT_FALSE(response_timing(make_infer_response("p", "", outputs, false).body, std::nullopt)) << "none sent";
   EXPECT_FALSE(response_timing("not json", std::nullopt));
+  // Only the top-level parameters count, and only integers; a torn header is no timing.
+  EXPECT_FALSE(response_timing(R"({"outputs":[{"parameters":{"sloserve_total_us":1,"sloserve_queue_us":2,)"
+                               R"("sloserve_compute_us":3}}]})",
+                               std::nullopt));
+  EXPECT_FALSE(response_timing(
+      R"({"parameters":{"sloserve_total_us":1.5,"sloserve_queue_us":2,"sloserve_compute_us":3}})", std::nullopt));
+  auto whole = std::string(R"({"parameters":{"x":{"sloserve_total_us":9},"sloserve_total_us":1,"sloserve_queue_us":2,)"
+                           R"("sloserve_compute_us":3},"id":"a"})");
+  auto t1 = response_timing(whole, std::nullopt);
+  ASSERT_TRUE(t1);
+  EXPECT_EQ(t1->total_us, 1);
+  EXPECT_EQ(t1->compute_us, 3);
+  EXPECT_FALSE(response_timing(whole, whole.size() - 3)) << "cut short";
+}
+
+TEST(kserve, a_binary_request_header_reads_back_as_its_tensor) {
+  auto t = make_tensor({dtype::int16, {2, 3}}, 1, "ignored");
+  auto header = binary_request_header("17", "in\"put", t);
+  auto body = header + std::string(t.data.view());
+  auto back = parse_infer_request(body, header.size());
+  ASSERT_TRUE(back) << back.error() << " " << header;
+  EXPECT_EQ(back->id, "17");
+  EXPECT_TRUE(back->binary_outputs);
+  ASSERT_EQ(back->inputs.size(), 1u);
+  EXPECT_EQ(back->inputs[0].name, "in\"put");
+  EXPECT_EQ(back->inputs[0].type, dtype::int16);
+  EXPECT_EQ(back->inputs[0].shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(back->inputs[0].data.view(), t.data.view());
 }
 
 TEST(kserve, the_binary_extension_carries_tensors_after_the_json_both_ways) {
