@@ -2,14 +2,16 @@
 // simulator's own speed at 10,000 devices, and Nexus against the batch-oblivious baseline on
 // clusters of 1,000 devices. Every figure comes from this run.
 //
-// Usage: bench_sim [all|scale|traffic|game|autoscale|sponge] [--quick] [--devices N] [--times K]
+// Usage: bench_sim [all|scale|traffic|game|autoscale|sponge|predictors] [--quick] [--devices N] [--times K]
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -163,22 +165,30 @@ scaler: {policy: )") +
          b.scaling.instance_seconds / std::max(1e-9, f.scaling.instance_seconds));
 }
 
+// bench_autoscale's models (det -> cls, l(b, c), SLO 200 ms, cold starts of `load_ms`) on one
+// node of 24 device slots and 48 cores; `tail` adds the scaler's (and scheduler's) lines.
+std::string one_node_autoscale(const std::string& load_ms, const std::string& tail) {
+  return R"(nodes:
+  - {name: n, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], cores: 48, devices: [{kind: emulated, count: 24}]}
+models:
+  - {name: det, input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [4]}, max_batch: 8, profile: {batch: [1, 2, 4, 8], latency_ms: [27, 36, 54, 90]}, cores: {gamma_ms: 8, epsilon_ms: 16, delta_ms: 1, eta_ms: 2}, load_ms: )" +
+         load_ms + R"(}
+  - {name: cls, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8, profile: {batch: [1, 2, 4, 8], latency_ms: [13.5, 18, 27, 45]}, cores: {gamma_ms: 4, epsilon_ms: 8, delta_ms: 0.5, eta_ms: 1}, load_ms: )" +
+         load_ms + R"(}
+pipelines:
+  - {name: p, slo_ms: 200, stages: [{name: det, model: det}, {name: cls, model: cls, after: [det]}]}
+runtime: {beacon_ms: 100}
+)" + tail;
+}
+
 // Sponge's per-request budgets against the stage's mean budget, on one node of 24 device slots
 // and 48 cores with bench_autoscale's models, clients whose uploads differ: a tenth of them on a
 // slow uplink (160 ms of the 200 ms SLO, the rest 10 ms), or uploads spread from 5 to 150 ms. The
 // same arrivals for both (one seed); violations from second 10 on, and core-seconds.
 void sponge() {
   auto yaml = [](bool per_request) {
-    return std::string(R"(nodes:
-  - {name: n, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], cores: 48, devices: [{kind: emulated, count: 24}]}
-models:
-  - {name: det, input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [4]}, max_batch: 8, profile: {batch: [1, 2, 4, 8], latency_ms: [27, 36, 54, 90]}, cores: {gamma_ms: 8, epsilon_ms: 16, delta_ms: 1, eta_ms: 2}, load_ms: 2000}
-  - {name: cls, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8, profile: {batch: [1, 2, 4, 8], latency_ms: [13.5, 18, 27, 45]}, cores: {gamma_ms: 4, epsilon_ms: 8, delta_ms: 0.5, eta_ms: 1}, load_ms: 2000}
-pipelines:
-  - {name: p, slo_ms: 200, stages: [{name: det, model: det}, {name: cls, model: cls, after: [det]}]}
-runtime: {beacon_ms: 100}
-scaler: {policy: sponge, max_cores: 16, per_request_budgets: )") +
-           (per_request ? "true" : "false") + "}\n";
+    return one_node_autoscale("2000", std::string("scaler: {policy: sponge, max_cores: 16, per_request_budgets: ") +
+                                          (per_request ? "true" : "false") + "}\n");
   };
   struct uplinks {
     const char* name;
@@ -213,6 +223,56 @@ scaler: {policy: sponge, max_cores: 16, per_request_budgets: )") +
     }
 }
 
+// The rate predictors side by side (recent_max, trend, lstm) under fa2 and biscale, on one node
+// of 24 device slots and 48 cores with bench_autoscale's models: its bursty trace, and a diurnal
+// one compressed to 300 s a day (100 + 80·sin, ±10% noise) over three days. Violations from
+// second 10 on (the LSTM learns from the trace as it goes: its first day counts too), and cost.
+void predictors() {
+  auto yaml = [](const std::string& policy, const std::string& predictor) {
+    return one_node_autoscale("10000", "scheduler: {peak_half_life_s: 0}\nscaler: {policy: " + policy +
+                                           ", max_cores: 16, predictor: " + predictor + "}\n");
+  };
+  int bursty_s = quick ? 60 : 120, day_s = 120, days = quick ? 3 : 5;
+  auto bursty = bursty_trace(100, 5, 5, 60, bursty_s, 7);
+  std::rotate(bursty.rbegin(), bursty.rbegin() + 30, bursty.rend());
+  std::vector<double> diurnal;
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> noise(-0.1, 0.1);
+  for (int t = 0; t < day_s * days; ++t)
+    diurnal.push_back((100 + 80 * std::sin(2 * M_PI * t / day_s)) * (1 + noise(rng)));
+  for (auto& [trace_name, trace] :
+       std::vector<std::pair<std::string, std::vector<double>>>{{"bursty", bursty}, {"diurnal", diurnal}}) {
+    for (auto policy : {"fa2", "biscale"}) {
+      std::map<std::string, std::pair<double, double>> got;  // predictor: violations, core-s
+      for (auto predictor : {"recent_max", "trend", "lstm"}) {
+        sim::options o;
+        o.trace = trace;
+        o.duration_s = static_cast<double>(trace.size());
+        o.warmup_s = 0;
+        auto t0 = std::chrono::steady_clock::now();
+        auto r = sim::simulate(parse(yaml(policy, predictor)), o);
+        if (!r) {
+          fprintf(stderr, "sim: %s\n", r.error().c_str());
+          std::exit(1);
+        }
+        got[predictor] = {after_warmup(*r), r->scaling.core_seconds};
+        printf(
+            "predictors %-7s %-7s %-10s violations %.2f%% after 10 s, lost %lu; %.0f instance-s, %.0f core-s (%.1f s "
+            "wall)\n",
+            trace_name.c_str(), policy, predictor, 100 * after_warmup(*r), static_cast<unsigned long>(r->summary.lost),
+            r->scaling.instance_seconds, r->scaling.core_seconds, seconds_since(t0));
+        fflush(stdout);
+      }
+      auto& l = got.at("lstm");
+      auto& m = got.at("recent_max");
+      printf("predictors %-7s %-7s lstm vs recent_max: violations %.2f%% vs %.2f%%, core-s %.2fx%s\n",
+             trace_name.c_str(), policy, 100 * l.first, 100 * m.first, l.second / std::max(1e-9, m.second),
+             trace_name == "diurnal" ? " (target: fewer violations at no more cost)" : "");
+      fflush(stdout);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -234,5 +294,6 @@ int main(int argc, char** argv) {
   if (what == "all" || what == "game") compare("game", bench::game_workload(20), 20.0 * fleet_devices);
   if (what == "all" || what == "autoscale") autoscale();
   if (what == "all" || what == "sponge") sponge();
+  if (what == "all" || what == "predictors") predictors();
   return 0;
 }

@@ -18,7 +18,7 @@ enum class device_kind : uint8_t { emulated, cpu, cuda };
 enum class scheduler_policy : uint8_t { nexus, batch_oblivious, static_plan, ipa, jellyfish, piccolo, graft };
 enum class split_policy : uint8_t { dp, even };
 enum class scaler_policy : uint8_t { none, fa2, sponge, biscale, ipa };
-enum class predictor_kind : uint8_t { trend, recent_max };
+enum class predictor_kind : uint8_t { trend, recent_max, lstm };
 enum class drop_policy_kind : uint8_t { sliding_window, earliest_first, maximal_window };
 enum class balancer_kind : uint8_t { p2c, weighted_random };
 enum class arrival_kind : uint8_t { constant, poisson, gamma };
@@ -42,7 +42,8 @@ SLOSERVE_KNOB(scheduler_policy, {scheduler_policy::nexus, "nexus"},
 SLOSERVE_KNOB(split_policy, {split_policy::dp, "dp"}, {split_policy::even, "even"});
 SLOSERVE_KNOB(scaler_policy, {scaler_policy::none, "none"}, {scaler_policy::fa2, "fa2"},
               {scaler_policy::sponge, "sponge"}, {scaler_policy::biscale, "biscale"}, {scaler_policy::ipa, "ipa"});
-SLOSERVE_KNOB(predictor_kind, {predictor_kind::trend, "trend"}, {predictor_kind::recent_max, "recent_max"});
+SLOSERVE_KNOB(predictor_kind, {predictor_kind::trend, "trend"}, {predictor_kind::recent_max, "recent_max"},
+              {predictor_kind::lstm, "lstm"});
 SLOSERVE_KNOB(drop_policy_kind, {drop_policy_kind::sliding_window, "sliding_window"},
               {drop_policy_kind::earliest_first, "earliest_first"},
               {drop_policy_kind::maximal_window, "maximal_window"});

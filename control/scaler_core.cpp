@@ -5,11 +5,24 @@
 #include <cmath>
 
 #include "config/knob_format.hpp"
+#include "gpu/lstm_predictor.hpp"
 #include "scheduling/ipa.hpp"
 #include "scheduling/policies/ipa/config.hpp"
 #include "scheduling/query_analyzer.hpp"
 
 namespace sloserve {
+namespace {
+
+// One stage's rate predictor (scaler.predictor). A binary without LibTorch has no LSTM: it says
+// so and predicts with the recent maximum.
+std::unique_ptr<sched::rate_predictor> make_predictor(predictor_kind kind) {
+  if (kind != predictor_kind::lstm) return sched::make_rate_predictor(kind);
+  if (auto lstm = make_lstm_predictor()) return lstm;
+  spdlog::error("scaler.predictor lstm needs LibTorch, which this binary was built without: recent_max predicts");
+  return sched::make_rate_predictor(predictor_kind::recent_max);
+}
+
+}  // namespace
 
 // Hands the provisioner every stage's budget, `budget(stage)`, for the next deployment's table.
 template <class F>
@@ -272,7 +285,7 @@ scaler_core::scaler_core(const cluster_config& cfg, std::unique_ptr<provisioner>
       for (auto m : p.stages[k].variant_indices) s.variants.push_back(&cfg_.models[m]);
       s.l = latency_of(*s.model);
       s.split_budget_ms = split.budget_ms[k];
-      s.predictor = sched::make_rate_predictor(o.predictor);
+      s.predictor = make_predictor(o.predictor);
       stages_.push_back(std::move(s));
     }
   }

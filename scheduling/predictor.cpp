@@ -33,6 +33,7 @@ double trend_predictor::predict() const {
 
 std::unique_ptr<rate_predictor> make_rate_predictor(predictor_kind kind) {
   if (kind == predictor_kind::recent_max) return std::make_unique<recent_max_predictor>();
+  if (kind == predictor_kind::lstm) return nullptr;
   return std::make_unique<trend_predictor>();
 }
 

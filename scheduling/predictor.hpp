@@ -52,7 +52,8 @@ class trend_predictor final : public rate_predictor {
   int seen_ = 0;
 };
 
-// The predictor of scaler.predictor.
+// The predictor of scaler.predictor; null for lstm, which lives with LibTorch
+// (gpu/lstm_predictor.hpp).
 std::unique_ptr<rate_predictor> make_rate_predictor(predictor_kind kind);
 
 }  // namespace sloserve::sched
