@@ -13,11 +13,14 @@
 namespace sloserve {
 namespace {
 
-// One stage's rate predictor (scaler.predictor). A binary without LibTorch has no LSTM: it says
-// so and predicts with the recent maximum.
-std::unique_ptr<sched::rate_predictor> make_predictor(predictor_kind kind) {
+// One stage's rate predictor (scaler.predictor); the LSTM predicts the largest rate of the next
+// `window` observed periods. A binary without LibTorch has no LSTM: it says so and predicts with the recent
+// maximum.
+std::unique_ptr<sched::rate_predictor> make_predictor(predictor_kind kind, double window) {
   if (kind != predictor_kind::lstm) return sched::make_rate_predictor(kind);
-  if (auto lstm = make_lstm_predictor()) return lstm;
+  lstm_options lo;
+  lo.window = std::max(1.0, std::round(window));
+  if (auto lstm = make_lstm_predictor(lo)) return lstm;
   spdlog::error("scaler.predictor lstm needs LibTorch, which this binary was built without: recent_max predicts");
   return sched::make_rate_predictor(predictor_kind::recent_max);
 }
@@ -285,7 +288,9 @@ scaler_core::scaler_core(const cluster_config& cfg, std::unique_ptr<provisioner>
       for (auto m : p.stages[k].variant_indices) s.variants.push_back(&cfg_.models[m]);
       s.l = latency_of(*s.model);
       s.split_budget_ms = split.budget_ms[k];
-      s.predictor = make_predictor(o.predictor);
+      // The plan holds for the horizontal period; IPA's forecasts the next 20 s (its thesis). The
+      // predictor observes one rate per vertical period.
+      s.predictor = make_predictor(o.predictor, (o.policy == scaler_policy::ipa ? 20.0 : horizontal_s) / o.vertical_s);
       stages_.push_back(std::move(s));
     }
   }

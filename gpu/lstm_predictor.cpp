@@ -1,8 +1,8 @@
 // The LSTM rate predictor (gpu/lstm_predictor.hpp). Torch headers stay in this file.
 //
-// Each example is a window of `history` per-second rates and, as its target, the largest rate of
-// the `window` seconds that followed it; both are divided by the window's mean (plus one), so
-// the network learns the shape of the load, not its scale. After every observed second the
+// Each example is a window of `history` observed rates and, as its target, the largest rate of
+// the `window` observations that followed it; both are divided by the window's mean (plus one), so
+// the network learns the shape of the load, not its scale. After every observation the
 // newest complete example joins a bounded memory and a few Adam steps train on minibatches drawn
 // from it with a seeded generator: the same rates give the same predictions.
 
@@ -101,7 +101,7 @@ class lstm_predictor final : public sched::rate_predictor {
   }
 
   // The largest rate of the next window: the network's, once it has seen `warm` examples, and
-  // never below the last second's rate; before that, the largest rate of the recent seconds.
+  // never below the last observed rate; before that, the largest of the recent observations.
   double forecast() {
     if (rates_.empty()) return 0;
     double last = rates_.back();

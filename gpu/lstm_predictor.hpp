@@ -1,7 +1,8 @@
 #pragma once
-// A learned rate predictor (scaler.predictor: lstm): an LSTM on the recent per-second rates,
-// trained online in LibTorch on the CPU with a fixed seed, predicting the largest rate of the next
-// `window` seconds. The header keeps torch out of its users.
+// A learned rate predictor (scaler.predictor: lstm): an LSTM on the recent observed rates (the
+// scaler observes one per vertical period, a second by default), trained online in LibTorch on
+// the CPU with a fixed seed, predicting the largest rate of the next `window` observations. The
+// header keeps torch out of its users.
 
 #include <cstdint>
 #include <memory>
