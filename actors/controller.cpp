@@ -69,6 +69,12 @@ void count_placement(controller_state& st) {
 
 void adopt(self_ptr self, cluster_placement p) {
   auto& st = self->state;
+  // Devices run their models at the refreshed profile too (their early drop).
+  if (!st.profile_scales.empty())
+    for (auto& [name, s] : p.schedules)
+      for (auto& d : s.devices)
+        for (auto& x : d.sessions)
+          if (auto it = st.profile_scales.find(x.model); it != st.profile_scales.end()) x.latency_scale = it->second;
   for (auto& [name, s] : p.schedules) {
     auto old = st.current.schedules.find(name);
     if (st.workers.up(name) && (old == st.current.schedules.end() || old->second.epoch != s.epoch))
@@ -162,6 +168,27 @@ void on_links(self_ptr self, link_verdicts& v) {
   if (replans(st)) run_epoch(self);
 }
 
+// Models whose batches have run off their profile for a while: planned at what they measure.
+void on_profile_scales(self_ptr self, profile_scales& p) {
+  auto& st = self->state;
+  bool changed = false;
+  for (auto& [name, scale] : p.scales) {
+    auto it = std::find_if(st.models.begin(), st.models.end(), [&](auto& m) { return m.name == name; });
+    if (it == st.models.end() || !(scale > 0)) continue;
+    auto& was = st.profile_scales[name];
+    if (was == 0) was = 1;
+    if (std::abs(scale / was - 1) < 1e-9) continue;
+    scale_latency(*it, scale / was);
+    spdlog::info(
+        "{}: model '{}' runs at {:.2f}x its profile while serving (it was planned at {:.2f}x): planning with "
+        "the refreshed profile",
+        st.net->self_name(), name, scale, was);
+    was = scale;
+    changed = true;
+  }
+  if (changed && replans(st)) run_epoch(self);
+}
+
 void on_heard(self_ptr self, const std::string& node) {
   auto& st = self->state;
   bool was_cut_off = cut_off(st);
@@ -238,6 +265,7 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
         },
         [=](peer_down_atom, const std::string& node) { on_lost(self, node); },
         [=](link_verdicts& v) { on_links(self, v); },
+        [=](profile_scales& p) { on_profile_scales(self, p); },
         [=](peer_up_atom, const std::string& node) { on_heard(self, node); },
     };
   });

@@ -26,7 +26,8 @@ struct controller_state {
   std::shared_ptr<const cluster_config> cfg;
   const sched::scheduling_policy* policy = nullptr;  // scheduler.policy's
   std::shared_ptr<link> net;
-  std::vector<model_spec> models;  // the file's, with profiles workers measured for those without
+  std::vector<model_spec> models;                // the file's, with profiles workers measured for those without
+  std::map<std::string, double> profile_scales;  // models planned at their profile x this (online refresh)
   bool told_unprofiled = false;
   worker_registry workers;
   std::set<std::string> frontends;

@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <optional>
@@ -93,9 +94,11 @@ void answer(self_ptr self, const msg::invocation& inv, msg::status code, std::st
 std::vector<sched::session_queue<pending>::entry> form(self_ptr self, session& s, clock_time now, int family = 0) {
   auto& st = self->state;
   auto* m = s.model;
-  auto l = [&st, m, family](int b) {
-    return nanoseconds(static_cast<int64_t>(st.executor->latency_ms(*m, b + family) * 1e6));
+  // The profile as the controller last refreshed it (the schedule's scale).
+  auto ms = [&st, m, family, scale = s.latency_scale](int b) {
+    return st.executor->latency_ms(*m, b + family) * scale;
   };
+  auto l = [&ms](int b) { return nanoseconds(static_cast<int64_t>(ms(b) * 1e6)); };
   std::vector<sched::session_queue<pending>::entry> batch, dropped;
   // The window the policy tried: the scheduled batch, or all that is queued if fewer.
   auto window = static_cast<int>(std::min<size_t>(static_cast<size_t>(s.batch), s.queue.size()));
@@ -109,7 +112,7 @@ std::vector<sched::session_queue<pending>::entry> form(self_ptr self, session& s
     auto left = std::chrono::duration<double, std::milli>(d.deadline - now).count();
     answer(self, d.item.inv, msg::status::dropped,
            fmt::format("early drop by {}: {:.1f} ms left, a batch of {} {} needs {:.1f} ms", st.policy->name(), left,
-                       window + family, m->name, st.executor->latency_ms(*m, window + family)));
+                       window + family, m->name, ms(window)));
   }
   return batch;
 }
@@ -151,8 +154,9 @@ bool start_next(self_ptr self) {
     if (run.entries.empty()) continue;
     run.token = ++st.token;
     run.started = now;
-    run.expected_done = at + nanoseconds(static_cast<int64_t>(
-                                 st.executor->latency_ms(*s.model, static_cast<int>(run.entries.size())) * 1e6));
+    run.expected_done =
+        at + nanoseconds(static_cast<int64_t>(st.executor->latency_ms(*s.model, static_cast<int>(run.entries.size())) *
+                                              s.latency_scale * 1e6));
     st.next = idx + 1;
     // Inputs point into the run's entries, which stay put (a deque keeps its elements) until done.
     auto& r = st.runs.emplace_back(std::move(run));
@@ -199,6 +203,15 @@ void on_done(self_ptr self, uint64_t token) {
     if (i == r.entries.size() || r.entries[i].first != r.entries[from].first) {
       st.net->metrics.batch(r.entries[from].first->name, static_cast<int>(i - from));
       from = i;
+    }
+  // The batch's time against its model's profile, for the controller's online profile refresh:
+  // batches of one model only (a family's mixed batch has no one profile to compare with).
+  if (outcome.error.empty() &&
+      std::all_of(r.entries.begin(), r.entries.end(), [&](auto& x) { return x.first == r.entries.front().first; }))
+    if (auto* s = st.sessions.find(r.entries.front().first->name)) {
+      s->load.exec_ms += static_cast<double>(exec_ns) / 1e6;
+      s->load.expected_exec_ms += st.executor->latency_ms(*r.entries.front().first, static_cast<int>(b));
+      ++s->load.exec_batches;
     }
   for (size_t i = 0; i < r.entries.size(); ++i) {
     auto& [m, e] = r.entries[i];

@@ -19,6 +19,7 @@ void device_sessions::apply(const msg::device_schedule& ds, device_clock::time_p
     }
     it->draining = false;
     it->batch = std::clamp<int>(static_cast<int>(ss.batch), 1, m->batch_limit());
+    it->latency_scale = ss.latency_scale > 0 ? ss.latency_scale : 1;
   }
   for (auto& s : sessions_)
     if (s.draining) s.last_arrival = std::max(s.last_arrival, now);  // the idle clock starts now
@@ -48,6 +49,8 @@ std::vector<msg::session_load> device_sessions::take_load(device_clock::time_poi
     l.mean_budget_ms = l.arrived ? s.budget_sum_ms / static_cast<double>(l.arrived) : 0;
     out.push_back(std::move(l));
     s.load.arrived = s.load.completed = s.load.dropped = 0;
+    s.load.exec_ms = s.load.expected_exec_ms = 0;
+    s.load.exec_batches = 0;
     s.latency_sum_ms = s.budget_sum_ms = 0;
   }
   return out;

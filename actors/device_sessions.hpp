@@ -27,7 +27,8 @@ struct pending {
 struct session {
   const model_spec* model = nullptr;
   int batch = 1;
-  bool draining = false;  // no longer scheduled here (see above)
+  double latency_scale = 1;  // the model runs at its profile x this (the schedule's refresh)
+  bool draining = false;     // no longer scheduled here (see above)
   device_clock::time_point last_arrival;
   sched::session_queue<pending> queue;
   msg::session_load load;  // counters since the last report

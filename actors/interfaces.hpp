@@ -73,6 +73,12 @@ struct link_verdicts {
   bool operator==(const link_verdicts&) const = default;
 };
 
+// The monitor's online profile refresh: models whose batches have run off their profile for a
+// while, each with the factor its profile now runs at (sched::profile_drift).
+struct profile_scales {
+  std::vector<std::pair<std::string, double>> scales;
+};
+
 // Client ingress and per-query DAG orchestration.
 using frontend_actor = caf::typed_actor<caf::reacts_to<start_atom>,              // wiring done: start timers
                                         caf::reacts_to<ingress>,                 // a client's request: walk its DAG
@@ -124,7 +130,8 @@ using controller_actor =
                      caf::reacts_to<round_atom>,                   // a policy's rounds: a move deferred to now
                      caf::reacts_to<peer_down_atom, std::string>,  // take its instances out of routing
                      caf::reacts_to<peer_up_atom, std::string>,
-                     caf::reacts_to<link_verdicts>>;  // workers behind slow links, models too far for links
+                     caf::reacts_to<link_verdicts>,    // workers behind slow links, models too far for links
+                     caf::reacts_to<profile_scales>>;  // models that run off their profile: planned as measured
 
 // Autoscaling (scaler: in the cluster file): a vertical loop and a horizontal loop over the
 // monitor's per-second rates, acting through a provisioner.
@@ -184,6 +191,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::status_query)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::device_load)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::frontend_stats)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::link_verdicts)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::profile_scales)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::cluster_load)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::sched::pipeline_rates)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::deployment)

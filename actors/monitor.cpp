@@ -14,6 +14,7 @@
 #include "actors/client_registry.hpp"
 #include "actors/roles.hpp"
 #include "scheduling/link_estimate.hpp"
+#include "scheduling/profile_drift.hpp"
 
 namespace sloserve {
 namespace {
@@ -33,6 +34,8 @@ struct monitor_state {
   link_verdicts told;                                                 // what the controller has
   // Per (client, pipeline): the latest a frontend reported of it, and when.
   std::map<std::pair<std::string, std::string>, std::pair<caf::actor_clock::time_point, msg::client_load>> clients;
+  // How each model's batches run against its profile (scheduler.profile_drift; none at 0).
+  std::optional<sched::profile_drift> drift;
 };
 
 using self_ptr = monitor_actor::stateful_pointer<monitor_state>;
@@ -151,7 +154,11 @@ void on_report(self_ptr self, msg::load_report& r) {
     x.queue_length = s.queue_length;
     x.queue_budgets_ms = s.queue_budgets_ms;
     if (s.arrived) x.arrival_budgets_ms = s.arrival_budgets_ms;
+    if (st.drift) st.drift->add(s.model, s.exec_ms, s.expected_exec_ms, s.exec_batches);
   }
+  if (!st.drift) return;
+  profile_scales changed{st.drift->take_changes()};
+  if (auto ctl = st.net->local().controller; ctl && !changed.scales.empty()) self->send(ctl, std::move(changed));
 }
 
 }  // namespace
@@ -162,6 +169,12 @@ monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args) {
     st.cfg = args.cfg;
     st.net = args.net;
     st.pipelines.emplace(pipeline_load_of(*st.cfg));
+    if (st.cfg->scheduler.profile_drift > 0) {
+      sched::drift_options d;
+      d.threshold = st.cfg->scheduler.profile_drift;
+      d.windows = st.cfg->scheduler.profile_drift_windows;
+      st.drift.emplace(d);
+    }
     st.window_start = self->clock().now();
     self->delayed_send(self, std::chrono::seconds(10), beacon_atom::value);
     return {

@@ -120,6 +120,8 @@ struct scheduler_options {
   double headroom = 0.1;                  // plan for measured rate x (1 + headroom)
   double peak_half_life_s = 300;          // plan for at least the recent peak, halved this often
   bool spares = true;                     // devices a plan leaves free stay loaded, routed as spares
+  double profile_drift = 0.25;            // re-profile a model whose batches run this far off (0: never)
+  int profile_drift_windows = 3;          // windows in a row off by that much before it does
   int steps = 100;                        // budget grid of the DP
   // The policy's own section (`scheduler: {policy: P, P: {...}}`) as the policy's config parsed
   // it (config/policy_config.hpp); empty where it has none, or the file was not read.

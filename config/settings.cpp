@@ -45,6 +45,8 @@ const std::vector<key<scheduler_options>>& scheduler_keys() {
       {"headroom", &o::headroom},
       {"peak_half_life_s", &o::peak_half_life_s},
       {"spares", &o::spares},
+      {"profile_drift", &o::profile_drift},
+      {"profile_drift_windows", &o::profile_drift_windows},
       {"steps", &o::steps},
   };
   return keys;
@@ -247,6 +249,9 @@ void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
   if (o.headroom < 0) r.error(n["headroom"], "scheduler headroom cannot be negative");
   if (!(o.peak_half_life_s >= 0)) r.error(n["peak_half_life_s"], "scheduler peak_half_life_s cannot be negative");
   if (o.steps < 4 || o.steps > 1000) r.error(n["steps"], "scheduler steps must be in [4, 1000]");
+  if (!(o.profile_drift >= 0)) r.error(n["profile_drift"], "scheduler profile_drift cannot be negative");
+  if (o.profile_drift_windows < 1)
+    r.error(n["profile_drift_windows"], "scheduler profile_drift_windows must be at least 1");
   // The policy's own section, and none of another's.
   auto* policy = policy_config_of(o.name());
   for (auto& [name, keys] : policy_sections())

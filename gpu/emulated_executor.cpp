@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <random>
 
 #include "gpu/executor.hpp"
@@ -21,7 +23,22 @@ namespace {
 class emulated_executor final : public device_executor {
  public:
   emulated_executor(uint64_t seed, int threads, std::string type, double share)
-      : rng_(seed), threads_(std::max(1, threads)), type_(std::move(type)), share_(share) {}
+      : rng_(seed), threads_(std::max(1, threads)), type_(std::move(type)), share_(share) {
+    // SLOSERVE_EMULATED_SLOWDOWN=AFTER_S:FACTOR: from AFTER_S seconds after it starts, every batch
+    // takes FACTOR times what the profile says (a device that degrades: throttling, a noisy
+    // neighbour), while latency_ms still answers the profile's time.
+    if (auto* v = std::getenv("SLOSERVE_EMULATED_SLOWDOWN"); v && *v) {
+      char* end = nullptr;
+      double after = std::strtod(v, &end);
+      if (end && *end == ':') {
+        double factor = std::strtod(end + 1, nullptr);
+        if (after >= 0 && factor > 0) {
+          slow_from_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(after * 1e3));
+          slow_factor_ = factor;
+        }
+      }
+    }
+  }
   void set_threads(int threads) override { threads_ = std::max(1, threads); }
 
   device_kind kind() const override { return device_kind::emulated; }
@@ -37,6 +54,7 @@ class emulated_executor final : public device_executor {
     auto b = static_cast<int>(inputs.size());
     double ms = latency_ms(m, b);
     if (m.jitter > 0) ms *= std::uniform_real_distribution<double>(1 - m.jitter, 1 + m.jitter)(rng_);
+    ms *= slowdown();
     out.busy = std::chrono::nanoseconds(static_cast<int64_t>(ms * 1e6));
     out.outputs.reserve(inputs.size());
     for (auto* in : inputs) out.outputs.push_back({output_for(m, *in)});
@@ -59,6 +77,7 @@ class emulated_executor final : public device_executor {
     ms += groups.front().model->prefix_profile.latency_ms_at(total);
     double jitter = groups.front().model->jitter;
     if (jitter > 0) ms *= std::uniform_real_distribution<double>(1 - jitter, 1 + jitter)(rng_);
+    ms *= slowdown();
     out.busy = std::chrono::nanoseconds(static_cast<int64_t>(ms * 1e6));
     return out;
   }
@@ -70,10 +89,16 @@ class emulated_executor final : public device_executor {
   }
 
  private:
+  double slowdown() const {
+    return slow_factor_ != 1 && std::chrono::steady_clock::now() >= slow_from_ ? slow_factor_ : 1;
+  }
+
   std::mt19937_64 rng_;
   int threads_;
   std::string type_;
   double share_ = 1;
+  std::chrono::steady_clock::time_point slow_from_{};
+  double slow_factor_ = 1;
 };
 
 }  // namespace

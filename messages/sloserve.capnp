@@ -137,6 +137,9 @@ struct SessionLoad {
   meanBudgetMs @7 :Float64;  # time left to the deadline when requests arrived (network time shows here)
   queueBudgetsMs @8 :List(Float64);    # time left to the deadline of each queued request, EDF order (at most 256)
   arrivalBudgetsMs @9 :List(Float64);  # time left on arrival of the latest requests (at most 256)
+  execMs @10 :Float64;          # time its batches took to run since the previous report
+  expectedExecMs @11 :Float64;  # what the model's profile said they would take (same batches, same device)
+  execBatches @12 :UInt32;      # how many batches those were
 }
 
 # Queries of a partitioned model's pipeline that start at one layer under one SLO (Graft's
@@ -271,6 +274,7 @@ struct RoutingTable {
 struct SessionSchedule {
   model @0 :Text;
   batch @1 :UInt32 = 1;
+  latencyScale @2 :Float64 = 1;  # the model runs at its profile x this (the controller's refresh)
   #! eq
 }
 

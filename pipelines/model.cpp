@@ -57,6 +57,32 @@ double core_latency::throughput(int batch, int cores) const {
   return ms > 0 ? batch * 1000.0 / ms : 0;
 }
 
+namespace {
+
+void scale_profile(latency_profile& p, double factor) {
+  for (auto& l : p.latency_ms) l *= factor;
+  p.alpha_ms *= factor;
+  p.beta_ms *= factor;
+}
+
+}  // namespace
+
+void scale_latency(model_spec& m, double factor) {
+  scale_profile(m.profile, factor);
+  for (auto& [type, p] : m.profiles) scale_profile(p, factor);
+  for (auto& layer : m.layers) scale_profile(layer.profile, factor);
+  scale_profile(m.prefix_profile, factor);
+  if (m.cores) {
+    auto& c = *m.cores;
+    c.gamma *= factor, c.epsilon *= factor, c.delta *= factor, c.eta *= factor;
+    if (c.table) {
+      auto t = *c.table;
+      scale_profile(t, factor);
+      c.table = std::make_shared<const latency_profile>(std::move(t));
+    }
+  }
+}
+
 double model_spec::suffix_ms_at(int b) const {
   return std::max(0.0, profile.latency_ms_at(b) - (is_variant() ? prefix_profile.latency_ms_at(b) : 0.0));
 }

@@ -147,6 +147,10 @@ struct model_spec {
   int batch_limit() const { return profile.max_batch(max_batch); }
 };
 
+// `m` running `factor` times as long as profiled: every latency it has (profiles, per-type
+// profiles, layers, prefix, l(b, c)) scaled. The online profile refresh plans with it.
+void scale_latency(model_spec& m, double factor);
+
 // The name of layers [from, to) of partitioned model `base` as a model: "BASE[from,to)"; the
 // whole range is `base` itself.
 std::string fragment_name(const model_spec& base, int from, int to);

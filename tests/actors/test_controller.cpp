@@ -118,7 +118,10 @@ struct controller_fixture : caf_fixture, ::testing::Test {
   // w1 and w2 register and acknowledge, and seconds at 300 queries/s pass until an epoch plans
   // them; returns w1's schedule epoch then (0: none came), with both workers' schedules taken.
   uint64_t plan_on_both_workers() { return plan_on_both_workers_at(300); }
-  uint64_t plan_on_both_workers_at(double rate) {
+  uint64_t plan_on_both_workers_at(double rate) { return first_plan_at(rate).first.epoch; }
+  // w1 and w2 register and acknowledge, and seconds at `rate` pass until an epoch plans them:
+  // both workers' schedules then (w1's epoch 0: none came).
+  std::pair<msg::schedule, msg::schedule> first_plan_at(double rate) {
     for (std::string w : {"w1", "w2"}) {
       reg(w, {"worker"}, 7, 0);
       reg(w, {"worker"}, 7, schedule_of(w).epoch);
@@ -127,13 +130,12 @@ struct controller_fixture : caf_fixture, ::testing::Test {
     // has settled (min_epoch_s after that first plan).
     schedule_of("w1");
     schedule_of("w2");
-    uint64_t planned = 0;
-    for (int s = 0; s < 40 && !planned; ++s) {
+    msg::schedule w1;
+    for (int s = 0; s < 40 && !w1.epoch; ++s) {
       second_at(rate);
-      planned = schedule_of("w1").epoch;
+      w1 = schedule_of("w1");
     }
-    schedule_of("w2");
-    return planned;
+    return {w1, schedule_of("w2")};
   }
   static size_t sessions(const msg::schedule& s) {
     size_t n = 0;
@@ -434,18 +436,7 @@ TEST_F(controller_fixture, an_overloaded_pipeline_is_planned_again_within_two_be
 // period plans meanwhile (for the recent peak) runs the same sessions on the same devices.
 TEST_F(controller_fixture, a_lull_keeps_the_sessions_where_they_are) {
   start("nexus");
-  for (std::string w : {"w1", "w2"}) {
-    reg(w, {"worker"}, 7, 0);
-    reg(w, {"worker"}, 7, schedule_of(w).epoch);
-  }
-  schedule_of("w1");
-  schedule_of("w2");
-  msg::schedule w1, w2;
-  for (int s = 0; s < 40 && !w1.epoch; ++s) {
-    second_at(300);
-    w1 = schedule_of("w1");
-  }
-  w2 = schedule_of("w2");
+  auto [w1, w2] = first_plan_at(300);
   ASSERT_GT(w1.epoch, 0u);
   for (int s = 0; s < 60; ++s) {
     second_at(0);
@@ -457,6 +448,58 @@ TEST_F(controller_fixture, a_lull_keeps_the_sessions_where_they_are) {
         EXPECT_EQ(now.devices[d].sessions, was->devices[d].sessions) << name << " second " << s;
     }
   }
+}
+
+// Online profile refresh: w1's batches of m run at twice the profile for three windows; the
+// monitor tells the controller, which plans m at twice its profile at once: smaller batches, and
+// the load one device carried needs two. One slow window alone changes nothing.
+TEST_F(controller_fixture, a_model_that_runs_twice_its_profile_is_planned_again_at_what_it_measures) {
+  auto text = yaml("nexus");
+  text.replace(text.find("min_epoch_s: 5}"), 15, "min_epoch_s: 5, spares: false, peak_half_life_s: 0}");
+  start_with(text);
+  auto [w1, w2] = first_plan_at(100);
+  ASSERT_GT(w1.epoch, 0u);
+  auto largest_batch = [&] {
+    uint32_t b = 0;
+    for (auto* s : {&w1, &w2})
+      for (auto& d : s->devices)
+        for (auto& x : d.sessions) b = std::max(b, x.batch);
+    return b;
+  };
+  // l(b) = 5b + 5 ms: batches of 8 (45 ms) fit the 100 ms SLO.
+  EXPECT_EQ(largest_batch(), 8u);
+  for (int s = 0; s < 12; ++s) second_at(100);
+  EXPECT_EQ(schedule_of("w1").epoch, 0u) << "the plan holds at the same load";
+  auto report = [&](double ratio) {
+    msg::load_report r;
+    r.node = "w1";
+    r.window_s = 1;
+    msg::session_load l;
+    l.model = "m";
+    l.arrived = 100;
+    l.completed = 100;
+    l.exec_batches = 20;
+    l.expected_exec_ms = 20 * 45;
+    l.exec_ms = ratio * l.expected_exec_ms;
+    r.sessions.push_back(l);
+    caf::anon_send(net->actors.monitor, r);
+    run();
+  };
+  report(2);
+  report(1);
+  report(2);
+  report(2);
+  EXPECT_EQ(schedule_of("w1").epoch + schedule_of("w2").epoch, 0u) << "two slow windows in a row are not three";
+  report(2);
+  w1 = schedule_of("w1"), w2 = schedule_of("w2");
+  ASSERT_GT(w1.epoch + w2.epoch, 0u) << "planned again at once";
+  // At 10b + 10 ms, batches of 4 (50 ms) are the largest that fit: 80 queries/s a device, two
+  // devices for 100 (and headroom). The devices are told the scale (their early drop).
+  EXPECT_EQ(largest_batch(), 4u);
+  EXPECT_EQ(sessions(w1) + sessions(w2), 2u);
+  for (auto* s : {&w1, &w2})
+    for (auto& d : s->devices)
+      for (auto& x : d.sessions) EXPECT_DOUBLE_EQ(x.latency_scale, 2);
 }
 
 TEST(worker_registry, serves_only_on_a_schedule_of_this_controller) {

@@ -60,6 +60,7 @@ controller_actor recording_controller(caf::actor_system& sys, std::shared_ptr<st
         [](peer_down_atom, const std::string&) {},
         [](peer_up_atom, const std::string&) {},
         [](link_verdicts&) {},
+        [](profile_scales&) {},
     };
   });
 }

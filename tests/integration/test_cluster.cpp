@@ -263,6 +263,37 @@ scaler: {policy: fa2, vertical_s: 0.5, horizontal_s: 1}
   EXPECT_GE(s["nodes"].size(), 2u) << s.dump(2);
 }
 
+// Online profile refresh on a real cluster: the emulated devices slow down to twice their
+// profile 6 s after they start, under load; the controller notices within a few windows, plans
+// with the refreshed profile, and nothing is lost or late meanwhile.
+TEST_F(cluster_fixture, a_device_that_slows_down_twice_is_planned_at_what_it_measures) {
+  std::ofstream(dir / "cluster.yaml") << R"(cluster: {name: it}
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 2}]}
+  - {name: w2, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 2}]}
+models:
+  - {name: det, input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [4]}, max_batch: 16,
+     profile: {alpha_ms: 2, beta_ms: 8}}
+pipelines:
+  - {name: traffic, slo_ms: 100, stages: [{name: detect, model: det}]}
+runtime: {heartbeat_ms: 100, peer_timeout_ms: 500, beacon_ms: 500}
+)";
+  setenv("SLOSERVE_EMULATED_SLOWDOWN", "6:2", 1);
+  start_cluster();
+  unsetenv("SLOSERVE_EMULATED_SLOWDOWN");
+  auto l = load(300, 16);
+  auto s = finish_load(l, 60s);
+  EXPECT_EQ(s["lost"].get<int>(), 0) << s.dump(2);
+  EXPECT_EQ(s["errors"].get<int>(), 0) << s.dump(2);
+  EXPECT_GE(s["attainment"].get<double>(), 0.99) << s.dump(2);
+  auto log = up.output();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log, m, std::regex("model 'det' runs at ([0-9.]+)x its profile while serving"))) << log;
+  EXPECT_NEAR(std::stod(m[1]), 2.0, 0.2) << log;
+  EXPECT_NE(log.find("planning with the refreshed profile"), std::string::npos) << log;
+}
+
 // A detector at three input sizes, for Jellyfish's clusters.
 const char* detector_zoo = R"(models:
   - {name: d128, input: {dtype: float32, shape: [3, 128, 128]}, output: {dtype: float32, shape: [10]},
