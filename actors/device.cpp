@@ -45,6 +45,7 @@ struct device_state {
     std::optional<batch_outcome> outcome;  // known at start, except on pipelined executors
   };
   std::deque<batch_run> runs;
+  clock_time last_done{};  // when the latest batch finished
   uint64_t token = 0;
 
   // An emulated cold start: the latest schedule waits, with the replies owed, until the models
@@ -206,10 +207,13 @@ void on_done(self_ptr self, uint64_t token) {
     }
   // The batch's time against its model's profile, for the controller's online profile refresh:
   // batches of one model only (a family's mixed batch has no one profile to compare with).
+  // A pipelined executor stages a batch while the one before runs: it runs from when that one ended.
+  auto ran_ns = (now - std::max(r.started, st.last_done)).count();
+  st.last_done = now;
   if (outcome.error.empty() &&
       std::all_of(r.entries.begin(), r.entries.end(), [&](auto& x) { return x.first == r.entries.front().first; }))
     if (auto* s = st.sessions.find(r.entries.front().first->name)) {
-      s->load.exec_ms += static_cast<double>(exec_ns) / 1e6;
+      s->load.exec_ms += static_cast<double>(ran_ns) / 1e6;
       s->load.expected_exec_ms += st.executor->latency_ms(*r.entries.front().first, static_cast<int>(b));
       ++s->load.exec_batches;
     }
