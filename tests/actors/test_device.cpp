@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -146,6 +147,40 @@ TEST_F(device_fixture, early_drop_answers_what_cannot_make_it) {
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].id, 3u);
   EXPECT_EQ(r[0].code, msg::status::ok);
+}
+
+// The online profile refresh, on the device: each batch is timed against what the profile says
+// (the load report carries both), and a schedule that says the model runs at twice its profile
+// makes early drop judge by twice the profile.
+TEST_F(device_fixture, batches_are_timed_against_the_profile_and_a_refreshed_scale_drops_by_it) {
+  invoke(1, 100ms);  // l(1) = 10 ms
+  advance(10ms);
+  ASSERT_EQ(results().size(), 1u);
+  caf::scoped_actor self{*sys};
+  device_load load;
+  self->send(dev, stats_atom::value);
+  run();
+  self->receive([&](device_load& l) { load = std::move(l); }, caf::after(0s) >> [] {});
+  auto it = std::find_if(load.sessions.begin(), load.sessions.end(), [](auto& l) { return l.model == "m"; });
+  ASSERT_NE(it, load.sessions.end());
+  EXPECT_EQ(it->exec_batches, 1u);
+  EXPECT_NEAR(it->exec_ms, 10, 1e-6);
+  EXPECT_NEAR(it->expected_exec_ms, 10, 1e-6);
+  // 15 ms of budget: enough for l(1) = 10 ms, not for twice that.
+  invoke(2, 15ms);
+  advance(10ms);
+  auto r = results();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].code, msg::status::ok);
+  msg::session_schedule slow{"m", 4, 2.0};
+  caf::anon_send(dev, msg::device_schedule{0, 0, {slow, {"n", 4}}});
+  run();
+  invoke(3, 15ms);
+  advance(20ms);
+  r = results();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].code, msg::status::dropped);
+  EXPECT_NE(r[0].reason.find("needs 20.0 ms"), std::string::npos) << r[0].reason;
 }
 
 // A real device reads its mailbox only between batches. An invocation the worker took in 12 ms
