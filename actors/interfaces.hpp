@@ -135,9 +135,10 @@ using controller_actor =
 
 // Autoscaling (scaler: in the cluster file): a vertical loop and a horizontal loop over the
 // monitor's per-second rates, acting through a provisioner.
-using scaler_actor = caf::typed_actor<caf::reacts_to<start_atom>,  // wiring done: place and start loops
-                                      caf::reacts_to<tick_atom>,   // one vertical period has passed
-                                      caf::reacts_to<worker_set>,  // workers up now
+using scaler_actor = caf::typed_actor<caf::reacts_to<start_atom>,      // wiring done: place and start loops
+                                      caf::reacts_to<tick_atom>,       // one vertical period has passed
+                                      caf::reacts_to<worker_set>,      // workers up now
+                                      caf::reacts_to<profile_scales>,  // models that run off their profile
                                       caf::replies_to<stats_atom>::with<scaler_stats>>;  // cost so far
 
 // One scheduler epoch to plan: the input (rates set, slots of the workers up) and the models it

@@ -158,7 +158,9 @@ void on_report(self_ptr self, msg::load_report& r) {
   }
   if (!st.drift) return;
   profile_scales changed{st.drift->take_changes()};
-  if (auto ctl = st.net->local().controller; ctl && !changed.scales.empty()) self->send(ctl, std::move(changed));
+  if (changed.scales.empty()) return;
+  if (auto scaler = st.net->local().scaler) self->send(scaler, changed);
+  if (auto ctl = st.net->local().controller) self->send(ctl, std::move(changed));
 }
 
 }  // namespace

@@ -58,6 +58,9 @@ scaler_actor spawn_scaler(caf::actor_system& sys, actor_args args) {
           });
         },
         [=](worker_set& w) { self->state.core->on_workers(w); },
+        [=](profile_scales& p) {
+          for (auto& [model, scale] : p.scales) self->state.core->rescale(model, scale);
+        },
         [=](stats_atom) { return self->state.core->stats(); },
     };
   });

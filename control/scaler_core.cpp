@@ -271,7 +271,7 @@ void scaler_core::decide(const cluster_load& load, double dt) {
 }
 
 scaler_core::scaler_core(const cluster_config& cfg, std::unique_ptr<provisioner> prov, std::string name)
-    : cfg_(cfg), prov_(std::move(prov)), name_(std::move(name)) {
+    : cfg_(cfg), models_(cfg.models), prov_(std::move(prov)), name_(std::move(name)) {
   auto& o = cfg_.scaler;
   double horizontal_s =
       o.policy == scaler_policy::ipa ? cfg_.scheduler.section_as<sched::ipa::options>().interval_s : o.horizontal_s;
@@ -284,8 +284,8 @@ scaler_core::scaler_core(const cluster_config& cfg, std::unique_ptr<provisioner>
       stage_info s;
       s.pipeline = pi;
       s.stage = k;
-      s.model = &cfg_.models[p.stages[k].model_index];
-      for (auto m : p.stages[k].variant_indices) s.variants.push_back(&cfg_.models[m]);
+      s.model = &models_[p.stages[k].model_index];
+      for (auto m : p.stages[k].variant_indices) s.variants.push_back(&models_[m]);
       s.l = latency_of(*s.model);
       s.split_budget_ms = split.budget_ms[k];
       // The plan holds for the horizontal period; IPA's forecasts the next 20 s (its thesis). The
@@ -309,7 +309,7 @@ void scaler_core::ipa_shapes() {
     // No traffic yet: planned for one request a second, so that every stage has a replica.
     std::vector<double> rates;
     for (auto* s : by_stage) rates.push_back(std::max({s->last.predicted, s->last.rate, 1.0}));
-    auto in = ipa_problem(cfg_.models, p, rates);
+    auto in = ipa_problem(models_, p, rates);
     auto solved = sched::solve_ipa(in, p.slo_ms, {w.alpha, w.beta, w.delta});
     std::vector<sched::ipa_choice> choices;
     if (solved) {
@@ -361,6 +361,20 @@ void scaler_core::start() {
                cfg_.scaler.vertical_s, cfg_.scaler.horizontal_s, cfg_.scaler.predictor);
   // Routed with the first deployment (once the workers are known).
   if (cfg_.scaler.policy == scaler_policy::sponge || cfg_.scaler.policy == scaler_policy::biscale) split_budgets();
+}
+
+bool scaler_core::rescale(const std::string& model, double scale) {
+  auto it = std::find_if(models_.begin(), models_.end(), [&](auto& m) { return m.name == model; });
+  if (it == models_.end() || !(scale > 0)) return false;
+  auto& was = scales_.try_emplace(model, 1.0).first->second;
+  if (std::abs(scale / was - 1) < 1e-9) return true;
+  scale_latency(*it, scale / was);
+  was = scale;
+  for (auto& s : stages_)
+    if (s.model == &*it) s.l = latency_of(*s.model);
+  spdlog::info("{}: scaler {}: {} sized at {:.2f}x its profile from now on (measured while serving)", name_,
+               cfg_.scaler.policy, model, scale);
+  return true;
 }
 
 void scaler_core::on_workers(const worker_set& w) {

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <deque>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -70,6 +71,9 @@ class scaler_core {
   void decide(const cluster_load& load, double dt);
   // The controller says which workers are up and which instances it routes to.
   void on_workers(const worker_set& w);
+  // The online profile refresh: `model` runs at its profile x `scale` (sched::profile_drift);
+  // the next decisions size it so. False for a model the scaler does not run.
+  bool rescale(const std::string& model, double scale);
   scaler_stats stats() const;
   const provisioner& placement() const { return *prov_; }
 
@@ -111,6 +115,9 @@ class scaler_core {
   void apply();
 
   const cluster_config& cfg_;
+  // The file's models, each at its latest refreshed profile (rescale); stages point into it.
+  std::vector<model_spec> models_;
+  std::map<std::string, double> scales_;
   std::unique_ptr<provisioner> prov_;
   std::string name_;  // for the log
   std::vector<stage_info> stages_;

@@ -246,6 +246,21 @@ TEST_F(scaler_fixture, fa2_acts_on_a_rate_step_within_one_horizontal_period) {
   for (auto& i : deployments->back().instances) EXPECT_EQ(i.cores, 1u);
 }
 
+// The online profile refresh reaches the scaler: told that m runs at twice its profile, fa2
+// sizes it so at the same load, with about twice the one-core instances.
+TEST_F(scaler_fixture, a_model_refreshed_to_twice_its_profile_gets_about_twice_the_instances) {
+  start("fa2");
+  for (int s = 0; s < 25; ++s) second_at(150);
+  auto before = deployments->back().instances.size();
+  ASSERT_GE(before, 2u);
+  caf::anon_send(net->actors.scaler, profile_scales{{{"m", 2.0}}});
+  run();
+  for (int s = 0; s < 25; ++s) second_at(150);
+  auto after = deployments->back().instances.size();
+  EXPECT_GE(static_cast<double>(after), 1.6 * static_cast<double>(before)) << before << " -> " << after;
+  EXPECT_LE(static_cast<double>(after), 2.6 * static_cast<double>(before)) << before << " -> " << after;
+}
+
 TEST_F(scaler_fixture, lost_workers_lose_their_instances_and_the_cost_is_counted) {
   start("biscale");
   for (int s = 0; s < 25; ++s) second_at(300);
