@@ -412,7 +412,8 @@ pipelines:
   ASSERT_TRUE(r) << r.error_text();
   EXPECT_EQ(r.config->models[0].path, "/srv/project/models/a.pt");
   auto text = to_yaml(*r.config);
-  EXPECT_EQ(text.find("profile"), std::string::npos) << text;
+  EXPECT_EQ(text.find("profile:"), std::string::npos) << text;
+  EXPECT_EQ(text.find("profiles:"), std::string::npos) << text;
   auto again = parse_cluster_config(text, "/tmp/sloserve-up-1.yaml");
   ASSERT_TRUE(again) << again.error_text();
   EXPECT_EQ(again.config->models[0].path, "/srv/project/models/a.pt");
