@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include "actors/controller_state.hpp"
+#include "scheduling/profile_drift.hpp"
 
 namespace sloserve::control {
 
@@ -173,17 +174,12 @@ void on_profile_scales(self_ptr self, profile_scales& p) {
   auto& st = self->state;
   bool changed = false;
   for (auto& [name, scale] : p.scales) {
-    auto it = std::find_if(st.models.begin(), st.models.end(), [&](auto& m) { return m.name == name; });
-    if (it == st.models.end() || !(scale > 0)) continue;
-    auto& was = st.profile_scales[name];
-    if (was == 0) was = 1;
-    if (std::abs(scale / was - 1) < 1e-9) continue;
-    scale_latency(*it, scale / was);
+    auto was = sched::rescale_model(st.models, st.profile_scales, name, scale);
+    if (!was) continue;
     spdlog::info(
         "{}: model '{}' runs at {:.2f}x its profile while serving (it was planned at {:.2f}x): planning with "
         "the refreshed profile",
-        st.net->self_name(), name, scale, was);
-    was = scale;
+        st.net->self_name(), name, scale, *was);
     changed = true;
   }
   if (changed && replans(st)) run_epoch(self);

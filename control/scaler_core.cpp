@@ -363,18 +363,12 @@ void scaler_core::start() {
   if (cfg_.scaler.policy == scaler_policy::sponge || cfg_.scaler.policy == scaler_policy::biscale) split_budgets();
 }
 
-bool scaler_core::rescale(const std::string& model, double scale) {
-  auto it = std::find_if(models_.begin(), models_.end(), [&](auto& m) { return m.name == model; });
-  if (it == models_.end() || !(scale > 0)) return false;
-  auto& was = scales_.try_emplace(model, 1.0).first->second;
-  if (std::abs(scale / was - 1) < 1e-9) return true;
-  scale_latency(*it, scale / was);
-  was = scale;
+void scaler_core::rescale(const std::string& model, double scale) {
+  if (!sched::rescale_model(models_, scales_, model, scale)) return;
   for (auto& s : stages_)
-    if (s.model == &*it) s.l = latency_of(*s.model);
+    if (s.model->name == model) s.l = latency_of(*s.model);
   spdlog::info("{}: scaler {}: {} sized at {:.2f}x its profile from now on (measured while serving)", name_,
                cfg_.scaler.policy, model, scale);
-  return true;
 }
 
 void scaler_core::on_workers(const worker_set& w) {

@@ -18,6 +18,7 @@
 #include "scheduling/ipa.hpp"
 #include "scheduling/placement.hpp"
 #include "scheduling/predictor.hpp"
+#include "scheduling/profile_drift.hpp"
 
 namespace sloserve {
 
@@ -72,8 +73,8 @@ class scaler_core {
   // The controller says which workers are up and which instances it routes to.
   void on_workers(const worker_set& w);
   // The online profile refresh: `model` runs at its profile x `scale` (sched::profile_drift);
-  // the next decisions size it so. False for a model the scaler does not run.
-  bool rescale(const std::string& model, double scale);
+  // the next decisions size it so.
+  void rescale(const std::string& model, double scale);
   scaler_stats stats() const;
   const provisioner& placement() const { return *prov_; }
 

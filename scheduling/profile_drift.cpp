@@ -35,6 +35,16 @@ std::vector<std::pair<std::string, double>> profile_drift::take_changes() {
   return std::exchange(changes_, {});
 }
 
+std::optional<double> rescale_model(std::vector<model_spec>& models, std::map<std::string, double>& scales,
+                                    const std::string& model, double scale) {
+  auto it = std::find_if(models.begin(), models.end(), [&](auto& m) { return m.name == model; });
+  if (it == models.end() || !(scale > 0)) return std::nullopt;
+  auto& now = scales.try_emplace(model, 1.0).first->second;
+  if (std::abs(scale / now - 1) < 1e-9) return std::nullopt;
+  scale_latency(*it, scale / now);
+  return std::exchange(now, scale);
+}
+
 double profile_drift::scale(const std::string& model) const {
   auto it = models_.find(model);
   return it == models_.end() ? 1 : it->second.scale;

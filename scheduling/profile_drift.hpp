@@ -13,9 +13,12 @@
 // The planner then runs the model at its profile × scale.
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "pipelines/model.hpp"
 
 namespace sloserve::sched {
 
@@ -48,5 +51,11 @@ class profile_drift {
   std::map<std::string, model_state> models_;
   std::vector<std::pair<std::string, double>> changes_;
 };
+
+// Brings `model` of `models` to its profile × `scale`, from the scale `scales` holds for it (1
+// when none), and records the new one: the scale it had, when this changed it; nullopt for a
+// model not there, a scale not positive, or the same scale.
+std::optional<double> rescale_model(std::vector<model_spec>& models, std::map<std::string, double>& scales,
+                                    const std::string& model, double scale);
 
 }  // namespace sloserve::sched
