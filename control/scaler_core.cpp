@@ -14,8 +14,8 @@ namespace sloserve {
 namespace {
 
 // One stage's rate predictor (scaler.predictor); the LSTM predicts the largest rate of the next
-// `window` observed periods. A binary without LibTorch has no LSTM: it says so and predicts with the recent
-// maximum.
+// `window` observed periods. A binary without LibTorch has no LSTM: it says so and predicts
+// with the recent maximum.
 std::unique_ptr<sched::rate_predictor> make_predictor(predictor_kind kind, double window) {
   if (kind != predictor_kind::lstm) return sched::make_rate_predictor(kind);
   lstm_options lo;

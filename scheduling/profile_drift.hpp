@@ -7,9 +7,9 @@
 // one window, whose ratio (took / said) is the model's measured slowness. A window whose ratio
 // departs from the adopted scale by more than `threshold` (either way, as a factor), and whose
 // batches are off by `min_gap_ms` each on average (a model of microseconds is not judged by the
-// scheduling delays around it), counts;
-// `windows` such windows in a row adopt their mean ratio as the model's new scale, and one that
-// does not ends the run (hysteresis: a passing hiccup changes nothing, a lasting drift does).
+// scheduling delays around it), counts; `windows` such windows in a row adopt their mean ratio
+// as the model's new scale, and one that does not ends the run (hysteresis: a passing hiccup
+// changes nothing, a lasting drift does).
 // The planner then runs the model at its profile × scale.
 
 #include <map>
