@@ -138,7 +138,7 @@ bool launch(self_ptr self, uint64_t qid, query& q, in_flight f, const std::strin
 }
 
 // False when no instance was live: the query has then been answered and `q` is gone.
-bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, std::vector<tensor> inputs) {
+bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, uint32_t item, std::vector<tensor> inputs) {
   auto& st = self->state;
   auto& p = st.cfg->pipelines[q.pipeline];
   auto& split = *st.routes->split(q.pipeline);
@@ -146,6 +146,7 @@ bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, std::vecto
   in_flight f;
   f.query = qid;
   f.stage = stage;
+  f.item = item;
   f.model = st.routes->stage_model(q.pipeline, stage);
   // A cascade's first model finishes by its share of the stage's budget: the second may follow.
   f.deadline = q.arrival + nanoseconds(first_model_finish_ns(p, st.cfg->models, split, stage, span.count()));
@@ -200,6 +201,7 @@ bool fall_through(self_ptr self, uint64_t qid, query& q, in_flight& first) {
   in_flight f;
   f.query = qid;
   f.stage = first.stage;
+  f.item = first.item;
   f.model = st.cfg->models[s.cascade->second_index].name;
   f.deadline = q.arrival + nanoseconds(stage_finish_ns(p, split, first.stage, span.count()));
   f.checked = first.checked;  // the same input, of the same declared tensor
@@ -216,6 +218,7 @@ bool next_range(self_ptr self, query& q, in_flight& done, std::vector<tensor> ou
   in_flight f;
   f.query = done.query;
   f.stage = done.stage;
+  f.item = done.item;
   f.model = done.chain.front();
   f.deadline = done.chain_deadlines.front();
   f.chain.assign(done.chain.begin() + 1, done.chain.end());
@@ -228,7 +231,7 @@ bool next_range(self_ptr self, query& q, in_flight& done, std::vector<tensor> ou
 
 bool send_all(self_ptr self, uint64_t qid, query& q, std::vector<query_walk::spawn> spawns) {
   for (auto& sp : spawns)
-    if (!spawn_stage(self, qid, q, sp.stage, std::move(sp.inputs))) return false;
+    if (!spawn_stage(self, qid, q, sp.stage, sp.item, std::move(sp.inputs))) return false;
   if (!q.walk->done()) return true;
   finish(self, qid, msg::status::ok, {});
   return false;
@@ -295,7 +298,7 @@ void on_result(self_ptr self, msg::invocation_result& r) {
   if (s.cascade && !f.fallback &&
       !cascade_confident(st.cfg->models[s.model_index], *s.cascade, r.outputs, f.query, f.stage))
     return void(fall_through(self, f.query, q, f));
-  send_all(self, f.query, q, q.walk->on_result(f.stage, std::move(r.outputs)));
+  send_all(self, f.query, q, q.walk->on_result(f.stage, std::move(r.outputs), f.item));
 }
 
 }  // namespace sloserve::frontend_impl

@@ -54,6 +54,7 @@ struct query {
 struct in_flight {
   uint64_t query = 0;
   size_t stage = 0;
+  uint32_t item = 0;  // the walk's (query_walk::spawn::item)
   std::string model;
   std::string node;
   uint32_t device = 0;

@@ -164,7 +164,8 @@ std::vector<config_section> config_keys() {
       {"models[].cores", settings::names_of(settings::core_keys())},
       {"models[].preprocess", {"from", "mean", "std"}},
       {"pipelines[]", settings::names_of(settings::pipeline_keys(), {"stages"})},
-      {"pipelines[].stages[]", settings::names_of(settings::stage_keys(), {"after", "cascade"})},
+      {"pipelines[].stages[]", settings::names_of(settings::stage_keys(), {"after", "cascade", "fanout"})},
+      {"pipelines[].stages[].fanout", settings::names_of(settings::output_items_keys())},
       {"pipelines[].stages[].cascade", settings::names_of(settings::cascade_keys())},
       {"runtime", settings::names_of(settings::runtime_keys())},
       {"scheduler", settings::names_of(settings::scheduler_keys(), {"policy", "rate_band"})},
@@ -301,6 +302,14 @@ stage parse_stage(reader& r, const YAML::Node& sn, const std::string& where) {
     s.model.clear();
   } else if (!sn["model"]) {
     r.error(sn, sw + " is missing 'model'");
+  }
+  if (auto fn = sn["fanout"]; fn && fn.IsMap()) {
+    r.known_keys(fn, "pipelines[].stages[].fanout", sw + " fanout");
+    output_items items;
+    settings::read_keys(r, fn, items, settings::output_items_keys(), sw + " fanout");
+    s.items = std::move(items);
+  } else if (double f = 0; fn && r.get(sn, "fanout", f, sw, false)) {
+    s.fanout = f;
   }
   if (sn["after"] && sn["after"].IsScalar())
     s.after.push_back(sn["after"].as<std::string>());

@@ -124,6 +124,13 @@ void emit_pipelines(YAML::Emitter& e, const cluster_config& cfg) {
         settings::emit_keys(e, *s.cascade, settings::cascade_keys());
         e << YAML::EndMap;
       }
+      if (s.items) {
+        e << YAML::Key << "fanout" << YAML::Value << YAML::Flow << YAML::BeginMap;
+        settings::emit_keys(e, *s.items, settings::output_items_keys());
+        e << YAML::EndMap;
+      } else if (s.fanout) {
+        e << YAML::Key << "fanout" << YAML::Value << *s.fanout;
+      }
       if (!s.after.empty()) e << YAML::Key << "after" << YAML::Value << YAML::Flow << s.after;
       e << YAML::EndMap;
     }

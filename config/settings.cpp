@@ -127,8 +127,16 @@ const std::vector<key<pipeline>>& pipeline_keys() {
 
 const std::vector<key<stage>>& stage_keys() {
   using o = stage;
-  static const std::vector<key<o>> keys = {
-      {"name", &o::name, true}, {"model", &o::model}, {"variants", &o::variants}, {"fanout", &o::fanout}};
+  static const std::vector<key<o>> keys = {{"name", &o::name, true}, {"model", &o::model}, {"variants", &o::variants}};
+  return keys;
+}
+
+const std::vector<key<output_items>>& output_items_keys() {
+  using o = output_items;
+  static const std::vector<key<o>> keys = {{"from_output", &o::from_output, true},
+                                           {"score_above", &o::score_above},
+                                           {"score_column", &o::score_column},
+                                           {"expect", &o::expect}};
   return keys;
 }
 

@@ -42,7 +42,8 @@ const std::vector<key<device_group>>& device_keys();        // `nodes[].devices[
 const std::vector<key<model_spec>>& model_keys();           // `models[]`; beside: see model_maps
 const std::vector<key<core_latency>>& core_keys();          // `models[].cores`
 const std::vector<key<pipeline>>& pipeline_keys();          // `pipelines[]`; beside: stages
-const std::vector<key<stage>>& stage_keys();                // `pipelines[].stages[]`; beside: after, cascade
+const std::vector<key<stage>>& stage_keys();                // `pipelines[].stages[]`; beside: after, cascade, fanout
+const std::vector<key<output_items>>& output_items_keys();  // `pipelines[].stages[].fanout` as a map
 const std::vector<key<cascade_spec>>& cascade_keys();       // `pipelines[].stages[].cascade`
 const std::vector<key<security_options>>& security_keys();  // `security:`
 // A model's keys beside its table: its tensors, profiles, layers and the like.

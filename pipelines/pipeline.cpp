@@ -1,6 +1,7 @@
 #include "pipelines/pipeline.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 namespace sloserve {
@@ -168,6 +169,36 @@ void order_stages(pipeline& p, std::vector<pipeline_issue>& issues) {
   }
 }
 
+// A data-dependent fan-out reads its parent's output: named as the parent's model names it,
+// float32 rows of at least a score column. The planning estimate is its `expect`.
+void check_items(pipeline& p, size_t i, const std::vector<model_spec>& models, std::vector<pipeline_issue>& issues) {
+  auto& s = p.stages[i];
+  if (!s.items) return;
+  auto& it = *s.items;
+  s.fanout = it.expect.value_or(1);
+  if (it.expect && !(*it.expect > 0)) issues.push_back({i, "stage '" + s.name + "' fanout expect must be positive"});
+  if (!std::isfinite(it.score_above))
+    issues.push_back({i, "stage '" + s.name + "' fanout score_above must be a number"});
+  if (s.parents.empty()) {
+    issues.push_back({i, "stage '" + s.name + "' fans out from_output but has no parent"});
+    return;
+  }
+  auto& parent = p.stages[s.parents.front()];
+  auto& m = models[parent.model_index];
+  auto rows = "'" + m.name + "' (stage '" + parent.name + "')";
+  if (it.from_output != m.output_name) {
+    issues.push_back({i, "stage '" + s.name + "' fanout from_output '" + it.from_output + "' is not an output of " +
+                             rows + ": its output is '" + m.output_name + "'"});
+    return;
+  }
+  if (m.output.type != dtype::float32 || m.output.shape.size() != 2)
+    issues.push_back({i, "stage '" + s.name + "' fans out from the output of " + rows +
+                             ", which must be float32 [items, columns] with a score column"});
+  else if (it.score_column < 0 || it.score_column >= m.output.shape[1])
+    issues.push_back({i, "stage '" + s.name + "' fanout score_column " + std::to_string(it.score_column) +
+                             " is outside the " + std::to_string(m.output.shape[1]) + " columns of " + rows});
+}
+
 }  // namespace
 
 std::vector<pipeline_issue> resolve(pipeline& p, const std::vector<model_spec>& models) {
@@ -195,6 +226,8 @@ std::vector<pipeline_issue> resolve(pipeline& p, const std::vector<model_spec>& 
     if (s.fanout && !(*s.fanout > 0)) issues.push_back({i, "stage '" + s.name + "' has a non-positive fanout"});
   }
   link_stages(p, by_name, issues);
+  if (issues.empty())
+    for (size_t i = 0; i < p.stages.size(); ++i) check_items(p, i, models, issues);
   if (p.stages.empty()) issues.push_back({0, "pipeline '" + p.name + "' has no stages"});
   order_stages(p, issues);
   return issues;

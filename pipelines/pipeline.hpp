@@ -18,6 +18,20 @@ struct cascade_spec {
   size_t second_index = 0;  // filled by resolve(): the second model (the first is the stage's model)
 };
 
+// `fanout: {from_output, score_above, score_column, expect}`: data-dependent fan-out. The parent
+// emits, per request, `from_output` as float32 [G, F]: G candidate items (a detector's boxes),
+// each a row whose column `score_column` is its score. Every row scoring above `score_above`
+// is an item: the row without its score column, reshaped to the stage's input where it has as
+// many elements (otherwise a tensor of the input's shape derived from it), and the stage runs
+// once per item, in row order. The planner takes `expect` items per parent invocation until it
+// has measured the stage's rate.
+struct output_items {
+  std::string from_output;  // the parent model's output name (`models[].output.name`)
+  double score_above = 0.5;
+  int score_column = 0;
+  std::optional<double> expect;  // unset: 1
+};
+
 struct stage {
   std::string name;
   // The model it runs. With `variants` (below), the one it starts with (the most accurate); the
@@ -26,7 +40,9 @@ struct stage {
   std::vector<std::string> after;  // names of parent stages, as written
   // Invocations of this stage per invocation of its parent. Set: one invocation per forwarded
   // output row of the parent. Unset: one invocation per parent invocation.
+  // With `items` (a data-dependent fan-out, below), the planning estimate: `items.expect`.
   std::optional<double> fanout;
+  std::optional<output_items> items{};
   std::vector<std::string> variants{};    // models this stage may run, as written; empty: just `model`
   std::optional<cascade_spec> cascade{};  // `model` is its first model
 

@@ -68,6 +68,44 @@ int64_t first_model_finish_ns(const pipeline& p, const std::vector<model_spec>& 
   return std::min(at, static_cast<int64_t>(static_cast<double>(span_ns) * first_ms / p.slo_ms));
 }
 
+std::vector<tensor> output_items_of(const tensor& t, const output_items& items, const tensor_spec& spec) {
+  std::vector<tensor> out;
+  if (t.type != dtype::float32 || t.shape.size() != 2 || !check_tensor_bytes(t)) return out;
+  auto g = t.shape[0], f = t.shape[1];
+  auto c = items.score_column;
+  if (c < 0 || c >= f) return out;
+  auto width = static_cast<size_t>(f - 1);
+  bool fills = spec.type == dtype::float32 && spec.elements() == width;
+  for (int64_t r = 0; r < g; ++r) {
+    const char* row = t.data.data() + static_cast<size_t>(r * f) * sizeof(float);
+    float score = 0;
+    std::memcpy(&score, row + static_cast<size_t>(c) * sizeof(float), sizeof(float));
+    if (!(score > items.score_above)) continue;
+    tensor item;
+    item.name = t.name;
+    item.type = dtype::float32;
+    item.shape = {static_cast<int64_t>(width)};
+    char* at = nullptr;
+    item.data = bytes::allocate(width * sizeof(float), at);
+    auto before = static_cast<size_t>(c) * sizeof(float);
+    std::memcpy(at, row, before);
+    std::memcpy(at + before, row + before + sizeof(float), (width - static_cast<size_t>(c)) * sizeof(float));
+    if (fills)
+      item.shape = spec.shape;
+    else
+      item = adapt(item, spec);
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
+int64_t drawn_items(uint64_t query_id, size_t stage, double score_above, int64_t rows) {
+  int64_t k = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    if (draw(query_id * 0x100000001b3ULL + static_cast<uint64_t>(r), stage) >= score_above) ++k;
+  return k;
+}
+
 int64_t fanout_rows(uint64_t query_id, size_t stage, double f, int64_t rows) {
   double u = draw(query_id, stage);
   auto k = static_cast<int64_t>(std::floor(f)) + (u < f - std::floor(f) ? 1 : 0);
@@ -88,7 +126,7 @@ std::vector<query_walk::spawn> query_walk::start(std::vector<tensor> inputs) {
   auto roots = p_->roots();
   for (size_t i = 0; i < roots.size(); ++i) {
     ++outstanding_[roots[i]];
-    out.push_back({roots[i], i + 1 == roots.size() ? std::move(inputs) : inputs});
+    out.push_back({roots[i], i + 1 == roots.size() ? std::move(inputs) : inputs, next_item_++});
   }
   return out;
 }
@@ -96,19 +134,30 @@ std::vector<query_walk::spawn> query_walk::start(std::vector<tensor> inputs) {
 void query_walk::spawn_from(size_t stage, const tensor& src, std::vector<spawn>& out) {
   auto& s = p_->stages[stage];
   auto& spec = (*models_)[s.model_index].input;
-  if (!s.fanout) {
+  auto add = [&](tensor t) {
     ++outstanding_[stage];
-    out.push_back({stage, {adapt(src, spec)}});
-    return;
-  }
-  auto k = fanout_rows(query_id_, stage, *s.fanout, row_count(src));
-  for (int64_t i = 0; i < k; ++i) {
-    ++outstanding_[stage];
-    out.push_back({stage, {adapt(row_of(src, i), spec)}});
+    out.push_back({stage, {std::move(t)}, next_item_++});
+  };
+  if (s.items) {
+    for (auto& t : output_items_of(src, *s.items, spec)) add(std::move(t));
+  } else if (!s.fanout) {
+    add(adapt(src, spec));
+  } else {
+    auto k = fanout_rows(query_id_, stage, *s.fanout, row_count(src));
+    for (int64_t i = 0; i < k; ++i) add(adapt(row_of(src, i), spec));
   }
 }
 
-std::vector<query_walk::spawn> query_walk::on_result(size_t stage, std::vector<tensor> outputs) {
+std::vector<tensor> query_walk::take_results() {
+  std::stable_sort(results_.begin(), results_.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  std::vector<tensor> out;
+  out.reserve(results_.size());
+  for (auto& r : results_) out.push_back(std::move(r.second));
+  results_.clear();
+  return out;
+}
+
+std::vector<query_walk::spawn> query_walk::on_result(size_t stage, std::vector<tensor> outputs, uint32_t item) {
   std::vector<spawn> out;
   auto& s = p_->stages[stage];
   if (outstanding_[stage]) --outstanding_[stage];
@@ -118,7 +167,7 @@ std::vector<query_walk::spawn> query_walk::on_result(size_t stage, std::vector<t
   if (s.children.empty())
     for (auto& t : outputs) {
       t.name = s.name;
-      results_.push_back(std::move(t));
+      results_.emplace_back(item, std::move(t));
     }
   settle(out);
   return out;

@@ -20,6 +20,7 @@ class query_walk {
   struct spawn {
     size_t stage = 0;
     std::vector<tensor> inputs;
+    uint32_t item = 0;  // the order of the stage's output among its invocations' (on_result)
   };
 
   // `models`: the config's, which `p`'s stages index. `query_id` seeds which rows a fractional
@@ -30,13 +31,14 @@ class query_walk {
   std::vector<spawn> start(std::vector<tensor> inputs);
 
   // An invocation of `stage` returned `outputs`: the invocations that become ready. Every spawn
-  // returned is counted as in flight until its result comes back.
-  std::vector<spawn> on_result(size_t stage, std::vector<tensor> outputs);
+  // returned is counted as in flight until its result comes back. `item`: the spawn's.
+  std::vector<spawn> on_result(size_t stage, std::vector<tensor> outputs, uint32_t item = 0);
 
   // Every stage has finished.
   bool done() const { return done_; }
-  // The leaf stages' outputs, each named after its stage.
-  std::vector<tensor> take_results() { return std::move(results_); }
+  // The leaf stages' outputs, each named after its stage; a stage's in the order the walk spawned
+  // its invocations (a data-dependent fan-out's in its parent's row order).
+  std::vector<tensor> take_results();
 
  private:
   void spawn_from(size_t stage, const tensor& src, std::vector<spawn>& out);
@@ -45,10 +47,11 @@ class query_walk {
   const pipeline* p_;
   const std::vector<model_spec>* models_;
   uint64_t query_id_;
-  std::vector<uint32_t> outstanding_;              // per stage
-  std::vector<uint8_t> finished_, joined_;         // per stage
-  std::vector<std::vector<tensor>> first_output_;  // per stage, for joins
-  std::vector<tensor> results_;
+  std::vector<uint32_t> outstanding_;                 // per stage
+  std::vector<uint8_t> finished_, joined_;            // per stage
+  std::vector<std::vector<tensor>> first_output_;     // per stage, for joins
+  std::vector<std::pair<uint32_t, tensor>> results_;  // by item
+  uint32_t next_item_ = 0;
   bool done_ = false;
 };
 
@@ -78,6 +81,16 @@ int64_t stage_finish_ns(const pipeline& p, const slo_split& split, size_t stage,
 // stage's budget (cascade_first_share), so that the second may follow; else stage_finish_ns.
 int64_t first_model_finish_ns(const pipeline& p, const std::vector<model_spec>& models, const slo_split& split,
                               size_t stage, int64_t span_ns);
+
+// The items of a data-dependent fan-out (`stages[].fanout.from_output`) in `parent_output`, in
+// row order, each made the stage's input `spec` (see output_items). Nothing for a tensor other
+// than the float32 [G, F] the config checked.
+std::vector<tensor> output_items_of(const tensor& parent_output, const output_items& items, const tensor_spec& spec);
+
+// What the simulator forwards for a data-dependent fan-out without tensors: each of `rows`
+// candidates is an item with probability 1 - score_above, as when scores are uniform in [0, 1)
+// (an emulated model's outputs), drawn deterministically from the query.
+int64_t drawn_items(uint64_t query_id, size_t stage, double score_above, int64_t rows);
 
 // Rows forwarded along a fan-out edge: floor(f) plus one more with probability frac(f), drawn
 // deterministically from the query so replays fan out identically; at most the rows present.

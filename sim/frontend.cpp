@@ -147,7 +147,11 @@ bool engine::route_invocation(ns now, uint32_t inv) {
 void engine::spawn_from(query& qq, uint32_t stage, uint32_t parent, std::vector<uint32_t>& spawns) {
   auto& s = cfg_.pipelines[qq.pipeline].stages[stage];
   int64_t k = 1;
-  if (s.fanout) k = fanout_rows(qq.qid, stage, *s.fanout, rows_[stage_model_[qq.pipeline][parent]]);
+  auto rows = rows_[stage_model_[qq.pipeline][parent]];
+  if (s.items)
+    k = drawn_items(qq.qid, stage, s.items->score_above, rows);
+  else if (s.fanout)
+    k = fanout_rows(qq.qid, stage, *s.fanout, rows);
   for (int64_t i = 0; i < k; ++i) {
     ++qq.w.outstanding[stage];
     spawns.push_back(stage);

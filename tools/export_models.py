@@ -60,6 +60,33 @@ class TinyCNN(torch.nn.Module):
         return self.head(y)
 
 
+class TinyDetector(torch.nn.Module):
+    """float32[3, 32, 32] -> float32[16, 193]: a detector over a 4x4 grid of 8x8 cells. Each row is
+    one candidate: column 0 its score (a sigmoid), then the cell's pixels as float32[3, 8, 8], the
+    crop that tiny_cnn classifies. A pipeline fans out on the rows scoring above a threshold
+    (`fanout: {from_output: ...}`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.score = torch.nn.Conv2d(3, 1, 8, stride=8)
+
+    def forward(self, x):
+        scores = torch.sigmoid(self.score(x)).reshape(-1, 16, 1)
+        crops = x.reshape(-1, 3, 4, 8, 4, 8).permute(0, 2, 4, 1, 3, 5).reshape(-1, 16, 192)
+        return torch.cat([scores, crops], dim=2)
+
+
+def detector_pipeline_reference(detector, cnn, out):
+    """tiny_detector's reference batch, and for its first image what the pipeline detect ->
+    classify (tiny_cnn on every crop scoring above 0.5, in row order) answers."""
+    batch = torch.randn(2, 3, 32, 32)
+    write_reference(detector, batch, os.path.join(out, "tiny_detector"))
+    with torch.no_grad():
+        rows = detector(batch[:1])[0]
+        crops = rows[rows[:, 0] > 0.5][:, 1:].reshape(-1, 3, 8, 8)
+        cnn(crops).numpy().astype("float32").tofile(os.path.join(out, "tiny_detector.pipeline.bin"))
+
+
 class SmallCNN(torch.nn.Module):
     """float32[3, 64, 64] -> float32[10]: a few milliseconds per batch on one CPU core, enough
     work for timing tests (profiles) to measure the model rather than the machine's noise."""
@@ -186,6 +213,9 @@ def small(out):
     torch.manual_seed(99)
     cnn = save(TinyCNN(), torch.zeros(1, 3, 8, 8), os.path.join(out, "tiny_cnn.pt"))
     write_reference(cnn, torch.randn(4, 3, 8, 8), os.path.join(out, "tiny_cnn"))
+    torch.manual_seed(5)
+    detector = save(TinyDetector(), torch.zeros(1, 3, 32, 32), os.path.join(out, "tiny_detector.pt"))
+    detector_pipeline_reference(detector, cnn, out)
 
 
 def full(out, variants, only):

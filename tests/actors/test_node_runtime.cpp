@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <set>
 #include <thread>
@@ -48,11 +49,13 @@ struct raw_client {
 };
 
 struct node_fixture : ::testing::Test {
-  node_fixture() {
+  // The embedded default configuration on one node, `adjust`ed.
+  explicit node_fixture(const std::function<void(cluster_config&)>& adjust = {}) {
     auto r = default_config();
     auto cfg = std::make_shared<cluster_config>(single_node(*r.config));
     cfg->nodes[0].address = "tcp://127.0.0.1:0";
     cfg->runtime.max_payload_bytes = 64 * 1024;
+    if (adjust) adjust(*cfg);
     cfg_ = cfg;
     node = std::make_unique<node_runtime>(cfg_, "local");
     auto started = node->start();
@@ -86,6 +89,48 @@ TEST_F(node_fixture, serves_a_valid_request) {
   EXPECT_EQ(r.request_id, 1u);
   EXPECT_EQ(r.code, msg::status::ok) << r.reason;
   EXPECT_EQ(r.outputs.size(), 2u);  // fanout 2 of the default traffic pipeline
+}
+
+// The default pipeline with its classify stage fanning out on the detector's rows scoring above
+// 0.75 (column 0 of its float32 [8, 6] output).
+struct items_fixture : node_fixture {
+  items_fixture()
+      : node_fixture([](cluster_config& c) {
+          auto& p = c.pipelines[0];
+          p.stages[1].items = output_items{"output", 0.75, 0, 2.0};
+          EXPECT_TRUE(resolve(p, c.models).empty());
+        }) {}
+};
+
+// On emulated devices a detector's scores derive from its input: each request gets exactly as
+// many classify results as its detector output has rows above the score, and the count varies
+// from input to input.
+TEST_F(items_fixture, an_emulated_detectors_rows_above_the_score_decide_each_requests_fan_out) {
+  auto& det = *cfg_->find_model("detector");
+  auto emulated = make_emulated_executor(1);
+  std::set<size_t> counts;
+  size_t total = 0;
+  for (uint64_t id = 1; id <= 30; ++id) {
+    auto request = valid(id);
+    const std::vector<tensor>& in = request.inputs;
+    auto ran = emulated->execute(det, {&in});
+    ASSERT_EQ(ran.outputs.size(), 1u);
+    auto& rows = ran.outputs[0].at(0);
+    size_t above = 0;
+    for (int64_t r = 0; r < 8; ++r) {
+      float score = 0;
+      std::memcpy(&score, rows.data.data() + r * 6 * sizeof(float), sizeof score);
+      above += score > 0.75f;
+    }
+    client->send(msg::encode({{}, request}));
+    auto reply_to = reply();
+    ASSERT_EQ(reply_to.code, msg::status::ok) << reply_to.reason;
+    EXPECT_EQ(reply_to.outputs.size(), above) << "request " << id;
+    counts.insert(above);
+    total += above;
+  }
+  EXPECT_GE(counts.size(), 3u) << "the count follows the input";
+  EXPECT_NEAR(static_cast<double>(total) / 30, 2.0, 0.8) << "a quarter of 8 rows on average";
 }
 
 TEST_F(node_fixture, malformed_frames_get_errors_and_the_node_keeps_serving) {

@@ -750,6 +750,65 @@ pipelines:
   EXPECT_NE(e.find("scaler policy fa2 does not size cascades"), std::string::npos) << e;
 }
 
+// `fanout` as a number (a declared mean) or a map (items read from the parent's output), each
+// round-tripping as written; the map's mistakes named at their stage.
+TEST(cluster_config, a_fanout_from_the_parents_output_is_checked_and_round_trips) {
+  auto stages = [](const std::string& fanout) {
+    return with_pipelines(
+        "pipelines:\n  - name: p\n    slo_ms: 100\n    stages:\n      - {name: s1, model: a}\n"
+        "      - {name: s2, model: b, after: [s1], fanout: " +
+        fanout + "}\n");
+  };
+  auto r =
+      parse_cluster_config(stages("{from_output: output, score_above: 0.7, score_column: 1, expect: 1.5}"), "c.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  auto& s = r.config->pipelines[0].stages[1];
+  ASSERT_TRUE(s.items);
+  EXPECT_EQ(s.items->from_output, "output");
+  EXPECT_DOUBLE_EQ(s.items->score_above, 0.7);
+  EXPECT_EQ(s.items->score_column, 1);
+  EXPECT_DOUBLE_EQ(*s.fanout, 1.5) << "planned at its expectation";
+  auto again = parse_cluster_config(to_yaml(*r.config), "again.yaml");
+  ASSERT_TRUE(again) << again.error_text();
+  auto& s2 = again.config->pipelines[0].stages[1];
+  ASSERT_TRUE(s2.items);
+  EXPECT_DOUBLE_EQ(s2.items->score_above, 0.7);
+  EXPECT_EQ(s2.items->score_column, 1);
+  EXPECT_DOUBLE_EQ(*s2.items->expect, 1.5);
+  auto plain = parse_cluster_config(stages("{from_output: output}"), "c.yaml");
+  ASSERT_TRUE(plain) << plain.error_text();
+  EXPECT_DOUBLE_EQ(*plain.config->pipelines[0].stages[1].fanout, 1) << "no expect: one item until measured";
+  auto number = parse_cluster_config(to_yaml(*parse_cluster_config(stages("2.5"), "c.yaml").config), "n.yaml");
+  ASSERT_TRUE(number) << number.error_text();
+  EXPECT_FALSE(number.config->pipelines[0].stages[1].items);
+  EXPECT_DOUBLE_EQ(*number.config->pipelines[0].stages[1].fanout, 2.5);
+
+  auto e = errors_of(stages("{from_output: boxes}"));
+  EXPECT_NE(e.find("c.yaml:25:9: pipeline 'p': stage 's2' fanout from_output 'boxes' is not an output of 'a' (stage "
+                   "'s1'): its output is 'output'"),
+            std::string::npos)
+      << e;
+  e = errors_of(stages("{from_output: output, score_column: 2}"));
+  EXPECT_NE(e.find("fanout score_column 2 is outside the 2 columns of 'a'"), std::string::npos) << e;
+  e = errors_of(stages("{from_output: output, expect: 0}"));
+  EXPECT_NE(e.find("fanout expect must be positive"), std::string::npos) << e;
+  e = errors_of(stages("{score_above: 0.5}"));
+  EXPECT_NE(e.find("s2' fanout is missing 'from_output'"), std::string::npos) << e;
+  e = errors_of(stages("{from_output: output, above: 0.5}"));
+  EXPECT_NE(e.find("c.yaml:25:73: unknown key 'above'"), std::string::npos) << e;
+  e = errors_of(stages("lots"));
+  EXPECT_NE(e.find("'fanout' in pipeline 'p' stage 's2' has the wrong type"), std::string::npos) << e;
+  e =
+      errors_of(with_pipelines("pipelines:\n  - name: p\n    slo_ms: 100\n    stages:\n      - {name: s1, model: b}\n"
+                               "      - {name: s2, model: a, after: [s1], fanout: {from_output: output}}\n"));
+  EXPECT_NE(e.find("fans out from the output of 'b' (stage 's1'), which must be float32 [items, columns]"),
+            std::string::npos)
+      << e;
+  e = errors_of(with_pipelines(
+      "pipelines:\n  - {name: p, slo_ms: 100, stages: [{name: s1, model: a, fanout: {from_output: output}}]}\n"));
+  EXPECT_NE(e.find("stage 's1' fans out from_output but has no parent"), std::string::npos) << e;
+}
+
 TEST(cluster_config, every_example_loads) {
   int n = 0;
   for (auto& e : std::filesystem::directory_iterator(SLOSERVE_EXAMPLES_DIR)) {

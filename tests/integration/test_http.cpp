@@ -208,6 +208,72 @@ TEST_F(http_cluster, health_metadata_and_inference_over_json_and_the_binary_exte
   EXPECT_EQ(ts[1], most);
 }
 
+// A real detector's candidates above the score each get one classifier invocation: the response
+// holds what PyTorch computes for the detections of that image, in their row order, and a batch
+// of two images says how many rows each had.
+TEST_F(http_cluster, a_detectors_boxes_above_the_score_are_classified_each_in_row_order) {
+  if (std::string(SLOSERVE_MODELS_DIR).empty()) GTEST_SKIP() << "built without LibTorch";
+  fs::path models(SLOSERVE_MODELS_DIR);
+  std::ofstream(dir / "cluster.yaml") << R"(cluster: {name: detect}
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend], http: "127.0.0.1:0"}
+  - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: cpu, count: 1}]}
+models:
+  - {name: detector, path: )" + (models / "tiny_detector.pt").string() +
+                                             R"(, max_batch: 4,
+     input: {dtype: float32, shape: [3, 32, 32]}, output: {dtype: float32, shape: [16, 193], name: boxes},
+     profile: {alpha_ms: 1, beta_ms: 2}}
+  - {name: cnn, path: )" + (models / "tiny_cnn.pt").string() +
+                                             R"(, max_batch: 16,
+     input: {dtype: float32, shape: [3, 8, 8]}, output: {dtype: float32, shape: [5]}, profile: {alpha_ms: 1, beta_ms: 2}}
+pipelines:
+  - name: detect
+    slo_ms: 1000
+    stages:
+      - {name: detect, model: detector}
+      - {name: classify, model: cnn, after: [detect], fanout: {from_output: boxes, score_above: 0.5, expect: 4}}
+)";
+  start();
+  wait_ready();
+  auto floats = [](const std::string& bytes) {
+    std::vector<float> v(bytes.size() / sizeof(float));
+    std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+    return v;
+  };
+  auto images = floats(read_text(models / "tiny_detector.input.bin"));
+  auto boxes = floats(read_text(models / "tiny_detector.output.bin"));
+  auto expected = floats(read_text(models / "tiny_detector.pipeline.bin"));
+  ASSERT_EQ(images.size(), 2u * 3 * 32 * 32);
+  ASSERT_EQ(boxes.size(), 2u * 16 * 193);
+  std::vector<size_t> above(2);
+  for (size_t i = 0; i < 2; ++i)
+    for (size_t r = 0; r < 16; ++r) above[i] += boxes[(i * 16 + r) * 193] > 0.5f;
+  ASSERT_EQ(expected.size(), above[0] * 5);
+  ASSERT_NE(above[0], above[1]) << "the reference images differ in detections";
+
+  auto meta = client->Get("/v2/models/detect");
+  ASSERT_TRUE(meta && meta->status == 200);
+  EXPECT_EQ(json::parse(meta->body)["outputs"][0]["shape"], json({-1, 5}));
+  std::vector<float> first(images.begin(), images.begin() + 3 * 32 * 32);
+  json one{{"inputs", {{{"name", "input"}, {"shape", {3, 32, 32}}, {"datatype", "FP32"}, {"data", first}}}}};
+  auto r = client->Post("/v2/models/detect/infer", one.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto out = json::parse(r->body)["outputs"][0];
+  EXPECT_EQ(out["shape"], json({above[0], 5}));
+  ASSERT_EQ(out["data"].size(), expected.size());
+  for (size_t k = 0; k < expected.size(); ++k) EXPECT_NEAR(out["data"][k].get<float>(), expected[k], 1e-4) << k;
+
+  json both{{"inputs", {{{"name", "input"}, {"shape", {2, 3, 32, 32}}, {"datatype", "FP32"}, {"data", images}}}}};
+  auto b = client->Post("/v2/models/detect/infer", both.dump(), "application/json");
+  ASSERT_TRUE(b);
+  ASSERT_EQ(b->status, 200) << b->body;
+  auto bj = json::parse(b->body);
+  ASSERT_EQ(bj["outputs"].size(), 2u) << b->body;
+  EXPECT_EQ(bj["outputs"][0]["shape"], json({2, std::max(above[0], above[1]), 5}));
+  EXPECT_EQ(bj["outputs"][1]["data"], json({above[0], above[1]}));
+}
+
 // Triton's extensions a Triton client calls: each pipeline's statistics (what it answered, and the
 // time queued and computing) and the repository index with each pipeline's state.
 TEST_F(http_cluster, triton_statistics_and_the_repository_index_tell_what_was_served) {

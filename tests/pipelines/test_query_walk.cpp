@@ -84,6 +84,101 @@ TEST_F(walk_test, a_fan_out_edge_spawns_one_invocation_per_row_and_waits_for_all
   EXPECT_EQ(w.take_results().size(), 2u);
 }
 
+// A float32 [rows, columns] tensor holding `v` row by row.
+tensor rows_of(std::vector<std::vector<float>> v) {
+  tensor t;
+  t.type = dtype::float32;
+  t.shape = {static_cast<int64_t>(v.size()), static_cast<int64_t>(v.front().size())};
+  std::string data;
+  for (auto& row : v) data.append(reinterpret_cast<const char*>(row.data()), row.size() * sizeof(float));
+  t.data = bytes(std::move(data));
+  return t;
+}
+
+std::vector<float> floats(const tensor& t) {
+  std::vector<float> v(t.data.size() / sizeof(float));
+  std::memcpy(v.data(), t.data.data(), t.data.size());
+  return v;
+}
+
+// A detector's candidates, a score in column 1: the rows above 0.5 are the items, each the row
+// without its score, in row order; the results come back in that order whatever order the
+// invocations end in.
+TEST_F(walk_test, a_data_dependent_fan_out_runs_once_per_row_scoring_above_the_threshold_in_row_order) {
+  models = {model("det", {4}, {4, 3}), model("cls", {2}, {1})};
+  auto cls = make_stage("cls", "cls", {"det"});
+  cls.items = output_items{"output", 0.5, 1, 2.5};
+  auto p = make({make_stage("det", "det"), cls});
+  EXPECT_EQ(p.stages[1].fanout, 2.5) << "the planner's estimate";
+  query_walk w(p, models, 1);
+  w.start({make_tensor(models[0].input, 1)});
+  auto det = rows_of({{1, 0.9f, 2}, {3, 0.2f, 4}, {5, 0.5f, 6}, {7, 0.51f, 8}});
+  auto spawned = w.on_result(0, {det});
+  ASSERT_EQ(stages_of(spawned), (std::vector<size_t>{1, 1})) << "0.9 and 0.51 are above 0.5; 0.5 is not";
+  EXPECT_EQ(floats(spawned[0].inputs[0]), (std::vector<float>{1, 2}));
+  EXPECT_EQ(floats(spawned[1].inputs[0]), (std::vector<float>{7, 8}));
+  EXPECT_EQ(spawned[1].inputs[0].shape, (std::vector<int64_t>{2}));
+  auto out = [](float v) { return bytes(std::string(reinterpret_cast<const char*>(&v), sizeof v)); };
+  tensor second{"", dtype::float32, {1}, out(20)}, first{"", dtype::float32, {1}, out(10)};
+  w.on_result(1, {second}, spawned[1].item);
+  EXPECT_FALSE(w.done());
+  w.on_result(1, {first}, spawned[0].item);
+  ASSERT_TRUE(w.done());
+  auto results = w.take_results();
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(floats(results[0]), std::vector<float>{10}) << "the first item's, though it ended last";
+  EXPECT_EQ(floats(results[1]), std::vector<float>{20});
+
+  // No row above the threshold: the stage has nothing to run and the query is done.
+  query_walk none(p, models, 2);
+  none.start({make_tensor(models[0].input, 1)});
+  EXPECT_TRUE(none.on_result(0, {rows_of({{0, 0.1f, 0}, {0, -3, 0}})}).empty());
+  EXPECT_TRUE(none.done());
+  EXPECT_TRUE(none.take_results().empty());
+}
+
+// An item with other than the input's element count becomes a tensor of the input's shape
+// derived from it; a parent output other than the float32 [G, F] the config checked has no items.
+TEST(output_items, an_item_that_does_not_fill_the_input_is_adapted_and_a_malformed_output_has_none) {
+  output_items items{"output", 0.5, 0, std::nullopt};
+  auto t = rows_of({{0.9f, 1, 2, 3}, {0.7f, 4, 5, 6}});
+  auto same = output_items_of(t, items, {dtype::float32, {3}});
+  ASSERT_EQ(same.size(), 2u);
+  EXPECT_EQ(floats(same[1]), (std::vector<float>{4, 5, 6}));
+  auto square = output_items_of(t, items, {dtype::float32, {1, 3}});
+  ASSERT_EQ(square.size(), 2u);
+  EXPECT_EQ(square[0].shape, (std::vector<int64_t>{1, 3})) << "reshaped: as many elements";
+  auto other = output_items_of(t, items, {dtype::float32, {5}});
+  ASSERT_EQ(other.size(), 2u);
+  EXPECT_EQ(other[0].shape, (std::vector<int64_t>{5}));
+  EXPECT_EQ(other[0].data, output_items_of(t, items, {dtype::float32, {5}})[0].data) << "deterministic";
+  EXPECT_NE(other[0].data, other[1].data);
+  auto torn = t;
+  torn.shape = {3, 4};
+  EXPECT_TRUE(output_items_of(torn, items, {dtype::float32, {3}}).empty());
+  auto flat = t;
+  flat.shape = {8};
+  EXPECT_TRUE(output_items_of(flat, items, {dtype::float32, {3}}).empty());
+  items.score_column = 4;
+  EXPECT_TRUE(output_items_of(t, items, {dtype::float32, {3}}).empty());
+}
+
+// The simulator's items: deterministic per query, and on average (1 - score_above) of the rows,
+// as uniform scores give.
+TEST(output_items, the_simulators_draw_is_the_same_for_a_query_and_keeps_the_share_above_the_score) {
+  int64_t total = 0;
+  for (uint64_t q = 0; q < 4000; ++q) {
+    auto k = drawn_items(q, 1, 0.75, 8);
+    EXPECT_EQ(k, drawn_items(q, 1, 0.75, 8));
+    EXPECT_GE(k, 0);
+    EXPECT_LE(k, 8);
+    total += k;
+  }
+  EXPECT_NEAR(static_cast<double>(total) / 4000, 2.0, 0.1);
+  EXPECT_EQ(drawn_items(5, 1, 0, 8), 8);
+  EXPECT_EQ(drawn_items(5, 1, 1, 8), 0);
+}
+
 TEST_F(walk_test, fractional_fan_out_is_the_same_for_the_same_query) {
   for (uint64_t q = 0; q < 50; ++q) {
     auto k = fanout_rows(q, 1, 1.5, 10);
