@@ -21,6 +21,10 @@ bool plans_epochs(const controller_state& st) {
   return st.policy->plans_epochs() && !st.cfg->scaler.enabled() && !st.rounds;
 }
 
+const std::vector<pipeline>& running_pipelines(const controller_state& st) {
+  return st.plan && st.plan->input.chosen ? *st.plan->input.chosen : st.cfg->pipelines;
+}
+
 bool cut_off(const controller_state& st) {
   auto others = st.cfg->nodes.size() - 1;
   return others > 0 && 2 * st.unheard.size() > others;
@@ -153,6 +157,9 @@ void on_lost(self_ptr self, const std::string& node) {
 void on_rates(self_ptr self, sched::pipeline_rates& r) {
   auto& st = self->state;
   st.rates = std::move(r);
+  if (st.budget)
+    st.budget->charge(seconds_since_epoch(self->clock().now()), running_pipelines(st), st.models, st.rates,
+                      st.budget_price);
   auto why = epoch_due(st, self->clock().now());
   if (why == sched::epoch_reason::surge)
     spdlog::info("{}: a pipeline's load is above what the plan carries: planning again now", st.net->self_name());
@@ -229,6 +236,10 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
     self->link_to(st.planner);  // it stops with the controller
     st.rates.pipelines.resize(st.cfg->pipelines.size());
     st.policy = &sched::policy_of(st.cfg->scheduler);
+    if (st.cfg->scheduler.cost_budget > 0) {
+      st.budget.emplace(st.cfg->scheduler.cost_budget, st.cfg->scheduler.budget_horizon_s);
+      st.budget_price = sched::mean_price(planning_input(*st.cfg, st.models).slots);
+    }
     st.rounds = st.policy->rounds(*st.cfg);
     st.current = static_placement(*st.cfg, st.epoch);
     count_placement(st);

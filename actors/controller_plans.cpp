@@ -42,6 +42,7 @@ void run_epoch(self_ptr self, bool surge) {
       [&](const std::string& node) { return st.workers.up(node) && (!fast_one || !st.slow.count(node)); }, surge);
   // Models too large for a worker's link are placed elsewhere, while another worker can take them.
   sched::keep_models_off(req.input.slots, st.far, st.models);
+  if (st.budget) req.input.budget = st.budget->view(seconds_since_epoch(self->clock().now()));
   self->request(st.planner, caf::infinite, std::move(req)).then([=](planned_epoch& p) { on_planned(self, p); });
 }
 
@@ -63,14 +64,17 @@ void on_planned(self_ptr self, planned_epoch& p) {
   if (p.scale < 1 && !p.capacity)
     spdlog::warn("{}: the cluster has {} devices, too few for the load ({} queries/s); planning for {:.0f}% of it",
                  st.net->self_name(), p.input.slots.size(), fmt::join(p.planned.rate, ", "), 100 * p.scale);
-  // Variants given up for memory, said when that changes (MCDNN's catalogue).
+  // Variants given up for memory or the budget, said when that changes (MCDNN's catalogue).
   if (p.degraded != (st.plan ? st.plan->degraded : std::vector<std::string>{})) {
     if (p.degraded.empty())
-      spdlog::info("{}: memory: every stage runs its most accurate variant again", st.net->self_name());
+      spdlog::info("{}: variants: every stage runs its most accurate variant again", st.net->self_name());
     else
-      spdlog::warn("{}: memory: the most accurate variants do not fit the cluster{}; running {}", st.net->self_name(),
-                   p.variants_fit ? "" : " (nor do the smallest)", fmt::join(p.degraded, "; "));
+      spdlog::warn("{}: variants: the most accurate do not fit the cluster's memory or the budget{}; running {}",
+                   st.net->self_name(), p.variants_fit ? "" : " (nor do the smallest fit)",
+                   fmt::join(p.degraded, "; "));
   }
+  if (st.budget)
+    st.budget->adopt(seconds_since_epoch(self->clock().now()), p.input.chosen ? *p.input.chosen : st.cfg->pipelines);
   ++st.epoch;
   auto plan = std::make_shared<planned_epoch>(std::move(p));
   plan->previous.reset();  // only the planning needed it

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -51,6 +52,10 @@ struct controller_state {
   std::shared_ptr<const planned_epoch> plan;  // the plan applied; null: the static placement serves
   bool plan_pending = false;
   bool replan = false;  // what it plans for changed while a plan was pending: that plan is stale
+  // `scheduler.cost_budget` (MCDNN): what was spent, charged at each beacon's rates; planned with
+  // what is left. `budget_price`: the cluster's mean price per device-hour.
+  std::optional<sched::budget_account> budget;
+  double budget_price = 1;
   // The scaler's.
   deployment deployed;
   std::map<std::pair<std::string, uint32_t>, uint32_t> cores;  // threads last sent per device
@@ -69,6 +74,11 @@ bool replans(const controller_state& st);
 bool plans_epochs(const controller_state& st);
 // Whether it hears fewer than half of the other nodes (then it holds plans and tables back).
 bool cut_off(const controller_state& st);
+// The pipelines with the variants the plan in force runs (the file's before any plan chose).
+const std::vector<pipeline>& running_pipelines(const controller_state& st);
+inline double seconds_since_epoch(clock_time t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
 // Makes `p` the current placement: workers that are up get their schedules of a new epoch first
 // (a device keeps serving what it loses until it drains, so frontends that still route there
 // lose nothing), then frontends get the table.

@@ -30,6 +30,9 @@ void report_sim(const sim_opts& o, const cluster_config& cfg, const sim::result&
   bool accuracies = std::any_of(cfg.models.begin(), cfg.models.end(), [](auto& m) { return m.accuracy; });
   if (accuracies)
     std::printf("accuracy served %.2f%% (mean over OK replies of their stages' product)\n", 100 * ran.accuracy);
+  if (cfg.scheduler.cost_budget > 0)
+    std::printf("budget: %.4g of %.4g spent (%.1f%%)\n", ran.budget_spent, cfg.scheduler.cost_budget,
+                100 * ran.budget_spent / cfg.scheduler.cost_budget);
   if (cfg.scaler.enabled())
     std::printf("scaler %s: %.0f instance-s, %.0f core-s, %lu resizes in place, %lu instances started or stopped\n",
                 std::string(knob_name(cfg.scaler.policy)).c_str(), ran.scaling.instance_seconds,
@@ -43,6 +46,7 @@ void report_sim(const sim_opts& o, const cluster_config& cfg, const sim::result&
                       {"peak_devices_used", ran.peak_devices_used},
                       {"wall_s", wall_s}};
     if (accuracies) j["simulated"]["accuracy"] = ran.accuracy;
+    if (cfg.scheduler.cost_budget > 0) j["simulated"]["budget_spent"] = ran.budget_spent;
     if (cfg.scaler.enabled())
       j["simulated"]["scaler"] = {{"instance_seconds", ran.scaling.instance_seconds},
                                   {"core_seconds", ran.scaling.core_seconds},

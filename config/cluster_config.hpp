@@ -122,7 +122,11 @@ struct scheduler_options {
   bool spares = true;                     // devices a plan leaves free stay loaded, routed as spares
   double profile_drift = 0.25;            // re-profile a model whose batches run this far off (0: never)
   int profile_drift_windows = 3;          // windows in a row off by that much before it does
-  int steps = 100;                        // budget grid of the DP
+  // MCDNN's budget (sched::budget_account): spend at most this (device-hours x price) over the
+  // horizon, stages with variants stepping down as it drains; 0: no budget.
+  double cost_budget = 0;
+  double budget_horizon_s = 36000;
+  int steps = 100;  // budget grid of the DP
   // The policy's own section (`scheduler: {policy: P, P: {...}}`) as the policy's config parsed
   // it (config/policy_config.hpp); empty where it has none, or the file was not read.
   std::any section;

@@ -47,6 +47,8 @@ const std::vector<key<scheduler_options>>& scheduler_keys() {
       {"spares", &o::spares},
       {"profile_drift", &o::profile_drift},
       {"profile_drift_windows", &o::profile_drift_windows},
+      {"cost_budget", &o::cost_budget},
+      {"budget_horizon_s", &o::budget_horizon_s},
       {"steps", &o::steps},
   };
   return keys;
@@ -260,6 +262,8 @@ void parse_scheduler(reader& r, const YAML::Node& n, scheduler_options& o) {
   if (!(o.profile_drift >= 0)) r.error(n["profile_drift"], "scheduler profile_drift cannot be negative");
   if (o.profile_drift_windows < 1)
     r.error(n["profile_drift_windows"], "scheduler profile_drift_windows must be at least 1");
+  if (!(o.cost_budget >= 0)) r.error(n["cost_budget"], "scheduler cost_budget cannot be negative");
+  if (!(o.budget_horizon_s > 0)) r.error(n["budget_horizon_s"], "scheduler budget_horizon_s must be positive");
   // The policy's own section, and none of another's.
   auto* policy = policy_config_of(o.name());
   for (auto& [name, keys] : policy_sections())

@@ -12,6 +12,7 @@
 
 #include "pipelines/expected.hpp"
 #include "scheduling/catalogue.hpp"
+#include "scheduling/mcdnn_budget.hpp"
 #include "scheduling/pipeline_load.hpp"
 #include "scheduling/planner.hpp"
 #include "scheduling/query_analyzer.hpp"
@@ -58,6 +59,9 @@ struct epoch_input {
   // section of the file (scheduler_options::section).
   const scheduling_policy* policy = nullptr;
   std::any options;
+  // `scheduler.cost_budget`: what is left of it (MCDNN's Algorithm 4.1, scheduling/mcdnn_budget.hpp);
+  // a stage with variants runs none above its per-request budget. Unset: no budget.
+  std::optional<cost_budget> budget;
   split_policy split = split_policy::dp;
   int steps = 100;  // budget grid of the DP
   // dp: also try the DP with one stage held at a batch up to this far from the one it chose,

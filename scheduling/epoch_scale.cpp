@@ -44,20 +44,74 @@ bool fits_cluster(const epoch_result& r) {
 
 }  // namespace
 
+namespace {
+
+// MCDNN's per-request budgets (scheduling/mcdnn_budget.hpp): each stage with variants keeps
+// those within its budget (the cheapest where none is), so that the catalogue below picks the
+// most accurate of them that fits. Returns what each stage gave up for the budget.
+std::vector<std::string> keep_within_budget(const epoch_input& in, const std::vector<std::vector<double>>& rates,
+                                            std::vector<pipeline>& pipes) {
+  std::vector<std::string> degraded;
+  auto& models = *in.models;
+  double price = mean_price(in.slots);
+  std::vector<std::pair<size_t, size_t>> stages;
+  std::vector<budget_use> uses;
+  for (size_t pi = 0; pi < pipes.size(); ++pi)
+    for (size_t s = 0; s < pipes[pi].stages.size(); ++s) {
+      auto& st = pipes[pi].stages[s];
+      if (st.variant_indices.size() < 2) continue;
+      budget_use u;
+      u.frequency = rates[pi][s];
+      u.load_cost = load_cost(models[st.model_index], price);
+      if (auto it = in.budget->since_load_s.find({pi, s}); it != in.budget->since_load_s.end())
+        u.since_load_s = it->second;
+      stages.emplace_back(pi, s);
+      uses.push_back(u);
+    }
+  auto budgets = per_request_budgets(in.budget->remaining, in.budget->remaining_s, uses);
+  for (size_t k = 0; k < stages.size(); ++k) {
+    auto& p = pipes[stages[k].first];
+    auto& st = p.stages[stages[k].second];
+    std::vector<double> costs;
+    for (auto m : st.variant_indices) costs.push_back(cost_per_request(models[m], p.slo_ms, price));
+    auto pick = variant_within(st.variant_indices, costs, models, budgets[k]);
+    double limit = std::max(budgets[k], cost_per_request(models[pick], p.slo_ms, price));
+    std::vector<size_t> kept;
+    for (size_t j = 0; j < costs.size(); ++j)
+      if (costs[j] <= limit) kept.push_back(st.variant_indices[j]);
+    if (kept.size() == st.variant_indices.size()) continue;
+    degraded.push_back(st.name + ": " + models[pick].name + " within its budget of " + std::to_string(budgets[k]) +
+                       " a request");
+    st.variant_indices = std::move(kept);
+    st.model_index = pick;
+    st.model = models[pick].name;
+  }
+  return degraded;
+}
+
+}  // namespace
+
 catalogue_choice choose_epoch_variants(epoch_input& in, const epoch_result* previous) {
-  auto& pipes = *in.pipelines;
+  auto pipes = *in.pipelines;
   std::vector<std::vector<double>> rates;
   for (size_t pi = 0; pi < pipes.size(); ++pi) {
     auto& p = pipes[pi];
     auto fan = pi < in.fanouts.size() && !in.fanouts[pi].empty() ? in.fanouts[pi] : declared_fanout(p);
     rates.push_back(stage_rates(p, pi < in.rates.size() ? in.rates[pi] : 0, fan));
   }
+  std::vector<std::string> for_budget;
+  if (in.budget) for_budget = keep_within_budget(in, rates, pipes);
   auto choice = choose_variants(pipes, *in.models, rates, [&](const std::vector<pipeline>& candidate) {
     auto trial = in;
     trial.pipelines = &candidate;
     auto r = plan_epoch(trial, previous);
     return r && fits_cluster(*r);
   });
+  // The stages keep every variant they may run: the budget narrowed this epoch's choice only.
+  for (size_t pi = 0; pi < pipes.size(); ++pi)
+    for (size_t s = 0; s < pipes[pi].stages.size(); ++s)
+      choice.pipelines[pi].stages[s].variant_indices = (*in.pipelines)[pi].stages[s].variant_indices;
+  choice.degraded.insert(choice.degraded.begin(), for_budget.begin(), for_budget.end());
   in.chosen = std::make_shared<const std::vector<pipeline>>(choice.pipelines);
   in.pipelines = in.chosen.get();
   return choice;

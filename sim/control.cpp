@@ -12,6 +12,9 @@ void engine::on_beacon(ns now) {
     std::fill(window_fallthroughs_[p].begin(), window_fallthroughs_[p].end(), 0);
   }
   load_->close_window(cfg_.runtime.beacon_ms / 1000.0);
+  if (budget_)
+    budget_->charge(static_cast<double>(now) / 1e9, running_ ? *running_ : cfg_.pipelines, cfg_.models, load_->rates(),
+                    budget_price_);
   if (plans_epochs()) {
     double since = static_cast<double>(now - last_epoch_) / 1e9;
     auto why = sched::epoch_gate(scheduling_, epoch_rule_of(cfg_), load_->rates(), planned_ ? &planned_for_ : nullptr,
@@ -25,7 +28,12 @@ void engine::plan(ns now, bool surge, bool immediately) {
   // As the controller's: least-cost policies plan for load only.
   if (scheduling_.plans_least_cost() && sched::nothing_to_plan_for(load_->rates())) return;
   auto in = planning_input(cfg_, cfg_.models);
+  if (cfg_.scheduler.cost_budget > 0 && !budget_) {
+    budget_.emplace(cfg_.scheduler.cost_budget, cfg_.scheduler.budget_horizon_s);
+    budget_price_ = sched::mean_price(in.slots);
+  }
   std::erase_if(in.slots, [&](const sched::device_slot& s) { return !nodes_[node_id_.at(s.node)].seen; });
+  if (budget_) in.budget = budget_->view(static_cast<double>(now) / 1e9);
   sched::set_measured_load(in, load_->rates(), cfg_.scheduler.headroom, surge, planned_ ? &planned_for_ : nullptr);
   planned_ = true;
   last_epoch_ = now;
@@ -33,6 +41,10 @@ void engine::plan(ns now, bool surge, bool immediately) {
                                       sched::planning_rates(load_->rates(), surge));
   if (!planned) return;
   planned_for_ = std::move(planned->planned);
+  if (budget_) {
+    running_ = in.chosen;
+    budget_->adopt(static_cast<double>(now) / 1e9, in.chosen ? *in.chosen : cfg_.pipelines);
+  }
   previous_ = std::make_shared<sched::epoch_result>(std::move(planned->plan.result));
   ++plans_;
   peak_used_ = std::max(peak_used_, previous_->placement.devices.size());

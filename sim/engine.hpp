@@ -240,6 +240,10 @@ class engine {
   uint64_t epoch_ = 1;
   std::vector<cluster_placement> pending_;
   size_t plans_ = 0, peak_used_ = 0;
+  // `scheduler.cost_budget` (MCDNN), kept as the controller keeps it; the variants in force.
+  std::optional<sched::budget_account> budget_;
+  double budget_price_ = 1;
+  std::shared_ptr<const std::vector<pipeline>> running_;
 
   // Scaling: the cluster's scaler_core over a local provisioner, polled as the actor polls it.
   std::unique_ptr<scaler_core> scaler_;

@@ -132,6 +132,7 @@ result engine::results(double duration) {
   out.accuracy = accuracy_n_ ? accuracy_sum_ / static_cast<double>(accuracy_n_) : 0;
   out.devices = devices_.size();
   out.peak_devices_used = peak_used_;
+  if (budget_) out.budget_spent = budget_->spent();
   if (scaler_) out.scaling = scaler_->stats();
   auto& d = out.described;
   for (auto p : traffic_) d.pipeline += (d.pipeline.empty() ? "" : ",") + cfg_.pipelines[p].name;

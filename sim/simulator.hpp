@@ -59,6 +59,7 @@ struct result {
   // Mean over measured OK replies of the product of accuracy/100 of the models that ran their
   // stages (a model that declares no accuracy counts as 1): the rate-weighted accuracy served.
   double accuracy = 0;
+  double budget_spent = 0;  // `scheduler.cost_budget`: what the stages spent of it, by the profile
 };
 
 // Runs the simulation; fails on options that do not fit the cluster (unknown pipeline or node).

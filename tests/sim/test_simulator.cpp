@@ -325,6 +325,49 @@ TEST(simulator, every_policy_meets_a_tenfold_step_after_idle) {
   }
 }
 
+// MCDNN's budget over two minutes at 100 queries/s: running `big` throughout would spend 0.0072
+// device-hours, `small` 0.0018. A budget between them is spent within itself, and the accuracy
+// served lies between the two variants' as the stage steps up once it has saved enough; more
+// budget buys more accuracy; without a budget the stage runs `big` throughout.
+TEST(simulator, a_cost_budget_is_not_overspent_and_buys_accuracy_as_it_allows) {
+  auto yaml = [](const std::string& budget) {
+    return R"(nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 4}]}
+models:
+  - {name: big, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 32,
+     profile: {alpha_ms: 2, beta_ms: 4}, accuracy: 78}
+  - {name: small, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 32,
+     profile: {alpha_ms: 0.5, beta_ms: 1}, accuracy: 70}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, variants: [small, big]}]}
+scheduler: {cost_budget: )" +
+           budget +
+           R"(, budget_horizon_s: 120, epoch_s: 10, min_epoch_s: 5}
+)";
+  };
+  options o;
+  o.pipelines = {"p"};
+  o.rate = 100;
+  o.duration_s = 120;
+  auto run = [&](const std::string& budget) {
+    auto r = simulate(parse(yaml(budget)), o);
+    EXPECT_TRUE(r) << r.error();
+    expect_one_reply_each(r->summary);
+    EXPECT_GE(r->summary.attainment, 0.99);
+    return *r;
+  };
+  auto none = run("0");
+  EXPECT_NEAR(none.accuracy, 0.78, 1e-9);
+  auto tight = run("0.003"), loose = run("0.005");
+  EXPECT_LE(tight.budget_spent, 0.003);
+  EXPECT_LE(loose.budget_spent, 0.005);
+  EXPECT_GT(tight.budget_spent, 0.0018) << "at least what small alone spends";
+  EXPECT_GT(tight.accuracy, 0.70);
+  EXPECT_LT(tight.accuracy, loose.accuracy);
+  EXPECT_LT(loose.accuracy, 0.78);
+}
+
 TEST(simulator, bad_options_are_refused_with_a_reason) {
   auto cfg = parse(two_workers);
   auto o = load(10, 1);
