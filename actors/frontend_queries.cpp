@@ -137,6 +137,17 @@ bool launch(self_ptr self, uint64_t qid, query& q, in_flight f, const std::strin
   return true;
 }
 
+// The Windowed ε-Greedy state of cascade stage `stage` of pipeline `pi` under `skew`.
+sched::weg& weg_of(frontend_state& st, size_t pi, size_t stage) {
+  auto it = st.skew.find({pi, stage});
+  if (it != st.skew.end()) return it->second;
+  auto& c = *st.cfg->pipelines[pi].stages[stage].cascade;
+  sched::weg_options o;
+  static_cast<skew_options&>(o) = *c.skew;
+  o.oracle_accuracy = st.cfg->models[c.second_index].accuracy.value_or(100) / 100;
+  return st.skew.emplace(std::pair{pi, stage}, sched::weg(o)).first->second;
+}
+
 // False when no instance was live: the query has then been answered and `q` is gone.
 bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, uint32_t item, std::vector<tensor> inputs) {
   auto& st = self->state;
@@ -185,8 +196,19 @@ bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, uint32_t i
   }
   f.checked = p.stages[stage].parents.empty();
   f.inputs = std::move(inputs);
+  // A cascade under `skew` while no skew pays: its oracle (the second model) answers alone, by
+  // the stage's deadline, and tells WEG the class.
+  auto& c = p.stages[stage].cascade;
+  bool oracle_alone = c && c->skew && !weg_of(st, q.pipeline, stage).cascades();
+  if (oracle_alone) {
+    f.model = st.cfg->models[c->second_index].name;
+    f.deadline = q.arrival + nanoseconds(stage_finish_ns(p, split, stage, span.count()));
+    f.fallback = true;
+    f.skew = in_flight::skew_role::oracle_alone;
+  }
   if (!launch(self, qid, q, std::move(f), {})) return false;
   ++st.load[q.pipeline].stage_invocations[stage];
+  if (oracle_alone) ++st.load[q.pipeline].fallthroughs[stage];
   return true;
 }
 
@@ -207,6 +229,8 @@ bool fall_through(self_ptr self, uint64_t qid, query& q, in_flight& first) {
   f.checked = first.checked;  // the same input, of the same declared tensor
   f.inputs = std::move(first.inputs);
   f.fallback = true;
+  f.skew = first.skew;
+  f.compact_class = first.compact_class;
   if (!launch(self, qid, q, std::move(f), " (stage '" + s.name + "' falls through to it)")) return false;
   ++st.load[q.pipeline].fallthroughs[first.stage];
   return true;
@@ -263,6 +287,43 @@ void send_dummies(self_ptr self, clock_time now) {
   }
 }
 
+namespace {
+
+// WEG hears what a cascade stage under `skew` answered (scheduling/specialization.hpp). False
+// when the second model is to run: the compact model was unsure, or it was sure and WEG has the
+// oracle check it this time (the query then gets the oracle's answer).
+bool observe_skew(frontend_state& st, size_t pi, in_flight& f, const std::vector<tensor>& outputs) {
+  auto& w = weg_of(st, pi, f.stage);
+  auto& s = st.cfg->pipelines[pi].stages[f.stage];
+  int y = top_class(outputs);
+  switch (f.skew) {
+    case in_flight::skew_role::oracle_alone:
+      w.oracle_answered(y);
+      return true;
+    case in_flight::skew_role::after_unsure:
+      w.cascade_answered(y, false, std::nullopt);
+      return true;
+    case in_flight::skew_role::check:
+      w.cascade_answered(f.compact_class, true, y);
+      return true;
+    case in_flight::skew_role::none:
+      break;
+  }
+  if (!cascade_confident(st.cfg->models[s.model_index], *s.cascade, outputs, f.query, f.stage)) {
+    f.skew = in_flight::skew_role::after_unsure;
+    return false;
+  }
+  if (w.check(st.rng)) {
+    f.skew = in_flight::skew_role::check;
+    f.compact_class = y;
+    return false;
+  }
+  w.cascade_answered(y, true, std::nullopt);
+  return true;
+}
+
+}  // namespace
+
 void on_result(self_ptr self, msg::invocation_result& r) {
   auto& st = self->state;
   if (auto d = st.dummies.find(r.id); d != st.dummies.end()) {
@@ -295,7 +356,9 @@ void on_result(self_ptr self, msg::invocation_result& r) {
     return;
   }
   if (!f.chain.empty()) return void(next_range(self, q, f, std::move(r.outputs)));
-  if (s.cascade && !f.fallback &&
+  if (s.cascade && s.cascade->skew && !observe_skew(st, q.pipeline, f, r.outputs))
+    return void(fall_through(self, f.query, q, f));
+  if (s.cascade && !s.cascade->skew && !f.fallback &&
       !cascade_confident(st.cfg->models[s.model_index], *s.cascade, r.outputs, f.query, f.stage))
     return void(fall_through(self, f.query, q, f));
   send_all(self, f.query, q, q.walk->on_result(f.stage, std::move(r.outputs), f.item));

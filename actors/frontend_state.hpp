@@ -24,6 +24,7 @@
 #include "actors/roles.hpp"
 #include "pipelines/query_walk.hpp"
 #include "scheduling/policies/registry.hpp"
+#include "scheduling/specialization.hpp"
 
 namespace sloserve::frontend_impl {
 
@@ -59,10 +60,14 @@ struct in_flight {
   std::string node;
   uint32_t device = 0;
   clock_time deadline;
-  clock_time sent;                                     // when it last went to a device
-  std::vector<tensor> inputs;                          // kept to re-route when the node fails
-  bool checked = false;                                // a root's: the inputs were checked at ingress
-  bool fallback = false;                               // a cascade's second model, its first having been unsure
+  clock_time sent;             // when it last went to a device
+  std::vector<tensor> inputs;  // kept to re-route when the node fails
+  bool checked = false;        // a root's: the inputs were checked at ingress
+  bool fallback = false;       // a cascade's second model, its first having been unsure
+  // A cascade under `skew` (WEG): the oracle answering alone; after the compact model was unsure;
+  // or checking the compact model's own answer (its class kept here).
+  enum class skew_role : uint8_t { none, oracle_alone, after_unsure, check } skew = skew_role::none;
+  int compact_class = -1;
   std::optional<std::pair<std::string, uint32_t>> at;  // the instance its client is mapped to
   // A fragment route's layer ranges still to run after this one, each with its deadline.
   std::vector<std::string> chain{};
@@ -77,6 +82,8 @@ struct frontend_state {
   std::shared_ptr<link> net;
   std::optional<frontend_routes> routes;
   std::mt19937_64 rng{42};
+  // Per cascade stage under `skew` (pipeline, stage): its Windowed ε-Greedy state.
+  std::map<std::pair<size_t, size_t>, sched::weg> skew;
 
   std::unordered_map<std::string, size_t> pipeline_index;
   client_time client_times;

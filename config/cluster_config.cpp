@@ -166,7 +166,8 @@ std::vector<config_section> config_keys() {
       {"pipelines[]", settings::names_of(settings::pipeline_keys(), {"stages"})},
       {"pipelines[].stages[]", settings::names_of(settings::stage_keys(), {"after", "cascade", "fanout"})},
       {"pipelines[].stages[].fanout", settings::names_of(settings::output_items_keys())},
-      {"pipelines[].stages[].cascade", settings::names_of(settings::cascade_keys())},
+      {"pipelines[].stages[].cascade", settings::names_of(settings::cascade_keys(), {"skew"})},
+      {"pipelines[].stages[].cascade.skew", settings::names_of(settings::skew_keys())},
       {"runtime", settings::names_of(settings::runtime_keys())},
       {"scheduler", settings::names_of(settings::scheduler_keys(), {"policy", "rate_band"})},
       {"scaler", settings::names_of(settings::scaler_keys())},
@@ -293,6 +294,12 @@ stage parse_stage(reader& r, const YAML::Node& sn, const std::string& where) {
     r.known_keys(cn, "pipelines[].stages[].cascade", sw + " cascade");
     cascade_spec c;
     settings::read_keys(r, cn, c, settings::cascade_keys(), sw + " cascade");
+    if (auto kn = cn["skew"]) {
+      r.known_keys(kn, "pipelines[].stages[].cascade.skew", sw + " cascade skew");
+      skew_options k;
+      settings::read_keys(r, kn, k, settings::skew_keys(), sw + " cascade skew");
+      c.skew = std::move(k);
+    }
     s.model.clear();
     s.variants.clear();
     s.cascade = std::move(c);

@@ -122,6 +122,11 @@ void emit_pipelines(YAML::Emitter& e, const cluster_config& cfg) {
       if (s.cascade) {
         e << YAML::Key << "cascade" << YAML::Value << YAML::Flow << YAML::BeginMap;
         settings::emit_keys(e, *s.cascade, settings::cascade_keys());
+        if (s.cascade->skew) {
+          e << YAML::Key << "skew" << YAML::Value << YAML::Flow << YAML::BeginMap;
+          settings::emit_keys(e, *s.cascade->skew, settings::skew_keys());
+          e << YAML::EndMap;
+        }
         e << YAML::EndMap;
       }
       if (s.items) {

@@ -142,6 +142,15 @@ const std::vector<key<output_items>>& output_items_keys() {
   return keys;
 }
 
+const std::vector<key<skew_options>>& skew_keys() {
+  using o = skew_options;
+  static const std::vector<key<o>> keys = {
+      {"window", &o::window},     {"min_count", &o::min_count}, {"tau_r", &o::tau_r},     {"tau_a", &o::tau_a},
+      {"epsilon", &o::epsilon},   {"tau_fp", &o::tau_fp},       {"classes", &o::classes}, {"a_in", &o::a_in},
+      {"e_in_out", &o::e_in_out}, {"a_out", &o::a_out}};
+  return keys;
+}
+
 const std::vector<key<cascade_spec>>& cascade_keys() {
   using o = cascade_spec;
   static const std::vector<key<o>> keys = {{"models", &o::models, true}, {"confidence", &o::confidence}};

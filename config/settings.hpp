@@ -44,7 +44,8 @@ const std::vector<key<core_latency>>& core_keys();          // `models[].cores`
 const std::vector<key<pipeline>>& pipeline_keys();          // `pipelines[]`; beside: stages
 const std::vector<key<stage>>& stage_keys();                // `pipelines[].stages[]`; beside: after, cascade, fanout
 const std::vector<key<output_items>>& output_items_keys();  // `pipelines[].stages[].fanout` as a map
-const std::vector<key<cascade_spec>>& cascade_keys();       // `pipelines[].stages[].cascade`
+const std::vector<key<cascade_spec>>& cascade_keys();       // `pipelines[].stages[].cascade`; beside: skew
+const std::vector<key<skew_options>>& skew_keys();          // `pipelines[].stages[].cascade.skew`
 const std::vector<key<security_options>>& security_keys();  // `security:`
 // A model's keys beside its table: its tensors, profiles, layers and the like.
 inline const std::vector<std::string_view> model_maps = {"input", "output",     "profile",   "profiles",

@@ -41,6 +41,30 @@ std::optional<size_t> find_model(const std::vector<model_spec>& models, const st
 
 // Stage `i`'s cascade: two models that take and give the same tensors; the first runs as the
 // stage's model.
+// `cascade.skew`: WEG's hyper-parameters in range, the compact model's figures one per class
+// count, and the oracle's accuracy, which the estimate compares with.
+void check_skew(const stage& s, size_t i, const model_spec& oracle, std::vector<pipeline_issue>& issues) {
+  auto& k = *s.cascade->skew;
+  auto bad = [&](const std::string& what) { issues.push_back({i, "stage '" + s.name + "' cascade skew " + what}); };
+  if (k.window < 2) bad("window must be at least 2");
+  if (k.min_count < 1) bad("min_count must be at least 1");
+  if (k.tau_r < 0) bad("tau_r cannot be negative");
+  if (!(k.epsilon >= 0 && k.epsilon <= 1)) bad("epsilon must be in [0, 1]");
+  if (!(k.tau_fp > 0)) bad("tau_fp must be positive");
+  if (!(std::abs(k.tau_a) < 1)) bad("tau_a must be in (-1, 1)");
+  if (k.classes.empty() || k.a_in.size() != k.classes.size() || k.e_in_out.size() != k.classes.size() ||
+      k.a_out.size() != k.classes.size())
+    bad("needs classes, a_in, e_in_out and a_out of one length (one figure per class count)");
+  if (!std::is_sorted(k.classes.begin(), k.classes.end()) ||
+      std::adjacent_find(k.classes.begin(), k.classes.end()) != k.classes.end() ||
+      std::any_of(k.classes.begin(), k.classes.end(), [](double n) { return !(n >= 1); }))
+    bad("classes must be ascending class counts of at least 1");
+  for (auto* v : {&k.a_in, &k.e_in_out, &k.a_out})
+    if (std::any_of(v->begin(), v->end(), [](double x) { return !(x >= 0 && x <= 1); }))
+      bad("a_in, e_in_out and a_out are fractions in [0, 1]");
+  if (!oracle.accuracy) bad("compares with the oracle's accuracy: '" + oracle.name + "' needs 'accuracy'");
+}
+
 void resolve_cascade(stage& s, size_t i, const std::vector<model_spec>& models, std::vector<pipeline_issue>& issues) {
   auto find = [&](const std::string& name) { return find_model(models, name); };
   auto& c = *s.cascade;
@@ -64,6 +88,7 @@ void resolve_cascade(stage& s, size_t i, const std::vector<model_spec>& models, 
         issues.push_back({i, "stage '" + s.name + "' cascade: '" + a.name +
                                  "' has no outputs to judge (no 'path'): it needs 'pass_rate', the fraction "
                                  "it answers itself"});
+      if (c.skew) check_skew(s, i, b, issues);
       s.model = a.name;
       s.model_index = *first;
       s.variant_indices = {*first};

@@ -12,10 +12,23 @@ namespace sloserve {
 // `cascade: {models: [first, second], confidence}` (sequential specialization, thesis 002 ch. 5):
 // the first model runs; when it is unsure (its top softmax probability below `confidence`, or for
 // a model that declares `pass_rate`, a draw above it), the second runs on the same input.
+// `cascade.skew`: the Windowed ε-Greedy skew detection (scheduling/specialization.hpp), its
+// hyper-parameters and the compact model's figures at several dominant-class counts.
+struct skew_options {
+  int window = 30;  // oracle answers per window (w_min)
+  int min_count = 2;
+  int tau_r = 2;
+  double tau_a = 0.05;
+  double epsilon = 0.01;
+  double tau_fp = 0.5;
+  std::vector<double> classes{10}, a_in{0.9}, e_in_out{0.05}, a_out{0.8};
+};
+
 struct cascade_spec {
   std::vector<std::string> models;  // as written: exactly two
   double confidence = 0.8;
   size_t second_index = 0;  // filled by resolve(): the second model (the first is the stage's model)
+  std::optional<skew_options> skew{};
 };
 
 // `fanout: {from_output, score_above, score_column, expect}`: data-dependent fan-out. The parent

@@ -24,6 +24,17 @@ double draw(uint64_t query_id, size_t stage) {
 
 }  // namespace
 
+int top_class(const std::vector<tensor>& outputs) {
+  if (outputs.empty()) return -1;
+  auto& t = outputs.front();
+  if (t.type != dtype::float32 || t.shape.empty() || !check_tensor_bytes(t) || t.shape.back() < 1) return -1;
+  auto classes = static_cast<size_t>(t.shape.back());
+  if (t.data.size() < classes * sizeof(float)) return -1;
+  std::vector<float> x(classes);
+  std::memcpy(x.data(), t.data.data(), classes * sizeof(float));
+  return static_cast<int>(std::max_element(x.begin(), x.end()) - x.begin());
+}
+
 double least_top_probability(const tensor& t) {
   if (t.type != dtype::float32 || t.shape.empty() || !check_tensor_bytes(t)) return 0;
   auto classes = static_cast<size_t>(t.shape.back());

@@ -64,6 +64,9 @@ bool cascade_confident(const model_spec& first, const cascade_spec& c, const std
 // The top softmax probability over the last dimension of each row of `t` (float32), the least of
 // them; 0 for anything else.
 double least_top_probability(const tensor& t);
+// The class a model's outputs name: the largest value over the last dimension of the first row
+// of its first output (float32); -1 for anything else.
+int top_class(const std::vector<tensor>& outputs);
 // The share of a cascade stage's budget its first model gets: l1(1) / (l1(1) + l2(1)).
 double cascade_first_share(const model_spec& first, const model_spec& second);
 

@@ -133,6 +133,68 @@ TEST_F(items_fixture, an_emulated_detectors_rows_above_the_score_decide_each_req
   EXPECT_NEAR(static_cast<double>(total) / 30, 2.0, 0.8) << "a quarter of 8 rows on average";
 }
 
+// A cascade under `skew` (Windowed ε-Greedy): an oracle of 100 classes and a compact model that
+// answers nine in ten itself, replacing the default pipeline.
+struct skew_fixture : node_fixture {
+  skew_fixture()
+      : node_fixture([](cluster_config& c) {
+          auto r = parse_cluster_config(R"(nodes:
+  - {name: local, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], devices: [{kind: emulated, count: 2}]}
+models:
+  - {name: compact, input: {dtype: float32, shape: [8]}, output: {dtype: float32, shape: [100]}, max_batch: 8,
+     profile: {alpha_ms: 0.1, beta_ms: 0.5}, pass_rate: 0.9, accuracy: 60}
+  - {name: oracle, input: {dtype: float32, shape: [8]}, output: {dtype: float32, shape: [100]}, max_batch: 8,
+     profile: {alpha_ms: 0.5, beta_ms: 2}, accuracy: 70}
+pipelines:
+  - {name: frames, slo_ms: 200, stages: [{name: s, cascade: {models: [compact, oracle],
+      skew: {window: 10, epsilon: 0, classes: [1, 10], a_in: [0.95, 0.9], e_in_out: [0.02, 0.05], a_out: [0.5, 0.5]}}}]}
+)",
+                                        "skew.yaml");
+          ASSERT_TRUE(r) << r.error_text();
+          c.models = r.config->models;
+          c.pipelines = r.config->pipelines;
+        }) {}
+  // The models that answered request `id` on `input`, in order.
+  std::vector<std::string> ran(uint64_t id, const tensor& input) {
+    client->send(msg::encode({{}, msg::client_request{"frames", id, {input}, -1}}));
+    auto r = reply();
+    EXPECT_EQ(r.code, msg::status::ok) << r.reason;
+    std::vector<std::string> out;
+    for (auto& t : r.timings) out.push_back(t.model);
+    return out;
+  }
+};
+
+// The oracle alone answers while its classes are spread (random frames); a stream of two frames
+// over and over (two classes) takes the stage to the cascade, whose compact model then answers
+// first; random frames again bring the oracle back alone. (That a compact model answering the
+// dominant classes keeps the cascade is scheduling/specialization's test.)
+TEST_F(skew_fixture, a_cascade_under_skew_runs_only_while_a_few_classes_dominate) {
+  tensor_spec spec{dtype::float32, {8}};
+  uint64_t id = 1;
+  using models = std::vector<std::string>;
+  for (int k = 0; k < 12; ++k, ++id) EXPECT_EQ(ran(id, make_tensor(spec, 1000 + id, "x")), models{"oracle"}) << id;
+  auto a = make_tensor(spec, 1, "x"), b = make_tensor(spec, 2, "x");
+  int until = 0;
+  for (; until < 30; ++until, ++id)
+    if (ran(id, until % 2 ? a : b).front() == "compact") break;
+  EXPECT_LT(until, 12) << "within a window's worth of skewed frames";
+  // The emulated compact model's own answers are classes of its own, not the oracle's dominant
+  // two: the skew the cascade measures falls, the epoch ends, a window of the oracle finds the
+  // skew again, and so on.
+  int compact_first = 0;
+  for (int k = 0; k < 60; ++k, ++id) compact_first += ran(id, k % 2 ? a : b).front() == "compact";
+  EXPECT_GT(compact_first, 10);
+  EXPECT_LT(compact_first, 50);
+  // Random frames lower the skew over the epoch's last w samples (w grows as windows fold
+  // into an epoch) until the estimate falls below the oracle's.
+  int back = 0;
+  for (; back < 100; ++back, ++id)
+    if (ran(id, make_tensor(spec, 5000 + id, "x")) == models{"oracle"}) break;
+  EXPECT_LT(back, 60) << "random frames end the epoch";
+  for (int k = 0; k < 5; ++k, ++id) EXPECT_EQ(ran(id, make_tensor(spec, 9000 + id, "x")), models{"oracle"});
+}
+
 TEST_F(node_fixture, malformed_frames_get_errors_and_the_node_keeps_serving) {
   client->send("garbage");  // not whole words
   auto a = reply();

@@ -727,6 +727,24 @@ pipelines:
   EXPECT_EQ(again.config->pipelines[0].stages[0].cascade->models, (std::vector<std::string>{"e", "large"}));
   EXPECT_DOUBLE_EQ(*again.config->find_model("e")->pass_rate, 0.7);
 
+  // WEG's skew detection: its knobs round-trip; mistakes are named.
+  auto skewed = parse_cluster_config(
+      nodes + models + variant_models +
+          R"(  - {name: e, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [3, 2]},
+     profile: {alpha_ms: 1, beta_ms: 1}, pass_rate: 0.7}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, cascade: {models: [e, large], skew: {window: 20, epsilon: 0.05,
+      classes: [5, 10], a_in: [0.95, 0.9], e_in_out: [0.03, 0.05], a_out: [0.9, 0.85]}}}]}
+)",
+      "c.yaml");
+  ASSERT_TRUE(skewed) << skewed.error_text();
+  auto round = parse_cluster_config(to_yaml(*skewed.config), "again.yaml");
+  ASSERT_TRUE(round) << round.error_text();
+  auto& k = round.config->pipelines[0].stages[0].cascade->skew;
+  ASSERT_TRUE(k);
+  EXPECT_EQ(k->window, 20);
+  EXPECT_DOUBLE_EQ(k->epsilon, 0.05);
+  EXPECT_EQ(k->a_out, (std::vector<double>{0.9, 0.85}));
   auto with = [&](const std::string& stage, const std::string& rest = "") {
     return errors_of(nodes + models + variant_models +
                      "  - {name: e, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [3, 2]},"
@@ -746,6 +764,18 @@ pipelines:
   EXPECT_NE(e.find("confidence must be in (0, 1]"), std::string::npos) << e;
   e = with("      - {name: s, model: e, cascade: {models: [e, large]}}\n");
   EXPECT_NE(e.find("names 'cascade' beside 'model' or 'variants'"), std::string::npos) << e;
+  e = with("      - {name: s, cascade: {models: [e, large], skew: {window: 1, a_in: [0.9, 0.8]}}}\n");
+  EXPECT_NE(e.find("cascade skew window must be at least 2"), std::string::npos) << e;
+  EXPECT_NE(e.find("needs classes, a_in, e_in_out and a_out of one length"), std::string::npos) << e;
+  e = with(
+      "      - {name: s, cascade: {models: [e, large], skew: {classes: [10, 5, 20], a_in: [1, 1, 2], e_in_out: [0, 0, "
+      "0], a_out: [0, 0, 0]}}}\n");
+  EXPECT_NE(e.find("classes must be ascending"), std::string::npos) << e;
+  EXPECT_NE(e.find("fractions in [0, 1]"), std::string::npos) << e;
+  e = with("      - {name: s, cascade: {models: [e, small], skew: {windw: 3}}}\n");
+  EXPECT_NE(e.find("unknown key 'windw' in pipeline 'p' stage 's' cascade skew"), std::string::npos) << e;
+  e = with("      - {name: s, cascade: {models: [large, e], skew: {}}}\n");
+  EXPECT_NE(e.find("the oracle's accuracy: 'e' needs 'accuracy'"), std::string::npos) << e;
   e = with("      - {name: s, cascade: {models: [e, large]}}\n", "scaler: {policy: fa2}\n");
   EXPECT_NE(e.find("scaler policy fa2 does not size cascades"), std::string::npos) << e;
 }

@@ -266,8 +266,8 @@ TEST(piccolo, algorithm_2_on_random_dags_is_feasible_and_near_the_exhaustive_opt
     within_5 += ratio <= 1.05;
     worst = std::max(worst, ratio);
   }
-  std::printf("algorithm 2: optimal on %d of %d random DAGs, within 5%% on %d, worst %.3f\n", optimal, tried,
-              within_5, worst);
+  std::printf("algorithm 2: optimal on %d of %d random DAGs, within 5%% on %d, worst %.3f\n", optimal, tried, within_5,
+              worst);
   EXPECT_GE(optimal, tried * 80 / 100);
   EXPECT_GE(within_5, tried * 95 / 100);
 }
