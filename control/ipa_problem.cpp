@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <string>
 
 #include "control/scaler_core.hpp"
 #include "scheduling/ipa.hpp"
@@ -18,6 +20,40 @@ core_latency latency_of(const model_spec& m) {
 
 int replica_cores(const model_spec& m) {
   return std::max(1, static_cast<int>(std::lround(m.base_cores)));
+}
+
+std::vector<std::string> apply_base_allocation(std::vector<model_spec>& models, const std::vector<pipeline>& pipelines,
+                                               double threshold_rps, int max_cores) {
+  std::map<size_t, int> base;
+  for (auto& p : pipelines) {
+    // Each stage's weight: the mean l(1, 1) of its variants; the SLO spread over the heaviest path.
+    std::vector<double> weight(p.stages.size(), 0), path(p.stages.size(), 0);
+    double heaviest = 0;
+    for (auto v : p.topo) {
+      auto& vi = p.stages[v].variant_indices;
+      for (auto m : vi) weight[v] += latency_of(models[m]).at(1, 1) / static_cast<double>(vi.size());
+      double before = 0;
+      for (auto u : p.stages[v].parents) before = std::max(before, path[u]);
+      path[v] = before + weight[v];
+      heaviest = std::max(heaviest, path[v]);
+    }
+    for (size_t k = 0; k < p.stages.size(); ++k) {
+      double sla = heaviest > 0 ? p.slo_ms * weight[k] / heaviest : p.slo_ms;
+      for (auto m : p.stages[k].variant_indices) {
+        auto& spec = models[m];
+        if (!spec.cores) continue;
+        int r = sched::ipa_base_allocation(*spec.cores, threshold_rps, sla, spec.batch_limit(), max_cores);
+        base[m] = std::max(base[m], r ? r : max_cores);
+      }
+    }
+  }
+  std::vector<std::string> changed;
+  for (auto [m, r] : base) {
+    if (models[m].base_cores == r) continue;
+    models[m].base_cores = r;
+    changed.push_back(models[m].name + ": " + std::to_string(r));
+  }
+  return changed;
 }
 
 std::vector<sched::ipa_stage> ipa_problem(const std::vector<model_spec>& models, const pipeline& p,

@@ -1,5 +1,6 @@
 #include "control/scaler_core.hpp"
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <cmath>
@@ -277,6 +278,9 @@ scaler_core::scaler_core(const cluster_config& cfg, std::unique_ptr<provisioner>
       o.policy == scaler_policy::ipa ? cfg_.scheduler.section_as<sched::ipa::options>().interval_s : o.horizontal_s;
   ticks_per_horizontal_ = std::max(1, static_cast<int>(std::lround(horizontal_s / o.vertical_s)));
   polls_per_tick_ = std::max(1, static_cast<int>(std::lround(o.vertical_s * 1000 / cfg_.runtime.beacon_ms)));
+  if (auto th = cfg_.scheduler.section_as<sched::ipa::options>().base_rps; o.policy == scaler_policy::ipa && th > 0)
+    if (auto set = apply_base_allocation(models_, cfg_.pipelines, th, o.max_cores); !set.empty())
+      spdlog::info("{}: scaler ipa: base allocations at {:g} requests/s: {}", name_, th, fmt::join(set, ", "));
   for (size_t pi = 0; pi < cfg_.pipelines.size(); ++pi) {
     auto& p = cfg_.pipelines[pi];
     auto split = even_split(p);

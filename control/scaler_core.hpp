@@ -141,6 +141,14 @@ core_latency latency_of(const model_spec& m);
 // variants with their accuracy (100 when a lone model declares none), base cores R, and l(b)
 // of one replica at R cores (`replica_cores`: R rounded, at least 1).
 int replica_cores(const model_spec& m);
+// IPA's base allocations (thesis P3.1, sched::ipa_base_allocation) written into the `base_cores`
+// of every model with `cores:` that a stage of `pipelines` may run. Stage s's SLA is its share of
+// its pipeline's SLO in proportion to the mean l(1, 1) of its variants (the thesis' SLA_s is five
+// times that mean, and its SLA_P their sum), over the path of the largest sum; the largest batch
+// is the model's limit. A model several stages run takes the most any needs; one no R serves
+// gets `max_cores`. Returns, per model changed, "name: R".
+std::vector<std::string> apply_base_allocation(std::vector<model_spec>& models, const std::vector<pipeline>& pipelines,
+                                               double threshold_rps, int max_cores);
 std::vector<sched::ipa_stage> ipa_problem(const std::vector<model_spec>& models, const pipeline& p,
                                           const std::vector<double>& rates);
 // Stage budgets for IPA's choices: their latencies stretched so that the longest path takes the

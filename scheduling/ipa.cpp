@@ -165,4 +165,10 @@ expected<ipa_solution> solve_ipa(const std::vector<ipa_stage>& stages, double sl
   return evaluate_ipa(stages, choices, w);
 }
 
+int ipa_base_allocation(const core_latency& l, double threshold_rps, double sla_ms, int batch, int max_cores) {
+  for (int r = 1; r <= max_cores; ++r)
+    if (l.throughput(batch, r) >= threshold_rps && l.at(batch, r) <= sla_ms) return r;
+  return 0;
+}
+
 }  // namespace sloserve::sched

@@ -57,6 +57,11 @@ struct ipa_solution {
   double latency_ms = 0;  // the longest path
 };
 
+// IPA's base allocation of one variant (thesis P3.1): the fewest cores R (up to `max_cores`) at
+// which one replica serves `threshold_rps` at `batch`, the largest batch of the system
+// (h(batch, R) >= th), within the stage's SLA (l(batch, R) <= sla_ms); 0 when none does.
+int ipa_base_allocation(const core_latency& l, double threshold_rps, double sla_ms, int batch, int max_cores);
+
 // The best configuration, or why there is none (no choice meets the SLO, or bad input).
 expected<ipa_solution> solve_ipa(const std::vector<ipa_stage>& stages, double slo_ms, const ipa_weights& w);
 

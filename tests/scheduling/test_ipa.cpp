@@ -68,6 +68,70 @@ TEST(ipa, a_table_profile_is_planned_as_its_table_says) {
   EXPECT_DOUBLE_EQ(ipa_problem(models, p, {400})[0].variants[0].at(8), 17);
 }
 
+// The base allocation (thesis P3.1): the fewest cores at which one replica serves the threshold
+// at the largest batch within the SLA, as Table P3.5 lists them per threshold. l(b, c) =
+// 40 b / c + 10 / c + 2 b + 3 ms (gamma, epsilon, delta, eta) at batch 8: 330/c + 19 ms.
+TEST(ipa, the_base_allocation_is_the_fewest_cores_serving_the_threshold_within_the_sla) {
+  core_latency l{40, 10, 2, 3};
+  // c = 1: 349 ms (22.9/s); 2: 184 (43.5/s); 3: 129 (62.0/s); 4: 101.5 (78.8/s); 6: 74 (108/s).
+  EXPECT_EQ(ipa_base_allocation(l, 20, 400, 8, 16), 1);
+  EXPECT_EQ(ipa_base_allocation(l, 40, 400, 8, 16), 2);
+  EXPECT_EQ(ipa_base_allocation(l, 60, 400, 8, 16), 3);
+  EXPECT_EQ(ipa_base_allocation(l, 20, 110, 8, 16), 4) << "the SLA asks for more than the threshold";
+  EXPECT_EQ(ipa_base_allocation(l, 100, 400, 8, 16), 6);
+  EXPECT_EQ(ipa_base_allocation(l, 500, 400, 8, 16), 0) << "beyond what 16 cores serve";
+  // Against every R on random profiles.
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int t = 0; t < 200; ++t) {
+    core_latency x{50 * u(rng), 20 * u(rng), 3 * u(rng), 5 * u(rng) + 0.1};
+    double th = 200 * u(rng), sla = 20 + 500 * u(rng);
+    int b = 1 + static_cast<int>(u(rng) * 32);
+    int want = 0;
+    for (int r = 16; r >= 1; --r)
+      if (b / x.at(b, r) * 1e3 >= th && x.at(b, r) <= sla) want = r;
+    EXPECT_EQ(ipa_base_allocation(x, th, sla, b, 16), want) << t;
+  }
+}
+
+// Every variant with `cores:` gets its base allocation against its stage's share of the SLO (in
+// proportion to its variants' mean l(1, 1)); a variant without keeps its base_cores.
+TEST(ipa, base_allocations_split_the_slo_by_the_stages_weight_and_leave_profiles_alone) {
+  std::vector<model_spec> models(3);
+  models[0].name = "det_s", models[0].max_batch = 8, models[0].cores = core_latency{40, 10, 2, 3};  // l(1,1) 55
+  models[1].name = "det_l", models[1].max_batch = 8, models[1].cores = core_latency{80, 20, 4, 6};  // l(1,1) 110
+  models[2].name = "cls", models[2].max_batch = 8, models[2].profile.alpha_ms = 1, models[2].profile.beta_ms = 1;
+  models[2].base_cores = 3;
+  pipeline p;
+  p.name = "p";
+  p.slo_ms = 1000;
+  p.stages.resize(2);
+  p.stages[0].name = "d";
+  p.stages[0].variant_indices = {0, 1};
+  p.stages[1].name = "c";
+  p.stages[1].variant_indices = {2};
+  p.stages[1].parents = {0};
+  p.stages[0].children = {1};
+  p.topo = {0, 1};
+  // Weights: d 82.5 (the mean of 55 and 110), c 2 (l(1) of the profile): d's SLA 1000 x 82.5 /
+  // 84.5 = 976 ms. At 20/s and batch 8: det_s 1 core (349 ms, 22.9/s); det_l (660/c + 38 ms)
+  // needs 43.5... c = 2: 368 ms, 21.7/s.
+  auto changed = apply_base_allocation(models, {p}, 20, 16);
+  EXPECT_EQ(models[0].base_cores, 1);
+  EXPECT_EQ(models[1].base_cores, 2);
+  EXPECT_EQ(models[2].base_cores, 3) << "no cores: its own";
+  EXPECT_EQ(changed, (std::vector<std::string>{"det_l: 2"}));
+  // A tight SLO: d's share is 97.6 ms; det_s needs 330/c + 19 <= 97.6: c = 5; det_l 660/c + 38:
+  // c = 12.
+  p.slo_ms = 100;
+  apply_base_allocation(models, {p}, 20, 16);
+  EXPECT_EQ(models[0].base_cores, 5);
+  EXPECT_EQ(models[1].base_cores, 12);
+  auto in = ipa_problem(models, p, {20, 20});
+  EXPECT_DOUBLE_EQ(in[0].variants[1].base_cores, 12);
+  EXPECT_NEAR(in[0].variants[1].at(8), 660.0 / 12 + 38, 1e-9) << "planned at its base allocation";
+}
+
 TEST(ipa, a_worked_chain_takes_the_accurate_variant_where_the_slo_allows_it) {
   // Two stages at 100 requests/s, SLO 60 ms. Stage 0: a small (70%, l(b) = 2b + 3 ms) or a large
   // variant (80%, l(b) = 10b + 10 ms); stage 1: one variant (90%, l(b) = b + 1 ms).

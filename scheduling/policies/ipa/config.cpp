@@ -8,8 +8,11 @@ namespace {
 
 const std::vector<settings::key<options>>& keys() {
   using o = options;
-  static const std::vector<settings::key<o>> all = {
-      {"alpha", &o::alpha}, {"beta", &o::beta}, {"delta", &o::delta}, {"interval_s", &o::interval_s}};
+  static const std::vector<settings::key<o>> all = {{"alpha", &o::alpha},
+                                                    {"beta", &o::beta},
+                                                    {"delta", &o::delta},
+                                                    {"interval_s", &o::interval_s},
+                                                    {"base_rps", &o::base_rps}};
   return all;
 }
 
@@ -21,6 +24,7 @@ policy_config config() {
         if (!(x.alpha > 0) || x.beta < 0 || x.delta < 0)
           r.error(n, where + " needs alpha > 0 and non-negative beta and delta");
         if (!(x.interval_s > 0)) r.error(n["interval_s"], where + " interval_s must be positive");
+        if (!(x.base_rps >= 0)) r.error(n["base_rps"], where + " base_rps cannot be negative");
       });
   c.check = [](config_detail::reader& r, const YAML::Node& root, cluster_config& cfg) {
     auto& o = cfg.scaler;

@@ -12,6 +12,10 @@ struct options {
   double beta = 0.01;
   double delta = 0.0001;
   double interval_s = 10;
+  // Base allocations (thesis P3.1): with th > 0, each variant with `cores:` gets as R the fewest
+  // cores at which one replica serves th requests/s at its largest batch within its stage's SLA
+  // (control/ipa_problem.cpp, `apply_base_allocation`); 0: the models' `base_cores`.
+  double base_rps = 0;
 };
 
 // Its section, and its demand on the scaler: IPA's choices are realised as the scaler's

@@ -41,6 +41,8 @@ std::string ipa_text(const nlohmann::json& j) {
 expected<plan_report> ipa_report(const cluster_config& cfg, const std::vector<double>& rates) {
   auto t0 = std::chrono::steady_clock::now();
   auto& w = cfg.scheduler.section_as<ipa::options>();
+  auto models = cfg.models;  // with the base allocations, as the scaler plans
+  if (w.base_rps > 0) apply_base_allocation(models, cfg.pipelines, w.base_rps, cfg.scaler.max_cores);
   local_provisioner prov(cfg, [](deployment) {});
   std::vector<std::string> workers;
   for (auto* n : cfg.with_role(role::worker)) workers.push_back(n->name);
@@ -60,7 +62,7 @@ expected<plan_report> ipa_report(const cluster_config& cfg, const std::vector<do
       }
     auto per_stage = stage_rates(p, rates[pi], declared_fanout(p));
     for (auto& r : per_stage) r = std::max(r, 1.0);  // as the scaler plans: at least one request a second
-    auto in = ipa_problem(cfg.models, p, per_stage);
+    auto in = ipa_problem(models, p, per_stage);
     auto solved = solve_ipa(in, p.slo_ms, {w.alpha, w.beta, w.delta});
     if (!solved) {
       return fail("pipeline '" + p.name + "': " + solved.error());
