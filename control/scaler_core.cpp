@@ -92,17 +92,20 @@ void scaler_core::reconcile(stage_info& s) {
   }
   bool starting = static_cast<int>(mine.size()) < s.shape.instances ||
                   std::any_of(mine.begin(), mine.end(), [&](auto& i) { return !serving_.count(i.id); });
+  auto in_place = static_cast<size_t>(std::max(1, s.shape.in_place()));
   for (size_t k = 0; k < mine.size(); ++k) {
-    int cores = k == 0 ? s.shape.cores : s.shape.horizontal_cores;
-    int batch = k == 0 ? s.shape.batch : s.shape.horizontal_batch;
-    if (k == 0 && starting && cores < mine[0].cores) cores = mine[0].cores, batch = mine[0].batch;
+    int cores = k < in_place ? s.shape.cores : s.shape.horizontal_cores;
+    int batch = k < in_place ? s.shape.batch : s.shape.horizontal_batch;
+    // Cores given back only once every instance serves (biscale: instances grown in place
+    // shrink once the one-core instances that replace them are up).
+    if (starting && cores < mine[k].cores) cores = mine[k].cores, batch = mine[k].batch;
     if (mine[k].cores == cores && mine[k].batch == batch) continue;
     if (prov_->resize(mine[k].id, cores, batch) != mine[k].cores) ++stats_.vertical_changes;
   }
   while (static_cast<int>(mine.size()) < s.shape.instances) {
-    bool first = mine.empty();
-    auto id = prov_->start(name, first ? s.shape.cores : s.shape.horizontal_cores,
-                           first ? s.shape.batch : s.shape.horizontal_batch);
+    bool grown = mine.size() < in_place;
+    auto id = prov_->start(name, grown ? s.shape.cores : s.shape.horizontal_cores,
+                           grown ? s.shape.batch : s.shape.horizontal_batch);
     if (!id) {
       if (!std::exchange(s.told_no_room, true))
         spdlog::warn(
@@ -260,10 +263,11 @@ void scaler_core::decide(const cluster_load& load, double dt) {
     auto& s = stages_[k];
     if (s.shape == before[k]) continue;
     spdlog::info(
-        "{}: scaler {}: {}: {} instance(s), instance 0 at {} core(s) batch {}, others batch {} (rate {:.1f}/s, "
+        "{}: scaler {}: {}: {} instance(s), {} at {} core(s) batch {}, others batch {} (rate {:.1f}/s, "
         "predicted {:.1f}/s, budget {:.1f} ms)",
-        name_, o.policy, s.model->name, s.shape.instances, s.shape.cores, s.shape.batch, s.shape.horizontal_batch,
-        s.last.rate, s.last.predicted, s.last.budget_ms);
+        name_, o.policy, s.model->name, s.shape.instances,
+        s.shape.in_place() > 1 ? std::to_string(s.shape.in_place()) + " in place" : std::string("instance 0"),
+        s.shape.cores, s.shape.batch, s.shape.horizontal_batch, s.last.rate, s.last.predicted, s.last.budget_ms);
   }
   apply();
   if (horizontal)

@@ -140,6 +140,7 @@ stage_shape biscale_vertical_sized(const scale_stage& s, const stage_shape& now,
   auto out = now;
   out.base_instances = std::clamp(now.base_instances, 1, std::max(1, now.instances));
   out.instances = out.base_instances;
+  out.vertical = 1;
   // The one-core instances run the largest batch the budget now allows (it shrinks when uploads
   // take longer); when not even one fits, they carry nothing and instance 0 carries it all.
   int fits = one_core_batch(s.l, s.budget_ms, std::max(1, now.horizontal_batch));
@@ -152,8 +153,35 @@ stage_shape biscale_vertical_sized(const scale_stage& s, const stage_shape& now,
     out.batch = std::max(1, c.batch);
     return out;
   }
-  // More than instance 0 can take at max_cores: it takes the most it can, one-core instances
-  // start for the rest now rather than at the next horizontal period.
+  // More than instance 0 can take at max_cores: the running instances grow in place together
+  // (thesis P4.5.1.2: no instance to start, so no cold start), the fewest of them first, each at
+  // the fewest cores that carry an even share of what the one-core ones beside them do not.
+  int n = out.instances;
+  for (int v = 2; v <= n; ++v) {
+    double others = fits ? (n - v) * s.l.throughput(fits, 1) : 0;
+    auto d = sponge_decide(s.l, std::max(0.0, s.rate - others) / v, sponge_budgets(s), max_cores, s.max_batch);
+    if (!d.feasible) continue;
+    out.vertical = v;
+    out.cores = std::max(1, d.cores);
+    out.batch = std::max(1, d.batch);
+    return out;
+  }
+  if (n > 1) {
+    // Not even all of them at max_cores: they run there, and one-core instances start for the
+    // rest now rather than at the next horizontal period.
+    int b = std::max(1, batch_within(s.l, max_cores, s.budget_ms, s.max_batch));
+    double rest = std::max(0.0, s.rate - n * s.l.throughput(b, max_cores));
+    auto [more, hb] = one_core_instances(s.l, rest, s.budget_ms, s.max_batch);
+    if (!more) hb = 1, more = static_cast<int>(std::ceil(rest / s.l.throughput(1, 1) - 1e-9));
+    out.vertical = n;
+    out.cores = max_cores;
+    out.batch = b;
+    out.instances += more;
+    out.horizontal_batch = std::max(1, hb);
+    return out;
+  }
+  // Instance 0 alone: it takes the most it can at max_cores, one-core instances start for the
+  // rest now.
   auto b = biscale(s.l, excess, s.budget_ms, max_cores, s.max_batch);
   if (!b.feasible) {
     out.cores = std::max(1, c.cores);
@@ -223,7 +251,8 @@ stage_shape biscale_horizontal(const scale_stage& s, const stage_shape& now, boo
 
 double shape_capacity(const core_latency& l, const stage_shape& s) {
   if (s.instances < 1) return 0;
-  return l.throughput(s.batch, s.cores) + (s.instances - 1) * l.throughput(s.horizontal_batch, s.horizontal_cores);
+  int v = s.in_place();
+  return v * l.throughput(s.batch, s.cores) + (s.instances - v) * l.throughput(s.horizontal_batch, s.horizontal_cores);
 }
 
 bool stable_load(const std::deque<double>& rates, double band) {

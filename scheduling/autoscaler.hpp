@@ -7,6 +7,7 @@
 // resizes in place (`cores`, `batch`); the others have one core each and run
 // `horizontal_batch`.
 
+#include <algorithm>
 #include <deque>
 #include <vector>
 
@@ -44,7 +45,11 @@ struct stage_shape {
   int base_instances = 1;    // biscale: what the horizontal loop planned; instances beyond it
                              // were started by the vertical loop for a surge and go with it
   int horizontal_cores = 1;  // of the instances beside instance 0 (ipa: each replica has its R)
-  int total_cores() const { return instances > 0 ? cores + (instances - 1) * horizontal_cores : 0; }
+  // Biscale: how many of the oldest instances run at (cores, batch), resized in place; the others
+  // run at (horizontal_cores, horizontal_batch). 1: instance 0 alone.
+  int vertical = 1;
+  int in_place() const { return std::clamp(vertical, instances > 0 ? 1 : 0, std::max(0, instances)); }
+  int total_cores() const { return in_place() * cores + (instances - in_place()) * horizontal_cores; }
   bool operator==(const stage_shape&) const = default;
 };
 

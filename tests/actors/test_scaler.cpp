@@ -202,6 +202,24 @@ TEST_F(scaler_fixture, biscale_acts_on_a_rate_step_within_one_vertical_period_th
   EXPECT_GT(waited, 300) << "not before the peak has halved";
 }
 
+// Settled on one-core instances, a surge beyond what instance 0 can take in place grows the
+// running instances in place together (thesis P4.5.1.2) within a vertical period: none starts
+// (no cold start), and the node's cores are shared among them.
+TEST_F(scaler_fixture, biscale_grows_the_running_instances_in_place_for_a_surge_beyond_instance_0) {
+  start("biscale");
+  EXPECT_EQ(seconds_to_carry_a_step(), 1);
+  for (int s = 0; s < 21; ++s) second_at(300);
+  auto settled = deployments->back();
+  ASSERT_GE(settled.instances.size(), 4u);
+  second_at(650);
+  auto grown = deployments->back();
+  EXPECT_EQ(grown.instances.size(), settled.instances.size()) << "no instance started";
+  size_t bigger = 0;
+  for (auto& i : grown.instances) bigger += i.cores > 1;
+  EXPECT_GE(bigger, 2u) << "more than instance 0 grew";
+  EXPECT_GE(capacity(grown), 650);
+}
+
 // Make before break: when the horizontal loop moves load from instance 0 to new one-core
 // instances, instance 0 keeps its cores until they serve (their models load first).
 TEST_F(scaler_fixture, biscale_keeps_instance_0_s_cores_until_the_instances_it_starts_serve) {

@@ -77,17 +77,30 @@ TEST(autoscaler, biscale_absorbs_a_surge_vertically_and_goes_horizontal_beyond_m
   EXPECT_EQ(surge.instances, 3);  // in place: no instance starts
   EXPECT_GT(surge.cores, 1);
   EXPECT_GE(model().throughput(surge.batch, surge.cores), 300 - 2 * model().throughput(2, 1));
-  // Beyond what 8 cores carry (about 355 req/s), one-core instances start now for the rest.
+  EXPECT_EQ(surge.in_place(), 1) << "instance 0 alone is enough";
+  // Beyond what instance 0 carries at 8 cores (about 355 req/s, with 91 beside it), the running
+  // instances grow in place together (thesis P4.5.1.2), still with no instance to start: two of
+  // them carry what the third, at one core, does not.
+  auto more = biscale_vertical(stage_at(600), now, 8);
+  EXPECT_EQ(more.instances, 3);
+  EXPECT_EQ(more.in_place(), 2);
+  EXPECT_LE(more.cores, 8);
+  EXPECT_GE(shape_capacity(model(), more), 600);
+  EXPECT_LT(2 * model().throughput(more.batch, more.cores - 1) + model().throughput(2, 1), 600)
+      << "at the fewest cores that do";
+  // Beyond all three at 8 cores (about 1,065 req/s), one-core instances start now for the rest.
   auto flood = biscale_vertical(stage_at(1500), now, 8);
   EXPECT_GT(flood.instances, 3);
   EXPECT_EQ(flood.cores, 8);
-  double carried = model().throughput(flood.batch, flood.cores) +
-                   (flood.instances - 1) * model().throughput(flood.horizontal_batch, 1);
-  EXPECT_GE(carried, 1500);
-  // The instances the surge started stop once instance 0 can carry the excess by itself.
+  EXPECT_EQ(flood.in_place(), 3);
+  EXPECT_GE(shape_capacity(model(), flood), 1500);
+  EXPECT_EQ(flood.total_cores(), 3 * 8 + flood.instances - 3);
+  // The instances the surge started stop, and the others shrink, once instance 0 can carry the
+  // excess by itself.
   auto after = biscale_vertical(stage_at(110), flood, 8);
   EXPECT_EQ(after.instances, 3);
   EXPECT_EQ(after.cores, 1);
+  EXPECT_EQ(after.in_place(), 1);
 }
 
 TEST(autoscaler, biscale_takes_in_place_what_one_core_batches_lose_when_the_budget_shrinks) {
