@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "scheduling/catalogue.hpp"
 #include "scheduling/epoch.hpp"
@@ -80,8 +81,10 @@ std::vector<std::string> keep_within_budget(const epoch_input& in, const std::ve
     for (size_t j = 0; j < costs.size(); ++j)
       if (costs[j] <= limit) kept.push_back(st.variant_indices[j]);
     if (kept.size() == st.variant_indices.size()) continue;
-    degraded.push_back(st.name + ": " + models[pick].name + " within its budget of " + std::to_string(budgets[k]) +
-                       " a request");
+    char each[32];
+    std::snprintf(each, sizeof each, "%.3g", budgets[k]);
+    degraded.push_back("pipeline '" + p.name + "' stage '" + st.name + "': " + models[pick].name +
+                       " within its budget of " + each + " a request");
     st.variant_indices = std::move(kept);
     st.model_index = pick;
     st.model = models[pick].name;
