@@ -46,7 +46,9 @@ std::map<std::string, double> tightest_budgets(const msg::routing_table& t) {
 // what l(b) takes there), and each model's tightest budget.
 class spill_points {
  public:
-  spill_points(const cluster_config& cfg, const msg::routing_table& t) : cfg_(cfg), budget_(tightest_budgets(t)) {
+  // `models`: the planner's (a refreshed profile's latencies scaled), else the file's.
+  spill_points(const cluster_config& cfg, const msg::routing_table& t, const std::vector<model_spec>* models = nullptr)
+      : cfg_(cfg), models_(models ? *models : cfg.models), budget_(tightest_budgets(t)) {
     for (auto& s : device_slots(cfg)) slot_.emplace(std::make_pair(s.node, s.device), s);
   }
   // Outstanding invocations at which instance `i` of `model`, run in batches of `b`, is busy:
@@ -54,7 +56,8 @@ class spill_points {
   // those queued, each taking l(b)): b per l(b) of the budget beyond the running batch's. 0
   // (never busy) where the model or its budget is unknown.
   uint32_t of(const std::string& model, const msg::route_instance& i, uint32_t b) const {
-    auto* m = cfg_.find_model(model);
+    auto it = std::find_if(models_.begin(), models_.end(), [&](const model_spec& x) { return x.name == model; });
+    const model_spec* m = it == models_.end() ? cfg_.find_model(model) : &*it;  // fragments: the file's
     auto budget = budget_.find(model);
     auto slot = slot_.find({i.node, i.device});
     if (!m || budget == budget_.end() || slot == slot_.end() || b == 0) return 0;
@@ -66,14 +69,16 @@ class spill_points {
 
  private:
   const cluster_config& cfg_;
+  const std::vector<model_spec>& models_;
   std::map<std::string, double> budget_;
   std::map<std::pair<std::string, uint32_t>, sched::device_slot> slot_;
 };
 
 // Tells every route instance that has none its spill point: the batch it was planned at (the
 // batch its device runs the model at, where the plan named none) against its model's budget.
-void set_spill_points(const cluster_config& cfg, cluster_placement& pl) {
-  spill_points spill(cfg, pl.table);
+void set_spill_points(const cluster_config& cfg, cluster_placement& pl,
+                      const std::vector<model_spec>* models = nullptr) {
+  spill_points spill(cfg, pl.table, models);
   for (auto& r : pl.table.routes)
     for (auto& i : r.instances) {
       if (i.spill_at) continue;
@@ -157,8 +162,9 @@ msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_in
     for (size_t s = 0; s < p.stages.size(); ++s)
       t.budgets.push_back({p.name, p.stages[s].name, r.splits[pi].budget_ms[s], models[p.stages[s].model_index].name});
   }
-  // Each planned instance spills past the batch it was planned at, against its model's budget.
-  spill_points spill(cfg, t);
+  // Each planned instance spills past the batch it was planned at, against its model's budget,
+  // at the planner's latencies (a refreshed profile's).
+  spill_points spill(cfg, t, in.models);
   for (auto& route : t.routes)
     for (auto& inst : route.instances)
       if (auto b = planned_batch.find({inst.node, inst.device, route.model}); b != planned_batch.end())
@@ -330,7 +336,7 @@ cluster_placement epoch_placement(const cluster_config& cfg, const sched::epoch_
   cluster_placement out{schedules_from(cfg, in, r, epoch), routing_from(cfg, in, r, epoch)};
   add_backups(cfg, in.pipelines ? *in.pipelines : cfg.pipelines, in.slots, out);
   if (previous && cfg.scheduler.spares) keep_spares(cfg, in.slots, *previous, out);
-  set_spill_points(cfg, out);
+  set_spill_points(cfg, out, in.models);
   return out;
 }
 

@@ -107,6 +107,34 @@ TEST(placement, devices_a_plan_leaves_free_keep_their_models_as_spares) {
   for (auto& ss : p.schedules.at("w2").devices[0].sessions) EXPECT_EQ(ss.model, "b");
 }
 
+// A model refreshed to twice its profile (the controller's models, `in.models`) spills at the
+// latencies it runs at: fewer outstanding invocations fit its budget than at the file's profile.
+TEST(placement, spill_points_follow_a_refreshed_profile) {
+  auto cfg = parse(two_models);
+  auto in = planning_input(cfg, cfg.models);
+  in.rates = {40};
+  auto planned = sched::plan_epoch(in);
+  ASSERT_TRUE(planned) << planned.error();
+  auto spill = [](const cluster_placement& p, const std::string& model) {
+    std::vector<uint32_t> out;
+    for (auto& r : p.table.routes)
+      if (r.model == model)
+        for (auto& i : r.instances)
+          if (!i.spare) out.push_back(i.spill_at);
+    return out;
+  };
+  auto as_written = epoch_placement(cfg, in, *planned, 2);
+  auto slow = cfg.models;
+  scale_latency(slow[1], 2);  // b: l(b) = 2b + 2
+  in.models = &slow;
+  auto refreshed = epoch_placement(cfg, in, *planned, 2);
+  auto before = spill(as_written, "b"), after = spill(refreshed, "b");
+  ASSERT_FALSE(before.empty());
+  ASSERT_EQ(before.size(), after.size());
+  for (size_t k = 0; k < before.size(); ++k) EXPECT_LT(after[k], before[k]) << k;
+  EXPECT_EQ(spill(as_written, "a"), spill(refreshed, "a")) << "a runs as profiled";
+}
+
 // Before any load, a plan for what the devices hold: every pipeline at the largest rate that fits.
 TEST(placement, a_capacity_plan_fills_the_cluster_at_the_largest_rate_that_fits) {
   auto cfg = parse(two_models);
