@@ -111,7 +111,7 @@ void send_resizes(self_ptr self, const std::string& node, bool force) {
 
 void on_deployment(self_ptr self, deployment& d) {
   auto& st = self->state;
-  auto p = deployment_placement(*st.cfg, d, ++st.epoch, st.current.table.budgets, &st.current);
+  auto p = deployment_placement(*st.cfg, d, ++st.epoch, st.current.table.budgets, &st.current, &st.models);
   st.deployed = std::move(d);
   // A worker whose devices did not change keeps its schedule and its epoch.
   for (auto& [name, s] : p.schedules) {

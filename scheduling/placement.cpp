@@ -357,8 +357,8 @@ sched::pipeline_load pipeline_load_of(const cluster_config& cfg) {
 }
 
 cluster_placement deployment_placement(const cluster_config& cfg, const deployment& d, uint64_t epoch,
-                                       const std::vector<msg::stage_budget>& budgets,
-                                       const cluster_placement* previous) {
+                                       const std::vector<msg::stage_budget>& budgets, const cluster_placement* previous,
+                                       const std::vector<model_spec>* models) {
   cluster_placement out{idle_schedules(cfg, epoch), {}};
   std::map<std::string, msg::model_route> routes;
   for (auto& m : cfg.models) routes[m.name].model = m.name;
@@ -374,7 +374,7 @@ cluster_placement deployment_placement(const cluster_config& cfg, const deployme
   for (auto& [m, r] : routes) out.table.routes.push_back(std::move(r));
   out.table.budgets = d.budgets.empty() ? budgets : d.budgets;
   if (previous && cfg.scheduler.spares) keep_spares(cfg, device_slots(cfg), *previous, out);
-  set_spill_points(cfg, out);
+  set_spill_points(cfg, out, models);
   return out;
 }
 

@@ -79,10 +79,12 @@ cluster_placement epoch_placement(const cluster_config& cfg, const sched::epoch_
 
 // A scaler's deployment: instances weighted by their throughput at their batch and cores; the
 // stage budgets are the deployment's, or `budgets` when it carries none. Devices it leaves free
-// keep what they ran in `previous`, routed as spares (as epoch_placement's).
+// keep what they ran in `previous`, routed as spares (as epoch_placement's). Spill points at
+// `models`' latencies (the controller's, with refreshed profiles), else the file's.
 cluster_placement deployment_placement(const cluster_config& cfg, const deployment& d, uint64_t epoch,
                                        const std::vector<msg::stage_budget>& budgets,
-                                       const cluster_placement* previous = nullptr);
+                                       const cluster_placement* previous = nullptr,
+                                       const std::vector<model_spec>* models = nullptr);
 
 // When epochs are due, as `scheduler:` and `runtime.beacon_ms` say.
 sched::epoch_rule epoch_rule_of(const cluster_config& cfg);

@@ -172,6 +172,15 @@ TEST(placement, a_deployment_weighs_instances_by_throughput_and_keeps_budgets_it
   d.budgets = {{"p", "s1", 80}, {"p", "s2", 20}};
   EXPECT_DOUBLE_EQ(deployment_placement(cfg, d, 4, old).table.budgets[0].budget_ms, 80);
   EXPECT_EQ(p.schedules["w1"].devices[0].sessions[0].batch, 4u);
+  // With the controller's models, b refreshed to twice its profile spills sooner.
+  auto slow = cfg.models;
+  scale_latency(slow[1], 2);
+  d.budgets = {{"p", "s1", 60, "a"}, {"p", "s2", 40, "b"}};
+  auto as_written = deployment_placement(cfg, d, 5, old);
+  auto refreshed = deployment_placement(cfg, d, 5, old, nullptr, &slow);
+  ASSERT_GT(as_written.table.routes[1].instances[0].spill_at, 0u);
+  EXPECT_LT(refreshed.table.routes[1].instances[0].spill_at, as_written.table.routes[1].instances[0].spill_at);
+  EXPECT_EQ(refreshed.table.routes[0].instances[0].spill_at, as_written.table.routes[0].instances[0].spill_at);
 }
 
 TEST(placement, a_measured_profile_is_adopted_once_for_a_model_without_one) {
