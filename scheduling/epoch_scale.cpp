@@ -43,10 +43,6 @@ bool fits_cluster(const epoch_result& r) {
   return r.devices_missing == 0 && r.placement.infeasible.empty();
 }
 
-}  // namespace
-
-namespace {
-
 // MCDNN's per-request budgets (scheduling/mcdnn_budget.hpp): each stage with variants keeps
 // those within its budget (the cheapest where none is), so that the catalogue below picks the
 // most accurate of them that fits. Returns what each stage gave up for the budget.
@@ -76,7 +72,8 @@ std::vector<std::string> keep_within_budget(const epoch_input& in, const std::ve
     std::vector<double> costs;
     for (auto m : st.variant_indices) costs.push_back(cost_per_request(models[m], p.slo_ms, price));
     auto pick = variant_within(st.variant_indices, costs, models, budgets[k]);
-    double limit = std::max(budgets[k], cost_per_request(models[pick], p.slo_ms, price));
+    auto at = std::find(st.variant_indices.begin(), st.variant_indices.end(), pick) - st.variant_indices.begin();
+    double limit = std::max(budgets[k], costs[static_cast<size_t>(at)]);
     std::vector<size_t> kept;
     for (size_t j = 0; j < costs.size(); ++j)
       if (costs[j] <= limit) kept.push_back(st.variant_indices[j]);
