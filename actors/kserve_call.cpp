@@ -102,12 +102,19 @@ expected<prepared_call> prepare_call(const cluster_config& cfg, const pipeline& 
     x.name = "input";
   }
   auto sig = signature_of(cfg, p);
-  for (auto& name : params.outputs)
-    if (std::none_of(sig.outputs.begin(), sig.outputs.end(), [&](auto& o) { return o.name == name; })) {
-      std::string names;
-      for (auto& o : sig.outputs) names += (names.empty() ? "'" : ", '") + o.name + "'";
-      return fail("pipeline '" + p.name + "' has no output '" + name + "'; its outputs are " + names);
-    }
+  for (auto& name : params.outputs) {
+    if (std::any_of(sig.outputs.begin(), sig.outputs.end(), [&](auto& o) { return o.name == name; })) continue;
+    // NAME_rows: the rows of each item of a batch for a per-row output NAME (combine_replies).
+    bool rows = std::any_of(sig.outputs.begin(), sig.outputs.end(), [&](auto& o) {
+      return !o.spec.shape.empty() && o.spec.shape.front() < 0 && name == o.name + rows_suffix;
+    });
+    if (rows && call.batched) continue;
+    if (rows)
+      return fail("output '" + name + "' comes with a batched request (an input with a leading batch dimension)");
+    std::string names;
+    for (auto& o : sig.outputs) names += (names.empty() ? "'" : ", '") + o.name + "'";
+    return fail("pipeline '" + p.name + "' has no output '" + name + "'; its outputs are " + names);
+  }
   call.outputs = std::move(params.outputs);
   for (auto& x : items) {
     msg::client_request r;
@@ -147,8 +154,7 @@ void shape_item(const cluster_config& cfg, const pipeline& p, const prepared_cal
   for (size_t k = 0; k < leaves.size(); ++k) {
     auto& stage = p.stages[leaves[k]];
     auto& name = sig.outputs[k].name;
-    if (!call.outputs.empty() && std::find(call.outputs.begin(), call.outputs.end(), name) == call.outputs.end())
-      continue;
+    if (!call.wants(name) && !call.wants(name + rows_suffix)) continue;
     std::vector<tensor*> parts;
     for (auto& o : outputs)
       if (o.name == stage.name) parts.push_back(&o);
@@ -218,10 +224,13 @@ msg::client_reply combine_replies(const cluster_config& cfg, const pipeline& p, 
     rows.reserve(n);
     for (auto& r : replies) rows.push_back(per_row && n > 1 ? padded(r.outputs[j], most) : r.outputs[j]);
     for (auto& x : rows) parts.push_back(&x);
-    stacked_outputs.push_back(stacked(first.name, rows.front().spec(), parts));
-    if (!per_row || n == 1) continue;
+    if (call.wants(first.name)) stacked_outputs.push_back(stacked(first.name, rows.front().spec(), parts));
+    // The rows of each item: where items were padded (unless the request names outputs without
+    // it), or where the request names it.
+    bool named = !call.outputs.empty() && call.wants(first.name + rows_suffix);
+    if (!per_row || (n == 1 && !named) || !call.wants(first.name + rows_suffix)) continue;
     tensor counts;
-    counts.name = first.name + "_rows";
+    counts.name = first.name + rows_suffix;
     counts.type = dtype::int64;
     counts.shape = {static_cast<int64_t>(n)};
     std::string data(n * sizeof(int64_t), '\0');

@@ -3,6 +3,7 @@
 // as the protocol shows it, a request's inputs checked and turned into a client request, and the
 // reply's outputs named and shaped as the client sent them.
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -60,7 +61,13 @@ struct prepared_call {
   std::vector<msg::client_request> requests;  // one per item, in order (one when not batched)
   bool batched = false;                       // the client sent a leading batch dimension: outputs get it too
   std::vector<std::string> outputs;           // the outputs the client asked for, by name; empty: all
+  bool wants(const std::string& name) const {
+    return outputs.empty() || std::find(outputs.begin(), outputs.end(), name) != outputs.end();
+  }
 };
+
+// A batched request's per-row output NAME comes with NAME + this: INT64 [N], each item's rows.
+inline constexpr const char* rows_suffix = "_rows";
 
 // Most items one batched request may hold.
 constexpr int64_t max_batch_items = 1024;

@@ -272,6 +272,27 @@ pipelines:
   ASSERT_EQ(bj["outputs"].size(), 2u) << b->body;
   EXPECT_EQ(bj["outputs"][0]["shape"], json({2, std::max(above[0], above[1]), 5}));
   EXPECT_EQ(bj["outputs"][1]["data"], json({above[0], above[1]}));
+  // A request that names its outputs gets those alone; output_rows is one it may name.
+  auto named = [&](json outputs) {
+    auto req = both;
+    req["outputs"] = outputs;
+    auto r = client->Post("/v2/models/detect/infer", req.dump(), "application/json");
+    EXPECT_TRUE(r);
+    return r ? std::make_pair(r->status, json::parse(r->body)) : std::make_pair(0, json());
+  };
+  auto [s1, only] = named(json::array({{{"name", "output"}}}));
+  ASSERT_EQ(s1, 200) << only.dump();
+  ASSERT_EQ(only["outputs"].size(), 1u) << only.dump();
+  EXPECT_EQ(only["outputs"][0]["name"], "output");
+  auto [s2, rows] = named(json::array({{{"name", "output_rows"}}}));
+  ASSERT_EQ(s2, 200) << rows.dump();
+  ASSERT_EQ(rows["outputs"].size(), 1u) << rows.dump();
+  EXPECT_EQ(rows["outputs"][0]["data"], json({above[0], above[1]}));
+  one["outputs"] = json::array({{{"name", "output_rows"}}});
+  auto lone = client->Post("/v2/models/detect/infer", one.dump(), "application/json");
+  ASSERT_TRUE(lone);
+  EXPECT_EQ(lone->status, 400);
+  EXPECT_NE(lone->body.find("'output_rows' comes with a batched request"), std::string::npos) << lone->body;
 }
 
 // Triton's extensions a Triton client calls: each pipeline's statistics (what it answered, and the
