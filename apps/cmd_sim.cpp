@@ -8,6 +8,7 @@
 
 #include "apps/commands.hpp"
 #include "config/knob_option.hpp"
+#include "gpu/executor.hpp"
 #include "loadgen/arrivals.hpp"
 #include "scheduling/policies/registry.hpp"
 #include "sim/simulator.hpp"
@@ -19,6 +20,7 @@ namespace {
 struct sim_opts {
   std::string config, json, trace;
   std::vector<std::string> failures;
+  std::string slowdown;
   sim::options so;
 };
 
@@ -30,6 +32,7 @@ void report_sim(const sim_opts& o, const cluster_config& cfg, const sim::result&
   bool accuracies = std::any_of(cfg.models.begin(), cfg.models.end(), [](auto& m) { return m.accuracy; });
   if (accuracies)
     std::printf("accuracy served %.2f%% (mean over OK replies of their stages' product)\n", 100 * ran.accuracy);
+  for (auto& r : ran.refreshes) std::printf("profile refreshed: %s\n", r.c_str());
   if (cfg.scheduler.cost_budget > 0)
     std::printf("budget: %.4g of %.4g spent (%.1f%%)\n", ran.budget_spent, cfg.scheduler.cost_budget,
                 100 * ran.budget_spent / cfg.scheduler.cost_budget);
@@ -47,6 +50,7 @@ void report_sim(const sim_opts& o, const cluster_config& cfg, const sim::result&
                       {"wall_s", wall_s}};
     if (accuracies) j["simulated"]["accuracy"] = ran.accuracy;
     if (cfg.scheduler.cost_budget > 0) j["simulated"]["budget_spent"] = ran.budget_spent;
+    if (!ran.refreshes.empty()) j["simulated"]["profile_refreshes"] = ran.refreshes;
     if (cfg.scaler.enabled())
       j["simulated"]["scaler"] = {{"instance_seconds", ran.scaling.instance_seconds},
                                   {"core_seconds", ran.scaling.core_seconds},
@@ -65,6 +69,15 @@ int run_sim(sim_opts& o, bool duration_given) {
               << cfg->scheduler.name()
               << " places in rounds of its own; serve it and load it with sloserve load --clients\n";
     return 2;
+  }
+  if (!o.slowdown.empty()) {
+    auto slow = parse_slowdown(o.slowdown);
+    if (!slow) {
+      std::cerr << "--slowdown '" << o.slowdown << "': expected AFTER_S:FACTOR (FACTOR > 0)\n";
+      return 2;
+    }
+    so.slowdown_after_s = slow->first;
+    so.slowdown_factor = slow->second;
   }
   for (auto& f : o.failures) {
     auto parsed = sim::parse_failure(f);
@@ -125,6 +138,8 @@ void add_sim_command(CLI::App& app, int& rc) {
   cmd->add_option("--batch-overhead-ms", so.batch_overhead_ms, "what a device spends on each batch besides l(b)")
       ->capture_default_str();
   cmd->add_option("--fail", o->failures, "NODE@S or NODE@S-S: a worker node stops at S seconds (and returns)");
+  cmd->add_option("--slowdown", o->slowdown,
+                  "AFTER_S:FACTOR: every device runs its batches FACTOR times its profile from AFTER_S seconds");
   cmd->add_option("--json", o->json, "write the summary (and per-second series) here, as `load --json` does");
   cmd->callback([o, duration, &rc] { rc = run_sim(*o, duration->count() > 0); });
 }

@@ -27,17 +27,12 @@ class emulated_executor final : public device_executor {
     // SLOSERVE_EMULATED_SLOWDOWN=AFTER_S:FACTOR: from AFTER_S seconds after it starts, every batch
     // takes FACTOR times what the profile says (a device that degrades: throttling, a noisy
     // neighbour), while latency_ms still answers the profile's time.
-    if (auto* v = std::getenv("SLOSERVE_EMULATED_SLOWDOWN"); v && *v) {
-      char* end = nullptr;
-      double after = std::strtod(v, &end);
-      if (end && *end == ':') {
-        double factor = std::strtod(end + 1, nullptr);
-        if (after >= 0 && factor > 0) {
-          slow_from_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(after * 1e3));
-          slow_factor_ = factor;
-        }
+    if (auto* v = std::getenv("SLOSERVE_EMULATED_SLOWDOWN"); v && *v)
+      if (auto slow = parse_slowdown(v)) {
+        slow_from_ =
+            std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(slow->first * 1e3));
+        slow_factor_ = slow->second;
       }
-    }
   }
   void set_threads(int threads) override { threads_ = std::max(1, threads); }
 
@@ -102,6 +97,16 @@ class emulated_executor final : public device_executor {
 };
 
 }  // namespace
+
+std::optional<std::pair<double, double>> parse_slowdown(const std::string& text) {
+  char* end = nullptr;
+  double after = std::strtod(text.c_str(), &end);
+  if (!end || end == text.c_str() || *end != ':') return std::nullopt;
+  char* rest = nullptr;
+  double factor = std::strtod(end + 1, &rest);
+  if (!rest || rest == end + 1 || *rest || !(after >= 0) || !(factor > 0)) return std::nullopt;
+  return std::make_pair(after, factor);
+}
 
 std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed, int threads, const std::string& type,
                                                         double share) {

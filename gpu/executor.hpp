@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "config/knobs.hpp"
@@ -82,6 +83,10 @@ class device_executor {
 // `type`: the device type, whose profile (`profiles: {TYPE: ...}`) it runs where a model has one.
 // `share`: a fractional instance's share of its device, which slows it by each model's
 // share_slowdown (instances of one device run side by side, each an executor of its own).
+// "AFTER_S:FACTOR" (SLOSERVE_EMULATED_SLOWDOWN, `sloserve sim --slowdown`): batches take FACTOR
+// times their profile from AFTER_S seconds on; nullopt when it is not that.
+std::optional<std::pair<double, double>> parse_slowdown(const std::string& text);
+
 std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed, int threads = 1, const std::string& type = {},
                                                         double share = 1);
 

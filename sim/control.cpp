@@ -12,6 +12,7 @@ void engine::on_beacon(ns now) {
     std::fill(window_fallthroughs_[p].begin(), window_fallthroughs_[p].end(), 0);
   }
   load_->close_window(cfg_.runtime.beacon_ms / 1000.0);
+  refresh_profiles(now);
   if (budget_)
     budget_->charge(static_cast<double>(now) / 1e9, running_ ? *running_ : cfg_.pipelines, cfg_.models, load_->rates(),
                     budget_price_);
@@ -24,10 +25,31 @@ void engine::on_beacon(ns now) {
   if (now < end_send_ + 10'000 * ns_per_ms) post(now + cfg_.runtime.beacon_ms * ns_per_ms, kind::beacon);
 }
 
+// The beacon's batch times reach the drift detector (the monitor's part); a model whose scale
+// changed is planned at it at once (the controller's), and the scaler sizes it so too.
+void engine::refresh_profiles(ns now) {
+  if (!drift_) return;
+  for (size_t m = 0; m < exec_.size(); ++m) {
+    auto& x = exec_[m];
+    if (x.batches > 0) drift_->add(cfg_.models[m].name, x.took, x.said, x.batches);
+    x = {};
+  }
+  bool changed = false;
+  for (auto& [model, scale] : drift_->take_changes()) {
+    if (!sched::rescale_model(models_, scales_, model, scale)) continue;
+    char line[160];
+    std::snprintf(line, sizeof line, "%s x%.2f at %.1f s", model.c_str(), scale, static_cast<double>(now) / 1e9);
+    refreshes_.push_back(line);
+    if (scaler_) scaler_->rescale(model, scale);
+    changed = true;
+  }
+  if (changed && plans_epochs()) plan(now);
+}
+
 void engine::plan(ns now, bool surge, bool immediately) {
   // As the controller's: least-cost policies plan for load only.
   if (scheduling_.plans_least_cost() && sched::nothing_to_plan_for(load_->rates())) return;
-  auto in = planning_input(cfg_, cfg_.models);
+  auto in = planning_input(cfg_, models_);
   if (cfg_.scheduler.cost_budget > 0 && !budget_) {
     budget_.emplace(cfg_.scheduler.cost_budget, cfg_.scheduler.budget_horizon_s);
     budget_price_ = sched::mean_price(in.slots);

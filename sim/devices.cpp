@@ -42,14 +42,21 @@ void engine::start_next(ns now, uint32_t di) {
     auto ms_at = [&m, &profile, threads, slow](int b) {
       return (m.cores ? m.cores->at(b, threads) : profile.latency_ms_at(b)) * slow;
     };
-    auto l = [&ms_at](int b) { return std::chrono::nanoseconds(to_ns(ms_at(b))); };
+    // Early drop judges by the profile the planner last adopted (the schedule's scale).
+    auto scale = scales_.find(m.name);
+    double adopted = scale == scales_.end() ? 1.0 : scale->second;
+    auto l = [&ms_at, adopted](int b) { return std::chrono::nanoseconds(to_ns(ms_at(b) * adopted)); };
     batch.clear();
     dropped.clear();
     s.queue.form_batch(*policy_, at(now), s.batch, l, batch, dropped);
     for (auto& e : dropped) answer(now, e.item, msg::status::dropped);
     if (batch.empty()) continue;
-    double ms = ms_at(static_cast<int>(batch.size()));
+    double said = ms_at(static_cast<int>(batch.size()));
+    double ms = said;
     if (m.jitter > 0) ms *= std::uniform_real_distribution<double>(1 - m.jitter, 1 + m.jitter)(exec_rng_);
+    if (o_.slowdown_factor != 1 && now >= to_ns(o_.slowdown_after_s * 1000)) ms *= o_.slowdown_factor;
+    auto& x = exec_[s.model];
+    x.took += ms, x.said += said, x.batches += 1;
     d.busy = true;
     d.started = now;
     d.running.clear();

@@ -21,6 +21,7 @@
 #include "scheduling/pipeline_load.hpp"
 #include "scheduling/placement.hpp"
 #include "scheduling/policies/registry.hpp"
+#include "scheduling/profile_drift.hpp"
 #include "scheduling/session_queue.hpp"
 #include "sim/simulator.hpp"
 
@@ -244,6 +245,18 @@ class engine {
   std::optional<sched::budget_account> budget_;
   double budget_price_ = 1;
   std::shared_ptr<const std::vector<pipeline>> running_;
+  // Online profile refresh, as the monitor and the controller do it: per model, its batches'
+  // time against the profile since the last beacon; the models the planner plans with (each at
+  // its adopted scale).
+  struct exec_tally {
+    double took = 0, said = 0, batches = 0;
+  };
+  std::optional<sched::profile_drift> drift_;
+  std::vector<exec_tally> exec_;
+  std::vector<model_spec> models_;
+  std::map<std::string, double> scales_;
+  std::vector<std::string> refreshes_;
+  void refresh_profiles(ns now);
 
   // Scaling: the cluster's scaler_core over a local provisioner, polled as the actor polls it.
   std::unique_ptr<scaler_core> scaler_;

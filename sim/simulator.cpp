@@ -37,6 +37,14 @@ status engine::setup() {
   routes_.assign(cfg_.models.size(), {});
   route_pos_.assign(cfg_.models.size(), {});
   for (auto& m : cfg_.models) accuracy_.push_back(m.accuracy.value_or(100) / 100);
+  models_ = cfg_.models;
+  exec_.assign(cfg_.models.size(), {});
+  if (cfg_.scheduler.profile_drift > 0) {
+    sched::drift_options d;
+    d.threshold = cfg_.scheduler.profile_drift;
+    d.windows = cfg_.scheduler.profile_drift_windows;
+    drift_.emplace(d);
+  }
   for (auto& p : cfg_.pipelines) {
     std::vector<uint32_t> ms;
     for (auto& s : p.stages) ms.push_back(static_cast<uint32_t>(s.model_index));
@@ -133,6 +141,7 @@ result engine::results(double duration) {
   out.devices = devices_.size();
   out.peak_devices_used = peak_used_;
   if (budget_) out.budget_spent = budget_->spent();
+  out.refreshes = refreshes_;
   if (scaler_) out.scaling = scaler_->stats();
   auto& d = out.described;
   for (auto p : traffic_) d.pipeline += (d.pipeline.empty() ? "" : ",") + cfg_.pipelines[p].name;

@@ -42,6 +42,10 @@ struct options {
   // replies. A multi-process cluster on one machine spends about this much.
   double batch_overhead_ms = 0.5;
   std::vector<failure> failures;
+  // Every device runs each batch `slowdown_factor` times its profile from `slowdown_after_s`
+  // (as SLOSERVE_EMULATED_SLOWDOWN makes emulated devices of a cluster do); 1: never.
+  double slowdown_after_s = 0;
+  double slowdown_factor = 1;
   // Called as each stage's invocation is first sent (a cascade's second model included): the
   // query's number in order of arrival (from 1), its pipeline, the model, and the invocation's
   // deadline in nanoseconds after the query's arrival at the frontend.
@@ -60,6 +64,8 @@ struct result {
   // stages (a model that declares no accuracy counts as 1): the rate-weighted accuracy served.
   double accuracy = 0;
   double budget_spent = 0;  // `scheduler.cost_budget`: what the stages spent of it, by the profile
+  // Profiles refreshed online (scheduler.profile_drift), in order: "MODEL xSCALE at Ts".
+  std::vector<std::string> refreshes;
 };
 
 // Runs the simulation; fails on options that do not fit the cluster (unknown pipeline or node).

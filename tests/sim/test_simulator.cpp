@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "config/cluster_config.hpp"
+#include "gpu/executor.hpp"
 #include "sim/simulator.hpp"
 #include "tests/text_file.hpp"
 
@@ -368,6 +369,35 @@ scheduler: {cost_budget: )" +
   EXPECT_LT(loose.accuracy, 0.78);
 }
 
+// Devices that slow to twice their profile 6 s in (as SLOSERVE_EMULATED_SLOWDOWN does on a
+// cluster): the simulator refreshes both models' profiles within a few beacons, as the monitor
+// and the controller do, and the plan at what they measure serves far more within the SLO than
+// the plan at the file's profile (profile_drift: 0). Nothing is lost either way.
+TEST(simulator, devices_that_slow_down_are_planned_at_what_they_measure) {
+  auto yaml = read_text(SLOSERVE_EXAMPLES_DIR "/default.yaml");
+  options o;
+  o.rate = 1200;
+  o.duration_s = 30;
+  o.slowdown_after_s = 6;
+  o.slowdown_factor = 2;
+  auto refreshed = simulate(parse(yaml), o);
+  ASSERT_TRUE(refreshed) << refreshed.error();
+  expect_one_reply_each(refreshed->summary);
+  ASSERT_EQ(refreshed->refreshes.size(), 2u);
+  for (auto& r : refreshed->refreshes) {
+    double scale = std::stod(r.substr(r.find(" x") + 2));
+    EXPECT_NEAR(scale, 2, 0.1) << r;
+    double at = std::stod(r.substr(r.find(" at ") + 4));
+    EXPECT_GE(at, 6) << r;
+    EXPECT_LE(at, 10) << r;
+  }
+  auto as_written = simulate(parse(yaml + "scheduler: {profile_drift: 0}\n"), o);
+  ASSERT_TRUE(as_written) << as_written.error();
+  expect_one_reply_each(as_written->summary);
+  EXPECT_TRUE(as_written->refreshes.empty());
+  EXPECT_GT(refreshed->summary.attainment, as_written->summary.attainment + 0.2);
+}
+
 TEST(simulator, bad_options_are_refused_with_a_reason) {
   auto cfg = parse(two_workers);
   auto o = load(10, 1);
@@ -383,6 +413,9 @@ TEST(simulator, bad_options_are_refused_with_a_reason) {
   EXPECT_TRUE(parse_failure("w1@3"));
   EXPECT_DOUBLE_EQ(parse_failure("w1@3-7.5")->back_s, 7.5);
   for (auto bad : {"w1", "@3", "w1@x", "w1@3-2", "w1@-1", "w1@3-"}) EXPECT_FALSE(parse_failure(bad)) << bad;
+  for (auto bad : {"", "6", "x:2", "6:", "6:0", "-1:2", "6:2x"}) EXPECT_FALSE(parse_slowdown(bad)) << bad;
+  EXPECT_EQ(parse_slowdown("6:2"), std::make_pair(6.0, 2.0));
+  EXPECT_EQ(parse_slowdown("0.5:1.5"), std::make_pair(0.5, 1.5));
 }
 
 }  // namespace
