@@ -11,7 +11,7 @@ namespace {
 const std::vector<settings::key<options>>& keys() {
   using o = options;
   static const std::vector<settings::key<o>> all = {
-      {"theta", &o::theta}, {"group_size", &o::group_size}, {"weights", &o::weights}};
+      {"theta", &o::theta}, {"group_size", &o::group_size}, {"weights", &o::weights}, {"refine", &o::refine}};
   return all;
 }
 
@@ -22,6 +22,7 @@ policy_config config() {
                                                        const std::string& where) {
     if (!(x.theta >= 0 && x.theta <= 10)) r.error(n["theta"], where + " theta must be in [0, 10]");
     if (x.group_size < 1 || x.group_size > 64) r.error(n["group_size"], where + " group_size must be in [1, 64]");
+    if (x.refine < 0 || x.refine > 1000000) r.error(n["refine"], where + " refine must be in [0, 1000000]");
     if (x.weights.size() != 3 || std::any_of(x.weights.begin(), x.weights.end(), [](double w) { return !(w >= 0); }) ||
         x.weights[0] + x.weights[1] + x.weights[2] <= 0)
       r.error(n["weights"], where + " weights must be three non-negative numbers [p, t, q], not all 0");

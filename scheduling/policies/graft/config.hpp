@@ -14,6 +14,9 @@ struct options {
   double theta = 0.2;
   int group_size = 5;
   std::vector<double> weights{1, 1, 1};  // the grouping distance's factor weights: p, t, q
+  // Re-alignments spent refining the groups by the cost they re-align to (fragments moved or
+  // traded between groups while the sum falls); 0: the paper's grouping alone.
+  int refine = 1000;
 };
 
 // Its section, and its demands: it plans every device itself (no scaler), and every pipeline is

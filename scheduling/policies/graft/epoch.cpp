@@ -135,7 +135,7 @@ expected<epoch_result> plan_graft_epoch(const epoch_input& in, const epoch_resul
     auto frags = fragments_of(in, pi, p, static_cast<int>(base.layers.size()), rate);
     std::vector<graft::fragment> merged;
     auto plan = plan_graft(gm, frags, &merged, static_cast<size_t>(std::max(1, o.group_size)), o.theta,
-                           {o.weights[0], o.weights[1], o.weights[2]});
+                           {o.weights[0], o.weights[1], o.weights[2]}, o.refine);
     if (!plan.feasible) {
       out.placement.infeasible.push_back(out.sessions.size());
       out.sessions.push_back({&base, p.slo_ms, rate});

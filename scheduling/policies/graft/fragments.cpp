@@ -139,11 +139,24 @@ std::vector<std::vector<size_t>> group_fragments(const std::vector<fragment>& fr
 
 namespace {
 
+// allocate() memoised: re-alignments of overlapping groups ask for the same ranges, rates and
+// budgets many times over.
+struct alloc_cache {
+  const model& m;
+  std::map<std::tuple<int, int, double, double>, alloc> memo;
+  alloc operator()(int a, int b, double q, double d) {
+    auto key = std::make_tuple(a, b, q, d);
+    if (auto it = memo.find(key); it != memo.end()) return it->second;
+    return memo[key] = allocate(m, a, b, q, d);
+  }
+};
+
 // The fragments of `group` with p > `above`, re-aligned (memoised by `above`).
 struct realigner {
   const model& m;
   const std::vector<fragment>& group;
   int sweep;
+  alloc_cache& allocate;
   std::map<int, plan> memo;
 
   plan above(int x) {
@@ -203,7 +216,7 @@ struct realigner {
     auto parts = [&](double ds, plan& plan) {
       for (auto i : a) {
         if (group[i].p >= ps) continue;
-        auto al = allocate(m, group[i].p, ps, group[i].q, group[i].t / 2 - ds);
+        auto al = allocate(group[i].p, ps, group[i].q, group[i].t / 2 - ds);
         if (!al.feasible) return false;
         plan.resources += al.resources;
         plan.stages.push_back({group[i].p, ps, {i}, group[i].t / 2 - ds, al});
@@ -216,7 +229,7 @@ struct realigner {
     } else {
       for (int k = 1; k <= sweep; ++k) {
         double ds = half * k / sweep;
-        auto shared = allocate(m, ps, m.layers, rate, ds);
+        auto shared = allocate(ps, m.layers, rate, ds);
         if (!shared.feasible) continue;
         plan plan;
         plan.resources = shared.resources;
@@ -231,19 +244,86 @@ struct realigner {
   }
 };
 
-}  // namespace
-
-plan realign(const model& m, const std::vector<fragment>& group, int sweep) {
-  realigner r{m, group, sweep, {}};
+plan realign_cached(const model& m, const std::vector<fragment>& group, int sweep, alloc_cache& cache) {
+  realigner r{m, group, sweep, cache, {}};
   return r.above(-1);
 }
 
+}  // namespace
+
+plan realign(const model& m, const std::vector<fragment>& group, int sweep) {
+  alloc_cache cache{m, {}};
+  return realign_cached(m, group, sweep, cache);
+}
+
+std::vector<std::vector<size_t>> refine_groups(const model& m, const std::vector<fragment>& fragments,
+                                               std::vector<std::vector<size_t>> groups, size_t size, int budget,
+                                               int sweep) {
+  size_t cap = std::max<size_t>(1, size);
+  for (auto& g : groups) cap = std::max(cap, g.size());
+  std::map<std::vector<size_t>, double> memo;
+  alloc_cache cache{m, {}};
+  auto cost = [&](std::vector<size_t> g) {
+    if (g.empty()) return 0.0;
+    std::sort(g.begin(), g.end());
+    if (auto it = memo.find(g); it != memo.end()) return it->second;
+    if (budget-- <= 0) return inf;  // out of evaluations: no move judged further is taken
+    std::vector<fragment> sub;
+    for (auto i : g) sub.push_back(fragments[i]);
+    auto p = realign_cached(m, sub, sweep, cache);
+    return memo[g] = p.feasible ? p.resources : inf;
+  };
+  auto without = [](std::vector<size_t> g, size_t i) {
+    g.erase(std::find(g.begin(), g.end(), i));
+    return g;
+  };
+  for (bool moved = true; moved && budget > 0;) {
+    moved = false;
+    for (size_t g = 0; g < groups.size() && !moved; ++g)
+      for (size_t x = 0; x < groups[g].size() && !moved; ++x) {
+        size_t i = groups[g][x];
+        auto from = without(groups[g], i);
+        double before_g = cost(groups[g]), after_g = cost(from);
+        // Into another group with room, or into a group of its own.
+        for (size_t h = 0; h <= groups.size() && !moved; ++h) {
+          if (h == g || (h < groups.size() && groups[h].size() >= cap) || (h == groups.size() && from.empty()))
+            continue;
+          auto to = h < groups.size() ? groups[h] : std::vector<size_t>{};
+          double before = before_g + cost(to);
+          to.push_back(i);
+          if (after_g + cost(to) >= before - 1e-9) continue;
+          if (h == groups.size()) groups.emplace_back();
+          groups[h] = std::move(to);
+          groups[g] = from;
+          moved = true;
+        }
+      }
+    // Or two fragments of two groups trade places.
+    for (size_t g = 0; g < groups.size() && !moved; ++g)
+      for (size_t h = g + 1; h < groups.size() && !moved; ++h) {
+        double before = cost(groups[g]) + cost(groups[h]);
+        for (size_t x = 0; x < groups[g].size() && !moved; ++x)
+          for (size_t y = 0; y < groups[h].size() && !moved; ++y) {
+            auto a = groups[g], b = groups[h];
+            std::swap(a[x], b[y]);
+            if (cost(a) + cost(b) >= before - 1e-9) continue;
+            groups[g] = std::move(a), groups[h] = std::move(b);
+            moved = true;
+          }
+      }
+    groups.erase(std::remove_if(groups.begin(), groups.end(), [](auto& g) { return g.empty(); }), groups.end());
+  }
+  return groups;
+}
+
 plan plan_graft(const model& m, const std::vector<fragment>& fragments, std::vector<fragment>* merged,
-                size_t group_size, double theta, weights w) {
+                size_t group_size, double theta, weights w, int refine_budget) {
   auto frags = merge_fragments(m, fragments, theta);
   plan out;
   out.feasible = true;
-  for (auto& g : group_fragments(frags, group_size, w)) {
+  auto groups = group_fragments(frags, group_size, w);
+  if (refine_budget > 0) groups = refine_groups(m, frags, std::move(groups), group_size, refine_budget);
+  for (auto& g : groups) {
     std::vector<fragment> sub;
     for (auto i : g) sub.push_back(frags[i]);
     auto p = realign(m, sub);

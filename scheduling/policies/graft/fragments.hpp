@@ -92,10 +92,19 @@ struct plan {
 };
 plan realign(const model& m, const std::vector<fragment>& group, int sweep = 64);
 
+// Groups improved by moving one fragment at a time to another group with room (no group over
+// max(size, the largest given)) or to a group of its own, or two fragments of two groups trading
+// places, while the re-aligned cost (sum of share x instances, re-aligned with `sweep` steps of
+// the shared stage's budget) falls; at most `budget` re-alignments are computed.
+std::vector<std::vector<size_t>> refine_groups(const model& m, const std::vector<fragment>& fragments,
+                                               std::vector<std::vector<size_t>> groups, size_t size, int budget,
+                                               int sweep = 16);
+
 // Merge, group, re-align: the whole plan (stage fragment indices refer to `fragments` after
-// merging, returned in `merged`).
+// merging, returned in `merged`). `refine_budget` > 0: the groups are refined (refine_groups)
+// before the final re-alignment.
 plan plan_graft(const model& m, const std::vector<fragment>& fragments, std::vector<fragment>* merged = nullptr,
-                size_t group_size = 5, double theta = 0.2, weights w = {});
+                size_t group_size = 5, double theta = 0.2, weights w = {}, int refine_budget = 0);
 plan gslice_plan(const model& m, const std::vector<fragment>& fragments);
 double brute_force_plan(const model& m, const std::vector<fragment>& fragments);
 
