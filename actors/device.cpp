@@ -47,6 +47,7 @@ struct device_state {
   std::deque<batch_run> runs;
   clock_time last_done{};  // when the latest batch finished
   uint64_t token = 0;
+  std::optional<clock_time> wake_at;  // a session collecting its batch looks again then (token 0)
 
   // An emulated cold start: the latest schedule waits, with the replies owed, until the models
   // it brings are loaded; the old sessions serve meanwhile.
@@ -133,6 +134,20 @@ bool start_next(self_ptr self) {
     auto& s = sessions[idx];
     if (s.queue.empty()) continue;
     if (staging && (s.model->is_variant() || s.queue.size() < static_cast<size_t>(s.batch))) continue;
+    // Whole batches in turn: wait for the batch, unless the most urgent can wait no longer.
+    if (s.collect > 0 && !s.draining && !staging) {
+      auto l = nanoseconds(static_cast<int64_t>(st.executor->latency_ms(*s.model, s.collect) * s.latency_scale * 1e6));
+      auto fill = nanoseconds(static_cast<int64_t>(s.collect_ms * 1e6));
+      if (auto when =
+              s.queue.start_at(now, static_cast<size_t>(s.collect), l, s.queue.front().enqueued, s.last_arrival, fill);
+          when > now) {
+        if (!st.wake_at || when < *st.wake_at) {
+          st.wake_at = when;
+          self->delayed_send(self, when - now, batch_done_atom::value, uint64_t{0});
+        }
+        continue;
+      }
+    }
     // A variant's turn runs its whole prefix family on this device: one pass of the prefix.
     std::vector<family_group> groups;
     device_state::batch_run run;
@@ -395,7 +410,11 @@ device_actor spawn_device_with(caf::actor_system& sys, actor_args args, uint32_t
           st.threads = threads;
           st.executor->set_threads(threads);
         },
-        [=](batch_done_atom, uint64_t token) { on_done(self, token); },
+        [=](batch_done_atom, uint64_t token) {
+          if (token != 0) return on_done(self, token);
+          self->state.wake_at.reset();  // a collecting session's wait is over
+          run_next(self);
+        },
         [=](stats_atom) {
           prune(self);
           device_load out{self->state.sessions.take_load(self->clock().now())};

@@ -20,6 +20,8 @@ void device_sessions::apply(const msg::device_schedule& ds, device_clock::time_p
     it->draining = false;
     it->batch = std::clamp<int>(static_cast<int>(ss.batch), 1, m->batch_limit());
     it->latency_scale = ss.latency_scale > 0 ? ss.latency_scale : 1;
+    it->collect = std::min(static_cast<int>(ss.collect), it->batch);
+    it->collect_ms = ss.collect_ms;
   }
   for (auto& s : sessions_)
     if (s.draining) s.last_arrival = std::max(s.last_arrival, now);  // the idle clock starts now

@@ -27,6 +27,8 @@ struct pending {
 struct session {
   const model_spec* model = nullptr;
   int batch = 1;
+  int collect = 0;           // queued before a batch starts, unless the oldest can wait no longer
+  double collect_ms = 0;     // a batch's fill time at the planned rate: bounds the wait
   double latency_scale = 1;  // the model runs at its profile x this (the schedule's refresh)
   bool draining = false;     // no longer scheduled here (see above)
   device_clock::time_point last_arrival;

@@ -253,7 +253,11 @@ void report_load(self_ptr self) {
   }
   st.net->to_node(ctl->name, {{}, std::move(r)});
   // Dummies whose worker never answered (it failed) are forgotten after a while.
-  std::erase_if(st.dummies, [&](auto& d) { return now - d.second > std::chrono::seconds(30); });
+  std::erase_if(st.dummies, [&](auto& d) {
+    if (now - d.second.at <= std::chrono::seconds(30)) return false;
+    if (!d.second.node.empty()) st.routes->release(d.second.model, d.second.node, d.second.device);
+    return true;
+  });
 }
 
 void register_with_controller(self_ptr self) {

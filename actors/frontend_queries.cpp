@@ -95,6 +95,7 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
 
 bool send_invocation(self_ptr self, uint64_t id, in_flight& f) {
   auto& st = self->state;
+  st.routes->set_clock(seconds_of(self->clock().now()));
   auto b = f.at ? st.routes->pick_at(f.model, f.at->first, f.at->second, st.rng) : st.routes->pick(f.model, st.rng);
   if (!b && f.at) {
     // The mapped variant has no live instance here: the stage's own model serves it.
@@ -266,8 +267,14 @@ bool send_all(self_ptr self, uint64_t qid, query& q, std::vector<query_walk::spa
 // balancer's weights leave them out too).
 void send_dummies(self_ptr self, clock_time now) {
   auto& st = self->state;
+  if (st.routes) st.routes->set_clock(seconds_of(now));
   for (auto& d : st.padding.due(seconds_of(now))) {
-    if (st.unheard.count(d.node)) continue;
+    // Where the model's instances take whole batches in turn, the dummy takes its place there
+    // (or waits, while the machines are behind the stream).
+    auto turn = st.routes ? st.routes->pick_dummy(d.model, st.rng) : frontend_routes::dummy_pick{};
+    if (turn.in_turn && !turn.to) continue;
+    if (turn.to) d.node = turn.to->node, d.device = turn.to->device;
+    if (st.unheard.count(d.node) && !turn.to) continue;
     auto* m = st.cfg->find_model(d.model);
     if (!m) continue;
     auto& inputs = st.dummy_inputs[d.model];
@@ -280,7 +287,8 @@ void send_dummies(self_ptr self, clock_time now) {
     inv.budget_ns = static_cast<int64_t>(d.budget_ms * 1e6);
     inv.inputs = inputs;
     inv.dummy = true;
-    st.dummies.emplace(inv.id, now);
+    st.dummies.emplace(inv.id,
+                       frontend_state::dummy_sent{now, turn.to ? d.model : "", turn.to ? d.node : "", d.device});
     ++st.dummies_sent;
     st.net->metrics.count(node_metrics::event::dummy, "sent");
     st.net->to_node(d.node, {{}, std::move(inv)});
@@ -327,6 +335,7 @@ bool observe_skew(frontend_state& st, size_t pi, in_flight& f, const std::vector
 void on_result(self_ptr self, msg::invocation_result& r) {
   auto& st = self->state;
   if (auto d = st.dummies.find(r.id); d != st.dummies.end()) {
+    if (!d->second.node.empty()) st.routes->release(d->second.model, d->second.node, d->second.device);
     st.dummies.erase(d);
     return st.net->metrics.count(node_metrics::event::dummy, outcome_label(r.code));
   }

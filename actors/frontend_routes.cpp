@@ -36,6 +36,9 @@ void frontend_routes::apply(const msg::routing_table& t) {
       l.live = !down_.count(inst.node);
       l.spare = inst.spare;
       l.spill_at = sched::spill_threshold(inst.spill_at, t.frontends);
+      l.batch = sched::spill_threshold(inst.batch, t.frontends);  // each frontend's part of a batch
+      l.padding = inst.dummy_rate;
+      l.duration_s = inst.duration_ms / 1e3;
       if (auto* old = load_of(mr.model, inst.node, inst.device)) l.outstanding = old->outstanding;
       r.loads.push_back(l);
     }
@@ -55,6 +58,14 @@ void frontend_routes::apply(const msg::routing_table& t) {
       }
     if (r.backends.empty()) fresh.erase(model);
   }
+  // The turn goes on where the table keeps the instances in turn as they were.
+  for (auto& [model, r] : fresh)
+    if (auto old = routes_.find(model);
+        old != routes_.end() && sched::kept_turn(r.loads, old->second.loads, [&](size_t i, size_t j) {
+          return r.backends[i].node == old->second.backends[j].node &&
+                 r.backends[i].device == old->second.backends[j].device;
+        }))
+      r.turn = old->second.turn;
   routes_ = std::move(fresh);
   fragments_.assign(cfg_->pipelines.size(), {});
   for (auto& f : t.fragments)
@@ -93,10 +104,23 @@ bool frontend_routes::set_live(const std::string& node, bool live) {
 std::optional<frontend_routes::backend> frontend_routes::pick(const std::string& model, std::mt19937_64& rng) {
   auto it = routes_.find(model);
   if (it == routes_.end()) return std::nullopt;
-  auto k = balancer_->route(it->second.loads, rng);
+  it->second.turn.clock = clock_s_;
+  auto k = balancer_->dispatch(it->second.loads, it->second.turn, rng);
   if (!k) return std::nullopt;
   ++it->second.loads[*k].outstanding;
   return it->second.backends[*k];
+}
+
+frontend_routes::dummy_pick frontend_routes::pick_dummy(const std::string& model, std::mt19937_64& rng) {
+  auto it = routes_.find(model);
+  if (it == routes_.end() ||
+      std::none_of(it->second.loads.begin(), it->second.loads.end(), [](auto& l) { return l.live && l.batch > 0; }))
+    return {};
+  it->second.turn.clock = clock_s_;
+  auto k = balancer_->dispatch_padding(it->second.loads, it->second.turn, rng);
+  if (!k) return {true, std::nullopt};
+  ++it->second.loads[*k].outstanding;
+  return {true, it->second.backends[*k]};
 }
 
 std::optional<frontend_routes::backend> frontend_routes::pick_at(const std::string& model, const std::string& node,

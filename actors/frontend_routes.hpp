@@ -33,8 +33,20 @@ class frontend_routes {
   // A node stopped (false) or resumed (true) heartbeating. False when that changes nothing.
   bool set_live(const std::string& node, bool live);
 
+  // The time, in seconds, that dispatch in turn reads (a batch goes to an instance free by the
+  // time it would fill); unset (< 0): the turn alone.
+  void set_clock(double now_s) { clock_s_ = now_s; }
   // Picks a live instance of `model` by the balancer and counts an invocation on it.
   std::optional<backend> pick(const std::string& model, std::mt19937_64& rng);
+  // Where a dummy of `model` goes when the table dispatches the model's instances whole batches
+  // in turn: `in_turn`, and the instance it takes its place at (counted as outstanding: release
+  // it on the reply), or none when the turn withholds it (not sent). Otherwise not in turn: the
+  // dummy goes to the instance it pads, uncounted.
+  struct dummy_pick {
+    bool in_turn = false;
+    std::optional<backend> to;
+  };
+  dummy_pick pick_dummy(const std::string& model, std::mt19937_64& rng);
   // Counts an invocation on instance (node, device) of `model` when it is routed and live:
   // where a client's mapping sends it. Otherwise as pick.
   std::optional<backend> pick_at(const std::string& model, const std::string& node, uint32_t device,
@@ -61,6 +73,7 @@ class frontend_routes {
     std::vector<backend> backends;
     std::vector<sched::backend_load> loads;  // parallel to backends
     std::vector<size_t> stand_ins;           // indices of instances kept from the table before, ascending
+    sched::dispatch_state turn;              // batch-by-batch dispatch's place (fill_balancer)
   };
   sched::backend_load* load_of(const std::string& model, const std::string& node, uint32_t device);
   void refresh();  // blockers, recomputed when routes or peers change so requests only read them
@@ -68,6 +81,7 @@ class frontend_routes {
   const cluster_config* cfg_;
   std::unique_ptr<sched::balancer> balancer_;
   uint64_t epoch_ = 0;
+  double clock_s_ = -1;
   std::unordered_map<std::string, route> routes_;
   std::unordered_set<std::string> down_;
   std::vector<std::optional<slo_split>> splits_;

@@ -114,9 +114,15 @@ struct frontend_state {
   std::vector<std::map<std::pair<uint32_t, double>, fragment_tally>> fragments;
   caf::actor_clock::time_point last_report;
   // Padding requests (dummies): what the table asks of this frontend, those in flight (by id, with
-  // when they went out), one input per model, and how many were sent.
+  // when they went out, and the instance whose outstanding count has them where they went in
+  // turn), one input per model, and how many were sent.
   dummy_padding padding;
-  std::unordered_map<uint64_t, clock_time> dummies;
+  struct dummy_sent {
+    clock_time at;
+    std::string model, node;  // node empty: not counted
+    uint32_t device = 0;
+  };
+  std::unordered_map<uint64_t, dummy_sent> dummies;
   std::unordered_map<std::string, std::vector<tensor>> dummy_inputs;
   uint64_t dummies_sent = 0;
 };

@@ -216,6 +216,8 @@ struct RouteInstance {
   dummyRate @3 :Float64;  # dummy requests/s the frontends send it between them (Piccolo's padding)
   spillAt @4 :UInt32;  # outstanding invocations at which it is busy (frontends spill past); 0: never
   spare @5 :Bool;  # kept from an earlier plan: takes work only when the planned instances are busy
+  batch @6 :UInt32;  # whole batches: the frontends send it this many in turn (Piccolo's dispatch); 0: one at a time
+  durationMs @7 :Float64;  # with batch: how long it runs one (the turn passes over it while it would not be free)
   #! eq
 }
 
@@ -275,6 +277,8 @@ struct SessionSchedule {
   model @0 :Text;
   batch @1 :UInt32 = 1;
   latencyScale @2 :Float64 = 1;  # the model runs at its profile x this (the controller's refresh)
+  collect @3 :UInt32;  # wait for this many queued before a batch starts, unless the oldest can wait no longer; 0: run what is queued
+  collectMs @4 :Float64;  # with collect: the time a batch takes to fill at the planned rate (b / w); bounds the wait (session_queue::start_at)
   #! eq
 }
 

@@ -81,6 +81,66 @@ std::optional<size_t> fill_balancer::pick(const std::vector<backend_load>& b, st
   return least;
 }
 
+std::optional<size_t> fill_balancer::dispatch(const std::vector<backend_load>& b, dispatch_state& s,
+                                              std::mt19937_64& rng) const {
+  auto in_turn = [&](size_t i) { return planned(b[i]) && b[i].batch > 0; };
+  bool any = false;
+  for (size_t i = 0; i < b.size() && !any; ++i) any = in_turn(i);
+  if (!any) return route(b, rng);
+  if (s.due.size() != b.size()) s = {}, s.due.assign(b.size(), 0);
+  // The batch filled by the request before: is its backend still running an earlier one (more
+  // outstanding than that batch)?
+  if (s.filled && *s.filled < b.size()) s.lagging = b[*s.filled].outstanding > b[*s.filled].batch;
+  s.filled.reset();
+  if (s.free_at.size() != b.size()) s.free_at.assign(b.size(), -1e300);
+  auto filled = [&](size_t k) {
+    if (s.sent != b[k].batch) return;
+    s.filled = k;
+    if (s.clock >= 0) s.free_at[k] = std::max(s.free_at[k], s.clock) + b[k].duration_s;
+  };
+  // Beyond its spill point and a batch running with the next collecting, a backend is over
+  // what the turn can serve (load above the plan): the request goes as fill routes it.
+  auto overfull = [&](size_t k) {
+    return b[k].spill_at > 0 && b[k].outstanding >= std::max(b[k].spill_at, 3 * b[k].batch);
+  };
+  if (s.current && *s.current < b.size() && in_turn(*s.current) && s.sent < b[*s.current].batch) {
+    if (overfull(*s.current)) return route(b, rng);
+    ++s.sent;
+    filled(*s.current);
+    return s.current;
+  }
+  // With a clock: only a backend free by the time its batch would fill at the stream's rate
+  // takes the next batch (else the one free soonest).
+  double stream = 0;
+  for (size_t i = 0; i < b.size(); ++i)
+    if (in_turn(i)) stream += b[i].weight + b[i].padding;
+  auto ready = [&](size_t i) {
+    return s.clock < 0 || s.free_at[i] <= s.clock + (b[i].batch - 1) / std::max(stream, 1e-9) + 1e-9;
+  };
+  std::optional<size_t> next, soonest;
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (!in_turn(i)) continue;
+    s.due[i] = std::max(s.due[i], s.now);
+    if (!soonest || s.free_at[i] < s.free_at[*soonest]) soonest = i;
+    if (ready(i) && (!next || s.due[i] < s.due[*next])) next = i;
+  }
+  if (!next) next = soonest;
+  if (overfull(*next)) return route(b, rng);
+  s.now = s.due[*next];
+  s.due[*next] += b[*next].batch / std::max(b[*next].weight + b[*next].padding, 1e-9);
+  s.current = next;
+  s.sent = 1;
+  filled(*next);
+  return next;
+}
+
+std::optional<size_t> fill_balancer::dispatch_padding(const std::vector<backend_load>& b, dispatch_state& s,
+                                                      std::mt19937_64& rng) const {
+  if (s.filled && *s.filled < b.size()) s.lagging = b[*s.filled].outstanding > b[*s.filled].batch, s.filled.reset();
+  if (s.lagging && s.due.size() == b.size()) return std::nullopt;
+  return dispatch(b, s, rng);
+}
+
 std::unique_ptr<balancer> make_balancer(balancer_kind kind) {
   if (kind == balancer_kind::weighted_random) return std::make_unique<weighted_random_balancer>();
   return std::make_unique<p2c_balancer>();

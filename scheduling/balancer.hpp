@@ -18,12 +18,38 @@ struct backend_load {
   bool live = true;
   bool spare = false;     // kept from an earlier plan: serves only what planned backends cannot
   uint32_t spill_at = 0;  // busy from this many outstanding; 0: never
+  uint32_t batch = 0;     // whole batches: takes this many in turn (dispatch below); 0: one at a time
+  double padding = 0;     // dummy requests/s the table adds to its rate (they go in turn too)
+  double duration_s = 0;  // with batch: how long it runs one (0: unknown)
   bool busy() const { return spill_at > 0 && outstanding >= spill_at; }
+};
+
+// Where batch-by-batch dispatch stands in one model's table; its owner keeps one per table, and
+// carries it to a new table that lists the same backends at the same batches (kept_turn).
+struct dispatch_state {
+  std::optional<size_t> current;  // the instance taking the current batch
+  uint32_t sent = 0;              // of that batch so far
+  std::vector<double> due;        // each instance's virtual time: batches taken x batch / rate
+  double now = 0;                 // the virtual time of the latest batch begun
+  bool lagging = false;           // the latest batch filled while its backend still ran an earlier one
+  std::optional<size_t> filled;   // the backend whose batch the latest request filled (judged at the next)
+  double clock = -1;              // seconds, set by the owner before each call (< 0: no clock)
+  std::vector<double> free_at;    // by the clock: when each backend ends the batches it was given
 };
 
 // One frontend's share of a backend's spill point (outstanding invocations at which it is busy)
 // when `frontends` send to it; 0 (never busy) stays 0.
 uint32_t spill_threshold(uint32_t spill_at, uint32_t frontends);
+
+// Whether a new table's loads (`now`) take whole batches in turn as `before` did: the same
+// backends (`same(i, j)`: backend i of `now` is backend j of `before`), in order, at the same batches.
+template <class Same>
+bool kept_turn(const std::vector<backend_load>& now, const std::vector<backend_load>& before, Same same) {
+  if (now.size() != before.size()) return false;
+  for (size_t i = 0; i < now.size(); ++i)
+    if (!same(i, i) || now[i].batch != before[i].batch) return false;
+  return true;
+}
 
 class balancer {
  public:
@@ -34,6 +60,17 @@ class balancer {
   // What requests use: pick, unless the backend picked is busy and a live spare is not (then the
   // spare with the most room), or no planned backend is live (then the least busy live spare).
   std::optional<size_t> route(const std::vector<backend_load>& backends, std::mt19937_64& rng) const;
+  // What requests and dummies use where the balancer keeps a place in the table (`state`): by
+  // default route().
+  virtual std::optional<size_t> dispatch(const std::vector<backend_load>& backends, dispatch_state& state,
+                                         std::mt19937_64& rng) const {
+    return route(backends, rng);
+  }
+  // Where a dummy (padding) goes in the turn; nullopt: it is not sent. By default dispatch().
+  virtual std::optional<size_t> dispatch_padding(const std::vector<backend_load>& backends, dispatch_state& state,
+                                                 std::mt19937_64& rng) const {
+    return dispatch(backends, state, rng);
+  }
 };
 
 // Power of two choices: sample two live backends, take the one with less outstanding work per
@@ -51,15 +88,32 @@ class weighted_random_balancer final : public balancer {
   std::optional<size_t> pick(const std::vector<backend_load>&, std::mt19937_64&) const override;
 };
 
-// Fill in order (Piccolo's throughput-cost dispatch): the first live planned backend in table
-// order (the table lists a model's instances most cost-efficient first) that is not busy, so that
-// cheaper machines fill with whole batches before dearer ones take any; when all are busy, the
-// one with the most room for its spill point. Backends with no spill point are never busy: the
-// first of them takes what the ones before it leave.
+// Piccolo's throughput-cost dispatch. Where the table gives live planned backends a batch
+// (dispatch): whole batches in turn, each backend taking `batch` consecutive requests, the next
+// backend the one whose batches are least ahead of its planned rate (weight + padding): stride
+// scheduling over the table's order (most cost-efficient first), which breaks ties. So a backend
+// at rate r and batch b gets a batch every b / r of the stream's time, and a request waits for at
+// most its batch to fill (Theorem 1: d + b / w). A backend that was out of the turn rejoins at
+// the current virtual time (no run of batches to catch up). A backend with a clock is passed over
+// while it would not be free by the time its batch fills (the one free soonest takes it when no
+// backend would be), and one beyond its spill point with more than a batch running and the next
+// collecting (load above the plan) leaves the request to fill's order. Dummies go in turn as requests do
+// (counted as outstanding, so that a backend's count tells whether its previous batch is done),
+// except while the latest batch filled before its backend had finished the one before (judged
+// when the next request comes, so that replies on their way do not count): then the stream is
+// ahead of the machines, and dummies wait until a batch fills on a free backend (each withheld
+// dummy gives the machines 1/W of the stream's time back). Otherwise (pick): fill in order, the
+// first live planned backend in table order that is not busy, so that cheaper machines fill
+// before dearer ones take any; when all are busy, the one with the most room for its spill
+// point. Backends with no spill point are never busy: the first of them takes what the ones
+// before it leave.
 class fill_balancer final : public balancer {
  public:
   std::string_view name() const override { return "fill"; }
   std::optional<size_t> pick(const std::vector<backend_load>&, std::mt19937_64&) const override;
+  std::optional<size_t> dispatch(const std::vector<backend_load>&, dispatch_state&, std::mt19937_64&) const override;
+  std::optional<size_t> dispatch_padding(const std::vector<backend_load>&, dispatch_state&,
+                                         std::mt19937_64&) const override;
 };
 
 // The balancer of runtime.balancer.

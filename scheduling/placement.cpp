@@ -123,6 +123,7 @@ msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_in
   std::map<std::string, msg::model_route> routes;
   for (auto& m : cfg.models) routes[m.name].model = m.name;
   std::map<instance_key, uint32_t> planned_batch;
+  std::map<instance_key, double> planned_ms;  // l(b) at the planned batch: the device's duty cycle
   for (size_t k = 0; k < r.placement.devices.size(); ++k) {
     if (r.slot_of[k] < 0) continue;
     auto& slot = in.slots[static_cast<size_t>(r.slot_of[k])];
@@ -147,6 +148,7 @@ msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_in
       route.instances.push_back(
           {slot.node, slot.device, std::max(w, 1e-3), padded && padded->name == model ? pd.dummy_rate : 0});
       planned_batch[{slot.node, slot.device, model}] = batch[model];
+      planned_ms[{slot.node, slot.device, model}] = pd.duty_cycle_ms;
     }
   }
   t.frontends = static_cast<uint32_t>(std::max<size_t>(1, cfg.with_role(role::frontend).size()));
@@ -165,10 +167,13 @@ msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_in
   // Each planned instance spills past the batch it was planned at, against its model's budget,
   // at the planner's latencies (a refreshed profile's).
   spill_points spill(cfg, t, in.models);
+  bool whole = in.policy && in.policy->whole_batches(in.options);
   for (auto& route : t.routes)
     for (auto& inst : route.instances)
-      if (auto b = planned_batch.find({inst.node, inst.device, route.model}); b != planned_batch.end())
+      if (auto b = planned_batch.find({inst.node, inst.device, route.model}); b != planned_batch.end()) {
         inst.spill_at = spill.of(route.model, inst, b->second);
+        if (whole) inst.batch = b->second, inst.duration_ms = planned_ms[b->first];
+      }
   return t;
 }
 
@@ -192,9 +197,14 @@ std::map<std::string, msg::schedule> schedules_from(const cluster_config& cfg, c
         auto& name = model->name;
         auto it = std::find_if(dev.sessions.begin(), dev.sessions.end(), [&](auto& x) { return x.model == name; });
         if (it == dev.sessions.end())
-          dev.sessions.push_back({name, cap});
+          it = dev.sessions.insert(dev.sessions.end(), msg::session_schedule{name, cap});
         else
           it->batch = std::max(it->batch, cap);
+        // Whole batches in turn: the device waits for the planned batch.
+        if (in.policy && in.policy->whole_batches(in.options)) {
+          it->collect = std::max(it->collect, static_cast<uint32_t>(std::max(1, a.batch)));
+          it->collect_ms = std::max(it->collect_ms, pd.collect_ms);
+        }
       }
     }
   }

@@ -40,6 +40,7 @@ struct device_plan {
   std::optional<std::string> type;
   double share = 1;
   double dummy_rate = 0;
+  double collect_ms = 0;  // whole batches in turn: the time its batch takes to fill (b / w)
 };
 
 struct plan {

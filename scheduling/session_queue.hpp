@@ -29,6 +29,32 @@ class session_queue {
   bool empty() const { return q_.empty(); }
   time_point front_deadline() const { return q_.front().deadline; }
 
+  // A session that waits for `collect` queued before its batch starts (0: it does not wait):
+  // when its next batch may start, given l(collect). At once (`now`) with `collect` queued, else
+  // when the most urgent request could wait no longer (its deadline less l(collect)).
+  // With `fill` > 0 (the time a batch takes to fill at the planned rate), a wait also ends once
+  // the oldest (come at `oldest_since`) has waited half again as long (the stream is slower than
+  // planned), or once nothing has come for a tenth of it since `last_arrival` (it stopped).
+  time_point start_at(time_point now, size_t collect, std::chrono::nanoseconds l_collect, time_point oldest_since = {},
+                      time_point last_arrival = {}, std::chrono::nanoseconds fill = {}) const {
+    if (collect == 0 || q_.empty() || q_.size() >= collect) return now;
+    auto at = q_.front().deadline - l_collect;
+    if (fill.count() > 0) at = std::min({at, oldest_since + fill * 3 / 2, last_arrival + fill / 10});
+    return std::max(now, at);
+  }
+  const T& front() const { return q_.front().item; }
+
+  // Padding (dummies) never displaces work: while more than `keep` are queued, removes the
+  // entries `padding` picks, most urgent first, appending them to `removed`.
+  template <class Pred>
+  void shed_padding(size_t keep, Pred padding, std::vector<entry>& removed) {
+    for (auto it = q_.begin(); it != q_.end() && q_.size() > keep;)
+      if (padding(it->item))
+        removed.push_back(std::move(*it)), it = q_.erase(it);
+      else
+        ++it;
+  }
+
   // Applies `policy`; appends dropped requests to `dropped` and the batch to `batch`.
   void form_batch(const drop_policy& policy, time_point now, int target, const latency_fn& l, std::vector<entry>& batch,
                   std::vector<entry>& dropped) {

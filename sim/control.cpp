@@ -123,6 +123,8 @@ void engine::on_apply(ns now, uint32_t which) {
       dev_session x;
       x.model = m->second;
       x.batch = static_cast<int>(std::max(1u, s.batch));
+      x.collect = std::min(static_cast<int>(s.collect), x.batch);
+      x.collect_ms = s.collect_ms;
       // A kept session keeps its queue.
       for (auto& old : d.sessions)
         if (old.model == x.model && !old.draining && !old.queue.empty())
@@ -149,6 +151,9 @@ void engine::on_apply(ns now, uint32_t which) {
       l.weight = inst.weight;
       l.spare = inst.spare;
       l.spill_at = sched::spill_threshold(inst.spill_at, p.table.frontends);
+      l.batch = sched::spill_threshold(inst.batch, p.table.frontends);
+      l.padding = inst.dummy_rate;
+      l.duration_s = inst.duration_ms / 1e3;
       l.live = nodes_[devices_[it->second].node].seen;
       if (auto old = route_pos_[m->second].find(it->second); old != route_pos_[m->second].end())
         l.outstanding = routes_[m->second].loads[old->second].outstanding;
@@ -157,8 +162,31 @@ void engine::on_apply(ns now, uint32_t which) {
       routes[m->second].loads.push_back(l);
     }
   }
+  // The turn goes on where the table keeps the instances in turn as they were.
+  for (size_t m = 0; m < routes.size() && m < routes_.size(); ++m)
+    if (sched::kept_turn(routes[m].loads, routes_[m].loads,
+                         [&](size_t i, size_t j) { return routes[m].devices[i] == routes_[m].devices[j]; }))
+      routes[m].turn = routes_[m].turn;
   routes_ = std::move(routes);
   route_pos_ = std::move(pos);
+  // The table's padding: each padded instance's dummies, spaced evenly, under the tightest
+  // budget of the stages that run its model.
+  dummies_.clear();
+  ++dummy_generation_;
+  for (auto& r : p.table.routes) {
+    auto m = model_id_.find(r.model);
+    if (m == model_id_.end()) continue;
+    double budget = 0;
+    for (auto& b : p.table.budgets)
+      if (b.model == r.model && b.budget_ms > 0 && (budget == 0 || b.budget_ms < budget)) budget = b.budget_ms;
+    for (auto& inst : r.instances) {
+      auto it = device_at_.find({inst.node, inst.device});
+      if (it == device_at_.end() || !(inst.dummy_rate > 0) || !(budget > 0)) continue;
+      dummies_.push_back({m->second, it->second, inst.dummy_rate, to_ns(budget)});
+      post(now + to_ns(1000 / inst.dummy_rate), kind::dummy, static_cast<uint32_t>(dummies_.size() - 1),
+           dummy_generation_);
+    }
+  }
   for (size_t pi = 0; pi < cfg_.pipelines.size(); ++pi) {
     // The stage runs the variant the table names (loaded by now: make before break).
     auto read = stages_of(cfg_, cfg_.pipelines[pi], p.table.budgets);
@@ -230,6 +258,11 @@ void engine::on_detect(ns now, uint32_t n) {
   for (uint32_t inv = 0; inv < invocations_.size(); ++inv) {
     auto& f = invocations_[inv];
     if (!f.live || devices_[f.device].node != n) continue;
+    if (f.dummy) {  // gone with its node
+      f.live = false;
+      free_invocations_.push_back(inv);
+      continue;
+    }
     if (auto it = route_pos_[f.model].find(f.device); it != route_pos_[f.model].end())
       routes_[f.model].loads[it->second].outstanding = 0;
     if (route_invocation(now, inv)) continue;

@@ -6,7 +6,49 @@ namespace sloserve::sim::detail {
 
 void engine::answer(ns now, uint32_t inv, msg::status code) {
   auto& f = invocations_[inv];
+  if (f.dummy) {  // run and discarded
+    f.live = false;
+    free_invocations_.push_back(inv);
+    auto& pos = route_pos_[f.model];
+    if (auto it = pos.find(f.device);
+        f.counted && it != pos.end() && routes_[f.model].loads[it->second].outstanding > 0)
+      --routes_[f.model].loads[it->second].outstanding;
+    return;
+  }
   post(now + delay(devices_[f.device].node, frontend_), kind::result, inv, static_cast<uint64_t>(code));
+}
+
+void engine::on_dummy(ns now, uint32_t source, uint64_t generation) {
+  // Padding goes on while the last requests may still be collected into batches (as the
+  // cluster's frontends pad while the table says so).
+  if (generation != dummy_generation_ || source >= dummies_.size() || now >= end_send_ + 2 * dummies_[source].budget)
+    return;
+  auto& d = dummies_[source];
+  auto& r = routes_[d.model];
+  uint32_t device = d.device;
+  post(now + to_ns(1000 / d.rate), kind::dummy, source, generation);
+  // Where the model's instances take whole batches in turn, the dummy takes its place there (or
+  // waits, while the machines are behind the stream).
+  bool counted = false;
+  if (std::any_of(r.loads.begin(), r.loads.end(), [](auto& l) { return l.live && l.batch > 0; })) {
+    r.turn.clock = static_cast<double>(now) / 1e9;
+    auto k = balancer_->dispatch_padding(r.loads, r.turn, rng_);
+    if (!k) return;
+    device = r.devices[*k];
+    ++r.loads[*k].outstanding;
+    counted = true;
+  }
+  auto inv = take_invocation();
+  auto& f = invocations_[inv];
+  f.model = d.model;
+  f.device = device;
+  f.dummy = true;
+  f.counted = counted;
+  f.live = true;
+  ns wire = delay(frontend_, devices_[device].node);
+  f.deadline = now + d.budget;
+  f.device_deadline = f.deadline + wire;
+  post(now + wire, kind::invoke, inv);
 }
 
 void engine::on_invoke(ns now, uint32_t inv) {
@@ -20,6 +62,7 @@ void engine::on_invoke(ns now, uint32_t inv) {
   if (static_cast<int>(s->queue.size()) >= cfg_.runtime.max_queue_length)
     return answer(now, inv, msg::status::overloaded);
   f.enqueued = now;
+  s->last_arrival = now;
   ++s->arrived;
   s->budget_sum += static_cast<double>(f.device_deadline - now) / 1e6;
   s->budgets.add(static_cast<double>(f.device_deadline - now) / 1e6);
@@ -36,6 +79,26 @@ void engine::start_next(ns now, uint32_t di) {
     auto& s = d.sessions[idx];
     if (s.queue.empty()) continue;
     auto& m = cfg_.models[s.model];
+    // Whole batches in turn: wait for the batch, unless the most urgent can wait no longer;
+    // dummies beyond a batch give way to the work queued.
+    if (s.collect > 0 && !s.draining) {
+      dropped.clear();
+      s.queue.shed_padding(
+          static_cast<size_t>(s.collect), [this](uint32_t i) { return invocations_[i].dummy; }, dropped);
+      for (auto& e : dropped) answer(now, e.item, msg::status::dropped);
+      auto scale = scales_.find(m.name);
+      double ms = m.profile_for(devices_[di].type).latency_ms_at(s.collect) * m.share_slowdown(devices_[di].share) *
+                  (scale == scales_.end() ? 1.0 : scale->second);
+      auto when = s.queue.start_at(at(now), static_cast<size_t>(s.collect), std::chrono::nanoseconds(to_ns(ms)),
+                                   at(invocations_[s.queue.front()].enqueued), at(s.last_arrival),
+                                   std::chrono::nanoseconds(to_ns(s.collect_ms)));
+      if (when > at(now)) {
+        ns t = (when - at(now)).count() + now;
+        if (wake_at_.size() <= di) wake_at_.resize(devices_.size(), 0);
+        if (wake_at_[di] == 0 || t < wake_at_[di]) wake_at_[di] = t, post(t, kind::wake, di);
+        continue;
+      }
+    }
     int threads = d.threads;
     double slow = m.share_slowdown(d.share);
     auto& profile = m.profile_for(d.type);
@@ -72,6 +135,10 @@ void engine::on_batch_done(ns now, uint32_t di, uint64_t generation) {
   if (generation != d.generation) return;
   for (auto inv : d.running) {
     auto& f = invocations_[inv];
+    if (f.dummy) {
+      answer(now, inv, msg::status::ok);
+      continue;
+    }
     auto& qq = queries_[f.query];
     qq.queue_ms += static_cast<double>(d.started - f.enqueued) / 1e6;
     qq.exec_ms += static_cast<double>(now - d.started) / 1e6;

@@ -50,7 +50,9 @@ enum class kind : uint8_t {
   fail,
   back,
   detect,
-  expire
+  expire,
+  wake,  // a device whose session collects its batch looks again
+  dummy  // a padded instance's next dummy is due
 };
 struct event {
   ns t;
@@ -91,11 +93,16 @@ struct invocation {
   ns enqueued = 0;
   bool live = false;
   bool fallback = false;  // a cascade's second model, its first having been unsure
+  bool dummy = false;     // Piccolo's padding: runs in its batch, answered to no query
+  bool counted = false;   // a dummy in the turn: counted as outstanding at its instance
 };
 
 struct dev_session {
   uint32_t model = 0;
   int batch = 1;
+  int collect = 0;        // queued before a batch starts, unless the oldest can wait no longer
+  double collect_ms = 0;  // a batch's fill time at the planned rate: bounds the wait
+  ns last_arrival = 0;
   bool draining = false;
   sched::session_queue<uint32_t> queue;
   uint64_t arrived = 0;   // since the scaler last looked
@@ -126,6 +133,14 @@ struct node_state {
 struct route {
   std::vector<uint32_t> devices;
   std::vector<sched::backend_load> loads;
+  sched::dispatch_state turn;  // batch-by-batch dispatch's place
+};
+
+// A padded instance's dummies (the routing table's dummy rate), evenly spaced.
+struct dummy_source {
+  uint32_t model = 0, device = 0;
+  double rate = 0;
+  ns budget = 0;
 };
 
 class engine {
@@ -176,6 +191,7 @@ class engine {
   void start_next(ns now, uint32_t d);
   void on_batch_done(ns now, uint32_t d, uint64_t generation);
   void answer(ns now, uint32_t inv, msg::status code);
+  void on_dummy(ns now, uint32_t source, uint64_t generation);
 
   // Control plane.
   void on_beacon(ns now);
@@ -263,6 +279,9 @@ class engine {
   ns now_ = 0, last_scale_ = 0;
   std::vector<msg::stage_budget> budgets_;  // the routing table's, for deployments that carry none
   std::set<instance_key> applied_;          // instances of the placement applied last
+  std::vector<dummy_source> dummies_;       // the routing table's padding
+  uint64_t dummy_generation_ = 0;           // a new table's sources replace the old ones' events
+  std::vector<ns> wake_at_;                 // per device: its pending wake, 0: none
 };
 
 }  // namespace sloserve::sim::detail

@@ -134,7 +134,8 @@ bool engine::fall_through(ns now, uint32_t q, uint32_t stage) {
 bool engine::route_invocation(ns now, uint32_t inv) {
   auto& f = invocations_[inv];
   auto& r = routes_[f.model];
-  auto k = balancer_->route(r.loads, rng_);
+  r.turn.clock = static_cast<double>(now) / 1e9;
+  auto k = balancer_->dispatch(r.loads, r.turn, rng_);
   if (!k) return false;
   ++r.loads[*k].outstanding;
   f.device = r.devices[*k];

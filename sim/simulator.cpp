@@ -125,6 +125,13 @@ void engine::dispatch(const event& e) {
     case kind::detect:
       on_detect(e.t, e.a);
       break;
+    case kind::wake:
+      if (wake_at_.size() > e.a && wake_at_[e.a] == e.t) wake_at_[e.a] = 0;
+      start_next(e.t, e.a);
+      break;
+    case kind::dummy:
+      on_dummy(e.t, e.a, e.b);
+      break;
     case kind::expire:
       if (queries_[e.a].qid == e.b && !queries_[e.a].answered)
         finish(e.t, e.a, msg::status::error, "no reply by the deadline and runtime.reply_grace_ms");

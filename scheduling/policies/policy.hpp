@@ -63,6 +63,11 @@ class scheduling_policy {
   // How frontends choose among a model's instances: by default the balancer the file names
   // (runtime.balancer).
   virtual std::unique_ptr<balancer> dispatcher(balancer_kind configured) const { return make_balancer(configured); }
+  // Whether, under its section `options` (the file's scheduler.NAME), its instances take whole
+  // batches in turn (routing_table instances' `batch`) and its devices collect a batch before
+  // they run it (sessions' `collect`): Piccolo's throughput-cost dispatch, with the fill
+  // balancer as dispatcher.
+  virtual bool whole_batches(const std::any& options) const { return false; }
   // Whether what was measured asks for an epoch that `planned` lacks, whatever the load rule
   // says (Graft: a fragment of queries the plan has no route for).
   virtual bool plan_outdated(const pipeline_rates& measured, const epoch_result& planned) const { return false; }

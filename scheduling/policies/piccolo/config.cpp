@@ -1,11 +1,21 @@
 #include "scheduling/policies/piccolo/config.hpp"
 
 #include "config/reader.hpp"
+#include "config/settings_io.hpp"
 
 namespace sloserve::sched::piccolo {
 
+namespace {
+
+const std::vector<settings::key<options>>& keys() {
+  static const std::vector<settings::key<options>> all = {{"whole_batches", &options::whole_batches}};
+  return all;
+}
+
+}  // namespace
+
 policy_config config() {
-  policy_config c;
+  auto c = settings::table_section<options>(keys(), {});
   c.check = [](config_detail::reader& r, const YAML::Node& root, cluster_config& cfg) {
     auto at = root["scheduler"]["policy"];
     config_detail::refuse_scaler(r, root, cfg, "scheduler policy piccolo plans every device itself");

@@ -1,7 +1,9 @@
 #pragma once
-// Piccolo's part of the cluster file: no section of its own, and its demands on the rest.
+// Piccolo's part of the cluster file (`scheduler: {policy: piccolo, piccolo: {...}}`), and its
+// demands on the rest.
 
 #include "config/policy_config.hpp"
+#include "scheduling/policies/piccolo/options.hpp"
 
 namespace sloserve::sched::piccolo {
 

@@ -230,6 +230,8 @@ expected<epoch_result> plan_piccolo_epoch(const epoch_input& in, const epoch_res
         d.type = planned.types.names[c.type];
         d.share = planned.types.share[c.type];
         d.dummy_rate = m.rate * (1 - real);
+        // Theorem 1: a batch fills within the module's worst case less this machine's d.
+        d.collect_ms = std::max(0.0, mp.worst_case_s - c.duration_s) * 1e3;
         out.placement.devices.push_back(std::move(d));
       }
     }

@@ -1,6 +1,7 @@
 #include "scheduling/policies/piccolo/policy.hpp"
 
 #include "scheduling/policies/piccolo/epoch.hpp"
+#include "scheduling/policies/piccolo/options.hpp"
 #include "scheduling/policies/piccolo/report.hpp"
 
 namespace sloserve::sched {
@@ -15,6 +16,10 @@ class piccolo_policy final : public scheduling_policy {
   // Throughput-cost dispatch: machines fill in the order the plan takes them, most cost-efficient
   // first, each with whole batches up to what its budget allows.
   std::unique_ptr<balancer> dispatcher(balancer_kind) const override { return std::make_unique<fill_balancer>(); }
+  bool whole_batches(const std::any& options) const override {
+    auto* o = std::any_cast<piccolo::options>(&options);
+    return o && o->whole_batches;
+  }
   // Per stage, its configuration set over the device types, dummies and cost.
   expected<plan_report> report(const cluster_config& cfg, const epoch_input& in) const override {
     return piccolo_report(cfg, in);

@@ -1,0 +1,14 @@
+#pragma once
+// Piccolo's section of the cluster file (`scheduler: {policy: piccolo, piccolo: {...}}`).
+
+namespace sloserve::sched::piccolo {
+
+struct options {
+  // Throughput-cost dispatch as Theorem 1 has it: the frontends send each machine whole batches
+  // in turn and devices collect a batch before they run it (worst case d + b/w under steady
+  // arrivals). Off: machines fill in throughput-cost order up to their spill points, and devices
+  // run what they have (lower latency under bursty arrivals where the plan has no slack).
+  bool whole_batches = false;
+};
+
+}  // namespace sloserve::sched::piccolo
