@@ -12,6 +12,7 @@
 #include "actors/kserve_call.hpp"
 #include "actors/route_publisher.hpp"
 #include "caf_fixture.hpp"
+#include "scheduling/balancer.hpp"
 
 namespace sloserve {
 namespace {
@@ -109,6 +110,32 @@ TEST(frontend_routes, pick_live_instances_and_keep_outstanding_work_across_table
   r.set_live("w2", false);
   r.set_live("w1", false);
   EXPECT_FALSE(r.pick("m", rng)) << "nothing live";
+}
+
+// Whole batches in turn (routing_table instances with a batch, as Piccolo's whole_batches sends):
+// each instance takes its batch in a row, dummies take their place in the turn and count as
+// outstanding, and a table that keeps the instances at their batches keeps the turn.
+TEST(frontend_routes, whole_batches_go_in_turn_and_dummies_take_their_place) {
+  auto cfg = testing::parse_or_die(yaml);
+  frontend_routes r(*cfg, std::make_unique<sched::fill_balancer>());
+  auto t = table({{"w1", 0, 3, 0, 0, false, 2, 100}, {"w2", 0, 3, 0, 0, false, 2, 100}});
+  r.apply(t);
+  std::mt19937_64 rng(1);
+  std::string order;
+  for (int i = 0; i < 3; ++i) order += r.pick("m", rng)->node + " ";
+  EXPECT_EQ(order, "w1 w1 w2 ");
+  auto d = r.pick_dummy("m", rng);
+  ASSERT_TRUE(d.in_turn && d.to);
+  EXPECT_EQ(d.to->node, "w2") << "the dummy completes w2's batch";
+  r.apply(t);  // the same instances at the same batches: the turn goes on
+  EXPECT_EQ(r.pick("m", rng)->node, "w1");
+  // Outstanding counts the dummy: released on its reply.
+  for (int i = 0; i < 2; ++i) r.release("m", "w1", 0);
+  r.release("m", "w2", 0), r.release("m", "w2", 0);
+  EXPECT_EQ(r.pick("m", rng)->node, "w1") << "w1's batch of two";
+  // Without batches dummies are not in turn: they go where the table pads.
+  r.apply(table({{"w1", 0, 3, 1}}));
+  EXPECT_FALSE(r.pick_dummy("m", rng).in_turn);
 }
 
 // A worker that comes back may reach the controller before the frontend hears it: a table that

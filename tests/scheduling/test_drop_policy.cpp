@@ -109,5 +109,36 @@ TEST(drop_policy, every_name_of_the_knob_makes_the_policy_of_that_name) {
   EXPECT_EQ(parse_knob<drop_policy_kind>("lifo"), std::nullopt);
 }
 
+// A session that collects its batch (Piccolo's whole batches): it starts at once with the batch
+// queued; else when the most urgent can wait no longer (its deadline less l(b)), when the oldest
+// has waited half again the planned fill time, or a tenth of it after the last arrival.
+TEST_F(queue_fixture, a_collecting_session_starts_with_its_batch_or_when_waiting_would_cost_it) {
+  push_ms({500, 600});
+  auto now = t0 + milliseconds(10);
+  EXPECT_EQ(q.start_at(now, 0, lat(4)), now) << "not collecting";
+  EXPECT_EQ(q.start_at(now, 2, lat(2)), now) << "the batch is there";
+  EXPECT_EQ(q.start_at(now, 4, lat(4)), t0 + milliseconds(500 - 18)) << "the deadline less l(4)";
+  auto fill = milliseconds(100);
+  EXPECT_EQ(q.start_at(now, 4, lat(4), t0, t0 + milliseconds(5), fill), t0 + milliseconds(15))
+      << "a tenth of the fill time after the last arrival";
+  EXPECT_EQ(q.start_at(now, 4, lat(4), t0, t0 + milliseconds(140), fill), t0 + milliseconds(150))
+      << "half again the fill time after the oldest came";
+  EXPECT_EQ(q.start_at(t0 + milliseconds(900), 4, lat(4)), t0 + milliseconds(900)) << "never before now";
+}
+
+// Padding gives way to work: beyond `keep` queued, dummies go, most urgent first.
+TEST_F(queue_fixture, padding_beyond_a_batch_gives_way_to_work) {
+  push_ms({10, 20, 30, 40, 50});  // items 0..4; odd ones are padding
+  std::vector<session_queue<int>::entry> removed;
+  q.shed_padding(
+      4, [](int i) { return i % 2 == 1; }, removed);
+  EXPECT_EQ(ids(removed), (std::vector<int>{1}));
+  EXPECT_EQ(q.size(), 4u);
+  q.shed_padding(
+      1, [](int i) { return i % 2 == 1; }, removed);
+  EXPECT_EQ(ids(removed), (std::vector<int>{1, 3}));
+  EXPECT_EQ(q.size(), 3u) << "work stays, whatever `keep` says";
+}
+
 }  // namespace
 }  // namespace sloserve::sched

@@ -95,6 +95,44 @@ scheduler: {policy: piccolo}
   EXPECT_NEAR(dummies, 15, 1e-6);
   EXPECT_EQ(r->result.placement.devices.size(), 3u);
   for (auto& b : p.table.budgets) EXPECT_NEAR(b.budget_ms, 2000, 1e-6) << "the worst case, 4/3 s, leaves slack";
+  for (auto& route : p.table.routes)
+    for (auto& i : route.instances) EXPECT_EQ(i.batch, 0u) << "fill by default: no whole batches";
+  // With whole batches: each planned machine takes 100 in turn, runs them in 1 s, and its device
+  // collects 100 with a fill time of 1/3 s (Theorem 1's b / w).
+  auto whole = parse_config(std::string(R"(
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 4}]}
+models:
+  - {name: m, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [4]}, max_batch: 100,
+     profile: {batch: [5, 20, 100], latency_ms: [100, 250, 1000]}}
+pipelines:
+  - {name: p, slo_ms: 2000, stages: [{name: s, model: m}]}
+scheduler: {policy: piccolo, piccolo: {whole_batches: true}}
+)"));
+  auto win = planning_input(whole, whole.models);
+  win.rates = {285};
+  auto wr = sched::plan_scaled_epoch(win, nullptr);
+  ASSERT_TRUE(wr) << wr.error();
+  auto wp = epoch_placement(whole, win, wr->result, 3);
+  size_t in_turn = 0, collecting = 0;
+  for (auto& route : wp.table.routes)
+    for (auto& i : route.instances)
+      if (i.batch > 0) {
+        ++in_turn;
+        EXPECT_EQ(i.batch, 100u);
+        EXPECT_NEAR(i.duration_ms, 1000, 1e-6);
+      }
+  for (auto& [node, sched] : wp.schedules)
+    for (auto& d : sched.devices)
+      for (auto& ss : d.sessions)
+        if (ss.collect > 0) {
+          ++collecting;
+          EXPECT_EQ(ss.collect, 100u);
+          EXPECT_NEAR(ss.collect_ms, 1000.0 / 3, 1e-6);
+        }
+  EXPECT_EQ(in_turn, 3u);
+  EXPECT_EQ(collecting, 3u);
 }
 
 // Fractional instances are slots of their own, at their share of the price. Piccolo plans them
