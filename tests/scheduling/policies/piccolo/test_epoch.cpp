@@ -70,9 +70,9 @@ TEST(placement, a_piccolo_epoch_puts_each_machine_on_its_type_and_routes_by_conf
   }
 }
 
-TEST(placement, a_padded_piccolo_set_carries_its_dummies_in_the_table) {
-  // Table I of the Piccolo paper: 285 req/s within 2 s costs 3.0 with 15 req/s of dummies.
-  auto cfg = parse_config(R"(
+// Table I of the Piccolo paper (module 1) on four devices, under `scheduler`, planned at 285 req/s.
+cluster_placement table_i_at_285(const std::string& scheduler, cluster_config& cfg) {
+  cfg = parse_config(R"(
 nodes:
   - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
   - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 4}]}
@@ -81,13 +81,23 @@ models:
      profile: {batch: [5, 20, 100], latency_ms: [100, 250, 1000]}}
 pipelines:
   - {name: p, slo_ms: 2000, stages: [{name: s, model: m}]}
-scheduler: {policy: piccolo}
-)");
+scheduler: )" + scheduler +
+                     "\n");
+  auto in = planning_input(cfg, cfg.models);
+  in.rates = {285};
+  auto r = sched::plan_scaled_epoch(in, nullptr);
+  EXPECT_TRUE(r) << r.error();
+  return r ? epoch_placement(cfg, in, r->result, 3) : cluster_placement{};
+}
+
+TEST(placement, a_padded_piccolo_set_carries_its_dummies_in_the_table) {
+  // Table I of the Piccolo paper: 285 req/s within 2 s costs 3.0 with 15 req/s of dummies.
+  cluster_config cfg;
+  auto p = table_i_at_285("{policy: piccolo}", cfg);
   auto in = planning_input(cfg, cfg.models);
   in.rates = {285};
   auto r = sched::plan_scaled_epoch(in, nullptr);
   ASSERT_TRUE(r) << r.error();
-  auto p = epoch_placement(cfg, in, r->result, 3);
   double weight = 0, dummies = 0;
   for (auto& route : p.table.routes)
     for (auto& i : route.instances) weight += i.weight, dummies += i.dummy_rate;
@@ -99,22 +109,8 @@ scheduler: {policy: piccolo}
     for (auto& i : route.instances) EXPECT_EQ(i.batch, 0u) << "fill by default: no whole batches";
   // With whole batches: each planned machine takes 100 in turn, runs them in 1 s, and its device
   // collects 100 with a fill time of 1/3 s (Theorem 1's b / w).
-  auto whole = parse_config(std::string(R"(
-nodes:
-  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
-  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 4}]}
-models:
-  - {name: m, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [4]}, max_batch: 100,
-     profile: {batch: [5, 20, 100], latency_ms: [100, 250, 1000]}}
-pipelines:
-  - {name: p, slo_ms: 2000, stages: [{name: s, model: m}]}
-scheduler: {policy: piccolo, piccolo: {whole_batches: true}}
-)"));
-  auto win = planning_input(whole, whole.models);
-  win.rates = {285};
-  auto wr = sched::plan_scaled_epoch(win, nullptr);
-  ASSERT_TRUE(wr) << wr.error();
-  auto wp = epoch_placement(whole, win, wr->result, 3);
+  cluster_config whole;
+  auto wp = table_i_at_285("{policy: piccolo, piccolo: {whole_batches: true}}", whole);
   size_t in_turn = 0, collecting = 0;
   for (auto& route : wp.table.routes)
     for (auto& i : route.instances)
