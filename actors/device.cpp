@@ -134,8 +134,17 @@ bool start_next(self_ptr self) {
     auto& s = sessions[idx];
     if (s.queue.empty()) continue;
     if (staging && (s.model->is_variant() || s.queue.size() < static_cast<size_t>(s.batch))) continue;
-    // Whole batches in turn: wait for the batch, unless the most urgent can wait no longer.
+    // Whole batches in turn: wait for the batch, unless the most urgent can wait no longer;
+    // dummies beyond a batch give way to the work queued.
     if (s.collect > 0 && !s.draining && !staging) {
+      std::vector<sched::session_queue<pending>::entry> shed;
+      s.queue.shed_padding(
+          static_cast<size_t>(s.collect), [](const pending& p) { return p.inv.dummy; }, shed);
+      for (auto& e : shed) {
+        st.net->queued.release(e.item.bytes);
+        answer(self, e.item.inv, msg::status::dropped, "padding not needed: a batch of work is queued");
+      }
+      if (!shed.empty()) count_queue(self, s);
       auto l = nanoseconds(static_cast<int64_t>(st.executor->latency_ms(*s.model, s.collect) * s.latency_scale * 1e6));
       auto fill = nanoseconds(static_cast<int64_t>(s.collect_ms * 1e6));
       if (auto when =

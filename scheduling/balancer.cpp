@@ -81,6 +81,17 @@ std::optional<size_t> fill_balancer::pick(const std::vector<backend_load>& b, st
   return least;
 }
 
+namespace {
+
+// The batch the request before filled: is its backend still running an earlier one (more
+// outstanding than that batch)? Judged once, at the next request or dummy.
+void judge_filled(const std::vector<backend_load>& b, dispatch_state& s) {
+  if (s.filled && *s.filled < b.size()) s.lagging = b[*s.filled].outstanding > b[*s.filled].batch;
+  s.filled.reset();
+}
+
+}  // namespace
+
 std::optional<size_t> fill_balancer::dispatch(const std::vector<backend_load>& b, dispatch_state& s,
                                               std::mt19937_64& rng) const {
   auto in_turn = [&](size_t i) { return planned(b[i]) && b[i].batch > 0; };
@@ -88,10 +99,7 @@ std::optional<size_t> fill_balancer::dispatch(const std::vector<backend_load>& b
   for (size_t i = 0; i < b.size() && !any; ++i) any = in_turn(i);
   if (!any) return route(b, rng);
   if (s.due.size() != b.size()) s = {}, s.due.assign(b.size(), 0);
-  // The batch filled by the request before: is its backend still running an earlier one (more
-  // outstanding than that batch)?
-  if (s.filled && *s.filled < b.size()) s.lagging = b[*s.filled].outstanding > b[*s.filled].batch;
-  s.filled.reset();
+  judge_filled(b, s);
   if (s.free_at.size() != b.size()) s.free_at.assign(b.size(), -1e300);
   auto filled = [&](size_t k) {
     if (s.sent != b[k].batch) return;
@@ -136,7 +144,7 @@ std::optional<size_t> fill_balancer::dispatch(const std::vector<backend_load>& b
 
 std::optional<size_t> fill_balancer::dispatch_padding(const std::vector<backend_load>& b, dispatch_state& s,
                                                       std::mt19937_64& rng) const {
-  if (s.filled && *s.filled < b.size()) s.lagging = b[*s.filled].outstanding > b[*s.filled].batch, s.filled.reset();
+  judge_filled(b, s);
   if (s.lagging && s.due.size() == b.size()) return std::nullopt;
   return dispatch(b, s, rng);
 }

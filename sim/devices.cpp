@@ -79,26 +79,6 @@ void engine::start_next(ns now, uint32_t di) {
     auto& s = d.sessions[idx];
     if (s.queue.empty()) continue;
     auto& m = cfg_.models[s.model];
-    // Whole batches in turn: wait for the batch, unless the most urgent can wait no longer;
-    // dummies beyond a batch give way to the work queued.
-    if (s.collect > 0 && !s.draining) {
-      dropped.clear();
-      s.queue.shed_padding(
-          static_cast<size_t>(s.collect), [this](uint32_t i) { return invocations_[i].dummy; }, dropped);
-      for (auto& e : dropped) answer(now, e.item, msg::status::dropped);
-      auto scale = scales_.find(m.name);
-      double ms = m.profile_for(devices_[di].type).latency_ms_at(s.collect) * m.share_slowdown(devices_[di].share) *
-                  (scale == scales_.end() ? 1.0 : scale->second);
-      auto when = s.queue.start_at(at(now), static_cast<size_t>(s.collect), std::chrono::nanoseconds(to_ns(ms)),
-                                   at(invocations_[s.queue.front()].enqueued), at(s.last_arrival),
-                                   std::chrono::nanoseconds(to_ns(s.collect_ms)));
-      if (when > at(now)) {
-        ns t = (when - at(now)).count() + now;
-        if (wake_at_.size() <= di) wake_at_.resize(devices_.size(), 0);
-        if (wake_at_[di] == 0 || t < wake_at_[di]) wake_at_[di] = t, post(t, kind::wake, di);
-        continue;
-      }
-    }
     int threads = d.threads;
     double slow = m.share_slowdown(d.share);
     auto& profile = m.profile_for(d.type);
@@ -109,6 +89,23 @@ void engine::start_next(ns now, uint32_t di) {
     auto scale = scales_.find(m.name);
     double adopted = scale == scales_.end() ? 1.0 : scale->second;
     auto l = [&ms_at, adopted](int b) { return std::chrono::nanoseconds(to_ns(ms_at(b) * adopted)); };
+    // Whole batches in turn: wait for the batch, unless the most urgent can wait no longer;
+    // dummies beyond a batch give way to the work queued.
+    if (s.collect > 0 && !s.draining) {
+      dropped.clear();
+      s.queue.shed_padding(
+          static_cast<size_t>(s.collect), [this](uint32_t i) { return invocations_[i].dummy; }, dropped);
+      for (auto& e : dropped) answer(now, e.item, msg::status::dropped);
+      auto when = s.queue.start_at(at(now), static_cast<size_t>(s.collect), l(s.collect),
+                                   at(invocations_[s.queue.front()].enqueued), at(s.last_arrival),
+                                   std::chrono::nanoseconds(to_ns(s.collect_ms)));
+      if (when > at(now)) {
+        ns t = (when - at(now)).count() + now;
+        if (wake_at_.size() <= di) wake_at_.resize(devices_.size(), 0);
+        if (wake_at_[di] == 0 || t < wake_at_[di]) wake_at_[di] = t, post(t, kind::wake, di);
+        continue;
+      }
+    }
     batch.clear();
     dropped.clear();
     s.queue.form_batch(*policy_, at(now), s.batch, l, batch, dropped);
