@@ -1,6 +1,7 @@
 // The frontend's request path: each stage's invocation sent to an instance by its deadline, results
 // walked on through the DAG, and one reply per query.
 
+#include <algorithm>
 #include <cmath>
 
 #include "actors/frontend_state.hpp"
@@ -55,10 +56,10 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
   auto* now_route = q.named.empty() ? nullptr : st.clients.route(q.named, st.cfg->pipelines[q.pipeline].name);
   if (auto* a = now_route ? now_route : q.route ? &*q.route : nullptr)
     r.input_height = a->input_height, r.input_width = a->input_width;
-  if (code == msg::status::ok) r.outputs = q.walk->take_results();
+  if (code == msg::status::ok) r.outputs = q.walk->take_results(), r.late_paths = q.late_paths;
+  bool late = now > q.deadline || !q.late_paths.empty();
   if (!q.named.empty())
-    st.clients.on_outcome(st.cfg->pipelines[q.pipeline].name, code != msg::status::ok || now > q.deadline,
-                          seconds_of(now));
+    st.clients.on_outcome(st.cfg->pipelines[q.pipeline].name, code != msg::status::ok || late, seconds_of(now));
   st.net->queued.release(q.bytes);
   if (auto c = st.client_in_flight.find(q.client); c != st.client_in_flight.end() && --c->second <= 0)
     st.client_in_flight.erase(c);
@@ -83,7 +84,7 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
       break;
   }
   auto& p = st.cfg->pipelines[q.pipeline];
-  bool within = code == msg::status::ok && now <= q.deadline;
+  bool within = code == msg::status::ok && !late;
   double seconds = r.total_ms / 1e3;
   if (q.sink)
     (*q.sink)(std::move(r));
@@ -370,6 +371,11 @@ void on_result(self_ptr self, msg::invocation_result& r) {
   if (s.cascade && !s.cascade->skew && !f.fallback &&
       !cascade_confident(st.cfg->models[s.model_index], *s.cascade, r.outputs, f.query, f.stage))
     return void(fall_through(self, f.query, q, f));
+  // A leaf with an SLO of its own: its path is late once the leaf finishes after it.
+  if (s.slo_ms && s.children.empty() &&
+      self->clock().now() > q.arrival + nanoseconds(path_deadline_ns(p, f.stage, (q.deadline - q.arrival).count())) &&
+      std::find(q.late_paths.begin(), q.late_paths.end(), s.name) == q.late_paths.end())
+    q.late_paths.push_back(s.name);
   send_all(self, f.query, q, q.walk->on_result(f.stage, std::move(r.outputs), f.item));
 }
 

@@ -48,8 +48,9 @@ struct query {
   std::optional<msg::client_route> route;  // where the policy maps its client; the reply tells the size
   int start = 0;                           // a partitioned model: the layer the server starts at
   double slo_ms = 0;                       // the SLO it was admitted under (the client's, else the pipeline's)
-  std::string named;  // the id of a client that names itself: its outcome is counted, and its reply
-                      // advises the size of what it is mapped to when the reply goes
+  std::string named;                    // the id of a client that names itself: its outcome is counted, and its reply
+                                        // advises the size of what it is mapped to when the reply goes
+  std::vector<std::string> late_paths;  // leaves that finished after their own SLO (stages[].slo_ms)
 };
 
 struct in_flight {

@@ -354,6 +354,22 @@ void parse_pipeline(reader& r, const YAML::Node& n, cluster_config& cfg) {
     if (fastest > p.slo_ms)
       r.error(n["slo_ms"], where + " slo_ms " + number(p.slo_ms) + " is below its fastest possible path (" +
                                number(fastest) + " ms at batch 1)");
+    // Per-path SLOs: on leaves, within the pipeline's, and no faster than the leaf can finish.
+    auto finish = fastest_finish_ms(p, cfg.models);
+    for (size_t k = 0; k < p.stages.size() && k < stage_nodes.size(); ++k) {
+      auto& s = p.stages[k];
+      if (!s.slo_ms) continue;
+      auto at = stage_nodes[k]["slo_ms"];
+      auto sw = where + " stage '" + s.name + "'";
+      if (!s.children.empty())
+        r.error(at, sw + " slo_ms: only a leaf stage (one no stage runs after) may have an SLO of its own");
+      else if (!(*s.slo_ms > 0) || *s.slo_ms > p.slo_ms)
+        r.error(at, sw + " slo_ms " + number(*s.slo_ms) + " must be positive and at most the pipeline's slo_ms (" +
+                        number(p.slo_ms) + ")");
+      else if (finish[k] > *s.slo_ms)
+        r.error(at, sw + " slo_ms " + number(*s.slo_ms) + " is below its fastest possible path (" + number(finish[k]) +
+                        " ms at batch 1)");
+    }
   }
   if (cfg.find_pipeline(p.name)) r.error(n["name"], "duplicate pipeline name '" + p.name + "'");
   cfg.pipelines.push_back(std::move(p));

@@ -158,6 +158,8 @@ struct scaler_options {
                                                      // per-second rates stay within ±band of their mean
   bool per_request_budgets = true;                   // sponge, biscale: the EDF check takes each request's budget
                                                      // (false: the stage's mean budget, a baseline)
+  bool central_queue = false;                        // fa2: each stage's planned batches go whole to its
+                                                     // instances in turn, which wait for them (FA2's central queue)
   bool enabled() const { return policy != scaler_policy::none; }
 };
 

@@ -66,6 +66,7 @@ const std::vector<key<scaler_options>>& scaler_keys() {
       {"max_total_cores", &o::max_total_cores},
       {"stable_band", &o::stable_band},
       {"per_request_budgets", &o::per_request_budgets},
+      {"central_queue", &o::central_queue},
   };
   return keys;
 }
@@ -129,7 +130,8 @@ const std::vector<key<pipeline>>& pipeline_keys() {
 
 const std::vector<key<stage>>& stage_keys() {
   using o = stage;
-  static const std::vector<key<o>> keys = {{"name", &o::name, true}, {"model", &o::model}, {"variants", &o::variants}};
+  static const std::vector<key<o>> keys = {
+      {"name", &o::name, true}, {"model", &o::model}, {"variants", &o::variants}, {"slo_ms", &o::slo_ms}};
   return keys;
 }
 

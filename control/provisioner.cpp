@@ -84,8 +84,16 @@ bool local_provisioner::commit() {
   for (auto& i : instances_)
     d.instances.push_back({i.node, i.device, i.model, static_cast<uint32_t>(i.batch), static_cast<uint32_t>(i.cores)});
   d.budgets = budgets_;
-  // Budgets within half a millisecond of the published ones count as unchanged.
-  auto same = published_ && d.instances == last_.instances && d.budgets.size() == last_.budgets.size() &&
+  d.in_turn = in_turn_;
+  // Budgets and fill times within half a millisecond of the published ones count as unchanged.
+  auto near = [](const std::map<std::string, batch_in_turn>& a, const std::map<std::string, batch_in_turn>& b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](auto& x, auto& y) {
+             return x.first == y.first && x.second.batch == y.second.batch &&
+                    std::abs(x.second.fill_ms - y.second.fill_ms) < 0.5;
+           });
+  };
+  auto same = published_ && d.instances == last_.instances && near(d.in_turn, last_.in_turn) &&
+              d.budgets.size() == last_.budgets.size() &&
               std::equal(d.budgets.begin(), d.budgets.end(), last_.budgets.begin(), [](auto& a, auto& b) {
                 return a.stage == b.stage && std::abs(a.budget_ms - b.budget_ms) < 0.5;
               });

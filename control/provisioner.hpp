@@ -41,6 +41,8 @@ class provisioner {
   virtual void set_workers_up(const std::vector<std::string>& up) = 0;
   // Stage budgets to route with (FA2 plans them with its instances); empty: keep the split.
   virtual void set_budgets(std::vector<msg::stage_budget> budgets) = 0;
+  // Models dispatched by whole batches in turn, each with its batch and fill time (deployment).
+  virtual void set_in_turn(std::map<std::string, batch_in_turn> in_turn) = 0;
   // Every instance, oldest first.
   virtual std::vector<placed_instance> instances() const = 0;
   // Hands the placement on if it changed since the last commit; true when it did.
@@ -56,6 +58,7 @@ class local_provisioner final : public provisioner {
   int resize(uint64_t id, int cores, int batch) override;
   void set_workers_up(const std::vector<std::string>& up) override;
   void set_budgets(std::vector<msg::stage_budget> budgets) override { budgets_ = std::move(budgets); }
+  void set_in_turn(std::map<std::string, batch_in_turn> in_turn) override { in_turn_ = std::move(in_turn); }
   std::vector<placed_instance> instances() const override { return instances_; }
   bool commit() override;
 
@@ -72,6 +75,7 @@ class local_provisioner final : public provisioner {
   std::vector<placed_instance> instances_;
   uint64_t next_id_ = 1;
   std::vector<msg::stage_budget> budgets_;
+  std::map<std::string, batch_in_turn> in_turn_;
   deployment last_;
   bool published_ = false;
 };

@@ -198,6 +198,7 @@ void scaler_core::observe(stage_info& s, const cluster_load& load, const std::ve
   for (size_t c = 0; c < p.stages.size(); ++c)
     for (auto parent : p.stages[c].parents)
       if (parent == s.stage) in.children.push_back(c);
+  if (p.stages[s.stage].children.empty() && p.stages[s.stage].slo_ms) in.slo_ms = path_slo_ms(p, s.stage);
   s.last = in;
 }
 
@@ -216,6 +217,17 @@ void scaler_core::choose_shapes(bool full, bool horizontal, bool surge) {
       for (size_t j = 0; j < idx.size(); ++j) stages_[idx[j]].shape = shapes[j];
     }
     route_budgets([](const stage_info& s) { return s.shape.budget_ms; });
+    // FA2's central queue: each stage's planned batches go whole to its instances in turn,
+    // each filling in b/λ at the stage's planned rate.
+    if (o.central_queue) {
+      std::map<std::string, batch_in_turn> in_turn;
+      for (auto& s : stages_) {
+        double rate = std::max(s.last.predicted, s.last.rate);
+        auto b = std::max(1, s.shape.planned_batch);
+        if (rate > 0) in_turn[s.model->name] = {static_cast<uint32_t>(b), b * 1000.0 / rate};
+      }
+      prov_->set_in_turn(std::move(in_turn));
+    }
   } else if (o.policy == scaler_policy::ipa) {
     // Every interval, and at once for a surge.
     if (horizontal || polls_ == 1 || surge) ipa_shapes();

@@ -302,7 +302,7 @@ class video_client {
     if (!f.measured) return;
     double latency = ms(steady::now() - f.capture);
     out_.reply(*r, f.second, latency, 0, res_.slo_ms);
-    if (r->code != msg::status::ok || latency > res_.slo_ms) return;
+    if (r->code != msg::status::ok || latency > res_.slo_ms || !r->late_paths.empty()) return;
     ++res_.ok_within_slo;
     if (r->timings.empty()) return;
     if (auto m = co_.model_size.find(r->timings.front().model); m != co_.model_size.end()) {

@@ -63,7 +63,8 @@ void lane_tally::reply(const msg::client_reply& r, size_t second, double lat, do
       double part[4] = {lat - r.total_ms, r.total_ms - queue - exec, queue, exec};
       for (size_t k = 0; k < 4; ++k) parts_[k].push_back(static_cast<float>(std::max(0.0, part[k])));
       // The user waits for the upload too.
-      if (lat + network_ms <= slo_ms) ++s_.ok_within_slo, ++b.ok_within_slo;
+      if (lat + network_ms <= slo_ms && r.late_paths.empty()) ++s_.ok_within_slo, ++b.ok_within_slo;
+      for (auto& leaf : r.late_paths) s_.late_paths[leaf] = s_.late_paths.value(leaf, 0) + 1;
       for (auto& t : r.timings) {
         if (!t.node.empty()) s_.nodes[t.node] = s_.nodes.value(t.node, 0) + 1;
         if (!t.model.empty()) s_.models[t.model] = s_.models.value(t.model, 0) + 1;
@@ -102,6 +103,7 @@ load_summary merge_lanes(std::vector<lane_tally>& lanes, double measured_s) {
     for (auto& [k, v] : r.s_.reasons.items()) s.reasons[k] = s.reasons.value(k, 0) + v.get<long>();
     for (auto& [k, v] : r.s_.nodes.items()) s.nodes[k] = s.nodes.value(k, 0) + v.get<long>();
     for (auto& [k, v] : r.s_.models.items()) s.models[k] = s.models.value(k, 0) + v.get<long>();
+    for (auto& [k, v] : r.s_.late_paths.items()) s.late_paths[k] = s.late_paths.value(k, 0) + v.get<long>();
     s.device_busy_s += r.s_.device_busy_s;
     all_latencies.insert(all_latencies.end(), r.latencies_.begin(), r.latencies_.end());
     for (size_t k = 0; k < r.parts_.size(); ++k)
@@ -177,6 +179,7 @@ nlohmann::json load_summary::to_json(const load_options& o) const {
           {"reasons", reasons},
           {"nodes", nodes},
           {"models", models},
+          {"late_paths", late_paths},
           {"clients", clients},
           {"device_busy_s", device_busy_s},
           {"accuracy", accuracy},

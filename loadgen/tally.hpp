@@ -39,6 +39,9 @@ struct load_summary {
   nlohmann::json reasons = nlohmann::json::object();
   nlohmann::json nodes = nlohmann::json::object();   // stage runs of OK replies, per worker node
   nlohmann::json models = nlohmann::json::object();  // stage runs of OK replies, per model (variant) that ran
+  // Per-path SLOs: OK replies whose path to this leaf stage ended after the leaf's own SLO, per
+  // leaf (such a reply is not within its SLO though it came within the pipeline's).
+  nlohmann::json late_paths = nlohmann::json::object();
   // Where OK replies' latency went: {client, frontend, queue, exec: {p50, p99}} in ms.
   nlohmann::json breakdown = nlohmann::json::object();
   // --clients: per client (slo_ms, fps, sent, skipped, ok_within_slo, miss_rate, accuracy, sizes), and the

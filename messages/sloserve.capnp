@@ -65,6 +65,9 @@ struct ClientReply {
   # client sends that size next, or the largest its uplink carries. 0: no advice.
   inputHeight @6 :UInt32;
   inputWidth @7 :UInt32;
+  # Per-path SLOs: the leaf stages (`stages[].slo_ms`) that finished after their own SLO; the
+  # reply is then late though it came within the pipeline's.
+  latePaths @8 :List(Text);
 }
 
 # Frontend -> worker: run one stage on one device.

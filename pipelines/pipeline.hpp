@@ -58,6 +58,9 @@ struct stage {
   std::optional<output_items> items{};
   std::vector<std::string> variants{};    // models this stage may run, as written; empty: just `model`
   std::optional<cascade_spec> cascade{};  // `model` is its first model
+  // A leaf's own SLO: every path that ends at it must finish within this of the query's arrival
+  // (FA2's per-path SLOs), at most the pipeline's. Unset: the pipeline's.
+  std::optional<double> slo_ms{};
 
   // Filled by resolve():
   size_t model_index = 0;
@@ -94,6 +97,13 @@ std::vector<pipeline_issue> resolve(pipeline& p, const std::vector<model_spec>& 
 // Longest root-to-leaf sum of single-request latency l(1), each stage at its fastest variant: the
 // fastest the pipeline can answer.
 double fastest_path_ms(const pipeline& p, const std::vector<model_spec>& models);
+// Per stage, the same: the soonest it can finish after the query arrives (its slowest path to it).
+std::vector<double> fastest_finish_ms(const pipeline& p, const std::vector<model_spec>& models);
+
+// The SLO of the paths that end at `stage`: its own `slo_ms` where it has one, else the pipeline's.
+double path_slo_ms(const pipeline& p, size_t stage);
+// Whether some leaf has an SLO of its own below the pipeline's.
+bool has_path_slos(const pipeline& p);
 
 // Most stages on any root-to-leaf path.
 size_t depth(const pipeline& p);
@@ -106,9 +116,13 @@ struct slo_split {
 };
 
 // Offsets for given budgets; every path sums to at most the SLO when the budgets are valid.
+// Where a leaf has an SLO of its own and the budgets would finish it later, every stage on the
+// paths to it has its budget scaled down by (leaf's SLO / its finish offset), the least such
+// factor where a stage leads to several: every path then ends within its own SLO.
 slo_split offsets_from_budgets(const pipeline& p, std::vector<double> budget_ms);
 
-// The even-split baseline: every stage gets SLO / depth, so every path fits the SLO.
+// The even-split baseline: every stage gets SLO / depth, the least SLO of the leaves it leads
+// to taken for SLO, so every path fits its SLO.
 slo_split even_split(const pipeline& p);
 
 }  // namespace sloserve

@@ -69,6 +69,11 @@ int64_t stage_finish_ns(const pipeline& p, const slo_split& split, size_t stage,
   return std::min(span_ns, at);
 }
 
+int64_t path_deadline_ns(const pipeline& p, size_t leaf, int64_t span_ns) {
+  auto at = static_cast<int64_t>(static_cast<double>(span_ns) * path_slo_ms(p, leaf) / p.slo_ms);
+  return std::min(span_ns, at);
+}
+
 int64_t first_model_finish_ns(const pipeline& p, const std::vector<model_spec>& models, const slo_split& split,
                               size_t stage, int64_t span_ns) {
   auto at = stage_finish_ns(p, split, stage, span_ns);

@@ -80,6 +80,10 @@ inline int64_t ns_of_ms(double ms) {
 // less where the client asked for less; the split's finish offsets scale with it.
 // By when stage `stage` finishes: its finish offset, scaled to the span, at most the span.
 int64_t stage_finish_ns(const pipeline& p, const slo_split& split, size_t stage, int64_t span_ns);
+// By when the paths that end at leaf `leaf` are due: its own SLO (path_slo_ms), scaled to the
+// span as the finish offsets are. A leaf that finishes later makes the query late though its
+// reply comes within the span.
+int64_t path_deadline_ns(const pipeline& p, size_t leaf, int64_t span_ns);
 // By when the stage's first invocation finishes: a cascade's first model by its share of the
 // stage's budget (cascade_first_share), so that the second may follow; else stage_finish_ns.
 int64_t first_model_finish_ns(const pipeline& p, const std::vector<model_spec>& models, const slo_split& split,

@@ -59,6 +59,7 @@ std::vector<stage_shape> fa2_shapes(const std::vector<scale_stage>& stages, doub
     f.rate = std::max(s.predicted, s.rate);
     f.max_batch = s.max_batch;
     f.children = s.children;
+    f.slo_ms = s.slo_ms;
     fs.push_back(std::move(f));
   }
   auto plan = fa2_dag(fs, static_cast<int>(std::floor(slo_ms)));
@@ -67,28 +68,35 @@ std::vector<stage_shape> fa2_shapes(const std::vector<scale_stage>& stages, doub
   for (size_t i = 0; i < stages.size(); ++i) {
     auto& o = out[i];
     if (plan.feasible) {
-      o.batch = o.horizontal_batch = std::max(1, plan.batch[i]);
+      o.batch = o.horizontal_batch = o.planned_batch = std::max(1, plan.batch[i]);
       o.instances = std::max(1, plan.instances[i]);
       slots[i] = std::max(1, fa2_slots(fs[i], o.batch));
     } else {
-      o.batch = o.horizontal_batch = 1;
+      o.batch = o.horizontal_batch = o.planned_batch = 1;
       o.instances = std::max(1, static_cast<int>(std::ceil(fs[i].rate / stages[i].l.throughput(1, 1) - 1e-9)));
       slots[i] = std::max(1.0, stages[i].l.at(1, 1));
     }
   }
-  // Stage budgets in proportion to the time the plan gives each stage, scaled so that the
-  // longest path takes the whole SLO; every path then fits.
-  std::vector<double> longest(stages.size(), -1);
-  std::function<double(size_t)> down = [&](size_t s) {
-    if (longest[s] >= 0) return longest[s];
-    double below = 0;
-    for (auto c : stages[s].children) below = std::max(below, down(c));
-    return longest[s] = slots[s] + below;
+  // Stage budgets in proportion to the time the plan gives each stage, scaled so that the path
+  // with the least slack takes the whole of its SLO (its leaf's, else the pipeline's); every
+  // path then fits its own.
+  std::vector<double> reach(stages.size(), -1);  // the longest path ending at each stage, in slots
+  std::function<double(size_t)> up = [&](size_t s) {
+    if (reach[s] >= 0) return reach[s];
+    double above = 0;
+    for (size_t u = 0; u < stages.size(); ++u)
+      if (std::find(stages[u].children.begin(), stages[u].children.end(), s) != stages[u].children.end())
+        above = std::max(above, up(u));
+    return reach[s] = slots[s] + above;
   };
-  double top = 0;
-  for (size_t s = 0; s < stages.size(); ++s) top = std::max(top, down(s));
+  double scale = INFINITY;
+  for (size_t s = 0; s < stages.size(); ++s) {
+    if (!stages[s].children.empty() || up(s) <= 0) continue;
+    double own = stages[s].slo_ms > 0 ? std::min(stages[s].slo_ms, slo_ms) : slo_ms;
+    scale = std::min(scale, own / up(s));
+  }
   for (size_t i = 0; i < stages.size(); ++i) {
-    out[i].budget_ms = top > 0 ? slots[i] * slo_ms / top : slo_ms;
+    out[i].budget_ms = std::isfinite(scale) ? slots[i] * scale : slo_ms;
     out[i].batch = out[i].horizontal_batch =
         elastic_batch(stages[i].l, 1, out[i].budget_ms, out[i].batch, stages[i].max_batch);
   }

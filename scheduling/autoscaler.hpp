@@ -23,6 +23,7 @@ struct scale_stage {
   double predicted = 0;          // largest rate expected over the next horizontal period
   int queued = 0;                // requests waiting at instance 0
   std::vector<size_t> children;  // successors in the pipeline (FA2 plans the whole DAG)
+  double slo_ms = 0;             // a leaf's own SLO (stages[].slo_ms; FA2's per-path SLOs); 0: none
   // Sponge's per-request budgets (ms left to the deadline): of each request queued at instance 0,
   // and on arrival of the stage's latest requests (clients' uploads differ, and so do these).
   std::vector<double> queue_budgets_ms;
@@ -48,6 +49,7 @@ struct stage_shape {
   // Biscale: how many of the oldest instances run at (cores, batch), resized in place; the others
   // run at (horizontal_cores, horizontal_batch). 1: instance 0 alone.
   int vertical = 1;
+  int planned_batch = 0;  // FA2: the batch its plan fills ((b - 1)/λ); 0: none (the cap is `batch`)
   int in_place() const { return std::clamp(vertical, instances > 0 ? 1 : 0, std::max(0, instances)); }
   int total_cores() const { return in_place() * cores + (instances - in_place()) * horizontal_cores; }
   bool operator==(const stage_shape&) const = default;

@@ -46,8 +46,12 @@ fa2_plan solve(const std::vector<fa2_stage>& stages, const std::vector<std::vect
   if (slo_ms < 0 || root >= stages.size()) return plan;
   auto T = static_cast<size_t>(slo_ms);
   std::vector<std::vector<int>> opt(stages.size()), pick(stages.size());
-  // The budget a stage works with when its parent leaves it t.
-  auto given = [&](size_t s, size_t t) { return cap[s] >= 0 ? std::min(t, static_cast<size_t>(cap[s])) : t; };
+  // The budget a stage works with when its parent leaves it t. A capped leaf keeps the true
+  // budget and takes at most its cap itself: its floor (a per-path SLO, counted from t_max) then
+  // holds exactly, where a capped budget would count it from the cap.
+  auto given = [&](size_t s, size_t t) {
+    return cap[s] >= 0 && !children[s].empty() ? std::min(t, static_cast<size_t>(cap[s])) : t;
+  };
   std::function<void(size_t)> fill = [&](size_t s) {
     for (auto c : children[s]) fill(c);
     opt[s].assign(T + 1, never);
@@ -55,6 +59,7 @@ fa2_plan solve(const std::vector<fa2_stage>& stages, const std::vector<std::vect
     for (int b = 1; b <= stages[s].max_batch; ++b) {
       auto slots = fa2_slots(stages[s], b);
       if (slots < 0 || static_cast<size_t>(slots) > T) continue;
+      if (children[s].empty() && cap[s] >= 0 && slots > cap[s]) continue;
       auto n = fa2_instances(stages[s], b);
       for (auto t = static_cast<size_t>(slots); t <= T; ++t) {
         auto left = t - static_cast<size_t>(slots);
@@ -86,19 +91,27 @@ fa2_plan solve(const std::vector<fa2_stage>& stages, const std::vector<std::vect
 
 fa2_plan fa2_tree(const std::vector<fa2_stage>& stages, size_t root, int slo_ms) {
   std::vector<std::vector<size_t>> children;
-  for (auto& s : stages) children.push_back(s.children);
-  return solve(stages, children, std::vector<int>(stages.size(), -1), std::vector<int>(stages.size(), 0), root, slo_ms);
+  std::vector<int> floor_left(stages.size(), 0);
+  for (size_t k = 0; k < stages.size(); ++k) {
+    children.push_back(stages[k].children);
+    // A leaf with its own SLO leaves the rest of t_max unspent.
+    if (auto own = stages[k].slo_ms; own > 0 && stages[k].children.empty())
+      floor_left[k] = std::max(0, slo_ms - static_cast<int>(std::floor(own + 1e-9)));
+  }
+  return solve(stages, children, std::vector<int>(stages.size(), -1), floor_left, root, slo_ms);
 }
 
 namespace {
 
-// Every root-to-leaf path of the DAG `children`, each with the whole SLO.
-std::vector<piece> root_to_leaf(const std::vector<std::vector<size_t>>& children, const std::vector<size_t>& roots,
-                                int slo_ms) {
+// Every root-to-leaf path of the DAG `children`, each with its SLO: its leaf's, else the whole.
+std::vector<piece> root_to_leaf(const std::vector<fa2_stage>& stages, const std::vector<std::vector<size_t>>& children,
+                                const std::vector<size_t>& roots, int slo_ms) {
   std::vector<piece> pieces;
   std::function<void(std::vector<size_t>&)> walk = [&](std::vector<size_t>& path) {
     auto s = path.back();
-    if (children[s].empty()) pieces.push_back({path, static_cast<double>(slo_ms)});
+    auto own = stages[s].slo_ms;
+    if (children[s].empty())
+      pieces.push_back({path, own > 0 ? std::min(own, static_cast<double>(slo_ms)) : static_cast<double>(slo_ms)});
     for (auto c : children[s]) {
       path.push_back(c);
       walk(path);
@@ -159,7 +172,7 @@ fa2_transform fa2_make_tree(const std::vector<fa2_stage>& stages, int slo_ms) {
       }
   for (size_t s = 0; s < n; ++s)
     if (parents[s].empty()) out.roots.push_back(s);
-  auto pieces = root_to_leaf(out.children, out.roots, slo_ms);
+  auto pieces = root_to_leaf(stages, out.children, out.roots, slo_ms);
   for (;;) {
     auto join = std::find_if(parents.begin(), parents.end(), [](auto& ps) { return ps.size() > 1; });
     if (join == parents.end()) break;

@@ -22,6 +22,9 @@ struct fa2_stage {
   double rate = 0;  // requests/s arriving at this stage
   int max_batch = 1;
   std::vector<size_t> children;
+  // A leaf's own SLO (ms): every path that ends at it fits this (FA2's SLA_p, per path). 0: the
+  // SLO fa2_dag is given, which is the largest (t_max).
+  double slo_ms = 0;
 };
 
 // Slots (ms, rounded up) a stage takes at batch b; a very large number when b cannot fill
@@ -38,6 +41,7 @@ struct fa2_plan {
 };
 
 // OPT(s, t) = min over b with slots(b) ≤ t of instances(b) + Σ_children OPT(c, t − slots(b)),
+// (a leaf with its own SLO: only where t − slots(b) ≥ slo_ms − its SLO),
 // filled children first; ties go to the smaller batch. `stages` must form a tree at `root`.
 fa2_plan fa2_tree(const std::vector<fa2_stage>& stages, size_t root, int slo_ms);
 
@@ -51,6 +55,7 @@ fa2_plan fa2_tree(const std::vector<fa2_stage>& stages, size_t root, int slo_ms)
 //   the budget left after y;
 // - a piece that starts at stage x (not a root) must finish within its share of x's start: a
 //   cap on the budget x is given (which also binds x's other descendants, conservatively).
+// A path's SLO is its leaf's (fa2_stage::slo_ms), else `slo_ms`.
 // Every DAG path is then the concatenation of pieces whose shares sum to its SLO, and a join
 // starts after the last of its parents, so a plan that meets the forest's constraints meets
 // every path of the DAG.
@@ -65,6 +70,9 @@ fa2_transform fa2_make_tree(const std::vector<fa2_stage>& stages, int slo_ms);
 
 // FA2 on a DAG: `children` of each stage are its successors, and the stages nobody points at
 // are the roots (several roots share a zero-cost virtual root). Plans per original stage.
+// Paths to a leaf with an SLO of its own (fa2_stage::slo_ms, below `slo_ms`) fit that: the DP
+// runs from t_max = `slo_ms`, and such a leaf must leave `slo_ms` − its SLO unspent, as the
+// pieces of a cut path do.
 fa2_plan fa2_dag(const std::vector<fa2_stage>& stages, int slo_ms);
 
 }  // namespace sloserve::sched

@@ -372,13 +372,28 @@ cluster_placement deployment_placement(const cluster_config& cfg, const deployme
   cluster_placement out{idle_schedules(cfg, epoch), {}};
   std::map<std::string, msg::model_route> routes;
   for (auto& m : cfg.models) routes[m.name].model = m.name;
+  std::map<std::string, int> count;  // instances per model
+  for (auto& i : d.instances) ++count[i.model];
   for (auto& i : d.instances) {
     auto it = out.schedules.find(i.node);
     if (it == out.schedules.end() || i.device >= it->second.devices.size()) continue;
-    it->second.devices[i.device].sessions.push_back({i.model, i.batch});
+    auto& session = it->second.devices[i.device].sessions.emplace_back(msg::session_schedule{i.model, i.batch});
     auto* m = cfg.find_model(i.model);
-    double w = m && m->cores ? m->cores->throughput(static_cast<int>(i.batch), static_cast<int>(i.cores)) : 1.0;
-    routes[i.model].instances.push_back({i.node, i.device, w});
+    auto b = static_cast<int>(i.batch), c = static_cast<int>(i.cores);
+    double w = m && m->cores ? m->cores->throughput(b, c) : 1.0;
+    auto& inst = routes[i.model].instances.emplace_back(msg::route_instance{i.node, i.device, w});
+    // Whole batches in turn: the frontends send the batch, the device waits for it (as FA2's
+    // central queue forms it). Weighed by the stage's rate (b / fill) shared alike: equal turns,
+    // as FA2's round-robin.
+    if (auto t = d.in_turn.find(i.model); t != d.in_turn.end() && m && t->second.fill_ms > 0) {
+      auto whole = static_cast<int>(t->second.batch);
+      inst.weight = whole * 1000.0 / t->second.fill_ms / count[i.model];
+      inst.batch = t->second.batch;
+      inst.duration_ms = m->cores ? m->cores->at(whole, c) : m->profile.latency_ms_at(whole);
+      session.batch = std::max(session.batch, t->second.batch);
+      session.collect = t->second.batch;
+      session.collect_ms = 0;  // a central queue's batch waits until full, or its most urgent can wait no longer
+    }
   }
   out.table.epoch = epoch;
   for (auto& [m, r] : routes) out.table.routes.push_back(std::move(r));

@@ -32,9 +32,19 @@ struct instance_assignment {
   uint32_t cores = 1;
   bool operator==(const instance_assignment&) const = default;
 };
+struct batch_in_turn {
+  uint32_t batch = 1;
+  double fill_ms = 0;
+  bool operator==(const batch_in_turn&) const = default;
+};
 struct deployment {
   std::vector<instance_assignment> instances;
   std::vector<msg::stage_budget> budgets;  // stage budgets the plan assumes; empty: keep them
+  // Models whose instances take whole batches in turn (FA2's central queue): per model, the
+  // planned batch and the time (ms) it takes to fill at the stage's rate (b / λ). The frontends
+  // send each instance the batch in turn; its device waits until it is whole, or until the most
+  // urgent request can wait no longer (session_queue::start_at).
+  std::map<std::string, batch_in_turn> in_turn;
 };
 
 // What the cluster runs, and how frontends route to it.

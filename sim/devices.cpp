@@ -117,6 +117,10 @@ void engine::start_next(ns now, uint32_t di) {
     if (o_.slowdown_factor != 1 && now >= to_ns(o_.slowdown_after_s * 1000)) ms *= o_.slowdown_factor;
     auto& x = exec_[s.model];
     x.took += ms, x.said += said, x.batches += 1;
+    if (batch_sizes_.size() <= s.model) batch_sizes_.resize(s.model + 1);
+    auto& sizes = batch_sizes_[s.model];
+    if (sizes.size() <= batch.size()) sizes.resize(batch.size() + 1, 0);
+    ++sizes[batch.size()];
     d.busy = true;
     d.started = now;
     d.running.clear();

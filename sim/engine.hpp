@@ -84,6 +84,7 @@ struct query {
   uint32_t first_node = none;
   double accuracy = 1;      // product of accuracy/100 of the models its stages ran
   uint64_t stages_ran = 0;  // bit per stage: counted in `accuracy` already
+  uint64_t late_paths = 0;  // bit per leaf stage (of the first 64) that finished after its own SLO
 };
 
 struct invocation {
@@ -272,6 +273,7 @@ class engine {
   std::vector<model_spec> models_;
   std::map<std::string, double> scales_;
   std::vector<std::string> refreshes_;
+  std::vector<std::vector<uint64_t>> batch_sizes_;  // per model index: batches run, by size
   void refresh_profiles(ns now);
 
   // Scaling: the cluster's scaler_core over a local provisioner, polled as the actor polls it.

@@ -218,6 +218,11 @@ void engine::on_result(ns now, uint32_t inv, msg::status code) {
   auto& st = cfg_.pipelines[qq.pipeline].stages[stage];
   if (st.cascade && !fallback && !cascade_confident(cfg_.models[st.model_index], *st.cascade, {}, qq.qid, stage))
     return void(fall_through(now, q, stage));
+  // A leaf with an SLO of its own: its path is late once the leaf finishes after it.
+  auto& p = cfg_.pipelines[qq.pipeline];
+  if (st.slo_ms && st.children.empty() && stage < 64 &&
+      now > qq.arrival + path_deadline_ns(p, stage, qq.deadline - qq.arrival))
+    qq.late_paths |= uint64_t{1} << stage;
   std::vector<uint32_t> spawns;
   walk_result(q, stage, spawns);
   for (auto s : spawns)
@@ -245,6 +250,9 @@ void engine::finish(ns now, uint32_t q, msg::status code, const std::string& rea
       r.timings.push_back(std::move(t));
     }
     auto& p = cfg_.pipelines[qq.pipeline];
+    if (code == msg::status::ok)
+      for (size_t s = 0; s < p.stages.size() && s < 64; ++s)
+        if (qq.late_paths >> s & 1) r.late_paths.push_back(p.stages[s].name);
     lanes_[0].sent(qq.second);
     lanes_[0].reply(r, qq.second, static_cast<double>(back - qq.sent) / 1e6, 0, p.slo_ms);
   }

@@ -6,6 +6,7 @@
 // simulated is only the passage of time and the wire.
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,8 @@ struct result {
   double budget_spent = 0;  // `scheduler.cost_budget`: what the stages spent of it, by the profile
   // Profiles refreshed online (scheduler.profile_drift), in order: "MODEL xSCALE at Ts".
   std::vector<std::string> refreshes;
+  // Per model, the batches its devices ran, by size (padding included; warm-up too).
+  std::map<std::string, std::map<size_t, uint64_t>> batches;
 };
 
 // Runs the simulation; fails on options that do not fit the cluster (unknown pipeline or node).

@@ -264,6 +264,31 @@ TEST_F(scaler_fixture, fa2_acts_on_a_rate_step_within_one_horizontal_period) {
   for (auto& i : deployments->back().instances) EXPECT_EQ(i.cores, 1u);
 }
 
+// FA2's central queue: the deployment names the plan's batch of m and the time it fills at
+// the stage's rate, which the placement turns into whole batches in turn; without it, none.
+TEST_F(scaler_fixture, fa2s_central_queue_deploys_the_planned_batch_and_its_fill_time) {
+  auto text = yaml("fa2");
+  text.replace(text.find("max_cores: 8}"), std::string("max_cores: 8}").size(), "max_cores: 8, central_queue: true}");
+  start_with(text);
+  for (int s = 0; s < 25; ++s) second_at(150);
+  auto& d = deployments->back();
+  ASSERT_EQ(d.in_turn.count("m"), 1u);
+  auto t = d.in_turn.at("m");
+  EXPECT_GE(t.batch, 2u) << "200 ms leaves room to batch";
+  EXPECT_LE(t.batch, 8u);
+  // b / λ at the planned rate: 150/s and the headroom above it.
+  EXPECT_LE(t.fill_ms, t.batch * 1000.0 / 150);
+  EXPECT_GE(t.fill_ms, t.batch * 1000.0 / (150 * 1.5));
+  // Each instance's batch cap is at least the batch it is sent whole.
+  for (auto& i : d.instances) EXPECT_GE(i.batch, t.batch);
+}
+
+TEST_F(scaler_fixture, without_a_central_queue_fa2_deploys_no_batches_in_turn) {
+  start("fa2");
+  for (int s = 0; s < 25; ++s) second_at(150);
+  EXPECT_TRUE(deployments->back().in_turn.empty());
+}
+
 // The online profile refresh reaches the scaler: told that m runs at twice its profile, fa2
 // sizes it so at the same load, with about twice the one-core instances.
 TEST_F(scaler_fixture, a_model_refreshed_to_twice_its_profile_gets_about_twice_the_instances) {

@@ -151,6 +151,38 @@ TEST(cluster_config, slo_below_fastest_path) {
   EXPECT_NE(e.find("below its fastest possible path (15"), std::string::npos) << e;
 }
 
+TEST(cluster_config, a_leaf_may_have_its_own_slo_within_the_pipelines) {
+  // a takes 10 ms at batch 1, b 5 ms.
+  auto ok = parse_cluster_config(with_pipelines(R"(pipelines:
+  - name: p
+    slo_ms: 100
+    stages:
+      - {name: s1, model: a}
+      - {name: fast, model: b, after: [s1], slo_ms: 30}
+      - {name: slow, model: a, after: [s1]}
+)"),
+                                 "c.yaml");
+  ASSERT_TRUE(ok) << ok.error_text();
+  auto& p = ok.config->pipelines[0];
+  EXPECT_DOUBLE_EQ(path_slo_ms(p, 1), 30);
+  EXPECT_DOUBLE_EQ(path_slo_ms(p, 2), 100);
+  auto e = errors_of(with_pipelines(R"(pipelines:
+  - name: p
+    slo_ms: 100
+    stages:
+      - {name: s1, model: a, slo_ms: 50}
+      - {name: fast, model: b, after: [s1], slo_ms: 14}
+      - {name: slow, model: a, after: [s1], slo_ms: 120}
+)"));
+  EXPECT_NE(e.find("c.yaml:24:38: pipeline 'p' stage 's1' slo_ms: only a leaf stage"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.yaml:25:53: pipeline 'p' stage 'fast' slo_ms 14 is below its fastest possible path (15"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("c.yaml:26:53: pipeline 'p' stage 'slow' slo_ms 120 must be positive and at most"),
+            std::string::npos)
+      << e;
+}
+
 TEST(cluster_config, no_frontend) {
   auto e = errors_of(R"(nodes:
   - {name: n, address: tcp://127.0.0.1:1, roles: [controller, worker], devices: [{kind: emulated}]}

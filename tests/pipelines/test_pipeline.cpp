@@ -56,6 +56,43 @@ TEST(pipeline, even_split_keeps_every_path_within_the_slo) {
   EXPECT_DOUBLE_EQ(s.finish_offset_ms[3], 90);
 }
 
+// a -> b (an alarm, its own SLO 40 ms) and a -> c -> d (the pipeline's 90 ms).
+pipeline fork_with_a_short_path() {
+  pipeline p;
+  p.name = "f";
+  p.slo_ms = 90;
+  p.stages = {{"a", "m1", {}, {}}, {"b", "m2", {"a"}, {}}, {"c", "m1", {"a"}, {}}, {"d", "m2", {"c"}, {}}};
+  p.stages[1].slo_ms = 40;
+  return p;
+}
+
+TEST(pipeline, per_path_slos_bound_the_paths_to_their_leaves) {
+  std::vector<model_spec> models{linear("m1", 1, 4), linear("m2", 2, 1)};
+  auto p = fork_with_a_short_path();
+  ASSERT_TRUE(resolve(p, models).empty());
+  EXPECT_TRUE(has_path_slos(p));
+  EXPECT_DOUBLE_EQ(path_slo_ms(p, 1), 40);
+  EXPECT_DOUBLE_EQ(path_slo_ms(p, 3), 90);
+  // Even split: a stage leading to the alarm splits the alarm's SLO.
+  auto even = even_split(p);
+  EXPECT_DOUBLE_EQ(even.budget_ms[0], 40.0 / 3);
+  EXPECT_DOUBLE_EQ(even.budget_ms[1], 40.0 / 3);
+  EXPECT_DOUBLE_EQ(even.budget_ms[2], 30);
+  EXPECT_LE(even.finish_offset_ms[1], 40);
+  EXPECT_LE(even.finish_offset_ms[3], 90);
+  // Budgets that would finish the alarm late are scaled down on its path alone.
+  auto s = offsets_from_budgets(p, {30, 30, 30, 30});
+  EXPECT_DOUBLE_EQ(s.budget_ms[0], 20);
+  EXPECT_DOUBLE_EQ(s.budget_ms[1], 20);
+  EXPECT_DOUBLE_EQ(s.budget_ms[2], 30);
+  EXPECT_DOUBLE_EQ(s.finish_offset_ms[1], 40);
+  EXPECT_DOUBLE_EQ(s.finish_offset_ms[3], 80);
+  // Without the leaf's SLO the same budgets stand.
+  p.stages[1].slo_ms.reset();
+  EXPECT_FALSE(has_path_slos(p));
+  EXPECT_DOUBLE_EQ(offsets_from_budgets(p, {30, 30, 30, 30}).finish_offset_ms[1], 60);
+}
+
 TEST(pipeline, tabular_profile_is_linear_between_listed_sizes) {
   latency_profile p;
   p.batch = {2, 4, 8};

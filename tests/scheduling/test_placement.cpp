@@ -183,6 +183,33 @@ TEST(placement, a_deployment_weighs_instances_by_throughput_and_keeps_budgets_it
   EXPECT_EQ(refreshed.table.routes[0].instances[0].spill_at, as_written.table.routes[0].instances[0].spill_at);
 }
 
+// FA2's central queue: a model dispatched in turn gets its planned batch and l(b, cores) on every
+// instance's route, equal weights, and sessions that collect the batch; the others dispatch one
+// at a time.
+TEST(placement, a_deployment_in_turn_routes_whole_batches_and_its_devices_collect_them) {
+  auto cfg = parse(two_models);
+  deployment d;
+  d.instances = {{"w1", 0, "a", 6, 2}, {"w1", 1, "a", 6, 1}, {"w2", 0, "b", 8, 1}};
+  d.in_turn = {{"a", {4, 20}}};
+  auto p = deployment_placement(cfg, d, 3, {});
+  auto& a = p.table.routes[0];
+  ASSERT_EQ(a.model, "a");
+  core_latency l{10, 20, 1, 2};
+  ASSERT_EQ(a.instances.size(), 2u);
+  EXPECT_EQ(a.instances[0].batch, 4u);
+  EXPECT_DOUBLE_EQ(a.instances[0].duration_ms, l.at(4, 2));
+  EXPECT_DOUBLE_EQ(a.instances[1].duration_ms, l.at(4, 1));
+  auto& s = p.schedules["w1"].devices[1].sessions[0];
+  EXPECT_EQ(s.batch, 6u) << "the cap stays";
+  EXPECT_EQ(s.collect, 4u);
+  EXPECT_DOUBLE_EQ(s.collect_ms, 0) << "it waits until whole or urgent, not a fill time";
+  // Equal turns: the stage's rate, 4 per 20 ms, shared by its two instances.
+  EXPECT_DOUBLE_EQ(a.instances[0].weight, 100);
+  EXPECT_DOUBLE_EQ(a.instances[1].weight, 100);
+  EXPECT_EQ(p.table.routes[1].instances[0].batch, 0u) << "b: one at a time";
+  EXPECT_EQ(p.schedules["w2"].devices[0].sessions[0].collect, 0u);
+}
+
 TEST(placement, a_measured_profile_is_adopted_once_for_a_model_without_one) {
   std::vector<model_spec> models(1);
   models[0].name = "m";

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -190,6 +191,94 @@ TEST(simulator, the_scaler_meets_a_burst_with_the_clusters_own_policies) {
   EXPECT_GT(missed(runs.at("fa2")), 0.05);
   EXPECT_LT(missed(runs.at("biscale")), 0.25 * missed(runs.at("fa2")));
   EXPECT_GT(runs.at("biscale").scaling.vertical_changes, 0u);
+}
+
+// FA2's per-path SLOs: det feeds a classifier under the pipeline's 200 ms and an alarm that
+// must answer within 70 ms of the query's arrival. The plan and the stage deadlines keep the
+// alarm's path within its own SLO; without it, the alarm is given the slow path's slack.
+TEST(simulator, fa2_keeps_each_path_within_its_own_slo) {
+  auto config = [](const std::string& alarm_slo) {
+    auto y = scaled("fa2");
+    y.replace(y.find("pipelines:"), std::string::npos,
+              R"(pipelines:
+  - {name: p, slo_ms: 200, stages: [{name: det, model: det}, {name: cls, model: cls, after: [det]},
+                                    {name: alarm, model: alm, after: [det])" +
+                  alarm_slo + R"(}]}
+runtime: {beacon_ms: 100}
+scheduler: {spares: true}
+scaler: {policy: fa2, max_cores: 16, predictor: recent_max}
+)");
+    y.insert(y.find("pipelines:"),
+             R"(  - {name: alm, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {batch: [1, 2, 4, 8], latency_ms: [6, 7, 9, 13]}, cores: {gamma_ms: 1, epsilon_ms: 4, delta_ms: 0.5, eta_ms: 0.5},
+     load_ms: 2000}
+)");
+    return parse(y);
+  };
+  options o;
+  o.pipelines = {"p"};
+  o.rate = 100;
+  o.duration_s = 20;
+  auto alarm_deadlines = [&](const cluster_config& cfg, result& out) {
+    double worst = 0;
+    o.on_invocation = [&](uint64_t, size_t, const std::string& model, int64_t deadline_ns) {
+      if (model == "alm") worst = std::max(worst, static_cast<double>(deadline_ns) / 1e6);
+    };
+    auto r = simulate(cfg, o);
+    EXPECT_TRUE(r) << r.error();
+    if (r) out = std::move(*r);
+    return worst;
+  };
+  result own, shared;
+  double own_worst = alarm_deadlines(config(", slo_ms: 70"), own);
+  double shared_worst = alarm_deadlines(config(""), shared);
+  std::printf("per-path SLOs: attainment %.4f, alarm deadlines up to %.1f ms (%.1f ms under one SLO), late %s\n",
+              own.summary.attainment, own_worst, shared_worst, own.summary.late_paths.dump().c_str());
+  expect_one_reply_each(own.summary);
+  EXPECT_GE(own.summary.attainment, 0.99);
+  EXPECT_LE(own_worst, 70.0 + 1e-6);
+  EXPECT_LE(own.summary.late_paths.value("alarm", 0), own.summary.sent / 100);
+  // One SLO for both paths: the alarm's deadline lies beyond 70 ms.
+  EXPECT_GT(shared_worst, 70.0);
+}
+
+// FA2's central queue: each stage's planned batches go whole to its instances in turn and the
+// devices wait until a batch is whole. det then runs mostly at one batch size (the plan's), where
+// the default dispatch (one request at a time, devices running what is queued) runs whatever
+// has queued. Both serve; the figures are printed beside each other.
+TEST(simulator, fa2s_central_queue_runs_the_planned_batches_whole) {
+  std::map<std::string, result> runs;
+  for (auto arrival : {arrival_kind::constant, arrival_kind::poisson})
+    for (bool central : {false, true}) {
+      auto y = scaled("fa2", false);
+      y.replace(y.find("scheduler: {"), std::string("scheduler: {").size(), "scheduler: {headroom: 0, ");
+      y.replace(y.find("predictor: recent_max}"), std::string("predictor: recent_max}").size(),
+                std::string("predictor: recent_max, central_queue: ") + (central ? "true}" : "false}"));
+      options o;
+      o.pipelines = {"p"};
+      o.rate = 150;
+      o.duration_s = 30;
+      o.arrival = arrival;
+      auto r = simulate(parse(y), o);
+      ASSERT_TRUE(r) << r.error();
+      expect_one_reply_each(r->summary);
+      auto name = std::string(arrival == arrival_kind::constant ? "constant " : "poisson ") +
+                  (central ? "central queue" : "one at a time");
+      std::printf("%s: attainment %.4f p50 %.1f p99 %.1f max %.1f ms, %.0f instance-s; det batches", name.c_str(),
+                  r->summary.attainment, r->summary.p50, r->summary.p99, r->summary.max, r->scaling.instance_seconds);
+      for (auto& [b, n] : r->batches["det"]) std::printf(" %zu:%llu", b, static_cast<unsigned long long>(n));
+      std::printf("\n");
+      runs.emplace(name, std::move(*r));
+    }
+  // The share of det's batches at its most common size.
+  auto modal_share = [](result& r) {
+    uint64_t all = 0, most = 0;
+    for (auto& [b, n] : r.batches["det"]) all += n, most = std::max(most, n);
+    return all ? static_cast<double>(most) / static_cast<double>(all) : 0.0;
+  };
+  EXPECT_GE(modal_share(runs.at("constant central queue")), 0.65);
+  EXPECT_LT(modal_share(runs.at("constant one at a time")), 0.6);
+  for (auto& [name, r] : runs) EXPECT_GE(r.summary.attainment, 0.95) << name;
 }
 
 // The IPA example under a load that rises from 20 to 400 queries/s and falls back: IPA serves
