@@ -39,6 +39,12 @@ pipelines:
       - {name: b, model: cls, after: [a]}
       - {name: c, model: big, after: [a]}
       - {name: d, model: cls, after: [b, c]}
+  - name: alarm
+    slo_ms: 400
+    stages:
+      - {name: a, model: det}
+      - {name: alert, model: cls, after: [a], slo_ms: 120}
+      - {name: report, model: cls, after: [a]}
 )";
 
 struct frontend_fixture : caf_fixture, ::testing::Test {
@@ -311,6 +317,39 @@ TEST_F(frontend_fixture, counts_every_reply_in_the_nodes_metrics) {
   EXPECT_TRUE(has(R"(sloserve_drops_total{reason="network_time"} 1)")) << text;
   EXPECT_TRUE(has(R"(sloserve_slo_attainment_ratio{pipeline="traffic"} 0.5)")) << text;
   EXPECT_TRUE(has("sloserve_requests_in_flight 0")) << text;
+}
+
+// Per-path SLOs: the alert's path is due 120 ms after arrival though the pipeline's SLO is 400 ms.
+// Its invocation's deadline says so; a reply whose alert finished later names it, and counts as
+// outside the SLO though it came within 400 ms.
+TEST_F(frontend_fixture, a_leaf_past_its_own_slo_makes_the_reply_late) {
+  route({"w1"});
+  auto serve = [&](uint64_t id, std::chrono::milliseconds alert_after) {
+    request("alarm", id, make_tensor({dtype::float32, {4}}, 1));
+    advance(5ms);
+    answer(net->take<msg::invocation>().at(0).second, *cfg_->find_model("det"));
+    auto next = net->take<msg::invocation>();
+    EXPECT_EQ(next.size(), 2u);
+    for (auto& [node, inv] : next)
+      if (static_cast<double>(inv.budget_ns) / 1e6 <= 115 + 1e-6) {  // the alert's: 120 ms less the 5 gone
+        advance(alert_after);
+        answer(inv, *cfg_->find_model("cls"));
+      }
+    for (auto& [node, inv] : next)
+      if (static_cast<double>(inv.budget_ns) / 1e6 > 115 + 1e-6) answer(inv, *cfg_->find_model("cls"));
+    auto replies = net->client_replies();
+    EXPECT_EQ(replies.size(), id);
+    return replies.empty() ? msg::client_reply{} : replies.back();
+  };
+  auto in_time = serve(1, 100ms);
+  EXPECT_EQ(in_time.code, msg::status::ok);
+  EXPECT_TRUE(in_time.late_paths.empty());
+  auto late = serve(2, 130ms);
+  EXPECT_EQ(late.code, msg::status::ok);
+  EXPECT_LT(late.total_ms, 400);
+  EXPECT_EQ(late.late_paths, std::vector<std::string>{"alert"});
+  auto text = net->metrics.render("fe", std::chrono::duration<double>(now().time_since_epoch()).count());
+  EXPECT_NE(text.find(R"(sloserve_slo_attainment_ratio{pipeline="alarm"} 0.5)"), std::string::npos) << text;
 }
 
 // A client may hold runtime.max_client_in_flight requests at once; past it, OVERLOADED at once,
