@@ -78,8 +78,10 @@ std::vector<stage_shape> fa2_shapes(const std::vector<scale_stage>& stages, doub
     }
   }
   // Stage budgets in proportion to the time the plan gives each stage, scaled so that the path
-  // with the least slack takes the whole of its SLO (its leaf's, else the pipeline's); every
-  // path then fits its own.
+  // with the least slack takes the whole of the SLO. With per-path SLOs, each stage by the least
+  // (leaf's SLO / longest path to that leaf) over the leaves it leads to: every stage of a path
+  // to leaf L then scales by at most SLO_L / its planned time, so the path fits its own SLO,
+  // and stages off a tight path keep the slack of theirs.
   std::vector<double> reach(stages.size(), -1);  // the longest path ending at each stage, in slots
   std::function<double(size_t)> up = [&](size_t s) {
     if (reach[s] >= 0) return reach[s];
@@ -89,14 +91,26 @@ std::vector<stage_shape> fa2_shapes(const std::vector<scale_stage>& stages, doub
         above = std::max(above, up(u));
     return reach[s] = slots[s] + above;
   };
-  double scale = INFINITY;
+  bool per_path = false;
+  std::vector<double> leaf_scale(stages.size(), INFINITY);  // SLO_L / reach_L, per leaf
   for (size_t s = 0; s < stages.size(); ++s) {
     if (!stages[s].children.empty() || up(s) <= 0) continue;
+    per_path = per_path || (stages[s].slo_ms > 0 && stages[s].slo_ms < slo_ms);
     double own = stages[s].slo_ms > 0 ? std::min(stages[s].slo_ms, slo_ms) : slo_ms;
-    scale = std::min(scale, own / up(s));
+    leaf_scale[s] = own / up(s);
   }
+  std::vector<double> scale(stages.size(), -1);  // per stage: the least over the leaves below it
+  std::function<double(size_t)> down = [&](size_t s) {
+    if (scale[s] >= 0) return scale[s];
+    double least = leaf_scale[s];
+    for (auto c : stages[s].children) least = std::min(least, down(c));
+    return scale[s] = least;
+  };
+  double uniform = INFINITY;
+  for (auto k : leaf_scale) uniform = std::min(uniform, k);
   for (size_t i = 0; i < stages.size(); ++i) {
-    out[i].budget_ms = std::isfinite(scale) ? slots[i] * scale : slo_ms;
+    double k = per_path ? down(i) : uniform;
+    out[i].budget_ms = std::isfinite(k) ? slots[i] * k : slo_ms;
     out[i].batch = out[i].horizontal_batch =
         elastic_batch(stages[i].l, 1, out[i].budget_ms, out[i].batch, stages[i].max_batch);
   }
