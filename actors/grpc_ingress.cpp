@@ -300,8 +300,11 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
       res->set_model_name(p->name);
       res->set_model_version("1");
       res->set_id(id);
-      for (auto& [key, v] : kserve::timing_parameters(kserve::timing_of(r.total_ms, r.timings)))
-        (*res->mutable_parameters())[key].set_int64_param(v);
+      auto timing = kserve::timing_of(r);
+      for (auto& [key, v] : kserve::timing_parameters(timing)) (*res->mutable_parameters())[key].set_int64_param(v);
+      if (!timing.late_paths.empty())
+        (*res->mutable_parameters())[kserve::late_paths_key].set_string_param(
+            kserve::join_late_paths(timing.late_paths));
       for (auto& o : r.outputs) {
         auto* out = res->add_outputs();
         out->set_name(o.name);

@@ -218,7 +218,7 @@ struct http_ingress::impl {
           respond(std::function<http::response()>([=, replies = std::move(replies)]() mutable {
             auto r = kserve::combine_replies(*cfg, *p, *made, std::move(replies));
             if (r.code != msg::status::ok) return refusal(http_status_of(r), r.reason);
-            auto timing = kserve::timing_of(r.total_ms, r.timings);
+            auto timing = kserve::timing_of(r);
             auto out = kserve::make_infer_response(p->name, id, r.outputs, binary, &timing);
             if (!out.header_length) return reply(200, std::move(out.body));
             auto res = reply(200, std::move(out.body), "application/octet-stream");

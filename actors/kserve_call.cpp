@@ -243,6 +243,11 @@ msg::client_reply combine_replies(const cluster_config& cfg, const pipeline& p, 
   }
   auto out = std::move(replies.front());
   out.outputs = std::move(stacked_outputs);
+  // A batch is late on a path where any of its items is.
+  for (size_t i = 1; i < n; ++i)
+    for (auto& leaf : replies[i].late_paths)
+      if (std::find(out.late_paths.begin(), out.late_paths.end(), leaf) == out.late_paths.end())
+        out.late_paths.push_back(leaf);
   return out;
 }
 

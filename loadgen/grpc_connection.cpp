@@ -133,7 +133,10 @@ class grpc_connection final : public load_connection {
         kserve::apply_timing({params.at(kserve::timing_keys[0]).int64_param(),
                               params.at(kserve::timing_keys[1]).int64_param(),
                               params.at(kserve::timing_keys[2]).int64_param(),
-                              {}},
+                              {},
+                              params.count(kserve::late_paths_key)
+                                  ? kserve::split_late_paths(params.at(kserve::late_paths_key).string_param())
+                                  : std::vector<std::string>{}},
                              out);
       delete c;
       deliver(std::move(out));

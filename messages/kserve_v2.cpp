@@ -406,7 +406,9 @@ expected<infer_request> parse_infer_request(std::string_view body, std::optional
   }
 }
 
-server_timing timing_of(double total_ms, const std::vector<msg::stage_timing>& stages) {
+server_timing timing_of(const msg::client_reply& r) {
+  auto& stages = r.timings;
+  auto total_ms = r.total_ms;
   double queue = 0, compute = 0;
   std::vector<std::pair<std::string, std::pair<double, double>>> by_stage;
   for (auto& t : stages) {
@@ -420,6 +422,24 @@ server_timing timing_of(double total_ms, const std::vector<msg::stage_timing>& s
   auto us = [](double ms) { return static_cast<int64_t>(std::llround(std::max(0.0, ms) * 1e3)); };
   server_timing out{us(total_ms), us(queue), us(compute), {}};
   for (auto& [name, t] : by_stage) out.stages.push_back({name, us(t.first), us(t.second)});
+  out.late_paths = r.late_paths;
+  return out;
+}
+
+std::string join_late_paths(const std::vector<std::string>& leaves) {
+  std::string out;
+  for (auto& l : leaves) out += (out.empty() ? "" : ",") + l;
+  return out;
+}
+
+std::vector<std::string> split_late_paths(std::string_view text) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    auto comma = text.find(',');
+    if (auto part = text.substr(0, comma); !part.empty()) out.emplace_back(part);
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
   return out;
 }
 
@@ -439,6 +459,7 @@ void apply_timing(const server_timing& t, msg::client_reply& r) {
   st.queue_ms = static_cast<double>(t.queue_us) / 1e3;
   st.exec_ms = static_cast<double>(t.compute_us) / 1e3;
   r.timings = {st};
+  r.late_paths = t.late_paths;
 }
 
 namespace {
@@ -450,6 +471,7 @@ struct timing_reader : nlohmann::json_sax<json> {
   bool in_parameters = false;  // inside the top-level "parameters" object
   std::string last_key;        // the last key read
   std::optional<int64_t> v[3];
+  std::string late;
   bool top_level_object = false;
 
   bool take(int64_t x) {
@@ -466,7 +488,10 @@ struct timing_reader : nlohmann::json_sax<json> {
                                                                                     : true;
   }
   bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
+  bool string(string_t& s) override {
+    if (in_parameters && depth == 2 && last_key == late_paths_key) late = s;
+    return true;
+  }
   bool binary(binary_t&) override { return true; }
   bool start_object(std::size_t) override {
     if (depth == 0) top_level_object = true;
@@ -501,7 +526,7 @@ std::optional<server_timing> response_timing(std::string_view body, std::optiona
   if (!json::sax_parse(header, &r) || !r.top_level_object) return std::nullopt;
   for (auto& x : r.v)
     if (!x) return std::nullopt;
-  return server_timing{*r.v[0], *r.v[1], *r.v[2], {}};
+  return server_timing{*r.v[0], *r.v[1], *r.v[2], {}, split_late_paths(r.late)};
 }
 
 namespace {
@@ -558,6 +583,12 @@ infer_response make_infer_response(std::string_view name, std::string_view id, c
       first = false;
       append_quoted(out, key);
       out += ':' + std::to_string(v);
+    }
+    if (!timing->late_paths.empty()) {
+      out += first ? "" : ",";
+      append_quoted(out, late_paths_key);
+      out += ':';
+      append_quoted(out, join_late_paths(timing->late_paths));
     }
     out += '}';
   }

@@ -45,7 +45,9 @@ struct infer_response {
 // What the server spent on a request, in a response's `parameters` as int64 microseconds:
 // sloserve_total_us (from its arrival at the frontend to its reply), sloserve_queue_us and
 // sloserve_compute_us (on the devices, summed over its stages), and per stage
-// sloserve_stage_NAME_queue_us and sloserve_stage_NAME_compute_us (over its invocations).
+// sloserve_stage_NAME_queue_us and sloserve_stage_NAME_compute_us (over its invocations). With
+// per-path SLOs, a string sloserve_late_paths: the leaf stages that finished after their own SLO,
+// comma-separated (absent when none).
 struct server_timing {
   int64_t total_us = 0, queue_us = 0, compute_us = 0;
   struct stage {
@@ -53,14 +55,19 @@ struct server_timing {
     int64_t queue_us = 0, compute_us = 0;
   };
   std::vector<stage> stages;  // in the order the request's stages first answered
+  std::vector<std::string> late_paths{};
 };
 inline constexpr const char* timing_keys[] = {"sloserve_total_us", "sloserve_queue_us", "sloserve_compute_us"};
-// The timing of a frontend's reply.
-server_timing timing_of(double total_ms, const std::vector<msg::stage_timing>& stages);
+inline constexpr const char* late_paths_key = "sloserve_late_paths";
+// The timing of a frontend's reply (its late paths included).
+server_timing timing_of(const msg::client_reply& r);
+// The late paths as the parameter carries them, and back.
+std::string join_late_paths(const std::vector<std::string>& leaves);
+std::vector<std::string> split_late_paths(std::string_view text);
 // The response parameters of `t`, in that order: the totals, then each stage's.
 std::vector<std::pair<std::string, int64_t>> timing_parameters(const server_timing& t);
-// The reply fields a client fills from a response's timing: total_ms and one stage timing with
-// the queue and compute times (no node, model or batch).
+// The reply fields a client fills from a response's timing: total_ms, one stage timing with
+// the queue and compute times (no node, model or batch), and the late paths.
 void apply_timing(const server_timing& t, msg::client_reply& r);
 
 // The response to a request `id` of model `name` (a pipeline): each output with its name; as

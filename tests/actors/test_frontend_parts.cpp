@@ -676,6 +676,11 @@ pipelines:
   EXPECT_EQ(rows, (std::vector<int64_t>{2, 0, 1}));
   EXPECT_EQ(r.outputs[2].name, "scene");
   EXPECT_EQ(r.outputs[2].shape, (std::vector<int64_t>{3, 3}));
+  EXPECT_TRUE(r.late_paths.empty());
+  // Items late on a path (per-path SLOs): the call is late on each of those paths, once.
+  replies[1].late_paths = {"car"};
+  replies[2].late_paths = {"car", "scene"};
+  EXPECT_EQ(kserve::combine_replies(*cfg, p, *call, replies).late_paths, (std::vector<std::string>{"car", "scene"}));
   // One item dropped: the call answers its status, saying which item.
   replies[1].code = msg::status::dropped;
   replies[1].reason = "early drop";

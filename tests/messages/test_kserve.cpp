@@ -132,7 +132,11 @@ TEST(kserve, a_responses_parameters_carry_the_servers_timing) {
   a.stage = "detect", a.queue_ms = 1.5, a.exec_ms = 10;
   b.stage = "classify", b.queue_ms = 0.25, b.exec_ms = 4.0004;
   c.stage = "classify", c.queue_ms = 0.5, c.exec_ms = 3;  // a fan-out's second invocation
-  auto t = timing_of(20.0004, {a, b, c});
+  msg::client_reply served;
+  served.total_ms = 20.0004;
+  served.timings = {a, b, c};
+  auto t = timing_of(served);
+  EXPECT_TRUE(t.late_paths.empty());
   EXPECT_EQ(t.total_us, 20000);
   EXPECT_EQ(t.queue_us, 2250);
   EXPECT_EQ(t.compute_us, 17000);
@@ -158,6 +162,20 @@ TEST(kserve, a_responses_parameters_carry_the_servers_timing) {
     ASSERT_EQ(r.timings.size(), 1u);
     EXPECT_DOUBLE_EQ(r.timings[0].queue_ms, 2.25);
     EXPECT_DOUBLE_EQ(r.timings[0].exec_ms, 17);
+    EXPECT_TRUE(r.late_paths.empty());
+    EXPECT_EQ(out.body.find("sloserve_late_paths"), std::string::npos) << "absent when none";
+  }
+  // Leaves past their own SLO travel as one string parameter, and come back as the reply's.
+  served.late_paths = {"alert", "report"};
+  auto late = timing_of(served);
+  for (bool binary : {false, true}) {
+    auto out = make_infer_response("p", "7", outputs, binary, &late);
+    EXPECT_NE(out.body.find(R"("sloserve_late_paths":"alert,report")"), std::string::npos) << out.body;
+    auto back = response_timing(out.body, out.header_length);
+    ASSERT_TRUE(back) << out.body;
+    msg::client_reply r;
+    apply_timing(*back, r);
+    EXPECT_EQ(r.late_paths, (std::vector<std::string>{"alert", "report"}));
   }
   EXPECT_FALSE(response_timing(make_infer_response("p", "", outputs, false).body, std::nullopt)) << "none sent";
   EXPECT_FALSE(response_timing("not json", std::nullopt));
