@@ -216,6 +216,8 @@ std::string load_summary::to_text() const {
     out += "\n";
   }
   for (auto& [reason, n] : reasons.items()) out += "  " + std::to_string(n.get<long>()) + "x " + reason + "\n";
+  for (auto& [leaf, n] : late_paths.items())
+    out += "  " + std::to_string(n.get<long>()) + "x OK but late on the path to '" + leaf + "' (its own SLO)\n";
   for (auto& [id, c] : clients.items()) {
     snprintf(buf, sizeof buf,
              "  %s: SLO %.0f ms, %.0f fps: sent %lu, skipped %lu, missed %.2f%%, accuracy %.2f%%, sizes %s\n",
