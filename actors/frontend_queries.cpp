@@ -372,8 +372,7 @@ void on_result(self_ptr self, msg::invocation_result& r) {
       !cascade_confident(st.cfg->models[s.model_index], *s.cascade, r.outputs, f.query, f.stage))
     return void(fall_through(self, f.query, q, f));
   // A leaf with an SLO of its own: its path is late once the leaf finishes after it.
-  if (s.slo_ms && s.children.empty() &&
-      self->clock().now() > q.arrival + nanoseconds(path_deadline_ns(p, f.stage, (q.deadline - q.arrival).count())) &&
+  if (path_late(p, f.stage, (self->clock().now() - q.arrival).count(), (q.deadline - q.arrival).count()) &&
       std::find(q.late_paths.begin(), q.late_paths.end(), s.name) == q.late_paths.end())
     q.late_paths.push_back(s.name);
   send_all(self, f.query, q, q.walk->on_result(f.stage, std::move(r.outputs), f.item));

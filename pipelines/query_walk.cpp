@@ -74,6 +74,11 @@ int64_t path_deadline_ns(const pipeline& p, size_t leaf, int64_t span_ns) {
   return std::min(span_ns, at);
 }
 
+bool path_late(const pipeline& p, size_t stage, int64_t elapsed_ns, int64_t span_ns) {
+  auto& s = p.stages[stage];
+  return s.slo_ms && s.children.empty() && elapsed_ns > path_deadline_ns(p, stage, span_ns);
+}
+
 int64_t first_model_finish_ns(const pipeline& p, const std::vector<model_spec>& models, const slo_split& split,
                               size_t stage, int64_t span_ns) {
   auto at = stage_finish_ns(p, split, stage, span_ns);

@@ -84,6 +84,9 @@ int64_t stage_finish_ns(const pipeline& p, const slo_split& split, size_t stage,
 // span as the finish offsets are. A leaf that finishes later makes the query late though its
 // reply comes within the span.
 int64_t path_deadline_ns(const pipeline& p, size_t leaf, int64_t span_ns);
+// Whether `stage`, finishing `elapsed_ns` after the query arrived, is a leaf with an SLO of its
+// own that it missed (the frontend and the simulator judge alike).
+bool path_late(const pipeline& p, size_t stage, int64_t elapsed_ns, int64_t span_ns);
 // By when the stage's first invocation finishes: a cascade's first model by its share of the
 // stage's budget (cascade_first_share), so that the second may follow; else stage_finish_ns.
 int64_t first_model_finish_ns(const pipeline& p, const std::vector<model_spec>& models, const slo_split& split,

@@ -220,8 +220,7 @@ void engine::on_result(ns now, uint32_t inv, msg::status code) {
     return void(fall_through(now, q, stage));
   // A leaf with an SLO of its own: its path is late once the leaf finishes after it.
   auto& p = cfg_.pipelines[qq.pipeline];
-  if (st.slo_ms && st.children.empty() && stage < 64 &&
-      now > qq.arrival + path_deadline_ns(p, stage, qq.deadline - qq.arrival))
+  if (stage < 64 && path_late(p, stage, now - qq.arrival, qq.deadline - qq.arrival))
     qq.late_paths |= uint64_t{1} << stage;
   std::vector<uint32_t> spawns;
   walk_result(q, stage, spawns);
