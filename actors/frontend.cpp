@@ -324,6 +324,7 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
           self->state.unheard.erase(node);
           self->state.routes->set_live(node, true);
         },
+        [=](pad_atom, const std::string& model) { pad_batch(self, model); },
         [=](tick_atom) {
           on_tick(self);
           self->delayed_send(self, std::chrono::milliseconds(10), tick_atom::value);

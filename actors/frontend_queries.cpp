@@ -94,6 +94,34 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
   count_reply(self, &p.name, code, seconds, within);
 }
 
+namespace {
+
+// Sends one padding request (dummy) of `model` to (node, device): an invocation of the model's
+// input, which the device runs in its batch and answers without outputs. `counted`: it took a
+// place in the turn (released on its reply).
+void send_dummy(self_ptr self, const std::string& model, const std::string& node, uint32_t device, int64_t budget_ns,
+                bool counted, clock_time now) {
+  auto& st = self->state;
+  auto* m = st.cfg->find_model(model);
+  if (!m) return;
+  auto& inputs = st.dummy_inputs[model];
+  if (inputs.empty()) inputs.push_back(make_tensor(m->input, 0, m->input_name));
+  msg::invocation inv;
+  inv.id = st.next_invocation++;
+  inv.frontend = st.net->self_name();
+  inv.model = model;
+  inv.device = device;
+  inv.budget_ns = budget_ns;
+  inv.inputs = inputs;
+  inv.dummy = true;
+  st.dummies.emplace(inv.id, frontend_state::dummy_sent{now, counted ? model : "", counted ? node : "", device});
+  ++st.dummies_sent;
+  st.net->metrics.count(node_metrics::event::dummy, "sent");
+  st.net->to_node(node, {{}, std::move(inv)});
+}
+
+}  // namespace
+
 bool send_invocation(self_ptr self, uint64_t id, in_flight& f) {
   auto& st = self->state;
   st.routes->set_clock(seconds_of(self->clock().now()));
@@ -117,8 +145,26 @@ bool send_invocation(self_ptr self, uint64_t id, in_flight& f) {
   inv.budget_ns = (f.deadline - self->clock().now()).count();
   inv.inputs = f.inputs;
   inv.checked = f.checked;
+  auto budget = inv.budget_ns;
   st.net->to_node(b->node, {{}, std::move(inv)});
+  // Where the batch it joined owes its padding, the dummies close it now; a batch it opened is
+  // closed by its deadline.
+  for (auto& to : st.routes->padding_due(f.model, st.rng))
+    send_dummy(self, f.model, to.node, to.device, budget, true, f.sent);
+  if (auto at = st.routes->padding_deadline(f.model)) {
+    auto wait = std::chrono::nanoseconds(static_cast<int64_t>(std::max(0.0, *at - seconds_of(f.sent)) * 1e9));
+    self->delayed_send(self, wait, pad_atom::value, f.model);
+  }
   return true;
+}
+
+void pad_batch(self_ptr self, const std::string& model) {
+  auto& st = self->state;
+  if (!st.routes) return;
+  auto now = self->clock().now();
+  st.routes->set_clock(seconds_of(now));
+  auto budget = static_cast<int64_t>(st.routes->budget_ms(model) * 1e6);
+  for (auto& to : st.routes->padding_due(model, st.rng)) send_dummy(self, model, to.node, to.device, budget, true, now);
 }
 
 namespace {
@@ -263,36 +309,14 @@ bool send_all(self_ptr self, uint64_t qid, query& q, std::vector<query_walk::spa
   return false;
 }
 
-// Sends the padding requests (dummies) that are due: invocations of the model's input, which the device runs
-// in its batches and answers without outputs. They do not count as outstanding work (the
-// balancer's weights leave them out too).
+// Sends the padding requests (dummies) that are due on the clock, to the instances they pad; they
+// do not count as outstanding work (the balancer's weights leave them out too). Where the model's
+// instances take whole batches in turn, its dummies go with the batches instead (send_invocation).
 void send_dummies(self_ptr self, clock_time now) {
   auto& st = self->state;
-  if (st.routes) st.routes->set_clock(seconds_of(now));
   for (auto& d : st.padding.due(seconds_of(now))) {
-    // Where the model's instances take whole batches in turn, the dummy takes its place there
-    // (or waits, while the machines are behind the stream).
-    auto turn = st.routes ? st.routes->pick_dummy(d.model, st.rng) : frontend_routes::dummy_pick{};
-    if (turn.in_turn && !turn.to) continue;
-    if (turn.to) d.node = turn.to->node, d.device = turn.to->device;
-    if (st.unheard.count(d.node) && !turn.to) continue;
-    auto* m = st.cfg->find_model(d.model);
-    if (!m) continue;
-    auto& inputs = st.dummy_inputs[d.model];
-    if (inputs.empty()) inputs.push_back(make_tensor(m->input, 0, m->input_name));
-    msg::invocation inv;
-    inv.id = st.next_invocation++;
-    inv.frontend = st.net->self_name();
-    inv.model = d.model;
-    inv.device = d.device;
-    inv.budget_ns = static_cast<int64_t>(d.budget_ms * 1e6);
-    inv.inputs = inputs;
-    inv.dummy = true;
-    st.dummies.emplace(inv.id,
-                       frontend_state::dummy_sent{now, turn.to ? d.model : "", turn.to ? d.node : "", d.device});
-    ++st.dummies_sent;
-    st.net->metrics.count(node_metrics::event::dummy, "sent");
-    st.net->to_node(d.node, {{}, std::move(inv)});
+    if (st.unheard.count(d.node) || (st.routes && st.routes->in_turn(d.model))) continue;
+    send_dummy(self, d.model, d.node, d.device, static_cast<int64_t>(d.budget_ms * 1e6), false, now);
   }
 }
 

@@ -65,7 +65,12 @@ void frontend_routes::apply(const msg::routing_table& t) {
           return r.backends[i].node == old->second.backends[j].node &&
                  r.backends[i].device == old->second.backends[j].device;
         }))
-      r.turn = old->second.turn;
+      r.turn = old->second.turn, r.deadline_told = old->second.deadline_told;
+  for (auto& [model, r] : fresh) {
+    r.turn.frontends = std::max<uint32_t>(1, t.frontends);
+    for (auto& b : t.budgets)
+      if (b.model == model && (r.budget_ms == 0 || b.budget_ms < r.budget_ms)) r.budget_ms = b.budget_ms;
+  }
   routes_ = std::move(fresh);
   fragments_.assign(cfg_->pipelines.size(), {});
   for (auto& f : t.fragments)
@@ -111,16 +116,40 @@ std::optional<frontend_routes::backend> frontend_routes::pick(const std::string&
   return it->second.backends[*k];
 }
 
-frontend_routes::dummy_pick frontend_routes::pick_dummy(const std::string& model, std::mt19937_64& rng) {
+bool frontend_routes::in_turn(const std::string& model) const {
   auto it = routes_.find(model);
-  if (it == routes_.end() ||
-      std::none_of(it->second.loads.begin(), it->second.loads.end(), [](auto& l) { return l.live && l.batch > 0; }))
-    return {};
-  it->second.turn.clock = clock_s_;
-  auto k = balancer_->dispatch_padding(it->second.loads, it->second.turn, rng);
-  if (!k) return {true, std::nullopt};
-  ++it->second.loads[*k].outstanding;
-  return {true, it->second.backends[*k]};
+  return it != routes_.end() &&
+         std::any_of(it->second.loads.begin(), it->second.loads.end(), [](auto& l) { return l.live && l.batch > 0; });
+}
+
+std::vector<frontend_routes::backend> frontend_routes::padding_due(const std::string& model, std::mt19937_64& rng) {
+  std::vector<backend> out;
+  auto it = routes_.find(model);
+  if (it == routes_.end()) return out;
+  auto& r = it->second;
+  r.turn.clock = clock_s_;
+  for (auto n = balancer_->padding_due(r.loads, r.turn); n > 0; --n) {
+    auto k = balancer_->dispatch_padding(r.loads, r.turn, rng);
+    if (!k) break;
+    ++r.loads[*k].outstanding;
+    out.push_back(r.backends[*k]);
+  }
+  return out;
+}
+
+std::optional<double> frontend_routes::padding_deadline(const std::string& model) {
+  auto it = routes_.find(model);
+  if (it == routes_.end()) return std::nullopt;
+  auto& r = it->second;
+  auto at = balancer_->padding_deadline(r.loads, r.turn);
+  if (!at || *at == r.deadline_told) return std::nullopt;
+  r.deadline_told = *at;
+  return at;
+}
+
+double frontend_routes::budget_ms(const std::string& model) const {
+  auto it = routes_.find(model);
+  return it == routes_.end() ? 0 : it->second.budget_ms;
 }
 
 std::optional<frontend_routes::backend> frontend_routes::pick_at(const std::string& model, const std::string& node,

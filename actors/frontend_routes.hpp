@@ -38,15 +38,18 @@ class frontend_routes {
   void set_clock(double now_s) { clock_s_ = now_s; }
   // Picks a live instance of `model` by the balancer and counts an invocation on it.
   std::optional<backend> pick(const std::string& model, std::mt19937_64& rng);
-  // Where a dummy of `model` goes when the table dispatches the model's instances whole batches
-  // in turn: `in_turn`, and the instance it takes its place at (counted as outstanding: release
-  // it on the reply), or none when the turn withholds it (not sent). Otherwise not in turn: the
-  // dummy goes to the instance it pads, uncounted.
-  struct dummy_pick {
-    bool in_turn = false;
-    std::optional<backend> to;
-  };
-  dummy_pick pick_dummy(const std::string& model, std::mt19937_64& rng);
+  // Whether the table dispatches `model`'s instances whole batches in turn: then its dummies go
+  // with the batches (padding_due), not on the clock.
+  bool in_turn(const std::string& model) const;
+  // The dummies that close the batch the latest invocation of `model` went to (the balancer's
+  // padding_due), each counted as outstanding at the instance it takes its place at (release it
+  // on the reply); none where the model is not in turn or the batch owes none yet.
+  std::vector<backend> padding_due(const std::string& model, std::mt19937_64& rng);
+  // When (seconds, by the clock) the batch `model`'s latest invocation went to is due full (then
+  // ask padding_due): once per batch, nullopt otherwise.
+  std::optional<double> padding_deadline(const std::string& model);
+  // The tightest stage budget of the table's that runs `model` (a dummy's); 0 when none does.
+  double budget_ms(const std::string& model) const;
   // Counts an invocation on instance (node, device) of `model` when it is routed and live:
   // where a client's mapping sends it. Otherwise as pick.
   std::optional<backend> pick_at(const std::string& model, const std::string& node, uint32_t device,
@@ -74,6 +77,8 @@ class frontend_routes {
     std::vector<sched::backend_load> loads;  // parallel to backends
     std::vector<size_t> stand_ins;           // indices of instances kept from the table before, ascending
     sched::dispatch_state turn;              // batch-by-batch dispatch's place (fill_balancer)
+    double deadline_told = -1;               // the latest padding_deadline given
+    double budget_ms = 0;                    // the tightest stage budget that runs the model
   };
   sched::backend_load* load_of(const std::string& model, const std::string& node, uint32_t device);
   void refresh();  // blockers, recomputed when routes or peers change so requests only read them

@@ -149,5 +149,7 @@ bool send_all(self_ptr self, uint64_t qid, query& q, std::vector<query_walk::spa
 void on_result(self_ptr self, msg::invocation_result& r);
 // Sends the dummy requests the table asks of this frontend that are due.
 void send_dummies(self_ptr self, clock_time now);
+// Closes `model`'s batch in turn with dummies when it is due full (pad_atom).
+void pad_batch(self_ptr self, const std::string& model);
 
 }  // namespace sloserve::frontend_impl

@@ -28,6 +28,7 @@ using loaded_atom = caf::atom_constant<caf::atom("loaded")>;
 using rates_atom = caf::atom_constant<caf::atom("rates")>;
 using clients_atom = caf::atom_constant<caf::atom("clients")>;
 using round_atom = caf::atom_constant<caf::atom("round")>;
+using pad_atom = caf::atom_constant<caf::atom("pad")>;
 
 // Where the frontend hands a reply for a client that is not a ZeroMQ peer (the HTTP ingress):
 // called exactly once, on the frontend's thread.
@@ -87,8 +88,9 @@ using frontend_actor = caf::typed_actor<caf::reacts_to<start_atom>,             
                                         caf::reacts_to<msg::routing_table>,      // new instances and stage budgets
                                         caf::reacts_to<peer_down_atom, std::string>,  // a node stopped heartbeating
                                         caf::reacts_to<peer_up_atom, std::string>,    // a node heartbeats again
-                                        caf::reacts_to<tick_atom>,    // answer queries past deadline+grace
-                                        caf::reacts_to<beacon_atom>,  // register with the controller
+                                        caf::reacts_to<tick_atom>,              // answer queries past deadline+grace
+                                        caf::reacts_to<pad_atom, std::string>,  // a model's batch is due full
+                                        caf::reacts_to<beacon_atom>,            // register with the controller
                                         caf::replies_to<stats_atom>::with<frontend_stats>>;  // counters so far
 
 // One device: deadline-ordered session queues, early drop, round-robin batches.

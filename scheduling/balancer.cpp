@@ -90,18 +90,68 @@ void judge_filled(const std::vector<backend_load>& b, dispatch_state& s) {
   s.filled.reset();
 }
 
+bool in_turn(const backend_load& l) {
+  return planned(l) && l.batch > 0;
+}
+
+// The stream's planned rate (requests and dummies) over the backends in turn.
+double stream_rate(const std::vector<backend_load>& b) {
+  double w = 0;
+  for (auto& l : b)
+    if (in_turn(l)) w += l.weight + l.padding;
+  return std::max(w, 1e-9);
+}
+
+// The stream's planned dummies/s over the backends in turn.
+double padding_rate(const std::vector<backend_load>& b) {
+  double p = 0;
+  for (auto& l : b)
+    if (in_turn(l)) p += l.padding;
+  return p;
+}
+
+// The dummies the stream owes the open batch: the padding rate (this owner's share) over the
+// time it has been open so far, less those it took; by the clock.
+void accrue(const std::vector<backend_load>& b, dispatch_state& s) {
+  if (s.clock >= 0 && s.opened >= 0 && s.current && *s.current < b.size()) {
+    double from = std::max(s.accrued_at, s.opened);
+    if (s.clock > from) s.owed += padding_rate(b) / std::max(s.frontends, 1u) * (s.clock - from);
+    s.owed = std::min(s.owed, static_cast<double>(b[*s.current].batch));
+  }
+  s.accrued_at = s.clock;
+}
+
+// How long backend k's batch takes to fill at the stream's planned rate, from its first request
+// (this owner's share of the batch at its share of the stream).
+double fill_s(const std::vector<backend_load>& b, const dispatch_state& s, size_t k) {
+  return b[k].batch * static_cast<double>(std::max(s.frontends, 1u)) / stream_rate(b);
+}
+
 }  // namespace
 
 std::optional<size_t> fill_balancer::dispatch(const std::vector<backend_load>& b, dispatch_state& s,
                                               std::mt19937_64& rng) const {
-  auto in_turn = [&](size_t i) { return planned(b[i]) && b[i].batch > 0; };
+  return place(b, s, rng, false);
+}
+
+std::optional<size_t> fill_balancer::place(const std::vector<backend_load>& b, dispatch_state& s, std::mt19937_64& rng,
+                                           bool dummy) const {
+  auto in_turn = [&](size_t i) { return sched::in_turn(b[i]); };
   bool any = false;
   for (size_t i = 0; i < b.size() && !any; ++i) any = in_turn(i);
   if (!any) return route(b, rng);
-  if (s.due.size() != b.size()) s = {}, s.due.assign(b.size(), 0);
+  if (s.due.size() != b.size()) {
+    dispatch_state fresh;
+    fresh.clock = s.clock, fresh.frontends = s.frontends;
+    s = std::move(fresh);
+    s.due.assign(b.size(), 0);
+  }
   judge_filled(b, s);
   if (s.free_at.size() != b.size()) s.free_at.assign(b.size(), -1e300);
+  accrue(b, s);
   auto filled = [&](size_t k) {
+    if (dummy) s.owed = std::max(0.0, s.owed - 1);  // a dummy pays one owed
+    s.last = s.clock;
     if (s.sent != b[k].batch) return;
     s.filled = k;
     if (s.clock >= 0) s.free_at[k] = std::max(s.free_at[k], s.clock) + b[k].duration_s;
@@ -119,12 +169,8 @@ std::optional<size_t> fill_balancer::dispatch(const std::vector<backend_load>& b
   }
   // With a clock: only a backend free by the time its batch would fill at the stream's rate
   // takes the next batch (else the one free soonest).
-  double stream = 0;
-  for (size_t i = 0; i < b.size(); ++i)
-    if (in_turn(i)) stream += b[i].weight + b[i].padding;
-  auto ready = [&](size_t i) {
-    return s.clock < 0 || s.free_at[i] <= s.clock + (b[i].batch - 1) / std::max(stream, 1e-9) + 1e-9;
-  };
+  double stream = stream_rate(b);
+  auto ready = [&](size_t i) { return s.clock < 0 || s.free_at[i] <= s.clock + fill_s(b, s, i) - 1 / stream + 1e-9; };
   std::optional<size_t> next, soonest;
   for (size_t i = 0; i < b.size(); ++i) {
     if (!in_turn(i)) continue;
@@ -138,6 +184,7 @@ std::optional<size_t> fill_balancer::dispatch(const std::vector<backend_load>& b
   s.due[*next] += b[*next].batch / std::max(b[*next].weight + b[*next].padding, 1e-9);
   s.current = next;
   s.sent = 1;
+  s.opened = s.clock;
   filled(*next);
   return next;
 }
@@ -146,7 +193,34 @@ std::optional<size_t> fill_balancer::dispatch_padding(const std::vector<backend_
                                                       std::mt19937_64& rng) const {
   judge_filled(b, s);
   if (s.lagging && s.due.size() == b.size()) return std::nullopt;
-  return dispatch(b, s, rng);
+  return place(b, s, rng, true);
+}
+
+std::optional<double> fill_balancer::padding_deadline(const std::vector<backend_load>& b,
+                                                      const dispatch_state& s) const {
+  if (!s.current || *s.current >= b.size() || s.due.size() != b.size() || s.opened < 0) return std::nullopt;
+  auto& l = b[*s.current];
+  if (!in_turn(l) || s.sent >= l.batch) return std::nullopt;
+  // Not before its backend is free: dummies on a busy machine would only keep it behind.
+  double free = *s.current < s.free_at.size() ? s.free_at[*s.current] : -1e300;
+  return std::max(s.opened + fill_s(b, s, *s.current), free);
+}
+
+uint32_t fill_balancer::padding_due(const std::vector<backend_load>& b, dispatch_state& s) const {
+  if (!s.current || *s.current >= b.size() || s.due.size() != b.size()) return 0;
+  auto& l = b[*s.current];
+  if (!in_turn(l) || s.sent >= l.batch) return 0;
+  uint32_t lack = l.batch - s.sent;
+  // Owed by the time the batch has been open, or due by the clock while the stream flows.
+  accrue(b, s);
+  bool owed = s.owed + 1e-6 >= lack;
+  auto deadline = padding_deadline(b, s);
+  bool late = deadline && s.clock + 1e-9 >= *deadline && s.clock - s.last <= fill_s(b, s, *s.current) / 10 + 1e-9;
+  if (!owed && !late) return 0;
+  judge_filled(b, s);
+  if (!s.lagging) return lack;
+  s.owed = std::max(0.0, s.owed - lack);  // forgiven: requests fill the batch
+  return 0;
 }
 
 std::unique_ptr<balancer> make_balancer(balancer_kind kind) {

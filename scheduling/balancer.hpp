@@ -35,6 +35,11 @@ struct dispatch_state {
   std::optional<size_t> filled;   // the backend whose batch the latest request filled (judged at the next)
   double clock = -1;              // seconds, set by the owner before each call (< 0: no clock)
   std::vector<double> free_at;    // by the clock: when each backend ends the batches it was given
+  double owed = 0;                // dummies the stream owes the open batch (its padding rate x time open)
+  double accrued_at = -1;         // by the clock: owed counted up to here
+  double opened = -1;             // by the clock: when the current batch took its first request
+  double last = -1;               // by the clock: when it took its latest
+  uint32_t frontends = 1;         // set by the owner: the stream and each batch are its share of the table's
 };
 
 // One frontend's share of a backend's spill point (outstanding invocations at which it is busy)
@@ -71,6 +76,14 @@ class balancer {
                                                  std::mt19937_64& rng) const {
     return dispatch(backends, state, rng);
   }
+  // Where backends take whole batches in turn, how many dummies close the current batch now
+  // (each then placed by dispatch_padding); 0 by default.
+  virtual uint32_t padding_due(const std::vector<backend_load>&, dispatch_state&) const { return 0; }
+  // By the clock, when the current batch is due full (padding_due then closes it); nullopt when
+  // none is filling or there is no clock.
+  virtual std::optional<double> padding_deadline(const std::vector<backend_load>&, const dispatch_state&) const {
+    return std::nullopt;
+  }
 };
 
 // Power of two choices: sample two live backends, take the one with less outstanding work per
@@ -93,20 +106,30 @@ class weighted_random_balancer final : public balancer {
 // backend the one whose batches are least ahead of its planned rate (weight + padding): stride
 // scheduling over the table's order (most cost-efficient first), which breaks ties. So a backend
 // at rate r and batch b gets a batch every b / r of the stream's time, and a request waits for at
-// most its batch to fill (Theorem 1: d + b / w). A backend that was out of the turn rejoins at
-// the current virtual time (no run of batches to catch up). A backend with a clock is passed over
-// while it would not be free by the time its batch fills (the one free soonest takes it when no
-// backend would be), and one beyond its spill point with more than a batch running and the next
-// collecting (load above the plan) leaves the request to fill's order. Dummies go in turn as requests do
-// (counted as outstanding, so that a backend's count tells whether its previous batch is done),
-// except while the latest batch filled before its backend had finished the one before (judged
-// when the next request comes, so that replies on their way do not count): then the stream is
-// ahead of the machines, and dummies wait until a batch fills on a free backend (each withheld
-// dummy gives the machines 1/W of the stream's time back). Otherwise (pick): fill in order, the
-// first live planned backend in table order that is not busy, so that cheaper machines fill
-// before dearer ones take any; when all are busy, the one with the most room for its spill
-// point. Backends with no spill point are never busy: the first of them takes what the ones
-// before it leave.
+// most its batch to fill (Theorem 1: d + b / w; W below is the stream's planned rate, requests
+// and dummies). A backend that was out of the turn rejoins at the current virtual time (no run of
+// batches to catch up). A backend with a clock is passed over while it would not be free by the
+// time its batch fills (the one free soonest takes it when no backend would be), and one beyond
+// its spill point with more than a batch running and the next collecting (load above the plan)
+// leaves the request to fill's order.
+//
+// Dummies make the stream what the plan says, two ways (padding_due), by the owner's clock: while
+// a batch is open the stream owes it dummies at the table's dummy rate, and once the requests and
+// the dummies owed make the batch, the dummies close it at once (at a request); and a batch that
+// is not full b / W after its first request (the requests came slower than planned) is closed
+// with dummies then (padding_deadline), not before its backend is free by the clock, and not when
+// no request came in the last tenth of that (the stream has paused: its device runs what it has,
+// as it would without the dummies). Dummies go in turn as requests do (counted as outstanding, so
+// that a backend's count tells whether its previous batch is done), except while the latest batch
+// filled before its backend had finished the one before (judged when the next request comes, so
+// that replies on their way do not count): then the stream is ahead of the machines, and the
+// dummies owed are forgiven (requests fill the batch: each dummy withheld gives the machines 1/W
+// of the stream's time back).
+//
+// Otherwise (pick): fill in order, the first live planned backend in table order that is not
+// busy, so that cheaper machines fill before dearer ones take any; when all are busy, the one with
+// the most room for its spill point. Backends with no spill point are never busy: the first of
+// them takes what the ones before it leave.
 class fill_balancer final : public balancer {
  public:
   std::string_view name() const override { return "fill"; }
@@ -114,6 +137,11 @@ class fill_balancer final : public balancer {
   std::optional<size_t> dispatch(const std::vector<backend_load>&, dispatch_state&, std::mt19937_64&) const override;
   std::optional<size_t> dispatch_padding(const std::vector<backend_load>&, dispatch_state&,
                                          std::mt19937_64&) const override;
+  uint32_t padding_due(const std::vector<backend_load>&, dispatch_state&) const override;
+  std::optional<double> padding_deadline(const std::vector<backend_load>&, const dispatch_state&) const override;
+
+ private:
+  std::optional<size_t> place(const std::vector<backend_load>&, dispatch_state&, std::mt19937_64&, bool dummy) const;
 };
 
 // The balancer of runtime.balancer.

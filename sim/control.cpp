@@ -166,7 +166,11 @@ void engine::on_apply(ns now, uint32_t which) {
   for (size_t m = 0; m < routes.size() && m < routes_.size(); ++m)
     if (sched::kept_turn(routes[m].loads, routes_[m].loads,
                          [&](size_t i, size_t j) { return routes[m].devices[i] == routes_[m].devices[j]; }))
-      routes[m].turn = routes_[m].turn;
+      routes[m].turn = routes_[m].turn, routes[m].deadline_told = routes_[m].deadline_told;
+  for (auto& r : routes) r.turn.frontends = std::max<uint32_t>(1, p.table.frontends);
+  for (auto& b : p.table.budgets)
+    if (auto m = model_id_.find(b.model); m != model_id_.end() && b.budget_ms > 0)
+      if (auto& r = routes[m->second]; r.budget == 0 || to_ns(b.budget_ms) < r.budget) r.budget = to_ns(b.budget_ms);
   routes_ = std::move(routes);
   route_pos_ = std::move(pos);
   // The table's padding: each padded instance's dummies, spaced evenly, under the tightest

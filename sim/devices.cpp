@@ -24,29 +24,24 @@ void engine::on_dummy(ns now, uint32_t source, uint64_t generation) {
   if (generation != dummy_generation_ || source >= dummies_.size() || now >= end_send_ + 2 * dummies_[source].budget)
     return;
   auto& d = dummies_[source];
-  auto& r = routes_[d.model];
-  uint32_t device = d.device;
   post(now + to_ns(1000 / d.rate), kind::dummy, source, generation);
-  // Where the model's instances take whole batches in turn, the dummy takes its place there (or
-  // waits, while the machines are behind the stream).
-  bool counted = false;
-  if (std::any_of(r.loads.begin(), r.loads.end(), [](auto& l) { return l.live && l.batch > 0; })) {
-    r.turn.clock = static_cast<double>(now) / 1e9;
-    auto k = balancer_->dispatch_padding(r.loads, r.turn, rng_);
-    if (!k) return;
-    device = r.devices[*k];
-    ++r.loads[*k].outstanding;
-    counted = true;
-  }
+  // Where the model's instances take whole batches in turn, its dummies go with the batches.
+  auto& r = routes_[d.model];
+  if (std::any_of(r.loads.begin(), r.loads.end(), [](auto& l) { return l.live && l.batch > 0; })) return;
+  send_dummy(now, d.model, d.device, d.budget, false);
+}
+
+void engine::send_dummy(ns now, uint32_t model, uint32_t device, ns budget, bool counted) {
+  if (now >= warmup_ && now < end_send_) ++dummies_sent_;
   auto inv = take_invocation();
   auto& f = invocations_[inv];
-  f.model = d.model;
+  f.model = model;
   f.device = device;
   f.dummy = true;
   f.counted = counted;
   f.live = true;
   ns wire = delay(frontend_, devices_[device].node);
-  f.deadline = now + d.budget;
+  f.deadline = now + budget;
   f.device_deadline = f.deadline + wire;
   post(now + wire, kind::invoke, inv);
 }

@@ -51,8 +51,9 @@ enum class kind : uint8_t {
   back,
   detect,
   expire,
-  wake,  // a device whose session collects its batch looks again
-  dummy  // a padded instance's next dummy is due
+  wake,   // a device whose session collects its batch looks again
+  dummy,  // a padded instance's next dummy is due
+  pad     // a model's batch in turn is due full
 };
 struct event {
   ns t;
@@ -135,6 +136,8 @@ struct route {
   std::vector<uint32_t> devices;
   std::vector<sched::backend_load> loads;
   sched::dispatch_state turn;  // batch-by-batch dispatch's place
+  double deadline_told = -1;   // the latest padding deadline posted
+  ns budget = 0;               // the tightest stage budget that runs the model (its dummies')
 };
 
 // A padded instance's dummies (the routing table's dummy rate), evenly spaced.
@@ -193,6 +196,10 @@ class engine {
   void on_batch_done(ns now, uint32_t d, uint64_t generation);
   void answer(ns now, uint32_t inv, msg::status code);
   void on_dummy(ns now, uint32_t source, uint64_t generation);
+  // Sends a dummy of `model` to `device`; `counted`: it took a place in the turn.
+  void send_dummy(ns now, uint32_t model, uint32_t device, ns budget, bool counted);
+  // Closes `model`'s batch in turn with the dummies due now (padding_due).
+  void pad(ns now, uint32_t model, ns budget);
 
   // Control plane.
   void on_beacon(ns now);
@@ -282,6 +289,7 @@ class engine {
   std::vector<msg::stage_budget> budgets_;  // the routing table's, for deployments that carry none
   std::set<instance_key> applied_;          // instances of the placement applied last
   std::vector<dummy_source> dummies_;       // the routing table's padding
+  uint64_t dummies_sent_ = 0;               // in the measured window, as the cluster's frontends count them
   uint64_t dummy_generation_ = 0;           // a new table's sources replace the old ones' events
   std::vector<ns> wake_at_;                 // per device: its pending wake, 0: none
 };

@@ -1,5 +1,7 @@
 // The simulated frontend: arrivals, the query walk, routing, replies.
 
+#include <cmath>
+
 #include "pipelines/query_walk.hpp"
 #include "sim/engine.hpp"
 
@@ -142,7 +144,26 @@ bool engine::route_invocation(ns now, uint32_t inv) {
   ns d = delay(frontend_, devices_[f.device].node);
   f.device_deadline = f.deadline + d;
   post(now + d, kind::invoke, inv);
+  // Where the batch it joined owes its padding, the dummies close it now; a batch it opened is
+  // closed by its deadline.
+  auto model = f.model;
+  pad(now, model, f.deadline - now);
+  if (auto due = balancer_->padding_deadline(r.loads, r.turn); due && *due != r.deadline_told) {
+    r.deadline_told = *due;
+    post(std::max(now, static_cast<ns>(std::ceil(*due * 1e9))), kind::pad, model);
+  }
   return true;
+}
+
+void engine::pad(ns now, uint32_t model, ns budget) {
+  auto& r = routes_[model];
+  r.turn.clock = static_cast<double>(now) / 1e9;
+  for (auto n = balancer_->padding_due(r.loads, r.turn); n > 0; --n) {
+    auto k = balancer_->dispatch_padding(r.loads, r.turn, rng_);
+    if (!k) break;
+    ++r.loads[*k].outstanding;
+    send_dummy(now, model, r.devices[*k], budget, true);
+  }
 }
 
 void engine::spawn_from(query& qq, uint32_t stage, uint32_t parent, std::vector<uint32_t>& spawns) {

@@ -132,6 +132,9 @@ void engine::dispatch(const event& e) {
     case kind::dummy:
       on_dummy(e.t, e.a, e.b);
       break;
+    case kind::pad:
+      if (e.a < routes_.size()) pad(e.t, e.a, routes_[e.a].budget);
+      break;
     case kind::expire:
       if (queries_[e.a].qid == e.b && !queries_[e.a].answered)
         finish(e.t, e.a, msg::status::error, "no reply by the deadline and runtime.reply_grace_ms");
@@ -142,6 +145,7 @@ void engine::dispatch(const event& e) {
 result engine::results(double duration) {
   result out;
   out.summary = merge_lanes(lanes_, duration);
+  out.summary.dummies = dummies_sent_;
   out.events = events_run_;
   out.plans = plans_;
   out.accuracy = accuracy_n_ ? accuracy_sum_ / static_cast<double>(accuracy_n_) : 0;

@@ -113,29 +113,42 @@ TEST(frontend_routes, pick_live_instances_and_keep_outstanding_work_across_table
 }
 
 // Whole batches in turn (routing_table instances with a batch, as Piccolo's whole_batches sends):
-// each instance takes its batch in a row, dummies take their place in the turn and count as
-// outstanding, and a table that keeps the instances at their batches keeps the turn.
-TEST(frontend_routes, whole_batches_go_in_turn_and_dummies_take_their_place) {
+// each instance takes its batch in a row; while a batch is open the stream owes it dummies at the
+// table's dummy rate, which close it once they and the requests make it, and count as
+// outstanding; a table that keeps the instances at their batches keeps the turn.
+TEST(frontend_routes, whole_batches_go_in_turn_and_dummies_close_them) {
   auto cfg = testing::parse_or_die(yaml);
   frontend_routes r(*cfg, std::make_unique<sched::fill_balancer>());
-  auto t = table({{"w1", 0, 3, 0, 0, false, 2, 100}, {"w2", 0, 3, 0, 0, false, 2, 100}});
+  // Batches of 3, each instance planned 2 requests/s and 4 dummies/s: the stream owes 8 dummies/s.
+  auto t = table({{"w1", 0, 2, 4, 0, false, 3, 100}, {"w2", 0, 2, 4, 0, false, 3, 100}});
   r.apply(t);
+  EXPECT_TRUE(r.in_turn("m"));
   std::mt19937_64 rng(1);
   std::string order;
-  for (int i = 0; i < 3; ++i) order += r.pick("m", rng)->node + " ";
-  EXPECT_EQ(order, "w1 w1 w2 ");
-  auto d = r.pick_dummy("m", rng);
-  ASSERT_TRUE(d.in_turn && d.to);
-  EXPECT_EQ(d.to->node, "w2") << "the dummy completes w2's batch";
+  auto send = [&](double at) {
+    r.set_clock(at);
+    order += r.pick("m", rng)->node;
+    for (auto& d : r.padding_due("m", rng)) order += "+" + d.node;
+    order += " ";
+  };
+  for (double at : {0.0, 0.13, 0.14, 0.27}) send(at);
+  EXPECT_EQ(order, "w1 w1+w1 w2 w2+w2 ") << "a batch open 0.13 s is owed a dummy: it closes with two requests";
   r.apply(t);  // the same instances at the same batches: the turn goes on
+  r.set_clock(0.3);
   EXPECT_EQ(r.pick("m", rng)->node, "w1");
-  // Outstanding counts the dummy: released on its reply.
-  for (int i = 0; i < 2; ++i) r.release("m", "w1", 0);
-  r.release("m", "w2", 0), r.release("m", "w2", 0);
-  EXPECT_EQ(r.pick("m", rng)->node, "w1") << "w1's batch of two";
-  // Without batches dummies are not in turn: they go where the table pads.
+  EXPECT_TRUE(r.padding_due("m", rng).empty()) << "less than the two dummies it lacks are owed";
+  // Outstanding counts the dummies: released on their replies. w1's first batch is done, w2's is
+  // not when its second fills: the stream is ahead of the machines, so the next batch's dummies
+  // are forgiven and requests fill it.
+  for (int i = 0; i < 3; ++i) r.release("m", "w1", 0);
+  order.clear();
+  for (double at : {0.43, 0.44, 0.57, 0.58, 0.71, 0.72}) send(at);
+  EXPECT_EQ(order, "w1+w1 w2 w2+w2 w1 w1 w1 ");
+  // Without batches the model is not in turn: its dummies go where the table pads, on the clock.
   r.apply(table({{"w1", 0, 3, 1}}));
-  EXPECT_FALSE(r.pick_dummy("m", rng).in_turn);
+  EXPECT_FALSE(r.in_turn("m"));
+  r.pick("m", rng);
+  EXPECT_TRUE(r.padding_due("m", rng).empty());
 }
 
 // A worker that comes back may reach the controller before the frontend hears it: a table that

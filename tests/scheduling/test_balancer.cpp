@@ -251,5 +251,46 @@ TEST(balancer, padding_waits_while_batches_fill_on_busy_machines) {
   EXPECT_FALSE(kept_turn(w, v, same));
 }
 
+// By the clock: a batch not full when the stream's planned rate would have filled it (b / W from
+// its first request) is closed with dummies then, not before its machine is free, and not when the
+// stream has paused (no request in the last tenth of that: its device runs what it has).
+TEST(balancer, a_batch_not_full_by_its_fill_time_is_closed_with_dummies) {
+  fill_balancer b;
+  std::mt19937_64 rng(5);
+  std::vector<backend_load> v(2);
+  for (auto& l : v) l.batch = 4, l.weight = 4, l.duration_s = 2;  // W = 8/s: a batch fills in 0.5 s
+  dispatch_state s;
+  auto request = [&](double t) {
+    s.clock = t;
+    auto k = b.dispatch(v, s, rng);
+    ++v[*k].outstanding;
+    return *k;
+  };
+  auto close = [&](double t) {
+    s.clock = t;
+    std::string to;
+    for (auto n = b.padding_due(v, s); n > 0; --n) to += std::to_string(*b.dispatch_padding(v, s, rng));
+    return to;
+  };
+  EXPECT_EQ(b.padding_deadline(v, s), std::nullopt) << "no batch is filling";
+  for (double t : {0.0, 0.2, 0.48}) EXPECT_EQ(request(t), 0u);
+  EXPECT_EQ(b.padding_deadline(v, s), 0.5);
+  EXPECT_EQ(close(0.45), "") << "before its fill time";
+  EXPECT_EQ(close(0.5), "0") << "one dummy closes it";
+  EXPECT_EQ(b.padding_deadline(v, s), std::nullopt);
+  // The next batch (backend 1) gets one request, then the stream pauses.
+  EXPECT_EQ(request(0.6), 1u);
+  EXPECT_EQ(close(1.1), "") << "paused: no dummies";
+  for (double t : {1.2, 1.3, 1.4}) request(t);  // backend 1's batch fills with requests
+  // Backend 0 runs its batch until 2.5: its next, opened at 1.5, closes then, not at 2.0.
+  EXPECT_EQ(request(1.5), 0u);
+  for (double t = 1.6; t < 2.45; t += 0.04) s.clock = t, s.last = t;  // requests of other models keep the clock
+  EXPECT_NEAR(*b.padding_deadline(v, s), 2.5, 1e-9);
+  s.last = 2.0;
+  EXPECT_EQ(close(2.02), "") << "its machine is busy";
+  s.last = 2.48;
+  EXPECT_EQ(close(2.5), "000");
+}
+
 }  // namespace
 }  // namespace sloserve::sched
