@@ -286,7 +286,7 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
     st.client_report_ms = tracking.report_ms;
     st.net = args.net;
     st.wall_us = args.wall_us;
-    st.routes.emplace(*st.cfg, st.policy->dispatcher(args.cfg->runtime.balancer));
+    st.routes.emplace(*st.cfg, st.policy->dispatcher(args.cfg->runtime.balancer, args.cfg->scheduler.section));
     st.clients.plan_dips(tracking.uplink_quantile, tracking.miss_target);
     for (size_t i = 0; i < st.cfg->pipelines.size(); ++i) st.pipeline_index.emplace(st.cfg->pipelines[i].name, i);
     for (auto& p : st.cfg->pipelines)

@@ -156,7 +156,7 @@ class engine {
         net_rng_(o.seed * 7 + 1),
         exec_rng_(o.seed * 13 + 3),
         policy_(sched::make_drop_policy(cfg.runtime.drop_policy)),
-        balancer_(sched::policy_of(cfg.scheduler).dispatcher(cfg.runtime.balancer)) {}
+        balancer_(sched::policy_of(cfg.scheduler).dispatcher(cfg.runtime.balancer, cfg.scheduler.section)) {}
 
   expected<result> run();
 

@@ -60,9 +60,11 @@ class scheduling_policy {
   virtual expected<epoch_result> plan(const epoch_input& in, const epoch_result* previous) const {
     return plan_packed_epoch(in, previous, *packer(), searches_neighbours());
   }
-  // How frontends choose among a model's instances: by default the balancer the file names
-  // (runtime.balancer).
-  virtual std::unique_ptr<balancer> dispatcher(balancer_kind configured) const { return make_balancer(configured); }
+  // How frontends choose among a model's instances, under its section `options` (the file's
+  // scheduler.NAME): by default the balancer the file names (runtime.balancer).
+  virtual std::unique_ptr<balancer> dispatcher(balancer_kind configured, const std::any& /*options*/) const {
+    return make_balancer(configured);
+  }
   // Whether, under its section `options` (the file's scheduler.NAME), its instances take whole
   // batches in turn (routing_table instances' `batch`) and its devices collect a batch before
   // they run it (sessions' `collect`): Piccolo's throughput-cost dispatch, with the fill

@@ -593,6 +593,23 @@ TEST(cluster_config, scaler_section_round_trips_and_names_its_errors) {
   EXPECT_NE(e.find("node 'ctl' cores must be at least 1"), std::string::npos) << e;
 }
 
+// Piccolo's dispatch: whole batches in turn, or the file's balancer (the baseline), not both.
+TEST(cluster_config, piccolo_dispatches_whole_batches_or_by_the_runtime_balancer) {
+  const std::string one = R"(models:
+  - {name: a, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8, profile: {alpha_ms: 1, beta_ms: 2}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: a}]}
+)";
+  for (auto section : {"{whole_batches: true}", "{runtime_balancer: true}"}) {
+    auto ok = parse_cluster_config(nodes + one + "scheduler: {policy: piccolo, piccolo: " + section + "}\n", "c.yaml");
+    EXPECT_TRUE(ok) << section << ": " << ok.error_text();
+  }
+  auto e = errors_of(nodes + one +
+                     "scheduler: {policy: piccolo, piccolo: {whole_batches: true,\n    runtime_balancer: true}}\n");
+  EXPECT_NE(e.find("c.yaml:14:23: scheduler piccolo runtime_balancer: whole batches go in turn"), std::string::npos)
+      << e;
+}
+
 }  // namespace
 }  // namespace sloserve
 

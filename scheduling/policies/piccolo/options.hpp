@@ -9,6 +9,9 @@ struct options {
   // arrivals). Off: machines fill in throughput-cost order up to their spill points, and devices
   // run what they have (lower latency under bursty arrivals where the plan has no slack).
   bool whole_batches = false;
+  // The baseline Theorem 1 is measured against: requests go as runtime.balancer says (p2c by
+  // default), one at a time, and devices run what they have; the plan is Piccolo's.
+  bool runtime_balancer = false;
 };
 
 }  // namespace sloserve::sched::piccolo

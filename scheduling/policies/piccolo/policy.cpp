@@ -15,7 +15,12 @@ class piccolo_policy final : public scheduling_policy {
   }
   // Throughput-cost dispatch: machines fill in the order the plan takes them, most cost-efficient
   // first, each with whole batches up to what its budget allows.
-  std::unique_ptr<balancer> dispatcher(balancer_kind) const override { return std::make_unique<fill_balancer>(); }
+  // (`runtime_balancer`: the file's balancer instead, the baseline.)
+  std::unique_ptr<balancer> dispatcher(balancer_kind configured, const std::any& options) const override {
+    auto* o = std::any_cast<piccolo::options>(&options);
+    if (o && o->runtime_balancer) return make_balancer(configured);
+    return std::make_unique<fill_balancer>();
+  }
   bool whole_batches(const std::any& options) const override {
     auto* o = std::any_cast<piccolo::options>(&options);
     return o && o->whole_batches;

@@ -12,6 +12,7 @@
 #include "config/settings_io.hpp"
 #include "scheduling/placement.hpp"
 #include "scheduling/policies/piccolo/epoch.hpp"
+#include "scheduling/policies/piccolo/options.hpp"
 #include "scheduling/policies/registry.hpp"
 #include "tests/parse_config.hpp"
 
@@ -51,10 +52,16 @@ TEST(policies, every_scheduler_policy_of_the_file_is_registered_with_what_it_doe
     EXPECT_EQ(policy.clients(file).report_ms > 0, p == sp::jellyfish) << knob_name(p);
     EXPECT_EQ(policy.clients(file).uplink_quantile, sched::client_tracking{}.uplink_quantile) << knob_name(p);
     EXPECT_EQ(policy.packer()->name(), p == sp::batch_oblivious ? "batch-oblivious" : "nexus") << knob_name(p);
-    // Frontends dispatch by the file's balancer, but Piccolo's by its own throughput-cost fill.
-    EXPECT_EQ(policy.dispatcher(balancer_kind::weighted_random)->name(), p == sp::piccolo ? "fill" : "weighted_random")
+    // Frontends dispatch by the file's balancer, but Piccolo's by its own throughput-cost fill
+    // (unless its section asks for the file's balancer, the baseline).
+    EXPECT_EQ(policy.dispatcher(balancer_kind::weighted_random, {})->name(),
+              p == sp::piccolo ? "fill" : "weighted_random")
         << knob_name(p);
   }
+  sched::piccolo::options baseline;
+  baseline.runtime_balancer = true;
+  EXPECT_EQ(sched::policy_of(sp::piccolo).dispatcher(balancer_kind::weighted_random, baseline)->name(),
+            "weighted_random");
   EXPECT_FALSE(sched::plans_least_cost(nullptr)) << "no policy named: nexus";
 }
 
