@@ -131,7 +131,7 @@ void on_report(self_ptr self, msg::load_report& r) {
       for (auto& f : pl.fragments)
         fragments.push_back({static_cast<int>(f.start_layer), f.slo_ms, f.queries, static_cast<int>(f.clients)});
       st.pipelines->count(static_cast<size_t>(p - st.cfg->pipelines.data()), pl.queries, pl.stage_invocations,
-                          pl.fallthroughs, fragments);
+                          pl.fallthroughs, fragments, r.node, r.window_s);
     }
   if (r.window_s <= 0) return;
   // A worker reports every session its devices hold: the ones it no longer holds are gone.

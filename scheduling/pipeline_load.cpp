@@ -12,6 +12,7 @@ pipeline_load::pipeline_load(const std::vector<size_t>& stages, int settle_windo
     : settle_windows_(settle_windows),
       peak_half_life_s_(peak_half_life_s),
       queries_(stages.size(), 0),
+      sources_(stages.size()),
       fragments_(stages.size()) {
   for (auto n : stages) {
     rates_.pipelines.push_back({0, std::vector<double>(n, 0), std::vector<double>(n, 0)});
@@ -21,7 +22,8 @@ pipeline_load::pipeline_load(const std::vector<size_t>& stages, int settle_windo
 }
 
 void pipeline_load::count(size_t p, uint64_t queries, const std::vector<uint64_t>& stage_invocations,
-                          const std::vector<uint64_t>& fallthroughs, const std::vector<fragment_count>& fragments) {
+                          const std::vector<uint64_t>& fallthroughs, const std::vector<fragment_count>& fragments,
+                          const std::string& source, double report_s) {
   if (p >= queries_.size()) return;
   for (auto& f : fragments) {
     // Frontends report what clients sent; a pipeline keeps at most 256 fragments.
@@ -30,11 +32,52 @@ void pipeline_load::count(size_t p, uint64_t queries, const std::vector<uint64_t
     w.queries += static_cast<double>(f.queries);
     w.clients += std::max(1, f.clients);
   }
+  if (!source.empty() && report_s > 0) {
+    auto& w = sources_[p][source];
+    size_t n = stages_[p].size();
+    w.stages.resize(n, 0), w.fallthroughs.resize(n, 0);
+    w.queries += static_cast<double>(queries);
+    w.seconds += report_s;
+    for (size_t s = 0; s < stage_invocations.size() && s < n; ++s)
+      w.stages[s] += static_cast<double>(stage_invocations[s]);
+    for (size_t s = 0; s < fallthroughs.size() && s < n; ++s) w.fallthroughs[s] += static_cast<double>(fallthroughs[s]);
+    return;
+  }
   queries_[p] += queries;
   for (size_t s = 0; s < stage_invocations.size() && s < stages_[p].size(); ++s) stages_[p][s] += stage_invocations[s];
   for (size_t s = 0; s < fallthroughs.size() && s < fallthroughs_[p].size(); ++s)
     fallthroughs_[p][s] += fallthroughs[s];
 }
+
+namespace {
+
+// What the sources of one pipeline reported for a window: their rates summed (a source's latest
+// while it missed at most two windows), each source's window restarted.
+template <class Sources>
+void sum_sources(Sources& sources, double& rate, std::vector<double>& stage, std::vector<double>& fallthrough) {
+  for (auto it = sources.begin(); it != sources.end();) {
+    auto& w = it->second;
+    if (w.seconds > 0) {
+      w.rate = w.queries / w.seconds;
+      w.stage_rates.assign(w.stages.size(), 0), w.fallthrough_rates.assign(w.stages.size(), 0);
+      for (size_t s = 0; s < w.stages.size(); ++s)
+        w.stage_rates[s] = w.stages[s] / w.seconds, w.fallthrough_rates[s] = w.fallthroughs[s] / w.seconds;
+      w.missed = 0;
+    } else if (++w.missed > 2) {
+      it = sources.erase(it);
+      continue;
+    }
+    rate += w.rate;
+    for (size_t s = 0; s < w.stage_rates.size() && s < stage.size(); ++s)
+      stage[s] += w.stage_rates[s], fallthrough[s] += w.fallthrough_rates[s];
+    w.queries = w.seconds = 0;
+    std::fill(w.stages.begin(), w.stages.end(), 0);
+    std::fill(w.fallthroughs.begin(), w.fallthroughs.end(), 0);
+    ++it;
+  }
+}
+
+}  // namespace
 
 void pipeline_load::close_window(double window_s) {
   if (!(window_s > 0)) return;
@@ -44,16 +87,23 @@ void pipeline_load::close_window(double window_s) {
   double decay = peak_half_life_s_ > 0 ? std::exp2(-window_s / peak_half_life_s_) : 0;
   for (size_t p = 0; p < queries_.size(); ++p) {
     auto& r = rates_.pipelines[p];
-    r.window = static_cast<double>(queries_[p]) / window_s;
-    r.rate = w * r.window + (1 - w) * r.rate;
-    r.peak = std::max(r.rate, r.peak * decay);
+    double rate = static_cast<double>(queries_[p]) / window_s;
+    std::vector<double> stage(r.stage.size()), fallthrough(r.stage.size());
     for (size_t s = 0; s < r.stage.size(); ++s) {
-      r.stage[s] = w * static_cast<double>(stages_[p][s]) / window_s + (1 - w) * r.stage[s];
-      r.fallthrough[s] = w * static_cast<double>(fallthroughs_[p][s]) / window_s + (1 - w) * r.fallthrough[s];
+      stage[s] = static_cast<double>(stages_[p][s]) / window_s;
+      fallthrough[s] = static_cast<double>(fallthroughs_[p][s]) / window_s;
       stages_[p][s] = 0;
       fallthroughs_[p][s] = 0;
     }
-    any |= queries_[p] > 0;
+    sum_sources(sources_[p], rate, stage, fallthrough);
+    r.window = rate;
+    r.rate = w * r.window + (1 - w) * r.rate;
+    r.peak = std::max(r.rate, r.peak * decay);
+    for (size_t s = 0; s < r.stage.size(); ++s) {
+      r.stage[s] = w * stage[s] + (1 - w) * r.stage[s];
+      r.fallthrough[s] = w * fallthrough[s] + (1 - w) * r.fallthrough[s];
+    }
+    any |= rate > 0;
     queries_[p] = 0;
     // Fragments: each one's queries smoothed as the rates are; its share of the pipeline's.
     double total = 0;

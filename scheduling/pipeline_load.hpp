@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -53,9 +54,15 @@ class pipeline_load {
   pipeline_load(const std::vector<size_t>& stages, int settle_windows, double peak_half_life_s = 0);
 
   // A frontend's counts for pipeline `p` since its last report.
-  // `fallthroughs`: per stage, invocations of a cascade's second model (may be empty).
+  // `fallthroughs`: per stage, invocations of a cascade's second model (may be empty). With a
+  // `source` and the `report_s` seconds its counts cover, the counts are that source's rates
+  // over its own reports: a window that two of its reports reach counts their mean, one that none
+  // reaches its latest (for two windows; then the source is gone), so that reports sent on their
+  // own clock do not make one window twice the rate and the next nothing. Without, they count in
+  // the window they reach.
   void count(size_t p, uint64_t queries, const std::vector<uint64_t>& stage_invocations,
-             const std::vector<uint64_t>& fallthroughs = {}, const std::vector<fragment_count>& fragments = {});
+             const std::vector<uint64_t>& fallthroughs = {}, const std::vector<fragment_count>& fragments = {},
+             const std::string& source = {}, double report_s = 0);
   // Folds the counts of the last `window_s` seconds into the rates and starts a new window.
   void close_window(double window_s);
   const pipeline_rates& rates() const { return rates_; }
@@ -66,6 +73,16 @@ class pipeline_load {
   pipeline_rates rates_;
   std::vector<uint64_t> queries_;
   std::vector<std::vector<uint64_t>> stages_, fallthroughs_;
+  // Per pipeline, per source that reports its own windows: counts and seconds since the last
+  // window closed, and its latest rates.
+  struct source_window {
+    double queries = 0, seconds = 0;
+    std::vector<double> stages, fallthroughs;
+    double rate = 0;
+    std::vector<double> stage_rates, fallthrough_rates;
+    int missed = 0;  // windows closed without a report from it
+  };
+  std::vector<std::map<std::string, source_window>> sources_;
   // Per pipeline, per (start, SLO): queries and clients this window, and their smoothed values.
   struct fragment_window {
     double queries = 0, clients = 0;  // this window

@@ -32,6 +32,39 @@ TEST(pipeline_load, settles_on_the_mean_of_full_windows_then_smooths_by_half) {
   EXPECT_EQ(load.rates().windows_with_load, 3);
 }
 
+// Frontends report on their own clocks: a window that two reports of one frontend reach, or none,
+// still measures the rate they report (not twice it, then nothing); a frontend that stops
+// reporting counts its latest rate for two windows, then nothing.
+TEST(pipeline_load, reports_on_their_own_clock_measure_their_rate_in_every_window) {
+  pipeline_load load({1}, 1);
+  // Two frontends at 100 and 50 queries/s, each reporting every second; the first's reports drift
+  // across the windows' edges: windows 2 and 4 get two of its reports, 3 and 5 none.
+  std::vector<int> first_reports = {1, 2, 0, 2, 0, 1};
+  for (size_t k = 0; k < first_reports.size(); ++k) {
+    for (int i = 0; i < first_reports[k]; ++i) load.count(0, 100, {200}, {}, {}, "f1", 1);
+    load.count(0, 50, {100}, {}, {}, "f2", 1);
+    load.close_window(1);
+    EXPECT_DOUBLE_EQ(load.rates().pipelines[0].window, 150) << "window " << k;
+    EXPECT_DOUBLE_EQ(load.rates().pipelines[0].stage[0], 300) << "window " << k;
+  }
+  // A report that covers two seconds counts as its rate.
+  load.count(0, 200, {400}, {}, {}, "f1", 2);
+  load.count(0, 50, {100}, {}, {}, "f2", 1);
+  load.close_window(1);
+  EXPECT_DOUBLE_EQ(load.rates().pipelines[0].window, 150);
+  // f1 stops: its latest rate stands for two windows, then it is gone.
+  for (int k = 0; k < 3; ++k) {
+    load.count(0, 50, {100}, {}, {}, "f2", 1);
+    load.close_window(1);
+    EXPECT_DOUBLE_EQ(load.rates().pipelines[0].window, k < 2 ? 150 : 50) << "window " << k;
+  }
+  // Counted per window, the same reports made windows of 250 and 50 queries/s.
+  pipeline_load plain({1}, 1);
+  plain.count(0, 100, {200}), plain.count(0, 100, {200}), plain.count(0, 50, {100});
+  plain.close_window(1);
+  EXPECT_DOUBLE_EQ(plain.rates().pipelines[0].window, 250);
+}
+
 // Graft's fragments: each (start layer, SLO)'s queries smoothed as the rates are, as a share of
 // the pipeline's, with its clients; one below 1% of the queries goes.
 TEST(pipeline_load, fragments_are_shares_of_the_queries_smoothed_as_rates_are) {
