@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -62,6 +63,7 @@ std::vector<sched::ipa_stage> ipa_problem(const std::vector<model_spec>& models,
   for (size_t k = 0; k < p.stages.size(); ++k) {
     in[k].after = p.stages[k].parents;
     in[k].rate = rates[k];
+    in[k].slo_ms = p.stages[k].slo_ms.value_or(0);
     for (auto m : p.stages[k].variant_indices) {
       auto& spec = models[m];
       sched::ipa_variant v{&spec, spec.accuracy.value_or(100), spec.base_cores};
@@ -76,16 +78,24 @@ std::vector<sched::ipa_stage> ipa_problem(const std::vector<model_spec>& models,
 
 std::vector<double> ipa_stage_budgets(const pipeline& p, const std::vector<sched::ipa_choice>& choices) {
   std::vector<double> finish(p.stages.size(), 0);
-  double longest = 0;
   for (auto v : p.topo) {
     double start = 0;
     for (auto u : p.stages[v].parents) start = std::max(start, finish[u]);
     finish[v] = start + choices[v].latency_ms;
-    longest = std::max(longest, finish[v]);
   }
-  double stretch = longest > 0 ? std::max(1.0, p.slo_ms / longest) : 1;
+  // Each stage stretched by the least room of the paths through it: SLO / planned finish of every
+  // leaf it leads to (the leaf's own SLO where it has one), never shrunk.
+  std::vector<double> stretch(p.stages.size(), std::numeric_limits<double>::infinity());
+  for (auto it = p.topo.rbegin(); it != p.topo.rend(); ++it) {
+    auto v = *it;
+    bool leaf = true;
+    for (size_t c = 0; c < p.stages.size(); ++c)
+      if (std::find(p.stages[c].parents.begin(), p.stages[c].parents.end(), v) != p.stages[c].parents.end())
+        leaf = false, stretch[v] = std::min(stretch[v], stretch[c]);
+    if (leaf) stretch[v] = finish[v] > 0 ? path_slo_ms(p, v) / finish[v] : 1;
+  }
   std::vector<double> out;
-  for (auto& c : choices) out.push_back(c.latency_ms * stretch);
+  for (size_t v = 0; v < choices.size(); ++v) out.push_back(choices[v].latency_ms * std::max(1.0, stretch[v]));
   return out;
 }
 

@@ -69,8 +69,11 @@ struct search {
   std::vector<double> least_cost_from;     // per stage: sum of the least costs of stages >= it
   std::vector<double> fastest;             // per stage: its fastest option's latency
   std::vector<std::vector<size_t>> next;   // successors
-  std::vector<double> tail;                // per stage: the fastest path from its end to a sink
-  std::vector<double> finish;              // per assigned stage: longest path to its end
+  std::vector<size_t> sinks;               // stages no other follows
+  std::vector<double> sink_slo;            // per sink: the SLO of the paths that end at it
+  // per stage, per sink: the fastest path from the stage's end to the sink's (< 0: none)
+  std::vector<std::vector<double>> tail;
+  std::vector<double> finish;  // per assigned stage: longest path to its end
   std::vector<size_t> pick;
   std::vector<size_t> best_pick;
   double best = -std::numeric_limits<double>::infinity();
@@ -87,7 +90,10 @@ struct search {
     for (size_t k = 0; k < options[s].size(); ++k) {
       auto& o = options[s][k];
       double end = start + o.choice.latency_ms;
-      if (end + tail[s] > slo_ms + 1e-9) continue;
+      bool late = false;
+      for (size_t k = 0; k < sinks.size() && !late; ++k)
+        late = tail[s][k] >= 0 && end + tail[s][k] > sink_slo[k] + 1e-9;
+      if (late) continue;
       finish[s] = end;
       pick[s] = k;
       run(s + 1, accuracy * o.accuracy, cost + o.cost);
@@ -126,13 +132,14 @@ expected<ipa_solution> solve_ipa(const std::vector<ipa_stage>& stages, double sl
     auto where = "ipa: stage " + std::to_string(s);
     if (st.variants.empty()) return fail(where + " has no variants");
     if (!(st.rate > 0)) return fail(where + " needs a rate above 0");
+    if (st.slo_ms < 0) return fail(where + ": its own SLO cannot be negative");
     for (auto p : st.after)
       if (p >= s) return fail(where + " follows a stage that is not before it");
     for (auto& v : st.variants)
       if (!v.model || v.accuracy < 0 || v.accuracy > 100 || !(v.base_cores > 0))
         return fail(where + ": a variant needs a model, an accuracy in 0-100 and base cores above 0");
   }
-  search x{stages, slo_ms, w.alpha, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  search x{stages, slo_ms, w.alpha, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   size_t n = stages.size();
   x.next.resize(n);
   for (size_t s = 0; s < n; ++s) {
@@ -153,9 +160,18 @@ expected<ipa_solution> solve_ipa(const std::vector<ipa_stage>& stages, double sl
     x.least_cost_from[s] = cost + x.least_cost_from[s + 1];
     x.fastest[s] = fast;
   }
-  x.tail.assign(n, 0);
+  for (size_t s = 0; s < n; ++s)
+    if (x.next[s].empty())
+      x.sinks.push_back(s), x.sink_slo.push_back(stages[s].slo_ms > 0 ? std::min(stages[s].slo_ms, slo_ms) : slo_ms);
+  // The fastest path from each stage's end to each sink's: the longest over the paths between
+  // them, each stage at its fastest (a sink is reached when all of its paths are done).
+  x.tail.assign(n, std::vector<double>(x.sinks.size(), -1));
   for (size_t s = n; s-- > 0;)
-    for (auto c : x.next[s]) x.tail[s] = std::max(x.tail[s], x.fastest[c] + x.tail[c]);
+    for (size_t k = 0; k < x.sinks.size(); ++k) {
+      if (x.sinks[k] == s) x.tail[s][k] = 0;
+      for (auto c : x.next[s])
+        if (x.tail[c][k] >= 0) x.tail[s][k] = std::max(x.tail[s][k], x.fastest[c] + x.tail[c][k]);
+    }
   x.finish.assign(n, 0);
   x.pick.assign(n, 0);
   x.run(0, 1, 0);

@@ -4,6 +4,7 @@
 //     alpha * prod_s a_s  -  beta * sum_s n_s * R_s  -  delta * sum_s b_s
 // subject to, along every path from a source to a sink,
 //     sum_s ( l_s(b_s) + (b_s - 1) / lambda_s ) <= SLO
+// (the sink's own SLO where it has one)
 // and n_s * b_s / l_s(b_s) >= lambda_s, where a_s is the variant's accuracy (a fraction), R_s
 // its base cores, l_s its latency profile and lambda_s the stage's rate after fan-out.
 //
@@ -11,7 +12,7 @@
 // options are its (variant, batch) pairs; options no better in accuracy, cost and latency than
 // another are set aside. A depth-first search over the stages in topological order then bounds
 // the objective from above (the best accuracy and the least cost still open) and the latency
-// from below (the fastest options still open on the longest path), and keeps the best complete
+// from below (the fastest options still open on the longest path to each sink), and keeps the best complete
 // choice: exact, and fast for the pipelines IPA serves (a few stages of a few variants).
 
 #include <cstddef>
@@ -36,6 +37,9 @@ struct ipa_stage {
   std::vector<ipa_variant> variants;
   std::vector<size_t> after;  // stages it follows (indices of earlier stages)
   double rate = 0;            // lambda: requests/s reaching it (after fan-out), > 0
+  // A stage no other follows may bound the paths that end at it by an SLO of its own, below the
+  // pipeline's (0: the pipeline's).
+  double slo_ms = 0;
 };
 
 struct ipa_weights {

@@ -210,16 +210,17 @@ struct drawn {
   }
 };
 
-// 200 random pipelines of 2-4 stages (chains and DAGs) with 2-4 variants each: the solver's
-// objective equals the best over every choice of variant and batch, found by a brute force
-// written here from IPA's problem alone (no helper of the solver's): replicas the fewest that
-// carry the rate, a stage's latency l(b) + (b - 1)/rate, the longest path within the SLO, the
-// objective alpha·prod(accuracy) - beta·sum(replicas·R) - delta·sum(b).
+// 400 random pipelines of 2-4 stages (chains and DAGs) with 2-4 variants each, half of them with
+// SLOs of their own on some sinks (40-100% of the pipeline's): the solver's objective equals the
+// best over every choice of variant and batch, found by a brute force written here from IPA's
+// problem alone (no helper of the solver's): replicas the fewest that carry the rate, a stage's
+// latency l(b) + (b - 1)/rate, every path within its sink's SLO, the objective
+// alpha·prod(accuracy) - beta·sum(replicas·R) - delta·sum(b).
 TEST(ipa, equals_brute_force_on_random_small_pipelines) {
   std::mt19937_64 rng(2024);
   std::uniform_real_distribution<double> u(0, 1);
-  int solved = 0, infeasible = 0;
-  for (int trial = 0; trial < 200; ++trial) {
+  int solved = 0, infeasible = 0, own_slos = 0, held_back = 0;
+  for (int trial = 0; trial < 400; ++trial) {
     size_t n = 2 + rng() % 3;
     std::vector<model_spec> models;
     models.reserve(16);
@@ -258,6 +259,18 @@ TEST(ipa, equals_brute_force_on_random_small_pipelines) {
       for (auto& v : s.variants) v.model = &models[next++];
     ipa_weights w{1 + 9 * u(rng), 0.001 + 0.05 * u(rng), 0.001 * u(rng)};
     double slo = 20 + 150 * u(rng);
+    // Each stage's SLO: the pipeline's, but a sink's own on odd trials (some of them).
+    std::vector<double> bound(n, slo);
+    std::vector<bool> followed(n, false);
+    for (size_t s = 0; s < n; ++s)
+      for (auto p : after[s]) followed[p] = true;
+    bool any_own = false;
+    for (size_t s = 0; s < n; ++s)
+      if (trial % 2 && !followed[s] && u(rng) < 0.7) {
+        bound[s] = stages[s].slo_ms = slo * (0.4 + 0.6 * u(rng));
+        any_own = true;
+      }
+    own_slos += any_own;
 
     double best = -std::numeric_limits<double>::infinity();
     std::vector<std::pair<size_t, int>> pick(n);
@@ -273,7 +286,7 @@ TEST(ipa, equals_brute_force_on_random_small_pipelines) {
           double start = 0;
           for (auto p : after[x]) start = std::max(start, done[p]);
           done[x] = start + d.l(b) + 1000.0 * (b - 1) / rate[x];
-          longest = std::max(longest, done[x]);
+          longest = std::max(longest, done[x] - bound[x] + slo);  // over its own SLO: over the SLO
           accuracy *= d.accuracy / 100;
           cores += replicas * d.cores;
           batches += b;
@@ -298,6 +311,20 @@ TEST(ipa, equals_brute_force_on_random_small_pipelines) {
     ASSERT_TRUE(r) << "trial " << trial << ": " << r.error();
     EXPECT_NEAR(r->objective, best, 1e-6) << "trial " << trial;
     EXPECT_LE(r->latency_ms, slo + 1e-9) << "trial " << trial;
+    // Every sink's paths within its own SLO, and the choice differs from the one-SLO optimum
+    // where that one breaks a sink's.
+    std::vector<double> done(n, 0);
+    for (size_t s = 0; s < n; ++s) {
+      double start = 0;
+      for (auto p : after[s]) start = std::max(start, done[p]);
+      done[s] = start + r->stages[s].latency_ms;
+      EXPECT_LE(done[s], bound[s] + 1e-9) << "trial " << trial << ": stage " << s;
+    }
+    if (any_own) {
+      auto one = stages;
+      for (auto& s : one) s.slo_ms = 0;
+      if (auto free = solve_ipa(one, slo, w); free && free->objective > r->objective + 1e-9) ++held_back;
+    }
     for (size_t s = 0; s < n; ++s) {
       auto& d = own[s][r->stages[s].variant];
       EXPECT_GE(r->stages[s].replicas * 1000.0 * r->stages[s].batch / d.l(r->stages[s].batch), rate[s] - 1e-6)
@@ -305,7 +332,11 @@ TEST(ipa, equals_brute_force_on_random_small_pipelines) {
     }
     ++solved;
   }
-  EXPECT_GT(solved, 150) << "most random pipelines have a solution (" << infeasible << " had none)";
+  EXPECT_GT(solved, 300) << "most random pipelines have a solution (" << infeasible << " had none)";
+  std::printf(
+      "ipa on %d random pipelines: %d solved, %d with sinks' own SLOs, %d of them held below the one-SLO optimum\n",
+      400, solved, own_slos, held_back);
+  EXPECT_GT(held_back, 20) << "sinks' own SLOs change the choice";
 }
 
 }  // namespace

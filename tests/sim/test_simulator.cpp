@@ -193,6 +193,45 @@ TEST(simulator, the_scaler_meets_a_burst_with_the_clusters_own_policies) {
   EXPECT_GT(runs.at("biscale").scaling.vertical_changes, 0u);
 }
 
+// IPA under per-path SLOs: config/examples/ipa.yaml's filter also feeds an alarm (three variants
+// of its own) that must answer within 120 ms, the classifier within the pipeline's 400 ms. IPA
+// plans every path within its own SLO, so the alarm's plan fits its 120 ms as planned; planned
+// for one SLO, its choice only fit after `offsets_from_budgets` squeezed its budget, and requests
+// were dropped.
+TEST(simulator, ipa_plans_each_path_within_its_own_slo) {
+  auto y = read_text(std::string(SLOSERVE_EXAMPLES_DIR) + "/ipa.yaml");
+  auto twin = [&](const std::string& name, const std::string& as) {
+    auto at = y.find("  - {name: " + name + ",");
+    auto end = y.find("load_ms", at);
+    end = y.find("}", end) + 2;
+    auto text = y.substr(at, end - at);
+    text.replace(text.find(name), name.size(), as);
+    return text;
+  };
+  auto extra = twin("resnet18", "a18") + twin("resnet50", "a50") + twin("resnet152", "a152");
+  y.insert(y.find("pipelines:"), extra);
+  y.insert(y.find("runtime:"), "      - {name: alarm, variants: [a18, a50, a152], after: [filter], slo_ms: 120}\n");
+  auto cfg = parse(y);
+  options o;
+  o.pipelines = {"video"};
+  o.rate = 40;
+  o.duration_s = 60;
+  o.warmup_s = 10;
+  double worst = 0;
+  o.on_invocation = [&](uint64_t, size_t, const std::string& model, int64_t deadline_ns) {
+    if (model[0] == 'a' && model != "alarm") worst = std::max(worst, static_cast<double>(deadline_ns) / 1e6);
+  };
+  auto r = simulate(cfg, o);
+  ASSERT_TRUE(r) << r.error();
+  std::printf("ipa, per-path SLOs: attainment %.4f, dropped %llu, alarm deadlines up to %.1f ms, late %s\n",
+              r->summary.attainment, static_cast<unsigned long long>(r->summary.dropped), worst,
+              r->summary.late_paths.dump().c_str());
+  expect_one_reply_each(r->summary);
+  EXPECT_GE(r->summary.attainment, 0.99);
+  EXPECT_LE(worst, 120.0 + 1e-6);
+  EXPECT_LE(r->summary.late_paths.value("alarm", 0), r->summary.sent / 200);
+}
+
 // FA2's per-path SLOs: det feeds a classifier under the pipeline's 200 ms and an alarm that
 // must answer within 70 ms of the query's arrival. The plan and the stage deadlines keep the
 // alarm's path within its own SLO; without it, the alarm is given the slow path's slack.
