@@ -170,7 +170,8 @@ std::optional<size_t> fill_balancer::place(const std::vector<backend_load>& b, d
   // With a clock: only a backend free by the time its batch would fill at the stream's rate
   // takes the next batch (else the one free soonest).
   double stream = stream_rate(b);
-  auto ready = [&](size_t i) { return s.clock < 0 || s.free_at[i] <= s.clock + fill_s(b, s, i) - 1 / stream + 1e-9; };
+  double gap = std::max(s.frontends, 1u) / stream;  // between this owner's requests, as planned
+  auto ready = [&](size_t i) { return s.clock < 0 || s.free_at[i] <= s.clock + fill_s(b, s, i) - gap + 1e-9; };
   std::optional<size_t> next, soonest;
   for (size_t i = 0; i < b.size(); ++i) {
     if (!in_turn(i)) continue;
