@@ -1,8 +1,8 @@
 #include "actors/dummy_padding.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
+
+#include "scheduling/placement.hpp"
 
 namespace sloserve {
 
@@ -13,10 +13,8 @@ void dummy_padding::apply(const msg::routing_table& t) {
     for (auto& inst : mr.instances) {
       if (inst.dummy_rate <= 0) continue;
       source s;
-      s.d = {mr.model, inst.node, inst.device, std::numeric_limits<double>::infinity()};
-      for (auto& b : t.budgets)
-        if (b.model == mr.model) s.d.budget_ms = std::min(s.d.budget_ms, b.budget_ms);
-      if (!std::isfinite(s.d.budget_ms)) continue;  // no stage runs it
+      s.d = {mr.model, inst.node, inst.device, tightest_budget_ms(t.budgets, mr.model)};
+      if (!(s.d.budget_ms > 0)) continue;  // no stage runs it
       s.rate = inst.dummy_rate * share;
       auto old = std::find_if(sources_.begin(), sources_.end(), [&](const source& o) {
         return o.d.model == s.d.model && o.d.node == s.d.node && o.d.device == s.d.device;

@@ -68,8 +68,7 @@ void frontend_routes::apply(const msg::routing_table& t) {
       r.turn = old->second.turn, r.deadline_told = old->second.deadline_told;
   for (auto& [model, r] : fresh) {
     r.turn.frontends = std::max<uint32_t>(1, t.frontends);
-    for (auto& b : t.budgets)
-      if (b.model == model && (r.budget_ms == 0 || b.budget_ms < r.budget_ms)) r.budget_ms = b.budget_ms;
+    r.budget_ms = tightest_budget_ms(t.budgets, model);
   }
   routes_ = std::move(fresh);
   fragments_.assign(cfg_->pipelines.size(), {});
@@ -118,8 +117,7 @@ std::optional<frontend_routes::backend> frontend_routes::pick(const std::string&
 
 bool frontend_routes::in_turn(const std::string& model) const {
   auto it = routes_.find(model);
-  return it != routes_.end() &&
-         std::any_of(it->second.loads.begin(), it->second.loads.end(), [](auto& l) { return l.live && l.batch > 0; });
+  return it != routes_.end() && sched::takes_whole_batches(it->second.loads);
 }
 
 std::vector<frontend_routes::backend> frontend_routes::padding_due(const std::string& model, std::mt19937_64& rng) {

@@ -46,6 +46,14 @@ struct dispatch_state {
 // when `frontends` send to it; 0 (never busy) stays 0.
 uint32_t spill_threshold(uint32_t spill_at, uint32_t frontends);
 
+// Whether some live backend of a model's takes whole batches in turn (its dummies then go with
+// the batches: balancer::padding_due).
+inline bool takes_whole_batches(const std::vector<backend_load>& loads) {
+  for (auto& l : loads)
+    if (l.live && l.batch > 0) return true;
+  return false;
+}
+
 // Whether a new table's loads (`now`) take whole batches in turn as `before` did: the same
 // backends (`same(i, j)`: backend i of `now` is backend j of `before`), in order, at the same batches.
 template <class Same>

@@ -74,6 +74,8 @@ struct table_stages {
   std::optional<slo_split> split;  // none until every stage has a budget
 };
 table_stages stages_of(const cluster_config& cfg, const pipeline& p, const std::vector<msg::stage_budget>& budgets);
+// The tightest of a table's stage budgets (ms) that run `model`: a dummy's; 0 when none does.
+double tightest_budget_ms(const std::vector<msg::stage_budget>& budgets, const std::string& model);
 
 cluster_placement static_placement(const cluster_config& cfg, uint64_t epoch);
 msg::schedule static_schedule(const cluster_config& cfg, const node_spec& node, uint64_t epoch);

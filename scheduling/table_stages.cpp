@@ -6,6 +6,13 @@
 
 namespace sloserve {
 
+double tightest_budget_ms(const std::vector<msg::stage_budget>& budgets, const std::string& model) {
+  double least = 0;
+  for (auto& b : budgets)
+    if (b.model == model && b.budget_ms > 0 && (least == 0 || b.budget_ms < least)) least = b.budget_ms;
+  return least;
+}
+
 table_stages stages_of(const cluster_config& cfg, const pipeline& p, const std::vector<msg::stage_budget>& budgets) {
   table_stages out;
   for (auto& st : p.stages) out.models.push_back(st.model_index);

@@ -168,9 +168,6 @@ void engine::on_apply(ns now, uint32_t which) {
                          [&](size_t i, size_t j) { return routes[m].devices[i] == routes_[m].devices[j]; }))
       routes[m].turn = routes_[m].turn, routes[m].deadline_told = routes_[m].deadline_told;
   for (auto& r : routes) r.turn.frontends = std::max<uint32_t>(1, p.table.frontends);
-  for (auto& b : p.table.budgets)
-    if (auto m = model_id_.find(b.model); m != model_id_.end() && b.budget_ms > 0)
-      if (auto& r = routes[m->second]; r.budget == 0 || to_ns(b.budget_ms) < r.budget) r.budget = to_ns(b.budget_ms);
   routes_ = std::move(routes);
   route_pos_ = std::move(pos);
   // The table's padding: each padded instance's dummies, spaced evenly, under the tightest
@@ -180,9 +177,8 @@ void engine::on_apply(ns now, uint32_t which) {
   for (auto& r : p.table.routes) {
     auto m = model_id_.find(r.model);
     if (m == model_id_.end()) continue;
-    double budget = 0;
-    for (auto& b : p.table.budgets)
-      if (b.model == r.model && b.budget_ms > 0 && (budget == 0 || b.budget_ms < budget)) budget = b.budget_ms;
+    double budget = tightest_budget_ms(p.table.budgets, r.model);
+    routes_[m->second].budget = to_ns(budget);
     for (auto& inst : r.instances) {
       auto it = device_at_.find({inst.node, inst.device});
       if (it == device_at_.end() || !(inst.dummy_rate > 0) || !(budget > 0)) continue;

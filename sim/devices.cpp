@@ -27,7 +27,7 @@ void engine::on_dummy(ns now, uint32_t source, uint64_t generation) {
   post(now + to_ns(1000 / d.rate), kind::dummy, source, generation);
   // Where the model's instances take whole batches in turn, its dummies go with the batches.
   auto& r = routes_[d.model];
-  if (std::any_of(r.loads.begin(), r.loads.end(), [](auto& l) { return l.live && l.batch > 0; })) return;
+  if (sched::takes_whole_batches(r.loads)) return;
   send_dummy(now, d.model, d.device, d.budget, false);
 }
 
