@@ -22,7 +22,11 @@ cd "$(dirname "$0")/.."
 DEB_PACKAGES="libcaf-dev libcaf-core0.17 libcaf-io0.17 libzmq3-dev libzmq5 libsodium23 libpgm-5.3-0 libnorm1
   cppzmq-dev capnproto libcapnp-dev libcapnp-0.9.2 libyaml-cpp-dev libyaml-cpp0.7 libspdlog-dev libspdlog1.10
   libfmt-dev libfmt9 libgtest-dev libcli11-dev nlohmann-json3-dev libbsd0 libmd0 libgssapi-krb5-2 libkrb5-3
-  libk5crypto3 libkrb5support0 libkeyutils1 libcom-err2"
+  libk5crypto3 libkrb5support0 libkeyutils1 libcom-err2
+  libcpp-httplib-dev libcpp-httplib0.11 libboost1.74-dev libssl-dev libssl3 libbrotli-dev libbrotli1
+  libgrpc++-dev libgrpc++1.51 libgrpc-dev libgrpc29 libprotobuf-dev libprotobuf-lite32 libprotobuf32 libprotoc32
+  protobuf-compiler protobuf-compiler-grpc libabsl-dev libabsl20220623 libre2-9 libre2-dev libc-ares-dev libc-ares2
+  zlib1g-dev libturbojpeg0-dev libturbojpeg0 pkgconf pkgconf-bin libpkgconf3"
 
 if [[ "${1:-}" == "--fetch-deps" ]]; then
   mkdir -p "$2"
@@ -59,6 +63,9 @@ if [[ -n "$DEPS_DIR" ]]; then
   LIBS="$D/usr/lib/x86_64-linux-gnu:$D/lib/x86_64-linux-gnu"
   export LD_LIBRARY_PATH="$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export PATH="$D/usr/bin:$PATH"
+  # gRPC and protobuf are found by pkg-config: their .pc files, under the prefix.
+  export PKG_CONFIG_PATH="$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig"
+  export PKG_CONFIG_SYSROOT_DIR="$D"
   CMAKE_ARGS+=(-DCMAKE_PREFIX_PATH="$D/usr" -DCMAKE_LIBRARY_PATH="$D/usr/lib/x86_64-linux-gnu"
                -DCMAKE_CXX_FLAGS="-isystem $D/usr/include -include cstdint" -DCMAKE_BUILD_RPATH="$D/usr/lib/x86_64-linux-gnu"
                -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$D/usr/lib/x86_64-linux-gnu:$D/lib/x86_64-linux-gnu")
