@@ -88,11 +88,8 @@ std::vector<double> ipa_stage_budgets(const pipeline& p, const std::vector<sched
   std::vector<double> stretch(p.stages.size(), std::numeric_limits<double>::infinity());
   for (auto it = p.topo.rbegin(); it != p.topo.rend(); ++it) {
     auto v = *it;
-    bool leaf = true;
-    for (size_t c = 0; c < p.stages.size(); ++c)
-      if (std::find(p.stages[c].parents.begin(), p.stages[c].parents.end(), v) != p.stages[c].parents.end())
-        leaf = false, stretch[v] = std::min(stretch[v], stretch[c]);
-    if (leaf) stretch[v] = finish[v] > 0 ? path_slo_ms(p, v) / finish[v] : 1;
+    for (auto c : p.stages[v].children) stretch[v] = std::min(stretch[v], stretch[c]);
+    if (p.stages[v].children.empty()) stretch[v] = finish[v] > 0 ? path_slo_ms(p, v) / finish[v] : 1;
   }
   std::vector<double> out;
   for (size_t v = 0; v < choices.size(); ++v) out.push_back(choices[v].latency_ms * std::max(1.0, stretch[v]));
