@@ -244,19 +244,19 @@ bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, uint32_t i
   }
   f.checked = p.stages[stage].parents.empty();
   f.inputs = std::move(inputs);
-  // A cascade under `skew` while no skew pays: its oracle (the second model) answers alone, by
-  // the stage's deadline, and tells WEG the class.
+  // A cascade's second model answers alone, by the stage's deadline: under `skew` while no skew
+  // pays (the oracle, which tells WEG the class), or where the table runs it alone (IPA's choice).
   auto& c = p.stages[stage].cascade;
-  bool oracle_alone = c && c->skew && !weg_of(st, q.pipeline, stage).cascades();
-  if (oracle_alone) {
-    f.model = st.cfg->models[c->second_index].name;
+  if (c && c->skew && !weg_of(st, q.pipeline, stage).cascades()) f.model = st.cfg->models[c->second_index].name;
+  bool alone = c && f.model == st.cfg->models[c->second_index].name;
+  if (alone) {
     f.deadline = q.arrival + nanoseconds(stage_finish_ns(p, split, stage, span.count()));
     f.fallback = true;
-    f.skew = in_flight::skew_role::oracle_alone;
+    if (c->skew) f.skew = in_flight::skew_role::oracle_alone;
   }
   if (!launch(self, qid, q, std::move(f), {})) return false;
   ++st.load[q.pipeline].stage_invocations[stage];
-  if (oracle_alone) ++st.load[q.pipeline].fallthroughs[stage];
+  if (alone) ++st.load[q.pipeline].fallthroughs[stage];
   return true;
 }
 

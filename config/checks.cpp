@@ -11,7 +11,8 @@
 namespace sloserve::config_detail {
 
 // The scaler sizes each stage's models on its own: a model may serve one stage of one pipeline,
-// and must say how it scales with cores (l(b, c)) or at least how long a batch takes.
+// and must say how it scales with cores (l(b, c)) or at least how long a batch takes. Only IPA
+// sizes a cascade (its two models, or its second alone).
 void parse_scaler_checks(reader& r, const YAML::Node& root, const cluster_config& cfg) {
   auto& o = cfg.scaler;
   if (!o.enabled()) return;
@@ -19,10 +20,11 @@ void parse_scaler_checks(reader& r, const YAML::Node& root, const cluster_config
   std::map<size_t, std::string> used;
   for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi)
     for (auto& s : cfg.pipelines[pi].stages) {
-      if (s.cascade)
+      if (s.cascade && o.policy != scaler_policy::ipa)
         r.error(at, "scaler policy " + std::string(knob_name(o.policy)) + " does not size cascades: stage '" +
-                        cfg.pipelines[pi].name + "." + s.name + "' runs one (the scheduler's epochs plan them)");
-      for (auto m : s.variant_indices) {
+                        cfg.pipelines[pi].name + "." + s.name +
+                        "' runs one (the scheduler's epochs plan them, and the ipa policy chooses them)");
+      for (auto m : stage_models(s)) {
         auto [it, fresh] = used.emplace(m, cfg.pipelines[pi].name + "." + s.name);
         if (!fresh)
           r.error(at, "scaler policy " + std::string(knob_name(o.policy)) +

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "control/scaler_core.hpp"
+#include "pipelines/query_walk.hpp"
 #include "scheduling/ipa.hpp"
 
 namespace sloserve {
@@ -57,20 +58,33 @@ std::vector<std::string> apply_base_allocation(std::vector<model_spec>& models, 
   return changed;
 }
 
+namespace {
+
+// One model as IPA times it: with `cores:`, l(b) at the replica's cores; else the profile as
+// written (a table is interpolated between its batches, not read as a line through l(1) and l(2)).
+sched::ipa_model ipa_model_of(const model_spec& spec) {
+  sched::ipa_model v{&spec, spec.accuracy.value_or(100), spec.base_cores};
+  if (spec.cores) v.latency_ms = [l = *spec.cores, r = replica_cores(spec)](int b) { return l.at(b, r); };
+  return v;
+}
+
+}  // namespace
+
 std::vector<sched::ipa_stage> ipa_problem(const std::vector<model_spec>& models, const pipeline& p,
-                                          const std::vector<double>& rates) {
+                                          const std::vector<double>& rates, const std::vector<double>& fallthrough) {
   std::vector<sched::ipa_stage> in(p.stages.size());
   for (size_t k = 0; k < p.stages.size(); ++k) {
     in[k].after = p.stages[k].parents;
     in[k].rate = rates[k];
     in[k].slo_ms = p.stages[k].slo_ms.value_or(0);
-    for (auto m : p.stages[k].variant_indices) {
-      auto& spec = models[m];
-      sched::ipa_variant v{&spec, spec.accuracy.value_or(100), spec.base_cores};
-      // With `cores:`, l(b) at the replica's cores; else the profile as written (a table is
-      // interpolated between its batches, not read as a line through l(1) and l(2)).
-      if (spec.cores) v.latency_ms = [l = *spec.cores, r = replica_cores(spec)](int b) { return l.at(b, r); };
-      in[k].variants.push_back(std::move(v));
+    for (auto m : p.stages[k].variant_indices) in[k].variants.push_back({ipa_model_of(models[m])});
+    // A cascade: its first model, then its second on what falls through; or the second alone.
+    if (auto& c = p.stages[k].cascade) {
+      auto& second = models[c->second_index];
+      double f = k < fallthrough.size() && fallthrough[k] >= 0 ? std::min(1.0, fallthrough[k])
+                                                               : declared_fallthrough(models[p.stages[k].model_index]);
+      in[k].variants.front().then = sched::ipa_cascade{ipa_model_of(second), f};
+      in[k].variants.push_back({ipa_model_of(second)});
     }
   }
   return in;
@@ -94,6 +108,11 @@ std::vector<double> ipa_stage_budgets(const pipeline& p, const std::vector<sched
   std::vector<double> out;
   for (size_t v = 0; v < choices.size(); ++v) out.push_back(choices[v].latency_ms * std::max(1.0, stretch[v]));
   return out;
+}
+
+double ipa_first_share(const sched::ipa_choice& c, double budget_ms) {
+  if (!(budget_ms > 0)) return 0;
+  return std::min(1.0, (c.first_ms + std::max(0.0, budget_ms - c.latency_ms) / 2) / budget_ms);
 }
 
 }  // namespace sloserve

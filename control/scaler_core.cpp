@@ -33,8 +33,8 @@ template <class F>
 void scaler_core::route_budgets(F budget) {
   std::vector<msg::stage_budget> budgets;
   for (auto& s : stages_)
-    budgets.push_back(
-        {cfg_.pipelines[s.pipeline].name, cfg_.pipelines[s.pipeline].stages[s.stage].name, budget(s), s.model->name});
+    budgets.push_back({cfg_.pipelines[s.pipeline].name, cfg_.pipelines[s.pipeline].stages[s.stage].name, budget(s),
+                       s.model->name, s.cascading ? s.first_share : 0});
   prov_->set_budgets(std::move(budgets));
 }
 
@@ -73,55 +73,74 @@ bool scaler_core::is_variant_of(const stage_info& s, const std::string& model) c
   return std::any_of(s.variants.begin(), s.variants.end(), [&](const model_spec* m) { return m->name == model; });
 }
 
-// Brings the instances of a stage's model to `shape`: the newest go first, instance 0 is the
-// oldest. Make before break: while an instance of the stage is starting (its model loading),
-// instance 0 gives up no cores, and instances of the variant the stage ran before stop only once
-// every instance of the one it runs now serves.
-void scaler_core::reconcile(stage_info& s) {
-  auto& name = s.model->name;
-  std::vector<placed_instance> mine, before;
+// Brings the instances of `model` to `shape`: the newest go first, instance 0 is the oldest.
+// Make before break: while an instance of it is starting (its model loading), instance 0 gives
+// up no cores.
+bool scaler_core::bring_to(const model_spec& model, const sched::stage_shape& shape, bool& told) {
+  auto& name = model.name;
+  std::vector<placed_instance> mine;
   for (auto& i : prov_->instances())
-    if (i.model == name)
-      mine.push_back(i);
-    else if (is_variant_of(s, i.model))
-      before.push_back(i);
-  while (static_cast<int>(mine.size()) > s.shape.instances) {
+    if (i.model == name) mine.push_back(i);
+  while (static_cast<int>(mine.size()) > shape.instances) {
     prov_->stop(mine.back().id);
     mine.pop_back();
     ++stats_.horizontal_changes;
   }
-  bool starting = static_cast<int>(mine.size()) < s.shape.instances ||
+  bool starting = static_cast<int>(mine.size()) < shape.instances ||
                   std::any_of(mine.begin(), mine.end(), [&](auto& i) { return !serving_.count(i.id); });
-  auto in_place = static_cast<size_t>(std::max(1, s.shape.in_place()));
+  auto in_place = static_cast<size_t>(std::max(1, shape.in_place()));
   for (size_t k = 0; k < mine.size(); ++k) {
-    int cores = k < in_place ? s.shape.cores : s.shape.horizontal_cores;
-    int batch = k < in_place ? s.shape.batch : s.shape.horizontal_batch;
+    int cores = k < in_place ? shape.cores : shape.horizontal_cores;
+    int batch = k < in_place ? shape.batch : shape.horizontal_batch;
     // Cores given back only once every instance serves (biscale: instances grown in place
     // shrink once the one-core instances that replace them are up).
     if (starting && cores < mine[k].cores) cores = mine[k].cores, batch = mine[k].batch;
     if (mine[k].cores == cores && mine[k].batch == batch) continue;
     if (prov_->resize(mine[k].id, cores, batch) != mine[k].cores) ++stats_.vertical_changes;
   }
-  while (static_cast<int>(mine.size()) < s.shape.instances) {
+  while (static_cast<int>(mine.size()) < shape.instances) {
     bool grown = mine.size() < in_place;
-    auto id = prov_->start(name, grown ? s.shape.cores : s.shape.horizontal_cores,
-                           grown ? s.shape.batch : s.shape.horizontal_batch);
+    auto id =
+        prov_->start(name, grown ? shape.cores : shape.horizontal_cores, grown ? shape.batch : shape.horizontal_batch);
     if (!id) {
-      if (!std::exchange(s.told_no_room, true))
+      if (!std::exchange(told, true))
         spdlog::warn(
             "{}: scaler: no room for another instance of '{}' (free device slots, node cores or scaler "
             "limits)",
             name_, name);
-      return;
+      return false;
     }
     mine.push_back({*id, name, {}, 0, 0, 0});
     ++stats_.horizontal_changes;
   }
-  s.told_no_room = false;
-  if (before.empty() || std::any_of(mine.begin(), mine.end(), [&](auto& i) { return !serving_.count(i.id); })) return;
+  told = false;
+  return std::all_of(mine.begin(), mine.end(), [&](auto& i) { return serving_.count(i.id); });
+}
+
+// Brings a stage's models to their shapes (a cascade's second too, while the stage cascades).
+// Instances of the models it ran before (another variant, or the cascade's first once its second
+// runs alone) stop only once every instance of what it runs now serves.
+void scaler_core::reconcile(stage_info& s) {
+  bool serves = bring_to(*s.model, s.shape, s.told_no_room);
+  bool second = s.second && s.cascading;
+  if (second) {
+    // The second, which ran alone before, keeps its replicas until the first serves.
+    auto shape = s.second_shape;
+    if (!serves) {
+      auto all = prov_->instances();
+      auto running = std::count_if(all.begin(), all.end(), [&](auto& i) { return i.model == s.second->name; });
+      shape.instances = std::max(shape.instances, static_cast<int>(running));
+    }
+    serves = bring_to(*s.second, shape, s.told_no_room_second) && serves;
+  }
+  std::vector<placed_instance> before;
+  for (auto& i : prov_->instances())
+    if (is_variant_of(s, i.model) && i.model != s.model->name && !(second && i.model == s.second->name))
+      before.push_back(i);
+  if (before.empty() || !serves) return;
   for (auto& i : before) prov_->stop(i.id), ++stats_.horizontal_changes;
   spdlog::info("{}: scaler {}: '{}' serves; {} instance(s) of the variant before it stopped", name_, cfg_.scaler.policy,
-               name, before.size());
+               s.model->name, before.size());
 }
 
 // Instances the controller has acknowledged serve from then on (a resize keeps them serving).
@@ -149,9 +168,14 @@ void scaler_core::observe(stage_info& s, const cluster_load& load, const std::ve
   sched::scale_stage in;
   in.l = s.l;
   in.max_batch = s.model->batch_limit();
-  double rate = 0, budget_w = 0, budget_sum = 0;
+  double rate = 0, budget_w = 0, budget_sum = 0, fell = 0;
   for (auto& x : load.sessions) {
     if (!is_variant_of(s, x.model)) continue;  // a stage's traffic, whichever variant serves it
+    // A cascade's second, while the stage cascades, serves what falls through: not more traffic.
+    if (s.second && s.cascading && x.model == s.second->name) {
+      fell += x.last_rate;
+      continue;
+    }
     rate += x.last_rate;
     budget_sum += x.budget_ms * x.last_rate;
     budget_w += x.last_rate;
@@ -159,6 +183,11 @@ void scaler_core::observe(stage_info& s, const cluster_load& load, const std::ve
       s.arrivals.insert(s.arrivals.end(), x.arrival_budgets_ms.begin(), x.arrival_budgets_ms.end());
   }
   while (s.arrivals.size() > stage_info::arrivals_kept) s.arrivals.pop_front();
+  // The fraction that falls through, smoothed over reports once the stage sees a request a second.
+  if (s.second && s.cascading && rate >= 1) {
+    double f = std::clamp(fell / rate, 0.0, 1.0);
+    s.fallthrough = s.fallthrough < 0 ? f : 0.8 * s.fallthrough + 0.2 * f;
+  }
   in.arrival_budgets_ms.assign(s.arrivals.begin(), s.arrivals.end());
   // Instance 0's queue, for Sponge's EDF check.
   for (auto& i : instances)
@@ -305,7 +334,12 @@ scaler_core::scaler_core(const cluster_config& cfg, std::unique_ptr<provisioner>
       s.pipeline = pi;
       s.stage = k;
       s.model = &models_[p.stages[k].model_index];
-      for (auto m : p.stages[k].variant_indices) s.variants.push_back(&models_[m]);
+      for (auto m : stage_models(p.stages[k])) s.variants.push_back(&models_[m]);
+      if (auto& c = p.stages[k].cascade) {
+        s.second = &models_[c->second_index];
+        s.cascading = true;
+        s.second_shape.instances = 1;
+      }
       s.l = latency_of(*s.model);
       s.split_budget_ms = split.budget_ms[k];
       // The plan holds for the horizontal period; IPA's forecasts the next 20 s (its thesis). The
@@ -329,17 +363,20 @@ void scaler_core::ipa_shapes() {
     // No traffic yet: planned for one request a second, so that every stage has a replica.
     std::vector<double> rates;
     for (auto* s : by_stage) rates.push_back(std::max({s->last.predicted, s->last.rate, 1.0}));
-    auto in = ipa_problem(models_, p, rates);
+    std::vector<double> fallthrough;
+    for (auto* s : by_stage) fallthrough.push_back(s->fallthrough);
+    auto in = ipa_problem(models_, p, rates, fallthrough);
     auto solved = sched::solve_ipa(in, p.slo_ms, {w.alpha, w.beta, w.delta});
     std::vector<sched::ipa_choice> choices;
     if (solved) {
       choices = solved->stages;
     } else {
-      // The fastest variant of each stage at batch 1.
+      // The fastest variant of each stage at batch 1 (a cascade takes both of its models).
+      auto slowest_path = [](const sched::ipa_variant& v) { return v.at(1) + (v.then ? v.then->at(1) : 0); };
       for (size_t k = 0; k < p.stages.size(); ++k) {
         size_t fastest = 0;
         for (size_t v = 1; v < in[k].variants.size(); ++v)
-          if (in[k].variants[v].at(1) < in[k].variants[fastest].at(1)) fastest = v;
+          if (slowest_path(in[k].variants[v]) < slowest_path(in[k].variants[fastest])) fastest = v;
         choices.push_back({fastest, 1, 1, 0});
       }
       auto fallback = sched::evaluate_ipa(in, choices, {w.alpha, w.beta, w.delta});
@@ -353,11 +390,21 @@ void scaler_core::ipa_shapes() {
       auto& c = choices[k];
       auto& v = in[k].variants[c.variant];
       int r = replica_cores(*v.model);
-      if (s.model != v.model)
-        spdlog::info("{}: scaler ipa: {}.{}: {} -> {} (accuracy {:.2f}% -> {:.2f}%) at {:.1f} requests/s", name_,
-                     p.name, p.stages[k].name, s.model->name, v.model->name, s.model->accuracy.value_or(100),
-                     v.accuracy, in[k].rate);
+      auto runs = [](const model_spec* m, bool cascade, const model_spec* second) {
+        return cascade ? m->name + " then " + second->name : m->name;
+      };
+      if (s.model != v.model || s.cascading != v.then.has_value())
+        spdlog::info("{}: scaler ipa: {}.{}: {} -> {} at {:.1f} requests/s", name_, p.name, p.stages[k].name,
+                     runs(s.model, s.cascading, s.second), runs(v.model, v.then.has_value(), s.second), in[k].rate);
       s.model = v.model;
+      s.cascading = v.then.has_value();
+      if (v.then) {
+        s.second_shape = {};
+        s.second_shape.instances = s.second_shape.base_instances = c.replicas2;
+        s.second_shape.cores = s.second_shape.horizontal_cores = replica_cores(*v.then->model);
+        s.second_shape.batch = s.second_shape.horizontal_batch = c.batch2;
+        s.first_share = ipa_first_share(c, budgets[k]);
+      }
       s.l = latency_of(*s.model);
       s.shape = {};
       s.shape.instances = c.replicas;

@@ -81,8 +81,17 @@ class scaler_core {
  private:
   struct stage_info {
     size_t pipeline = 0, stage = 0;
-    const model_spec* model = nullptr;        // the variant it runs now
-    std::vector<const model_spec*> variants;  // every model it may run
+    const model_spec* model = nullptr;        // the variant it runs now (a cascade's first or second)
+    std::vector<const model_spec*> variants;  // every model it may run (a cascade's second too)
+    // A cascade stage (IPA only): its second model; `cascading` while the stage runs the cascade
+    // (model is its first, and second_shape sizes the second for what falls through), else the
+    // second runs alone as `model`. The fraction that falls through, as measured (< 0: none yet),
+    // and the share of the stage's budget planned for the first model.
+    const model_spec* second = nullptr;
+    bool cascading = false;
+    sched::stage_shape second_shape;
+    double fallthrough = -1;
+    double first_share = 0;
     core_latency l;
     double split_budget_ms = 0;  // the stage's share of the SLO: the budget when nothing was measured
     std::unique_ptr<sched::rate_predictor> predictor;
@@ -95,8 +104,9 @@ class scaler_core {
     std::deque<double> arrivals;
     static constexpr size_t arrivals_kept = 512;
     sched::stage_shape shape;
-    sched::scale_stage last;    // what the policy saw last
-    bool told_no_room = false;  // warned that its next instance found no place
+    sched::scale_stage last;           // what the policy saw last
+    bool told_no_room = false;         // warned that its next instance found no place
+    bool told_no_room_second = false;  // so for a cascade's second
   };
 
   template <class F>
@@ -112,6 +122,10 @@ class scaler_core {
   bool is_variant_of(const stage_info& s, const std::string& model) const;
   void split_budgets();
   void reconcile(stage_info& s);
+  // Brings the instances of `model` (one that stage `s` runs) to `shape`; false while one is
+  // missing or not yet serving.
+  // `told`: whether the log has said that its next instance finds no place.
+  bool bring_to(const model_spec& model, const sched::stage_shape& shape, bool& told);
   void mark_serving();
   void apply();
 
@@ -149,10 +163,18 @@ int replica_cores(const model_spec& m);
 // gets `max_cores`. Returns, per model changed, "name: R".
 std::vector<std::string> apply_base_allocation(std::vector<model_spec>& models, const std::vector<pipeline>& pipelines,
                                                double threshold_rps, int max_cores);
+// A cascade stage has two options: the cascade (its first model, then its second on the
+// fraction `fallthrough[stage]` of requests; missing or < 0: declared_fallthrough) and its second
+// model alone.
 std::vector<sched::ipa_stage> ipa_problem(const std::vector<model_spec>& models, const pipeline& p,
-                                          const std::vector<double>& rates);
+                                          const std::vector<double>& rates,
+                                          const std::vector<double>& fallthrough = {});
 // Stage budgets for IPA's choices: their latencies stretched so that the longest path takes the
 // whole SLO (every path stays within it).
 std::vector<double> ipa_stage_budgets(const pipeline& p, const std::vector<sched::ipa_choice>& choices);
+// A cascade stage's budget `budget_ms` split for choice `c`: the first model's share, its planned
+// part (l1(b) + (b - 1)/lambda) and half the stage's slack (the budget beyond the planned latency),
+// so that a burst queued at the first model has room as the second's does; 0 when no budget.
+double ipa_first_share(const sched::ipa_choice& c, double budget_ms);
 
 }  // namespace sloserve

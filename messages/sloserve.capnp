@@ -235,6 +235,10 @@ struct StageBudget {
   stage @1 :Text;
   budgetMs @2 :Float64;
   model @3 :Text;  # the model (variant) the stage runs now; empty: the one the file names
+  # A cascade stage that runs its cascade: the share of the budget its first model gets (the
+  # rest is the second's); 0: by the models' l(1). A stage whose model is the cascade's second
+  # runs that alone.
+  firstShare @4 :Float64;
   #! eq
 }
 

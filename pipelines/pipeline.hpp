@@ -113,6 +113,9 @@ size_t depth(const pipeline& p);
 struct slo_split {
   std::vector<double> budget_ms;
   std::vector<double> finish_offset_ms;
+  // Per cascade stage, the share of its budget its first model gets, as planned (IPA's); empty or
+  // 0: l1(1) / (l1(1) + l2(1)) (cascade_first_share).
+  std::vector<double> first_share{};
 };
 
 // Offsets for given budgets; every path sums to at most the SLO when the budgets are valid.

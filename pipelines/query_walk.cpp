@@ -64,6 +64,10 @@ double cascade_first_share(const model_spec& first, const model_spec& second) {
   return a + b > 0 ? a / (a + b) : 0.5;
 }
 
+double declared_fallthrough(const model_spec& first) {
+  return first.pass_rate ? 1 - *first.pass_rate : 0.5;
+}
+
 int64_t stage_finish_ns(const pipeline& p, const slo_split& split, size_t stage, int64_t span_ns) {
   auto at = static_cast<int64_t>(static_cast<double>(span_ns) * split.finish_offset_ms[stage] / p.slo_ms);
   return std::min(span_ns, at);
@@ -84,7 +88,9 @@ int64_t first_model_finish_ns(const pipeline& p, const std::vector<model_spec>& 
   auto at = stage_finish_ns(p, split, stage, span_ns);
   auto& c = p.stages[stage].cascade;
   if (!c) return at;
-  double share = cascade_first_share(models[p.stages[stage].model_index], models[c->second_index]);
+  double share = stage < split.first_share.size() && split.first_share[stage] > 0
+                     ? split.first_share[stage]
+                     : cascade_first_share(models[p.stages[stage].model_index], models[c->second_index]);
   double first_ms = split.finish_offset_ms[stage] - split.budget_ms[stage] * (1 - share);
   return std::min(at, static_cast<int64_t>(static_cast<double>(span_ns) * first_ms / p.slo_ms));
 }

@@ -69,6 +69,9 @@ double least_top_probability(const tensor& t);
 int top_class(const std::vector<tensor>& outputs);
 // The share of a cascade stage's budget its first model gets: l1(1) / (l1(1) + l2(1)).
 double cascade_first_share(const model_spec& first, const model_spec& second);
+// The fraction of a cascade's requests its first model is expected to leave to the second before
+// any is measured: 1 - pass_rate where the model declares one, else half.
+double declared_fallthrough(const model_spec& first);
 
 // Milliseconds as whole nanoseconds, rounded: how a query's budget becomes its deadline.
 inline int64_t ns_of_ms(double ms) {
@@ -88,7 +91,8 @@ int64_t path_deadline_ns(const pipeline& p, size_t leaf, int64_t span_ns);
 // own that it missed (the frontend and the simulator judge alike).
 bool path_late(const pipeline& p, size_t stage, int64_t elapsed_ns, int64_t span_ns);
 // By when the stage's first invocation finishes: a cascade's first model by its share of the
-// stage's budget (cascade_first_share), so that the second may follow; else stage_finish_ns.
+// stage's budget (the split's first_share, else cascade_first_share), so that the second may
+// follow; else stage_finish_ns.
 int64_t first_model_finish_ns(const pipeline& p, const std::vector<model_spec>& models, const slo_split& split,
                               size_t stage, int64_t span_ns);
 

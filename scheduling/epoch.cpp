@@ -34,7 +34,7 @@ std::optional<cascade_plan> cascade_of(const epoch_input& in, size_t pi, size_t 
   if (pi < in.fallthroughs.size() && s < in.fallthroughs[pi].size())
     c.fallthrough = in.fallthroughs[pi][s];
   else
-    c.fallthrough = models[st.model_index].pass_rate ? 1 - *models[st.model_index].pass_rate : 0.5;
+    c.fallthrough = declared_fallthrough(models[st.model_index]);
   return c;
 }
 

@@ -17,31 +17,51 @@ struct option {
   double cores = 0;     // n * R
 };
 
-int replicas_for(const ipa_variant& v, int b, double rate) {
+int replicas_for(const ipa_model& v, int b, double rate) {
   double per_s = 1000.0 * b / v.at(b);
   return std::max(1, static_cast<int>(std::ceil(rate / per_s - 1e-9)));
 }
 
-option make_option(const ipa_stage& s, size_t variant, int b, const ipa_weights& w) {
+// A cascade's second model at batch b2 sees the rate lambda·f: its batch fills in
+// (b2 - 1)/(lambda·f); with nothing falling through only batch 1 is planned (no wait).
+option make_option(const ipa_stage& s, size_t variant, int b, int b2, const ipa_weights& w) {
   auto& v = s.variants[variant];
   option o;
   o.choice.variant = variant;
   o.choice.batch = b;
   o.choice.replicas = replicas_for(v, b, s.rate);
-  o.choice.latency_ms = v.at(b) + 1000.0 * (b - 1) / s.rate;
+  o.choice.latency_ms = o.choice.first_ms = v.at(b) + 1000.0 * (b - 1) / s.rate;
   o.accuracy = v.accuracy / 100.0;
   o.cores = o.choice.replicas * v.base_cores;
-  o.cost = w.beta * o.cores + w.delta * b;
+  if (v.then) {
+    auto& c = *v.then;
+    b2 = std::max(1, b2);
+    double rate2 = s.rate * c.fallthrough;
+    o.choice.batch2 = b2;
+    o.choice.replicas2 = replicas_for(c, b2, rate2);
+    o.choice.latency_ms += c.at(b2) + (rate2 > 0 ? 1000.0 * (b2 - 1) / rate2 : 0);
+    o.accuracy = (1 - c.fallthrough) * o.accuracy + c.fallthrough * c.accuracy / 100.0;
+    o.cores += o.choice.replicas2 * c.base_cores;
+  }
+  o.cost = w.beta * o.cores + w.delta * (b + o.choice.batch2);
   return o;
+}
+
+std::vector<int> batches_of(const ipa_model& m) {
+  return m.model->profile.plannable_batches(m.model->max_batch);
 }
 
 // The options of a stage no other option beats in accuracy, cost and latency at once, most
 // accurate first (so that the search meets good choices early).
 std::vector<option> options_of(const ipa_stage& s, const ipa_weights& w) {
   std::vector<option> all;
-  for (size_t v = 0; v < s.variants.size(); ++v)
-    for (int b : s.variants[v].model->profile.plannable_batches(s.variants[v].model->max_batch))
-      all.push_back(make_option(s, v, b, w));
+  for (size_t v = 0; v < s.variants.size(); ++v) {
+    auto& x = s.variants[v];
+    std::vector<int> second{0};
+    if (x.then) second = x.then->fallthrough > 0 ? batches_of(*x.then) : std::vector<int>{1};
+    for (int b : batches_of(x))
+      for (int b2 : second) all.push_back(make_option(s, v, b, b2, w));
+  }
   std::vector<option> kept;
   for (size_t i = 0; i < all.size(); ++i) {
     bool beaten = false;
@@ -110,7 +130,7 @@ ipa_solution evaluate_ipa(const std::vector<ipa_stage>& stages, const std::vecto
   std::vector<double> finish(stages.size(), 0);
   double cost = 0;
   for (size_t s = 0; s < stages.size(); ++s) {
-    auto o = make_option(stages[s], choices[s].variant, choices[s].batch, w);
+    auto o = make_option(stages[s], choices[s].variant, choices[s].batch, choices[s].batch2, w);
     double start = 0;
     for (auto p : stages[s].after) start = std::max(start, finish[p]);
     finish[s] = start + o.choice.latency_ms;
@@ -135,9 +155,13 @@ expected<ipa_solution> solve_ipa(const std::vector<ipa_stage>& stages, double sl
     if (st.slo_ms < 0) return fail(where + ": its own SLO cannot be negative");
     for (auto p : st.after)
       if (p >= s) return fail(where + " follows a stage that is not before it");
-    for (auto& v : st.variants)
-      if (!v.model || v.accuracy < 0 || v.accuracy > 100 || !(v.base_cores > 0))
+    auto bad = [](const ipa_model& v) { return !v.model || v.accuracy < 0 || v.accuracy > 100 || !(v.base_cores > 0); };
+    for (auto& v : st.variants) {
+      if (bad(v) || (v.then && bad(*v.then)))
         return fail(where + ": a variant needs a model, an accuracy in 0-100 and base cores above 0");
+      if (v.then && !(v.then->fallthrough >= 0 && v.then->fallthrough <= 1))
+        return fail(where + ": a cascade's fall-through must be a fraction in 0-1");
+    }
   }
   search x{stages, slo_ms, w.alpha, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   size_t n = stages.size();

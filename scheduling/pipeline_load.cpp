@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "pipelines/query_walk.hpp"
 #include "scheduling/epoch.hpp"
 #include "scheduling/query_analyzer.hpp"
 
@@ -175,7 +176,7 @@ std::vector<double> measured_fallthrough(const pipeline& p, const std::vector<mo
   for (size_t s = 0; s < p.stages.size(); ++s) {
     if (!p.stages[s].cascade) continue;
     auto& first = models[p.stages[s].model_index];
-    out[s] = first.pass_rate ? 1 - *first.pass_rate : 0.5;
+    out[s] = declared_fallthrough(first);
     // Measured once the stage saw about a request a second.
     if (s < r.stage.size() && s < r.fallthrough.size() && r.stage[s] >= 1)
       out[s] = std::clamp(r.fallthrough[s] / r.stage[s], 0.0, 1.0);

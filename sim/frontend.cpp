@@ -78,8 +78,14 @@ bool engine::spawn(ns now, uint32_t q, uint32_t stage) {
     qq.stages_ran |= uint64_t{1} << stage;
     qq.accuracy *= accuracy_[f.model];
   }
-  // A cascade's first model finishes by its share of the stage's budget, as at the frontend.
-  f.deadline = qq.arrival + first_model_finish_ns(p, cfg_.models, split, stage, qq.deadline - qq.arrival);
+  // A cascade's first model finishes by its share of the stage's budget, as at the frontend; its
+  // second, where the table runs it alone, by the stage's deadline.
+  auto& c = p.stages[stage].cascade;
+  f.fallback = c && f.model == c->second_index;
+  f.deadline =
+      qq.arrival + (f.fallback ? stage_finish_ns(p, split, stage, qq.deadline - qq.arrival)
+                               : first_model_finish_ns(p, cfg_.models, split, stage, qq.deadline - qq.arrival));
+  if (f.fallback) ++window_fallthroughs_[qq.pipeline][stage];
   if (o_.on_invocation) o_.on_invocation(qq.qid, qq.pipeline, cfg_.models[f.model].name, f.deadline - qq.arrival);
   f.live = true;
   ++qq.pending;

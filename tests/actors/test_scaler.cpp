@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 
 #include "actors/roles.hpp"
@@ -45,6 +46,13 @@ double capacity(const deployment& d) {
   double sum = 0;
   for (auto& i : d.instances) sum += l.throughput(static_cast<int>(i.batch), static_cast<int>(i.cores));
   return sum;
+}
+
+// Instances per model in a deployment.
+std::map<std::string, int> models_of(const deployment& d) {
+  std::map<std::string, int> n;
+  for (auto& i : d.instances) ++n[i.model];
+  return n;
 }
 
 controller_actor recording_controller(caf::actor_system& sys, std::shared_ptr<std::vector<deployment>> out) {
@@ -347,11 +355,6 @@ scheduler: {policy: ipa, ipa: {alpha: 1, beta: 0.01, delta: 0.0001, interval_s: 
 scaler: {vertical_s: 1, predictor: recent_max}
 )");
   ASSERT_EQ(cfg_->scaler.policy, scaler_policy::ipa);
-  auto models_of = [](const deployment& d) {
-    std::map<std::string, int> n;
-    for (auto& i : d.instances) ++n[i.model];
-    return n;
-  };
   auto budget_model = [](const deployment& d) { return d.budgets.empty() ? "" : d.budgets[0].model; };
   // One second at `rate`, spread over the instances of `serving` (acknowledged by the controller).
   auto second = [&](double rate, const std::string& serving) {
@@ -401,6 +404,84 @@ scaler: {vertical_s: 1, predictor: recent_max}
   run();
   advance(1s);
   EXPECT_EQ(models_of(deployments->back()), (std::map<std::string, int>{{"small", 3}}));
+}
+
+// IPA chooses a cascade as it chooses a variant. `small` (70%) is sure of 70% of its requests,
+// `big` (90%) answers the rest. While the load is light big alone is the better choice (one
+// replica, 90%); at 1,000 req/s big alone takes 14 replicas (beta 0.03 a core) and the cascade
+// (76%) about half as many: small's replicas start, big keeps a few for what falls through, the
+// table names small with the first model's share of the stage's budget, and the fall-through is
+// measured from the models' traffic. When the load goes, big alone again: small stops once big's
+// replicas serve.
+TEST_F(scaler_fixture, ipa_chooses_a_cascade_under_load_and_its_second_alone_when_light) {
+  start_with(R"(
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], cores: 32, devices: [{kind: emulated, count: 24}]}
+models:
+  - {name: big, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 10, beta_ms: 20}, accuracy: 90}
+  - {name: small, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 1, beta_ms: 2}, accuracy: 70, pass_rate: 0.7}
+pipelines:
+  - {name: p, slo_ms: 200, stages: [{name: s, cascade: {models: [small, big]}}]}
+scheduler: {policy: ipa, ipa: {alpha: 1, beta: 0.03, delta: 0.0001, interval_s: 5}}
+scaler: {vertical_s: 1, predictor: recent_max}
+runtime: {beacon_ms: 1000}
+)");
+  ASSERT_EQ(cfg_->scaler.policy, scaler_policy::ipa);
+  // One second: with `ack_all` (every instance acknowledged) `rate` requests over small's
+  // instances and `fell` over big's (all of `rate` while small has none); else only big's are
+  // acknowledged, and serve all of `rate`.
+  auto second = [&](double rate, double fell, bool ack_all) {
+    auto& d = deployments->back();
+    auto n = models_of(d);
+    worker_set status{{"w1"}, {}};
+    msg::load_report r;
+    r.node = "w1";
+    r.window_s = 1;
+    bool cascading = ack_all && n["small"] > 0;
+    for (auto& i : d.instances) {
+      if (ack_all || i.model == "big") status.acknowledged.push_back({i.node, i.device, i.model});
+      double x = i.model == "small" ? rate / n["small"] : (cascading ? fell : rate) / n["big"];
+      if (i.model == "small" && !ack_all) continue;
+      r.sessions.push_back({i.model, i.device, static_cast<uint64_t>(std::lround(x)), 0, 0, 0, 0, 150});
+    }
+    caf::anon_send(net->actors.scaler, status);
+    caf::anon_send(net->actors.monitor, r);
+    run();
+    advance(1s);
+  };
+  advance(1s);
+  ASSERT_FALSE(deployments->empty());
+  for (int k = 0; k < 4; ++k) second(20, 0, true);
+  EXPECT_EQ(models_of(deployments->back()), (std::map<std::string, int>{{"big", 1}})) << "big alone";
+  ASSERT_EQ(deployments->back().budgets.size(), 1u);
+  EXPECT_EQ(deployments->back().budgets[0].model, "big");
+  EXPECT_EQ(deployments->back().budgets[0].first_share, 0) << "no cascade runs";
+  // The load rises: IPA moves to the cascade; big serves meanwhile (small not yet acknowledged).
+  for (int k = 0; k < 6 && deployments->back().budgets[0].model != "small"; ++k) second(1000, 0, false);
+  auto switching = deployments->back();
+  ASSERT_EQ(switching.budgets[0].model, "small");
+  auto n = models_of(switching);
+  EXPECT_GE(n["small"], 2) << "1,100 req/s over small's 800 req/s at batch 8";
+  EXPECT_GE(n["big"], 1) << "the second stays for what falls through";
+  EXPECT_LT(n["big"], 14) << "fewer than big alone needs";
+  double share = switching.budgets[0].first_share;
+  EXPECT_GT(share, 0);
+  EXPECT_LT(share, 0.5) << "small's part of the stage is the short one";
+  // Served as a cascade, 10% falling through (not the declared 30%): the next plan has fewer of big.
+  for (int k = 0; k < 12; ++k) second(1000, 100, true);
+  auto measured = models_of(deployments->back());
+  EXPECT_EQ(deployments->back().budgets[0].model, "small");
+  EXPECT_LT(measured["big"], n["big"]) << "sized for the fall-through measured";
+  EXPECT_GE(measured["big"], 1);
+  // The load goes: big alone; small stops once big's replicas serve.
+  for (int k = 0; k < 40 && deployments->back().budgets[0].model != "big"; ++k) second(20, 2, true);
+  EXPECT_EQ(deployments->back().budgets[0].model, "big");
+  second(20, 0, true);
+  second(20, 0, true);
+  EXPECT_EQ(models_of(deployments->back()), (std::map<std::string, int>{{"big", 1}}));
 }
 
 TEST(local_provisioner, places_within_free_slots_node_cores_and_limits) {

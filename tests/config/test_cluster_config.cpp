@@ -794,13 +794,14 @@ pipelines:
   EXPECT_EQ(k->window, 20);
   EXPECT_DOUBLE_EQ(k->epsilon, 0.05);
   EXPECT_EQ(k->a_out, (std::vector<double>{0.9, 0.85}));
-  auto with = [&](const std::string& stage, const std::string& rest = "") {
-    return errors_of(nodes + models + variant_models +
-                     "  - {name: e, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [3, 2]},"
-                     " profile: {alpha_ms: 1, beta_ms: 1}, pass_rate: 0.7}\npipelines:\n  - name: p\n    slo_ms: 100\n"
-                     "    stages:\n" +
-                     stage + rest);
+  auto file = [&](const std::string& stage, const std::string& rest) {
+    return nodes + models + variant_models +
+           "  - {name: e, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [3, 2]},"
+           " profile: {alpha_ms: 1, beta_ms: 1}, pass_rate: 0.7}\npipelines:\n  - name: p\n    slo_ms: 100\n"
+           "    stages:\n" +
+           stage + rest;
   };
+  auto with = [&](const std::string& stage, const std::string& rest = "") { return errors_of(file(stage, rest)); };
   auto e = with("      - {name: s, cascade: {models: [small, large]}}\n");
   EXPECT_NE(e.find("'small' has no outputs to judge (no 'path'): it needs 'pass_rate'"), std::string::npos) << e;
   e = with("      - {name: s, cascade: {models: [e]}}\n");
@@ -827,6 +828,13 @@ pipelines:
   EXPECT_NE(e.find("the oracle's accuracy: 'e' needs 'accuracy'"), std::string::npos) << e;
   e = with("      - {name: s, cascade: {models: [e, large]}}\n", "scaler: {policy: fa2}\n");
   EXPECT_NE(e.find("scaler policy fa2 does not size cascades"), std::string::npos) << e;
+  // IPA chooses cascades (the cascade, or its second alone), each model for one stage.
+  auto ipa = parse_cluster_config(
+      file("      - {name: s, cascade: {models: [e, large]}}\n", "scheduler: {policy: ipa}\n"), "c.yaml");
+  EXPECT_TRUE(ipa) << ipa.error_text();
+  e = with("      - {name: s, cascade: {models: [e, large]}}\n      - {name: t, model: large, after: [s]}\n",
+           "scheduler: {policy: ipa}\n");
+  EXPECT_NE(e.find("model 'large' serves both p.s and p.t"), std::string::npos) << e;
 }
 
 // `fanout` as a number (a declared mean) or a map (items read from the parent's output), each

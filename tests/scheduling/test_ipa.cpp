@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <random>
+#include <tuple>
 
 #include "control/scaler_core.hpp"
 #include "scheduling/autoscaler.hpp"
@@ -137,9 +139,9 @@ TEST(ipa, a_worked_chain_takes_the_accurate_variant_where_the_slo_allows_it) {
   // variant (80%, l(b) = 10b + 10 ms); stage 1: one variant (90%, l(b) = b + 1 ms).
   auto small = linear(2, 3, 8), large = linear(10, 10, 8), only = linear(1, 1, 8);
   std::vector<ipa_stage> stages(2);
-  stages[0].variants = {{&small, 70, 1}, {&large, 80, 1}};
+  stages[0].variants = {{{&small, 70, 1}}, {{&large, 80, 1}}};
   stages[0].rate = 100;
-  stages[1].variants = {{&only, 90, 1}};
+  stages[1].variants = {{{&only, 90, 1}}};
   stages[1].after = {0};
   stages[1].rate = 100;
   ipa_weights w{1, 0.01, 0.0001};
@@ -172,7 +174,7 @@ TEST(ipa, bad_input_is_refused_with_a_reason) {
   auto m = linear(1, 1, 4);
   std::vector<ipa_stage> stages(1);
   EXPECT_NE(solve_ipa(stages, 10, {}).error().find("no variants"), std::string::npos);
-  stages[0].variants = {{&m, 70, 1}};
+  stages[0].variants = {{{&m, 70, 1}}};
   EXPECT_NE(solve_ipa(stages, 10, {}).error().find("rate"), std::string::npos);
   stages[0].rate = 10;
   stages[0].after = {0};
@@ -211,19 +213,24 @@ struct drawn {
 };
 
 // 400 random pipelines of 2-4 stages (chains and DAGs) with 2-4 variants each, half of them with
-// SLOs of their own on some sinks (40-100% of the pipeline's): the solver's objective equals the
-// best over every choice of variant and batch, found by a brute force written here from IPA's
-// problem alone (no helper of the solver's): replicas the fewest that carry the rate, a stage's
-// latency l(b) + (b - 1)/rate, every path within its sink's SLO, the objective
-// alpha·prod(accuracy) - beta·sum(replicas·R) - delta·sum(b).
+// SLOs of their own on some sinks (40-100% of the pipeline's), and a third of the stages with a
+// cascade as one variant (a second model on a fraction f of the requests, f from 0 to 1): the
+// solver's objective equals the best over every choice of variant and batch (and a cascade's
+// second batch), found by a brute force written here from IPA's problem alone (no helper of the
+// solver's): replicas the fewest that carry the rate, a stage's latency l(b) + (b - 1)/rate (a
+// cascade's plus l2(b2) + (b2 - 1)/(rate·f)), every path within its sink's SLO, the objective
+// alpha·prod(accuracy) - beta·sum(replicas·R) - delta·sum(b), a cascade's accuracy
+// (1 - f)·a + f·a2, its cores and batches both models'.
 TEST(ipa, equals_brute_force_on_random_small_pipelines) {
   std::mt19937_64 rng(2024);
   std::uniform_real_distribution<double> u(0, 1);
-  int solved = 0, infeasible = 0, own_slos = 0, held_back = 0;
+  int solved = 0, infeasible = 0, own_slos = 0, held_back = 0, cascades = 0, cascaded = 0;
   for (int trial = 0; trial < 400; ++trial) {
     size_t n = 2 + rng() % 3;
-    std::vector<model_spec> models;
+    std::vector<model_spec> models, seconds(n);
     models.reserve(16);
+    std::vector<std::optional<drawn>> second(n);  // a stage's cascade (its variant 0)
+    std::vector<double> fall(n, 0);
     std::vector<ipa_stage> stages(n);
     std::vector<std::vector<drawn>> own(n);
     std::vector<std::vector<size_t>> after(n);
@@ -247,7 +254,16 @@ TEST(ipa, equals_brute_force_on_random_small_pipelines) {
         d.accuracy = 50 + 40 * u(rng), d.cores = 1 + std::floor(4 * u(rng));
         models.push_back(m);
         own[s].push_back(d);
-        stages[s].variants.push_back({nullptr, d.accuracy, d.cores});
+        stages[s].variants.push_back({{nullptr, d.accuracy, d.cores}});
+      }
+      if (u(rng) < 0.35) {  // variant 0 is a cascade: a slower, more accurate second after it
+        drawn d;
+        d.alpha = 2 + 10 * u(rng), d.beta = 5 + 20 * u(rng), d.max_batch = 1 + static_cast<int>(rng() % 6);
+        d.accuracy = 70 + 29 * u(rng), d.cores = 1 + std::floor(3 * u(rng));
+        seconds[s] = linear(d.alpha, d.beta, d.max_batch);
+        second[s] = d;
+        fall[s] = u(rng) < 0.15 ? 0 : u(rng);
+        ++cascades;
       }
       rate[s] = stages[s].rate = 20 + 300 * u(rng);
       for (size_t p = 0; p < s; ++p)
@@ -257,6 +273,9 @@ TEST(ipa, equals_brute_force_on_random_small_pipelines) {
     size_t next = 0;
     for (auto& s : stages)
       for (auto& v : s.variants) v.model = &models[next++];
+    for (size_t s = 0; s < n; ++s)
+      if (second[s])
+        stages[s].variants[0].then = ipa_cascade{{&seconds[s], second[s]->accuracy, second[s]->cores}, fall[s]};
     ipa_weights w{1 + 9 * u(rng), 0.001 + 0.05 * u(rng), 0.001 * u(rng)};
     double slo = 20 + 150 * u(rng);
     // Each stage's SLO: the pipeline's, but a sink's own on odd trials (some of them).
@@ -273,21 +292,30 @@ TEST(ipa, equals_brute_force_on_random_small_pipelines) {
     own_slos += any_own;
 
     double best = -std::numeric_limits<double>::infinity();
-    std::vector<std::pair<size_t, int>> pick(n);
+    std::vector<std::tuple<size_t, int, int>> pick(n);
     std::function<void(size_t)> all = [&](size_t s) {
       if (s == n) {
         double accuracy = 1, cores = 0, batches = 0, longest = 0;
         std::vector<double> done(n, 0);
         for (size_t x = 0; x < n; ++x) {
-          auto& d = own[x][pick[x].first];
-          int b = pick[x].second;
+          auto [v, b, b2] = pick[x];
+          auto& d = own[x][v];
           double per_s = 1000.0 * b / d.l(b);
           double replicas = std::max(1.0, std::ceil(rate[x] / per_s - 1e-9));
           double start = 0;
           for (auto p : after[x]) start = std::max(start, done[p]);
           done[x] = start + d.l(b) + 1000.0 * (b - 1) / rate[x];
+          double a = d.accuracy / 100;
+          if (v == 0 && second[x]) {
+            auto& d2 = *second[x];
+            double rate2 = rate[x] * fall[x];
+            done[x] += d2.l(b2) + (rate2 > 0 ? 1000.0 * (b2 - 1) / rate2 : 0);
+            cores += std::max(1.0, std::ceil(rate2 / (1000.0 * b2 / d2.l(b2)) - 1e-9)) * d2.cores;
+            a = (1 - fall[x]) * a + fall[x] * d2.accuracy / 100;
+            batches += b2;
+          }
           longest = std::max(longest, done[x] - bound[x] + slo);  // over its own SLO: over the SLO
-          accuracy *= d.accuracy / 100;
+          accuracy *= a;
           cores += replicas * d.cores;
           batches += b;
         }
@@ -295,11 +323,13 @@ TEST(ipa, equals_brute_force_on_random_small_pipelines) {
         return;
       }
       for (size_t v = 0; v < own[s].size(); ++v)
-        for (int b : own[s][v].batches())
-          if (b <= own[s][v].max_batch) {
-            pick[s] = {v, b};
+        for (int b : own[s][v].batches()) {
+          int last = v == 0 && second[s] && fall[s] > 0 ? second[s]->max_batch : 1;
+          for (int b2 = 1; b2 <= last; ++b2) {
+            pick[s] = {v, b, b2};
             all(s + 1);
           }
+        }
     };
     all(0);
     auto r = solve_ipa(stages, slo, w);
@@ -326,17 +356,30 @@ TEST(ipa, equals_brute_force_on_random_small_pipelines) {
       if (auto free = solve_ipa(one, slo, w); free && free->objective > r->objective + 1e-9) ++held_back;
     }
     for (size_t s = 0; s < n; ++s) {
-      auto& d = own[s][r->stages[s].variant];
-      EXPECT_GE(r->stages[s].replicas * 1000.0 * r->stages[s].batch / d.l(r->stages[s].batch), rate[s] - 1e-6)
+      auto& c = r->stages[s];
+      auto& d = own[s][c.variant];
+      EXPECT_GE(c.replicas * 1000.0 * c.batch / d.l(c.batch), rate[s] - 1e-6)
           << "trial " << trial << ": replicas carry the rate";
+      if (c.variant == 0 && second[s]) {
+        ++cascaded;
+        EXPECT_GE(c.replicas2, 1) << "trial " << trial << ": the second stays loaded";
+        EXPECT_GE(c.replicas2 * 1000.0 * c.batch2 / second[s]->l(c.batch2), rate[s] * fall[s] - 1e-6)
+            << "trial " << trial << ": the second's replicas carry what falls through";
+        EXPECT_GT(c.latency_ms, c.first_ms) << "trial " << trial;
+      } else {
+        EXPECT_EQ(c.replicas2, 0) << "trial " << trial;
+      }
     }
     ++solved;
   }
   EXPECT_GT(solved, 300) << "most random pipelines have a solution (" << infeasible << " had none)";
   std::printf(
-      "ipa on %d random pipelines: %d solved, %d with sinks' own SLOs, %d of them held below the one-SLO optimum\n",
-      400, solved, own_slos, held_back);
+      "ipa on %d random pipelines: %d solved, %d with sinks' own SLOs, %d of them held below the one-SLO optimum; "
+      "%d cascade stages, %d of them chosen\n",
+      400, solved, own_slos, held_back, cascades, cascaded);
   EXPECT_GT(held_back, 20) << "sinks' own SLOs change the choice";
+  EXPECT_GT(cascaded, 30) << "cascades are chosen";
+  EXPECT_LT(cascaded, cascades - 30) << "and passed over";
 }
 
 }  // namespace

@@ -355,6 +355,58 @@ TEST(simulator, ipa_trades_accuracy_for_load_and_loses_nothing_while_variants_sw
   EXPECT_GT(r->scaling.horizontal_changes, 4u);
 }
 
+// IPA chooses a cascade under load (scaler_core): 20 req/s, then 1,000, then 20 again. While
+// light, the accurate `big` alone (90%); through the peak, `small` with `big` on the 30% it is
+// unsure of (76%, half the cores); light again, big alone. Every switch is make before break and
+// each runs within its deadlines: a cascade's first model by its planned share of the stage,
+// the second alone by the whole stage.
+TEST(simulator, ipa_runs_a_cascade_through_a_peak_and_its_second_alone_when_light) {
+  auto cfg = parse(R"(nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], cores: 32, devices: [{kind: emulated, count: 24}]}
+models:
+  - {name: big, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 10, beta_ms: 20}, accuracy: 90, load_ms: 500}
+  - {name: small, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 1, beta_ms: 2}, accuracy: 70, pass_rate: 0.7, load_ms: 500}
+pipelines:
+  - {name: p, slo_ms: 200, stages: [{name: s, cascade: {models: [small, big]}}]}
+runtime: {beacon_ms: 250}
+scheduler: {policy: ipa, ipa: {alpha: 1, beta: 0.03, delta: 0.0001, interval_s: 5}}
+scaler: {vertical_s: 1, predictor: recent_max}
+)");
+  options o;
+  o.pipelines = {"p"};
+  for (int t = 0; t < 100; ++t) o.trace.push_back(t >= 30 && t < 60 ? 1000 : 20);
+  o.duration_s = 100;
+  std::map<std::string, uint64_t> invoked;
+  o.on_invocation = [&](uint64_t, size_t, const std::string& model, int64_t) { ++invoked[model]; };
+  auto r = simulate(cfg, o);
+  ASSERT_TRUE(r) << r.error();
+  expect_one_reply_each(r->summary);
+  auto within = [&](size_t from, size_t to) {
+    uint64_t n = 0, ok = 0;
+    for (size_t t = from; t < to && t < r->summary.series.size(); ++t) {
+      n += r->summary.series[t]["sent"].get<uint64_t>();
+      ok += r->summary.series[t]["ok_within_slo"].get<uint64_t>();
+    }
+    return n ? static_cast<double>(ok) / static_cast<double>(n) : 0;
+  };
+  std::printf(
+      "ipa with a cascade: within the SLO %.4f before, %.4f in, %.4f after the peak; accuracy %.4f; invocations: "
+      "small %llu, big %llu\n",
+      within(0, 30), within(35, 60), within(90, 100), r->accuracy, static_cast<unsigned long long>(invoked["small"]),
+      static_cast<unsigned long long>(invoked["big"]));
+  EXPECT_GE(within(0, 30), 0.99);
+  EXPECT_GE(within(35, 60), 0.99);
+  EXPECT_GE(within(90, 100), 0.99);
+  // 1,400 light requests at 90% and 30,000 of the peak at 76% (a few at 90% while small loads).
+  EXPECT_GT(r->accuracy, 0.76);
+  EXPECT_LT(r->accuracy, 0.785) << "the peak ran the cascade";
+  EXPECT_GT(invoked["small"], 25000u) << "small ran through the peak";
+  EXPECT_LT(invoked["small"], 31000u) << "and not while light";
+}
+
 // A cascade in simulated time: a quarter of the requests fall through to the slow, accurate
 // model (pass_rate 0.75), and the accuracy served is the mix of the two.
 TEST(simulator, a_cascade_answers_most_requests_with_its_first_model_and_the_rest_with_its_second) {

@@ -24,10 +24,15 @@ std::string ipa_text(const nlohmann::json& j) {
     text += fmt::sprintf("pipeline %s  SLO %.1f ms  rate %.1f/s  accuracy %.2f%%  cost %.1f cores  path %.1f ms\n",
                          p["name"].get<std::string>(), p["slo_ms"].get<double>(), p["rate"].get<double>(),
                          100 * p["accuracy"].get<double>(), p["cost"].get<double>(), p["latency_ms"].get<double>());
-    for (auto& s : p["stages"])
+    for (auto& s : p["stages"]) {
       text += fmt::sprintf("  %-16s %-20s batch %3d  replicas %3d  cores %3d  budget %7.1f ms\n",
                            s["name"].get<std::string>(), s["variant"].get<std::string>(), s["batch"].get<int>(),
                            s["replicas"].get<int>(), s["cores"].get<int>(), s["budget_ms"].get<double>());
+      if (auto c = s.find("cascade"); c != s.end())
+        text += fmt::sprintf("  %-16s then %-15s batch %3d  replicas %3d  on %.0f%% of requests\n", "",
+                             (*c)["second"].get<std::string>(), (*c)["batch"].get<int>(), (*c)["replicas"].get<int>(),
+                             100 * (*c)["fallthrough"].get<double>());
+    }
   }
   text +=
       fmt::sprintf("\n%zu instances placed on devices costing %.2f", j["instances"].size(), j["cost"].get<double>());
@@ -55,11 +60,6 @@ expected<plan_report> ipa_report(const cluster_config& cfg, const std::vector<do
   double total_cost = 0;
   for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi) {
     auto& p = cfg.pipelines[pi];
-    for (auto& st : p.stages)
-      if (st.cascade) {
-        return fail("pipeline '" + p.name + "' stage '" + st.name +
-                    "' is a cascade, which IPA does not plan (the nexus policy does)");
-      }
     auto per_stage = stage_rates(p, rates[pi], declared_fanout(p));
     for (auto& r : per_stage) r = std::max(r, 1.0);  // as the scaler plans: at least one request a second
     auto in = ipa_problem(models, p, per_stage);
@@ -73,17 +73,29 @@ expected<plan_report> ipa_report(const cluster_config& cfg, const std::vector<do
       auto& c = solved->stages[k];
       auto& m = *in[k].variants[c.variant].model;
       int cores = replica_cores(m);
-      stages.push_back({{"name", p.stages[k].name},
-                        {"variant", m.name},
-                        {"accuracy", in[k].variants[c.variant].accuracy},
-                        {"batch", c.batch},
-                        {"replicas", c.replicas},
-                        {"cores", c.replicas * cores},
-                        {"rate", per_stage[k]},
-                        {"latency_ms", c.latency_ms},
-                        {"budget_ms", budgets[k]}});
+      nlohmann::json stage = {
+          {"name", p.stages[k].name}, {"variant", m.name},          {"accuracy", in[k].variants[c.variant].accuracy},
+          {"batch", c.batch},         {"replicas", c.replicas},     {"cores", c.replicas * cores},
+          {"rate", per_stage[k]},     {"latency_ms", c.latency_ms}, {"budget_ms", budgets[k]}};
       for (int r = 0; r < c.replicas; ++r)
         if (!prov.start(m.name, cores, c.batch)) ++unplaced[m.name];
+      // A cascade: its second model on what falls through, after the first.
+      if (auto& then = in[k].variants[c.variant].then) {
+        auto& second = *then->model;
+        int cores2 = replica_cores(second);
+        stage["accuracy"] =
+            (1 - then->fallthrough) * in[k].variants[c.variant].accuracy + then->fallthrough * then->accuracy;
+        stage["cores"] = c.replicas * cores + c.replicas2 * cores2;
+        stage["cascade"] = {{"second", second.name},
+                            {"fallthrough", then->fallthrough},
+                            {"batch", c.batch2},
+                            {"replicas", c.replicas2},
+                            {"cores", c.replicas2 * cores2},
+                            {"first_share", ipa_first_share(c, budgets[k])}};
+        for (int r = 0; r < c.replicas2; ++r)
+          if (!prov.start(second.name, cores2, c.batch2)) ++unplaced[second.name];
+      }
+      stages.push_back(std::move(stage));
     }
     total_cost += solved->cost;
     j["pipelines"].push_back({{"name", p.name},
