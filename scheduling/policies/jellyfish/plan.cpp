@@ -184,7 +184,51 @@ plan plan_jellyfish(const std::vector<variant>& zoo, const std::vector<client_st
     carried[best] += jc[c].rate;
   }
   if (o.spare && o.compute_share <= 0 && !clients.empty()) lift(zoo, clients, jc, o, plan, carried, capacity);
+  match_to_previous(plan, previous);
   return plan;
+}
+
+std::vector<variant> clean_zoo(std::vector<variant> zoo) {
+  std::stable_sort(zoo.begin(), zoo.end(), [](auto& a, auto& b) {
+    if (a.accuracy != b.accuracy) return a.accuracy < b.accuracy;
+    return a.latency_ms(1) < b.latency_ms(1);
+  });
+  std::vector<variant> kept;
+  for (size_t j = 0; j < zoo.size(); ++j) {
+    bool dominated = false;
+    for (size_t i = 0; i < zoo.size() && !dominated; ++i) {
+      if (i == j) continue;
+      double ai = zoo[i].accuracy, aj = zoo[j].accuracy, li = zoo[i].latency_ms(1), lj = zoo[j].latency_ms(1);
+      bool no_worse = ai >= aj && li <= lj;
+      dominated = no_worse && (ai > aj || li < lj || i < j);  // of equals, the first stays
+    }
+    if (!dominated) kept.push_back(zoo[j]);
+  }
+  for (size_t j = 1; j < kept.size(); ++j)
+    kept[j].latency_ms = [own = kept[j].latency_ms, below = kept[j - 1].latency_ms](int b) {
+      return std::max(own(b), below(b));
+    };
+  return kept;
+}
+
+void match_to_previous(plan& p, const std::vector<size_t>& previous) {
+  size_t n = p.variants.size();
+  if (previous.size() != n) return;
+  std::vector<size_t> by_old(n), by_new(n);
+  for (size_t w = 0; w < n; ++w) by_old[w] = by_new[w] = w;
+  std::stable_sort(by_old.begin(), by_old.end(), [&](size_t a, size_t b) { return previous[a] > previous[b]; });
+  std::stable_sort(by_new.begin(), by_new.end(), [&](size_t a, size_t b) { return p.variants[a] > p.variants[b]; });
+  std::vector<size_t> to(n);
+  for (size_t k = 0; k < n; ++k) to[by_new[k]] = by_old[k];
+  auto variants = p.variants;
+  auto batch = p.batch;
+  for (size_t w = 0; w < n; ++w) {
+    variants[to[w]] = p.variants[w];
+    if (w < p.batch.size() && to[w] < batch.size()) batch[to[w]] = p.batch[w];
+  }
+  p.variants = std::move(variants);
+  p.batch = std::move(batch);
+  for (auto& a : p.clients) a.worker = to[a.worker];
 }
 
 }  // namespace sloserve::sched::jellyfish

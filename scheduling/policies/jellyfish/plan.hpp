@@ -92,9 +92,21 @@ struct plan {
   jellyfish::quality quality;
 };
 
-// The zoo is sorted ascending (accuracy, then l(1)) by the caller. `previous`: per worker, the
-// selection before (resized to `workers`; empty: every worker starts on the smallest variant).
-// With no clients every worker keeps its variant.
+// The zoo as Jellyfish's latency estimator keeps it (seed 000, §3 and §7.1): sorted ascending
+// (accuracy, then l(1)); a variant that another is at least as accurate and as fast as (l(1)),
+// one of them strictly, is dropped; and each l(b) is raised to the largest l(b) of the smaller
+// variants (p99 profiles need not grow with size; the algorithms assume they do).
+std::vector<variant> clean_zoo(std::vector<variant> zoo);
+
+// Jellyfish's DNN update (§4.4): the workers that ran `previous` take the new selection so that
+// what each runs moves least: the old and the new sorted by size, descending, matched element by
+// element (the workers' variants, batches and clients move together).
+void match_to_previous(plan& p, const std::vector<size_t>& previous);
+
+// The zoo is clean (clean_zoo). `previous`: per worker, the selection before (resized to
+// `workers`; empty: every worker starts on the smallest variant, Jellyfish's bootstrap set).
+// With no clients every worker keeps its variant. The selection goes to the workers by
+// match_to_previous.
 plan plan_jellyfish(const std::vector<variant>& zoo, const std::vector<client_state>& clients, size_t workers,
                     std::vector<size_t> previous, const plan_options& o = {});
 

@@ -24,11 +24,7 @@ std::vector<variant> zoo_of(const pipeline& p, const std::vector<model_spec>& mo
     v.latency_ms = [profile = spec.profile](int b) { return profile.latency_ms_at(b); };
     zoo.push_back(std::move(v));
   }
-  std::stable_sort(zoo.begin(), zoo.end(), [](auto& a, auto& b) {
-    if (a.accuracy != b.accuracy) return a.accuracy < b.accuracy;
-    return a.latency_ms(1) < b.latency_ms(1);
-  });
-  return zoo;
+  return clean_zoo(std::move(zoo));
 }
 
 namespace {
@@ -238,14 +234,13 @@ cluster_placement rounds::decide(const std::vector<msg::client_load>& clients, c
     auto& p = cfg_.pipelines[pi];
     auto zoo = zoo_of(p, models);
     auto cs = client_states(of.clients[pi]);
-    // Where each slot starts: what it ran, else the stage's most accurate variant.
+    // Where each slot starts: what it ran, else the smallest variant (Jellyfish's bootstrap set).
     std::vector<size_t> previous;
     for (auto s : mine[pi]) {
       auto it = running_.find({slots[s].node, slots[s].device});
-      auto name = it != running_.end() ? it->second : p.stages.front().model;
-      size_t z = zoo.size() - 1;
-      for (size_t i = 0; i < zoo.size(); ++i)
-        if (zoo[i].model == name) z = i;
+      size_t z = 0;
+      for (size_t i = 0; it != running_.end() && i < zoo.size(); ++i)
+        if (zoo[i].model == it->second) z = i;
       previous.push_back(z);
     }
     auto planned = plan_jellyfish(zoo, cs, mine[pi].size(), previous, po);

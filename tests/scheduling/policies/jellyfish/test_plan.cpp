@@ -331,6 +331,81 @@ namespace {
 // target miss, 1.25x lower while over the target), shallower ones (doubled, or 0.005 more at least,
 // while under half the target miss), steady between; every second, judged on outcomes that fade
 // 0.85x a step, once 100 are weighed.
+// The zoo cleaned as the paper's estimator does: a variant beaten in accuracy and l(1) goes, of
+// two equal ones the first stays, and l(b) never falls as the variants grow (a p99 profile whose
+// larger variant measured faster at some batch is planned at the smaller one's latency).
+TEST(jellyfish_plan, the_zoo_drops_dominated_variants_and_its_latencies_grow_with_size) {
+  auto v = [](std::string name, double accuracy, std::vector<double> l) {
+    jellyfish::variant x;
+    x.model = std::move(name);
+    x.accuracy = accuracy;
+    x.max_batch = static_cast<int>(l.size());
+    x.latency_ms = [l](int b) { return l[static_cast<size_t>(std::clamp(b, 1, static_cast<int>(l.size()))) - 1]; };
+    return x;
+  };
+  auto zoo =
+      jellyfish::clean_zoo({v("c", 60, {30, 40, 50}), v("a", 40, {10, 14, 20}), v("slow_and_worse", 45, {35, 40, 45}),
+                            v("b", 50, {20, 25, 19}), v("twin", 60, {30, 40, 50}), v("d", 70, {25, 41, 60})});
+  std::vector<std::string> names;
+  for (auto& x : zoo) names.push_back(x.model);
+  // slow_and_worse: b is more accurate and faster; twin equals c; c is beaten by d (faster at
+  // l(1), more accurate).
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "b", "d"}));
+  EXPECT_DOUBLE_EQ(zoo[1].latency_ms(3), 20) << "b's 19 ms at batch 3 is below a's 20";
+  EXPECT_DOUBLE_EQ(zoo[1].latency_ms(2), 25);
+  EXPECT_DOUBLE_EQ(zoo[2].latency_ms(1), 25);
+  for (size_t j = 1; j < zoo.size(); ++j)
+    for (int b = 1; b <= 3; ++b) EXPECT_GE(zoo[j].latency_ms(b), zoo[j - 1].latency_ms(b)) << j << " " << b;
+}
+
+// The DNN update: the new selection goes to the workers so that the total step from what each
+// ran to what it runs is least (against every permutation on random small instances), the same
+// DNNs run, and each client moves with its worker's variant and batch.
+TEST(jellyfish_plan, the_new_selection_goes_to_the_workers_by_sorted_matching) {
+  std::mt19937 rng(46);
+  for (int trial = 0; trial < 300; ++trial) {
+    size_t n = 1 + rng() % 6;
+    jellyfish::plan p;
+    std::vector<size_t> previous(n);
+    for (size_t w = 0; w < n; ++w) {
+      previous[w] = rng() % 8;
+      p.variants.push_back(rng() % 8);
+      p.batch.push_back(1 + static_cast<int>(rng() % 8));
+    }
+    for (size_t c = 0; c < 2 * n; ++c) {
+      jellyfish::assignment a;
+      a.worker = rng() % n;
+      a.variant = p.variants[a.worker];
+      p.clients.push_back(a);
+    }
+    auto before = p;
+    jellyfish::match_to_previous(p, previous);
+    auto distance = [&](const std::vector<size_t>& v) {
+      size_t d = 0;
+      for (size_t w = 0; w < n; ++w) d += v[w] > previous[w] ? v[w] - previous[w] : previous[w] - v[w];
+      return d;
+    };
+    std::vector<size_t> perm(n);
+    for (size_t w = 0; w < n; ++w) perm[w] = w;
+    size_t least = SIZE_MAX;
+    do {
+      std::vector<size_t> v(n);
+      for (size_t w = 0; w < n; ++w) v[w] = before.variants[perm[w]];
+      least = std::min(least, distance(v));
+    } while (std::next_permutation(perm.begin(), perm.end()));
+    EXPECT_EQ(distance(p.variants), least) << "trial " << trial;
+    auto sorted = [](std::vector<size_t> v) {
+      std::sort(v.begin(), v.end());
+      return v;
+    };
+    EXPECT_EQ(sorted(p.variants), sorted(before.variants)) << "trial " << trial;
+    for (size_t c = 0; c < p.clients.size(); ++c) {
+      EXPECT_EQ(p.clients[c].variant, p.variants[p.clients[c].worker]) << "trial " << trial;
+      EXPECT_EQ(p.batch[p.clients[c].worker], before.batch[before.clients[c].worker]) << "trial " << trial;
+    }
+  }
+}
+
 TEST(dip_quantile, plans_for_deeper_dips_while_clients_miss_more_than_the_target) {
   dip_quantile d(0.2, 0.02);
   d.outcome(0, 150, 15);  // 10% missed
