@@ -14,6 +14,7 @@
 #include "loadgen/load.hpp"
 #include "loadgen/report.hpp"
 #include "messages/curve.hpp"
+#include "scheduling/policies/jellyfish/config.hpp"
 
 namespace sloserve {
 
@@ -26,6 +27,10 @@ int run_clients_command(const cluster_config& cfg, const pipeline& p, const std:
     std::cerr << sized.error() << "\n";
     return 2;
   }
+  // Jellyfish as its paper runs it: clients send every frame.
+  if (cfg.scheduler.policy == scheduler_policy::jellyfish &&
+      cfg.scheduler.section_as<sched::jellyfish::options>().paper())
+    co.skip_hopeless = false;
   co.adaptation = adaptation == "off"         ? data_adaptation::off
                   : adaptation == "bandwidth" ? data_adaptation::bandwidth
                                               : data_adaptation::jellyfish;

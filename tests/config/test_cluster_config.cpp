@@ -7,6 +7,7 @@
 #include "config/cluster_config.hpp"
 #include "scheduling/policies/ipa/config.hpp"
 #include "scheduling/policies/jellyfish/config.hpp"
+#include "scheduling/policies/registry.hpp"
 
 namespace sloserve {
 namespace {
@@ -723,6 +724,20 @@ scheduler: {policy: jellyfish, jellyfish: {interval_ms: 250, overhead_ms: 3, byt
   EXPECT_DOUBLE_EQ(j.uplink_quantile, 0.1);
   EXPECT_DOUBLE_EQ(j.miss_target, 0.02);
   EXPECT_FALSE(j.use_spare);
+  EXPECT_FALSE(j.paper()) << "extended by default";
+  // Paper mode round-trips, and turns the extensions off where they are left to their defaults.
+  auto paper = parse_cluster_config(nodes + models + image_variants + R"(pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, variants: [i128, i256]}]}
+scheduler: {policy: jellyfish, jellyfish: {mode: paper}}
+)",
+                                    "c.yaml");
+  ASSERT_TRUE(paper) << paper.error_text();
+  auto round = parse_cluster_config(to_yaml(*paper.config), "again.yaml");
+  ASSERT_TRUE(round) << round.error_text();
+  EXPECT_TRUE(round.config->scheduler.section_as<sched::jellyfish::options>().paper());
+  auto tracking = sched::policy_of(round.config->scheduler).clients(*round.config);
+  EXPECT_EQ(tracking.uplink_quantile, 0) << "uploads timed at the estimate";
+  EXPECT_EQ(tracking.miss_target, 0) << "no dip quantile to move";
 }
 
 TEST(cluster_config, jellyfish_is_checked_with_its_place) {
@@ -751,6 +766,13 @@ TEST(cluster_config, jellyfish_is_checked_with_its_place) {
   e = with(one, "scheduler: {policy: jellyfish, jellyfish: {miss_target: -0.1, uplink_quantile: 1.5}}\n");
   EXPECT_NE(e.find("miss_target must be in [0, 0.5]"), std::string::npos) << e;
   EXPECT_NE(e.find("uplink_quantile must be in [0, 1]"), std::string::npos) << e;
+  e = with(one, "scheduler: {policy: jellyfish, jellyfish: {mode: printed}}\n");
+  EXPECT_NE(e.find("mode must be paper or extended"), std::string::npos) << e;
+  e = with(one, "scheduler: {policy: jellyfish, jellyfish: {mode: paper, use_spare: true, miss_target: 0.01}}\n");
+  EXPECT_NE(e.find("mode paper runs the algorithms as printed: use_spare is an extension it turns off"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("miss_target is an extension"), std::string::npos) << e;
   // Image variants of different sizes are one stage's variants.
   auto ok = parse_cluster_config(nodes + models + image_variants + "pipelines:\n" + one, "c.yaml");
   EXPECT_TRUE(ok) << ok.error_text();

@@ -11,7 +11,7 @@ const std::vector<settings::key<options>>& keys() {
   static const std::vector<settings::key<o>> all = {
       {"interval_ms", &o::interval_ms}, {"overhead_ms", &o::overhead_ms},     {"bytes_per_pixel", &o::bytes_per_pixel},
       {"resident", &o::resident},       {"compute_share", &o::compute_share}, {"uplink_quantile", &o::uplink_quantile},
-      {"miss_target", &o::miss_target}, {"use_spare", &o::use_spare},
+      {"miss_target", &o::miss_target}, {"use_spare", &o::use_spare},         {"mode", &o::mode},
   };
   return all;
 }
@@ -27,6 +27,15 @@ void check_values(config_detail::reader& r, const YAML::Node& n, const options& 
   if (!(x.overhead_ms >= 0)) r.error(n["overhead_ms"], where + " overhead_ms cannot be negative");
   if (!(x.bytes_per_pixel > 0)) r.error(n["bytes_per_pixel"], where + " bytes_per_pixel must be positive");
   if (x.resident < 1) r.error(n["resident"], where + " resident must be at least 1");
+  if (x.mode != "paper" && x.mode != "extended") r.error(n["mode"], where + " mode must be paper or extended");
+  // Paper mode turns the extensions off: naming one on beside it is a contradiction.
+  auto extension = [&](const char* key, bool on) {
+    if (x.paper() && n[key] && on)
+      r.error(n[key], where + " mode paper runs the algorithms as printed: " + key + " is an extension it turns off");
+  };
+  extension("use_spare", x.use_spare);
+  extension("uplink_quantile", x.uplink_quantile > 0 && x.uplink_quantile < 1);
+  extension("miss_target", x.miss_target > 0);
 }
 
 void check_file(config_detail::reader& r, const YAML::Node& root, cluster_config& cfg) {
@@ -49,6 +58,13 @@ void check_file(config_detail::reader& r, const YAML::Node& root, cluster_config
 
 policy_config config() {
   auto c = settings::table_section<options>(keys(), check_values);
+  // Paper mode sets the extensions off, so that the options (and the file written back) say so.
+  c.parse = [parse = c.parse](config_detail::reader& r, const YAML::Node& n, const std::string& where) {
+    auto a = parse(r, n, where);
+    if (auto* o = std::any_cast<options>(&a); o && o->paper())
+      o->use_spare = false, o->uplink_quantile = 0, o->miss_target = 0;
+    return a;
+  };
   c.check = check_file;
   return c;
 }

@@ -1,6 +1,8 @@
 #pragma once
 // Jellyfish's part of the cluster file (`scheduler: {policy: jellyfish, jellyfish: {...}}`).
 
+#include <string>
+
 #include "config/policy_config.hpp"
 
 namespace sloserve::sched::jellyfish {
@@ -24,6 +26,13 @@ struct options {
   // Clients move onto more accurate variants where compute is spare and their SLO holds whatever
   // size their link carries (plan_options::spare).
   bool use_spare = true;
+  // `extended` (the default): the paper's algorithms with the extensions above (the lift onto
+  // spare compute, uploads timed at the uplink's dips, the dip quantile moved to a miss target)
+  // and load clients that skip frames which cannot cross in time. `paper`: as the paper prints
+  // it: no lift, uploads timed at the estimate (the harmonic mean over the last second), and
+  // clients that send every frame (the parse sets use_spare, uplink_quantile and miss_target off).
+  std::string mode = "extended";
+  bool paper() const { return mode == "paper"; }
 };
 
 // Its section, and its demands: it runs one variant per device itself (no scaler), on pipelines
