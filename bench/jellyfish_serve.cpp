@@ -1,10 +1,12 @@
 // Jellyfish's comparison (seed 000, §7.3-7.4), served: video clients on stepped and bursty uplink
 // traces (each client its own trace), 15 frames/s each, against one node with four emulated
 // devices and a zoo of one detector at five input sizes (128 to 608 pixels, YOLOv4-like latency and
-// accuracy). Four ways of serving them, side by side in one run:
+// accuracy). Five ways of serving them, side by side in one run:
 //
 //   jellyfish  scheduler.policy jellyfish; clients send the size replies advise (or less, when
 //              their uplink cannot carry it)
+//   paper      the same in scheduler.jellyfish.mode paper: the algorithms as printed (no lift
+//              onto spare compute, uploads timed at the estimate), clients that send every frame
 //   DA_off     one fixed variant, the middle one (352), and clients always send that size
 //   DA_bw      clients send the largest size their uplink carries whatever they are told (data
 //              adaptation that knows nothing of the DNNs), and the scheduler, knowing nothing of
@@ -56,11 +58,13 @@ namespace {
 const int sides[] = {128, 256, 352, 480, 608};
 const double accuracies[] = {38, 52, 59, 63, 65};  // F1 of a detector at that input size, in percent
 
-enum class way { jellyfish, da_off, da_bw, nexus };
+enum class way { jellyfish, paper, da_off, da_bw, nexus };
 const char* name_of(way w) {
   switch (w) {
     case way::jellyfish:
       return "jellyfish";
+    case way::paper:
+      return "paper";
     case way::da_off:
       return "DA_off";
     case way::da_bw:
@@ -96,6 +100,8 @@ std::string config_yaml(way w, double slo_ms) {
     if (auto* m = std::getenv("SLOSERVE_BENCH_MISS_TARGET")) y << ", miss_target: " << std::atof(m);
     if (auto* u = std::getenv("SLOSERVE_BENCH_USE_SPARE")) y << ", use_spare: " << (std::atoi(u) ? "true" : "false");
     y << "}}\n";
+  } else if (w == way::paper) {
+    y << "scheduler: {policy: jellyfish, jellyfish: {resident: 5, mode: paper}}\n";
   } else if (w == way::da_bw)
     y << "scheduler: {policy: jellyfish, jellyfish: {resident: 5, compute_share: 0.5}}\n";
   else
@@ -159,11 +165,11 @@ outcome run(way w, int clients, double slo_ms, const std::string& trace, double 
   co.fps = {15};
   co.slo_ms = {slo_ms};
   co.rtt_ms = 10;
-  co.skip_hopeless = !std::getenv("SLOSERVE_BENCH_SEND_EVERY_FRAME");
+  co.skip_hopeless = w != way::paper && !std::getenv("SLOSERVE_BENCH_SEND_EVERY_FRAME");
   co.bandwidth = traces(trace, clients, static_cast<int>(std::ceil(warmup_s + measure_s)) + 2);
-  co.adaptation = w == way::jellyfish ? data_adaptation::jellyfish
-                  : w == way::da_off  ? data_adaptation::off
-                                      : data_adaptation::bandwidth;
+  co.adaptation = w == way::jellyfish || w == way::paper ? data_adaptation::jellyfish
+                  : w == way::da_off                     ? data_adaptation::off
+                                                         : data_adaptation::bandwidth;
   if (auto sized = set_image_sizes(*cfg, cfg->pipelines[0], co); !sized) {
     fprintf(stderr, "%s\n", sized.error().c_str());
     std::exit(2);
@@ -207,7 +213,7 @@ int main(int argc, char** argv) {
   auto kinds = list_arg<std::string>(argc, argv, 4, {"stepped", "bursty"});
   double warmup_s = argc > 5 ? std::atof(argv[5]) : 4;
   int runs = argc > 6 ? std::max(1, std::atoi(argv[6])) : 1;
-  std::vector<way> ways{way::jellyfish, way::da_off, way::da_bw, way::nexus};
+  std::vector<way> ways{way::jellyfish, way::paper, way::da_off, way::da_bw, way::nexus};
   if (auto only = std::getenv("SLOSERVE_BENCH_WAYS")) {  // jellyfish and the baselines named
     std::vector<way> picked{way::jellyfish};
     for (auto& name : list_arg<std::string>(2, std::array<char*, 2>{nullptr, only}.data(), 1, {}))
