@@ -122,9 +122,8 @@ class scaler_core {
   bool is_variant_of(const stage_info& s, const std::string& model) const;
   void split_budgets();
   void reconcile(stage_info& s);
-  // Brings the instances of `model` (one that stage `s` runs) to `shape`; false while one is
-  // missing or not yet serving.
-  // `told`: whether the log has said that its next instance finds no place.
+  // Brings the instances of `model` (one a stage runs) to `shape`; false while one is missing or
+  // not yet serving. `told`: whether the log has said that its next instance finds no place.
   bool bring_to(const model_spec& model, const sched::stage_shape& shape, bool& told);
   void mark_serving();
   void apply();

@@ -31,7 +31,7 @@ option make_option(const ipa_stage& s, size_t variant, int b, int b2, const ipa_
   o.choice.batch = b;
   o.choice.replicas = replicas_for(v, b, s.rate);
   o.choice.latency_ms = o.choice.first_ms = v.at(b) + 1000.0 * (b - 1) / s.rate;
-  o.accuracy = v.accuracy / 100.0;
+  o.accuracy = v.served_accuracy() / 100.0;
   o.cores = o.choice.replicas * v.base_cores;
   if (v.then) {
     auto& c = *v.then;
@@ -40,7 +40,6 @@ option make_option(const ipa_stage& s, size_t variant, int b, int b2, const ipa_
     o.choice.batch2 = b2;
     o.choice.replicas2 = replicas_for(c, b2, rate2);
     o.choice.latency_ms += c.at(b2) + (rate2 > 0 ? 1000.0 * (b2 - 1) / rate2 : 0);
-    o.accuracy = (1 - c.fallthrough) * o.accuracy + c.fallthrough * c.accuracy / 100.0;
     o.cores += o.choice.replicas2 * c.base_cores;
   }
   o.cost = w.beta * o.cores + w.delta * (b + o.choice.batch2);

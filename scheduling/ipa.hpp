@@ -48,6 +48,10 @@ struct ipa_cascade : ipa_model {
 
 struct ipa_variant : ipa_model {
   std::optional<ipa_cascade> then{};  // set: the variant is a cascade, its model first
+  // Its accuracy in percent: a cascade's (1 - f)·a + f·a2.
+  double served_accuracy() const {
+    return then ? (1 - then->fallthrough) * accuracy + then->fallthrough * then->accuracy : accuracy;
+  }
 };
 
 struct ipa_stage {

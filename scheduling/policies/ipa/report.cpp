@@ -73,18 +73,21 @@ expected<plan_report> ipa_report(const cluster_config& cfg, const std::vector<do
       auto& c = solved->stages[k];
       auto& m = *in[k].variants[c.variant].model;
       int cores = replica_cores(m);
-      nlohmann::json stage = {
-          {"name", p.stages[k].name}, {"variant", m.name},          {"accuracy", in[k].variants[c.variant].accuracy},
-          {"batch", c.batch},         {"replicas", c.replicas},     {"cores", c.replicas * cores},
-          {"rate", per_stage[k]},     {"latency_ms", c.latency_ms}, {"budget_ms", budgets[k]}};
+      nlohmann::json stage = {{"name", p.stages[k].name},
+                              {"variant", m.name},
+                              {"accuracy", in[k].variants[c.variant].served_accuracy()},
+                              {"batch", c.batch},
+                              {"replicas", c.replicas},
+                              {"cores", c.replicas * cores},
+                              {"rate", per_stage[k]},
+                              {"latency_ms", c.latency_ms},
+                              {"budget_ms", budgets[k]}};
       for (int r = 0; r < c.replicas; ++r)
         if (!prov.start(m.name, cores, c.batch)) ++unplaced[m.name];
       // A cascade: its second model on what falls through, after the first.
       if (auto& then = in[k].variants[c.variant].then) {
         auto& second = *then->model;
         int cores2 = replica_cores(second);
-        stage["accuracy"] =
-            (1 - then->fallthrough) * in[k].variants[c.variant].accuracy + then->fallthrough * then->accuracy;
         stage["cores"] = c.replicas * cores + c.replicas2 * cores2;
         stage["cascade"] = {{"second", second.name},
                             {"fallthrough", then->fallthrough},
