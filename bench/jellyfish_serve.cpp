@@ -21,6 +21,8 @@
 //   build/bench/bench_jellyfish_serve [measure_s=10] [clients=4,8,16] [slos=75,100,150] [traces=stepped,bursty]
 //                                     [warmup_s=4] [runs=1]
 //
+// Traces: stepped, bursty, and the paper's steps, wifi and lte (see traces() below).
+//
 // Each run starts a node afresh and measures after `warmup_s`: what Jellyfish learns of its
 // clients' misses (the dip quantile, from 0.05, a step a second) takes some 7 s to settle where
 // links are steady enough for the estimate itself, so warm-ups of 4 s measure part of its start.
@@ -42,6 +44,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -109,14 +112,40 @@ std::string config_yaml(way w, double slo_ms) {
   return y.str();
 }
 
+// A synthetic cellular or WiFi uplink, per second: log-normal around `median` Mbps, its log an
+// AR(1) series (correlation `rho` from one second to the next, stationary spread `sigma`), with a
+// fixed seed.
+std::vector<double> lognormal_trace(double median, double sigma, double rho, int seconds, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> z(0, 1);
+  std::vector<double> out;
+  double x = sigma * z(rng);
+  for (int s = 0; s < seconds; ++s) {
+    out.push_back(median * std::exp(x));
+    x = rho * x + sigma * std::sqrt(1 - rho * rho) * z(rng);
+  }
+  return out;
+}
+
 // Per client: its uplink, per second, in Mbps. Stepped: 25, 10, 4 and 1.5 Mbps for 5 s each, each
 // client starting at another level; bursty: around 4 Mbps with 20 Mbps bursts of 4 s every 10 s,
-// each client with its own noise and phase.
+// each client with its own noise and phase. The paper's (seed 000, §7): steps: 20, 15, 10 and
+// 7.5 Mbps for 20 s each, each client from another point; wifi and lte: log-normal with the
+// medians of its real traces (53.1 and 22.8 Mbps), spread sigma 0.45 and 0.6 in log space,
+// second-to-second correlation 0.8, each client its own seed.
 std::vector<std::vector<double>> traces(const std::string& kind, int clients, int seconds) {
   std::vector<std::vector<double>> out;
   for (int k = 0; k < clients; ++k) {
     std::vector<double> t;
-    if (kind == "stepped") {
+    if (kind == "steps") {
+      std::vector<double> levels{20, 15, 10, 7.5};
+      auto all = stepped_trace(levels, 20, seconds + 80);
+      int from = (k * 37) % 80;  // each client from another point of the 80 s cycle
+      t.assign(all.begin() + from, all.begin() + from + seconds);
+    } else if (kind == "wifi" || kind == "lte") {
+      bool wifi = kind == "wifi";
+      t = lognormal_trace(wifi ? 53.1 : 22.8, wifi ? 0.45 : 0.6, 0.8, seconds, 500 + static_cast<uint64_t>(k));
+    } else if (kind == "stepped") {
       std::vector<double> levels{25, 10, 4, 1.5};
       std::rotate(levels.begin(), levels.begin() + k % 4, levels.end());
       t = stepped_trace(levels, 5, seconds);
