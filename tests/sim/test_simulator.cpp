@@ -37,6 +37,16 @@ options load(double rate, double seconds) {
   return o;
 }
 
+// The share of the requests sent in seconds [from, to) of the series answered OK within the SLO.
+double share_within(const load_summary& s, size_t from, size_t to) {
+  uint64_t sent = 0, ok = 0;
+  for (size_t t = from; t < to && t < s.series.size(); ++t) {
+    sent += s.series[t]["sent"].get<uint64_t>();
+    ok += s.series[t]["ok_within_slo"].get<uint64_t>();
+  }
+  return sent ? static_cast<double>(ok) / static_cast<double>(sent) : 0;
+}
+
 void expect_one_reply_each(const load_summary& s) {
   EXPECT_EQ(s.lost, 0u);
   EXPECT_EQ(s.sent, s.ok + s.dropped + s.errors + s.overloaded);
@@ -335,14 +345,7 @@ TEST(simulator, ipa_trades_accuracy_for_load_and_loses_nothing_while_variants_sw
   expect_one_reply_each(r->summary);
   // The step itself costs what the old replicas cannot carry while the new ones load (1-2 s);
   // from 10 s into the peak on, and after it, every second is served within the SLO.
-  auto within = [&](size_t from, size_t to) {
-    uint64_t sent = 0, ok = 0;
-    for (size_t t = from; t < to && t < r->summary.series.size(); ++t) {
-      sent += r->summary.series[t]["sent"].get<uint64_t>();
-      ok += r->summary.series[t]["ok_within_slo"].get<uint64_t>();
-    }
-    return sent ? static_cast<double>(ok) / static_cast<double>(sent) : 0;
-  };
+  auto within = [&](size_t from, size_t to) { return share_within(r->summary, from, to); };
   EXPECT_GE(within(0, 30), 0.99);
   EXPECT_GE(within(40, 60), 0.99);
   EXPECT_GE(within(65, 90), 0.99);
@@ -384,14 +387,7 @@ scaler: {vertical_s: 1, predictor: recent_max}
   auto r = simulate(cfg, o);
   ASSERT_TRUE(r) << r.error();
   expect_one_reply_each(r->summary);
-  auto within = [&](size_t from, size_t to) {
-    uint64_t n = 0, ok = 0;
-    for (size_t t = from; t < to && t < r->summary.series.size(); ++t) {
-      n += r->summary.series[t]["sent"].get<uint64_t>();
-      ok += r->summary.series[t]["ok_within_slo"].get<uint64_t>();
-    }
-    return n ? static_cast<double>(ok) / static_cast<double>(n) : 0;
-  };
+  auto within = [&](size_t from, size_t to) { return share_within(r->summary, from, to); };
   std::printf(
       "ipa with a cascade: within the SLO %.4f before, %.4f in, %.4f after the peak; accuracy %.4f; invocations: "
       "small %llu, big %llu\n",
