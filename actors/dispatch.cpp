@@ -38,9 +38,19 @@ bool dispatch(link& l, msg::envelope&& e, const std::string& client) {
           return deliver(a.frontend, std::move(m));
         } else if constexpr (std::is_same_v<T, msg::invocation>) {
           // Straight to its device; the deadline runs from now, not from when the device gets
-          // to its mailbox.
+          // to its mailbox. One forwarded for its model's turn goes to this node's frontend.
+          if (!m.received_ns) m.received_ns = l.now_ns();
+          if (m.device == msg::forwarded_device) {
+            auto id = m.id;
+            auto origin = m.frontend;
+            if (deliver(a.frontend, std::move(m))) return true;
+            l.to_node(origin,
+                      {{},
+                       msg::failed_invocation(id, msg::status::error, "node '" + l.self_name() + "' is not a frontend",
+                                              l.self_name(), msg::forwarded_device)});
+            return false;
+          }
           if (m.device < a.devices.size()) {
-            if (!m.received_ns) m.received_ns = l.now_ns();
             return deliver(a.devices[m.device], std::move(m));
           }
           auto why = a.devices.empty() ? "node '" + l.self_name() + "' is not a worker"

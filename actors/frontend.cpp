@@ -184,6 +184,7 @@ void on_peer_down(self_ptr self, const std::string& node) {
     if (auto* ctl = st.cfg->controller()) st.net->to_node(ctl->name, {{}, std::move(r)});
   }
   if (!st.routes->set_live(node, false)) return;
+  reroute_forwarded(self, node);
   std::vector<uint64_t> affected;
   for (auto& [id, f] : st.invocations)
     if (f.node == node) affected.push_back(id);
@@ -252,6 +253,7 @@ void report_load(self_ptr self) {
     std::fill(l.fallthroughs.begin(), l.fallthroughs.end(), 0);
   }
   st.net->to_node(ctl->name, {{}, std::move(r)});
+  expire_forwarded(self, now);
   // Dummies whose worker never answered (it failed) are forgotten after a while.
   std::erase_if(st.dummies, [&](auto& d) {
     if (now - d.second.at <= std::chrono::seconds(30)) return false;
@@ -318,6 +320,7 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
             st.net->to_client(q.client, std::move(r));
         },
         [=](msg::invocation_result& r) { on_result(self, r); },
+        [=](msg::invocation& inv) { on_forwarded(self, inv); },
         [=](msg::routing_table& t) { on_routing(self, t); },
         [=](peer_down_atom, const std::string& node) { on_peer_down(self, node); },
         [=](peer_up_atom, const std::string& node) {

@@ -120,42 +120,149 @@ void send_dummy(self_ptr self, const std::string& model, const std::string& node
   st.net->to_node(node, {{}, std::move(inv)});
 }
 
+// Sends invocation `id` of `model` to instance `to`, to finish by `deadline`, and the dummies that
+// close the batch it joined; a batch it opened is closed by its deadline.
+void send_to(self_ptr self, uint64_t id, const std::string& model, const frontend_routes::backend& to,
+             clock_time deadline, const std::vector<tensor>& inputs, bool checked, clock_time now) {
+  auto& st = self->state;
+  msg::invocation inv;
+  inv.id = id;
+  inv.frontend = st.net->self_name();
+  inv.model = model;
+  inv.device = to.device;
+  inv.budget_ns = (deadline - now).count();
+  inv.inputs = inputs;
+  inv.checked = checked;
+  auto budget = inv.budget_ns;
+  st.net->to_node(to.node, {{}, std::move(inv)});
+  for (auto& d : st.routes->padding_due(model, st.rng)) send_dummy(self, model, d.node, d.device, budget, true, now);
+  if (auto at = st.routes->padding_deadline(model)) {
+    auto wait = std::chrono::nanoseconds(static_cast<int64_t>(std::max(0.0, *at - seconds_of(now)) * 1e9));
+    self->delayed_send(self, wait, pad_atom::value, model);
+  }
+}
+
 }  // namespace
 
 bool send_invocation(self_ptr self, uint64_t id, in_flight& f) {
   auto& st = self->state;
-  st.routes->set_clock(seconds_of(self->clock().now()));
+  auto now = self->clock().now();
+  f.sent = now;
+  // A model another frontend dispatches for all takes its place in that frontend's turn.
+  if (!f.at)
+    if (auto& d = st.routes->dispatcher(f.model); !d.empty()) {
+      f.node = d;
+      f.device = msg::forwarded_device;
+      msg::invocation inv;
+      inv.id = id;
+      inv.frontend = st.net->self_name();
+      inv.model = f.model;
+      inv.device = msg::forwarded_device;
+      inv.budget_ns = (f.deadline - now).count();
+      inv.inputs = f.inputs;
+      st.net->to_node(d, {{}, std::move(inv)});
+      st.net->metrics.count(node_metrics::event::forwarded, "sent");
+      return true;
+    }
+  st.routes->set_clock(seconds_of(now));
   auto b = f.at ? st.routes->pick_at(f.model, f.at->first, f.at->second, st.rng) : st.routes->pick(f.model, st.rng);
   if (!b && f.at) {
     // The mapped variant has no live instance here: the stage's own model serves it.
     auto& q = st.queries.at(f.query);
     f.at.reset();
     f.model = st.routes->stage_model(q.pipeline, f.stage);
-    b = st.routes->pick(f.model, st.rng);
+    return send_invocation(self, id, f);
   }
   if (!b) return false;
   f.node = b->node;
   f.device = b->device;
-  f.sent = self->clock().now();
-  msg::invocation inv;
-  inv.id = id;
-  inv.frontend = st.net->self_name();
-  inv.model = f.model;
-  inv.device = b->device;
-  inv.budget_ns = (f.deadline - self->clock().now()).count();
-  inv.inputs = f.inputs;
-  inv.checked = f.checked;
-  auto budget = inv.budget_ns;
-  st.net->to_node(b->node, {{}, std::move(inv)});
-  // Where the batch it joined owes its padding, the dummies close it now; a batch it opened is
-  // closed by its deadline.
-  for (auto& to : st.routes->padding_due(f.model, st.rng))
-    send_dummy(self, f.model, to.node, to.device, budget, true, f.sent);
-  if (auto at = st.routes->padding_deadline(f.model)) {
-    auto wait = std::chrono::nanoseconds(static_cast<int64_t>(std::max(0.0, *at - seconds_of(f.sent)) * 1e9));
-    self->delayed_send(self, wait, pad_atom::value, f.model);
-  }
+  send_to(self, id, f.model, *b, f.deadline, f.inputs, f.checked, now);
   return true;
+}
+
+namespace {
+
+// Answers forwarded invocation `id` (this frontend's id for it) with a failure and forgets it.
+void fail_forwarded(self_ptr self, uint64_t id, msg::status code, std::string why) {
+  auto& st = self->state;
+  auto it = st.forwarded.find(id);
+  if (it == st.forwarded.end()) return;
+  auto& fw = it->second;
+  st.net->queued.release(fw.bytes);
+  st.net->metrics.count(node_metrics::event::forwarded, "failed");
+  st.net->to_node(
+      fw.origin, {{}, msg::failed_invocation(fw.id, code, std::move(why), st.net->self_name(), msg::forwarded_device)});
+  st.forwarded.erase(it);
+}
+
+// Places forwarded invocation `id` in its model's turn; false when no instance is live.
+bool place_forwarded(self_ptr self, uint64_t id, frontend_state::forwarded_invocation& fw) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  st.routes->set_clock(seconds_of(now));
+  auto b = st.routes->pick(fw.model, st.rng);
+  if (!b) return false;
+  fw.node = b->node;
+  fw.device = b->device;
+  send_to(self, id, fw.model, *b, fw.deadline, fw.inputs, false, now);
+  return true;
+}
+
+}  // namespace
+
+void on_forwarded(self_ptr self, msg::invocation& inv) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  frontend_state::forwarded_invocation fw;
+  fw.origin = inv.frontend;
+  fw.id = inv.id;
+  fw.model = inv.model;
+  fw.deadline = now + nanoseconds(inv.budget_ns);
+  fw.bytes = payload_bytes(inv.inputs);
+  fw.inputs = std::move(inv.inputs);
+  auto id = st.next_invocation++;
+  auto bytes = fw.bytes;
+  auto& placed = st.forwarded.emplace(id, std::move(fw)).first->second;
+  if (!st.net->queued.try_charge(bytes, st.cfg->runtime.max_queued_mb << 20)) {
+    placed.bytes = 0;
+    return fail_forwarded(
+        self, id, msg::status::overloaded,
+        fmt::format("node '{}' holds {:.1f} MB of request payloads (runtime.max_queued_mb {})", st.net->self_name(),
+                    st.net->queued.used() / 1048576.0, st.cfg->runtime.max_queued_mb));
+  }
+  if (place_forwarded(self, id, placed)) return st.net->metrics.count(node_metrics::event::forwarded, "placed");
+  fail_forwarded(self, id, msg::status::error,
+                 "no live instance serves model '" + inv.model + "' at its dispatcher " + st.net->self_name());
+}
+
+void reroute_forwarded(self_ptr self, const std::string& node) {
+  auto& st = self->state;
+  std::vector<uint64_t> affected;
+  for (auto& [id, fw] : st.forwarded)
+    if (fw.node == node) affected.push_back(id);
+  auto now = self->clock().now();
+  for (auto id : affected) {
+    auto& fw = st.forwarded.at(id);
+    if (fw.deadline > now && place_forwarded(self, id, fw)) {
+      ++st.stats.rerouted;
+      st.net->metrics.count(node_metrics::event::rerouted);
+      continue;
+    }
+    fail_forwarded(self, id, msg::status::error,
+                   "worker node '" + node + "' failed and no other instance could meet the deadline");
+  }
+}
+
+void expire_forwarded(self_ptr self, clock_time now) {
+  auto& st = self->state;
+  auto grace = std::chrono::milliseconds(st.cfg->runtime.reply_grace_ms);
+  std::erase_if(st.forwarded, [&](auto& e) {
+    auto& fw = e.second;
+    if (fw.deadline + grace > now) return false;
+    st.routes->release(fw.model, fw.node, fw.device);
+    st.net->queued.release(fw.bytes);
+    return true;
+  });
 }
 
 void pad_batch(self_ptr self, const std::string& model) {
@@ -359,6 +466,15 @@ bool observe_skew(frontend_state& st, size_t pi, in_flight& f, const std::vector
 
 void on_result(self_ptr self, msg::invocation_result& r) {
   auto& st = self->state;
+  // One this frontend placed for another: released here, relayed there.
+  if (auto fw = st.forwarded.find(r.id); fw != st.forwarded.end()) {
+    st.routes->release(fw->second.model, fw->second.node, fw->second.device);
+    st.net->queued.release(fw->second.bytes);
+    r.id = fw->second.id;
+    auto origin = std::move(fw->second.origin);
+    st.forwarded.erase(fw);
+    return st.net->to_node(origin, {{}, std::move(r)});
+  }
   if (auto d = st.dummies.find(r.id); d != st.dummies.end()) {
     if (!d->second.node.empty()) st.routes->release(d->second.model, d->second.node, d->second.device);
     st.dummies.erase(d);
@@ -376,7 +492,7 @@ void on_result(self_ptr self, msg::invocation_result& r) {
   auto& s = p.stages[f.stage];
   std::erase(q.invocations, r.id);
   q.timings.push_back({s.name, r.node, r.device, r.batch, r.queue_ns / 1e6, r.exec_ns / 1e6, f.model});
-  if (r.code == msg::status::ok) {
+  if (r.code == msg::status::ok && f.device != msg::forwarded_device) {  // a worker's link, not a dispatcher's
     auto round_ms = std::chrono::duration<double, std::milli>(self->clock().now() - f.sent).count();
     auto& t = st.transfer[f.node];
     t.first += std::max(0.0, round_ms - static_cast<double>(r.queue_ns + r.exec_ns) / 1e6);

@@ -29,14 +29,18 @@ void frontend_routes::apply(const msg::routing_table& t) {
   std::unordered_map<std::string, route> fresh;
   for (auto& mr : t.routes) {
     auto& r = fresh[mr.model];
+    r.dispatcher = mr.dispatcher;
+    // A model one frontend dispatches for all is dispatched whole; otherwise each frontend sends
+    // its share of each batch.
+    auto frontends = mr.dispatcher.empty() ? t.frontends : 1u;
     for (auto& inst : mr.instances) {
       r.backends.push_back({inst.node, inst.device});
       sched::backend_load l;
       l.weight = inst.weight;
       l.live = !down_.count(inst.node);
       l.spare = inst.spare;
-      l.spill_at = sched::spill_threshold(inst.spill_at, t.frontends);
-      l.batch = sched::spill_threshold(inst.batch, t.frontends);  // each frontend's part of a batch
+      l.spill_at = sched::spill_threshold(inst.spill_at, frontends);
+      l.batch = sched::spill_threshold(inst.batch, frontends);  // each frontend's part of a batch
       l.padding = inst.dummy_rate;
       l.duration_s = inst.duration_ms / 1e3;
       if (auto* old = load_of(mr.model, inst.node, inst.device)) l.outstanding = old->outstanding;
@@ -67,7 +71,7 @@ void frontend_routes::apply(const msg::routing_table& t) {
         }))
       r.turn = old->second.turn, r.deadline_told = old->second.deadline_told;
   for (auto& [model, r] : fresh) {
-    r.turn.frontends = std::max<uint32_t>(1, t.frontends);
+    r.turn.frontends = r.dispatcher.empty() ? std::max<uint32_t>(1, t.frontends) : 1;
     r.budget_ms = tightest_budget_ms(t.budgets, model);
   }
   routes_ = std::move(fresh);
@@ -84,6 +88,10 @@ void frontend_routes::apply(const msg::routing_table& t) {
 }
 
 bool frontend_routes::set_live(const std::string& node, bool live) {
+  if (live)
+    heard_.insert(node);
+  else
+    heard_.erase(node);
   if (live ? !down_.erase(node) : !down_.insert(node).second) return false;
   for (auto& [m, r] : routes_) {
     for (size_t i = 0; i < r.backends.size(); ++i)
@@ -103,6 +111,13 @@ bool frontend_routes::set_live(const std::string& node, bool live) {
   }
   refresh();
   return true;
+}
+
+const std::string& frontend_routes::dispatcher(const std::string& model) const {
+  static const std::string none;
+  auto it = routes_.find(model);
+  if (it == routes_.end() || !heard_.count(it->second.dispatcher)) return none;
+  return it->second.dispatcher;
 }
 
 std::optional<frontend_routes::backend> frontend_routes::pick(const std::string& model, std::mt19937_64& rng) {

@@ -36,6 +36,9 @@ class frontend_routes {
   // The time, in seconds, that dispatch in turn reads (a batch goes to an instance free by the
   // time it would fill); unset (< 0): the turn alone.
   void set_clock(double now_s) { clock_s_ = now_s; }
+  // The frontend that dispatches `model`'s whole batches for all frontends (the table's
+  // ModelRoute.dispatcher) while this one hears it; empty: none, or it is not heard now.
+  const std::string& dispatcher(const std::string& model) const;
   // Picks a live instance of `model` by the balancer and counts an invocation on it.
   std::optional<backend> pick(const std::string& model, std::mt19937_64& rng);
   // Whether the table dispatches `model`'s instances whole batches in turn: then its dummies go
@@ -79,6 +82,7 @@ class frontend_routes {
     sched::dispatch_state turn;              // batch-by-batch dispatch's place (fill_balancer)
     double deadline_told = -1;               // the latest padding_deadline given
     double budget_ms = 0;                    // the tightest stage budget that runs the model
+    std::string dispatcher;                  // the table's: the frontend that dispatches it for all
   };
   sched::backend_load* load_of(const std::string& model, const std::string& node, uint32_t device);
   void refresh();  // blockers, recomputed when routes or peers change so requests only read them
@@ -89,6 +93,7 @@ class frontend_routes {
   double clock_s_ = -1;
   std::unordered_map<std::string, route> routes_;
   std::unordered_set<std::string> down_;
+  std::unordered_set<std::string> heard_;  // nodes heard since they last went down (set_live)
   std::vector<std::optional<slo_split>> splits_;
   std::vector<std::vector<std::string>> stage_models_;
   std::vector<std::string> blockers_;

@@ -126,6 +126,18 @@ struct frontend_state {
   std::unordered_map<uint64_t, dummy_sent> dummies;
   std::unordered_map<std::string, std::vector<tensor>> dummy_inputs;
   uint64_t dummies_sent = 0;
+  // Invocations other frontends forwarded for the models this one dispatches (by the id this one
+  // sent them on): whose they are, where they went, and what to send again when that node fails.
+  struct forwarded_invocation {
+    std::string origin;  // the frontend awaiting the result
+    uint64_t id = 0;     // its id there
+    std::string model, node;
+    uint32_t device = 0;
+    clock_time deadline;
+    std::vector<tensor> inputs;
+    int64_t bytes = 0;  // charged to the node's payload budget
+  };
+  std::unordered_map<uint64_t, forwarded_invocation> forwarded;
 };
 
 using self_ptr = frontend_actor::stateful_pointer<frontend_state>;
@@ -147,6 +159,13 @@ bool send_invocation(self_ptr self, uint64_t id, in_flight& f);
 bool send_all(self_ptr self, uint64_t qid, query& q, std::vector<query_walk::spawn> spawns);
 // A device's result: the query's walk goes on, or the query is answered.
 void on_result(self_ptr self, msg::invocation_result& r);
+// Another frontend's invocation of a model this one dispatches for all: placed in the model's
+// turn, its result relayed (or a failed result at once, with the reason).
+void on_forwarded(self_ptr self, msg::invocation& inv);
+// A worker failed: the forwarded invocations it held go to other instances, or fail back.
+void reroute_forwarded(self_ptr self, const std::string& node);
+// Forgets forwarded invocations past their deadline plus the grace (their worker never answered).
+void expire_forwarded(self_ptr self, clock_time now);
 // Sends the dummy requests the table asks of this frontend that are due.
 void send_dummies(self_ptr self, clock_time now);
 // Closes `model`'s batch in turn with dummies when it is due full (pad_atom).

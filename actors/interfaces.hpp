@@ -81,17 +81,19 @@ struct profile_scales {
 };
 
 // Client ingress and per-query DAG orchestration.
-using frontend_actor = caf::typed_actor<caf::reacts_to<start_atom>,              // wiring done: start timers
-                                        caf::reacts_to<ingress>,                 // a client's request: walk its DAG
-                                        caf::reacts_to<status_query>,            // a client asks whether we can serve
-                                        caf::reacts_to<msg::invocation_result>,  // a stage finished on a worker
-                                        caf::reacts_to<msg::routing_table>,      // new instances and stage budgets
-                                        caf::reacts_to<peer_down_atom, std::string>,  // a node stopped heartbeating
-                                        caf::reacts_to<peer_up_atom, std::string>,    // a node heartbeats again
-                                        caf::reacts_to<tick_atom>,              // answer queries past deadline+grace
-                                        caf::reacts_to<pad_atom, std::string>,  // a model's batch is due full
-                                        caf::reacts_to<beacon_atom>,            // register with the controller
-                                        caf::replies_to<stats_atom>::with<frontend_stats>>;  // counters so far
+using frontend_actor =
+    caf::typed_actor<caf::reacts_to<start_atom>,              // wiring done: start timers
+                     caf::reacts_to<ingress>,                 // a client's request: walk its DAG
+                     caf::reacts_to<status_query>,            // a client asks whether we can serve
+                     caf::reacts_to<msg::invocation_result>,  // a stage finished on a worker
+                     caf::reacts_to<msg::invocation>,         // another frontend's, for a model this one dispatches
+                     caf::reacts_to<msg::routing_table>,      // new instances and stage budgets
+                     caf::reacts_to<peer_down_atom, std::string>,         // a node stopped heartbeating
+                     caf::reacts_to<peer_up_atom, std::string>,           // a node heartbeats again
+                     caf::reacts_to<tick_atom>,                           // answer queries past deadline+grace
+                     caf::reacts_to<pad_atom, std::string>,               // a model's batch is due full
+                     caf::reacts_to<beacon_atom>,                         // register with the controller
+                     caf::replies_to<stats_atom>::with<frontend_stats>>;  // counters so far
 
 // One device: deadline-ordered session queues, early drop, round-robin batches.
 using device_actor =

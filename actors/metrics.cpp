@@ -348,6 +348,9 @@ void node_metrics::render_events(std::string& out) const {
        "Replies that could not be sent: client_gone, client_not_reading (its queue is full)."},
       {event::dummy, "sloserve_dummy_requests_total", "outcome",
        "Piccolo's dummy requests: sent, and their answers by outcome (ok, dropped, overloaded, error)."},
+      {event::forwarded, "sloserve_forwarded_invocations_total", "way",
+       "Invocations of a model one frontend dispatches for all (Piccolo's central dispatcher): sent (by this "
+       "frontend to the dispatcher), placed (by this frontend, for another), failed (placed nowhere, failed back)."},
       {event::http_refused, "sloserve_http_refused_total", "why",
        "HTTP connections and requests refused before any route: connections_per_address (over "
        "runtime.http_connections_per_address), connections (over the server's limit), request_timeout (not "

@@ -118,6 +118,7 @@ class node_metrics {
     rerouted,        // an invocation sent again because its node went down
     reply_dropped,   // label why: client_gone, client_not_reading
     dummy,           // label outcome: sent, ok, dropped, overloaded, error (padding requests)
+    forwarded,       // label way: sent (to a model's dispatcher), placed (for another frontend), failed
     http_refused,    // label why: connections_per_address, connections, request_timeout, too_large, bad_request,
                      // tls_handshake
   };

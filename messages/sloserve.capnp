@@ -227,6 +227,10 @@ struct RouteInstance {
 struct ModelRoute {
   model @0 :Text;
   instances @1 :List(RouteInstance);
+  # Whole batches with several frontends (Piccolo's central dispatcher): the frontend that places
+  # every invocation of the model in its one turn; the others forward theirs to it while they hear
+  # it. Empty: each frontend sends its share of each batch in its own turn.
+  dispatcher @2 :Text;
   #! eq
 }
 

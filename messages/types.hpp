@@ -14,6 +14,10 @@ namespace sloserve::msg {
 
 std::string_view status_name(status s);
 
+// An invocation's device when a frontend forwards it to the frontend that dispatches its model
+// (ModelRoute.dispatcher): that frontend places it in the model's turn and relays the result.
+inline constexpr uint32_t forwarded_device = 0xFFFFFFFFu;
+
 // The reply to invocation `id` from device `device` of `node` that failed (or was dropped, or
 // refused) for `reason`: every node answers an invocation it cannot run with one of these.
 inline invocation_result failed_invocation(uint64_t id, status code, std::string reason, std::string node,

@@ -24,6 +24,20 @@ std::map<std::string, msg::schedule> idle_schedules(const cluster_config& cfg, u
   return out;
 }
 
+// One frontend per model that takes whole batches dispatches it for all, where there are several:
+// the models spread over the file's frontends by a hash of the name, so that every table (and
+// every controller) names the same one.
+void assign_dispatchers(const cluster_config& cfg, msg::routing_table& t) {
+  auto frontends = cfg.with_role(role::frontend);
+  if (frontends.size() < 2) return;
+  for (auto& r : t.routes) {
+    if (std::none_of(r.instances.begin(), r.instances.end(), [](auto& i) { return i.batch > 0; })) continue;
+    uint64_t h = 14695981039346656037ull;  // FNV-1a
+    for (unsigned char c : r.model) h = (h ^ c) * 1099511628211ull;
+    r.dispatcher = frontends[h % frontends.size()]->name;
+  }
+}
+
 // The tightest budget of each model the table budgets: its stages', and its shares of Graft's
 // fragment routes (in proportion to the time a route has).
 std::map<std::string, double> tightest_budgets(const msg::routing_table& t) {
@@ -174,6 +188,7 @@ msg::routing_table routing_from(const cluster_config& cfg, const sched::epoch_in
         inst.spill_at = spill.of(route.model, inst, b->second);
         if (whole) inst.batch = b->second, inst.duration_ms = planned_ms[b->first];
       }
+  if (in.policy && in.policy->central_dispatch(in.options)) assign_dispatchers(cfg, t);
   return t;
 }
 

@@ -150,8 +150,10 @@ void engine::on_apply(ns now, uint32_t which) {
       sched::backend_load l;
       l.weight = inst.weight;
       l.spare = inst.spare;
-      l.spill_at = sched::spill_threshold(inst.spill_at, p.table.frontends);
-      l.batch = sched::spill_threshold(inst.batch, p.table.frontends);
+      // The one simulated frontend sends a model one frontend dispatches for all whole batches.
+      auto frontends = r.dispatcher.empty() ? p.table.frontends : 1u;
+      l.spill_at = sched::spill_threshold(inst.spill_at, frontends);
+      l.batch = sched::spill_threshold(inst.batch, frontends);
       l.padding = inst.dummy_rate;
       l.duration_s = inst.duration_ms / 1e3;
       l.live = nodes_[devices_[it->second].node].seen;
@@ -167,7 +169,9 @@ void engine::on_apply(ns now, uint32_t which) {
     if (sched::kept_turn(routes[m].loads, routes_[m].loads,
                          [&](size_t i, size_t j) { return routes[m].devices[i] == routes_[m].devices[j]; }))
       routes[m].turn = routes_[m].turn, routes[m].deadline_told = routes_[m].deadline_told;
-  for (auto& r : routes) r.turn.frontends = std::max<uint32_t>(1, p.table.frontends);
+  for (auto& r : p.table.routes)
+    if (auto m = model_id_.find(r.model); m != model_id_.end())
+      routes[m->second].turn.frontends = r.dispatcher.empty() ? std::max<uint32_t>(1, p.table.frontends) : 1;
   routes_ = std::move(routes);
   route_pos_ = std::move(pos);
   // The table's padding: each padded instance's dummies, spaced evenly, under the tightest

@@ -70,6 +70,9 @@ class scheduling_policy {
   // they run it (sessions' `collect`): Piccolo's throughput-cost dispatch, with the fill
   // balancer as dispatcher.
   virtual bool whole_batches(const std::any& options) const { return false; }
+  // With whole batches and several frontends, whether one frontend per model dispatches every
+  // invocation of it in one turn (routing_table routes' `dispatcher`; the others forward to it).
+  virtual bool central_dispatch(const std::any& options) const { return false; }
   // Whether what was measured asks for an epoch that `planned` lacks, whatever the load rule
   // says (Graft: a fragment of queries the plan has no route for).
   virtual bool plan_outdated(const pipeline_rates& measured, const epoch_result& planned) const { return false; }

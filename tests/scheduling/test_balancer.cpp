@@ -222,6 +222,69 @@ TEST(balancer, whole_batches_in_turn_keep_theorem_1s_bound) {
   EXPECT_GE(over_single, 10 * std::max(1, over_whole));
 }
 
+// Several frontends (Piccolo's central dispatcher): requests come to two frontends in turn. Each
+// keeping a turn of its own sends every machine its half of a batch, and the halves fill at
+// different times, so that machines wait for the rest; one dispatcher placing both frontends'
+// requests in one turn keeps the bound as one frontend does. Devices start a batch once it is
+// queued, or once the oldest has waited half again the stream's fill time b / W (their collection
+// rule), whichever comes first, when free.
+TEST(balancer, one_turn_for_two_frontends_keeps_theorem_1s_bound_and_two_turns_do_not) {
+  std::mt19937_64 rng(11);
+  int instances = 200, over_central = 0, over_split = 0;
+  double worst_central = 0, worst_split = 0;
+  for (int n = 0; n < instances; ++n) {
+    size_t machines = 2 + rng() % 4;
+    auto bb = static_cast<uint32_t>(4 + rng() % 30);
+    double dd = 0.05 + 0.001 * static_cast<double>(rng() % 400);
+    std::vector<uint32_t> batch(machines, bb);
+    std::vector<double> d(machines, dd), rate(machines, bb / dd);
+    double W = static_cast<double>(machines) * bb / dd, bound = dd + bb / W;
+    for (bool central : {true, false}) {
+      fill_balancer b;
+      uint32_t owners = central ? 1 : 2;
+      std::vector<std::vector<backend_load>> v(owners, std::vector<backend_load>(machines));
+      std::vector<dispatch_state> s(owners);
+      for (uint32_t o = 0; o < owners; ++o) {
+        s[o].frontends = owners;
+        for (size_t i = 0; i < machines; ++i)
+          v[o][i].weight = rate[i], v[o][i].batch = spill_threshold(batch[i], owners), v[o][i].duration_s = d[i];
+      }
+      std::vector<double> free(machines, 0);
+      std::vector<std::vector<double>> queued(machines);
+      double latest = 0;
+      auto run_due = [&](double t) {
+        for (size_t i = 0; i < machines; ++i)
+          while (!queued[i].empty() && free[i] <= t + 1e-9 &&
+                 (queued[i].size() >= batch[i] || t - queued[i].front() >= 1.5 * batch[i] / W - 1e-12)) {
+            double start = std::max(free[i], t);
+            size_t take = std::min<size_t>(batch[i], queued[i].size());
+            for (size_t k = 0; k < take; ++k) latest = std::max(latest, start + d[i] - queued[i][k]);
+            queued[i].erase(queued[i].begin(), queued[i].begin() + static_cast<long>(take));
+            free[i] = start + d[i];
+          }
+      };
+      for (int r = 0; r < 4000; ++r) {
+        double t = r / W;
+        run_due(t);
+        auto o = static_cast<size_t>(central ? 0 : r % 2);  // the frontend it came to
+        s[o].clock = t;
+        size_t k = *b.dispatch(v[o], s[o], rng);
+        queued[k].push_back(t);
+        run_due(t);
+      }
+      (central ? over_central : over_split) += latest > bound + 1e-9;
+      (central ? worst_central : worst_split) = std::max(central ? worst_central : worst_split, latest / bound);
+    }
+  }
+  std::printf(
+      "theorem 1 with two frontends on %d random sets: one turn over the bound on %d (worst %.4f of it), a turn "
+      "per frontend on %d (worst %.4f)\n",
+      instances, over_central, worst_central, over_split, worst_split);
+  EXPECT_LE(over_central, instances / 50);
+  EXPECT_LE(worst_central, 1.05);
+  EXPECT_GE(over_split, 10 * std::max(1, over_central));
+}
+
 // A batch that fills while its machine still runs the one before: the stream is ahead of the
 // machines, so padding waits until a batch fills on a free machine.
 TEST(balancer, padding_waits_while_batches_fill_on_busy_machines) {

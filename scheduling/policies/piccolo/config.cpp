@@ -9,6 +9,7 @@ namespace {
 
 const std::vector<settings::key<options>>& keys() {
   static const std::vector<settings::key<options>> all = {{"whole_batches", &options::whole_batches},
+                                                          {"central_dispatch", &options::central_dispatch},
                                                           {"runtime_balancer", &options::runtime_balancer}};
   return all;
 }

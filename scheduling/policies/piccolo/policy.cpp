@@ -25,6 +25,10 @@ class piccolo_policy final : public scheduling_policy {
     auto* o = std::any_cast<piccolo::options>(&options);
     return o && o->whole_batches;
   }
+  bool central_dispatch(const std::any& options) const override {
+    auto* o = std::any_cast<piccolo::options>(&options);
+    return o && o->whole_batches && o->central_dispatch;
+  }
   // Per stage, its configuration set over the device types, dummies and cost.
   expected<plan_report> report(const cluster_config& cfg, const epoch_input& in) const override {
     return piccolo_report(cfg, in);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "config/cluster_config.hpp"
@@ -71,10 +72,13 @@ TEST(placement, a_piccolo_epoch_puts_each_machine_on_its_type_and_routes_by_conf
 }
 
 // Table I of the Piccolo paper (module 1) on four devices, under `scheduler`, planned at 285 req/s.
-cluster_placement table_i_at_285(const std::string& scheduler, cluster_config& cfg) {
+// `more_nodes`: lines added to the file's nodes.
+cluster_placement table_i_at_285(const std::string& scheduler, cluster_config& cfg,
+                                 const std::string& more_nodes = "") {
   cfg = parse_config(R"(
 nodes:
   - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+)" + more_nodes + R"(
   - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 4}]}
 models:
   - {name: m, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [4]}, max_batch: 100,
@@ -129,6 +133,33 @@ TEST(placement, a_padded_piccolo_set_carries_its_dummies_in_the_table) {
         }
   EXPECT_EQ(in_turn, 3u);
   EXPECT_EQ(collecting, 3u);
+}
+
+// Piccolo's central dispatcher: with whole batches and several frontends, each route names one of
+// the file's frontends, the same in every table; with one frontend, without whole batches, or
+// with `central_dispatch: false`, none (each frontend keeps its turn).
+TEST(placement, with_several_frontends_one_dispatches_each_whole_batch_model_for_all) {
+  const std::string fes =
+      "  - {name: fe2, address: tcp://127.0.0.1:0, roles: [frontend]}\n"
+      "  - {name: fe3, address: tcp://127.0.0.1:0, roles: [frontend]}\n";
+  auto dispatchers = [](const cluster_placement& p) {
+    std::set<std::string> out;
+    for (auto& r : p.table.routes) out.insert(r.dispatcher);
+    return out;
+  };
+  cluster_config cfg;
+  auto central = table_i_at_285("{policy: piccolo, piccolo: {whole_batches: true}}", cfg, fes);
+  EXPECT_EQ(central.table.frontends, 3u);
+  auto named = dispatchers(central);
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_TRUE(named.count("ctl") || named.count("fe2") || named.count("fe3")) << *named.begin();
+  EXPECT_EQ(dispatchers(table_i_at_285("{policy: piccolo, piccolo: {whole_batches: true}}", cfg, fes)), named)
+      << "every table names the same one";
+  for (auto [scheduler, more] :
+       {std::pair<std::string, std::string>{"{policy: piccolo, piccolo: {whole_batches: true}}", ""},
+        {"{policy: piccolo, piccolo: {whole_batches: true, central_dispatch: false}}", fes},
+        {"{policy: piccolo}", fes}})
+    EXPECT_EQ(dispatchers(table_i_at_285(scheduler, cfg, more)), std::set<std::string>{""}) << scheduler << more;
 }
 
 // Fractional instances are slots of their own, at their share of the price. Piccolo plans them
