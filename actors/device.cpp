@@ -441,8 +441,10 @@ device_actor spawn_device_with(caf::actor_system& sys, actor_args args, uint32_t
 device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index, device_kind kind) {
   auto* node = args.cfg->find_node(args.net->self_name());
   auto* group = node ? node->group_of(static_cast<int>(index)) : nullptr;
-  auto executor = make_executor(kind, args.incarnation * 1000 + index, group ? group->threads : 1,
-                                group ? group->type : "", node ? node->share_of(static_cast<int>(index)) : 1);
+  auto executor = kind == device_kind::network_switch && group
+                      ? expected<std::unique_ptr<device_executor>>(make_switch_executor(*group))
+                      : make_executor(kind, args.incarnation * 1000 + index, group ? group->threads : 1,
+                                      group ? group->type : "", node ? node->share_of(static_cast<int>(index)) : 1);
   if (!executor) {
     spdlog::error("{}: device {}: {}; it serves nothing", args.net->self_name(), index, executor.error());
     return spawn_device_with(sys, std::move(args), index, make_emulated_executor(index), executor.error());

@@ -126,9 +126,16 @@ void check_served(reader& r, const YAML::Node& root, const cluster_config& cfg) 
     for (size_t g = 0; g < cfg.nodes[i].devices.size(); ++g) {
       auto& grp = cfg.nodes[i].devices[g];
       bool emulated = grp.kind == device_kind::emulated;
+      bool chain = grp.kind == device_kind::network_switch;
       for (auto& m : cfg.models) {
         bool serves = grp.models.empty() || std::find(grp.models.begin(), grp.models.end(), m.name) != grp.models.end();
-        if (!serves || (emulated ? !m.needs_profile : !m.path.empty())) continue;
+        if (serves && chain && m.netnn.empty()) {
+          r.error(entry[i]["devices"][g], "node '" + cfg.nodes[i].name + "' has switch devices for model '" + m.name +
+                                              "', which has no 'netnn' file: a switch runs NetNN models only "
+                                              "(list the models it serves)");
+          continue;
+        }
+        if (!serves || chain || (emulated ? !m.needs_profile : !m.path.empty())) continue;
         r.error(entry[i]["devices"][g],
                 "node '" + cfg.nodes[i].name + "' has " + std::string(knob_name(grp.kind)) + " devices for model '" +
                     m.name + (emulated ? "', which has no 'profile' to emulate" : "', which has no 'path'"));

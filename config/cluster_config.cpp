@@ -201,6 +201,18 @@ void parse_devices(reader& r, const YAML::Node& devs, const std::string& where, 
     settings::read_keys(r, d, g, settings::device_keys(), w);
     if (g.threads < 1) r.error(d["threads"], w + " threads must be at least 1");
     if (g.count < 1) r.error(d["count"], w + " count must be at least 1");
+    // A switch chain's limits: on switch devices only, each at least 1.
+    for (auto key : {"pipelines", "stages", "register_kb_per_stage", "table_kb_per_stage", "ops_per_packet",
+                     "flow_slots", "tier_switches"}) {
+      if (!d[key]) continue;
+      if (g.kind != device_kind::network_switch)
+        r.error(d[key], w + " " + key + " is a switch's limit: only a device of kind switch takes it");
+    }
+    if (g.kind == device_kind::network_switch &&
+        std::min({g.pipelines, g.stages, g.register_kb_per_stage, g.table_kb_per_stage, g.ops_per_packet, g.flow_slots,
+                  g.tier_switches}) < 1)
+      r.error(d, w + " a switch's pipelines, stages, register_kb_per_stage, table_kb_per_stage, ops_per_packet, "
+                     "flow_slots and tier_switches must each be at least 1");
     if (!g.type.empty() && !cfg.find_device_type(g.type))
       r.error(d["type"], w + " type '" + g.type + "' is not in device_types");
     if (d["shares"]) {

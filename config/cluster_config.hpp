@@ -32,6 +32,18 @@ struct device_group {
   // with that fraction of the device (as MPS gives), summing to at most 1; empty: whole devices.
   // Every instance is a device of its own to schedules and routes.
   std::vector<double> shares;
+  // `kind: switch`: one device stands for a chain of programmable switches that runs a NetNN
+  // model (models[].netnn) in its data plane, each switch within these limits
+  // (gpu/netnn/switch_chain.hpp): pipelines per switch, match-action stages per pipeline, register
+  // and table memory per stage, operations a pipeline may spend on one packet, the feature
+  // switch's flow table, and switches per layer.
+  int pipelines = 4;
+  int stages = 32;
+  int register_kb_per_stage = 64;
+  int table_kb_per_stage = 256;
+  int ops_per_packet = 8192;
+  int flow_slots = 4096;
+  int tier_switches = 4;
   int instances() const { return count * std::max<int>(1, static_cast<int>(shares.size())); }
   double share_of(int i) const { return shares.empty() ? 1 : shares[static_cast<size_t>(i) % shares.size()]; }
 };

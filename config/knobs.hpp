@@ -14,7 +14,7 @@
 namespace sloserve {
 
 enum class role : uint8_t { controller, frontend, worker };
-enum class device_kind : uint8_t { emulated, cpu, cuda };
+enum class device_kind : uint8_t { emulated, cpu, cuda, network_switch };
 enum class scheduler_policy : uint8_t { nexus, batch_oblivious, static_plan, ipa, jellyfish, piccolo, graft };
 enum class split_policy : uint8_t { dp, even };
 enum class scaler_policy : uint8_t { none, fa2, sponge, biscale, ipa };
@@ -34,7 +34,8 @@ struct knob;
   }
 
 SLOSERVE_KNOB(role, {role::controller, "controller"}, {role::frontend, "frontend"}, {role::worker, "worker"});
-SLOSERVE_KNOB(device_kind, {device_kind::emulated, "emulated"}, {device_kind::cpu, "cpu"}, {device_kind::cuda, "cuda"});
+SLOSERVE_KNOB(device_kind, {device_kind::emulated, "emulated"}, {device_kind::cpu, "cpu"}, {device_kind::cuda, "cuda"},
+              {device_kind::network_switch, "switch"});
 SLOSERVE_KNOB(scheduler_policy, {scheduler_policy::nexus, "nexus"},
               {scheduler_policy::batch_oblivious, "batch-oblivious"}, {scheduler_policy::static_plan, "static"},
               {scheduler_policy::ipa, "ipa"}, {scheduler_policy::jellyfish, "jellyfish"},

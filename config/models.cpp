@@ -177,6 +177,7 @@ void check_model_scalars(reader& r, const YAML::Node& n, model_spec& m, const st
   if (!(m.base_cores > 0)) r.error(n["base_cores"], where + " base_cores must be positive");
   // Relative to the cluster file, made absolute once so that a resolved copy (`up`) names the same file.
   if (!m.path.empty()) m.path = r.resolve(m.path);
+  if (!m.netnn.empty()) m.netnn = r.resolve(m.netnn);
   if (m.name.find_first_of("[]") != std::string::npos)
     r.error(n["name"], where + ": model names cannot hold '[' or ']' (fragments of partitioned models are named so)");
 }
@@ -202,6 +203,17 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
   // The plain keys last: what is missing below is told at the model's map.
   settings::read_keys(r, n, m, settings::model_keys(), where);
   check_model_scalars(r, n, m, where);
+  // A NetNN model takes one packet and answers its logits, class, flow majority and point.
+  if (!m.netnn.empty() && n["input"] && n["output"]) {
+    if (m.input.type != dtype::uint8 || m.input.shape != std::vector<int64_t>{76})
+      r.error(n["input"], where +
+                              " input must be {dtype: uint8, shape: [76]} for a netnn model (68 header bytes, "
+                              "then the arrival time in us as a little-endian int64)");
+    if (m.output.type != dtype::float32 || m.output.shape.size() != 1 || m.output.shape[0] < 5)
+      r.error(n["output"], where +
+                               " output must be {dtype: float32, shape: [CLASSES + 3]} for a netnn model (the "
+                               "logits, the class, the flow's majority and the packet's place in its flow)");
+  }
   if (auto ls = n["layers"]) parse_layers(r, ls, n, m, where);
   // A real model may leave its profile to the worker that serves it (measured at start-up).
   if (m.partitioned())

@@ -94,8 +94,20 @@ const std::vector<key<node_spec>>& node_keys() {
 const std::vector<key<device_group>>& device_keys() {
   using o = device_group;
   static const std::vector<key<o>> keys = {
-      {"kind", &o::kind, true}, {"count", &o::count}, {"models", &o::models}, {"memory_mb", &o::memory_mb},
-      {"threads", &o::threads}, {"type", &o::type},   {"shares", &o::shares},
+      {"kind", &o::kind, true},
+      {"count", &o::count},
+      {"models", &o::models},
+      {"memory_mb", &o::memory_mb},
+      {"threads", &o::threads},
+      {"type", &o::type},
+      {"shares", &o::shares},
+      {"pipelines", &o::pipelines},
+      {"stages", &o::stages},
+      {"register_kb_per_stage", &o::register_kb_per_stage},
+      {"table_kb_per_stage", &o::table_kb_per_stage},
+      {"ops_per_packet", &o::ops_per_packet},
+      {"flow_slots", &o::flow_slots},
+      {"tier_switches", &o::tier_switches},
   };
   return keys;
 }
@@ -108,7 +120,7 @@ const std::vector<key<model_spec>>& model_keys() {
       {"load_ms", &o::load_ms},     {"memory_mb", &o::memory_mb},
       {"accuracy", &o::accuracy},   {"base_cores", &o::base_cores},
       {"pass_rate", &o::pass_rate}, {"path", &o::path},
-      {"prefix", &o::prefix},
+      {"prefix", &o::prefix},       {"netnn", &o::netnn},
   };
   return keys;
 }

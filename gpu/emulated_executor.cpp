@@ -127,6 +127,8 @@ bool torch_available() {
 expected<std::unique_ptr<device_executor>> make_executor(device_kind kind, uint64_t seed, int threads,
                                                          const std::string& type, double share) {
   if (kind == device_kind::emulated) return make_emulated_executor(seed, threads, type, share);
+  if (kind == device_kind::network_switch)
+    return fail("a switch device is made from its device group's limits (make_switch_executor)");
 #ifdef SLOSERVE_WITH_TORCH
   return make_torch_executor(kind, threads);
 #else

@@ -16,6 +16,8 @@
 
 namespace sloserve {
 
+struct device_group;
+
 struct batch_outcome {
   std::vector<std::vector<tensor>> outputs;  // per request, in batch order
   // How long the device stays busy after execute() returns: the emulated device runs in zero
@@ -89,6 +91,10 @@ std::optional<std::pair<double, double>> parse_slowdown(const std::string& text)
 
 std::unique_ptr<device_executor> make_emulated_executor(uint64_t seed, int threads = 1, const std::string& type = {},
                                                         double share = 1);
+
+// A switch device (`kind: switch`): a chain of programmable switches within the group's limits
+// that runs NetNN models (models[].netnn) in its data plane (gpu/switch_executor.cpp).
+std::unique_ptr<device_executor> make_switch_executor(const device_group& group);
 
 // The executor for a device kind; an error when the kind is not available in this build or on
 // this machine. `threads`: intra-op threads (cpu); `type` and `share`: the device type and the

@@ -114,6 +114,12 @@ struct model_spec {
   // How l(b) scales with a device's cores (`cores:` in the file); emulated devices follow it
   // when resized. Without it, l(b) does not depend on cores.
   std::optional<core_latency> cores;
+  // A NetNN model (JSON, tools/netnn.py's format) that switch devices run in their data plane;
+  // its input is one packet (uint8 [76]: the first 68 bytes, then the arrival time in us as a
+  // little-endian int64), its output float32 [classes + 3]: the logits, the packet's class, its
+  // flow's majority, and which packet of the flow it was (0: no inference point; then the logits
+  // are 0 and the class -1). Relative paths are resolved as `path`'s.
+  std::string netnn;
   std::string path;  // TorchScript file (cpu and cuda devices); relative paths are resolved
                      // against the cluster file's folder. For a variant: its suffix module.
   // Prefix batching: this model is a variant made of the shared prefix model `prefix` followed

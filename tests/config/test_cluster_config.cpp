@@ -1044,6 +1044,50 @@ TEST(cluster_config, device_types_are_checked_with_their_place) {
 
 // Fractional devices: each device of a group hosts one instance per share; every instance is a
 // device of its own, with its share; shares are checked with their place and round-trip.
+// A switch device runs NetNN models: its limits are read and written back; a switch's limit on
+// another kind, a switch serving a model without a netnn file and a netnn model of the wrong
+// tensors are refused at their place.
+TEST(cluster_config, switch_devices_run_netnn_models_within_their_limits) {
+  const char* text = R"(nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: sw, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: switch, models: [ids], stages: 12, ops_per_packet: 2000, register_kb_per_stage: 128}]}
+  - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, models: [m]}]}
+models:
+  - {name: ids, netnn: ids.json, input: {dtype: uint8, shape: [76]}, output: {dtype: float32, shape: [5]}, profile: {alpha_ms: 0.001, beta_ms: 0.001}}
+  - {name: m, input: {dtype: float32, shape: [5]}, output: {dtype: float32, shape: [2]}, profile: {alpha_ms: 1, beta_ms: 1}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: screen, model: ids}, {name: s, model: m, after: [screen]}]}
+)";
+  auto r = parse_cluster_config(text, "/etc/c.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  auto& g = r.config->nodes[1].devices[0];
+  EXPECT_EQ(g.kind, device_kind::network_switch);
+  EXPECT_EQ(g.stages, 12);
+  EXPECT_EQ(g.ops_per_packet, 2000);
+  EXPECT_EQ(g.register_kb_per_stage, 128);
+  EXPECT_EQ(g.pipelines, 4);
+  EXPECT_EQ(r.config->find_model("ids")->netnn, "/etc/ids.json");
+  auto again = parse_cluster_config(to_yaml(*r.config), "again.yaml");
+  ASSERT_TRUE(again) << again.error_text();
+  EXPECT_EQ(again.config->nodes[1].devices[0].stages, 12);
+  EXPECT_EQ(again.config->nodes[1].devices[0].kind, device_kind::network_switch);
+  EXPECT_EQ(again.config->find_model("ids")->netnn, "/etc/ids.json");
+  auto refused = [&](std::string from, std::string to, const std::string& want) {
+    std::string t = text;
+    auto at = t.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    t.replace(at, from.size(), to);
+    auto e = errors_of(t);
+    EXPECT_NE(e.find(want), std::string::npos) << e;
+  };
+  refused("{kind: emulated, models: [m]}", "{kind: emulated, models: [m], stages: 4}",
+          "c.yaml:4:108: node 'w' device stages is a switch's limit: only a device of kind switch takes it");
+  refused("models: [ids], stages: 12", "models: [ids, m], stages: 12",
+          "has switch devices for model 'm', which has no 'netnn' file");
+  refused("{dtype: uint8, shape: [76]}", "{dtype: uint8, shape: [68]}", "input must be {dtype: uint8, shape: [76]}");
+  refused("stages: 12,", "stages: 0,", "must each be at least 1");
+}
+
 TEST(cluster_config, device_shares_make_instances_and_are_checked) {
   const char* text = R"(nodes:
   - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}

@@ -797,6 +797,37 @@ TEST_F(cluster_fixture, plan_with_ipa_prints_variants_accuracy_and_cost) {
 // A user's own folder: the cluster file names a real TorchScript model by a path relative to
 // itself and gives no profile; `up` runs from another folder with a relative -c. The worker
 // measures the model at start-up and the load is served.
+// NetNN in a pipeline: a switch device screens each packet with the trained model in its data
+// plane, and an emulated GPU stage takes the switch's verdict after it; nothing is lost.
+TEST_F(cluster_fixture, a_switch_screens_packets_in_network_before_a_gpu_stage) {
+#ifndef SLOSERVE_NETNN_DIR
+  GTEST_SKIP() << "built without LibTorch: no trained NetNN model";
+#else
+  std::ofstream(dir / "cluster.yaml") << R"(cluster: {name: it}
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: sw, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: switch, models: [ids]}]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, models: [alert]}]}
+models:
+  - {name: ids, netnn: )" << SLOSERVE_NETNN_DIR
+                                      << R"(/model.json, input: {dtype: uint8, shape: [76]},
+     output: {dtype: float32, shape: [5]}, max_batch: 16, profile: {alpha_ms: 0.01, beta_ms: 0.05}}
+  - {name: alert, input: {dtype: float32, shape: [5]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 1, beta_ms: 2}}
+pipelines:
+  - {name: traffic, slo_ms: 100, stages: [{name: screen, model: ids}, {name: alert, model: alert, after: [screen]}]}
+)";
+  start_cluster();
+  auto l = load(100, 5);
+  auto s = finish_load(l, 60s);
+  std::cout << s.dump().substr(0, 600) << "\n";
+  EXPECT_EQ(s["lost"].get<int>(), 0) << s.dump(2);
+  EXPECT_EQ(s["errors"].get<int>(), 0) << s.dump(2);
+  EXPECT_GE(s["attainment"].get<double>(), 0.99) << s.dump(2);
+  EXPECT_EQ(up.output().find("does not fit"), std::string::npos) << up.output();
+#endif
+}
+
 TEST_F(cluster_fixture, up_serves_a_real_model_named_by_a_relative_path_and_profiles_it) {
   if (std::string(SLOSERVE_MODELS_DIR).empty()) GTEST_SKIP() << "built without LibTorch";
   fs::create_directories(dir / "project" / "models");
