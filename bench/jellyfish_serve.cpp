@@ -1,16 +1,23 @@
 // Jellyfish's comparison (seed 000, §7.3-7.4), served: video clients on stepped and bursty uplink
-// traces (each client its own trace), 15 frames/s each, against one node with four emulated
-// devices and a zoo of one detector at five input sizes (128 to 608 pixels, YOLOv4-like latency and
-// accuracy). Five ways of serving them, side by side in one run:
+// traces (each client its own trace), 15 frames/s each (or as `fps` says), against one node with
+// four emulated devices and a zoo of one detector at five input sizes (128 to 608 pixels,
+// YOLOv4-like latency and accuracy). The ways of serving them, side by side in one run:
 //
 //   jellyfish  scheduler.policy jellyfish; clients send the size replies advise (or less, when
 //              their uplink cannot carry it)
 //   paper      the same in scheduler.jellyfish.mode paper: the algorithms as printed (no lift
 //              onto spare compute, uploads timed at the estimate), clients that send every frame
-//   DA_off     one fixed variant, the middle one (352), and clients always send that size
-//   DA_bw      clients send the largest size their uplink carries whatever they are told (data
-//              adaptation that knows nothing of the DNNs), and the scheduler, knowing nothing of
-//              the network, selects DNNs for a compute budget of half of each SLO
+//   B_L, B_M, B_H  the paper's §7.3 baselines: one fixed DNN (128, 352, 608) on every device
+//              (scheduler.policy static), each device serving earliest deadline first with
+//              batching and dropping what cannot finish (deadlines count the upload), requests
+//              to the least busy device; clients send that DNN's size. (Clockwork's one global
+//              queue per batch size is a queue per device here.)
+//   DA_off     §7.4: DNN adaptation without data adaptation: Jellyfish's scheduler, clients that
+//              always send the middle size (352), which the scheduler knows (jellyfish.client_side)
+//   DA_bw50, DA_bw75  §7.4: clients send the largest size their uplink carries whatever they
+//              are told (data adaptation that knows nothing of the DNNs), and the scheduler,
+//              knowing nothing of the network, selects DNNs for a compute budget of 50% (75%) of
+//              each SLO
 //   nexus      today's Nexus on the whole zoo (deadlines count the upload from the clients' send
 //              times), clients adapting to bandwidth alone
 //
@@ -19,7 +26,10 @@
 // the devices' utilisation (device time of the answers over device time available).
 //
 //   build/bench/bench_jellyfish_serve [measure_s=10] [clients=4,8,16] [slos=75,100,150] [traces=stepped,bursty]
-//                                     [warmup_s=4] [runs=1]
+//                                     [warmup_s=4] [runs=1] [fps=15]
+//
+// fps: the clients' frame rates, cycled over the clients (15,25: half at each, the
+// heterogeneous clients of the paper's Table 2).
 //
 // Traces: stepped, bursty, and the paper's steps, wifi and lte (see traces() below).
 //
@@ -32,7 +42,7 @@
 // the spread.
 //
 // SLOSERVE_BENCH_VERBOSE=1 prints each run's load summary (reasons, per-client figures) on stderr.
-// SLOSERVE_BENCH_WAYS=DA_bw,nexus runs jellyfish and those baselines alone.
+// SLOSERVE_BENCH_WAYS=DA_bw50,nexus runs jellyfish and those baselines alone (default: all).
 // SLOSERVE_BENCH_SEND_EVERY_FRAME=1 has clients send the frames that cannot cross in time too.
 // SLOSERVE_BENCH_UPLINK_QUANTILE=Q sets jellyfish's scheduler.jellyfish.uplink_quantile (default:
 // the file's default), SLOSERVE_BENCH_MISS_TARGET=M its scheduler.jellyfish.miss_target,
@@ -61,21 +71,33 @@ namespace {
 const int sides[] = {128, 256, 352, 480, 608};
 const double accuracies[] = {38, 52, 59, 63, 65};  // F1 of a detector at that input size, in percent
 
-enum class way { jellyfish, paper, da_off, da_bw, nexus };
+enum class way { jellyfish, paper, b_l, b_m, b_h, da_off, da_bw50, da_bw75, nexus };
 const char* name_of(way w) {
   switch (w) {
     case way::jellyfish:
       return "jellyfish";
     case way::paper:
       return "paper";
+    case way::b_l:
+      return "B_L";
+    case way::b_m:
+      return "B_M";
+    case way::b_h:
+      return "B_H";
     case way::da_off:
       return "DA_off";
-    case way::da_bw:
-      return "DA_bw";
+    case way::da_bw50:
+      return "DA_bw50";
+    case way::da_bw75:
+      return "DA_bw75";
     case way::nexus:
       return "nexus";
   }
   return "";
+}
+// The one DNN of a fixed baseline; empty for the ways that adapt.
+std::string fixed_model(way w) {
+  return w == way::b_l ? "v128" : w == way::b_m ? "v352" : w == way::b_h ? "v608" : "";
 }
 
 std::string config_yaml(way w, double slo_ms) {
@@ -93,7 +115,7 @@ std::string config_yaml(way w, double slo_ms) {
       << ", beta_ms: " << 2 + 4 * f * f << "}}\n";
   }
   y << "pipelines:\n  - {name: video, slo_ms: " << slo_ms << ", stages: [{name: detect, "
-    << (w == way::da_off ? std::string("model: v352") : std::string("variants: [v128, v256, v352, v480, v608]"))
+    << (!fixed_model(w).empty() ? "model: " + fixed_model(w) : std::string("variants: [v128, v256, v352, v480, v608]"))
     << "}]}\n";
   y << "runtime: {beacon_ms: 500}\n";
   // The zoo is one network's weights at five input sizes: every device keeps all five loaded.
@@ -105,8 +127,13 @@ std::string config_yaml(way w, double slo_ms) {
     y << "}}\n";
   } else if (w == way::paper) {
     y << "scheduler: {policy: jellyfish, jellyfish: {resident: 5, mode: paper}}\n";
-  } else if (w == way::da_bw)
-    y << "scheduler: {policy: jellyfish, jellyfish: {resident: 5, compute_share: 0.5}}\n";
+  } else if (w == way::da_off) {
+    y << "scheduler: {policy: jellyfish, jellyfish: {resident: 5, client_side: 352}}\n";
+  } else if (w == way::da_bw50 || w == way::da_bw75) {
+    y << "scheduler: {policy: jellyfish, jellyfish: {resident: 5, compute_share: " << (w == way::da_bw50 ? 0.5 : 0.75)
+      << "}}\n";
+  } else if (!fixed_model(w).empty())
+    y << "scheduler: {policy: static}\n";
   else
     y << "scheduler: {policy: nexus, epoch_s: 4, min_epoch_s: 2}\n";
   return y.str();
@@ -180,7 +207,8 @@ outcome mean_of(const std::vector<outcome>& runs) {
   return m;
 }
 
-outcome run(way w, int clients, double slo_ms, const std::string& trace, double warmup_s, double measure_s) {
+outcome run(way w, int clients, double slo_ms, const std::string& trace, double warmup_s, double measure_s,
+            const std::vector<double>& fps) {
   auto [cfg, node] = bench::start_node(config_yaml(w, slo_ms), "jellyfish-bench.yaml");
   load_options o;
   o.address = node->endpoint();
@@ -191,14 +219,14 @@ outcome run(way w, int clients, double slo_ms, const std::string& trace, double 
   o.grace_ms = 1000;
   client_options co;
   co.clients = clients;
-  co.fps = {15};
+  co.fps = fps;
   co.slo_ms = {slo_ms};
   co.rtt_ms = 10;
   co.skip_hopeless = w != way::paper && !std::getenv("SLOSERVE_BENCH_SEND_EVERY_FRAME");
   co.bandwidth = traces(trace, clients, static_cast<int>(std::ceil(warmup_s + measure_s)) + 2);
-  co.adaptation = w == way::jellyfish || w == way::paper ? data_adaptation::jellyfish
-                  : w == way::da_off                     ? data_adaptation::off
-                                                         : data_adaptation::bandwidth;
+  co.adaptation = w == way::jellyfish || w == way::paper        ? data_adaptation::jellyfish
+                  : w == way::da_off || !fixed_model(w).empty() ? data_adaptation::off
+                                                                : data_adaptation::bandwidth;
   if (auto sized = set_image_sizes(*cfg, cfg->pipelines[0], co); !sized) {
     fprintf(stderr, "%s\n", sized.error().c_str());
     std::exit(2);
@@ -242,7 +270,9 @@ int main(int argc, char** argv) {
   auto kinds = list_arg<std::string>(argc, argv, 4, {"stepped", "bursty"});
   double warmup_s = argc > 5 ? std::atof(argv[5]) : 4;
   int runs = argc > 6 ? std::max(1, std::atoi(argv[6])) : 1;
-  std::vector<way> ways{way::jellyfish, way::paper, way::da_off, way::da_bw, way::nexus};
+  auto fps = list_arg<double>(argc, argv, 7, {15});
+  std::vector<way> ways{way::jellyfish, way::paper,   way::b_l,     way::b_m,  way::b_h,
+                        way::da_off,    way::da_bw50, way::da_bw75, way::nexus};
   if (auto only = std::getenv("SLOSERVE_BENCH_WAYS")) {  // jellyfish and the baselines named
     std::vector<way> picked{way::jellyfish};
     for (auto& name : list_arg<std::string>(2, std::array<char*, 2>{nullptr, only}.data(), 1, {}))
@@ -266,7 +296,7 @@ int main(int argc, char** argv) {
         std::vector<outcome> got;
         for (auto w : ways) {
           std::vector<outcome> each;
-          for (int k = 0; k < runs; ++k) each.push_back(run(w, n, slo, kind, warmup_s, measure_s));
+          for (int k = 0; k < runs; ++k) each.push_back(run(w, n, slo, kind, warmup_s, measure_s, fps));
           got.push_back(mean_of(each));
           auto& g = got.back();
           lost += g.lost;

@@ -12,6 +12,7 @@ const std::vector<settings::key<options>>& keys() {
       {"interval_ms", &o::interval_ms}, {"overhead_ms", &o::overhead_ms},     {"bytes_per_pixel", &o::bytes_per_pixel},
       {"resident", &o::resident},       {"compute_share", &o::compute_share}, {"uplink_quantile", &o::uplink_quantile},
       {"miss_target", &o::miss_target}, {"use_spare", &o::use_spare},         {"mode", &o::mode},
+      {"client_side", &o::client_side},
   };
   return all;
 }
@@ -27,6 +28,7 @@ void check_values(config_detail::reader& r, const YAML::Node& n, const options& 
   if (!(x.overhead_ms >= 0)) r.error(n["overhead_ms"], where + " overhead_ms cannot be negative");
   if (!(x.bytes_per_pixel > 0)) r.error(n["bytes_per_pixel"], where + " bytes_per_pixel must be positive");
   if (x.resident < 1) r.error(n["resident"], where + " resident must be at least 1");
+  if (x.client_side < 0) r.error(n["client_side"], where + " client_side cannot be negative");
   if (x.mode != "paper" && x.mode != "extended") r.error(n["mode"], where + " mode must be paper or extended");
   // Paper mode turns the extensions off: naming one on beside it is a contradiction.
   auto extension = [&](const char* key, bool on) {

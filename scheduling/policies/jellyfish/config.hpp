@@ -16,6 +16,10 @@ struct options {
   double bytes_per_pixel = 0.25;  // of a client's images before any was seen
   int resident = 3;               // variants a device keeps loaded (memory allowing): switches back cost nothing
   double compute_share = 0;       // > 0: budgets are this share of each SLO, uplinks ignored
+  // > 0: clients send images of this side (square) whatever they are told (no data adaptation:
+  // the DA_off baseline); budgets time every variant's upload at that size, and no client is
+  // lifted onto spare compute.
+  int client_side = 0;
   // Uploads are timed at the uplink that a client's uploads fell below this share of the time
   // over the last 10 s (client_registry, uplink_estimate::low_mbps); 0 or 1: at the estimate itself.
   double uplink_quantile = 0.05;

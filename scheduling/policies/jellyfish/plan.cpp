@@ -23,7 +23,9 @@ double budget_ms(const client_state& c, const variant& v, const plan_options& o)
   if (o.compute_share > 0) return o.compute_share * c.slo_ms;
   double upload_ms = 0;
   if (c.uplink_mbps >= 0) {
-    double bytes = input_bytes(c, v, o);
+    auto sent = v;
+    if (o.client_side > 0) sent.height = sent.width = o.client_side;
+    double bytes = input_bytes(c, sent, o);
     double bytes_per_s = c.uplink_mbps * 1e6 / 8;
     if (bytes > 0 && bytes_per_s / bytes <= c.rate_hz) return 0;  // the uplink cannot carry this size
     if (c.uplink_low_mbps > 0) bytes_per_s = std::min(bytes_per_s, c.uplink_low_mbps * 1e6 / 8);
@@ -183,7 +185,8 @@ plan plan_jellyfish(const std::vector<variant>& zoo, const std::vector<client_st
     a.budget_ms = jc[c].budget_ms[a.variant];
     carried[best] += jc[c].rate;
   }
-  if (o.spare && o.compute_share <= 0 && !clients.empty()) lift(zoo, clients, jc, o, plan, carried, capacity);
+  if (o.spare && o.compute_share <= 0 && o.client_side <= 0 && !clients.empty())
+    lift(zoo, clients, jc, o, plan, carried, capacity);
   match_to_previous(plan, previous);
   return plan;
 }

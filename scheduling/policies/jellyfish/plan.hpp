@@ -61,6 +61,9 @@ struct plan_options {
   // that as its link grows it sends more at once, where otherwise it would wait for a plan on the
   // grown estimate.
   bool spare = true;
+  // > 0: clients send images of this side (square) whatever they are told (DA_off): every
+  // variant's upload is timed at that size, and spare compute lifts no one.
+  int client_side = 0;
 };
 
 // What an image of `v`'s size from client `c` weighs, in bytes: what the client's images of the

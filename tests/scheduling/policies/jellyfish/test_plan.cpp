@@ -277,6 +277,15 @@ TEST(jellyfish_plan, budgets_count_the_upload_of_each_variants_input_size) {
   o.compute_share = 0.5;  // a fixed share of the SLO, whatever the uplink
   EXPECT_DOUBLE_EQ(jellyfish::budget_ms(c, large, o), 50);
   o.compute_share = 0;
+  // Clients that send one size whatever they are told (DA_off): every variant's upload is that size's.
+  auto fixed = o;
+  fixed.client_side = 400;
+  jellyfish::variant square{"q", 400, 400, 80, 8, [](int b) { return 2.0 * b; }};
+  auto sent = measured;
+  sent.uplink_mbps = 8;
+  EXPECT_DOUBLE_EQ(jellyfish::budget_ms(sent, small, fixed), jellyfish::budget_ms(sent, square, o));
+  EXPECT_DOUBLE_EQ(jellyfish::budget_ms(sent, large, fixed), jellyfish::budget_ms(sent, square, o));
+  EXPECT_LT(jellyfish::budget_ms(sent, square, o), jellyfish::budget_ms(sent, small, o));
   c.bytes_per_pixel = 0;  // images not seen yet: the plan's default
   o.bytes_per_pixel = 1;
   EXPECT_DOUBLE_EQ(jellyfish::input_bytes(c, small, o), 40000);
