@@ -33,6 +33,7 @@ int run_clients_command(const cluster_config& cfg, const pipeline& p, const std:
     co.skip_hopeless = false;
   co.adaptation = adaptation == "off"         ? data_adaptation::off
                   : adaptation == "bandwidth" ? data_adaptation::bandwidth
+                  : adaptation == "slo"       ? data_adaptation::slo
                                               : data_adaptation::jellyfish;
   // Traces: FILE, FILE,FILE,..., or a folder of files (in name order).
   std::vector<std::string> files;
@@ -174,6 +175,10 @@ void add_client_options(CLI::App* cmd, load_args& o) {
       ->delimiter(',');
   cmd->add_option("--rtt-ms", o.co.rtt_ms, "with --clients: each client's round trip to the frontend")
       ->capture_default_str();
+  cmd->add_option("--network-share", o.co.network_share,
+                  "with --data-adaptation slo: the share of its SLO a client gives its upload")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   auto* co = &o.co;
   cmd->add_flag_callback(
       "--send-every-frame", [co] { co->skip_hopeless = false; },
@@ -181,8 +186,9 @@ void add_client_options(CLI::App* cmd, load_args& o) {
       "SLO (by default a client skips them, and they count as missed)");
   cmd->add_option("--data-adaptation", o.adaptation,
                   "with --clients: jellyfish (send the size replies advise, or the largest the uplink carries), "
-                  "bandwidth (the largest the uplink carries), off (always the middle size)")
-      ->check(CLI::IsMember({"jellyfish", "bandwidth", "off"}))
+                  "bandwidth (the largest the uplink carries), off (always the middle size), slo (the largest the "
+                  "uplink carries that uploads within --network-share of the SLO)")
+      ->check(CLI::IsMember({"jellyfish", "bandwidth", "off", "slo"}))
       ->capture_default_str();
   cmd->add_option("--json", o.json, "write the summary (and per-second series) here");
   cmd->add_option("--report", o.report,

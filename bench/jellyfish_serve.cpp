@@ -18,6 +18,9 @@
 //              are told (data adaptation that knows nothing of the DNNs), and the scheduler,
 //              knowing nothing of the network, selects DNNs for a compute budget of 50% (75%) of
 //              each SLO
+//   DA_slo50, DA_slo75  §7.4: SLO-aware data adaptation: clients send the largest size their
+//              uplink carries that uploads within the rest of the SLO (50%, 25%), the scheduler
+//              selecting DNNs for a compute budget of 50% (75%) of each SLO
 //   nexus      today's Nexus on the whole zoo (deadlines count the upload from the clients' send
 //              times), clients adapting to bandwidth alone
 //
@@ -71,7 +74,7 @@ namespace {
 const int sides[] = {128, 256, 352, 480, 608};
 const double accuracies[] = {38, 52, 59, 63, 65};  // F1 of a detector at that input size, in percent
 
-enum class way { jellyfish, paper, b_l, b_m, b_h, da_off, da_bw50, da_bw75, nexus };
+enum class way { jellyfish, paper, b_l, b_m, b_h, da_off, da_bw50, da_bw75, da_slo50, da_slo75, nexus };
 const char* name_of(way w) {
   switch (w) {
     case way::jellyfish:
@@ -90,10 +93,18 @@ const char* name_of(way w) {
       return "DA_bw50";
     case way::da_bw75:
       return "DA_bw75";
+    case way::da_slo50:
+      return "DA_slo50";
+    case way::da_slo75:
+      return "DA_slo75";
     case way::nexus:
       return "nexus";
   }
   return "";
+}
+// The compute share of the SLO of the DA_bw and DA_slo ways; 0 for the others.
+double compute_share(way w) {
+  return w == way::da_bw50 || w == way::da_slo50 ? 0.5 : w == way::da_bw75 || w == way::da_slo75 ? 0.75 : 0;
 }
 // The one DNN of a fixed baseline; empty for the ways that adapt.
 std::string fixed_model(way w) {
@@ -129,9 +140,8 @@ std::string config_yaml(way w, double slo_ms) {
     y << "scheduler: {policy: jellyfish, jellyfish: {resident: 5, mode: paper}}\n";
   } else if (w == way::da_off) {
     y << "scheduler: {policy: jellyfish, jellyfish: {resident: 5, client_side: 352}}\n";
-  } else if (w == way::da_bw50 || w == way::da_bw75) {
-    y << "scheduler: {policy: jellyfish, jellyfish: {resident: 5, compute_share: " << (w == way::da_bw50 ? 0.5 : 0.75)
-      << "}}\n";
+  } else if (compute_share(w) > 0) {
+    y << "scheduler: {policy: jellyfish, jellyfish: {resident: 5, compute_share: " << compute_share(w) << "}}\n";
   } else if (!fixed_model(w).empty())
     y << "scheduler: {policy: static}\n";
   else
@@ -226,7 +236,9 @@ outcome run(way w, int clients, double slo_ms, const std::string& trace, double 
   co.bandwidth = traces(trace, clients, static_cast<int>(std::ceil(warmup_s + measure_s)) + 2);
   co.adaptation = w == way::jellyfish || w == way::paper        ? data_adaptation::jellyfish
                   : w == way::da_off || !fixed_model(w).empty() ? data_adaptation::off
+                  : w == way::da_slo50 || w == way::da_slo75    ? data_adaptation::slo
                                                                 : data_adaptation::bandwidth;
+  co.network_share = 1 - compute_share(w);
   if (auto sized = set_image_sizes(*cfg, cfg->pipelines[0], co); !sized) {
     fprintf(stderr, "%s\n", sized.error().c_str());
     std::exit(2);
@@ -271,8 +283,8 @@ int main(int argc, char** argv) {
   double warmup_s = argc > 5 ? std::atof(argv[5]) : 4;
   int runs = argc > 6 ? std::max(1, std::atoi(argv[6])) : 1;
   auto fps = list_arg<double>(argc, argv, 7, {15});
-  std::vector<way> ways{way::jellyfish, way::paper,   way::b_l,     way::b_m,  way::b_h,
-                        way::da_off,    way::da_bw50, way::da_bw75, way::nexus};
+  std::vector<way> ways{way::jellyfish, way::paper,   way::b_l,      way::b_m,      way::b_h,  way::da_off,
+                        way::da_bw50,   way::da_bw75, way::da_slo50, way::da_slo75, way::nexus};
   if (auto only = std::getenv("SLOSERVE_BENCH_WAYS")) {  // jellyfish and the baselines named
     std::vector<way> picked{way::jellyfish};
     for (auto& name : list_arg<std::string>(2, std::array<char*, 2>{nullptr, only}.data(), 1, {}))

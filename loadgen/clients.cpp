@@ -190,6 +190,8 @@ class video_client {
         return index_of(co_.fixed);
       case data_adaptation::bandwidth:
         return carried;
+      case data_adaptation::slo:
+        return within_share(frame_bytes_, carried, mbps, co_.network_share * res_.slo_ms);
       case data_adaptation::jellyfish:
         // A client that knows its SLO sends no size it knows would cross too late: until the
         // replies advise, and when its link fell since they did.
@@ -367,6 +369,13 @@ status set_image_sizes(const cluster_config& cfg, const pipeline& p, client_opti
   }
   co.fixed = co.sizes[co.sizes.size() / 2];
   return {};
+}
+
+size_t within_share(const std::vector<size_t>& bytes, size_t carried, double mbps, double budget_ms) {
+  size_t best = 0;
+  for (size_t i = 0; i <= carried && i < bytes.size() && mbps > 0; ++i)
+    if (static_cast<double>(bytes[i]) * 8 / (mbps * 1e3) <= budget_ms) best = i;
+  return best;
 }
 
 size_t largest_carried(const std::vector<size_t>& bytes, double mbps, double fps) {

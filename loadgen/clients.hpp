@@ -22,7 +22,10 @@
 
 namespace sloserve {
 
-enum class data_adaptation { jellyfish, bandwidth, off };
+// How a client chooses the size it sends: as the replies advise (Jellyfish's); the largest its
+// uplink carries (DA_bw); one fixed size (DA_off); the largest its uplink carries that uploads
+// within `network_share` of its SLO (DA_slo: SLO-aware, the rest being the server's budget).
+enum class data_adaptation { jellyfish, bandwidth, off, slo };
 
 struct image_size {
   int height = 0, width = 0;
@@ -44,6 +47,7 @@ struct client_options {
   bool skip_hopeless = true;
   std::vector<image_size> sizes;  // ascending in pixels: what the pipeline's variants take
   image_size fixed{};             // adaptation off: the size sent (default: the middle one)
+  double network_share = 0.5;     // adaptation slo: the share of its SLO a client gives its upload
   // For the summary's accuracy: the size each model takes (an index into `sizes`), and the
   // accuracy of the best variant at each size. An answer is as accurate as the variant of the
   // smaller of the size sent and the size of the model that ran (an image scaled up gains
@@ -68,6 +72,9 @@ std::string camera_frame_jpeg(int h, int w, uint64_t seed);
 // Of frames of `bytes`, smallest first, the index of the largest that `mbps` carries `fps` times a
 // second; 0 when none does.
 size_t largest_carried(const std::vector<size_t>& bytes, double mbps, double fps);
+// Of frames of `bytes`, smallest first, up to index `carried`, the largest that uploads within
+// `budget_ms` at `mbps`; 0 when none does.
+size_t within_share(const std::vector<size_t>& bytes, size_t carried, double mbps, double budget_ms);
 
 // What a Jellyfish client sends next, as an index into `bytes` (smallest first): the size the
 // replies advised (`advised`; bytes.size(): none yet), or `carried` when that is smaller; then

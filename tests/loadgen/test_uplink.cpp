@@ -111,5 +111,16 @@ TEST(clients, a_jellyfish_client_sends_the_size_advised_or_what_crosses_in_time)
   EXPECT_EQ(jellyfish_size({}, 2, 2, 8, 10, 100), 0u);
 }
 
+// An SLO-aware client (DA_slo) sends the largest size its uplink carries that uploads within its
+// share of the SLO.
+TEST(clients, an_slo_aware_client_sends_the_largest_size_that_uploads_within_its_share) {
+  std::vector<size_t> bytes{5000, 20000, 50000};  // at 8 Mbps (1 kB/ms): 5, 20 and 50 ms
+  EXPECT_EQ(within_share(bytes, 2, 8, 50), 2u) << "50 ms of upload within 50";
+  EXPECT_EQ(within_share(bytes, 2, 8, 49), 1u);
+  EXPECT_EQ(within_share(bytes, 1, 8, 100), 1u) << "no larger than the link carries at its frame rate";
+  EXPECT_EQ(within_share(bytes, 2, 8, 1), 0u) << "nothing within the share: the smallest";
+  EXPECT_EQ(within_share(bytes, 2, -1, 100), 0u) << "an uplink not known yet: the smallest";
+}
+
 }  // namespace
 }  // namespace sloserve
