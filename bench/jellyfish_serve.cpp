@@ -120,8 +120,12 @@ bool paper_profile() {
   auto* p = std::getenv("SLOSERVE_BENCH_PROFILE");
   return p && std::string(p) == "paper";
 }
-double alpha_ms(double f) { return paper_profile() ? 5 + 17 * f * f : 0.4 + 10 * f * f; }
-double beta_ms(double f) { return paper_profile() ? 18 + 20 * f * f : 2 + 4 * f * f; }
+double alpha_ms(double f) {
+  return paper_profile() ? 5 + 17 * f * f : 0.4 + 10 * f * f;
+}
+double beta_ms(double f) {
+  return paper_profile() ? 18 + 20 * f * f : 2 + 4 * f * f;
+}
 
 std::string config_yaml(way w, double slo_ms) {
   std::ostringstream y;
@@ -134,8 +138,8 @@ std::string config_yaml(way w, double slo_ms) {
     double f = static_cast<double>(sides[i]) / 608;
     y << "  - {name: v" << sides[i] << ", input: {dtype: float32, shape: [3, " << sides[i] << ", " << sides[i]
       << "]}, output: {dtype: float32, shape: [100]}, preprocess: {from: image}, max_batch: 8, memory_mb: 200,\n"
-      << "     load_ms: 300, accuracy: " << accuracies[i] << ", profile: {alpha_ms: " << alpha_ms(f) << ", beta_ms: "
-      << beta_ms(f) << "}}\n";
+      << "     load_ms: 300, accuracy: " << accuracies[i] << ", profile: {alpha_ms: " << alpha_ms(f)
+      << ", beta_ms: " << beta_ms(f) << "}}\n";
   }
   y << "pipelines:\n  - {name: video, slo_ms: " << slo_ms << ", stages: [{name: detect, "
     << (!fixed_model(w).empty() ? "model: " + fixed_model(w) : std::string("variants: [v128, v256, v352, v480, v608]"))
