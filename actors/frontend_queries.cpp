@@ -120,18 +120,25 @@ void send_dummy(self_ptr self, const std::string& model, const std::string& node
   st.net->to_node(node, {{}, std::move(inv)});
 }
 
+// Invocation `id` of `model` for `device`, to finish by `deadline`, its result to this frontend.
+msg::invocation invocation(self_ptr self, uint64_t id, const std::string& model, uint32_t device, clock_time deadline,
+                           const std::vector<tensor>& inputs, clock_time now) {
+  msg::invocation inv;
+  inv.id = id;
+  inv.frontend = self->state.net->self_name();
+  inv.model = model;
+  inv.device = device;
+  inv.budget_ns = (deadline - now).count();
+  inv.inputs = inputs;
+  return inv;
+}
+
 // Sends invocation `id` of `model` to instance `to`, to finish by `deadline`, and the dummies that
 // close the batch it joined; a batch it opened is closed by its deadline.
 void send_to(self_ptr self, uint64_t id, const std::string& model, const frontend_routes::backend& to,
              clock_time deadline, const std::vector<tensor>& inputs, bool checked, clock_time now) {
   auto& st = self->state;
-  msg::invocation inv;
-  inv.id = id;
-  inv.frontend = st.net->self_name();
-  inv.model = model;
-  inv.device = to.device;
-  inv.budget_ns = (deadline - now).count();
-  inv.inputs = inputs;
+  auto inv = invocation(self, id, model, to.device, deadline, inputs, now);
   inv.checked = checked;
   auto budget = inv.budget_ns;
   st.net->to_node(to.node, {{}, std::move(inv)});
@@ -153,14 +160,7 @@ bool send_invocation(self_ptr self, uint64_t id, in_flight& f) {
     if (auto& d = st.routes->dispatcher(f.model); !d.empty()) {
       f.node = d;
       f.device = msg::forwarded_device;
-      msg::invocation inv;
-      inv.id = id;
-      inv.frontend = st.net->self_name();
-      inv.model = f.model;
-      inv.device = msg::forwarded_device;
-      inv.budget_ns = (f.deadline - now).count();
-      inv.inputs = f.inputs;
-      st.net->to_node(d, {{}, std::move(inv)});
+      st.net->to_node(d, {{}, invocation(self, id, f.model, f.device, f.deadline, f.inputs, now)});
       st.net->metrics.count(node_metrics::event::forwarded, "sent");
       return true;
     }
@@ -182,16 +182,21 @@ bool send_invocation(self_ptr self, uint64_t id, in_flight& f) {
 
 namespace {
 
+// Answers invocation `id` that frontend `origin` forwarded with a failure.
+void fail_back(self_ptr self, const std::string& origin, uint64_t id, msg::status code, std::string why) {
+  auto& st = self->state;
+  st.net->metrics.count(node_metrics::event::forwarded, "failed");
+  st.net->to_node(origin,
+                  {{}, msg::failed_invocation(id, code, std::move(why), st.net->self_name(), msg::forwarded_device)});
+}
+
 // Answers forwarded invocation `id` (this frontend's id for it) with a failure and forgets it.
 void fail_forwarded(self_ptr self, uint64_t id, msg::status code, std::string why) {
   auto& st = self->state;
   auto it = st.forwarded.find(id);
   if (it == st.forwarded.end()) return;
-  auto& fw = it->second;
-  st.net->queued.release(fw.bytes);
-  st.net->metrics.count(node_metrics::event::forwarded, "failed");
-  st.net->to_node(
-      fw.origin, {{}, msg::failed_invocation(fw.id, code, std::move(why), st.net->self_name(), msg::forwarded_device)});
+  st.net->queued.release(it->second.bytes);
+  fail_back(self, it->second.origin, it->second.id, code, std::move(why));
   st.forwarded.erase(it);
 }
 
@@ -212,24 +217,20 @@ bool place_forwarded(self_ptr self, uint64_t id, frontend_state::forwarded_invoc
 
 void on_forwarded(self_ptr self, msg::invocation& inv) {
   auto& st = self->state;
-  auto now = self->clock().now();
-  frontend_state::forwarded_invocation fw;
-  fw.origin = inv.frontend;
-  fw.id = inv.id;
-  fw.model = inv.model;
-  fw.deadline = now + nanoseconds(inv.budget_ns);
-  fw.bytes = payload_bytes(inv.inputs);
-  fw.inputs = std::move(inv.inputs);
-  auto id = st.next_invocation++;
-  auto bytes = fw.bytes;
-  auto& placed = st.forwarded.emplace(id, std::move(fw)).first->second;
-  if (!st.net->queued.try_charge(bytes, st.cfg->runtime.max_queued_mb << 20)) {
-    placed.bytes = 0;
-    return fail_forwarded(
-        self, id, msg::status::overloaded,
+  auto bytes = payload_bytes(inv.inputs);
+  if (!st.net->queued.try_charge(bytes, st.cfg->runtime.max_queued_mb << 20))
+    return fail_back(
+        self, inv.frontend, inv.id, msg::status::overloaded,
         fmt::format("node '{}' holds {:.1f} MB of request payloads (runtime.max_queued_mb {})", st.net->self_name(),
                     st.net->queued.used() / 1048576.0, st.cfg->runtime.max_queued_mb));
-  }
+  auto id = st.next_invocation++;
+  auto& placed = st.forwarded[id];
+  placed.origin = inv.frontend;
+  placed.id = inv.id;
+  placed.model = inv.model;
+  placed.deadline = self->clock().now() + nanoseconds(inv.budget_ns);
+  placed.bytes = bytes;
+  placed.inputs = std::move(inv.inputs);
   if (place_forwarded(self, id, placed)) return st.net->metrics.count(node_metrics::event::forwarded, "placed");
   fail_forwarded(self, id, msg::status::error,
                  "no live instance serves model '" + inv.model + "' at its dispatcher " + st.net->self_name());

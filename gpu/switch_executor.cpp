@@ -46,12 +46,7 @@ class switch_executor final : public device_executor {
     auto& chain = chains_.at(m.name);
     auto width = m.output.shape[0];
     for (auto* in : inputs) {
-      auto* raw = reinterpret_cast<const uint8_t*>(in->front().data.data());
-      netnn::packet p;
-      std::memcpy(p.head.data(), raw, netnn::head_bytes);
-      int64_t arrival = 0;
-      for (int k = 7; k >= 0; --k) arrival = arrival << 8 | raw[netnn::head_bytes + k];
-      p.arrival_us = arrival;
+      auto p = netnn::packet_of(reinterpret_cast<const uint8_t*>(in->front().data.data()));
       std::vector<float> row(static_cast<size_t>(width), 0.0f);
       if (auto v = chain.process(p)) {
         for (size_t k = 0; k < v->logits.size(); ++k) row[k] = static_cast<float>(v->logits[k]);

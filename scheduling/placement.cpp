@@ -32,9 +32,7 @@ void assign_dispatchers(const cluster_config& cfg, msg::routing_table& t) {
   if (frontends.size() < 2) return;
   for (auto& r : t.routes) {
     if (std::none_of(r.instances.begin(), r.instances.end(), [](auto& i) { return i.batch > 0; })) continue;
-    uint64_t h = 14695981039346656037ull;  // FNV-1a
-    for (unsigned char c : r.model) h = (h ^ c) * 1099511628211ull;
-    r.dispatcher = frontends[h % frontends.size()]->name;
+    r.dispatcher = frontends[fingerprint(r.model) % frontends.size()]->name;
   }
 }
 

@@ -24,12 +24,9 @@ expected<std::vector<flow_trace>> read_flows(const std::string& path) {
   std::vector<flow_trace> flows;
   uint64_t last = 0;
   for (size_t at = 0; at < bytes.size(); at += record_bytes) {
-    packet p;
-    std::memcpy(p.head.data(), bytes.data() + at, head_bytes);
-    int64_t t = 0;
-    for (int k = 7; k >= 0; --k) t = t << 8 | static_cast<uint8_t>(bytes[at + head_bytes + static_cast<size_t>(k)]);
-    p.arrival_us = t;
-    int label = static_cast<uint8_t>(bytes[at + head_bytes + 8]);
+    auto* record = reinterpret_cast<const uint8_t*>(bytes.data() + at);
+    auto p = packet_of(record);
+    int label = record[packet_bytes];
     auto key = flow_key(p);
     if (flows.empty() || key != last) flows.push_back({{}, label});
     last = key;

@@ -16,7 +16,7 @@ struct flow_trace {
   int label = 0;
 };
 
-inline constexpr size_t record_bytes = head_bytes + 9;
+inline constexpr size_t record_bytes = packet_bytes + 1;  // and the class
 
 expected<model> read_model(const std::string& path);
 // The flows of `path` (a flow ends where the next packet's 5-tuple differs).

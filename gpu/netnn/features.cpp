@@ -1,16 +1,26 @@
 #include "gpu/netnn/features.hpp"
 
+#include <cstring>
+#include <string_view>
+
+#include "pipelines/tensor.hpp"
+
 namespace sloserve::netnn {
 
 uint64_t flow_key(const packet& p) {
-  uint64_t h = 14695981039346656037ull;
-  auto mix = [&](int from, int to) {
-    for (int i = from; i < to; ++i) h = (h ^ p.head[static_cast<std::size_t>(i)]) * 1099511628211ull;
-  };
-  mix(9, 10);   // protocol
-  mix(12, 20);  // addresses
-  mix(20, 24);  // ports
+  // Protocol (byte 9), then addresses and ports (bytes 12-23).
+  std::array<char, 13> tuple{};
+  tuple[0] = static_cast<char>(p.head[9]);
+  std::memcpy(tuple.data() + 1, p.head.data() + 12, 12);
+  auto h = fingerprint(std::string_view(tuple.data(), tuple.size()));
   return h ? h : 1;
+}
+
+packet packet_of(const uint8_t* record) {
+  packet p;
+  std::memcpy(p.head.data(), record, head_bytes);
+  for (int k = 7; k >= 0; --k) p.arrival_us = p.arrival_us << 8 | record[head_bytes + k];
+  return p;
 }
 
 uint8_t log_time(uint32_t us) {

@@ -29,8 +29,13 @@ struct flow_state {
   uint32_t min_iat_us = 0xFFFFFFFFu, max_iat_us = 0;
 };
 
-// The 5-tuple of `p` hashed (FNV-1a over protocol, addresses and ports; never 0).
+// The 5-tuple of `p` hashed (protocol, addresses and ports; never 0).
 uint64_t flow_key(const packet& p);
+
+// A packet from its record (packet_bytes): the first 68 bytes, then the arrival time in us as a
+// little-endian int64.
+inline constexpr int packet_bytes = head_bytes + 8;
+packet packet_of(const uint8_t* record);
 
 // Inter-arrival time on a log scale in 8 bits: 8 steps per power of two (the leading bit's
 // position and the three bits after it; at most 239); 0xFFFFFFFF (none yet) is 255.
