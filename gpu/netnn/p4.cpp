@@ -192,7 +192,8 @@ control FeatureEgress(inout headers hdr, inout metadata meta, inout standard_met
 }
 
 // A tier's program: layer i, `own` outputs a pipeline.
-std::string tier_program(const model& m, size_t i, const layer_cost& cost, const std::vector<shape>& shapes) {
+std::string tier_program(const model& m, size_t i, const layer_cost& cost, const std::vector<shape>& shapes,
+                         int flow_slots) {
   auto& l = m.layers[i];
   bool last = i + 1 == m.layers.size();
   bool windowed = i == 0 && l.kind == layer_kind::conv;
@@ -225,7 +226,7 @@ std::string tier_program(const model& m, size_t i, const layer_cost& cost, const
     }
   } else {
     s += fmt::format("  register<bit<32>>({}) acc;\n  register<bit<32>>(1) seen;\n", own);
-    if (last) s += fmt::format("  register<bit<32>>({}) votes;\n", 0);  // sized below
+    if (last) s += fmt::format("  register<bit<32>>({}) votes;\n", flow_slots * l.outputs);  // per flow and class
   }
   // Per output and tap: the weight (a table entry of the block) and the product (a look-up in
   // the table of every activation by every weight).
@@ -344,14 +345,7 @@ std::vector<p4_program> emit_p4(const model& m, const chain_plan& plan, const sw
     bool last = i + 1 == m.layers.size();
     auto& cost = plan.layers[i];
     auto ingress = last ? std::string("FinalIngress") : fmt::format("Tier{}Ingress", i + 1);
-    auto source = tier_program(m, i, cost, shapes);
-    if (last) {
-      // The votes: a count per flow and class.
-      auto mark = source.find("register<bit<32>>(0) votes;");
-      if (mark != std::string::npos)
-        source.replace(mark, 27,
-                       fmt::format("register<bit<32>>({}) votes;", limits.flow_slots * m.layers.back().outputs));
-    }
+    auto source = tier_program(m, i, cost, shapes, limits.flow_slots);
     source += fmt::format(
         "\ncontrol {}Egress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {{\n"
         "  apply {{ hdr.netnn.layer = {}; hdr.netnn.channel = meta.first + (bit<16>)sm.egress_rid; }}\n}}\n",

@@ -43,7 +43,7 @@ int windows_per_position(const layer& l) {
 }
 
 // The most operations one pipeline spends on one packet of layer i, holding `own` outputs.
-int64_t worst_ops(const model& m, const std::vector<shape>& s, size_t i, int own) {
+int64_t worst_ops(const model& m, size_t i, int own) {
   auto& l = m.layers[i];
   int64_t fan = static_cast<int64_t>(l.inputs) * l.kernel;
   if (l.kind == layer_kind::conv) {
@@ -54,7 +54,6 @@ int64_t worst_ops(const model& m, const std::vector<shape>& s, size_t i, int own
     // each filter's buffer reads and products.
     return 5 + windows_per_position(l) * (2 + 2 * l.kernel + own * (fan + per_filter));
   }
-  (void)s;
   // The count read/add/write and compare; per neuron the weight and product look-ups, register
   // read, add and write; on the last input, per neuron the register read, bias, shift, compares
   // and the packet out (the last layer: bias and add per class, the class and the flow's vote).
@@ -146,7 +145,7 @@ expected<chain_plan> map_model(const model& m, const switch_limits& limits, int 
     c.pipelines = is_last(m, i) ? 1 : tier_switches * limits.pipelines;
     c.outputs_per_pipeline = (l.outputs + c.pipelines - 1) / c.pipelines;
     c.packets = packets_into(m, s, i);
-    c.ops_per_packet = worst_ops(m, s, i, c.outputs_per_pipeline);
+    c.ops_per_packet = worst_ops(m, i, c.outputs_per_pipeline);
     c.weight_bytes = static_cast<int64_t>(l.weights.size()) + 4LL * static_cast<int64_t>(l.bias.size());
     auto mem = memory_of(m, s, i, c.outputs_per_pipeline, limits.flow_slots);
     for (auto r : mem.registers) c.register_bytes += r;
