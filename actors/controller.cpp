@@ -103,9 +103,19 @@ void after_departure(self_ptr self, const worker_registry::left& left) {
   if (replans(self->state)) run_epoch(self);
 }
 
+// A node that runs another configuration than the one applied last (it restarted with its file,
+// or missed the update) gets the applied one again.
+void resync_config(controller_state& st, const msg::register_node& r) {
+  if (st.revision == 0 || r.config_revision == st.revision) return;
+  spdlog::info("{}: node {} runs another configuration: sending revision {:016x}", st.net->self_name(), r.node,
+               st.revision);
+  st.net->to_node(r.node, {{}, msg::config_update{st.revision, st.revision_text, st.revision_file}});
+}
+
 void on_register(self_ptr self, msg::register_node& r) {
   auto& st = self->state;
   auto has = [&](role x) { return std::find(r.roles.begin(), r.roles.end(), knob_name(x)) != r.roles.end(); };
+  if (has(role::frontend)) resync_config(st, r);
   if (has(role::frontend) && (!st.frontends.count(r.node) || r.schedule_epoch != st.epoch)) {
     st.frontends.insert(r.node);
     st.net->to_node(r.node, {{}, st.publisher.live_table(st.current, st.workers, st.epoch)});
@@ -124,6 +134,7 @@ void on_register(self_ptr self, msg::register_node& r) {
     return after_departure(self, left);
   }
   auto j = st.workers.on_register(r.node, r.incarnation, r.schedule_epoch);
+  resync_config(st, r);
   if (j.restarted) spdlog::info("{}: worker {} restarted", st.net->self_name(), r.node);
   if (j.came_back && replans(st)) return run_epoch(self);  // a worker that returns gets work again at once
   auto& mine = st.current.schedules[r.node];
@@ -157,6 +168,7 @@ void on_lost(self_ptr self, const std::string& node) {
 void on_rates(self_ptr self, sched::pipeline_rates& r) {
   auto& st = self->state;
   st.rates = std::move(r);
+  floor_unmeasured(st);
   if (st.budget)
     st.budget->charge(seconds_since_epoch(self->clock().now()), running_pipelines(st), st.models, st.rates,
                       st.budget_price);
@@ -262,6 +274,7 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
           ask_clients(self);
         },
         [=](msg::register_node& r) { on_register(self, r); },
+        [=](admin_call& call) { on_apply(self, call); },
         [=](deployment& d) { on_deployment(self, d); },
         [=](beacon_atom) {
           self->delayed_send(self, beacon, beacon_atom::value);

@@ -64,6 +64,14 @@ struct controller_state {
   clock_time last_round;
   std::chrono::nanoseconds round_cost{0};  // what the last one took to decide (CPU, steady clock)
   bool round_deferred = false;             // a client's move came too soon after one: a round follows
+  // The configuration applied last (`sloserve apply`): its revision (0: the file the controller
+  // started with), text and file, sent again to nodes that register with another revision.
+  uint64_t revision = 0;
+  std::string revision_text, revision_file;
+  // Pipelines an apply added that no load has reached yet: planned for unmeasured_rate meanwhile,
+  // so that their first requests find their models loaded.
+  std::set<std::string> unmeasured;
+  static constexpr double unmeasured_rate = 1;  // queries/s
 };
 
 using self_ptr = controller_actor::stateful_pointer<controller_state>;
@@ -95,5 +103,10 @@ void on_deployment(self_ptr self, deployment& d);
 void send_resizes(self_ptr self, const std::string& node, bool force);
 // Asks the monitor for the clients and runs the policy's round on them.
 void ask_clients(self_ptr self);
+// The monitor's rates with the floor of pipelines an apply added and no load reached yet.
+void floor_unmeasured(controller_state& st);
+// An operator's apply (actors/controller_apply.cpp): checked, answered, and when it applies, sent
+// to every node and planned at once.
+void on_apply(self_ptr self, admin_call& call);
 
 }  // namespace sloserve::control

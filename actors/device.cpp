@@ -58,7 +58,7 @@ struct device_state {
 
   bool is_running(const model_spec* m) const {
     return std::any_of(runs.begin(), runs.end(), [&](auto& r) {
-      return std::any_of(r.entries.begin(), r.entries.end(), [&](auto& e) { return e.first == m; });
+      return std::any_of(r.entries.begin(), r.entries.end(), [&](auto& e) { return e.first->name == m->name; });
     });
   }
 };
@@ -268,8 +268,17 @@ void on_done(self_ptr self, uint64_t token) {
 // Drops draining sessions that have been idle long enough for every frontend to have moved on.
 void prune(self_ptr self) {
   auto& st = self->state;
+  std::vector<std::string> before;
+  for (auto& s : st.sessions.all()) before.push_back(s.model->name);
   st.sessions.prune(self->clock().now(), std::chrono::milliseconds(2 * st.cfg->runtime.beacon_ms),
                     [&](const model_spec* m) { return st.is_running(m); });
+  // A model an apply removed is unloaded once its session has drained.
+  for (auto& name : before)
+    if (!st.sessions.find(name) && !st.cfg->find_model(name)) {
+      spdlog::info("{}: device {}: unloading '{}' (no longer in the configuration)", st.net->self_name(), st.index,
+                   name);
+      st.executor->unload(name);
+    }
 }
 
 void on_invocation(self_ptr self, msg::invocation& inv) {
@@ -423,6 +432,11 @@ device_actor spawn_device_with(caf::actor_system& sys, actor_args args, uint32_t
           if (token != 0) return on_done(self, token);
           self->state.wake_at.reset();  // a collecting session's wait is over
           run_next(self);
+        },
+        [=](new_config& c) {
+          auto& st = self->state;
+          st.cfg = c.cfg;
+          st.sessions.rebind(*st.cfg);
         },
         [=](stats_atom) {
           prune(self);

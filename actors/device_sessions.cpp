@@ -4,12 +4,19 @@
 
 namespace sloserve {
 
+void device_sessions::rebind(const cluster_config& cfg) {
+  cfg_ = &cfg;
+  for (auto& s : sessions_)
+    if (auto* m = cfg.find_model(s.model->name)) s.model = m;
+}
+
 void device_sessions::apply(const msg::device_schedule& ds, device_clock::time_point now) {
   for (auto& s : sessions_) s.draining = true;
   for (auto& ss : ds.sessions) {
     auto* m = cfg_->find_model(ss.model);
     if (!m) continue;
-    auto it = std::find_if(sessions_.begin(), sessions_.end(), [&](const session& x) { return x.model == m; });
+    auto it =
+        std::find_if(sessions_.begin(), sessions_.end(), [&](const session& x) { return x.model->name == m->name; });
     if (it == sessions_.end()) {
       it = sessions_.emplace(sessions_.end());
       it->model = m;
@@ -17,6 +24,7 @@ void device_sessions::apply(const msg::device_schedule& ds, device_clock::time_p
       it->load.device = device_;
       it->last_arrival = now;
     }
+    it->model = m;
     it->draining = false;
     it->batch = std::clamp<int>(static_cast<int>(ss.batch), 1, m->batch_limit());
     it->latency_scale = ss.latency_scale > 0 ? ss.latency_scale : 1;

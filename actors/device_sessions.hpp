@@ -44,8 +44,11 @@ class device_sessions {
   device_sessions() = default;
   device_sessions(const cluster_config& cfg, uint32_t device) : cfg_(&cfg), device_(device) {}
 
-  // Runs the sessions of `ds` (models of the config; batches clamped to each model's limit) and
-  // marks the others draining from `now`.
+  // An apply: models of `cfg` from now on. Sessions of models it keeps (by name) point at its
+  // specs; those of models it drops keep theirs (the process keeps every configuration) and drain.
+  void rebind(const cluster_config& cfg);
+  // Runs the sessions of `ds` (models of the config, matched by name; batches clamped to each
+  // model's limit) and marks the others draining from `now`.
   void apply(const msg::device_schedule& ds, device_clock::time_point now);
   // Removes draining sessions that are empty, not `running`, and idle for longer than `idle`.
   void prune(device_clock::time_point now, std::chrono::nanoseconds idle,

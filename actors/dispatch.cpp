@@ -1,6 +1,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/link.hpp"
+#include "config/live_apply.hpp"
 
 namespace sloserve {
 
@@ -61,6 +62,25 @@ bool dispatch(link& l, msg::envelope&& e, const std::string& client) {
           return deliver(a.worker, std::move(m));
         } else if constexpr (std::is_same_v<T, msg::register_node>) {
           return deliver(a.controller, std::move(m));
+        } else if constexpr (std::is_same_v<T, msg::apply_request>) {
+          auto token = m.token;
+          if (deliver(a.controller, admin_call{client, std::move(m)})) return true;
+          msg::apply_reply r;
+          r.token = token;
+          r.reason = "node '" + l.self_name() + "' is not the controller";
+          l.to_client(client, std::move(r));
+          return false;
+        } else if constexpr (std::is_same_v<T, msg::config_update>) {
+          auto* ctl = l.config ? l.config->get()->controller() : nullptr;
+          if (!ctl || ctl->name != e.from) {
+            spdlog::warn("{}: ignoring a configuration from '{}', which is not the controller", l.self_name(), e.from);
+            return false;
+          }
+          if (auto done = apply_config_update(l, m); !done) {
+            spdlog::error("{}: refused the configuration from '{}': {}", l.self_name(), e.from, done.error());
+            return false;
+          }
+          return true;
         } else if constexpr (std::is_same_v<T, msg::load_report>) {
           return deliver(a.monitor, std::move(m));  // the controller and the scaler read it there
         } else if constexpr (std::is_same_v<T, msg::heartbeat>) {
@@ -82,5 +102,45 @@ bool dispatch(link& l, msg::envelope&& e, const std::string& client) {
       },
       e.content);
 }
+
+namespace {
+
+status run_config_update(link& l, const msg::config_update& u);
+
+}  // namespace
+
+status apply_config_update(link& l, const msg::config_update& u) {
+  try {
+    return run_config_update(l, u);
+  } catch (const std::exception& e) {
+    return fail(std::string("cannot read the configuration: ") + e.what());
+  }
+}
+
+namespace {
+
+status run_config_update(link& l, const msg::config_update& u) {
+  if (!l.config) return fail("this node has no configuration to replace");
+  if (u.revision == l.config->revision()) return {};
+  auto running = l.config->get();
+  auto parsed = parse_cluster_config(u.text, u.file);
+  if (!parsed) return fail(parsed.error_text());
+  auto refusals = live_refusals(*running, *parsed.config, u.text);
+  if (!refusals.empty()) {
+    config_result r;
+    r.errors = std::move(refusals);
+    return fail(r.error_text());
+  }
+  auto next = std::make_shared<const cluster_config>(merge_live(*running, std::move(*parsed.config)));
+  if (!l.config->set(next, u.revision)) return {};
+  spdlog::info("{}: runs configuration revision {:016x} from {}", l.self_name(), u.revision, u.file);
+  auto& a = l.local();
+  if (a.frontend) caf::anon_send(a.frontend, new_config{next});
+  if (a.worker) caf::anon_send(a.worker, new_config{next});
+  if (a.monitor) caf::anon_send(a.monitor, new_config{next});
+  return {};
+}
+
+}  // namespace
 
 }  // namespace sloserve

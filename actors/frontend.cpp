@@ -270,7 +270,70 @@ void register_with_controller(self_ptr self) {
   r.node = st.net->self_name();
   r.roles = {std::string(knob_name(role::frontend))};
   r.schedule_epoch = st.routes->epoch();
+  r.config_revision = st.net->config ? st.net->config->revision() : 0;
   st.net->to_node(ctl->name, {{}, std::move(r)});
+}
+
+// Whether queries admitted to `a` can go on as `b`'s: the same stages, in the same DAG.
+bool same_shape(const pipeline& a, const pipeline& b) {
+  if (a.stages.size() != b.stages.size()) return false;
+  for (size_t i = 0; i < a.stages.size(); ++i) {
+    auto &x = a.stages[i], &y = b.stages[i];
+    if (x.name != y.name || x.after != y.after || x.cascade.has_value() != y.cascade.has_value() ||
+        x.fanout != y.fanout || x.items.has_value() != y.items.has_value())
+      return false;
+  }
+  return true;
+}
+
+// An apply: the pipelines and models of `next` from now on. Queries of a pipeline it keeps in the
+// same shape go on under it (their deadlines stay those they were admitted with); those of a
+// pipeline it drops or reshapes are answered now, with the reason.
+void on_new_config(self_ptr self, std::shared_ptr<const cluster_config> next) {
+  auto& st = self->state;
+  auto& old = *st.cfg;
+  std::vector<std::optional<size_t>> from;
+  std::unordered_map<std::string, size_t> index;
+  for (size_t i = 0; i < next->pipelines.size(); ++i) {
+    auto& p = next->pipelines[i];
+    index.emplace(p.name, i);
+    auto* was = old.find_pipeline(p.name);
+    from.push_back(was && same_shape(*was, p) ? std::optional<size_t>(static_cast<size_t>(was - old.pipelines.data()))
+                                              : std::nullopt);
+  }
+  std::vector<size_t> to(old.pipelines.size(), SIZE_MAX);
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[i]) to[*from[i]] = i;
+  std::vector<uint64_t> orphans;
+  for (auto& [qid, q] : st.queries)
+    if (to[q.pipeline] == SIZE_MAX) orphans.push_back(qid);
+  for (auto qid : orphans) {
+    auto& name = old.pipelines[st.queries.at(qid).pipeline].name;
+    finish(self, qid, msg::status::error,
+           "pipeline '" + name + "' was " + (index.count(name) ? "changed" : "removed") +
+               " by an apply while this request was in flight");
+  }
+  for (auto& [qid, q] : st.queries) q.pipeline = to[q.pipeline];
+  std::vector<msg::pipeline_load> load;
+  std::vector<std::map<std::pair<uint32_t, double>, frontend_state::fragment_tally>> fragments(next->pipelines.size());
+  for (size_t i = 0; i < next->pipelines.size(); ++i) {
+    auto& p = next->pipelines[i];
+    if (from[i]) {
+      load.push_back(std::move(st.load[*from[i]]));
+      fragments[i] = std::move(st.fragments[*from[i]]);
+    } else {
+      load.push_back(
+          {p.name, 0, std::vector<uint64_t>(p.stages.size(), 0), std::vector<uint64_t>(p.stages.size(), 0), {}});
+    }
+  }
+  st.load = std::move(load);
+  st.fragments = std::move(fragments);
+  st.pipeline_index = std::move(index);
+  st.skew.clear();  // per (pipeline, stage) index: learnt again
+  st.cfg = std::move(next);
+  st.routes->rebind(*st.cfg, from);
+  spdlog::info("{}: frontend serves {} pipelines from now on{}", st.net->self_name(), st.cfg->pipelines.size(),
+               orphans.empty() ? "" : fmt::format(" ({} requests of changed pipelines answered)", orphans.size()));
 }
 
 }  // namespace
@@ -337,6 +400,7 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
           report_load(self);
           self->delayed_send(self, std::chrono::milliseconds(self->state.cfg->runtime.beacon_ms), beacon_atom::value);
         },
+        [=](new_config& c) { on_new_config(self, c.cfg); },
         [=](stats_atom) {
           auto s = self->state.stats;
           s.in_flight = self->state.queries.size();

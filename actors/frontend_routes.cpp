@@ -23,9 +23,34 @@ sched::backend_load* frontend_routes::load_of(const std::string& model, const st
   return nullptr;
 }
 
+void frontend_routes::rebind(const cluster_config& cfg, const std::vector<std::optional<size_t>>& from) {
+  std::vector<std::optional<slo_split>> splits(cfg.pipelines.size());
+  std::vector<std::vector<std::string>> models;
+  for (size_t i = 0; i < cfg.pipelines.size(); ++i) {
+    models.emplace_back();
+    for (auto& st : cfg.pipelines[i].stages) models.back().push_back(st.model);
+    if (i < from.size() && from[i] && stage_models_[*from[i]].size() == models.back().size()) {
+      splits[i] = splits_[*from[i]];
+      models[i] = stage_models_[*from[i]];
+    }
+  }
+  cfg_ = &cfg;
+  splits_ = std::move(splits);
+  stage_models_ = std::move(models);
+  blockers_.assign(cfg.pipelines.size(), {});
+  fragments_.assign(cfg.pipelines.size(), {});
+  if (table_) {
+    auto t = *table_;
+    apply(t);
+  } else {
+    refresh();
+  }
+}
+
 void frontend_routes::apply(const msg::routing_table& t) {
   // Tables come from the one controller in order; a restarted controller numbers afresh.
   epoch_ = t.epoch;
+  table_ = t;
   std::unordered_map<std::string, route> fresh;
   for (auto& mr : t.routes) {
     auto& r = fresh[mr.model];

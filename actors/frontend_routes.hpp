@@ -29,6 +29,9 @@ class frontend_routes {
 
   // Adopts a routing table; outstanding counts carry over to instances it keeps.
   void apply(const msg::routing_table& t);
+  // An apply: the pipelines of `cfg` from now on, pipeline i continuing `from[i]` (its stage
+  // budgets and variants until the next table), the last table read again against them.
+  void rebind(const cluster_config& cfg, const std::vector<std::optional<size_t>>& from);
   uint64_t epoch() const { return epoch_; }
   // A node stopped (false) or resumed (true) heartbeating. False when that changes nothing.
   bool set_live(const std::string& node, bool live);
@@ -98,6 +101,7 @@ class frontend_routes {
   std::vector<std::vector<std::string>> stage_models_;
   std::vector<std::string> blockers_;
   std::vector<std::vector<msg::fragment_route>> fragments_;  // per pipeline
+  std::optional<msg::routing_table> table_;                  // the last one applied
 };
 
 }  // namespace sloserve

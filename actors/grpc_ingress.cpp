@@ -56,7 +56,7 @@ Status grpc_status_of(const msg::client_reply& r) {
 }
 
 struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
-  std::shared_ptr<const cluster_config> cfg;
+  std::shared_ptr<config_source> source;  // what the node runs now (`sloserve apply` swaps it)
   frontend_actor frontend;
   std::string node;
   std::function<void(std::string_view, std::string_view)> count_reply;
@@ -94,7 +94,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
   // Whether `name` (empty, where `any`: every pipeline) is a pipeline and `version` one of its
   // versions; else the call is finished NOT_FOUND.
   bool known(const std::string& name, const std::string& version, grpc::ServerUnaryReactor* reactor, bool any = false) {
-    if (!(any && name.empty()) && !cfg->find_pipeline(name)) {
+    if (!(any && name.empty()) && !source->get()->find_pipeline(name)) {
       finish(reactor, {StatusCode::NOT_FOUND, "no pipeline '" + name + "'"});
       return false;
     }
@@ -155,7 +155,9 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
                                           pb::ModelMetadataResponse* res) override {
     auto* reactor = ctx->DefaultReactor();
     if (!admitted(ctx, reactor) || !known(req->name(), req->version(), reactor)) return reactor;
+    auto cfg = source->get();
     auto* p = cfg->find_pipeline(req->name());
+    if (!p) return finish(reactor, {StatusCode::NOT_FOUND, "no pipeline '" + req->name() + "'"}), reactor;
     auto sig = kserve::signature_of(*cfg, *p);
     res->set_name(p->name);
     res->add_versions("1");
@@ -198,7 +200,10 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
                                         pb::ModelConfigResponse* res) override {
     auto* reactor = ctx->DefaultReactor();
     if (!admitted(ctx, reactor) || !known(req->name(), req->version(), reactor)) return reactor;
-    auto c = kserve::config_of(*cfg, *cfg->find_pipeline(req->name()));
+    auto cfg = source->get();
+    auto* p = cfg->find_pipeline(req->name());
+    if (!p) return finish(reactor, {StatusCode::NOT_FOUND, "no pipeline '" + req->name() + "'"}), reactor;
+    auto c = kserve::config_of(*cfg, *p);
     auto* out = res->mutable_config();
     out->set_name(c.name);
     out->set_platform("ensemble");
@@ -237,14 +242,15 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
                                             pb::RepositoryIndexResponse* res) override {
     auto* reactor = ctx->DefaultReactor();
     if (!admitted(ctx, reactor)) return reactor;
-    index_from(0, req->ready(), reactor, res);
+    index_from(source->get(), 0, req->ready(), reactor, res);
     return reactor;
   }
 
-  void index_from(size_t i, bool ready_only, grpc::ServerUnaryReactor* reactor, pb::RepositoryIndexResponse* res) {
+  void index_from(std::shared_ptr<const cluster_config> cfg, size_t i, bool ready_only,
+                  grpc::ServerUnaryReactor* reactor, pb::RepositoryIndexResponse* res) {
     if (i == cfg->pipelines.size()) return finish(reactor, Status::OK);
     auto& p = cfg->pipelines[i];
-    readiness(p.name, [this, i, ready_only, reactor, res, name = p.name](const msg::status_reply& r) {
+    readiness(p.name, [this, cfg, i, ready_only, reactor, res, name = p.name](const msg::status_reply& r) {
       if (r.ready || !ready_only) {
         auto* m = res->add_models();
         m->set_name(name);
@@ -252,7 +258,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
         m->set_state(r.ready ? "READY" : "UNAVAILABLE");
         if (!r.ready) m->set_reason(r.detail);
       }
-      index_from(i + 1, ready_only, reactor, res);
+      index_from(cfg, i + 1, ready_only, reactor, res);
     });
   }
 
@@ -260,6 +266,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
                                        pb::ModelInferResponse* res) override {
     auto* reactor = ctx->DefaultReactor();
     if (!admitted(ctx, reactor)) return reactor;
+    auto cfg = source->get();
     auto* p = cfg->find_pipeline(req->model_name());
     if (!p) {
       finish(reactor, {StatusCode::NOT_FOUND, "unknown pipeline '" + req->model_name() + "'"});
@@ -293,7 +300,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     for (auto& r : requests) r.request_id = next_id++;
     // The frontend answers every request by its deadline and runtime.reply_grace_ms, on its
     // thread; the reactor and the response stay valid until Finish.
-    auto gather = kserve::gather_replies(requests.size(), [this, p, call = std::move(*call), reactor, res,
+    auto gather = kserve::gather_replies(requests.size(), [this, cfg, p, call = std::move(*call), reactor, res,
                                                            id = req->id()](std::vector<msg::client_reply> replies) {
       auto r = kserve::combine_replies(*cfg, *p, call, std::move(replies));
       if (r.code != msg::status::ok) return finish(reactor, grpc_status_of(r));
@@ -320,11 +327,11 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
   }
 };
 
-grpc_ingress::grpc_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node,
+grpc_ingress::grpc_ingress(std::shared_ptr<config_source> source, frontend_actor frontend, std::string node,
                            std::function<void(std::string_view, std::string_view)> count_reply,
                            statistics_source statistics)
     : impl_(std::make_unique<impl>()) {
-  impl_->cfg = std::move(cfg);
+  impl_->source = std::move(source);
   impl_->frontend = std::move(frontend);
   impl_->node = std::move(node);
   impl_->count_reply = std::move(count_reply);
@@ -339,7 +346,8 @@ expected<int> grpc_ingress::start(const std::string& host_port) {
   auto colon = host_port.rfind(':');
   auto host = host_port.substr(0, colon);
   if (host == "*") host = "0.0.0.0";
-  auto& sec = impl_->cfg->security;
+  auto cfg = impl_->source->get();
+  auto& sec = cfg->security;
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
   if (sec.enabled() && !sec.tls_cert.empty()) {
     grpc::SslServerCredentialsOptions tls;
@@ -363,7 +371,7 @@ expected<int> grpc_ingress::start(const std::string& host_port) {
   b.RegisterService(impl_.get());
   // A message may carry one payload of runtime.max_payload_bytes and its framing; larger ones are
   // refused RESOURCE_EXHAUSTED before they are buffered whole.
-  auto limit = impl_->cfg->runtime.max_payload_bytes + (1 << 20);
+  auto limit = cfg->runtime.max_payload_bytes + (1 << 20);
   b.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(limit, std::numeric_limits<int>::max())));
   b.SetMaxSendMessageSize(-1);
   b.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 1024);

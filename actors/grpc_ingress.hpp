@@ -13,14 +13,14 @@
 
 #include "actors/interfaces.hpp"
 #include "actors/metrics.hpp"
-#include "config/cluster_config.hpp"
+#include "config/live_apply.hpp"
 
 namespace sloserve {
 
 class grpc_ingress {
  public:
   // `count_reply`, when set, is told each reply's status (protocol "grpc", the code's name).
-  grpc_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node,
+  grpc_ingress(std::shared_ptr<config_source> source, frontend_actor frontend, std::string node,
                std::function<void(std::string_view protocol, std::string_view code)> count_reply = {},
                statistics_source statistics = {});
   ~grpc_ingress();

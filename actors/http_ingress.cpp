@@ -64,7 +64,7 @@ int http_status_of(const msg::client_reply& r) {
 }
 
 struct http_ingress::impl {
-  std::shared_ptr<const cluster_config> cfg;
+  std::shared_ptr<config_source> source;  // what the node runs now (`sloserve apply` swaps it)
   frontend_actor frontend;
   std::string node;
   std::function<std::string()> metrics;
@@ -95,6 +95,7 @@ struct http_ingress::impl {
 
   // Triton's statistics extension: every pipeline's counts and durations (or `name`'s alone).
   http::response model_statistics(const std::string& name) {
+    auto cfg = source->get();
     if (!name.empty() && !cfg->find_pipeline(name)) return refusal(404, "no pipeline '" + name + "'");
     auto d = [](const pipeline_statistics::duration& x) { return json{{"count", x.count}, {"ns", x.ns}}; };
     json none{{"count", 0}, {"ns", 0}};
@@ -122,6 +123,7 @@ struct http_ingress::impl {
   // Triton's repository extension: every pipeline, its version and whether it serves now (with
   // the reason when not); a body {"ready": true} lists the ready ones alone.
   http::response repository_index(const request& req) {
+    auto cfg = source->get();
     bool ready_only = false;
     if (!req.body.empty()) {
       auto body = json::parse(req.body, nullptr, false);
@@ -142,6 +144,7 @@ struct http_ingress::impl {
   }
 
   http::response model_metadata(const std::string& name) {
+    auto cfg = source->get();
     auto* p = cfg->find_pipeline(name);
     if (!p) return refusal(404, "no pipeline '" + name + "'");
     auto sig = kserve::signature_of(*cfg, *p);
@@ -158,6 +161,7 @@ struct http_ingress::impl {
   // Triton's model configuration (GET /v2/models/{m}/config): the pipeline as an ensemble, in
   // the JSON of Triton's ModelConfig.
   http::response model_configuration(const std::string& name) {
+    auto cfg = source->get();
     auto* p = cfg->find_pipeline(name);
     if (!p) return refusal(404, "no pipeline '" + name + "'");
     auto c = kserve::config_of(*cfg, *p);
@@ -185,6 +189,7 @@ struct http_ingress::impl {
   // Checks and sends the request to the frontend; `respond` answers once it replies (on the
   // frontend's thread), or once the backstop passes.
   void infer(const std::string& name, const request& req, responder respond) {
+    auto cfg = source->get();
     auto* p = cfg->find_pipeline(name);
     if (!p) return respond(refusal(400, "unknown pipeline '" + name + "'"));
     std::optional<size_t> header_length;
@@ -282,7 +287,7 @@ struct http_ingress::impl {
     if (what.empty()) return respond(model_metadata(name));
     if (what == "/config") return respond(model_configuration(name));
     if (what == "/ready") {
-      if (!cfg->find_pipeline(name)) return respond(refusal(404, "no pipeline '" + name + "'"));
+      if (!source->get()->find_pipeline(name)) return respond(refusal(404, "no pipeline '" + name + "'"));
       return off_thread(respond, [this, name] { return ready(name); });
     }
     infer(name, req, std::move(respond));
@@ -323,12 +328,12 @@ struct http_ingress::impl {
   }
 };
 
-http_ingress::http_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node,
+http_ingress::http_ingress(std::shared_ptr<config_source> source, frontend_actor frontend, std::string node,
                            std::function<std::string()> metrics,
                            std::function<void(std::string_view, std::string_view)> count_reply,
                            statistics_source statistics, std::function<void(std::string_view)> count_refusal)
     : impl_(std::make_unique<impl>()) {
-  impl_->cfg = std::move(cfg);
+  impl_->source = std::move(source);
   impl_->frontend = std::move(frontend);
   impl_->node = std::move(node);
   impl_->metrics = std::move(metrics);
@@ -345,8 +350,9 @@ expected<int> http_ingress::start(const std::string& host_port) {
   auto colon = host_port.rfind(':');
   auto host = host_port.substr(0, colon);
   int port = std::stoi(host_port.substr(colon + 1));
-  auto& sec = impl_->cfg->security;
-  auto& rt = impl_->cfg->runtime;
+  auto cfg = impl_->source->get();
+  auto& sec = cfg->security;
+  auto& rt = cfg->runtime;
   if (sec.enabled())
     for (auto& path : sec.tokens) {
       auto token = read_token_file(path);

@@ -18,7 +18,7 @@
 
 #include "actors/interfaces.hpp"
 #include "actors/metrics.hpp"
-#include "config/cluster_config.hpp"
+#include "config/live_apply.hpp"
 
 namespace sloserve {
 
@@ -29,7 +29,7 @@ class http_ingress {
   // `statistics`, when set, gives the pipelines' statistics (Triton's statistics extension);
   // `count_refusal`, when set, is told why each connection or request was refused before it
   // reached a route (http::server_options::refused).
-  http_ingress(std::shared_ptr<const cluster_config> cfg, frontend_actor frontend, std::string node,
+  http_ingress(std::shared_ptr<config_source> source, frontend_actor frontend, std::string node,
                std::function<std::string()> metrics = {},
                std::function<void(std::string_view protocol, std::string_view code)> count_reply = {},
                statistics_source statistics = {}, std::function<void(std::string_view why)> count_refusal = {});

@@ -49,6 +49,16 @@ struct status_query {
   std::shared_ptr<const status_sink> sink{};  // set: the reply goes here, not over ZeroMQ
 };
 
+// The configuration a node runs from now on (`sloserve apply`): swapped whole; what was admitted
+// under the one before finishes under it (every configuration a node ran stays alive).
+struct new_config {
+  std::shared_ptr<const cluster_config> cfg;
+};
+// An operator's call on the controller (`sloserve apply`), with who to answer.
+struct admin_call {
+  std::string client;  // ZeroMQ routing identity of the caller
+  msg::apply_request request;
+};
 // Per-session counters of one device since its last report.
 struct device_load {
   std::vector<msg::session_load> sessions;
@@ -93,6 +103,7 @@ using frontend_actor =
                      caf::reacts_to<tick_atom>,                           // answer queries past deadline+grace
                      caf::reacts_to<pad_atom, std::string>,               // a model's batch is due full
                      caf::reacts_to<beacon_atom>,                         // register with the controller
+                     caf::reacts_to<new_config>,                          // an apply: pipelines and models now
                      caf::replies_to<stats_atom>::with<frontend_stats>>;  // counters so far
 
 // One device: deadline-ordered session queues, early drop, round-robin batches.
@@ -102,6 +113,7 @@ using device_actor =
                      caf::reacts_to<loaded_atom, uint64_t>,              // an emulated cold start is over
                      caf::reacts_to<msg::resize>,                        // intra-op threads for next batches
                      caf::reacts_to<batch_done_atom, uint64_t>,          // the running batch finished
+                     caf::reacts_to<new_config>,                         // an apply: the models it may run now
                      caf::replies_to<stats_atom>::with<device_load>>;    // counters since the last ask
 
 // A worker node: owns its devices (invocations reach them directly), applies schedules, resizes
@@ -111,6 +123,7 @@ using worker_actor = caf::typed_actor<caf::reacts_to<start_atom>,     // wiring 
                                       caf::reacts_to<msg::schedule>,  // apply the controller's schedule
                                       caf::reacts_to<msg::resize>,    // resize one device's threads
                                       caf::reacts_to<beacon_atom>,    // re-register and send a load report
+                                      caf::reacts_to<new_config>,     // an apply: its devices' models now
                                       caf::reacts_to<peer_up_atom, std::string>,  // the controller may be back
                                       caf::reacts_to<peer_down_atom, std::string>>;
 
@@ -121,12 +134,14 @@ using monitor_actor =
                      caf::replies_to<rates_atom>::with<sched::pipeline_rates>,  // close the window: pipeline rates
                      caf::replies_to<clients_atom>::with<std::vector<msg::client_load>>,  // clients heard lately
                      caf::reacts_to<beacon_atom>,                                         // log a summary line
-                     caf::replies_to<stats_atom>::with<cluster_load>>;                    // the current view
+                     caf::reacts_to<new_config>,                        // an apply: the pipelines it counts now
+                     caf::replies_to<stats_atom>::with<cluster_load>>;  // the current view
 
 // Registration, placement, routing tables and schedules.
 using controller_actor =
     caf::typed_actor<caf::reacts_to<start_atom>,
                      caf::reacts_to<msg::register_node>,           // a node (re)announces itself
+                     caf::reacts_to<admin_call>,                   // an operator applies a new cluster file
                      caf::reacts_to<deployment>,                   // the scaler's placement
                      caf::reacts_to<beacon_atom>,                  // run an epoch when one is due
                      caf::reacts_to<tick_atom>,                    // a policy's rounds: run one
@@ -192,6 +207,8 @@ struct local_actors {
 }  // namespace sloserve
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::ingress)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::new_config)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::admin_call)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::status_query)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::device_load)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::frontend_stats)

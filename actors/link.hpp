@@ -10,6 +10,7 @@
 
 #include "actors/interfaces.hpp"
 #include "actors/metrics.hpp"
+#include "config/live_apply.hpp"
 #include "messages/types.hpp"
 
 namespace sloserve {
@@ -40,6 +41,9 @@ class link {
  public:
   payload_budget queued;
   node_metrics metrics;  // what the node's /metrics shows
+  // The configuration the node runs and its revision (`sloserve apply` swaps it); null where a
+  // test's actors run without one.
+  std::shared_ptr<config_source> config;
 
   virtual ~link() = default;
   virtual const std::string& self_name() const = 0;
@@ -56,5 +60,10 @@ class link {
 // Delivers `e` to the local actor that handles its kind. Returns false when this node has no
 // actor for it (then a client request is answered with an ERROR through `l`).
 bool dispatch(link& l, msg::envelope&& e, const std::string& client_identity);
+
+// Runs the configuration of `u` on this node from now on: parsed as its file, checked against what
+// the node runs (live_refusals), merged (merge_live) and handed to the node's frontend, worker and
+// monitor. Nothing happens when the node runs that revision already; an error when it is refused.
+status apply_config_update(link& l, const msg::config_update& u);
 
 }  // namespace sloserve

@@ -181,6 +181,20 @@ monitor_actor spawn_monitor(caf::actor_system& sys, actor_args args) {
     self->delayed_send(self, std::chrono::seconds(10), beacon_atom::value);
     return {
         [=](msg::load_report& r) { on_report(self, r); },
+        [=](new_config& c) {
+          // Pipelines that stay keep their rates: the controller plans the changed cluster for them.
+          auto& st = self->state;
+          std::vector<size_t> stages;
+          std::vector<std::optional<size_t>> from;
+          for (auto& p : c.cfg->pipelines) {
+            stages.push_back(p.stages.size());
+            auto* was = st.cfg->find_pipeline(p.name);
+            from.push_back(was ? std::optional<size_t>(static_cast<size_t>(was - st.cfg->pipelines.data()))
+                               : std::nullopt);
+          }
+          st.pipelines->remap(stages, from);
+          st.cfg = c.cfg;
+        },
         [=](beacon_atom) {
           double total = 0, drops = 0;
           for (auto& [k, x] : self->state.sessions) total += x.rate, drops += x.drop_rate;

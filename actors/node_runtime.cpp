@@ -165,6 +165,7 @@ status node_runtime::start_transport(const node_spec& spec, std::map<std::string
   transport_ = std::make_unique<transport>(
       topts, [this](std::string_view id, const bytes& frame, std::string_view user) { on_frame(id, frame, user); });
   link_ = std::make_shared<zmq_link>(node_, transport_.get());
+  link_->config = std::make_shared<config_source>(cfg_);
   std::vector<double> slos_s;
   for (auto& p : cfg_->pipelines) slos_s.push_back(p.slo_ms / 1e3);
   link_->metrics.slo_buckets(slos_s);
@@ -203,9 +204,9 @@ status node_runtime::start_ingresses(const node_spec& spec) {
   auto count_reply = [link = link_](std::string_view protocol, std::string_view code) {
     link->metrics.ingress_reply(protocol, code);
   };
-  statistics_source statistics = [link = link_, cfg = cfg_](std::string_view pipeline) {
+  statistics_source statistics = [link = link_](std::string_view pipeline) {
     std::vector<std::string> names;
-    for (auto& p : cfg->pipelines)
+    for (auto& p : link->config->get()->pipelines)
       if (pipeline.empty() || p.name == pipeline) names.push_back(p.name);
     return link->metrics.statistics(names);
   };
@@ -213,7 +214,8 @@ status node_runtime::start_ingresses(const node_spec& spec) {
     auto count_refusal = [link = link_](std::string_view why) {
       link->metrics.count(node_metrics::event::http_refused, why);
     };
-    http_ = std::make_unique<http_ingress>(cfg_, a.frontend, node_, metrics, count_reply, statistics, count_refusal);
+    http_ = std::make_unique<http_ingress>(link_->config, a.frontend, node_, metrics, count_reply, statistics,
+                                           count_refusal);
     auto port = http_->start(spec.http);
     if (!port) {
       stop();
@@ -223,7 +225,7 @@ status node_runtime::start_ingresses(const node_spec& spec) {
     spdlog::info("{}: KServe v2 HTTP ingress and /metrics on port {}", node_, http_port_);
   }
   if (!spec.grpc.empty()) {
-    grpc_ = std::make_unique<grpc_ingress>(cfg_, a.frontend, node_, count_reply, statistics);
+    grpc_ = std::make_unique<grpc_ingress>(link_->config, a.frontend, node_, count_reply, statistics);
     auto port = grpc_->start(spec.grpc);
     if (!port) {
       stop();
@@ -233,7 +235,7 @@ status node_runtime::start_ingresses(const node_spec& spec) {
     spdlog::info("{}: KServe v2 gRPC ingress on port {}", node_, grpc_port_);
   }
   if (!spec.metrics.empty()) {
-    metrics_http_ = std::make_unique<http_ingress>(cfg_, frontend_actor{}, node_, metrics);
+    metrics_http_ = std::make_unique<http_ingress>(link_->config, frontend_actor{}, node_, metrics);
     auto port = metrics_http_->start(spec.metrics);
     if (!port) {
       stop();

@@ -36,6 +36,7 @@ void register_self(self_ptr self) {
   r.incarnation = st.incarnation;
   r.schedule_epoch = st.schedule_epoch;
   r.leaving = st.leaving;
+  r.config_revision = st.net->config ? st.net->config->revision() : 0;
   for (auto& m : st.cfg->models)
     if (m.measured)
       r.profiles.push_back(
@@ -138,6 +139,12 @@ worker_actor spawn_worker(caf::actor_system& sys, actor_args args, std::vector<d
           if (ctl && ctl->name == node) register_self(self);
         },
         [=](peer_down_atom, const std::string&) {},
+        [=](new_config& c) {
+          auto& st = self->state;
+          st.cfg = c.cfg;
+          st.node = st.cfg->find_node(st.node->name);
+          for (auto& d : st.devices) self->send(d, c);
+        },
     };
   });
 }

@@ -19,6 +19,7 @@ void add_profile_command(CLI::App& app, int& rc);
 void add_keys_command(CLI::App& app, int& rc);
 void add_trace_command(CLI::App& app, int& rc);
 void add_sim_command(CLI::App& app, int& rc);
+void add_apply_command(CLI::App& app, int& rc);
 
 // The command line this process was started with, words joined by spaces (for reports).
 const std::string& command_line();

@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   sloserve::add_keys_command(app, rc);
   sloserve::add_trace_command(app, rc);
   sloserve::add_sim_command(app, rc);
+  sloserve::add_apply_command(app, rc);
   app.parse_complete_callback([&] {
     if (check) throw CLI::Success();
     auto logger = spdlog::stderr_color_mt("sloserve");

@@ -52,6 +52,8 @@ class device_executor {
   // Makes `m` ready to run (a real device loads and warms it up). execute() loads on first use
   // when this was not called.
   virtual status load(const model_spec& m) { return {}; }
+  // Frees what load() holds of `model` (an apply removed it and its last batch has run).
+  virtual void unload(const std::string& model) {}
   // Intra-op threads for the batches that follow (vertical scaling on cpu devices).
   virtual void set_threads(int threads) {}
   // Prefix batching: variants of one prefix run the prefix once over all groups' requests, then

@@ -21,6 +21,8 @@ class switch_executor final : public device_executor {
       : limits_(limits), tier_switches_(tier_switches) {}
   device_kind kind() const override { return device_kind::network_switch; }
 
+  void unload(const std::string& model) override { chains_.erase(model); }
+
   status load(const model_spec& m) override {
     if (chains_.count(m.name)) return {};
     if (m.netnn.empty())

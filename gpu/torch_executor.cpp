@@ -200,6 +200,11 @@ class torch_executor final : public device_executor {
     return it == modules_.end() ? 0 : it->second.memory_mb;
   }
 
+  void unload(const std::string& model) override {
+    modules_.erase(model);
+    warmed_.erase(model);
+  }
+
   status load(const model_spec& m) override {
     if (ready_.count(m.name)) return {};
     if (m.path.empty()) return fail("model '" + m.name + "' has no TorchScript path (models[].path)");

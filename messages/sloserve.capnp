@@ -113,6 +113,7 @@ struct RegisterNode {
   scheduleEpoch @4 :UInt64;  # epoch of the schedule the worker runs; 0: none
   profiles @5 :List(MeasuredProfile);
   leaving @6 :Bool;  # a worker shutting down: take it out of routing, it finishes what it holds
+  configRevision @7 :UInt64;  # the applied configuration it runs (ConfigUpdate); 0: the file it started with
 }
 
 struct Heartbeat {
@@ -322,6 +323,34 @@ struct StatusReply {
   dummies @3 :UInt64;  # dummy requests (Piccolo's padding) this frontend has sent since it started
 }
 
+# Operator -> controller (`sloserve apply`): move the running cluster to the configuration in
+# `text` (the cluster file as written, read as `file` for its messages and relative paths) while it
+# serves; `dryRun`: only say what would change. Sent as a node of the cluster (under CURVE, with
+# that node's key).
+struct ApplyRequest {
+  token @0 :UInt64;
+  text @1 :Text;
+  file @2 :Text;
+  dryRun @3 :Bool;
+}
+
+struct ApplyReply {
+  token @0 :UInt64;
+  ok @1 :Bool;  # applied (or, dry run, would apply)
+  reason @2 :Text;  # why not, one refusal per line ("file:line:column: message")
+  changes @3 :List(Text);  # what changes, one line each
+  plan @4 :List(Text);  # what the controller does to move there, one line each
+  revision @5 :UInt64;  # the revision the cluster runs now
+}
+
+# Controller -> every node: run this configuration from now on (the cluster file's text, read as
+# `file`); nodes, runtime and security stay as they run.
+struct ConfigUpdate {
+  revision @0 :UInt64;
+  text @1 :Text;
+  file @2 :Text;
+}
+
 struct Envelope {
   from @0 :Text;
   body :union {
@@ -337,5 +366,8 @@ struct Envelope {
     statusRequest @10 :StatusRequest;
     statusReply @11 :StatusReply;
     resize @12 :Resize;
+    applyRequest @13 :ApplyRequest;
+    applyReply @14 :ApplyReply;
+    configUpdate @15 :ConfigUpdate;
   }
 }

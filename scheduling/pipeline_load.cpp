@@ -22,6 +22,22 @@ pipeline_load::pipeline_load(const std::vector<size_t>& stages, int settle_windo
   }
 }
 
+void pipeline_load::remap(const std::vector<size_t>& stages, const std::vector<std::optional<size_t>>& from) {
+  pipeline_load next(stages, settle_windows_, peak_half_life_s_);
+  next.rates_.windows_with_load = rates_.windows_with_load;
+  for (size_t i = 0; i < stages.size() && i < from.size(); ++i) {
+    if (!from[i] || *from[i] >= queries_.size() || stages_[*from[i]].size() != stages[i]) continue;
+    auto j = *from[i];
+    next.rates_.pipelines[i] = rates_.pipelines[j];
+    next.queries_[i] = queries_[j];
+    next.stages_[i] = stages_[j];
+    next.fallthroughs_[i] = fallthroughs_[j];
+    next.sources_[i] = sources_[j];
+    next.fragments_[i] = fragments_[j];
+  }
+  *this = std::move(next);
+}
+
 void pipeline_load::count(size_t p, uint64_t queries, const std::vector<uint64_t>& stage_invocations,
                           const std::vector<uint64_t>& fallthroughs, const std::vector<fragment_count>& fragments,
                           const std::string& source, double report_s) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,6 +64,10 @@ class pipeline_load {
   void count(size_t p, uint64_t queries, const std::vector<uint64_t>& stage_invocations,
              const std::vector<uint64_t>& fallthroughs = {}, const std::vector<fragment_count>& fragments = {},
              const std::string& source = {}, double report_s = 0);
+  // The pipelines changed (an apply): pipeline i now has `stages[i]` stages and continues pipeline
+  // `from[i]` (its rates, peak and sources) when that is set and its stage count is the same;
+  // otherwise it starts from nothing.
+  void remap(const std::vector<size_t>& stages, const std::vector<std::optional<size_t>>& from);
   // Folds the counts of the last `window_s` seconds into the rates and starts a new window.
   void close_window(double window_s);
   const pipeline_rates& rates() const { return rates_; }

@@ -502,6 +502,120 @@ TEST_F(controller_fixture, a_model_that_runs_twice_its_profile_is_planned_again_
       for (auto& x : d.sessions) EXPECT_DOUBLE_EQ(x.latency_scale, 2);
 }
 
+// `sloserve apply` as the controller sees it: the text of a new file from an operator.
+msg::apply_reply apply_text(controller_fixture& f, const std::string& text, bool dry_run = false) {
+  msg::apply_request rq;
+  rq.token = 7;
+  rq.text = text;
+  rq.file = "new.yaml";
+  rq.dry_run = dry_run;
+  caf::anon_send(f.net->actors.controller, admin_call{"operator", rq});
+  f.run();
+  msg::apply_reply out;
+  for (auto& [client, b] : f.net->replies)
+    if (auto* r = std::get_if<msg::apply_reply>(&b)) out = *r;
+  f.net->replies.clear();
+  return out;
+}
+
+std::string with_second_model(const std::string& base) {
+  auto text = base;
+  auto at = text.find("pipelines:");
+  text.insert(
+      at,
+      "  - {name: m2, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,\n"
+      "     profile: {alpha_ms: 5, beta_ms: 5}, load_ms: 300}\n");
+  at = text.find("scheduler:");
+  text.insert(at, "  - {name: p2, slo_ms: 200, stages: [{name: s, model: m2}]}\n");
+  return text;
+}
+
+// Make before break: after an apply brings a model, the frontends' table routes to it only once
+// the worker acknowledged the schedule that loads it, and the model that was there keeps its
+// route throughout.
+TEST_F(controller_fixture, an_apply_routes_a_new_model_only_once_its_worker_has_loaded_it) {
+  start("static");
+  reg("w1", {"worker"}, 7, 0);
+  reg("w1", {"worker"}, 7, schedule_of("w1").epoch);
+  EXPECT_EQ(routed(), "w1");
+  auto reply = apply_text(*this, with_second_model(yaml("static")));
+  ASSERT_TRUE(reply.ok) << reply.reason;
+  EXPECT_EQ(reply.changes, (std::vector<std::string>{"+ model 'm2'", "+ pipeline 'p2'"}));
+  ASSERT_FALSE(reply.plan.empty());
+  EXPECT_EQ(reply.plan[0], "load m2 on w1 device 0, then route to it");
+  EXPECT_NE(reply.revision, 0u);
+  // Every other node got the file before any schedule made for it.
+  std::set<std::string> updated;
+  for (auto& [node, u] : net->take<msg::config_update>()) {
+    updated.insert(node);
+    EXPECT_EQ(u.revision, reply.revision);
+    EXPECT_EQ(u.file, "new.yaml");
+  }
+  EXPECT_EQ(updated, (std::set<std::string>{"fe", "w1", "w2"}));
+  auto s = schedule_of("w1");
+  ASSERT_GT(s.epoch, 0u);
+  ASSERT_EQ(s.devices.size(), 1u);
+  EXPECT_EQ(s.devices[0].sessions.size(), 2u) << "m stays, m2 joins";
+  auto tables = net->take<msg::routing_table>();
+  ASSERT_FALSE(tables.empty());
+  for (auto& r : tables.back().second.routes) {
+    if (r.model == "m2") {
+      EXPECT_TRUE(r.instances.empty()) << "not routed while it loads";
+    }
+  }
+  reg("w1", {"worker"}, 7, s.epoch);  // loaded and warm
+  net->take<msg::config_update>();    // (it registered as running the old file: sent it again)
+  tables = net->take<msg::routing_table>();
+  ASSERT_FALSE(tables.empty());
+  std::set<std::string> models;
+  for (auto& r : tables.back().second.routes)
+    if (!r.instances.empty()) models.insert(r.model);
+  EXPECT_EQ(models, (std::set<std::string>{"m", "m2"}));
+  // A node that registers with the file it started with gets the applied one again.
+  msg::register_node again;
+  again.node = "fe";
+  again.roles = {"frontend"};
+  again.schedule_epoch = s.epoch;
+  caf::anon_send(net->actors.controller, again);
+  run();
+  auto resent = net->take<msg::config_update>();
+  ASSERT_EQ(resent.size(), 1u);
+  EXPECT_EQ(resent[0].first, "fe");
+  again.config_revision = reply.revision;
+  caf::anon_send(net->actors.controller, again);
+  run();
+  EXPECT_TRUE(net->take<msg::config_update>().empty()) << "it runs the applied one";
+}
+
+TEST_F(controller_fixture, a_refused_or_dry_apply_changes_nothing) {
+  start("static");
+  reg("w1", {"worker"}, 7, 0);
+  reg("w1", {"worker"}, 7, schedule_of("w1").epoch);
+  routed();
+  auto moved = yaml("static");
+  moved.replace(moved.find("{name: w2, address: tcp://127.0.0.1:0"), 37, "{name: w2, address: tcp://127.0.0.9:0");
+  auto reply = apply_text(*this, with_second_model(moved));
+  EXPECT_FALSE(reply.ok);
+  EXPECT_EQ(reply.reason.substr(0, 13), "new.yaml:6:25") << reply.reason;
+  EXPECT_NE(reply.reason.find("node 'w2': 'address' cannot change"), std::string::npos) << reply.reason;
+  auto bad = yaml("static") + "bogus: 1\n";
+  reply = apply_text(*this, bad);
+  EXPECT_FALSE(reply.ok);
+  EXPECT_NE(reply.reason.find("new.yaml:"), std::string::npos) << reply.reason;
+  EXPECT_NE(reply.reason.find("unknown key 'bogus'"), std::string::npos) << reply.reason;
+  reply = apply_text(*this, with_second_model(yaml("static")), true);
+  EXPECT_TRUE(reply.ok) << reply.reason;
+  EXPECT_EQ(reply.changes.size(), 2u);
+  EXPECT_EQ(reply.revision, 0u) << "still the file it started with";
+  EXPECT_TRUE(net->take<msg::config_update>().empty());
+  EXPECT_EQ(schedule_of("w1").epoch, 0u);
+  EXPECT_EQ(routed(), "-");
+  reply = apply_text(*this, yaml("static"));
+  EXPECT_TRUE(reply.ok);
+  EXPECT_TRUE(reply.changes.empty());
+  EXPECT_TRUE(net->take<msg::config_update>().empty());
+}
+
 TEST(worker_registry, serves_only_on_a_schedule_of_this_controller) {
   worker_registry r(1000);
   auto j = r.on_register("w", 5, 0);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <set>
 
 #include "actors/roles.hpp"
 #include "caf_fixture.hpp"
@@ -617,6 +618,55 @@ TEST(pipelined_device, stages_the_next_full_batch_while_one_runs) {
     EXPECT_EQ(results[i].second.id, i + 1);
     EXPECT_EQ(results[i].second.code, msg::status::ok) << results[i].second.reason;
   }
+}
+
+}  // namespace
+}  // namespace sloserve
+
+namespace sloserve {
+namespace {
+
+// Make before break on one device: an apply that drops model m leaves m's session draining; what
+// was queued on it runs and is answered, and the session goes only once idle.
+TEST_F(device_fixture, an_apply_that_drops_a_model_answers_everything_queued_on_it) {
+  invoke(1, 200ms);  // runs at once
+  invoke(2, 200ms);
+  invoke(3, 200ms);  // queued behind it
+  auto without_m = testing::parse_or_die(R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated}]}
+models:
+  - {name: n, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [1]}, max_batch: 4, profile: {batch: [1, 2, 4], latency_ms: [5, 6, 8]}}
+runtime: {max_queue_length: 3}
+)");
+  caf::anon_send(dev, new_config{without_m});
+  caf::anon_send(dev, msg::device_schedule{0, 0, {{"n", 4}}});
+  run();
+  invoke(4, 200ms);  // a frontend whose table still routes m here
+  advance(10ms);
+  advance(12ms);
+  advance(12ms);
+  auto r = results();
+  ASSERT_EQ(r.size(), 4u);
+  for (auto& x : r) EXPECT_EQ(x.code, msg::status::ok) << x.id << ": " << x.reason;
+  auto sessions = [&] {
+    caf::scoped_actor self{*sys};
+    device_load load;
+    self->send(dev, stats_atom::value);
+    run();
+    self->receive([&](device_load& l) { load = std::move(l); }, caf::after(0s) >> [] {});
+    std::set<std::string> names;
+    for (auto& s : load.sessions) names.insert(s.model);
+    return names;
+  };
+  EXPECT_EQ(sessions(), (std::set<std::string>{"m", "n"})) << "drained, not yet idle long enough";
+  advance(2s);
+  EXPECT_EQ(sessions(), (std::set<std::string>{"n"})) << "idle: gone, and the model unloaded";
+  invoke(5, 200ms);
+  r = results();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].code, msg::status::error) << "m runs here no more";
 }
 
 }  // namespace

@@ -65,6 +65,40 @@ pipelines:
   EXPECT_NE(s.find("b"), nullptr) << "scheduled sessions stay";
 }
 
+// An apply hands the device a new configuration: the session of a model it keeps is the same
+// session (its queue and counters), now of the new file's spec; one it drops drains.
+TEST(device_sessions, an_apply_keeps_the_sessions_of_the_models_it_keeps) {
+  const std::string head = R"(
+nodes:
+  - {name: n, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], devices: [{kind: emulated}]}
+models:
+  - {name: a, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 4, profile: {alpha_ms: 1, beta_ms: 1}}
+)";
+  auto before = testing::parse_or_die(
+      head +
+      R"(  - {name: b, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 4, profile: {alpha_ms: 1, beta_ms: 1}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: a}]}
+)");
+  auto after = testing::parse_or_die(head + R"(pipelines:
+  - {name: p, slo_ms: 150, stages: [{name: s, model: a}]}
+)");
+  device_sessions s(*before, 0);
+  auto t0 = device_clock::time_point{} + 1h;
+  s.apply({0, 0, {{"a", 4}, {"b", 4}}}, t0);
+  s.find("a")->queue.push(t0 + 30ms, pending{});
+  s.find("a")->load.arrived = 3;
+  s.rebind(*after);
+  EXPECT_EQ(s.find("a")->model, &after->models[0]) << "the new file's spec";
+  s.apply({0, 0, {{"a", 4}}}, t0 + 1s);
+  ASSERT_EQ(s.all().size(), 2u) << "a once, and b draining";
+  EXPECT_EQ(s.find("a")->queue.size(), 1u) << "the same session: what it queued stays";
+  EXPECT_EQ(s.find("a")->load.arrived, 3u);
+  EXPECT_FALSE(s.find("a")->draining);
+  EXPECT_TRUE(s.find("b")->draining);
+  EXPECT_EQ(s.find("b")->model, &before->models[1]) << "a dropped model keeps its spec while it drains";
+}
+
 TEST(model_loads, a_load_starts_once_goes_on_while_needed_and_is_abandoned_when_not) {
   model_spec a, b;
   a.name = "a";

@@ -169,6 +169,54 @@ TEST_F(frontend_fixture, walks_a_fan_out_dag_and_answers_once) {
   EXPECT_EQ(replies[0].timings.size(), 4u);
 }
 
+// An apply while requests are in flight: one of a pipeline that stays (its SLO changed) goes on
+// and is answered OK; one of a pipeline the file removed is answered at once, with the reason; the
+// removed pipeline takes no more requests, and a pipeline the file added waits for its table.
+TEST_F(frontend_fixture, an_apply_carries_on_requests_of_kept_pipelines_and_answers_the_others) {
+  route({"w1"});
+  request("traffic", 7, make_tensor({dtype::float32, {4}}, 1));
+  request("diamond", 8, make_tensor({dtype::float32, {4}}, 1));
+  auto first = net->take<msg::invocation>();
+  ASSERT_EQ(first.size(), 2u);
+  std::string next = yaml;
+  next.replace(next.find("slo_ms: 100"), 11, "slo_ms: 150");
+  auto d = next.find("  - name: diamond");
+  next.erase(d, next.find("  - name: alarm") - d);
+  next += "  - {name: solo, slo_ms: 50, stages: [{name: s, model: big}]}\n";
+  auto applied = testing::parse_or_die(next);
+  caf::anon_send(fe, new_config{applied});
+  run();
+  auto replies = net->client_replies();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].request_id, 8u);
+  EXPECT_EQ(replies[0].code, msg::status::error);
+  EXPECT_EQ(replies[0].reason, "pipeline 'diamond' was removed by an apply while this request was in flight");
+  net->replies.clear();
+  // traffic's walk goes on: its detection answered, its classifications sent and answered.
+  for (auto& [node, inv] : first)
+    if (inv.model == "det" && inv.id == first[0].second.id) answer(inv, *cfg_->find_model("det"));
+  auto second = net->take<msg::invocation>();
+  ASSERT_EQ(second.size(), 3u);
+  for (auto& [node, inv] : second) answer(inv, *cfg_->find_model("cls"));
+  replies = net->client_replies();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].request_id, 7u);
+  EXPECT_EQ(replies[0].code, msg::status::ok) << replies[0].reason;
+  net->replies.clear();
+  request("diamond", 9, make_tensor({dtype::float32, {4}}, 1));
+  request("solo", 10, make_tensor({dtype::float32, {5, 5}}, 1));
+  replies = net->client_replies();
+  ASSERT_EQ(replies.size(), 2u);
+  EXPECT_EQ(replies[0].reason, "unknown pipeline 'diamond'");
+  EXPECT_EQ(replies[1].code, msg::status::error);
+  EXPECT_EQ(replies[1].reason.rfind("not ready", 0), 0u) << replies[1].reason;
+  net->replies.clear();
+  // traffic runs under its new SLO: 150 ms split evenly once the controller's table says so;
+  // until then under the split it had.
+  request("traffic", 11, make_tensor({dtype::float32, {4}}, 1));
+  EXPECT_EQ(first_budget_ms(), 50);
+}
+
 // A client that names itself: its requests run on the instance the controller mapped it to,
 // under the SLO it declares, and each reply tells it the image size to send; others are served
 // as before; nonsense in its fields is refused.

@@ -60,6 +60,7 @@ controller_actor recording_controller(caf::actor_system& sys, std::shared_ptr<st
     return {
         [](start_atom) {},
         [](msg::register_node&) {},
+        [](admin_call&) {},
         [out](deployment& d) { out->push_back(std::move(d)); },
         [](beacon_atom) {},
         [](tick_atom) {},

@@ -553,6 +553,80 @@ TEST_F(cluster_fixture, nodes_whose_addresses_name_their_host_start_and_serve) {
   EXPECT_GT(s["ok"].get<int>(), 250) << s.dump(2);
 }
 
+// `sloserve apply` on a cluster under load: refused files change nothing; then one apply adds a
+// model and a pipeline and changes the SLO of the one under load. The pipeline under load stays
+// within its SLO throughout, the new one serves two seconds after the apply, nothing is lost.
+TEST_F(cluster_fixture, apply_adds_a_pipeline_and_changes_an_slo_under_load_and_loses_nothing) {
+  start_cluster();
+  std::smatch m;
+  auto resolved = read_text(dir / "resolved.yaml");
+  ASSERT_TRUE(std::regex_search(resolved, m, std::regex("tcp://127\\.0\\.0\\.1:[0-9]+"))) << resolved;
+  std::string ctl = m[0];  // the first node's: the controller's
+  auto apply = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+    auto p = spawn({"sloserve", "apply", "-c", (dir / name).string(), "--address", ctl}, dir / (name + ".log"));
+    int status = 0;
+    EXPECT_TRUE(p.wait_for(30s, status)) << p.output();
+    return std::pair{WIFEXITED(status) ? WEXITSTATUS(status) : -1, p.output()};
+  };
+  auto l = load(300, 14);
+  std::this_thread::sleep_for(3s);
+  // Refused: an unknown key, a node the cluster runs dropped, a DAG with a stage after none.
+  auto [rc, out] = apply("unknown.yaml", cluster_yaml + "colour: blue\n");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("unknown.yaml:"), std::string::npos) << out;
+  EXPECT_NE(out.find("unknown key 'colour'"), std::string::npos) << out;
+  auto dropped = cluster_yaml;
+  auto w2 = dropped.find("  - {name: w2");
+  dropped.erase(w2, dropped.find('\n', w2) + 1 - w2);
+  std::tie(rc, out) = apply("dropped.yaml", dropped);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("dropped.yaml:2:1: node 'w2' runs in the cluster and the file drops it"), std::string::npos)
+      << out;
+  auto dag = cluster_yaml;
+  dag.replace(dag.find("after: [detect]"), 15, "after: [nowhere]");
+  std::tie(rc, out) = apply("dag.yaml", dag);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("dag.yaml:"), std::string::npos) << out;
+  EXPECT_NE(out.find("nowhere"), std::string::npos) << out;
+  // Applied: a model that loads for 300 ms, a pipeline on it, and the loaded pipeline's SLO.
+  auto next = cluster_yaml;
+  next.replace(next.find("slo_ms: 200"), 11, "slo_ms: 250");
+  next.insert(
+      next.find("models:\n") + 8,
+      "  - {name: tag, input: {dtype: float32, shape: [6]}, output: {dtype: float32, shape: [2]}, max_batch: 8,\n"
+      "     profile: {alpha_ms: 0.5, beta_ms: 2}, load_ms: 300}\n");
+  next.insert(next.find("pipelines:\n") + 11, "  - {name: audit, slo_ms: 100, stages: [{name: tag, model: tag}]}\n");
+  std::tie(rc, out) = apply("next.yaml", next);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("~ pipeline 'traffic': slo_ms"), std::string::npos) << out;
+  EXPECT_NE(out.find("+ model 'tag'"), std::string::npos) << out;
+  EXPECT_NE(out.find("+ pipeline 'audit'"), std::string::npos) << out;
+  EXPECT_NE(out.find("applied: revision"), std::string::npos) << out;
+  std::this_thread::sleep_for(2s);
+  auto audit =
+      spawn({"sloserve", "load", "-c", (dir / "next.yaml").string(), "--address", ctl, "--pipeline", "audit", "--rate",
+             "40", "--arrival", "poisson", "--duration", "5", "--json", (dir / "audit.json").string()},
+            dir / "audit.log");
+  auto s = finish_load(l, 60s);
+  EXPECT_EQ(s["lost"].get<int>(), 0) << s.dump(2);
+  EXPECT_EQ(s["errors"].get<int>(), 0) << s.dump(2);
+  EXPECT_GE(s["attainment"].get<double>(), 0.99) << s.dump(2);
+  int status = 0;
+  ASSERT_TRUE(audit.wait_for(60s, status)) << audit.output();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << audit.output();
+  auto a = nlohmann::json::parse(read_text(dir / "audit.json"));
+  std::cout << "traffic: " << s.dump().substr(0, 300) << "\naudit: " << a.dump().substr(0, 300) << "\n";
+  EXPECT_EQ(a["lost"].get<int>(), 0) << a.dump(2);
+  EXPECT_GT(a["sent"].get<int>(), 100) << a.dump(2);
+  EXPECT_GE(a["attainment"].get<double>(), 0.99) << a.dump(2);
+  // Every node runs the applied file; the worker loaded the new model before it was routed.
+  auto log = up.output();
+  for (auto node : {"ctl", "w1", "w2"})
+    EXPECT_NE(log.find(std::string(node) + ": runs configuration revision"), std::string::npos) << node << "\n" << log;
+  EXPECT_NE(log.find("loading 'tag'"), std::string::npos) << log;
+}
+
 TEST_F(cluster_fixture, up_fails_when_a_node_cannot_start) {
   // 192.0.2.1 (TEST-NET-1) is no address of this host: the node cannot bind it.
   std::ofstream(dir / "clash.yaml") << R"(nodes:
