@@ -1,6 +1,7 @@
 // The frontend: stamps deadlines, walks each query's DAG, balances invocations over instances,
 // re-routes around failed nodes, and answers every request exactly once.
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <cmath>
@@ -45,6 +46,9 @@ std::string request_error(const frontend_state& st, const pipeline& p, const msg
     if (auto ok = check_input(rq.inputs.front(), *m); !ok) return "stage '" + p.stages[r].name + "': " + ok.error();
   }
   if (rq.client.size() > 256) return "client id longer than 256 bytes";
+  if (auto vs = pipeline_versions(p); rq.version > 0 && !std::count(vs.begin(), vs.end(), rq.version))
+    return "pipeline '" + p.name + "' has no version " + std::to_string(rq.version) +
+           "; its versions: " + fmt::format("{}", fmt::join(vs, ", "));
   if (!(rq.slo_ms >= 0 && rq.slo_ms <= 3600e3) || !(rq.rate_hz >= 0 && rq.rate_hz <= 1e6) || std::isnan(rq.rtt_ms))
     return "a client's sloMs must be in [0, 3600000] and rateHz in [0, 1000000]";
   return {};
@@ -151,6 +155,7 @@ void on_ingress(self_ptr self, ingress& in) {
   q.arrival = now;
   q.deadline = now + nanoseconds(ns_of_ms(budget_ms));
   q.start = static_cast<int>(rq.start_layer);
+  q.version = rq.version;
   admit(self, pit->second, std::move(q), std::move(rq.inputs), rq.client);
 }
 

@@ -315,6 +315,15 @@ bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, uint32_t i
   f.stage = stage;
   f.item = item;
   f.model = st.routes->stage_model(q.pipeline, stage);
+  // A stage over versions of its model: the version the request asks for, else one by the weights
+  // among those routed now (a version an apply just brought takes traffic once it is loaded).
+  if (auto& vs = p.stages[stage].versions; !vs.empty()) {
+    std::vector<stage_version> routed;
+    for (auto& v : vs)
+      if (st.routes->serves(st.cfg->models[v.model_index].name)) routed.push_back(v);
+    bool any = std::any_of(routed.begin(), routed.end(), [](auto& v) { return v.weight > 0; });
+    f.model = st.cfg->models[pick_version(q.version > 0 || !any ? vs : routed, q.version, st.rng)].name;
+  }
   // A cascade's first model finishes by its share of the stage's budget: the second may follow.
   f.deadline = q.arrival + nanoseconds(first_model_finish_ns(p, st.cfg->models, split, stage, span.count()));
   // A client the table maps runs the variant on the device it was mapped to.
@@ -492,7 +501,10 @@ void on_result(self_ptr self, msg::invocation_result& r) {
   auto& p = st.cfg->pipelines[q.pipeline];
   auto& s = p.stages[f.stage];
   std::erase(q.invocations, r.id);
-  q.timings.push_back({s.name, r.node, r.device, r.batch, r.queue_ns / 1e6, r.exec_ns / 1e6, f.model});
+  auto* spec = st.cfg->find_model(f.model);
+  auto version = spec ? spec->version : 1;
+  q.timings.push_back(
+      {s.name, r.node, r.device, r.batch, r.queue_ns / 1e6, r.exec_ns / 1e6, f.model, static_cast<uint32_t>(version)});
   if (r.code == msg::status::ok && f.device != msg::forwarded_device) {  // a worker's link, not a dispatcher's
     auto round_ms = std::chrono::duration<double, std::milli>(self->clock().now() - f.sent).count();
     auto& t = st.transfer[f.node];
@@ -500,8 +512,8 @@ void on_result(self_ptr self, msg::invocation_result& r) {
     ++t.second;
   }
   st.net->metrics.stage_done(p.name, s.name, std::chrono::duration<double>(self->clock().now() - f.sent).count());
-  st.net->metrics.model_done(f.model, outcome_label(r.code), static_cast<double>(r.queue_ns) / 1e9,
-                             static_cast<double>(r.exec_ns) / 1e9);
+  st.net->metrics.model_done(spec ? spec->family() : f.model, version, outcome_label(r.code),
+                             static_cast<double>(r.queue_ns) / 1e9, static_cast<double>(r.exec_ns) / 1e9);
   if (r.code != msg::status::ok) {
     finish(self, f.query, r.code, "stage '" + s.name + "' on " + r.node + ": " + r.reason);
     return;

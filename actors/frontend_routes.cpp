@@ -266,6 +266,12 @@ void frontend_routes::refresh() {
   }
 }
 
+bool frontend_routes::serves(const std::string& model) const {
+  auto it = routes_.find(model);
+  return it != routes_.end() &&
+         std::any_of(it->second.loads.begin(), it->second.loads.end(), [](auto& l) { return l.live; });
+}
+
 std::string frontend_routes::readiness() const {
   for (auto& b : blockers_)
     if (!b.empty()) return b;

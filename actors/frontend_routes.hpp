@@ -42,6 +42,8 @@ class frontend_routes {
   // The frontend that dispatches `model`'s whole batches for all frontends (the table's
   // ModelRoute.dispatcher) while this one hears it; empty: none, or it is not heard now.
   const std::string& dispatcher(const std::string& model) const;
+  // Whether some instance of `model` is routed and live.
+  bool serves(const std::string& model) const;
   // Picks a live instance of `model` by the balancer and counts an invocation on it.
   std::optional<backend> pick(const std::string& model, std::mt19937_64& rng);
   // Whether the table dispatches `model`'s instances whole batches in turn: then its dummies go

@@ -51,6 +51,7 @@ struct query {
   std::string named;                    // the id of a client that names itself: its outcome is counted, and its reply
                                         // advises the size of what it is mapped to when the reply goes
   std::vector<std::string> late_paths;  // leaves that finished after their own SLO (stages[].slo_ms)
+  uint32_t version = 0;                 // the model version it asks its stages to run; 0: by their weights
 };
 
 struct in_flight {

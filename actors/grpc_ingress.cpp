@@ -94,13 +94,15 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
   // Whether `name` (empty, where `any`: every pipeline) is a pipeline and `version` one of its
   // versions; else the call is finished NOT_FOUND.
   bool known(const std::string& name, const std::string& version, grpc::ServerUnaryReactor* reactor, bool any = false) {
-    if (!(any && name.empty()) && !source->get()->find_pipeline(name)) {
+    if (any && name.empty()) return true;
+    auto cfg = source->get();
+    auto* p = cfg->find_pipeline(name);
+    if (!p) {
       finish(reactor, {StatusCode::NOT_FOUND, "no pipeline '" + name + "'"});
       return false;
     }
-    if (kserve::known_version(version)) return true;
-    finish(reactor,
-           {StatusCode::NOT_FOUND, "pipeline '" + name + "' has no version '" + version + "'; its versions: 1"});
+    if (kserve::version_of(*p, version)) return true;
+    finish(reactor, {StatusCode::NOT_FOUND, kserve::no_version(*p, version)});
     return false;
   }
 
@@ -160,7 +162,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     if (!p) return finish(reactor, {StatusCode::NOT_FOUND, "no pipeline '" + req->name() + "'"}), reactor;
     auto sig = kserve::signature_of(*cfg, *p);
     res->set_name(p->name);
-    res->add_versions("1");
+    for (auto& v : kserve::version_names(*p)) res->add_versions(v);
     res->set_platform("sloserve_pipeline");
     set_metadata(res->add_inputs(), sig.input);
     for (auto& o : sig.outputs) set_metadata(res->add_outputs(), o);
@@ -272,9 +274,9 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
       finish(reactor, {StatusCode::NOT_FOUND, "unknown pipeline '" + req->model_name() + "'"});
       return reactor;
     }
-    if (!kserve::known_version(req->model_version())) {
-      finish(reactor, {StatusCode::NOT_FOUND,
-                       "pipeline '" + p->name + "' has no version '" + req->model_version() + "'; its versions: 1"});
+    auto version = kserve::version_of(*p, req->model_version());
+    if (!version) {
+      finish(reactor, {StatusCode::NOT_FOUND, kserve::no_version(*p, req->model_version())});
       return reactor;
     }
     std::vector<tensor> inputs;
@@ -291,6 +293,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
       finish(reactor, {StatusCode::INVALID_ARGUMENT, params.error()});
       return reactor;
     }
+    params->version = *version;
     auto call = kserve::prepare_call(*cfg, *p, std::move(inputs), 0, *params);
     if (!call) {
       finish(reactor, {StatusCode::INVALID_ARGUMENT, call.error()});

@@ -151,7 +151,7 @@ struct http_ingress::impl {
     json outputs = json::array();
     for (auto& o : sig.outputs) outputs.push_back(tensor_metadata(o.name, o.spec));
     json j{{"name", p->name},
-           {"versions", {"1"}},
+           {"versions", kserve::version_names(*p)},
            {"platform", "sloserve_pipeline"},
            {"inputs", {tensor_metadata(sig.input.name, sig.input.spec)}},
            {"outputs", outputs}};
@@ -188,7 +188,7 @@ struct http_ingress::impl {
 
   // Checks and sends the request to the frontend; `respond` answers once it replies (on the
   // frontend's thread), or once the backstop passes.
-  void infer(const std::string& name, const request& req, responder respond) {
+  void infer(const std::string& name, const request& req, responder respond, uint32_t version) {
     auto cfg = source->get();
     auto* p = cfg->find_pipeline(name);
     if (!p) return respond(refusal(400, "unknown pipeline '" + name + "'"));
@@ -206,7 +206,7 @@ struct http_ingress::impl {
     auto parsed = kserve::parse_infer_request(req.body, header_length);
     if (!parsed) return respond(refusal(400, parsed.error()));
     auto call = kserve::prepare_call(*cfg, *p, std::move(parsed->inputs), 0,
-                                     {parsed->start_layer, parsed->slo_ms, std::move(parsed->outputs)});
+                                     {parsed->start_layer, parsed->slo_ms, std::move(parsed->outputs), version});
     if (!call) return respond(refusal(400, call.error()));
     for (auto& r : call->requests) r.request_id = next_id++;
     // The frontend answers every request by its deadline and reply_grace_ms; this is a backstop.
@@ -281,8 +281,15 @@ struct http_ingress::impl {
     if (!parts) return respond(not_found());
     auto& [name, version, what] = *parts;
     if (!(what == "/infer" ? post : get)) return respond(not_found());
-    if (!kserve::known_version(version))
-      return respond(refusal(404, "pipeline '" + name + "' has no version '" + version + "'; its versions: 1"));
+    uint32_t asked = 0;  // the version the path names; 0: none
+    if (!version.empty()) {
+      auto cfg = source->get();
+      auto* p = cfg->find_pipeline(name);
+      if (!p) return respond(refusal(404, "no pipeline '" + name + "'"));
+      auto v = kserve::version_of(*p, version);
+      if (!v) return respond(refusal(404, kserve::no_version(*p, version)));
+      asked = *v;
+    }
     if (what == "/stats") return off_thread(respond, [this, name] { return model_statistics(name); });
     if (what.empty()) return respond(model_metadata(name));
     if (what == "/config") return respond(model_configuration(name));
@@ -290,7 +297,7 @@ struct http_ingress::impl {
       if (!source->get()->find_pipeline(name)) return respond(refusal(404, "no pipeline '" + name + "'"));
       return off_thread(respond, [this, name] { return ready(name); });
     }
-    infer(name, req, std::move(respond));
+    infer(name, req, std::move(respond), asked);
   }
 
   struct model_route {

@@ -64,6 +64,28 @@ model_config config_of(const cluster_config& cfg, const pipeline& p) {
   return c;
 }
 
+std::optional<uint32_t> version_of(const pipeline& p, const std::string& v) {
+  if (v.empty()) return 0;
+  if (v.size() > 9 || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  auto n = static_cast<uint32_t>(std::stoul(v));
+  auto all = pipeline_versions(p);
+  if (std::find(all.begin(), all.end(), n) == all.end()) return std::nullopt;
+  return n;
+}
+
+std::vector<std::string> version_names(const pipeline& p) {
+  std::vector<std::string> out;
+  for (auto v : pipeline_versions(p)) out.push_back(std::to_string(v));
+  return out;
+}
+
+std::string no_version(const pipeline& p, const std::string& v) {
+  std::string all;
+  for (auto& n : version_names(p)) all += (all.empty() ? "" : ", ") + n;
+  return "pipeline '" + p.name + "' has no version '" + v + "'; its versions: " + all;
+}
+
 expected<prepared_call> prepare_call(const cluster_config& cfg, const pipeline& p, std::vector<tensor> inputs,
                                      uint64_t request_id, call_parameters params) {
   auto& root = cfg.models[p.stages[p.roots().front()].model_index];
@@ -122,6 +144,7 @@ expected<prepared_call> prepare_call(const cluster_config& cfg, const pipeline& 
     r.request_id = request_id++;
     r.start_layer = params.start_layer;
     r.slo_ms = params.slo_ms;
+    r.version = params.version;
     r.inputs.push_back(std::move(x));
     call.requests.push_back(std::move(r));
   }

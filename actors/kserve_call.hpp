@@ -78,13 +78,16 @@ struct call_parameters {
   uint32_t start_layer = 0;
   double slo_ms = 0;
   std::vector<std::string> outputs{};  // the request's `outputs`, by name; empty: all
+  uint32_t version = 0;                // the model version its stages run (version_of); 0: by their weights
 };
 
-// The pipelines' one version, until models have versions: what `versions` lists, and what the
-// version paths and fields accept (empty: the request names none).
-inline bool known_version(const std::string& v) {
-  return v.empty() || v == "1";
-}
+// A pipeline's versions are the model versions its stages list, and 1 (pipeline_versions): what
+// its metadata lists, and what the version paths and fields accept. The version `v` names: 0 for
+// none named (empty), nullopt for one the pipeline does not have.
+std::optional<uint32_t> version_of(const pipeline& p, const std::string& v);
+std::vector<std::string> version_names(const pipeline& p);
+// The refusal of version `v`: "pipeline 'p' has no version 'v'; its versions: 1, 2".
+std::string no_version(const pipeline& p, const std::string& v);
 
 // Checks `inputs` (one tensor, named as the pipeline's input, with the declared shape or the
 // declared shape behind a batch dimension of N in [1, max_batch_items], as the model takes it;

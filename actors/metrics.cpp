@@ -192,11 +192,12 @@ std::vector<pipeline_statistics> node_metrics::statistics(const std::vector<std:
   return out;
 }
 
-void node_metrics::model_done(const std::string& model, std::string_view outcome, double queue_s, double compute_s) {
+void node_metrics::model_done(const std::string& model, int version, std::string_view outcome, double queue_s,
+                              double compute_s) {
   std::lock_guard lock(mu_);
-  ++model_requests_[label2("model", model, "outcome", outcome)];
+  auto l = label2("model", model, "version", std::to_string(version));
+  ++model_requests_[l + "," + label("outcome", outcome)];
   if (outcome != "ok") return;
-  auto l = label("model", model);
   for (auto [family, v] : {std::pair{&model_queue_, queue_s}, std::pair{&model_compute_, compute_s}}) {
     auto& h = (*family)[l];
     h.bounds = &latency_buckets;
@@ -249,7 +250,8 @@ void node_metrics::render_requests(std::string& out) const {
            "refused before reaching a pipeline included.",
            ingress_replies_);
   counters(out, "sloserve_model_requests_total",
-           "Invocations of each model answered to this frontend, by outcome (ok, dropped, overloaded, error).",
+           "Invocations of each model (and version) answered to this frontend, by outcome (ok, dropped, overloaded, "
+           "error).",
            model_requests_);
   histograms(out, "sloserve_model_queue_duration_seconds",
              "Time an invocation of a model answered ok spent in its device's queue.", model_queue_);

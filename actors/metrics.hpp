@@ -78,9 +78,9 @@ class node_metrics {
   std::vector<pipeline_statistics> statistics() const;
   // The statistics of `names`, in their order; zeros for one that answered nothing yet.
   std::vector<pipeline_statistics> statistics(const std::vector<std::string>& names) const;
-  // Frontend: an invocation of `model` came back `outcome` (ok, dropped, overloaded, error) after
-  // `queue_s` in its device's queue and `compute_s` running.
-  void model_done(const std::string& model, std::string_view outcome, double queue_s, double compute_s);
+  // Frontend: an invocation of version `version` of `model` (its file name) came back `outcome`
+  // (ok, dropped, overloaded, error) after `queue_s` in its device's queue and `compute_s` running.
+  void model_done(const std::string& model, int version, std::string_view outcome, double queue_s, double compute_s);
   // Frontend: one stage of a query, from sending its invocation to its result.
   void stage_done(const std::string& pipeline, const std::string& stage, double seconds);
   // A request this node refused or dropped for load or time (early drop, full queue, payload

@@ -164,7 +164,8 @@ std::vector<config_section> config_keys() {
       {"models[].cores", settings::names_of(settings::core_keys())},
       {"models[].preprocess", {"from", "mean", "std"}},
       {"pipelines[]", settings::names_of(settings::pipeline_keys(), {"stages"})},
-      {"pipelines[].stages[]", settings::names_of(settings::stage_keys(), {"after", "cascade", "fanout"})},
+      {"pipelines[].stages[]", settings::names_of(settings::stage_keys(), {"after", "cascade", "fanout", "versions"})},
+      {"pipelines[].stages[].versions[]", {"version", "weight"}},
       {"pipelines[].stages[].fanout", settings::names_of(settings::output_items_keys())},
       {"pipelines[].stages[].cascade", settings::names_of(settings::cascade_keys(), {"skew"})},
       {"pipelines[].stages[].cascade.skew", settings::names_of(settings::skew_keys())},
@@ -330,6 +331,25 @@ stage parse_stage(reader& r, const YAML::Node& sn, const std::string& where) {
   } else if (double f = 0; fn && r.get(sn, "fanout", f, sw, false)) {
     s.fanout = f;
   }
+  if (auto vn = sn["versions"]) {
+    if (!vn.IsSequence() || vn.size() == 0)
+      r.error(vn, sw + " versions must list at least one {version, weight}");
+    else if (!sn["model"] || sn["variants"] || sn["cascade"])
+      r.error(vn, sw + " versions are versions of its 'model': give 'model' and no variants or cascade");
+    else
+      for (auto v : vn) {
+        r.known_keys(v, "pipelines[].stages[].versions[]", sw + " version");
+        stage_version x;
+        r.get(v, "version", x.version, sw + " version", true);
+        r.get(v, "weight", x.weight, sw + " version", true);
+        if (x.version < 1) r.error(v["version"], sw + " version must be 1 or more");
+        if (x.weight < 0) r.error(v["weight"], sw + " version weight must not be negative");
+        for (auto& y : s.versions)
+          if (y.version == x.version)
+            r.error(v["version"], sw + " lists version " + std::to_string(x.version) + " twice");
+        s.versions.push_back(x);
+      }
+  }
   if (sn["after"] && sn["after"].IsScalar())
     s.after.push_back(sn["after"].as<std::string>());
   else
@@ -472,6 +492,7 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
     parse_security(r, root["security"], cfg.security);
     check_nodes(r, root, cfg);
     check_served(r, root, cfg);
+    check_versions(r, root, cfg);
   } catch (const YAML::Exception& e) {
     r.error_at(e.mark.is_null() ? r.last_ : e.mark, "unexpected structure: " + e.msg);
   }

@@ -64,7 +64,10 @@ void emit_nodes(YAML::Emitter& e, const cluster_config& cfg) {
 
 // One model: its tensors, batch, profiles (a model left to be profiled at start-up stays so: its
 // nodes measure it), and whatever it sets beside its defaults.
-void emit_model(YAML::Emitter& e, const model_spec& m) {
+void emit_model(YAML::Emitter& e, const model_spec& spec) {
+  auto named = spec;
+  named.name = spec.family();  // a version's file name; `version` says which
+  auto& m = named;
   e << YAML::BeginMap;
   settings::emit_set_keys(e, m, settings::model_keys());
   emit_tensor(e, "input", m.input, m.input_name);
@@ -137,6 +140,13 @@ void emit_pipelines(YAML::Emitter& e, const cluster_config& cfg) {
         e << YAML::Key << "fanout" << YAML::Value << *s.fanout;
       }
       if (!s.after.empty()) e << YAML::Key << "after" << YAML::Value << YAML::Flow << s.after;
+      if (!s.versions.empty()) {
+        e << YAML::Key << "versions" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+        for (auto& v : s.versions)
+          e << YAML::Flow << YAML::BeginMap << YAML::Key << "version" << YAML::Value << v.version << YAML::Key
+            << "weight" << YAML::Value << v.weight << YAML::EndMap;
+        e << YAML::EndSeq;
+      }
       e << YAML::EndMap;
     }
     e << YAML::EndSeq << YAML::EndMap;

@@ -31,11 +31,16 @@ std::vector<std::string> changed_keys(const YAML::Node& a, const YAML::Node& b,
   return out;
 }
 
+// Entries by name; a model's versions above 1 as NAME:vN, as the rest of the system names them.
 std::map<std::string, YAML::Node> by_name(const YAML::Node& seq) {
   std::map<std::string, YAML::Node> out;
   if (seq.IsDefined() && seq.IsSequence())
-    for (auto n : seq)
-      if (n["name"]) out.emplace(n["name"].as<std::string>(), n);
+    for (auto n : seq) {
+      if (!n["name"]) continue;
+      auto name = n["name"].as<std::string>();
+      if (auto v = n["version"]; v && v.as<std::string>() != "1") name += ":v" + v.as<std::string>();
+      out.emplace(name, n);
+    }
   return out;
 }
 

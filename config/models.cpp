@@ -231,7 +231,17 @@ void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg) {
     else
       r.error(n["precision"], where + " precision '" + p + "' must be fp32, fp16 or bf16");
   }
-  if (cfg.find_model(m.name)) r.error(n["name"], "duplicate model name '" + m.name + "'");
+  // Versions above 1 are models of their own, NAME:vN; version 1 keeps the file's name.
+  m.base = m.name;
+  if (m.version < 1) r.error(n["version"], where + " version must be 1 or more");
+  if (m.version > 1) m.name = m.base + ":v" + std::to_string(m.version);
+  bool twice = std::any_of(cfg.models.begin(), cfg.models.end(),
+                           [&](const model_spec& o) { return o.family() == m.base && o.version == m.version; });
+  if (twice)
+    r.error(n["name"], "duplicate model name '" + m.base + "'" +
+                           (n["version"] ? " at version " + std::to_string(m.version) : std::string()));
+  else if (cfg.find_model(m.name))
+    r.error(n["name"], "duplicate model name '" + m.name + "'");
   cfg.models.push_back(std::move(m));
 }
 

@@ -121,6 +121,7 @@ const std::vector<key<model_spec>>& model_keys() {
       {"accuracy", &o::accuracy},   {"base_cores", &o::base_cores},
       {"pass_rate", &o::pass_rate}, {"path", &o::path},
       {"prefix", &o::prefix},       {"netnn", &o::netnn},
+      {"version", &o::version},
   };
   return keys;
 }

@@ -68,6 +68,14 @@ void lane_tally::reply(const msg::client_reply& r, size_t second, double lat, do
       for (auto& t : r.timings) {
         if (!t.node.empty()) s_.nodes[t.node] = s_.nodes.value(t.node, 0) + 1;
         if (!t.model.empty()) s_.models[t.model] = s_.models.value(t.model, 0) + 1;
+        if (!t.model.empty()) {
+          auto version = std::to_string(std::max<uint32_t>(1, t.version));
+          auto suffix = ":v" + version;
+          auto family = t.model.ends_with(suffix) ? t.model.substr(0, t.model.size() - suffix.size()) : t.model;
+          auto& per = s_.versions[family];
+          if (!per.is_object()) per = nlohmann::json::object();
+          per[version] = per.value(version, 0) + 1;
+        }
         // Its share of its batch (KServe replies say no batch: their device time is unknown).
         if (t.batch > 0) s_.device_busy_s += t.exec_ms / t.batch / 1e3;
       }
@@ -103,6 +111,11 @@ load_summary merge_lanes(std::vector<lane_tally>& lanes, double measured_s) {
     for (auto& [k, v] : r.s_.reasons.items()) s.reasons[k] = s.reasons.value(k, 0) + v.get<long>();
     for (auto& [k, v] : r.s_.nodes.items()) s.nodes[k] = s.nodes.value(k, 0) + v.get<long>();
     for (auto& [k, v] : r.s_.models.items()) s.models[k] = s.models.value(k, 0) + v.get<long>();
+    for (auto& [k, per] : r.s_.versions.items()) {
+      auto& into = s.versions[k];
+      if (!into.is_object()) into = nlohmann::json::object();
+      for (auto& [v, n] : per.items()) into[v] = into.value(v, 0) + n.get<long>();
+    }
     for (auto& [k, v] : r.s_.late_paths.items()) s.late_paths[k] = s.late_paths.value(k, 0) + v.get<long>();
     s.device_busy_s += r.s_.device_busy_s;
     all_latencies.insert(all_latencies.end(), r.latencies_.begin(), r.latencies_.end());
@@ -179,6 +192,7 @@ nlohmann::json load_summary::to_json(const load_options& o) const {
           {"reasons", reasons},
           {"nodes", nodes},
           {"models", models},
+          {"versions", versions},
           {"late_paths", late_paths},
           {"clients", clients},
           {"device_busy_s", device_busy_s},

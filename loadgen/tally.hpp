@@ -39,6 +39,9 @@ struct load_summary {
   nlohmann::json reasons = nlohmann::json::object();
   nlohmann::json nodes = nlohmann::json::object();   // stage runs of OK replies, per worker node
   nlohmann::json models = nlohmann::json::object();  // stage runs of OK replies, per model (variant) that ran
+  // Stage runs of OK replies per model version (models[].version), by the file's model name:
+  // {"det": {"1": 9012, "2": 988}}.
+  nlohmann::json versions = nlohmann::json::object();
   // Per-path SLOs: OK replies whose path to this leaf stage ended after the leaf's own SLO, per
   // leaf (such a reply is not within its SLO though it came within the pipeline's).
   nlohmann::json late_paths = nlohmann::json::object();

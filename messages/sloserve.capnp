@@ -41,6 +41,9 @@ struct ClientRequest {
   # Frames the client captured and did not send since its previous request, as they could not
   # have been answered within its SLO: missed, though the server never saw them.
   skipped @11 :UInt32;
+  # The version to run: stages of versioned models run that version of theirs (KServe's
+  # /v2/models/{m}/versions/{v}); 0: each stage's versions by their weights.
+  version @12 :UInt32;
 }
 
 struct StageTiming {
@@ -51,6 +54,7 @@ struct StageTiming {
   queueMs @4 :Float64;
   execMs @5 :Float64;
   model @6 :Text;  # the model (variant) that ran the stage
+  version @7 :UInt32;  # its version (models[].version)
 }
 
 # Frontend -> client: exactly one per request.

@@ -83,7 +83,13 @@ struct layer_spec {
 };
 
 struct model_spec {
+  // How the rest of the system names it: the file's name, or NAME:vN for a version N above 1.
   std::string name;
+  // Model versions (`models[].version`): one model of the file under several versions, each
+  // served as a model of its own; stages split their traffic over them (stage::versions).
+  int version = 1;
+  std::string base;  // the name the file gives it; empty: `name`
+  const std::string& family() const { return base.empty() ? name : base; }
   tensor_spec input;
   tensor_spec output;
   // What the KServe v2 ingress calls them (`models[].input.name`, `models[].output.name`).

@@ -10,7 +10,34 @@ namespace sloserve {
 std::vector<size_t> stage_models(const stage& s) {
   auto out = s.variant_indices;
   if (s.cascade) out.push_back(s.cascade->second_index);
+  for (auto& v : s.versions)
+    if (std::find(out.begin(), out.end(), v.model_index) == out.end()) out.push_back(v.model_index);
   return out;
+}
+
+std::vector<uint32_t> pipeline_versions(const pipeline& p) {
+  std::vector<uint32_t> out{1};
+  for (auto& s : p.stages)
+    for (auto& v : s.versions) out.push_back(static_cast<uint32_t>(v.version));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+size_t pick_version(const std::vector<stage_version>& vs, uint32_t version, std::mt19937_64& rng) {
+  double total = 0;
+  for (auto& v : vs) {
+    if (version > 0 && static_cast<uint32_t>(v.version) == version) return v.model_index;
+    total += v.weight;
+  }
+  double at = std::uniform_real_distribution<double>(0, total)(rng);
+  for (auto& v : vs) {
+    if (at < v.weight) return v.model_index;
+    at -= v.weight;
+  }
+  for (auto it = vs.rbegin(); it != vs.rend(); ++it)
+    if (it->weight > 0) return it->model_index;
+  return vs.front().model_index;
 }
 
 std::vector<size_t> pipeline::roots() const {
@@ -35,9 +62,35 @@ std::optional<size_t> pipeline::find_stage(const std::string& n) const {
 
 namespace {
 
+// The model `name` names: the model of that name, else the lowest version of that file name.
 std::optional<size_t> find_model(const std::vector<model_spec>& models, const std::string& name) {
   auto m = std::find_if(models.begin(), models.end(), [&](const model_spec& ms) { return ms.name == name; });
-  return m == models.end() ? std::optional<size_t>() : std::optional(static_cast<size_t>(m - models.begin()));
+  if (m != models.end()) return static_cast<size_t>(m - models.begin());
+  std::optional<size_t> lowest;
+  for (size_t i = 0; i < models.size(); ++i)
+    if (models[i].family() == name && (!lowest || models[i].version < models[*lowest].version)) lowest = i;
+  return lowest;
+}
+
+// Stage `i`'s versions: each a version of its model, weights not negative and not all zero; the
+// stage plans with the version of the largest weight.
+void resolve_versions(stage& s, size_t i, const std::vector<model_spec>& models, std::vector<pipeline_issue>& issues) {
+  double total = 0, largest = -1;
+  for (auto& v : s.versions) {
+    auto m = std::find_if(models.begin(), models.end(),
+                          [&](const model_spec& ms) { return ms.family() == s.model && ms.version == v.version; });
+    if (m == models.end()) {
+      issues.push_back({i, "stage '" + s.name + "' names version " + std::to_string(v.version) + " of model '" +
+                               s.model + "', which the file does not have"});
+      continue;
+    }
+    if (!(v.weight >= 0)) issues.push_back({i, "stage '" + s.name + "' has a negative version weight"});
+    v.model_index = static_cast<size_t>(m - models.begin());
+    total += v.weight;
+    if (v.weight > largest) largest = v.weight, s.model_index = v.model_index;
+  }
+  if (!(total > 0)) issues.push_back({i, "stage '" + s.name + "' gives its versions no weight"});
+  s.variant_indices = {s.model_index};
 }
 
 // Stage `i`'s cascade: two models that take and give the same tensors; the first runs as the
@@ -239,6 +292,8 @@ std::vector<pipeline_issue> resolve(pipeline& p, const std::vector<model_spec>& 
     s.variant_indices.clear();
     if (s.cascade) {
       resolve_cascade(s, i, models, issues);
+    } else if (!s.versions.empty()) {
+      resolve_versions(s, i, models, issues);
     } else if (s.variants.empty()) {
       if (auto m = find_model(models, s.model)) {
         s.model_index = *m;

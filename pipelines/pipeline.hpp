@@ -2,6 +2,7 @@
 // A pipeline is a DAG of stages, each running one model, under one end-to-end SLO.
 
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,13 @@ struct skew_options {
   double epsilon = 0.01;
   double tau_fp = 0.5;
   std::vector<double> classes{10}, a_in{0.9}, e_in_out{0.05}, a_out{0.8};
+};
+
+// One version of a stage's model and its share of the stage's traffic (`versions:` of a stage).
+struct stage_version {
+  int version = 1;
+  double weight = 1;
+  size_t model_index = 0;  // filled by resolve()
 };
 
 struct cascade_spec {
@@ -61,6 +69,9 @@ struct stage {
   // A leaf's own SLO: every path that ends at it must finish within this of the query's arrival
   // (FA2's per-path SLOs), at most the pipeline's. Unset: the pipeline's.
   std::optional<double> slo_ms{};
+  // Versions of `model` the stage runs, each with its weight (a canary's split); empty: the
+  // model's lowest version alone. model_index is then the version of the largest weight.
+  std::vector<stage_version> versions{};
 
   // Filled by resolve():
   size_t model_index = 0;
@@ -69,7 +80,8 @@ struct stage {
   std::vector<size_t> children{};
 };
 
-// Every model stage `s` may run: its variants (its model alone without), and a cascade's second.
+// Every model stage `s` may run: its variants (its model alone without), a cascade's second, and
+// its model's versions.
 std::vector<size_t> stage_models(const stage& s);
 
 struct pipeline {
@@ -82,6 +94,13 @@ struct pipeline {
   std::vector<size_t> leaves() const;
   std::optional<size_t> find_stage(const std::string& name) const;
 };
+
+// The model versions a pipeline answers to (KServe's versions of it): 1, and every version its
+// stages list, ascending.
+std::vector<uint32_t> pipeline_versions(const pipeline& p);
+// The model (index) that a stage over versions `vs` runs for a request that asks for `version`:
+// that version where the stage lists it, else one drawn by the weights.
+size_t pick_version(const std::vector<stage_version>& vs, uint32_t version, std::mt19937_64& rng);
 
 // A problem found while resolving a pipeline; `stage` indexes the stage it concerns.
 struct pipeline_issue {

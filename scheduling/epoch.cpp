@@ -78,6 +78,16 @@ void collect_sessions(const epoch_input& in, const std::vector<std::vector<doubl
         add(cascade->second->name, *cascade->second, rest, rates[pi][s] * cascade->fallthrough);
       }
       auto budget = std::floor(out.splits[pi].budget_ms[s] * (cascade ? cascade->first_share : 1) * 10) / 10;
+      // Versions of the stage's model: each its share of the stage's rate, at the stage's budget.
+      if (auto& vs = p.stages[s].versions; !vs.empty()) {
+        double total = 0;
+        for (auto& v : vs) total += v.weight;
+        for (auto& v : vs)
+          if (v.weight > 0)
+            out.members[add(models[v.model_index].name, models[v.model_index], budget, rates[pi][s] * v.weight / total)]
+                .emplace_back(pi, s);
+        continue;
+      }
       auto& model = models[p.stages[s].model_index];
       auto i = add(model.is_variant() ? "prefix:" + model.prefix : model.name, model, budget, rates[pi][s]);
       out.members[i].emplace_back(pi, s);

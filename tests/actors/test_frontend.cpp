@@ -217,6 +217,59 @@ TEST_F(frontend_fixture, an_apply_carries_on_requests_of_kept_pipelines_and_answ
   EXPECT_EQ(first_budget_ms(), 50);
 }
 
+// A canary: a stage over two versions sends each its share of 10,000 requests (within 2 points),
+// a request that asks for a version runs it, and each reply names the version that served it.
+TEST_F(frontend_fixture, a_stage_over_versions_splits_requests_by_weight_and_replies_name_the_version) {
+  auto c = testing::parse_or_die(R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated}]}
+models:
+  - {name: det, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 4, profile: {alpha_ms: 1, beta_ms: 2}}
+  - {name: det, version: 2, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 4, profile: {alpha_ms: 1, beta_ms: 2}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: det, versions: [{version: 1, weight: 90}, {version: 2, weight: 10}]}]}
+)");
+  auto link = std::make_shared<recording_link>("fe");
+  auto f = spawn_routed(c, link);
+  std::map<std::string, int> sent;
+  for (uint64_t id = 1; id <= 10000; ++id) {
+    caf::anon_send(f, ingress{"client-1", {"p", id, {make_tensor({dtype::float32, {4}}, 1)}}});
+    run();
+    for (auto& [node, inv] : link->take<msg::invocation>()) {
+      ++sent[inv.model];
+      answer(inv, c->models[inv.model == "det" ? 0 : 1], msg::status::ok, f);
+    }
+  }
+  EXPECT_EQ(sent["det"] + sent["det:v2"], 10000);
+  EXPECT_NEAR(sent["det:v2"] / 100.0, 10, 2) << sent["det:v2"];
+  // Every reply names the version that served it.
+  auto replies = link->client_replies();
+  ASSERT_EQ(replies.size(), 10000u);
+  for (auto& r : replies) {
+    ASSERT_EQ(r.timings.size(), 1u);
+    EXPECT_EQ(r.timings[0].version, r.timings[0].model == "det:v2" ? 2u : 1u);
+  }
+  // Asking for a version: that version, every time; one the pipeline lacks is refused.
+  link->replies.clear();
+  for (uint64_t id = 20001; id <= 20050; ++id) {
+    msg::client_request rq{"p", id, {make_tensor({dtype::float32, {4}}, 1)}};
+    rq.version = 2;
+    caf::anon_send(f, ingress{"client-1", std::move(rq)});
+    run();
+  }
+  auto pinned = link->take<msg::invocation>();
+  ASSERT_EQ(pinned.size(), 50u);
+  for (auto& [node, inv] : pinned) EXPECT_EQ(inv.model, "det:v2");
+  msg::client_request bad{"p", 30000, {make_tensor({dtype::float32, {4}}, 1)}};
+  bad.version = 3;
+  caf::anon_send(f, ingress{"client-1", std::move(bad)});
+  run();
+  replies = link->client_replies();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].reason, "pipeline 'p' has no version 3; its versions: 1, 2");
+}
+
 // A client that names itself: its requests run on the instance the controller mapped it to,
 // under the SLO it declares, and each reply tells it the image size to send; others are served
 // as before; nonsense in its fields is refused.

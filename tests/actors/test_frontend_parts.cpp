@@ -578,8 +578,11 @@ pipelines:
   auto bad = kserve::prepare_call(*cfg, p, input(), 3, {0, 0, {"face", "plate"}});
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().find("no output 'plate'; its outputs are 'car', 'face'"), std::string::npos) << bad.error();
-  EXPECT_TRUE(kserve::known_version("1") && kserve::known_version(""));
-  EXPECT_FALSE(kserve::known_version("2"));
+  EXPECT_EQ(kserve::version_of(p, "1"), 1u);
+  EXPECT_EQ(kserve::version_of(p, ""), 0u) << "none named";
+  EXPECT_FALSE(kserve::version_of(p, "2"));
+  EXPECT_FALSE(kserve::version_of(p, "-1"));
+  EXPECT_EQ(kserve::no_version(p, "2"), "pipeline '" + p.name + "' has no version '2'; its versions: 1");
 }
 
 // A leaf invoked once per row of the detector's output (a `fanout` stage, and the stage after

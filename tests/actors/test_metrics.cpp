@@ -201,15 +201,21 @@ TEST(node_metrics, pipeline_statistics_sum_requests_and_their_time_by_outcome) {
 
 TEST(node_metrics, each_model_has_its_outcomes_and_queue_and_compute_durations) {
   node_metrics m;
-  m.model_done("det", "ok", 0.002, 0.020);
-  m.model_done("det", "ok", 0.004, 0.030);
-  m.model_done("det", "dropped", 0, 0);
+  m.model_done("det", 1, "ok", 0.002, 0.020);
+  m.model_done("det", 1, "ok", 0.004, 0.030);
+  m.model_done("det", 1, "dropped", 0, 0);
+  m.model_done("det", 2, "ok", 0.001, 0.010);
   auto out = m.render("n", 1);
-  EXPECT_NE(out.find("sloserve_model_requests_total{model=\"det\",outcome=\"ok\"} 2"), std::string::npos) << out;
-  EXPECT_NE(out.find("sloserve_model_requests_total{model=\"det\",outcome=\"dropped\"} 1"), std::string::npos);
-  EXPECT_NE(out.find("sloserve_model_queue_duration_seconds_count{model=\"det\"} 2"), std::string::npos);
-  EXPECT_NE(out.find("sloserve_model_queue_duration_seconds_sum{model=\"det\"} 0.006"), std::string::npos) << out;
-  EXPECT_NE(out.find("sloserve_model_compute_duration_seconds_sum{model=\"det\"} 0.05"), std::string::npos);
+  EXPECT_NE(out.find("sloserve_model_requests_total{model=\"det\",version=\"1\",outcome=\"ok\"} 2"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("sloserve_model_requests_total{model=\"det\",version=\"1\",outcome=\"dropped\"} 1"),
+            std::string::npos);
+  EXPECT_NE(out.find("sloserve_model_requests_total{model=\"det\",version=\"2\",outcome=\"ok\"} 1"), std::string::npos);
+  EXPECT_NE(out.find("sloserve_model_queue_duration_seconds_count{model=\"det\",version=\"1\"} 2"), std::string::npos);
+  EXPECT_NE(out.find("sloserve_model_queue_duration_seconds_sum{model=\"det\",version=\"1\"} 0.006"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("sloserve_model_compute_duration_seconds_sum{model=\"det\",version=\"1\"} 0.05"),
+            std::string::npos);
 }
 
 // The process collector's families, read from /proc/self: this test's own process.

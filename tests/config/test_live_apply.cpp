@@ -169,5 +169,78 @@ TEST(live_apply, a_node_keeps_every_configuration_it_ran) {
   EXPECT_NE(config_revision("x"), config_revision("y"));
 }
 
+const std::string versions_yaml = R"(nodes:
+  - {name: ctl, address: tcp://127.0.0.1:7100, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:7101, roles: [worker], devices: [{kind: emulated, count: 2}]}
+models:
+  - {name: det, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8, profile: {alpha_ms: 2, beta_ms: 4}}
+  - {name: det, version: 2, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8, profile: {alpha_ms: 2, beta_ms: 5}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: det, versions: [{version: 1, weight: 90}, {version: 2, weight: 10}]}]}
+  - {name: q, slo_ms: 100, stages: [{name: s, model: det}]}
+)";
+
+TEST(model_versions, versions_are_models_of_their_own_and_stages_split_over_them) {
+  auto cfg = parse_config(versions_yaml);
+  ASSERT_EQ(cfg.models.size(), 2u);
+  EXPECT_EQ(cfg.models[0].name, "det");
+  EXPECT_EQ(cfg.models[1].name, "det:v2");
+  EXPECT_EQ(cfg.models[1].version, 2);
+  auto& s = cfg.pipelines[0].stages[0];
+  ASSERT_EQ(s.versions.size(), 2u);
+  EXPECT_EQ(s.versions[1].model_index, 1u);
+  EXPECT_EQ(s.model_index, 0u) << "plans with the version of the largest weight";
+  EXPECT_EQ(cfg.pipelines[1].stages[0].model_index, 0u) << "without versions: the lowest";
+  EXPECT_EQ(pipeline_versions(cfg.pipelines[0]), (std::vector<uint32_t>{1, 2}));
+  EXPECT_EQ(pipeline_versions(cfg.pipelines[1]), (std::vector<uint32_t>{1}));
+  // Written back and read again: the same models and splits.
+  auto again = parse_config(to_yaml(cfg));
+  EXPECT_EQ(again.models[1].name, "det:v2");
+  EXPECT_EQ(again.pipelines[0].stages[0].versions.size(), 2u);
+  EXPECT_TRUE(diff_configs(cfg, again).empty());
+}
+
+TEST(model_versions, a_request_asks_for_a_version_or_draws_one_by_the_weights) {
+  auto cfg = parse_config(versions_yaml);
+  auto& vs = cfg.pipelines[0].stages[0].versions;
+  std::mt19937_64 rng(7);
+  EXPECT_EQ(pick_version(vs, 2, rng), 1u);
+  EXPECT_EQ(pick_version(vs, 1, rng), 0u);
+  int second = 0;
+  for (int i = 0; i < 10000; ++i) second += pick_version(vs, 0, rng) == 1;
+  EXPECT_NEAR(second / 100.0, 10, 2) << "within 2 points of the weight over 10,000";
+  vs[0].weight = 0;
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(pick_version(vs, 0, rng), 1u) << "the rollout: all to version 2";
+}
+
+TEST(model_versions, the_file_is_refused_where_versions_do_not_fit) {
+  auto refused = [](const std::string& yaml) {
+    auto r = parse_cluster_config(yaml, "v.yaml");
+    return r ? std::string() : r.error_text();
+  };
+  auto edit = [](std::string y, const std::string& from, const std::string& to) {
+    return y.replace(y.find(from), from.size(), to);
+  };
+  EXPECT_NE(
+      refused(edit(versions_yaml, "{version: 2, weight: 10}", "{version: 3, weight: 10}"))
+          .find("v.yaml:8:37: pipeline 'p': stage 's' names version 3 of model 'det', which the file does not have"),
+      std::string::npos)
+      << refused(edit(versions_yaml, "{version: 2, weight: 10}", "{version: 3, weight: 10}"));
+  EXPECT_NE(refused(edit(versions_yaml, "version: 2, input", "version: 1, input"))
+                .find("duplicate model name 'det' at version 1"),
+            std::string::npos);
+  EXPECT_NE(refused(edit(versions_yaml, "weight: 90", "weight: -1")).find("version weight must not be negative"),
+            std::string::npos);
+  EXPECT_NE(refused(versions_yaml + "scheduler: {policy: ipa}\n").find("which the ipa policy does not plan"),
+            std::string::npos)
+      << refused(versions_yaml + "scheduler: {policy: ipa}\n");
+  // A canary raised to 100 through an apply changes the stage and nothing else.
+  auto rolled = edit(versions_yaml, "{version: 1, weight: 90}, {version: 2, weight: 10}", "{version: 2, weight: 100}");
+  auto changes = diff_configs(parse_config(versions_yaml), parse_config(rolled));
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].to_string(), "~ pipeline 'p': stages");
+  EXPECT_TRUE(live_refusals(parse_config(versions_yaml), parse_config(rolled), rolled).empty());
+}
+
 }  // namespace
 }  // namespace sloserve

@@ -85,6 +85,21 @@ struct cluster_fixture : ::testing::Test {
     EXPECT_TRUE(in.good()) << p.output();
     return nlohmann::json::parse(in);
   }
+  // The controller's ZeroMQ address as `up` resolved it (the first node's).
+  std::string controller_address() {
+    std::smatch m;
+    auto resolved = read_text(dir / "resolved.yaml");
+    EXPECT_TRUE(std::regex_search(resolved, m, std::regex("tcp://127\\.0\\.0\\.1:[0-9]+"))) << resolved;
+    return m.empty() ? std::string() : std::string(m[0]);
+  }
+  // `sloserve apply` of `text`, written to `name`, at the controller `ctl`: its exit code and output.
+  std::pair<int, std::string> apply_file(const std::string& name, const std::string& text, const std::string& ctl) {
+    std::ofstream(dir / name) << text;
+    auto p = spawn({"sloserve", "apply", "-c", (dir / name).string(), "--address", ctl}, dir / (name + ".log"));
+    int status = 0;
+    EXPECT_TRUE(p.wait_for(30s, status)) << p.output();
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, p.output()};
+  }
   fs::path dir;
   process up;
 };
@@ -558,17 +573,8 @@ TEST_F(cluster_fixture, nodes_whose_addresses_name_their_host_start_and_serve) {
 // within its SLO throughout, the new one serves two seconds after the apply, nothing is lost.
 TEST_F(cluster_fixture, apply_adds_a_pipeline_and_changes_an_slo_under_load_and_loses_nothing) {
   start_cluster();
-  std::smatch m;
-  auto resolved = read_text(dir / "resolved.yaml");
-  ASSERT_TRUE(std::regex_search(resolved, m, std::regex("tcp://127\\.0\\.0\\.1:[0-9]+"))) << resolved;
-  std::string ctl = m[0];  // the first node's: the controller's
-  auto apply = [&](const std::string& name, const std::string& text) {
-    std::ofstream(dir / name) << text;
-    auto p = spawn({"sloserve", "apply", "-c", (dir / name).string(), "--address", ctl}, dir / (name + ".log"));
-    int status = 0;
-    EXPECT_TRUE(p.wait_for(30s, status)) << p.output();
-    return std::pair{WIFEXITED(status) ? WEXITSTATUS(status) : -1, p.output()};
-  };
+  auto ctl = controller_address();
+  auto apply = [&](const std::string& name, const std::string& text) { return apply_file(name, text, ctl); };
   auto l = load(300, 14);
   std::this_thread::sleep_for(3s);
   // Refused: an unknown key, a node the cluster runs dropped, a DAG with a stage after none.
@@ -625,6 +631,45 @@ TEST_F(cluster_fixture, apply_adds_a_pipeline_and_changes_an_slo_under_load_and_
   for (auto node : {"ctl", "w1", "w2"})
     EXPECT_NE(log.find(std::string(node) + ": runs configuration revision"), std::string::npos) << node << "\n" << log;
   EXPECT_NE(log.find("loading 'tag'"), std::string::npos) << log;
+}
+
+// A rollout under load, applied twice: version 2 of the detector beside version 1 as a 10% canary,
+// then at 100%. Nothing is lost, the pipeline stays within its SLO, and the requests after the
+// rollout all run version 2.
+TEST_F(cluster_fixture, apply_rolls_a_model_from_version_1_to_2_under_load) {
+  start_cluster();
+  auto ctl = controller_address();
+  auto apply = [&](const std::string& name, const std::string& text) {
+    auto [rc, out] = apply_file(name, text, ctl);
+    EXPECT_EQ(rc, 0) << out;
+  };
+  auto with_versions = [&](const std::string& versions) {
+    auto text = cluster_yaml;
+    auto det = text.find("  - name: cls");
+    text.insert(det,
+                "  - {name: det, version: 2, input: {dtype: float32, shape: [3, 32, 32]}, output: {dtype: float32, "
+                "shape: [8, 6]},\n     max_batch: 8, profile: {batch: [1, 2, 4, 8], latency_ms: [8, 10, 14, 22]}, "
+                "load_ms: 300}\n");
+    text.replace(text.find("{name: detect, model: det}"), 26, "{name: detect, model: det, versions: " + versions + "}");
+    return text;
+  };
+  auto l = load(250, 16);
+  std::this_thread::sleep_for(3s);
+  apply("canary.yaml", with_versions("[{version: 1, weight: 90}, {version: 2, weight: 10}]"));
+  std::this_thread::sleep_for(5s);
+  apply("rollout.yaml", with_versions("[{version: 2, weight: 100}]"));
+  auto s = finish_load(l, 60s);
+  EXPECT_EQ(s["lost"].get<int>(), 0) << s.dump(2);
+  EXPECT_EQ(s["errors"].get<int>(), 0) << s.dump(2);
+  EXPECT_GE(s["attainment"].get<double>(), 0.99) << s.dump(2);
+  auto& during = s["versions"]["det"];
+  EXPECT_GT(during.value("1", 0), 0) << s["versions"].dump();
+  EXPECT_GT(during.value("2", 0), 0) << s["versions"].dump();
+  auto after = load(100, 3);
+  auto a = finish_load(after, 60s);
+  EXPECT_EQ(a["lost"].get<int>(), 0) << a.dump(2);
+  EXPECT_GT(a["ok"].get<int>(), 200) << a.dump(2);
+  EXPECT_EQ(a["versions"]["det"], nlohmann::json({{"2", a["ok"].get<int>()}})) << a["versions"].dump();
 }
 
 TEST_F(cluster_fixture, up_fails_when_a_node_cannot_start) {

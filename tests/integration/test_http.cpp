@@ -211,6 +211,44 @@ TEST_F(http_cluster, health_metadata_and_inference_over_json_and_the_binary_exte
 // A real detector's candidates above the score each get one classifier invocation: the response
 // holds what PyTorch computes for the detections of that image, in their row order, and a batch
 // of two images says how many rows each had.
+// Model versions over KServe: the pipeline lists them, /versions/{v}/infer runs that version (here
+// version 2 carries no weight: it runs only when asked for), the metrics count each version.
+TEST_F(http_cluster, a_model_version_is_reached_by_its_versions_path) {
+  auto yaml = read_text(dir / "cluster.yaml");
+  yaml.insert(
+      yaml.find("  - name: cls"),
+      "  - {name: det, version: 2, input: {dtype: float32, shape: [3, 32, 32]}, output: {dtype: float32, shape: "
+      "[8, 6]},\n     max_batch: 8, profile: {batch: [1, 2, 4, 8], latency_ms: [8, 10, 14, 22]}}\n");
+  yaml.replace(yaml.find("{name: detect, model: det}"), 26,
+               "{name: detect, model: det, versions: [{version: 1, weight: 100}, {version: 2, weight: 0}]}");
+  std::ofstream(dir / "cluster.yaml") << yaml << "scheduler: {policy: static}\n";
+  start();
+  wait_ready();
+  auto meta = client->Get("/v2/models/traffic");
+  ASSERT_TRUE(meta && meta->status == 200);
+  EXPECT_EQ(json::parse(meta->body)["versions"], json({"1", "2"}));
+  for (int i = 0; i < 5; ++i) {
+    auto two = client->Post("/v2/models/traffic/versions/2/infer", image_request().dump(), "application/json");
+    ASSERT_TRUE(two);
+    EXPECT_EQ(two->status, 200) << two->body;
+    auto plain = client->Post("/v2/models/traffic/infer", image_request().dump(), "application/json");
+    ASSERT_TRUE(plain);
+    EXPECT_EQ(plain->status, 200) << plain->body;
+  }
+  auto three = client->Post("/v2/models/traffic/versions/3/infer", image_request().dump(), "application/json");
+  ASSERT_TRUE(three);
+  EXPECT_EQ(three->status, 404);
+  EXPECT_NE(three->body.find("pipeline 'traffic' has no version '3'; its versions: 1, 2"), std::string::npos)
+      << three->body;
+  auto metrics = client->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("sloserve_model_requests_total{model=\"det\",version=\"2\",outcome=\"ok\"} 5"),
+            std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("sloserve_model_requests_total{model=\"det\",version=\"1\",outcome=\"ok\"} 5"),
+            std::string::npos);
+}
+
 TEST_F(http_cluster, a_detectors_boxes_above_the_score_are_classified_each_in_row_order) {
   if (std::string(SLOSERVE_MODELS_DIR).empty()) GTEST_SKIP() << "built without LibTorch";
   fs::path models(SLOSERVE_MODELS_DIR);

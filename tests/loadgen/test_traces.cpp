@@ -102,27 +102,31 @@ TEST(tally, every_reply_is_counted_once_and_lanes_merge) {
   lanes[1].reply({2, msg::status::dropped, "early drop: 1.5 ms left", {}, {}, 0}, 1, 3, 0, 100);
   lanes[1].sent(2);
   lanes[1].reply({3, msg::status::dropped, "early drop: 2.25 ms left", {}, {}, 0}, 2, 3, 0, 100);
+  msg::client_reply v2{4, msg::status::ok, "", {}, {{"s", "w1", 0, 4, 2.0, 5.0, "small:v2", 2}}, 9.0};
+  lanes[1].sent(2);
+  lanes[1].reply(v2, 2, 10, 0, 100);
   lanes[1].sent(2);
   lanes[1].lost();
   lanes[1].late();
   lanes[1].delayed();
   auto s = merge_lanes(lanes, 3);
-  EXPECT_EQ(s.sent, 5u);
-  EXPECT_EQ(s.ok, 2u);
-  EXPECT_EQ(s.ok_within_slo, 1u);
+  EXPECT_EQ(s.sent, 6u);
+  EXPECT_EQ(s.ok, 3u);
+  EXPECT_EQ(s.ok_within_slo, 2u);
   EXPECT_EQ(s.dropped, 2u);
   EXPECT_EQ(s.lost, 1u);
   EXPECT_EQ(s.late, 1u);
   EXPECT_EQ(s.lanes, 2u);
-  EXPECT_DOUBLE_EQ(s.attainment, 0.2);
-  EXPECT_DOUBLE_EQ(s.generator_late_fraction, 0.2);
+  EXPECT_DOUBLE_EQ(s.attainment, 2.0 / 6);
+  EXPECT_DOUBLE_EQ(s.generator_late_fraction, 1.0 / 6);
   EXPECT_EQ(s.reasons.size(), 1u) << "reasons count by their words: " << s.reasons.dump();
-  EXPECT_EQ(s.nodes["w1"], 2);
+  EXPECT_EQ(s.nodes["w1"], 3);
   EXPECT_EQ(s.models["small"], 2) << "which variant ran each stage";
+  EXPECT_EQ(s.versions, nlohmann::json({{"small", {{"1", 2}, {"2", 1}}}})) << "and which version, lanes merged";
   EXPECT_DOUBLE_EQ(s.breakdown["exec"]["p50"].get<double>(), 5.0);
   ASSERT_EQ(s.series.size(), 3u);
   EXPECT_EQ(s.series[1]["sent"], 2);
-  EXPECT_FALSE(s.warnings().empty()) << "20% sent late is a warning";
+  EXPECT_FALSE(s.warnings().empty()) << "17% sent late is a warning";
 }
 
 }  // namespace

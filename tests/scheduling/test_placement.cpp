@@ -271,5 +271,38 @@ pipelines:
   }
 }
 
+// A canary: a stage over two versions of its model plans each for its share of the stage's rate,
+// at the stage's budget; both are placed and routed, and the static plan places both.
+TEST(placement, a_stage_over_versions_plans_each_version_for_its_share) {
+  auto cfg = parse(R"(
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 4}]}
+models:
+  - {name: det, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 1, beta_ms: 1}}
+  - {name: det, version: 2, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 2, beta_ms: 1}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: det, versions: [{version: 1, weight: 90}, {version: 2, weight: 10}]}]}
+)");
+  ASSERT_EQ(cfg.models[1].name, "det:v2");
+  EXPECT_EQ(cfg.models[1].family(), "det");
+  auto in = planning_input(cfg, cfg.models);
+  in.rates = {200};
+  auto r = sched::plan_epoch(in);
+  ASSERT_TRUE(r) << r.error();
+  std::map<std::string, double> rate;
+  for (auto& x : r->sessions) rate[x.model->name] += x.rate;
+  EXPECT_DOUBLE_EQ(rate["det"], 180);
+  EXPECT_DOUBLE_EQ(rate["det:v2"], 20);
+  auto p = epoch_placement(cfg, in, *r, 3);
+  EXPECT_FALSE(routed(p, "det").empty());
+  EXPECT_FALSE(routed(p, "det:v2").empty());
+  auto st = static_placement(cfg, 4);
+  EXPECT_FALSE(routed(st, "det").empty());
+  EXPECT_FALSE(routed(st, "det:v2").empty());
+}
+
 }  // namespace
 }  // namespace sloserve
