@@ -181,7 +181,8 @@ std::vector<config_error> live_refusals(const cluster_config& running, const clu
     bool known = m.line >= 0;
     out.push_back({fresh.file, known ? m.line + 1 : 0, known ? m.column + 1 : 0, std::move(msg)});
   };
-  for (auto& c : diff_configs(running, fresh)) {
+  auto changes = diff_configs(running, fresh);
+  for (auto& c : changes) {
     using k = live_change::kind;
     if (c.section == "nodes") {
       if (c.what == k::added)
@@ -220,7 +221,7 @@ std::vector<config_error> live_refusals(const cluster_config& running, const clu
     }
   }
   if (running.scaler.enabled() && out.empty()) {
-    for (auto& c : diff_configs(running, fresh))
+    for (auto& c : changes)
       if (c.section == "models" || c.section == "pipelines" || c.section == "nodes")
         return {{fresh.file, 0, 0,
                  "the scaler (scaler.policy: " + std::string(knob_name(running.scaler.policy)) +
