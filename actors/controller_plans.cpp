@@ -93,7 +93,15 @@ void on_planned(self_ptr self, planned_epoch& p) {
         plan->result.placement.devices.size(), plan->input.slots.size(), plan->result.placement.moved,
         plan->scale * (1 + st.cfg->scheduler.headroom), fmt::join(plan->planned.rate, ", "));
   if (auto news = st.policy->plan_news(plan->result); !news.empty()) spdlog::info("{}: {}", st.net->self_name(), news);
-  adopt(self, epoch_placement(*st.cfg, plan->input, plan->result, st.epoch, &st.current));
+  auto placed = epoch_placement(*st.cfg, plan->input, plan->result, st.epoch, &st.current);
+  // Short of devices with pipelines of several priorities: frontends admit what the plan carries.
+  if (!plan->capacity && plan->scale < 1 && sched::priorities_differ(*plan->input.pipelines))
+    for (size_t pi = 0; pi < plan->input.pipelines->size() && pi < plan->input.rates.size(); ++pi) {
+      auto& p = (*plan->input.pipelines)[pi];
+      placed.table.quotas.push_back(
+          {p.name, plan->input.rates[pi], pi < plan->planned.rate.size() ? plan->planned.rate[pi] : 0, p.priority});
+    }
+  adopt(self, std::move(placed));
 }
 
 }  // namespace

@@ -46,9 +46,10 @@ std::string request_error(const frontend_state& st, const pipeline& p, const msg
     if (auto ok = check_input(rq.inputs.front(), *m); !ok) return "stage '" + p.stages[r].name + "': " + ok.error();
   }
   if (rq.client.size() > 256) return "client id longer than 256 bytes";
-  if (auto vs = pipeline_versions(p); rq.version > 0 && !std::count(vs.begin(), vs.end(), rq.version))
-    return "pipeline '" + p.name + "' has no version " + std::to_string(rq.version) +
-           "; its versions: " + fmt::format("{}", fmt::join(vs, ", "));
+  if (rq.version > 0)
+    if (auto vs = pipeline_versions(p); !std::count(vs.begin(), vs.end(), rq.version))
+      return "pipeline '" + p.name + "' has no version " + std::to_string(rq.version) +
+             "; its versions: " + fmt::format("{}", fmt::join(vs, ", "));
   if (!(rq.slo_ms >= 0 && rq.slo_ms <= 3600e3) || !(rq.rate_hz >= 0 && rq.rate_hz <= 1e6) || std::isnan(rq.rtt_ms))
     return "a client's sloMs must be in [0, 3600000] and rateHz in [0, 1000000]";
   return {};
@@ -111,6 +112,8 @@ void on_ingress(self_ptr self, ingress& in) {
   auto& p = st.cfg->pipelines[pit->second];
   known = &p.name;
   if (auto& why = st.routes->blocker(pit->second); !why.empty()) return reject(msg::status::error, "not ready: " + why);
+  if (auto why = st.routes->shed(pit->second, seconds_of(self->clock().now())); !why.empty())
+    return reject(msg::status::overloaded, why, "priority");
   auto& rq = in.request;
   if (auto why = request_error(st, p, rq); !why.empty()) return reject(msg::status::error, why);
   auto now = self->clock().now();
@@ -279,6 +282,11 @@ void register_with_controller(self_ptr self) {
   st.net->to_node(ctl->name, {{}, std::move(r)});
 }
 
+// A beacon's counts of pipeline `p` before any query.
+msg::pipeline_load no_load(const pipeline& p) {
+  return {p.name, 0, std::vector<uint64_t>(p.stages.size(), 0), std::vector<uint64_t>(p.stages.size(), 0), {}};
+}
+
 // Whether queries admitted to `a` can go on as `b`'s: the same stages, in the same DAG.
 bool same_shape(const pipeline& a, const pipeline& b) {
   if (a.stages.size() != b.stages.size()) return false;
@@ -327,8 +335,7 @@ void on_new_config(self_ptr self, std::shared_ptr<const cluster_config> next) {
       load.push_back(std::move(st.load[*from[i]]));
       fragments[i] = std::move(st.fragments[*from[i]]);
     } else {
-      load.push_back(
-          {p.name, 0, std::vector<uint64_t>(p.stages.size(), 0), std::vector<uint64_t>(p.stages.size(), 0), {}});
+      load.push_back(no_load(p));
     }
   }
   st.load = std::move(load);
@@ -359,9 +366,7 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
     st.routes.emplace(*st.cfg, st.policy->dispatcher(args.cfg->runtime.balancer, args.cfg->scheduler.section));
     st.clients.plan_dips(tracking.uplink_quantile, tracking.miss_target);
     for (size_t i = 0; i < st.cfg->pipelines.size(); ++i) st.pipeline_index.emplace(st.cfg->pipelines[i].name, i);
-    for (auto& p : st.cfg->pipelines)
-      st.load.push_back(
-          {p.name, 0, std::vector<uint64_t>(p.stages.size(), 0), std::vector<uint64_t>(p.stages.size(), 0), {}});
+    for (auto& p : st.cfg->pipelines) st.load.push_back(no_load(p));
     st.fragments.resize(st.cfg->pipelines.size());
     st.last_report = st.last_client_report = self->clock().now();
     return {

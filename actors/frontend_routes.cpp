@@ -1,5 +1,7 @@
 #include "actors/frontend_routes.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "scheduling/placement.hpp"
@@ -39,6 +41,7 @@ void frontend_routes::rebind(const cluster_config& cfg, const std::vector<std::o
   stage_models_ = std::move(models);
   blockers_.assign(cfg.pipelines.size(), {});
   fragments_.assign(cfg.pipelines.size(), {});
+  quotas_.clear();  // read again from the table, by the new pipelines' names
   if (table_) {
     auto t = *table_;
     apply(t);
@@ -100,6 +103,17 @@ void frontend_routes::apply(const msg::routing_table& t) {
     r.budget_ms = tightest_budget_ms(t.budgets, model);
   }
   routes_ = std::move(fresh);
+  std::vector<bucket> quotas(cfg_->pipelines.size());
+  for (auto& q : t.quotas)
+    if (auto* p = cfg_->find_pipeline(q.pipeline)) {
+      auto pi = static_cast<size_t>(p - cfg_->pipelines.data());
+      auto& b = quotas[pi];
+      if (pi < quotas_.size()) b = quotas_[pi];  // its tokens carry over
+      b.rate = q.rate / std::max<uint32_t>(1, t.frontends);
+      b.offered = q.offered;
+      b.priority = q.priority;
+    }
+  quotas_ = std::move(quotas);
   fragments_.assign(cfg_->pipelines.size(), {});
   for (auto& f : t.fragments)
     if (auto* p = cfg_->find_pipeline(f.pipeline); p && !f.models.empty() && f.models.size() == f.budgets_ms.size())
@@ -264,6 +278,23 @@ void frontend_routes::refresh() {
       }
     }
   }
+}
+
+std::string frontend_routes::shed(size_t pi, double now_s) {
+  if (pi >= quotas_.size() || quotas_[pi].rate < 0) return {};
+  auto& b = quotas_[pi];
+  // A bucket of a fifth of a second of the quota (at least one request), full at first.
+  double burst = std::max(1.0, b.rate * 0.2);
+  b.tokens = b.at_s < 0 ? burst : std::min(burst, b.tokens + std::max(0.0, now_s - b.at_s) * b.rate);
+  b.at_s = now_s;
+  if (b.tokens >= 1) {
+    b.tokens -= 1;
+    return {};
+  }
+  return fmt::format(
+      "shed for priority: the cluster is short of devices and carries {:.1f} of the {:.1f} queries/s sent to "
+      "pipeline '{}' (priority {}), pipelines of higher priority first",
+      b.rate * std::max<uint32_t>(1, table_ ? table_->frontends : 1), b.offered, cfg_->pipelines[pi].name, b.priority);
 }
 
 bool frontend_routes::serves(const std::string& model) const {

@@ -137,7 +137,8 @@ const std::vector<key<core_latency>>& core_keys() {
 
 const std::vector<key<pipeline>>& pipeline_keys() {
   using o = pipeline;
-  static const std::vector<key<o>> keys = {{"name", &o::name, true}, {"slo_ms", &o::slo_ms, true}};
+  static const std::vector<key<o>> keys = {
+      {"name", &o::name, true}, {"slo_ms", &o::slo_ms, true}, {"priority", &o::priority}};
   return keys;
 }
 

@@ -278,6 +278,16 @@ struct FragmentRoute {
   #! eq
 }
 
+# A plan short of devices with pipelines of several priorities carries `rate` queries/s of
+# `pipeline` (the cluster's, all frontends together): frontends answer what is above it OVERLOADED.
+struct PipelineQuota {
+  pipeline @0 :Text;
+  rate @1 :Float64;
+  offered @2 :Float64;  # the rate it was planned from
+  priority @3 :Int32;
+  #! eq
+}
+
 # Controller -> frontends.
 struct RoutingTable {
   epoch @0 :UInt64;
@@ -286,6 +296,7 @@ struct RoutingTable {
   clients @3 :List(ClientRoute);
   frontends @4 :UInt32 = 1;  # frontends sharing the dummy rates: each sends its share
   fragments @5 :List(FragmentRoute);
+  quotas @6 :List(PipelineQuota);  # empty: no pipeline is shed
 }
 
 

@@ -87,6 +87,9 @@ std::vector<size_t> stage_models(const stage& s);
 struct pipeline {
   std::string name;
   double slo_ms = 0;
+  // Under overload, pipelines of lower priority are shed first (`pipelines[].priority`, 0 by
+  // default): a plan short of devices carries the higher ones' load before the lower ones'.
+  int priority = 0;
   std::vector<stage> stages;
   std::vector<size_t> topo;  // stage indices in topological order (filled by resolve)
 

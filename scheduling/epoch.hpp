@@ -126,6 +126,8 @@ struct scaled_epoch {
   bool variants_fit = true;  // false: not even the smallest variants fit
 };
 expected<scaled_epoch> plan_scaled_epoch(epoch_input& in, const epoch_result* previous);
+// Whether pipelines differ in priority (then a plan short of devices sheds the lowest first).
+bool priorities_differ(const std::vector<pipeline>& pipes);
 
 // Whether policy `p` (null: nexus) plans for the least cost of the load it measures: no spare multiple, and no
 // plan before there is load (scheduling_policy::plans_least_cost). The others fill the cluster

@@ -43,6 +43,45 @@ bool fits_cluster(const epoch_result& r) {
   return r.devices_missing == 0 && r.placement.infeasible.empty();
 }
 
+// Short of devices, with pipelines of several priorities: each priority, from the highest, keeps
+// the largest share of its load that fits beside what the higher ones kept (the lower ones at
+// nothing meanwhile); the lowest are shed first. `res` holds the plan and `in.rates` its rates;
+// returns the smallest share kept.
+double fit_by_priority(epoch_input& in, const epoch_result* prev, epoch_result& res) {
+  auto& pipes = *in.pipelines;
+  auto base = in.rates;
+  std::vector<int> levels;
+  for (auto& p : pipes) levels.push_back(p.priority);
+  std::sort(levels.rbegin(), levels.rend());
+  levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+  std::vector<double> kept(base.size(), 0);
+  auto fits = [](const epoch_result& x) { return x.devices_missing == 0; };
+  for (int level : levels) {
+    auto at = [&](double share) {
+      for (size_t k = 0; k < base.size(); ++k)
+        in.rates[k] = base[k] * (pipes[k].priority == level ? share : pipes[k].priority > level ? kept[k] : 0);
+      auto trial = plan_epoch(in, prev);
+      bool ok = trial && fits(*trial);
+      if (ok) res = std::move(*trial);
+      return ok;
+    };
+    double lo = 0, hi = 1;
+    if (at(1)) {
+      lo = 1;
+    } else {
+      for (int i = 0; i < 12; ++i) {
+        double mid = lo + (hi - lo) / 2;
+        (at(mid) ? lo : hi) = mid;
+      }
+    }
+    for (size_t k = 0; k < base.size(); ++k)
+      if (pipes[k].priority == level) kept[k] = lo;
+  }
+  for (size_t k = 0; k < base.size(); ++k) in.rates[k] = base[k] * kept[k];
+  if (auto final_plan = plan_epoch(in, prev); final_plan && fits(*final_plan)) res = std::move(*final_plan);
+  return *std::min_element(kept.begin(), kept.end());
+}
+
 // MCDNN's per-request budgets (scheduling/mcdnn_budget.hpp): each stage with variants keeps
 // those within its budget (the cheapest where none is), so that the catalogue below picks the
 // most accurate of them that fits. Returns what each stage gave up for the budget.
@@ -117,6 +156,10 @@ catalogue_choice choose_epoch_variants(epoch_input& in, const epoch_result* prev
   return choice;
 }
 
+bool priorities_differ(const std::vector<pipeline>& pipes) {
+  return std::any_of(pipes.begin(), pipes.end(), [&](auto& p) { return p.priority != pipes.front().priority; });
+}
+
 expected<scaled_epoch> plan_scaled_epoch(epoch_input& in, const epoch_result* previous) {
   std::optional<catalogue_choice> variants;
   if (in.rates.size() == in.pipelines->size() && has_variants(*in.pipelines))
@@ -130,6 +173,8 @@ expected<scaled_epoch> plan_scaled_epoch(epoch_input& in, const epoch_result* pr
   // spare devices stay off.
   if (!plans_least_cost(in.policy) && r.devices_missing == 0 && r.placement.devices.size() < in.slots.size())
     out.scale = fit_scale(in, previous, 1, 4, 8, r, fits_cluster);
+  else if (r.devices_missing > 0 && priorities_differ(*in.pipelines))
+    out.scale = fit_by_priority(in, previous, r);
   else if (r.devices_missing > 0)
     out.scale = fit_scale(in, previous, 0, 1, 12, r, [](const epoch_result& x) { return x.devices_missing == 0; });
   return out;

@@ -304,5 +304,42 @@ pipelines:
   EXPECT_FALSE(routed(st, "det:v2").empty());
 }
 
+// Short of devices: the pipeline of higher priority keeps its whole load, the lower one the rest.
+// Without priorities both give up the same share.
+TEST(placement, short_of_devices_the_lower_priority_is_shed_first) {
+  const std::string head = R"(
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 2}]}
+models:
+  - {name: a, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 5, beta_ms: 5}}
+  - {name: b, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 5, beta_ms: 5}}
+pipelines:
+)";
+  auto plan = [&](const std::string& pipes) {
+    auto cfg = parse(head + pipes);
+    auto in = planning_input(cfg, cfg.models);
+    in.rates = {300, 300};  // a device carries about 180/s at batch 8: the two need more than two
+    auto r = sched::plan_scaled_epoch(in, nullptr);
+    EXPECT_TRUE(r) << r.error();
+    EXPECT_EQ(r->result.devices_missing, 0u);
+    return std::pair{in.rates, r->scale};
+  };
+  auto [alike, scale] = plan(
+      "  - {name: hi, slo_ms: 100, stages: [{name: s, model: a}]}\n"
+      "  - {name: lo, slo_ms: 100, stages: [{name: s, model: b}]}\n");
+  EXPECT_LT(scale, 1);
+  EXPECT_NEAR(alike[0], alike[1], 1e-9) << "one share for both";
+  auto [ranked, least] = plan(
+      "  - {name: hi, slo_ms: 100, priority: 5, stages: [{name: s, model: a}]}\n"
+      "  - {name: lo, slo_ms: 100, stages: [{name: s, model: b}]}\n");
+  EXPECT_DOUBLE_EQ(ranked[0], 300) << "the higher priority keeps its whole load";
+  EXPECT_LT(ranked[1], alike[1]) << "the lower one gives up more than it would alike";
+  EXPECT_GT(ranked[1], 0) << "and keeps what is left";
+  EXPECT_DOUBLE_EQ(least, ranked[1] / 300);
+}
+
 }  // namespace
 }  // namespace sloserve
