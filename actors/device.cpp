@@ -29,6 +29,7 @@ struct device_state {
   std::unique_ptr<device_executor> executor;
   int threads = 1;     // intra-op threads the executor runs with
   std::string broken;  // why this device's executor could not be made; it then serves nothing
+  std::map<std::string, std::string> load_failures;  // models the last schedule asked for that would not load, and why
   std::unique_ptr<sched::drop_policy> policy;
   device_sessions sessions;
   size_t next = 0;  // round-robin cursor
@@ -287,7 +288,14 @@ void on_invocation(self_ptr self, msg::invocation& inv) {
   auto* s = st.sessions.find(inv.model);
   auto where = "device " + std::to_string(st.index) + " of " + st.net->self_name();
   if (!st.broken.empty()) return answer(self, inv, msg::status::error, where + ": " + st.broken);
-  if (!s) return answer(self, inv, msg::status::error, "model '" + inv.model + "' is not scheduled on " + where);
+  if (!s) {
+    // A model its schedule asked for that would not load says why (a switch it does not fit).
+    auto failed = st.load_failures.find(inv.model);
+    return answer(self, inv, msg::status::error,
+                  failed != st.load_failures.end()
+                      ? "model '" + inv.model + "' could not load on " + where + ": " + failed->second
+                      : "model '" + inv.model + "' is not scheduled on " + where);
+  }
   if (inv.inputs.empty()) return answer(self, inv, msg::status::error, "invocation carries no input tensor");
   // Once per node: inputs the frontend of this node checked at ingress are not checked again.
   if (!inv.checked)
@@ -342,11 +350,13 @@ void on_schedule(self_ptr self, msg::device_schedule& ds) {
   auto& st = self->state;
   // New models load (and warm up) before anything the old schedule ran starts to drain.
   std::vector<std::string> failed;
+  st.load_failures.clear();
   for (auto& ss : ds.sessions)
     if (auto* m = st.cfg->find_model(ss.model))
       if (auto loaded = st.executor->load(*m); !loaded) {
         spdlog::error("{}: device {}: {}", st.net->self_name(), st.index, loaded.error());
         failed.push_back(ss.model);
+        st.load_failures[ss.model] = loaded.error();
       }
   std::erase_if(ds.sessions,
                 [&](auto& ss) { return std::find(failed.begin(), failed.end(), ss.model) != failed.end(); });

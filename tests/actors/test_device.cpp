@@ -592,6 +592,48 @@ class pipelined_executor final : public device_executor {
   std::deque<batch_outcome> started_;
 };
 
+// An executor that cannot load model m (a switch it does not fit, a file too large).
+class refusing_executor final : public device_executor {
+ public:
+  device_kind kind() const override { return device_kind::emulated; }
+  status load(const model_spec& m) override {
+    if (m.name == "m") return fail("model 'm' does not fit this device: it needs 9 stages, the device has 8");
+    return {};
+  }
+  batch_outcome execute(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs) override {
+    batch_outcome out;
+    for (size_t i = 0; i < inputs.size(); ++i) out.outputs.push_back({make_tensor(m.output, 7, "output")});
+    return out;
+  }
+};
+
+// A model the schedule asks for that will not load is not served, and requests that reach it
+// anyway are answered with why it would not load; the others are served.
+TEST(refusing_device, a_model_that_would_not_load_answers_why) {
+  caf_fixture f;
+  auto cfg = testing::parse_or_die(yaml);
+  auto net = std::make_shared<recording_link>("w");
+  auto dev = f.keep(spawn_device(*f.sys, {cfg, net, 1}, 0, std::make_unique<refusing_executor>()));
+  caf::anon_send(dev, msg::device_schedule{0, 0, {{"m", 2}, {"n", 2}}});
+  f.run();
+  caf::anon_send(dev, msg::invocation{1, "fe", "m", 0, 100'000'000, {make_tensor({dtype::float32, {2}}, 1)}});
+  caf::anon_send(dev, msg::invocation{2, "fe", "n", 0, 100'000'000, {make_tensor({dtype::float32, {2}}, 2)}});
+  f.run();
+  f.advance(20ms);
+  auto results = net->take<msg::invocation_result>();
+  ASSERT_EQ(results.size(), 2u);
+  for (auto& [node, r] : results) {
+    if (r.id == 1) {
+      EXPECT_EQ(r.code, msg::status::error);
+      EXPECT_EQ(r.reason,
+                "model 'm' could not load on device 0 of w: model 'm' does not fit this device: it needs 9 stages, "
+                "the device has 8");
+    } else {
+      EXPECT_EQ(r.code, msg::status::ok) << r.reason;
+    }
+  }
+}
+
 // On a pipelined executor a full batch is staged while the one before runs, a partial one waits
 // for the device, and every request gets one answer.
 TEST(pipelined_device, stages_the_next_full_batch_while_one_runs) {
