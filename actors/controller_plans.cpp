@@ -94,8 +94,10 @@ void on_planned(self_ptr self, planned_epoch& p) {
         plan->scale * (1 + st.cfg->scheduler.headroom), fmt::join(plan->planned.rate, ", "));
   if (auto news = st.policy->plan_news(plan->result); !news.empty()) spdlog::info("{}: {}", st.net->self_name(), news);
   auto placed = epoch_placement(*st.cfg, plan->input, plan->result, st.epoch, &st.current);
-  // Short of devices with pipelines of several priorities: frontends admit what the plan carries.
-  if (!plan->capacity && plan->scale < 1 && sched::priorities_differ(*plan->input.pipelines))
+  // Short of devices with pipelines of several priorities, or with tenants: frontends admit what
+  // the plan carries (the higher priorities first; each tenant its share).
+  if (!plan->capacity && plan->scale < 1 &&
+      (sched::priorities_differ(*plan->input.pipelines) || !st.cfg->security.tenants.empty()))
     for (size_t pi = 0; pi < plan->input.pipelines->size() && pi < plan->input.rates.size(); ++pi) {
       auto& p = (*plan->input.pipelines)[pi];
       placed.table.quotas.push_back(

@@ -112,9 +112,23 @@ void on_ingress(self_ptr self, ingress& in) {
   auto& p = st.cfg->pipelines[pit->second];
   known = &p.name;
   if (auto& why = st.routes->blocker(pit->second); !why.empty()) return reject(msg::status::error, "not ready: " + why);
-  if (auto why = st.routes->shed(pit->second, seconds_of(self->clock().now())); !why.empty())
-    return reject(msg::status::overloaded, why, "priority");
   auto& rq = in.request;
+  int tenant = -1;
+  if (!rq.tenant.empty()) {
+    auto* t = st.cfg->security.find_tenant(rq.tenant);
+    if (!t) return reject(msg::status::error, "unknown tenant '" + rq.tenant + "'");
+    tenant = static_cast<int>(t - st.cfg->security.tenants.data());
+  }
+  auto v = st.routes->admit(pit->second, tenant, seconds_of(self->clock().now()));
+  bool capped = v.result == sched::admission::outcome::capped;
+  if (tenant >= 0)
+    st.net->metrics.tenant_request(rq.tenant, v.result == sched::admission::outcome::admitted ? "admitted"
+                                              : capped                                        ? "capped"
+                                                                                              : "shed");
+  if (v.result != sched::admission::outcome::admitted) {
+    if (!capped) ++st.load[pit->second].shed;  // offered: the plan sees it
+    return reject(msg::status::overloaded, std::move(v.why), capped ? "tenant_cap" : "priority");
+  }
   if (auto why = request_error(st, p, rq); !why.empty()) return reject(msg::status::error, why);
   auto now = self->clock().now();
   // What the SLO has already lost: the network time, or the time since the client sent it.
@@ -235,7 +249,7 @@ void on_tick(self_ptr self) {
   }
 }
 
-// Sends the controller what this frontend admitted since the last beacon.
+// Sends the controller what this frontend admitted (and shed) since the last beacon.
 void report_load(self_ptr self) {
   auto& st = self->state;
   auto* ctl = st.cfg->controller();
@@ -256,7 +270,7 @@ void report_load(self_ptr self) {
     st.fragments[pi].clear();
   }
   for (auto& l : st.load) {
-    l.queries = 0;
+    l.queries = l.shed = 0;
     std::fill(l.stage_invocations.begin(), l.stage_invocations.end(), 0);
     std::fill(l.fallthroughs.begin(), l.fallthroughs.end(), 0);
   }

@@ -14,7 +14,15 @@ frontend_routes::frontend_routes(const cluster_config& cfg, std::unique_ptr<sche
     stage_models_.emplace_back();
     for (auto& st : p.stages) stage_models_.back().push_back(st.model);
   }
+  configure_admission(1);
   refresh();
+}
+
+void frontend_routes::configure_admission(size_t frontends) {
+  std::vector<sched::tenant_class> tenants;
+  for (auto& t : cfg_->security.tenants) tenants.push_back({t.name, t.rate.value_or(-1), t.share(), t.priority});
+  admission_.configure(std::move(tenants), cfg_->pipelines.size(), frontends);
+  admission_frontends_ = std::max<size_t>(1, frontends);
 }
 
 sched::backend_load* frontend_routes::load_of(const std::string& model, const std::string& node, uint32_t device) {
@@ -41,7 +49,7 @@ void frontend_routes::rebind(const cluster_config& cfg, const std::vector<std::o
   stage_models_ = std::move(models);
   blockers_.assign(cfg.pipelines.size(), {});
   fragments_.assign(cfg.pipelines.size(), {});
-  quotas_.clear();  // read again from the table, by the new pipelines' names
+  configure_admission(admission_frontends_);  // quotas read again from the table, by the new pipelines' names
   if (table_) {
     auto t = *table_;
     apply(t);
@@ -103,17 +111,15 @@ void frontend_routes::apply(const msg::routing_table& t) {
     r.budget_ms = tightest_budget_ms(t.budgets, model);
   }
   routes_ = std::move(fresh);
-  std::vector<bucket> quotas(cfg_->pipelines.size());
+  if (auto n = std::max<size_t>(1, t.frontends); n != admission_frontends_) configure_admission(n);
+  std::vector<const msg::pipeline_quota*> quotas(cfg_->pipelines.size(), nullptr);
   for (auto& q : t.quotas)
-    if (auto* p = cfg_->find_pipeline(q.pipeline)) {
-      auto pi = static_cast<size_t>(p - cfg_->pipelines.data());
-      auto& b = quotas[pi];
-      if (pi < quotas_.size()) b = quotas_[pi];  // its tokens carry over
-      b.rate = q.rate / std::max<uint32_t>(1, t.frontends);
-      b.offered = q.offered;
-      b.priority = q.priority;
-    }
-  quotas_ = std::move(quotas);
+    if (auto* p = cfg_->find_pipeline(q.pipeline)) quotas[static_cast<size_t>(p - cfg_->pipelines.data())] = &q;
+  for (size_t pi = 0; pi < quotas.size(); ++pi)
+    if (quotas[pi])
+      admission_.set_quota(pi, quotas[pi]->rate, quotas[pi]->offered, quotas[pi]->priority);
+    else
+      admission_.set_quota(pi, -1, 0, 0);
   fragments_.assign(cfg_->pipelines.size(), {});
   for (auto& f : t.fragments)
     if (auto* p = cfg_->find_pipeline(f.pipeline); p && !f.models.empty() && f.models.size() == f.budgets_ms.size())
@@ -280,21 +286,8 @@ void frontend_routes::refresh() {
   }
 }
 
-std::string frontend_routes::shed(size_t pi, double now_s) {
-  if (pi >= quotas_.size() || quotas_[pi].rate < 0) return {};
-  auto& b = quotas_[pi];
-  // A bucket of a fifth of a second of the quota (at least one request), full at first.
-  double burst = std::max(1.0, b.rate * 0.2);
-  b.tokens = b.at_s < 0 ? burst : std::min(burst, b.tokens + std::max(0.0, now_s - b.at_s) * b.rate);
-  b.at_s = now_s;
-  if (b.tokens >= 1) {
-    b.tokens -= 1;
-    return {};
-  }
-  return fmt::format(
-      "shed for priority: the cluster is short of devices and carries {:.1f} of the {:.1f} queries/s sent to "
-      "pipeline '{}' (priority {}), pipelines of higher priority first",
-      b.rate * std::max<uint32_t>(1, table_ ? table_->frontends : 1), b.offered, cfg_->pipelines[pi].name, b.priority);
+sched::admission::verdict frontend_routes::admit(size_t pi, int tenant, double now_s) {
+  return admission_.admit(pi, cfg_->pipelines[pi].name, tenant, now_s);
 }
 
 bool frontend_routes::serves(const std::string& model) const {

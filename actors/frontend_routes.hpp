@@ -14,6 +14,7 @@
 
 #include "config/cluster_config.hpp"
 #include "messages/types.hpp"
+#include "scheduling/admission.hpp"
 #include "scheduling/balancer.hpp"
 
 namespace sloserve {
@@ -74,10 +75,11 @@ class frontend_routes {
   // the largest SLO not above `slo_ms` (else the least above it), drawn by rate among routes of
   // that SLO. Null when there is none.
   const msg::fragment_route* fragment_route(size_t pi, int start, double slo_ms, std::mt19937_64& rng) const;
-  // A plan short of devices sheds pipelines by priority (the table's quotas): whether a request of
-  // pipeline `pi` at `now_s` fits this frontend's share of what the plan carries of it; the reason
-  // to answer OVERLOADED when not (empty: admitted, or no quota).
-  std::string shed(size_t pi, double now_s);
+  // Whether a request of pipeline `pi` from tenant `tenant` (an index of security.tenants; < 0:
+  // none) at `now_s` is let in: within its tenant's cap, and, when the plan is short of devices
+  // (the table's quotas), within its tenant's share of this frontend's share of what the plan
+  // carries of the pipeline (sched::admission).
+  sched::admission::verdict admit(size_t pi, int tenant, double now_s);
   // Why pipeline `pi` cannot be served now; empty when it can.
   const std::string& blocker(size_t pi) const { return blockers_[pi]; }
   // Why some pipeline cannot be served now; empty when all can.
@@ -108,12 +110,9 @@ class frontend_routes {
   std::vector<std::string> blockers_;
   std::vector<std::vector<msg::fragment_route>> fragments_;  // per pipeline
   std::optional<msg::routing_table> table_;                  // the last one applied
-  // Per pipeline: its quota (this frontend's share, queries/s) as a token bucket; rate < 0: none.
-  struct bucket {
-    double rate = -1, offered = 0, tokens = 0, at_s = -1;
-    int priority = 0;
-  };
-  std::vector<bucket> quotas_;
+  void configure_admission(size_t frontends);
+  sched::admission admission_;
+  size_t admission_frontends_ = 1;
 };
 
 }  // namespace sloserve

@@ -61,7 +61,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
   std::string node;
   std::function<void(std::string_view, std::string_view)> count_reply;
   statistics_source statistics;
-  std::set<std::string> tokens;  // bearer tokens admitted; empty: no token needed
+  kserve::token_table tokens;  // bearer tokens admitted (none: no token needed) and their tenants
   std::unique_ptr<grpc::Server> server;
 
   // Every RPC ends here: counted by its code, then finished.
@@ -79,16 +79,19 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
 
   // Under security, everything but the health RPCs needs `authorization: Bearer TOKEN`.
   bool admitted(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor) {
-    if (tokens.empty()) return true;
-    auto& md = ctx->client_metadata();
-    auto it = md.find("authorization");
-    if (it != md.end()) {
-      std::string_view auth(it->second.data(), it->second.size());
-      if (auth.rfind("Bearer ", 0) == 0 && tokens.count(std::string(auth.substr(7)))) return true;
-    }
-    finish(reactor, {StatusCode::UNAUTHENTICATED, it == md.end() ? "an authorization: Bearer token is required"
-                                                                 : "the bearer token is not admitted"});
+    auto why = kserve::refused_token(tokens, metadata(ctx, "authorization"));
+    if (why.empty()) return true;
+    finish(reactor, {StatusCode::UNAUTHENTICATED, why});
     return false;
+  }
+  // A request's metadata entry `key`, or null (valid until the next call on this thread).
+  static const std::string* metadata(grpc::CallbackServerContext* ctx, const char* key) {
+    static thread_local std::string value;
+    auto& md = ctx->client_metadata();
+    auto it = md.find(key);
+    if (it == md.end()) return nullptr;
+    value.assign(it->second.data(), it->second.size());
+    return &value;
   }
 
   // Whether `name` (empty, where `any`: every pipeline) is a pipeline and `version` one of its
@@ -300,7 +303,11 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
       return reactor;
     }
     auto requests = std::move(call->requests);
-    for (auto& r : requests) r.request_id = next_id++;
+    std::string auth, named;  // copied: metadata() reuses its string
+    if (auto* a = metadata(ctx, "authorization")) auth = *a;
+    if (auto* n = metadata(ctx, "sloserve-tenant")) named = *n;
+    auto tenant = kserve::tenant_of(tokens, auth.empty() ? nullptr : &auth, named.empty() ? nullptr : &named);
+    for (auto& r : requests) r.request_id = next_id++, r.tenant = tenant;
     // The frontend answers every request by its deadline and runtime.reply_grace_ms, on its
     // thread; the reactor and the response stay valid until Finish.
     auto gather = kserve::gather_replies(requests.size(), [this, cfg, p, call = std::move(*call), reactor, res,
@@ -359,12 +366,9 @@ expected<int> grpc_ingress::start(const std::string& host_port) {
       return fail("grpc: cannot read TLS certificate " + sec.tls_cert + " and key " + sec.tls_key);
     creds = grpc::SslServerCredentials(tls);
   }
-  if (sec.enabled())
-    for (auto& path : sec.tokens) {
-      auto token = read_token_file(path);
-      if (!token) return fail("grpc: " + token.error());
-      impl_->tokens.insert(*token);
-    }
+  auto tokens = kserve::read_tokens(sec);
+  if (!tokens) return fail("grpc: " + tokens.error());
+  impl_->tokens = std::move(*tokens);
   if (sec.enabled() && !sec.http_secured())
     spdlog::warn("{}: security is on but the gRPC ingress has no TLS certificate and tokens: it serves {} only",
                  impl_->node, host_port);

@@ -75,7 +75,7 @@ struct http_ingress::impl {
   // its queue, such requests are refused with 503.
   bounded_pool waiting{4, 256};
   std::unique_ptr<http::server> server;
-  std::set<std::string> tokens;  // bearer tokens admitted; empty: no token needed
+  kserve::token_table tokens;  // bearer tokens admitted (none: no token needed) and their tenants
   std::atomic<uint64_t> next_id{1};
 
   std::optional<msg::status_reply> readiness(const std::string& pipeline) {
@@ -208,7 +208,8 @@ struct http_ingress::impl {
     auto call = kserve::prepare_call(*cfg, *p, std::move(parsed->inputs), 0,
                                      {parsed->start_layer, parsed->slo_ms, std::move(parsed->outputs), version});
     if (!call) return respond(refusal(400, call.error()));
-    for (auto& r : call->requests) r.request_id = next_id++;
+    auto tenant = kserve::tenant_of(tokens, req.header("Authorization"), req.header("Sloserve-Tenant"));
+    for (auto& r : call->requests) r.request_id = next_id++, r.tenant = tenant;
     // The frontend answers every request by its deadline and reply_grace_ms; this is a backstop.
     auto wait = std::chrono::milliseconds(static_cast<int64_t>(p->slo_ms) + 2 * cfg->runtime.reply_grace_ms + 5000);
     respond.backstop(wait, [wait] {
@@ -239,10 +240,10 @@ struct http_ingress::impl {
   // once the request is read whole, so that a refused client reads its 401 on a connection that
   // goes on.
   std::optional<http::response> refused_token(const request& req) {
-    if (tokens.empty()) return std::nullopt;
-    auto* auth = req.header("Authorization");
-    if (auth && auth->rfind("Bearer ", 0) == 0 && tokens.count(auth->substr(7))) return std::nullopt;
-    auto res = refusal(401, !auth ? "an Authorization: Bearer token is required" : "the bearer token is not admitted");
+    auto auth = req.header("Authorization");
+    auto why = kserve::refused_token(tokens, auth);
+    if (why.empty()) return std::nullopt;
+    auto res = refusal(401, why);
     res.headers.emplace_back("WWW-Authenticate", "Bearer");
     return res;
   }
@@ -360,12 +361,9 @@ expected<int> http_ingress::start(const std::string& host_port) {
   auto cfg = impl_->source->get();
   auto& sec = cfg->security;
   auto& rt = cfg->runtime;
-  if (sec.enabled())
-    for (auto& path : sec.tokens) {
-      auto token = read_token_file(path);
-      if (!token) return fail("http: " + token.error());
-      impl_->tokens.insert(*token);
-    }
+  auto tokens = kserve::read_tokens(sec);
+  if (!tokens) return fail("http: " + tokens.error());
+  impl_->tokens = std::move(*tokens);
   if (sec.enabled() && !sec.http_secured())
     spdlog::warn("{}: security is on but the HTTP ingress has no TLS certificate and tokens: it serves {} only",
                  impl_->node, host_port);

@@ -7,6 +7,7 @@
 
 #include "config/start_layer.hpp"
 #include "gpu/image.hpp"
+#include "messages/curve.hpp"
 #include "messages/kserve_v2.hpp"
 
 namespace sloserve::kserve {
@@ -303,6 +304,50 @@ std::function<item_sink(size_t)> gather_replies(size_t n, std::function<void(std
       fire(std::move(all));
     });
   };
+}
+
+expected<token_table> read_tokens(const security_options& sec) {
+  token_table out;
+  if (!sec.enabled()) return out;
+  auto add = [&](const std::string& path, const std::string* tenant) -> status {
+    auto token = read_token_file(path);
+    if (!token) return fail(token.error());
+    out.tokens.insert(*token);
+    if (tenant) out.tenant_of[*token] = *tenant;
+    return {};
+  };
+  for (auto& path : sec.tokens)
+    if (auto s = add(path, nullptr); !s) return fail(s.error());
+  for (auto& t : sec.tenants)
+    for (auto& path : t.tokens)
+      if (auto s = add(path, &t.name); !s) return fail("tenant '" + t.name + "': " + s.error());
+  return out;
+}
+
+namespace {
+
+const std::string* bearer(const std::string* authorization) {
+  static thread_local std::string token;
+  if (!authorization || authorization->rfind("Bearer ", 0) != 0) return nullptr;
+  token = authorization->substr(7);
+  return &token;
+}
+
+}  // namespace
+
+std::string refused_token(const token_table& table, const std::string* authorization) {
+  if (table.tokens.empty()) return {};
+  auto* token = bearer(authorization);
+  if (token && table.tokens.count(*token)) return {};
+  return !authorization ? "an authorization: Bearer token is required" : "the bearer token is not admitted";
+}
+
+std::string tenant_of(const token_table& table, const std::string* authorization, const std::string* named) {
+  if (table.tokens.empty()) return named ? *named : std::string();
+  auto* token = bearer(authorization);
+  if (!token) return {};
+  auto it = table.tenant_of.find(*token);
+  return it == table.tenant_of.end() ? std::string() : it->second;
 }
 
 }  // namespace sloserve::kserve

@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -122,5 +125,18 @@ msg::client_reply combine_replies(const cluster_config& cfg, const pipeline& p, 
 // keeps the outputs the client asked for.
 void shape_outputs(const cluster_config& cfg, const pipeline& p, const prepared_call& call,
                    std::vector<tensor>& outputs);
+
+// The bearer tokens an ingress admits under security (security.tokens and every tenant's), and
+// the tenant each of a tenant's stands for.
+struct token_table {
+  std::set<std::string> tokens;  // empty: no token needed
+  std::map<std::string, std::string> tenant_of;
+};
+expected<token_table> read_tokens(const security_options& sec);
+// Whether `authorization` ("Bearer TOKEN") is admitted by `table`; empty: yes, or why not.
+std::string refused_token(const token_table& table, const std::string* authorization);
+// The tenant a request is from: under tokens, its token's (none for a token of no tenant);
+// without, the one the client names (the Sloserve-Tenant header, gRPC's sloserve-tenant).
+std::string tenant_of(const token_table& table, const std::string* authorization, const std::string* named);
 
 }  // namespace sloserve::kserve

@@ -96,6 +96,11 @@ void node_metrics::dropped(std::string_view reason) {
   ++drops_[label("reason", reason)];
 }
 
+void node_metrics::tenant_request(std::string_view tenant, std::string_view outcome) {
+  std::lock_guard lock(mu_);
+  ++tenant_requests_[label2("tenant", tenant, "outcome", outcome)];
+}
+
 void node_metrics::queue_length(const std::string& model, const std::string& device, size_t n) {
   std::lock_guard lock(mu_);
   queue_lengths_[label2("model", model, "device", device)] = static_cast<double>(n);
@@ -262,8 +267,12 @@ void node_metrics::render_requests(std::string& out) const {
   counters(out, "sloserve_drops_total",
            "Requests dropped or refused for load or time on this node (early_drop, queue_full, payload_budget, "
            "client_in_flight, "
-           "stale_on_arrival, network_time).",
+           "stale_on_arrival, network_time, priority, tenant_cap).",
            drops_);
+  counters(out, "sloserve_tenant_requests_total",
+           "Requests of each tenant at this frontend: admitted, capped (over its rate cap) or shed (its share of an "
+           "overloaded pipeline).",
+           tenant_requests_);
 }
 
 void node_metrics::render_gauges(std::string& out, double now_s) const {

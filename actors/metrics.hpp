@@ -86,6 +86,9 @@ class node_metrics {
   // A request this node refused or dropped for load or time (early drop, full queue, payload
   // budget, stale on arrival); each is counted on the node that dropped it.
   void dropped(std::string_view reason);
+  // Frontend: a request of tenant `tenant` (security.tenants) admitted, or refused over its cap
+  // (capped) or for its share under overload (shed).
+  void tenant_request(std::string_view tenant, std::string_view outcome);
   // Device: requests queued for `model` on `device` ("node/index").
   void queue_length(const std::string& model, const std::string& device, size_t n);
   // Device: a batch of `size` requests of `model` ran.
@@ -153,7 +156,7 @@ class node_metrics {
   using labels = std::string;  // rendered: a="x",b="y"
 
   mutable std::mutex mu_;
-  std::map<labels, uint64_t> requests_, drops_, ingress_replies_, model_requests_;
+  std::map<labels, uint64_t> requests_, drops_, ingress_replies_, model_requests_, tenant_requests_;
   std::map<labels, histogram> durations_, stage_durations_, batch_sizes_, model_queue_, model_compute_;
   struct pipeline_tally {
     pipeline_statistics stats;

@@ -130,6 +130,7 @@ void on_report(self_ptr self, msg::load_report& r) {
       std::vector<sched::fragment_count> fragments;
       for (auto& f : pl.fragments)
         fragments.push_back({static_cast<int>(f.start_layer), f.slo_ms, f.queries, static_cast<int>(f.clients)});
+      sched::add_shed(pl.queries, pl.stage_invocations, pl.fallthroughs, pl.shed);
       st.pipelines->count(static_cast<size_t>(p - st.cfg->pipelines.data()), pl.queries, pl.stage_invocations,
                           pl.fallthroughs, fragments, r.node, r.window_s);
     }

@@ -58,9 +58,11 @@ class zmq_link final : public link {
 namespace {
 
 // CURVE settings of `node` from the `security:` section: its own pair, the public keys of every
-// node (its peers dial it and it dials them) and of the listed clients.
+// node (its peers dial it and it dials them) and of the listed clients and tenants' clients;
+// each tenant's keys into `tenant_of_key`.
 status curve_setup(const cluster_config& cfg, const std::string& node, transport_options& t,
-                   std::map<std::string, std::string>& peer_keys) {
+                   std::map<std::string, std::string>& peer_keys,
+                   std::map<std::string, std::string, std::less<>>& tenant_of_key) {
   auto& sec = cfg.security;
   if (!sec.enabled()) return {};
   auto own = read_curve_file(sec.keys + "/" + node + ".key", true);
@@ -72,15 +74,24 @@ status curve_setup(const cluster_config& cfg, const std::string& node, transport
     peer_keys[n.name] = pub->public_key;
     t.allowed.push_back(pub->public_key);
   }
-  for (auto& c : sec.clients) {
-    if (is_z85_key(c)) {
-      t.allowed.push_back(c);
-      continue;
-    }
+  auto admit = [&](const std::string& c) -> expected<std::string> {
+    if (is_z85_key(c)) return c;
     auto pub = read_curve_file(c, false);
     if (!pub) return fail(pub.error());
-    t.allowed.push_back(pub->public_key);
+    return pub->public_key;
+  };
+  for (auto& c : sec.clients) {
+    auto key = admit(c);
+    if (!key) return fail(key.error());
+    t.allowed.push_back(*key);
   }
+  for (auto& tenant : sec.tenants)
+    for (auto& c : tenant.clients) {
+      auto key = admit(c);
+      if (!key) return fail("tenant '" + tenant.name + "': " + key.error());
+      t.allowed.push_back(*key);
+      tenant_of_key[*key] = tenant.name;
+    }
   return {};
 }
 
@@ -142,7 +153,7 @@ status node_runtime::start_transport(const node_spec& spec, std::map<std::string
   topts.client_send_hwm = cfg_->runtime.max_client_queued_replies;
   topts.zmtp_heartbeat_ms = cfg_->runtime.heartbeat_ms;
   topts.zmtp_timeout_ms = cfg_->runtime.peer_timeout_ms;
-  if (auto s = curve_setup(*cfg_, node_, topts, peer_keys); !s) return fail("security: " + s.error());
+  if (auto s = curve_setup(*cfg_, node_, topts, peer_keys, tenant_of_key_); !s) return fail("security: " + s.error());
   // Refused connections name no routing id: the kind of refusal (its text up to the first detail)
   // stands for the peer.
   topts.on_refused = [this](const std::string& why) {
@@ -321,6 +332,11 @@ void node_runtime::on_frame(std::string_view id, const bytes& frame, std::string
   auto& env = *d.value;
   bool from_client = std::holds_alternative<msg::client_request>(env.content) ||
                      std::holds_alternative<msg::status_request>(env.content);
+  // Under CURVE a client's tenant is its key's, whatever it claims; without keys, it names it.
+  if (auto* rq = std::get_if<msg::client_request>(&env.content); rq && cfg_->security.enabled()) {
+    auto it = tenant_of_key_.find(user);
+    rq->tenant = it == tenant_of_key_.end() ? std::string() : it->second;
+  }
   if (!from_client) {
     bool peer = cfg_->find_node(env.from) != nullptr;
     if (peer && cfg_->security.enabled()) {

@@ -59,7 +59,8 @@ class node_runtime {
 
   std::shared_ptr<const cluster_config> cfg_;
   msg::decode_limits limits_;
-  std::map<std::string, std::string, std::less<>> node_of_key_;  // under CURVE: key -> node
+  std::map<std::string, std::string, std::less<>> node_of_key_;    // under CURVE: key -> node
+  std::map<std::string, std::string, std::less<>> tenant_of_key_;  // under CURVE: a tenant's client key -> it
   std::string node_;
   std::unique_ptr<caf::actor_system_config> sys_cfg_;
   std::unique_ptr<caf::actor_system> sys_;

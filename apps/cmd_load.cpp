@@ -129,6 +129,8 @@ void add_traffic_options(CLI::App* cmd, load_args& o) {
       ->capture_default_str();
   cmd->add_option("--token", o.token, "http, grpc under security: a file holding a bearer token the ingress admits");
   cmd->add_option("--pipeline", o.pipeline, "pipeline name")->required();
+  cmd->add_option("--tenant", o.lo.tenant,
+                  "the tenant to send as (security.tenants; a cluster with keys takes it from --key or --token)");
   cmd->add_option("--rate", lo.rate, "requests/s (open loop)")->capture_default_str();
   o.duration = cmd->add_option("--duration", lo.duration_s, "seconds of measured load (with --trace: the whole trace)")
                    ->capture_default_str();
@@ -242,6 +244,14 @@ status choose_frontend(const cluster_config& cfg, load_args& o) {
   }
   if (lo.address.find("*") != std::string::npos || lo.address.find("0.0.0.0") != std::string::npos)
     return fail("frontend address " + lo.address + " is a wildcard; pass --address");
+  if (!lo.tenant.empty() && !cfg.security.find_tenant(lo.tenant)) {
+    std::string names;
+    for (auto& t : cfg.security.tenants) names += (names.empty() ? "" : ", ") + t.name;
+    return fail(o.config + " has no tenant '" + lo.tenant + "'" + (names.empty() ? "" : "; its tenants: " + names));
+  }
+  if (!lo.tenant.empty() && cfg.security.enabled())
+    spdlog::warn("{} enables security: the cluster takes this client's tenant from its key or token, not --tenant",
+                 o.config);
   return {};
 }
 

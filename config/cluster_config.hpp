@@ -106,6 +106,21 @@ struct runtime_options {
   int http_connections_per_address = 256;
 };
 
+// A tenant (`security.tenants[]`): the clients that are it (CurveZMQ public keys, HTTP/gRPC bearer
+// token files; without keys, a client names its tenant), the most it may send (queries/s across
+// the cluster), and how it stands under overload: before tenants of lower priority, and beside
+// those of its own by its weight.
+struct tenant_spec {
+  std::string name;
+  std::vector<std::string> clients;  // Z85 text or .pub files
+  std::vector<std::string> tokens;   // files each holding one bearer token
+  std::optional<double> rate;        // the cap; none: no cap
+  std::optional<double> weight;      // its share beside its priority's others; none: its rate, else 1
+  int priority = 0;
+  double share() const { return weight ? *weight : rate ? *rate : 1.0; }
+  bool operator==(const tenant_spec&) const = default;
+};
+
 // CurveZMQ, named as the user writes them under `security:`. Off when `keys` is empty.
 struct security_options {
   std::string keys;                  // directory: <node>.key of this node, <node>.pub of every node
@@ -114,7 +129,13 @@ struct security_options {
   // client may present. Without all three, an http ingress stays on loopback.
   std::string tls_cert, tls_key;
   std::vector<std::string> tokens;
+  std::vector<tenant_spec> tenants;
   bool enabled() const { return !keys.empty(); }
+  const tenant_spec* find_tenant(std::string_view name) const {
+    for (auto& t : tenants)
+      if (t.name == name) return &t;
+    return nullptr;
+  }
   bool http_secured() const { return !tls_cert.empty() && !tls_key.empty() && !tokens.empty(); }
 };
 

@@ -155,9 +155,18 @@ void emit_pipelines(YAML::Emitter& e, const cluster_config& cfg) {
 }
 
 void emit_security(YAML::Emitter& e, const security_options& o) {
-  if (o.enabled()) {
+  if (o.enabled() || !o.tenants.empty()) {
     e << YAML::Key << "security" << YAML::Value << YAML::BeginMap;
     settings::emit_set_keys(e, o, settings::security_keys());
+    if (!o.tenants.empty()) {
+      e << YAML::Key << "tenants" << YAML::Value << YAML::BeginSeq;
+      for (auto& t : o.tenants) {
+        e << YAML::Flow << YAML::BeginMap;
+        settings::emit_set_keys(e, t, settings::tenant_keys());
+        e << YAML::EndMap;
+      }
+      e << YAML::EndSeq;
+    }
     e << YAML::EndMap;
   }
 }

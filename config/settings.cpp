@@ -175,11 +175,19 @@ const std::vector<key<cascade_spec>>& cascade_keys() {
 
 const std::vector<key<security_options>>& security_keys() {
   using o = security_options;
-  static const std::vector<key<o>> keys = {{"keys", &o::keys, true},
+  static const std::vector<key<o>> keys = {{"keys", &o::keys},
                                            {"clients", &o::clients},
                                            {"tls_cert", &o::tls_cert},
                                            {"tls_key", &o::tls_key},
                                            {"tokens", &o::tokens}};
+  return keys;
+}
+
+const std::vector<key<tenant_spec>>& tenant_keys() {
+  using o = tenant_spec;
+  static const std::vector<key<o>> keys = {{"name", &o::name, true}, {"clients", &o::clients},
+                                           {"tokens", &o::tokens},   {"rate", &o::rate},
+                                           {"weight", &o::weight},   {"priority", &o::priority}};
   return keys;
 }
 

@@ -46,7 +46,8 @@ const std::vector<key<stage>>& stage_keys();                // `pipelines[].stag
 const std::vector<key<output_items>>& output_items_keys();  // `pipelines[].stages[].fanout` as a map
 const std::vector<key<cascade_spec>>& cascade_keys();       // `pipelines[].stages[].cascade`; beside: skew
 const std::vector<key<skew_options>>& skew_keys();          // `pipelines[].stages[].cascade.skew`
-const std::vector<key<security_options>>& security_keys();  // `security:`
+const std::vector<key<security_options>>& security_keys();  // `security:`; beside: tenants
+const std::vector<key<tenant_spec>>& tenant_keys();         // `security.tenants[]`
 // A model's keys beside its table: its tensors, profiles, layers and the like.
 inline const std::vector<std::string_view> model_maps = {"input", "output",     "profile",   "profiles",
                                                          "cores", "preprocess", "precision", "layers"};

@@ -95,6 +95,7 @@ class grpc_connection final : public load_connection {
 
   void start_call(grpc::ClientContext& ctx) {
     if (!o_.http_token.empty()) ctx.AddMetadata("authorization", "Bearer " + o_.http_token);
+    if (!o_.tenant.empty()) ctx.AddMetadata("sloserve-tenant", o_.tenant);
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::milliseconds(static_cast<int64_t>(o_.grace_ms) + 60000));
     std::lock_guard<std::mutex> lock(mu_);

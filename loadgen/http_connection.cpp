@@ -225,6 +225,7 @@ class http_connection final : public load_connection {
     r->set(bhttp::field::host, o_.address);
     r->keep_alive(true);
     if (!o_.http_token.empty()) r->set(bhttp::field::authorization, "Bearer " + o_.http_token);
+    if (!o_.tenant.empty()) r->set("Sloserve-Tenant", o_.tenant);
     return r;
   }
 

@@ -151,6 +151,7 @@ class load_lane {
     next_id_ += lanes_;
     r.inputs.push_back(o_.images.empty() ? payloads_[which] : o_.images[next_payload_++ % o_.images.size()]);
     r.start_layer = m.start_layer;
+    r.tenant = o_.tenant;
     if (m.declare_slo) r.slo_ms = m.slo_ms;
     if (m.clients > 0)
       r.client = fmt::format("{}@{}/{:g}#{}", r.pipeline, r.start_layer, m.slo_ms,

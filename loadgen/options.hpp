@@ -33,6 +33,7 @@ struct load_options {
   std::string input_name = "input";  // http, grpc: the pipeline's input as the protocol names it
   std::string http_token;            // http, grpc: sent as Authorization: Bearer; empty: none
   std::string http_ca;               // http, grpc: TLS verified against this PEM; empty: plaintext
+  std::string tenant;                // the tenant it names (security.tenants, without keys); empty: none
   std::string pipeline;
   double slo_ms = 0;           // for ok_within_slo and lost accounting
   tensor_spec input;           // the pipeline's root input

@@ -44,6 +44,9 @@ struct ClientRequest {
   # The version to run: stages of versioned models run that version of theirs (KServe's
   # /v2/models/{m}/versions/{v}); 0: each stage's versions by their weights.
   version @12 :UInt32;
+  # The tenant it comes from (security.tenants). The node sets it from the client's CurveZMQ key
+  # or bearer token under security; without keys, the client names it. Empty: no tenant.
+  tenant @13 :Text;
 }
 
 struct StageTiming {
@@ -167,6 +170,9 @@ struct PipelineLoad {
   stageInvocations @2 :List(UInt64);
   fallthroughs @3 :List(UInt64);  # per stage: invocations of a cascade's second model (its first unsure)
   fragments @4 :List(FragmentLoad);  # a partitioned model's queries by where they start and their SLO
+  # Queries sent to it that the frontend shed for priority or a tenant's fair share (not counted
+  # in `queries`): the plan sees the load offered, not only what it let in.
+  shed @5 :UInt64;
 }
 
 

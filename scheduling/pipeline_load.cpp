@@ -182,6 +182,17 @@ void set_measured_load(epoch_input& in, const pipeline_rates& rates, double head
   }
 }
 
+void add_shed(uint64_t& queries, std::vector<uint64_t>& stage_invocations, std::vector<uint64_t>& fallthroughs,
+              uint64_t shed) {
+  if (shed == 0) return;
+  if (queries > 0) {
+    double f = static_cast<double>(queries + shed) / static_cast<double>(queries);
+    for (auto* v : {&stage_invocations, &fallthroughs})
+      for (auto& x : *v) x = static_cast<uint64_t>(std::llround(static_cast<double>(x) * f));
+  }
+  queries += shed;  // with none let in, the stages' rates stay unmeasured: their declared fanouts
+}
+
 int settle_windows(int beacon_ms) {
   return 1 + std::max(1, static_cast<int>(std::lround(1000.0 / std::max(1, beacon_ms))));
 }

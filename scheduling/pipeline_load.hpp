@@ -96,6 +96,12 @@ class pipeline_load {
   std::vector<std::map<std::pair<int, double>, fragment_window>> fragments_;
 };
 
+// A frontend's counts with the queries it shed for priority or fair share (`shed`) counted as
+// offered: the queries, and each stage's invocations and fallthroughs in proportion, so that the
+// fanouts stay as measured. Under a quota the plan then sees what is sent, not what it let in.
+void add_shed(uint64_t& queries, std::vector<uint64_t>& stage_invocations, std::vector<uint64_t>& fallthroughs,
+              uint64_t shed);
+
 // Beacon windows with load before the first plan: one partial window and about a second of full
 // ones, so that the rate the first plan is made for is not one window's Poisson noise.
 int settle_windows(int beacon_ms);

@@ -393,6 +393,97 @@ scheduler: {policy: jellyfish, jellyfish: {uplink_quantile: 0.1, miss_target: 0.
 // What the node's /metrics shows of the frontend's work: every reply counted once by outcome,
 // durations on the actors' clock, stages, and drops by reason; names clients make up do not
 // become labels.
+// Tenants: a tenant over its cap is answered OVERLOADED with the reason, an unknown one ERROR;
+// under a quota (a plan short of devices) each tenant has its share, and what was shed is
+// reported beside what was let in, so that the plan sees the load sent.
+TEST_F(frontend_fixture, tenants_are_capped_and_shed_by_their_share_and_what_is_shed_is_reported) {
+  auto c = testing::parse_or_die(R"(
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller]}
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated}]}
+models:
+  - {name: m, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 4, profile: {alpha_ms: 1, beta_ms: 2}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: m}]}
+security:
+  tenants:
+    - {name: capped, rate: 5}
+    - {name: gold, weight: 3}
+    - {name: bronze}
+)");
+  auto link = std::make_shared<recording_link>("fe");
+  auto f = spawn_routed(c, link);
+  uint64_t id = 0;
+  auto answer_all = [&] {
+    for (auto& [node, inv] : link->take<msg::invocation>()) {
+      msg::invocation_result r;
+      r.id = inv.id, r.code = msg::status::ok, r.node = "w1", r.batch = 1;
+      r.outputs.push_back(make_tensor({dtype::float32, {2}}, 1, "output"));
+      caf::anon_send(f, r);
+    }
+    run();
+  };
+  auto send = [&](const std::string& tenant) {
+    msg::client_request r{"p", ++id, {make_tensor({dtype::float32, {4}}, 1)}};
+    r.tenant = tenant;
+    caf::anon_send(f, ingress{"client-" + tenant, std::move(r)});
+  };
+  for (int i = 0; i < 10; ++i) send("capped");  // at one instant: a burst of one
+  send("nobody");
+  run();
+  auto replies = link->client_replies();
+  ASSERT_EQ(replies.size(), 10u);  // nine capped, one unknown; the first is in flight
+  EXPECT_EQ(replies[0].code, msg::status::overloaded);
+  EXPECT_EQ(replies[0].reason, "tenant 'capped' is over its rate cap of 5 queries/s");
+  EXPECT_EQ(replies.back().code, msg::status::error);
+  EXPECT_EQ(replies.back().reason, "unknown tenant 'nobody'");
+  answer_all();
+  advance(2s);  // its window reported
+  link->replies.clear();
+  link->take<msg::load_report>();
+
+  // A plan short of devices: 40 queries/s of p. gold and bronze each send 100/s for 5 s.
+  msg::routing_table t;
+  t.epoch = 2;
+  t.routes.push_back({"m", {{"w1", 0, 1}}});
+  t.budgets.push_back({"p", "s", 100});
+  t.quotas = {{"p", 40, 200, 0}};
+  caf::anon_send(f, t);
+  run();
+  for (int i = 0; i < 500; ++i) {
+    send("gold");
+    send("bronze");
+    advance(10ms);
+    answer_all();
+  }
+  advance(2s);  // the last window reported
+  std::map<std::string, int> ok, admitted, shed;
+  std::string why;
+  for (auto& [client, b] : link->replies)
+    if (auto* r = std::get_if<msg::client_reply>(&b)) {
+      (r->code == msg::status::overloaded ? shed : admitted)[client]++;
+      if (r->code == msg::status::ok) ok[client]++;
+      if (client == "client-bronze" && r->code == msg::status::overloaded) why = r->reason;
+    }
+  double gold = ok["client-gold"], bronze = ok["client-bronze"];
+  EXPECT_NEAR(gold / (gold + bronze), 0.75, 0.05) << gold << " and " << bronze;
+  EXPECT_NEAR((gold + bronze) / 5, 40, 4);
+  EXPECT_NE(why.find("shed for fair share"), std::string::npos) << why;
+  uint64_t queries = 0, reported_shed = 0;
+  for (auto& [node, r] : link->take<msg::load_report>()) {
+    EXPECT_EQ(node, "ctl");
+    for (auto& pl : r.pipelines) queries += pl.queries, reported_shed += pl.shed;
+  }
+  EXPECT_EQ(queries, static_cast<uint64_t>(admitted["client-gold"] + admitted["client-bronze"]));
+  EXPECT_EQ(reported_shed, static_cast<uint64_t>(shed["client-gold"] + shed["client-bronze"]));
+  EXPECT_GT(reported_shed, 500u);
+  auto text = link->metrics.render("fe", 0);
+  EXPECT_NE(text.find(R"(sloserve_tenant_requests_total{tenant="capped",outcome="capped"} 9)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"(sloserve_tenant_requests_total{tenant="bronze",outcome="shed"} )"), std::string::npos);
+}
+
 TEST_F(frontend_fixture, counts_every_reply_in_the_nodes_metrics) {
   route({"w1"});
   request("traffic", 1, make_tensor({dtype::float32, {4}}, 1));

@@ -102,7 +102,7 @@ TEST(frontend_routes, a_quota_admits_this_frontends_share_of_what_the_plan_carri
   int admitted = 0;
   std::string why;
   for (int i = 0; i < 100; ++i) {  // 100/s for one second
-    auto w = r.shed(0, 10 + i * 0.01);
+    auto w = r.admit(0, -1, 10 + i * 0.01).why;
     if (w.empty())
       ++admitted;
     else
@@ -115,7 +115,7 @@ TEST(frontend_routes, a_quota_admits_this_frontends_share_of_what_the_plan_carri
             "pipeline 'p' (priority 0), pipelines of higher priority first");
   t.quotas.clear();
   r.apply(t);
-  for (int i = 0; i < 100; ++i) EXPECT_EQ(r.shed(0, 12 + i * 0.001), "");
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(r.admit(0, -1, 12 + i * 0.001).why, "");
 }
 
 TEST(frontend_routes, pick_live_instances_and_keep_outstanding_work_across_tables) {

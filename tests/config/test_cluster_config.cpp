@@ -403,6 +403,54 @@ TEST(cluster_config, security_needs_a_keys_directory) {
   EXPECT_NE(e.find("max_queued_mb"), std::string::npos) << e;
 }
 
+// Tenants: under keys, each by its client keys and token files (resolved beside the file);
+// without keys, tenants alone (clients name theirs). Checked with their places; written back and
+// read again, the same.
+TEST(cluster_config, tenants_are_read_checked_and_round_trip) {
+  auto r = parse_cluster_config(with_pipelines(one_pipeline) + R"(security:
+  keys: keys
+  tenants:
+    - {name: gold, clients: [c/gold.pub], tokens: [t/gold.token], rate: 300, priority: 1}
+    - {name: bronze, rate: 100, weight: 2}
+    - {name: free}
+)",
+                                "/etc/sloserve/cluster.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  auto& t = r.config->security.tenants;
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[0].clients, std::vector<std::string>{"/etc/sloserve/c/gold.pub"});
+  EXPECT_EQ(t[0].tokens, std::vector<std::string>{"/etc/sloserve/t/gold.token"});
+  EXPECT_EQ(t[0].share(), 300);  // weighted by its cap
+  EXPECT_EQ(t[0].priority, 1);
+  EXPECT_EQ(t[1].share(), 2);  // its weight where it names one
+  EXPECT_EQ(t[2].share(), 1);  // no cap, no weight
+  auto again = parse_cluster_config(to_yaml(*r.config), "/tmp/elsewhere/resolved.yaml");
+  ASSERT_TRUE(again) << again.error_text();
+  EXPECT_EQ(again.config->security.tenants, t);
+
+  auto alone =
+      parse_cluster_config(with_pipelines(one_pipeline) + "security: {tenants: [{name: a}, {name: b}]}\n", "c.yaml");
+  ASSERT_TRUE(alone) << alone.error_text();
+  EXPECT_FALSE(alone.config->security.enabled());
+  EXPECT_EQ(alone.config->security.tenants.size(), 2u);
+
+  auto e = errors_of(with_pipelines(one_pipeline) + R"(security:
+  keys: k
+  tenants:
+    - {name: a, clients: [x.pub], rate: 0}
+    - {name: a, clients: [x.pub], weight: -1, colour: red}
+)");
+  EXPECT_NE(e.find("c.yaml:25:41: tenant 'a' rate must be positive"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.yaml:26:14: duplicate tenant 'a'"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.yaml:26:27: tenant 'a': '"), std::string::npos) << e;
+  EXPECT_NE(e.find("already belongs to tenant 'a'"), std::string::npos) << e;
+  EXPECT_NE(e.find("tenant 'a' weight must be positive"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown key 'colour' in tenant"), std::string::npos) << e;
+  e = errors_of(with_pipelines(one_pipeline) +
+                "security: {tenants: [{name: a, tokens: [a.token]}], tokens: [b.token]}\n");
+  EXPECT_NE(e.find("missing 'keys'"), std::string::npos) << e;
+}
+
 TEST(cluster_config, link_probes_are_checked_and_round_trip) {
   auto e = errors_of(with_pipelines(one_pipeline) + "runtime: {link_probe_ms: -1}\n");
   EXPECT_NE(e.find("c.yaml:22:"), std::string::npos) << e;

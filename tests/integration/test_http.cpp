@@ -686,7 +686,8 @@ TEST_F(http_cluster, slow_clients_at_one_address_stall_nobody_else_and_are_cut_o
 // the health probes; the load client speaks it with --token.
 TEST_F(http_cluster, under_security_it_takes_tls_and_refuses_a_request_without_an_admitted_token) {
   std::ofstream(dir / "cluster.yaml", std::ios::app)
-      << "security: {keys: keys, tls_cert: cert.pem, tls_key: key.pem, tokens: [token]}\n";
+      << "security: {keys: keys, tls_cert: cert.pem, tls_key: key.pem, tokens: [token],\n"
+         "           tenants: [{name: slow, tokens: [slow-token], rate: 0.5}]}\n";
   ASSERT_EQ(run({"sloserve", "keys", "-c", (dir / "cluster.yaml").string()}, "keys.log"), 0);
   ASSERT_EQ(run({"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
                  "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", (dir / "key.pem").string(),
@@ -694,6 +695,7 @@ TEST_F(http_cluster, under_security_it_takes_tls_and_refuses_a_request_without_a
                 "openssl.log"),
             0);
   std::ofstream(dir / "token") << "s3cret-token-for-the-test\n";
+  std::ofstream(dir / "slow-token") << "the-slow-tenants-own-token\n";
   start("", true);
   wait_ready();  // the probes need no token
   auto body = image_request().dump();
@@ -724,6 +726,27 @@ TEST_F(http_cluster, under_security_it_takes_tls_and_refuses_a_request_without_a
   auto s = json::parse(std::ifstream(dir / "load.json"));
   EXPECT_EQ(s["lost"].get<int>(), 0);
   EXPECT_GE(s["attainment"].get<double>(), 0.99) << s.dump(2);
+  // A tenant's token is that tenant (capped at 0.5/s: one now, the next refused with the reason);
+  // under tokens, a Sloserve-Tenant header claims nothing.
+  client->set_bearer_token_auth("the-slow-tenants-own-token");
+  EXPECT_EQ(client->Post("/v2/models/traffic/infer", body, "application/json")->status, 200);
+  auto capped = client->Post("/v2/models/traffic/infer", body, "application/json");
+  ASSERT_TRUE(capped);
+  EXPECT_EQ(capped->status, 429) << capped->body;  // Too Many Requests
+  EXPECT_NE(capped->body.find("tenant 'slow' is over its rate cap of 0.5 queries/s"), std::string::npos)
+      << capped->body;
+  client->set_bearer_token_auth("s3cret-token-for-the-test");
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(client->Post("/v2/models/traffic/infer", {{"Sloserve-Tenant", "slow"}}, body, "application/json")->status,
+              200);
+  auto metrics = client->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find(R"(sloserve_tenant_requests_total{tenant="slow",outcome="capped"} 1)"),
+            std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find(R"(sloserve_tenant_requests_total{tenant="slow",outcome="admitted"} 1)"),
+            std::string::npos)
+      << metrics->body;
 }
 
 // A free TCP port on loopback for a server that cannot be told to pick one (Prometheus).
