@@ -39,7 +39,10 @@ std::vector<std::string> plan_lines(const controller_state& st, const cluster_co
   for (auto& c : changes)
     if (c.section == "pipelines" && c.what == live_change::kind::removed)
       out.push_back("refuse new requests of pipeline '" + c.name + "'; answer those in flight");
-  if (st.rounds)
+  if (st.cfg->scaler.enabled())
+    out.push_back("the " + std::string(knob_name(st.cfg->scaler.policy)) +
+                  " scaler places and sizes with the new knobs from its next period");
+  else if (st.rounds)
     out.push_back("re-decide the " + std::string(st.cfg->scheduler.name()) + " policy's round on the clients heard");
   else if (st.plan || st.plan_pending)
     out.push_back("plan a " + std::string(st.cfg->scheduler.name()) +
@@ -78,6 +81,7 @@ void adopt_config(self_ptr self, std::shared_ptr<const cluster_config> next) {
     if (!st.cfg->find_pipeline(p.name)) st.unmeasured.insert(p.name);
   st.cfg = std::move(next);
   floor_unmeasured(st);
+  if (st.cfg->scaler.enabled()) return;  // the scaler owns placement; it took the new knobs itself
   if (st.rounds) {
     st.rounds = st.policy->rounds(*st.cfg);
     return ask_clients(self);

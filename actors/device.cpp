@@ -445,6 +445,15 @@ device_actor spawn_device_with(caf::actor_system& sys, actor_args args, uint32_t
         },
         [=](new_config& c) {
           auto& st = self->state;
+          // A model held under the same name with another file: the new file in its place (the
+          // device runs nothing while it loads); the old stays if it fails.
+          for (auto& s : st.sessions.all())
+            if (auto* next = c.cfg->find_model(s.model->name); next && next->path != s.model->path) {
+              spdlog::info("{}: device {}: loading '{}' from {} in place of {}", st.net->self_name(), st.index,
+                           next->name, next->path, s.model->path);
+              if (auto loaded = st.executor->reload(*next); !loaded)
+                spdlog::error("{}: device {}: kept the file it ran: {}", st.net->self_name(), st.index, loaded.error());
+            }
           st.cfg = c.cfg;
           st.sessions.rebind(*st.cfg);
         },

@@ -138,6 +138,7 @@ status run_config_update(link& l, const msg::config_update& u) {
   if (a.frontend) caf::anon_send(a.frontend, new_config{next});
   if (a.worker) caf::anon_send(a.worker, new_config{next});
   if (a.monitor) caf::anon_send(a.monitor, new_config{next});
+  if (a.scaler) caf::anon_send(a.scaler, new_config{next});
   return {};
 }
 

@@ -71,6 +71,7 @@ void admit(self_ptr self, size_t pi, query q, std::vector<tensor> inputs, const 
   auto& st = self->state;
   auto qid = st.next_query++;
   auto& p = st.cfg->pipelines[pi];
+  q.cfg = st.cfg;
   q.walk.emplace(p, st.cfg->models, qid);
   if (st.cfg->models[p.stages.front().model_index].partitioned()) {
     auto& tally = st.fragments[pi][{static_cast<uint32_t>(q.start), q.slo_ms}];
@@ -315,7 +316,8 @@ bool same_shape(const pipeline& a, const pipeline& b) {
 
 // An apply: the pipelines and models of `next` from now on. Queries of a pipeline it keeps in the
 // same shape go on under it (their deadlines stay those they were admitted with); those of a
-// pipeline it drops or reshapes are answered now, with the reason.
+// pipeline it drops or reshapes finish on the stages they started on (the configuration they were
+// admitted under, its stage budgets and models held), on the instances still routed to them.
 void on_new_config(self_ptr self, std::shared_ptr<const cluster_config> next) {
   auto& st = self->state;
   auto& old = *st.cfg;
@@ -331,16 +333,33 @@ void on_new_config(self_ptr self, std::shared_ptr<const cluster_config> next) {
   std::vector<size_t> to(old.pipelines.size(), SIZE_MAX);
   for (size_t i = 0; i < from.size(); ++i)
     if (from[i]) to[*from[i]] = i;
-  std::vector<uint64_t> orphans;
-  for (auto& [qid, q] : st.queries)
-    if (to[q.pipeline] == SIZE_MAX) orphans.push_back(qid);
+  std::map<size_t, std::shared_ptr<const held_pipeline>> held;  // by the old pipeline's index
+  std::vector<uint64_t> orphans;                                // no stage budgets to finish on
+  for (auto& [qid, q] : st.queries) {
+    if (q.held) continue;  // held by an earlier apply already
+    if (to[q.pipeline] != SIZE_MAX) {
+      q.cfg = next, q.pipeline = to[q.pipeline];
+      continue;
+    }
+    auto& h = held[q.pipeline];
+    if (!h)
+      if (auto* split = st.routes->split(q.pipeline)) {
+        std::vector<std::string> models;
+        for (size_t s = 0; s < old.pipelines[q.pipeline].stages.size(); ++s)
+          models.push_back(st.routes->stage_model(q.pipeline, s));
+        h = std::make_shared<held_pipeline>(held_pipeline{*split, std::move(models)});
+      }
+    if (h)
+      q.held = h;
+    else
+      orphans.push_back(qid);
+  }
   for (auto qid : orphans) {
-    auto& name = old.pipelines[st.queries.at(qid).pipeline].name;
+    auto& name = st.queries.at(qid).pipe().name;
     finish(self, qid, msg::status::error,
            "pipeline '" + name + "' was " + (index.count(name) ? "changed" : "removed") +
                " by an apply while this request was in flight");
   }
-  for (auto& [qid, q] : st.queries) q.pipeline = to[q.pipeline];
   std::vector<msg::pipeline_load> load;
   std::vector<std::map<std::pair<uint32_t, double>, frontend_state::fragment_tally>> fragments(next->pipelines.size());
   for (size_t i = 0; i < next->pipelines.size(); ++i) {

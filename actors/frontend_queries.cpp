@@ -46,20 +46,19 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
     exec_ms += t.exec_ms;
     if (t.batch > 0) executions += 1.0 / t.batch;
   }
-  st.net->metrics.request_statistics(st.cfg->pipelines[q.pipeline].name, code == msg::status::ok,
-                                     static_cast<int64_t>(r.total_ms * 1e6), static_cast<int64_t>(queue_ms * 1e6),
-                                     static_cast<int64_t>(exec_ms * 1e6), executions,
+  st.net->metrics.request_statistics(q.pipe().name, code == msg::status::ok, static_cast<int64_t>(r.total_ms * 1e6),
+                                     static_cast<int64_t>(queue_ms * 1e6), static_cast<int64_t>(exec_ms * 1e6),
+                                     executions,
                                      static_cast<uint64_t>(std::max<int64_t>(0, st.wall_us ? st.wall_us() / 1000 : 0)));
   r.timings = std::move(q.timings);
   // The mapping may have moved since the request came (its uplink did): the client sends what
   // this reply advises next.
-  auto* now_route = q.named.empty() ? nullptr : st.clients.route(q.named, st.cfg->pipelines[q.pipeline].name);
+  auto* now_route = q.named.empty() ? nullptr : st.clients.route(q.named, q.pipe().name);
   if (auto* a = now_route ? now_route : q.route ? &*q.route : nullptr)
     r.input_height = a->input_height, r.input_width = a->input_width;
   if (code == msg::status::ok) r.outputs = q.walk->take_results(), r.late_paths = q.late_paths;
   bool late = now > q.deadline || !q.late_paths.empty();
-  if (!q.named.empty())
-    st.clients.on_outcome(st.cfg->pipelines[q.pipeline].name, code != msg::status::ok || late, seconds_of(now));
+  if (!q.named.empty()) st.clients.on_outcome(q.pipe().name, code != msg::status::ok || late, seconds_of(now));
   st.net->queued.release(q.bytes);
   if (auto c = st.client_in_flight.find(q.client); c != st.client_in_flight.end() && --c->second <= 0)
     st.client_in_flight.erase(c);
@@ -83,7 +82,7 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
       ++st.stats.errors;
       break;
   }
-  auto& p = st.cfg->pipelines[q.pipeline];
+  auto& p = q.pipe();
   bool within = code == msg::status::ok && !late;
   double seconds = r.total_ms / 1e3;
   if (q.sink)
@@ -170,7 +169,7 @@ bool send_invocation(self_ptr self, uint64_t id, in_flight& f) {
     // The mapped variant has no live instance here: the stage's own model serves it.
     auto& q = st.queries.at(f.query);
     f.at.reset();
-    f.model = st.routes->stage_model(q.pipeline, f.stage);
+    f.model = stage_model_of(st, q, f.stage);
     return send_invocation(self, id, f);
   }
   if (!b) return false;
@@ -304,40 +303,47 @@ sched::weg& weg_of(frontend_state& st, size_t pi, size_t stage) {
   return st.skew.emplace(std::pair{pi, stage}, sched::weg(o)).first->second;
 }
 
+// The stage budgets and stage models of `q`'s pipeline: the routing table's, or, for a query an
+// apply left on its old stages, those it was running under.
+const slo_split& split_of(const frontend_state& st, const query& q) {
+  return q.held ? q.held->split : *st.routes->split(q.pipeline);
+}
+
 // False when no instance was live: the query has then been answered and `q` is gone.
 bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, uint32_t item, std::vector<tensor> inputs) {
   auto& st = self->state;
-  auto& p = st.cfg->pipelines[q.pipeline];
-  auto& split = *st.routes->split(q.pipeline);
+  auto& p = q.pipe();
+  auto& models = q.cfg->models;
+  auto& split = split_of(st, q);
   auto span = q.deadline - q.arrival;
   in_flight f;
   f.query = qid;
   f.stage = stage;
   f.item = item;
-  f.model = st.routes->stage_model(q.pipeline, stage);
+  f.model = stage_model_of(st, q, stage);
   // A stage over versions of its model: the version the request asks for, else one by the weights
   // among those routed now (a version an apply just brought takes traffic once it is loaded).
   if (auto& vs = p.stages[stage].versions; !vs.empty()) {
     std::vector<stage_version> routed;
     for (auto& v : vs)
-      if (st.routes->serves(st.cfg->models[v.model_index].name)) routed.push_back(v);
+      if (st.routes->serves(models[v.model_index].name)) routed.push_back(v);
     bool any = std::any_of(routed.begin(), routed.end(), [](auto& v) { return v.weight > 0; });
-    f.model = st.cfg->models[pick_version(q.version > 0 || !any ? vs : routed, q.version, st.rng)].name;
+    f.model = models[pick_version(q.version > 0 || !any ? vs : routed, q.version, st.rng)].name;
   }
   // A cascade's first model finishes by its share of the stage's budget: the second may follow.
-  f.deadline = q.arrival + nanoseconds(first_model_finish_ns(p, st.cfg->models, split, stage, span.count()));
+  f.deadline = q.arrival + nanoseconds(first_model_finish_ns(p, models, split, stage, span.count()));
   // A client the table maps runs the variant on the device it was mapped to.
   if (q.route) {
     auto& vi = p.stages[stage].variant_indices;
-    if (std::any_of(vi.begin(), vi.end(), [&](size_t m) { return st.cfg->models[m].name == q.route->model; })) {
+    if (std::any_of(vi.begin(), vi.end(), [&](size_t m) { return models[m].name == q.route->model; })) {
       f.model = q.route->model;
       f.at.emplace(q.route->node, q.route->device);
     }
   }
   // A partitioned model: the layer ranges its fragment's route names, in turn, each by its share
   // of the time left; without a route, the rest of the model from where the client stopped.
-  if (auto& whole = st.cfg->models[p.stages[stage].model_index]; whole.partitioned()) {
-    if (auto* fr = st.routes->fragment_route(q.pipeline, q.start, q.slo_ms, st.rng)) {
+  if (auto& whole = models[p.stages[stage].model_index]; whole.partitioned()) {
+    if (auto* fr = q.held ? nullptr : st.routes->fragment_route(q.pipeline, q.start, q.slo_ms, st.rng)) {
       double total = 0, done = 0;
       for (double b : fr->budgets_ms) total += std::max(0.0, b);
       auto end = f.deadline;
@@ -364,14 +370,15 @@ bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, uint32_t i
   // A cascade's second model answers alone, by the stage's deadline: under `skew` while no skew
   // pays (the oracle, which tells WEG the class), or where the table runs it alone (IPA's choice).
   auto& c = p.stages[stage].cascade;
-  if (c && c->skew && !weg_of(st, q.pipeline, stage).cascades()) f.model = st.cfg->models[c->second_index].name;
-  bool alone = c && f.model == st.cfg->models[c->second_index].name;
+  if (c && c->skew && !q.held && !weg_of(st, q.pipeline, stage).cascades()) f.model = models[c->second_index].name;
+  bool alone = c && f.model == models[c->second_index].name;
   if (alone) {
     f.deadline = q.arrival + nanoseconds(stage_finish_ns(p, split, stage, span.count()));
     f.fallback = true;
     if (c->skew) f.skew = in_flight::skew_role::oracle_alone;
   }
   if (!launch(self, qid, q, std::move(f), {})) return false;
+  if (q.held) return true;  // its pipeline's load is counted under the configuration in force
   ++st.load[q.pipeline].stage_invocations[stage];
   if (alone) ++st.load[q.pipeline].fallthroughs[stage];
   return true;
@@ -381,15 +388,15 @@ bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, uint32_t i
 // False when no instance was live (the query has then been answered).
 bool fall_through(self_ptr self, uint64_t qid, query& q, in_flight& first) {
   auto& st = self->state;
-  auto& p = st.cfg->pipelines[q.pipeline];
+  auto& p = q.pipe();
   auto& s = p.stages[first.stage];
-  auto& split = *st.routes->split(q.pipeline);
+  auto& split = split_of(st, q);
   auto span = q.deadline - q.arrival;
   in_flight f;
   f.query = qid;
   f.stage = first.stage;
   f.item = first.item;
-  f.model = st.cfg->models[s.cascade->second_index].name;
+  f.model = q.cfg->models[s.cascade->second_index].name;
   f.deadline = q.arrival + nanoseconds(stage_finish_ns(p, split, first.stage, span.count()));
   f.checked = first.checked;  // the same input, of the same declared tensor
   f.inputs = std::move(first.inputs);
@@ -397,7 +404,7 @@ bool fall_through(self_ptr self, uint64_t qid, query& q, in_flight& first) {
   f.skew = first.skew;
   f.compact_class = first.compact_class;
   if (!launch(self, qid, q, std::move(f), " (stage '" + s.name + "' falls through to it)")) return false;
-  ++st.load[q.pipeline].fallthroughs[first.stage];
+  if (!q.held) ++st.load[q.pipeline].fallthroughs[first.stage];
   return true;
 }
 
@@ -498,10 +505,10 @@ void on_result(self_ptr self, msg::invocation_result& r) {
   auto qit = st.queries.find(f.query);
   if (qit == st.queries.end()) return;
   auto& q = qit->second;
-  auto& p = st.cfg->pipelines[q.pipeline];
+  auto& p = q.pipe();
   auto& s = p.stages[f.stage];
   std::erase(q.invocations, r.id);
-  auto* spec = st.cfg->find_model(f.model);
+  auto* spec = q.cfg->find_model(f.model);
   auto version = spec ? spec->version : 1;
   q.timings.push_back(
       {s.name, r.node, r.device, r.batch, r.queue_ns / 1e6, r.exec_ns / 1e6, f.model, static_cast<uint32_t>(version)});
@@ -519,10 +526,10 @@ void on_result(self_ptr self, msg::invocation_result& r) {
     return;
   }
   if (!f.chain.empty()) return void(next_range(self, q, f, std::move(r.outputs)));
-  if (s.cascade && s.cascade->skew && !observe_skew(st, q.pipeline, f, r.outputs))
-    return void(fall_through(self, f.query, q, f));
-  if (s.cascade && !s.cascade->skew && !f.fallback &&
-      !cascade_confident(st.cfg->models[s.model_index], *s.cascade, r.outputs, f.query, f.stage))
+  bool skew = s.cascade && s.cascade->skew && !q.held;  // a held query's stage is WEG's no more
+  if (skew && !observe_skew(st, q.pipeline, f, r.outputs)) return void(fall_through(self, f.query, q, f));
+  if (s.cascade && !skew && !f.fallback &&
+      !cascade_confident(q.cfg->models[s.model_index], *s.cascade, r.outputs, f.query, f.stage))
     return void(fall_through(self, f.query, q, f));
   // A leaf with an SLO of its own: its path is late once the leaf finishes after it.
   if (path_late(p, f.stage, (self->clock().now() - q.arrival).count(), (q.deadline - q.arrival).count()) &&

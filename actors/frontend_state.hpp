@@ -35,11 +35,23 @@ inline double ms_between(clock_time a, clock_time b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+// What a query whose pipeline an apply reshaped or dropped goes on with: the stage budgets and
+// the models its stages ran under when the apply came.
+struct held_pipeline {
+  slo_split split;
+  std::vector<std::string> stage_models;
+};
+
 struct query {
   std::string client;
   std::shared_ptr<const reply_sink> sink;  // the HTTP ingress's, or null: over ZeroMQ
   uint64_t request_id = 0;
-  size_t pipeline = 0;
+  size_t pipeline = 0;  // in `cfg`
+  // The configuration it runs under: the node's at admission, moved on by an apply that keeps its
+  // pipeline's stages; an apply that reshapes or drops them leaves it here, `held`, to finish.
+  std::shared_ptr<const cluster_config> cfg;
+  std::shared_ptr<const held_pipeline> held;
+  const sloserve::pipeline& pipe() const { return cfg->pipelines[pipeline]; }
   clock_time arrival, deadline;
   std::optional<query_walk> walk;
   std::vector<msg::stage_timing> timings;
@@ -140,6 +152,12 @@ struct frontend_state {
   };
   std::unordered_map<uint64_t, forwarded_invocation> forwarded;
 };
+
+// The model stage `s` of `q` runs: the routing table's variant, or, for a query an apply left on
+// its old stages, the one it was running.
+inline const std::string& stage_model_of(const frontend_state& st, const query& q, size_t s) {
+  return q.held ? q.held->stage_models[s] : st.routes->stage_model(q.pipeline, s);
+}
 
 using self_ptr = frontend_actor::stateful_pointer<frontend_state>;
 

@@ -158,6 +158,7 @@ using scaler_actor = caf::typed_actor<caf::reacts_to<start_atom>,      // wiring
                                       caf::reacts_to<tick_atom>,       // one vertical period has passed
                                       caf::reacts_to<worker_set>,      // workers up now
                                       caf::reacts_to<profile_scales>,  // models that run off their profile
+                                      caf::reacts_to<new_config>,      // an apply's scaler: knobs
                                       caf::replies_to<stats_atom>::with<scaler_stats>>;  // cost so far
 
 // One scheduler epoch to plan: the input (rates set, slots of the workers up) and the models it

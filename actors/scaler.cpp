@@ -58,6 +58,11 @@ scaler_actor spawn_scaler(caf::actor_system& sys, actor_args args) {
           });
         },
         [=](worker_set& w) { self->state.core->on_workers(w); },
+        [=](new_config& c) {
+          auto& st = self->state;
+          st.cfg = c.cfg;
+          st.core->retune(*st.cfg);
+        },
         [=](profile_scales& p) {
           for (auto& [model, scale] : p.scales) self->state.core->rescale(model, scale);
         },

@@ -203,8 +203,10 @@ std::vector<config_error> live_refusals(const cluster_config& running, const clu
                                                 "' has no profile, and only a starting worker measures one: give "
                                                 "it a `profile:` (`sloserve profile` measures it)");
     } else if (c.section == "models" && c.what == k::changed) {
+      auto* was = running.find_model(c.name);
+      bool plain = was && !was->is_variant() && !was->partitioned() && !was->is_fragment() && was->netnn.empty();
       for (auto& key : c.keys)
-        if (loaded_keys().count(key))
+        if (loaded_keys().count(key) && !(key == "path" && plain))
           refuse(place("models", c.name, key),
                  "model '" + c.name + "': '" + key +
                      "' cannot change under the same name while devices hold it: add the new one under another "
@@ -212,9 +214,10 @@ std::vector<config_error> live_refusals(const cluster_config& running, const clu
     } else if (c.section == "runtime" || c.section == "security" || c.section == "cluster") {
       refuse(place(c.section, "", c.keys.empty() ? "" : c.keys.front()),
              "'" + c.section + "' cannot change while the cluster runs (restart its nodes with the file)");
-    } else if (c.section == "scaler") {
-      refuse(place("scaler", "", c.keys.empty() ? "" : c.keys.front()),
-             "'scaler' cannot change by apply: the scaler owns placement (restart with the file)");
+    } else if (c.section == "scaler" && running.scaler.policy != fresh.scaler.policy) {
+      refuse(place("scaler", "", "policy"), "the scaler policy cannot change while the cluster runs ('" +
+                                                std::string(knob_name(running.scaler.policy)) +
+                                                "' runs): its knobs can, by apply");
     } else if (c.section == "scheduler" && running.scheduler.name() != fresh.scheduler.name()) {
       refuse(place("scheduler", "", "policy"), "the scheduler policy cannot change while the cluster runs ('" +
                                                    std::string(running.scheduler.name()) + "' runs)");

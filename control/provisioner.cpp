@@ -6,12 +6,12 @@
 namespace sloserve {
 
 local_provisioner::local_provisioner(const cluster_config& cfg, std::function<void(deployment)> publish)
-    : cfg_(cfg), publish_(std::move(publish)) {}
+    : cfg_(&cfg), publish_(std::move(publish)) {}
 
 int local_provisioner::free_cores(const std::string& node) const {
-  auto* n = cfg_.find_node(node);
+  auto* n = cfg_->find_node(node);
   if (!n) return 0;
-  int cap = n->cores > 0 ? n->cores : n->device_count() * cfg_.scaler.max_cores;
+  int cap = n->cores > 0 ? n->cores : n->device_count() * cfg_->scaler.max_cores;
   for (auto& i : instances_)
     if (i.node == node) cap -= i.cores;
   return cap;
@@ -24,18 +24,18 @@ int local_provisioner::total_cores() const {
 }
 
 int local_provisioner::cores_grantable(const std::string& node, int wanted) const {
-  int grant = std::min({wanted, free_cores(node), cfg_.scaler.max_cores});
-  if (cfg_.scaler.max_total_cores > 0) grant = std::min(grant, cfg_.scaler.max_total_cores - total_cores());
+  int grant = std::min({wanted, free_cores(node), cfg_->scaler.max_cores});
+  if (cfg_->scaler.max_total_cores > 0) grant = std::min(grant, cfg_->scaler.max_total_cores - total_cores());
   return grant;
 }
 
 std::optional<uint64_t> local_provisioner::start(const std::string& model, int cores, int batch) {
-  if (cfg_.scaler.max_instances > 0 && static_cast<int>(instances_.size()) >= cfg_.scaler.max_instances)
+  if (cfg_->scaler.max_instances > 0 && static_cast<int>(instances_.size()) >= cfg_->scaler.max_instances)
     return std::nullopt;
   // The live worker with a free slot for the model and the most free cores.
   const node_spec* best = nullptr;
   int best_slot = -1, best_free = 0;
-  for (auto& n : cfg_.nodes) {
+  for (auto& n : cfg_->nodes) {
     if (!n.has_role(role::worker) || !up_.count(n.name)) continue;
     int free = free_cores(n.name);
     if (free < 1 || (best && free <= best_free)) continue;
@@ -65,7 +65,7 @@ int local_provisioner::resize(uint64_t id, int cores, int batch) {
   auto it = std::find_if(instances_.begin(), instances_.end(), [&](auto& i) { return i.id == id; });
   if (it == instances_.end()) return 0;
   it->batch = std::max(1, batch);
-  int wanted = std::clamp(cores, 1, cfg_.scaler.max_cores);
+  int wanted = std::clamp(cores, 1, cfg_->scaler.max_cores);
   if (wanted <= it->cores) {
     it->cores = wanted;
     return wanted;

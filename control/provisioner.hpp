@@ -45,6 +45,8 @@ class provisioner {
   virtual void set_in_turn(std::map<std::string, batch_in_turn> in_turn) = 0;
   // Every instance, oldest first.
   virtual std::vector<placed_instance> instances() const = 0;
+  // An apply changed the scaler's knobs (its limits): `cfg` from now on (nodes and models are the same).
+  virtual void rebind(const cluster_config& cfg) {}
   // Hands the placement on if it changed since the last commit; true when it did.
   virtual bool commit() = 0;
 };
@@ -61,6 +63,7 @@ class local_provisioner final : public provisioner {
   void set_in_turn(std::map<std::string, batch_in_turn> in_turn) override { in_turn_ = std::move(in_turn); }
   std::vector<placed_instance> instances() const override { return instances_; }
   bool commit() override;
+  void rebind(const cluster_config& cfg) override { cfg_ = &cfg; }
 
   // Cores free on a node now (its `cores`, or max_cores per slot when it sets none).
   int free_cores(const std::string& node) const;
@@ -69,7 +72,7 @@ class local_provisioner final : public provisioner {
   int total_cores() const;
   int cores_grantable(const std::string& node, int wanted) const;
 
-  const cluster_config& cfg_;
+  const cluster_config* cfg_;
   std::function<void(deployment)> publish_;
   std::set<std::string> up_;
   std::vector<placed_instance> instances_;

@@ -33,13 +33,13 @@ template <class F>
 void scaler_core::route_budgets(F budget) {
   std::vector<msg::stage_budget> budgets;
   for (auto& s : stages_)
-    budgets.push_back({cfg_.pipelines[s.pipeline].name, cfg_.pipelines[s.pipeline].stages[s.stage].name, budget(s),
+    budgets.push_back({cfg_->pipelines[s.pipeline].name, cfg_->pipelines[s.pipeline].stages[s.stage].name, budget(s),
                        s.model->name, s.cascading ? s.first_share : 0});
   prov_->set_budgets(std::move(budgets));
 }
 
 std::vector<scaler_core::stage_info*> scaler_core::stages_of(size_t pi) {
-  std::vector<stage_info*> out(cfg_.pipelines[pi].stages.size(), nullptr);
+  std::vector<stage_info*> out(cfg_->pipelines[pi].stages.size(), nullptr);
   for (auto& s : stages_)
     if (s.pipeline == pi) out[s.stage] = &s;
   return out;
@@ -51,8 +51,8 @@ std::vector<scaler_core::stage_info*> scaler_core::stages_of(size_t pi) {
 // deployment; they change only when a stage's moves by more than 2% of the SLO.
 void scaler_core::split_budgets() {
   bool changed = false;
-  for (size_t pi = 0; pi < cfg_.pipelines.size(); ++pi) {
-    auto& p = cfg_.pipelines[pi];
+  for (size_t pi = 0; pi < cfg_->pipelines.size(); ++pi) {
+    auto& p = cfg_->pipelines[pi];
     auto by_stage = stages_of(pi);
     std::vector<double> rates;
     for (auto* s : by_stage) rates.push_back(s && s->last.rate > 0 ? s->last.rate : 1.0);
@@ -139,8 +139,8 @@ void scaler_core::reconcile(stage_info& s) {
       before.push_back(i);
   if (before.empty() || !serves) return;
   for (auto& i : before) prov_->stop(i.id), ++stats_.horizontal_changes;
-  spdlog::info("{}: scaler {}: '{}' serves; {} instance(s) of the variant before it stopped", name_, cfg_.scaler.policy,
-               s.model->name, before.size());
+  spdlog::info("{}: scaler {}: '{}' serves; {} instance(s) of the variant before it stopped", name_,
+               cfg_->scaler.policy, s.model->name, before.size());
 }
 
 // Instances the controller has acknowledged serve from then on (a resize keeps them serving).
@@ -163,8 +163,8 @@ void scaler_core::apply() {
 // latest report.
 void scaler_core::observe(stage_info& s, const cluster_load& load, const std::vector<placed_instance>& instances,
                           bool full, double dt) {
-  auto& o = cfg_.scaler;
-  double headroom = 1 + cfg_.scheduler.headroom;
+  auto& o = cfg_->scaler;
+  double headroom = 1 + cfg_->scheduler.headroom;
   sched::scale_stage in;
   in.l = s.l;
   in.max_batch = s.model->batch_limit();
@@ -219,11 +219,11 @@ void scaler_core::observe(stage_info& s, const cluster_load& load, const std::ve
   // A lull keeps what the recent peak needed (as the scheduler's epochs do), released slowly.
   // Not IPA's: it trades accuracy for load, and gives the accuracy back when the load goes
   // (devices it frees stay loaded as spares meanwhile).
-  double half_life = o.policy == scaler_policy::ipa ? 0 : cfg_.scheduler.peak_half_life_s;
+  double half_life = o.policy == scaler_policy::ipa ? 0 : cfg_->scheduler.peak_half_life_s;
   s.peak = std::max(sized, half_life > 0 ? s.peak * std::exp2(-dt / half_life) : 0.0);
   in.rate = s.peak * headroom;
   in.predicted = std::max(s.predictor->predict(), half_life > 0 ? s.peak : 0.0) * headroom;
-  auto& p = cfg_.pipelines[s.pipeline];
+  auto& p = cfg_->pipelines[s.pipeline];
   for (size_t c = 0; c < p.stages.size(); ++c)
     for (auto parent : p.stages[c].parents)
       if (parent == s.stage) in.children.push_back(c);
@@ -232,17 +232,17 @@ void scaler_core::observe(stage_info& s, const cluster_load& load, const std::ve
 }
 
 void scaler_core::choose_shapes(bool full, bool horizontal, bool surge) {
-  auto& o = cfg_.scaler;
+  auto& o = cfg_->scaler;
   // FA2 re-plans every horizontal period, and at once for a surge (not left to the next period).
   if (o.policy == scaler_policy::fa2 && (horizontal || surge)) {
     // FA2 plans each pipeline's DAG at once; stage k of pipeline p is stages_' entry with it.
-    for (size_t pi = 0; pi < cfg_.pipelines.size(); ++pi) {
-      std::vector<size_t> idx(cfg_.pipelines[pi].stages.size(), SIZE_MAX);
+    for (size_t pi = 0; pi < cfg_->pipelines.size(); ++pi) {
+      std::vector<size_t> idx(cfg_->pipelines[pi].stages.size(), SIZE_MAX);
       for (size_t k = 0; k < stages_.size(); ++k)
         if (stages_[k].pipeline == pi) idx[stages_[k].stage] = k;
       std::vector<sched::scale_stage> in;
       for (auto k : idx) in.push_back(stages_[k].last);
-      auto shapes = sched::fa2_shapes(in, cfg_.pipelines[pi].slo_ms);
+      auto shapes = sched::fa2_shapes(in, cfg_->pipelines[pi].slo_ms);
       for (size_t j = 0; j < idx.size(); ++j) stages_[idx[j]].shape = shapes[j];
     }
     route_budgets([](const stage_info& s) { return s.shape.budget_ms; });
@@ -281,7 +281,7 @@ void scaler_core::choose_shapes(bool full, bool horizontal, bool surge) {
 }
 
 void scaler_core::decide(const cluster_load& load, double dt) {
-  auto& o = cfg_.scaler;
+  auto& o = cfg_->scaler;
   mark_serving();
   auto instances = prov_->instances();
   // Cost of what ran during the period that just ended.
@@ -316,18 +316,42 @@ void scaler_core::decide(const cluster_load& load, double dt) {
                  o.policy, n, cores, stats_.instance_seconds, stats_.core_seconds, stats_.seconds);
 }
 
-scaler_core::scaler_core(const cluster_config& cfg, std::unique_ptr<provisioner> prov, std::string name)
-    : cfg_(cfg), models_(cfg.models), prov_(std::move(prov)), name_(std::move(name)) {
-  auto& o = cfg_.scaler;
+void scaler_core::set_periods() {
+  auto& o = cfg_->scaler;
   double horizontal_s =
-      o.policy == scaler_policy::ipa ? cfg_.scheduler.section_as<sched::ipa::options>().interval_s : o.horizontal_s;
+      o.policy == scaler_policy::ipa ? cfg_->scheduler.section_as<sched::ipa::options>().interval_s : o.horizontal_s;
   ticks_per_horizontal_ = std::max(1, static_cast<int>(std::lround(horizontal_s / o.vertical_s)));
-  polls_per_tick_ = std::max(1, static_cast<int>(std::lround(o.vertical_s * 1000 / cfg_.runtime.beacon_ms)));
-  if (auto th = cfg_.scheduler.section_as<sched::ipa::options>().base_rps; o.policy == scaler_policy::ipa && th > 0)
-    if (auto set = apply_base_allocation(models_, cfg_.pipelines, th, o.max_cores); !set.empty())
+  polls_per_tick_ = std::max(1, static_cast<int>(std::lround(o.vertical_s * 1000 / cfg_->runtime.beacon_ms)));
+}
+
+// The plan holds for the horizontal period; IPA's forecasts the next 20 s (its thesis). The
+// predictor observes one rate per vertical period.
+double scaler_core::horizon() const {
+  auto& o = cfg_->scaler;
+  return (o.policy == scaler_policy::ipa ? 20.0 : o.horizontal_s) / o.vertical_s;
+}
+
+void scaler_core::retune(const cluster_config& cfg) {
+  auto was_predictor = cfg_->scaler.predictor;
+  auto was_horizon = horizon();
+  cfg_ = &cfg;
+  prov_->rebind(cfg);
+  set_periods();
+  if (cfg.scaler.predictor != was_predictor || horizon() != was_horizon)
+    for (auto& s : stages_) s.predictor = make_predictor(cfg.scaler.predictor, horizon());
+  spdlog::info("{}: scaler {}: knobs applied: vertical every {} s, horizontal every {} s, predictor {}", name_,
+               cfg.scaler.policy, cfg.scaler.vertical_s, cfg.scaler.horizontal_s, cfg.scaler.predictor);
+}
+
+scaler_core::scaler_core(const cluster_config& cfg, std::unique_ptr<provisioner> prov, std::string name)
+    : cfg_(&cfg), models_(cfg.models), prov_(std::move(prov)), name_(std::move(name)) {
+  auto& o = cfg_->scaler;
+  set_periods();
+  if (auto th = cfg_->scheduler.section_as<sched::ipa::options>().base_rps; o.policy == scaler_policy::ipa && th > 0)
+    if (auto set = apply_base_allocation(models_, cfg_->pipelines, th, o.max_cores); !set.empty())
       spdlog::info("{}: scaler ipa: base allocations at {:g} requests/s: {}", name_, th, fmt::join(set, ", "));
-  for (size_t pi = 0; pi < cfg_.pipelines.size(); ++pi) {
-    auto& p = cfg_.pipelines[pi];
+  for (size_t pi = 0; pi < cfg_->pipelines.size(); ++pi) {
+    auto& p = cfg_->pipelines[pi];
     auto split = even_split(p);
     for (size_t k = 0; k < p.stages.size(); ++k) {
       stage_info s;
@@ -342,9 +366,7 @@ scaler_core::scaler_core(const cluster_config& cfg, std::unique_ptr<provisioner>
       }
       s.l = latency_of(*s.model);
       s.split_budget_ms = split.budget_ms[k];
-      // The plan holds for the horizontal period; IPA's forecasts the next 20 s (its thesis). The
-      // predictor observes one rate per vertical period.
-      s.predictor = make_predictor(o.predictor, (o.policy == scaler_policy::ipa ? 20.0 : horizontal_s) / o.vertical_s);
+      s.predictor = make_predictor(o.predictor, horizon());
       stages_.push_back(std::move(s));
     }
   }
@@ -356,9 +378,9 @@ scaler_core::scaler_core(const cluster_config& cfg, std::unique_ptr<provisioner>
 // latencies stretched so that the longest path takes the whole SLO. A pipeline no choice serves
 // within its SLO runs its fastest variants at batch 1, enough of them for the rate.
 void scaler_core::ipa_shapes() {
-  auto& w = cfg_.scheduler.section_as<sched::ipa::options>();
-  for (size_t pi = 0; pi < cfg_.pipelines.size(); ++pi) {
-    auto& p = cfg_.pipelines[pi];
+  auto& w = cfg_->scheduler.section_as<sched::ipa::options>();
+  for (size_t pi = 0; pi < cfg_->pipelines.size(); ++pi) {
+    auto& p = cfg_->pipelines[pi];
     auto by_stage = stages_of(pi);
     // No traffic yet: planned for one request a second, so that every stage has a replica.
     std::vector<double> rates;
@@ -418,16 +440,16 @@ void scaler_core::ipa_shapes() {
 }
 
 std::chrono::milliseconds scaler_core::poll_period() const {
-  auto per = std::max<long>(1, std::lround(cfg_.scaler.vertical_s * 1000));
-  auto polls = std::max<long>(1, std::lround(cfg_.scaler.vertical_s * 1000 / cfg_.runtime.beacon_ms));
+  auto per = std::max<long>(1, std::lround(cfg_->scaler.vertical_s * 1000));
+  auto polls = std::max<long>(1, std::lround(cfg_->scaler.vertical_s * 1000 / cfg_->runtime.beacon_ms));
   return std::chrono::milliseconds(std::max<long>(1, per / polls));
 }
 
 void scaler_core::start() {
-  spdlog::info("{}: scaler {}: vertical every {} s, horizontal every {} s, predictor {}", name_, cfg_.scaler.policy,
-               cfg_.scaler.vertical_s, cfg_.scaler.horizontal_s, cfg_.scaler.predictor);
+  spdlog::info("{}: scaler {}: vertical every {} s, horizontal every {} s, predictor {}", name_, cfg_->scaler.policy,
+               cfg_->scaler.vertical_s, cfg_->scaler.horizontal_s, cfg_->scaler.predictor);
   // Routed with the first deployment (once the workers are known).
-  if (cfg_.scaler.policy == scaler_policy::sponge || cfg_.scaler.policy == scaler_policy::biscale) split_budgets();
+  if (cfg_->scaler.policy == scaler_policy::sponge || cfg_->scaler.policy == scaler_policy::biscale) split_budgets();
 }
 
 void scaler_core::rescale(const std::string& model, double scale) {
@@ -435,7 +457,7 @@ void scaler_core::rescale(const std::string& model, double scale) {
   for (auto& s : stages_)
     if (s.model->name == model) s.l = latency_of(*s.model);
   spdlog::info("{}: scaler {}: {} sized at {:.2f}x its profile from now on (measured while serving)", name_,
-               cfg_.scaler.policy, model, scale);
+               cfg_->scaler.policy, model, scale);
 }
 
 void scaler_core::on_workers(const worker_set& w) {

@@ -75,6 +75,10 @@ class scaler_core {
   // The online profile refresh: `model` runs at its profile x `scale` (sched::profile_drift);
   // the next decisions size it so.
   void rescale(const std::string& model, double scale);
+  // An apply changed the scaler's (or the scheduler's) knobs: `cfg` from now on, with the same
+  // policy, pipelines and models. Periods and limits follow; the predictors start afresh when
+  // their kind or horizon changed.
+  void retune(const cluster_config& cfg);
   scaler_stats stats() const;
   const provisioner& placement() const { return *prov_; }
 
@@ -127,8 +131,12 @@ class scaler_core {
   bool bring_to(const model_spec& model, const sched::stage_shape& shape, bool& told);
   void mark_serving();
   void apply();
+  // Vertical polls per period and vertical periods per horizontal one, from the knobs; the
+  // horizon (in vertical periods) a stage's predictor forecasts.
+  void set_periods();
+  double horizon() const;
 
-  const cluster_config& cfg_;
+  const cluster_config* cfg_;
   // The file's models, each at its latest refreshed profile (rescale); stages point into it.
   std::vector<model_spec> models_;
   std::map<std::string, double> scales_;

@@ -54,6 +54,12 @@ class device_executor {
   virtual status load(const model_spec& m) { return {}; }
   // Frees what load() holds of `model` (an apply removed it and its last batch has run).
   virtual void unload(const std::string& model) {}
+  // An apply gave `m` another file under the same name: loads and warms it in place of the one
+  // held (the device runs nothing meanwhile). On failure the one held stays, with the reason.
+  virtual status reload(const model_spec& m) {
+    unload(m.name);
+    return load(m);
+  }
   // Intra-op threads for the batches that follow (vertical scaling on cpu devices).
   virtual void set_threads(int threads) {}
   // Prefix batching: variants of one prefix run the prefix once over all groups' requests, then

@@ -205,6 +205,20 @@ class torch_executor final : public device_executor {
     warmed_.erase(model);
   }
 
+  // The new file loads and warms beside the one held, which stays if it fails.
+  status reload(const model_spec& m) override {
+    auto module = modules_.extract(m.name);
+    auto warmed = warmed_.extract(m.name);
+    ready_.erase(m.name);
+    auto loaded = load(m);
+    if (loaded) return {};
+    modules_.erase(m.name);
+    warmed_.erase(m.name);
+    if (!module.empty()) modules_.insert(std::move(module)), ready_.insert(m.name);
+    if (!warmed.empty()) warmed_.insert(std::move(warmed));
+    return loaded;
+  }
+
   status load(const model_spec& m) override {
     if (ready_.count(m.name)) return {};
     if (m.path.empty()) return fail("model '" + m.name + "' has no TorchScript path (models[].path)");

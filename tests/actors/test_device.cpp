@@ -607,6 +607,77 @@ class refusing_executor final : public device_executor {
   }
 };
 
+// An executor that runs each model from the file it last loaded, and cannot load a file named
+// broken; it logs its loads and runs.
+class file_executor final : public device_executor {
+ public:
+  explicit file_executor(std::shared_ptr<std::vector<std::string>> log) : log_(std::move(log)) {}
+  device_kind kind() const override { return device_kind::emulated; }
+  status load(const model_spec& m) override {
+    if (m.path.find("broken") != std::string::npos) return fail("cannot load model '" + m.name + "' from " + m.path);
+    files_[m.name] = m.path;
+    log_->push_back("load " + m.name + " " + m.path);
+    return {};
+  }
+  void unload(const std::string& model) override { files_.erase(model); }
+  status reload(const model_spec& m) override {
+    auto kept = files_[m.name];
+    if (auto s = load(m); !s) {
+      files_[m.name] = kept;
+      log_->push_back("kept " + m.name + " " + kept);
+      return s;
+    }
+    return {};
+  }
+  batch_outcome execute(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs) override {
+    log_->push_back("run " + m.name + " " + files_[m.name]);
+    batch_outcome out;
+    for (size_t i = 0; i < inputs.size(); ++i) out.outputs.push_back({make_tensor(m.output, 7, "output")});
+    return out;
+  }
+
+ private:
+  std::shared_ptr<std::vector<std::string>> log_;
+  std::map<std::string, std::string> files_;
+};
+
+// An apply that gives a model another file under its name: the device loads it in place and runs
+// it from then on; a file that will not load leaves the old one running.
+TEST(file_device, an_apply_with_a_new_file_loads_it_in_place_and_a_bad_one_keeps_the_old) {
+  caf_fixture f;
+  std::vector<std::shared_ptr<const cluster_config>> ran;  // a node keeps every configuration it ran
+  auto with_path = [&](const std::string& path) {
+    std::string y = yaml;
+    auto at = y.find("max_batch: 4, profile: {batch: [1, 2, 4], latency_ms: [10, 12, 16]}");
+    y.insert(at, "path: " + path + ", ");
+    auto r = parse_cluster_config(y, "/w/cluster.yaml");
+    EXPECT_TRUE(r) << r.error_text();
+    return ran.emplace_back(std::make_shared<const cluster_config>(std::move(*r.config)));
+  };
+  auto net = std::make_shared<recording_link>("w");
+  auto log = std::make_shared<std::vector<std::string>>();
+  auto dev = f.keep(spawn_device(*f.sys, {with_path("m1.pt"), net, 1}, 0, std::make_unique<file_executor>(log)));
+  caf::anon_send(dev, msg::device_schedule{0, 0, {{"m", 1}}});
+  f.run();
+  auto invoke = [&](uint64_t id) {
+    caf::anon_send(dev, msg::invocation{id, "fe", "m", 0, 100'000'000, {make_tensor({dtype::float32, {2}}, id)}});
+    f.run();
+    f.advance(20ms);
+  };
+  invoke(1);
+  caf::anon_send(dev, new_config{with_path("m2.pt")});
+  f.run();
+  invoke(2);
+  caf::anon_send(dev, new_config{with_path("broken.pt")});
+  f.run();
+  invoke(3);
+  EXPECT_EQ(*log, (std::vector<std::string>{"load m /w/m1.pt", "run m /w/m1.pt", "load m /w/m2.pt", "run m /w/m2.pt",
+                                            "kept m /w/m2.pt", "run m /w/m2.pt"}));
+  auto results = net->take<msg::invocation_result>();
+  ASSERT_EQ(results.size(), 3u);
+  for (auto& [node, r] : results) EXPECT_EQ(r.code, msg::status::ok) << r.reason;
+}
+
 // A model the schedule asks for that will not load is not served, and requests that reach it
 // anyway are answered with why it would not load; the others are served.
 TEST(refusing_device, a_model_that_would_not_load_answers_why) {

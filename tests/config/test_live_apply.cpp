@@ -134,6 +134,30 @@ TEST(live_apply, another_scheduler_policy_is_refused_its_knobs_are_not) {
   EXPECT_NE(r[0].message.find("the scheduler policy cannot change"), std::string::npos);
 }
 
+// A plain model's file changes under its name (devices load the new file in place); the
+// scaler's knobs change, its policy does not.
+TEST(live_apply, a_models_file_and_the_scalers_knobs_change_live_the_scaler_policy_does_not) {
+  auto running = parse_config(running_yaml);
+  auto file = edited(running_yaml, "    max_batch: 8\n", "    max_batch: 8\n    path: a-2.pt\n");
+  EXPECT_TRUE(live_refusals(running, parse_config(file), file).empty());
+  EXPECT_EQ(lines(diff_configs(running, parse_config(file))), std::vector<std::string>{"~ model 'a': path"});
+
+  auto scaled_yaml = running_yaml + "scaler: {policy: fa2, horizontal_s: 5}\n";
+  auto scaled = parse_config(scaled_yaml);
+  auto knobs = running_yaml + "scaler: {policy: fa2, horizontal_s: 10, max_total_cores: 8}\n";
+  EXPECT_TRUE(live_refusals(scaled, parse_config(knobs), knobs).empty());
+  auto off = running_yaml;
+  auto r = live_refusals(scaled, parse_config(off), off);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_NE(r[0].message.find("the scaler policy cannot change while the cluster runs ('fa2' runs)"), std::string::npos)
+      << r[0].message;
+  // Under a scaler, models still change by restart.
+  auto with_file = edited(scaled_yaml, "    max_batch: 8\n", "    max_batch: 8\n    path: a-2.pt\n");
+  r = live_refusals(scaled, parse_config(with_file), with_file);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_NE(r[0].message.find("owns placement"), std::string::npos) << r[0].message;
+}
+
 TEST(live_apply, ports_the_new_file_leaves_to_up_match_the_running_ones) {
   auto running = parse_config(running_yaml);
   auto zero = edited(running_yaml, "tcp://127.0.0.1:7101", "tcp://127.0.0.1:0");

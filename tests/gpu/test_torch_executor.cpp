@@ -120,6 +120,27 @@ TEST_P(torch_executor_kinds, batch_outputs_equal_pytorch_and_split_per_request) 
   expect_reference(*ex, tiny_cnn(), "tiny_cnn");  // loads on first use
 }
 
+// An apply gave a model another file under its name: the new file serves from then on; a file
+// that will not load leaves the one that served.
+TEST_P(torch_executor_kinds, a_reloaded_model_serves_its_new_file_and_a_bad_file_keeps_the_old) {
+  ASSERT_TRUE(torch_available());
+  auto m = tiny_mlp();
+  m.name = "m";
+  ASSERT_TRUE(ex->load(m));
+  expect_reference(*ex, m, "tiny_mlp");
+  auto next = tiny_cnn();
+  next.name = "m";
+  auto reloaded = ex->reload(next);
+  ASSERT_TRUE(reloaded) << reloaded.error();
+  expect_reference(*ex, next, "tiny_cnn");
+  auto broken = next;
+  broken.path = dir + "/no-such-file.pt";
+  auto failed = ex->reload(broken);
+  ASSERT_FALSE(failed);
+  EXPECT_NE(failed.error().find("no-such-file.pt"), std::string::npos) << failed.error();
+  expect_reference(*ex, next, "tiny_cnn");
+}
+
 // Graft's fragments: ResNet-18 cut at each exported layer p, the server's part [p, end) run on
 // what layers [0, p) made of two images, answers as the whole network does on the images.
 TEST_P(torch_executor_kinds, a_resnet18_fragment_from_any_split_answers_as_the_whole_network) {

@@ -261,6 +261,19 @@ scaler: {policy: fa2, vertical_s: 0.5, horizontal_s: 1}
   start_cluster();
   std::ofstream(dir / "trace.txt") << "50\n50\n50\n700\n700\n700\n700\n700\n50\n50\n50\n50\n50\n";
   auto l = load(0, 13, {"--trace", (dir / "trace.txt").string()});
+  // Under load, its knobs change by apply (a longer horizontal period); another policy does not.
+  std::this_thread::sleep_for(1s);
+  auto file = read_text(dir / "cluster.yaml");
+  auto knobs = file;
+  knobs.replace(knobs.find("horizontal_s: 1}"), 16, "horizontal_s: 2}");
+  auto [rc, out] = apply_file("knobs.yaml", knobs, controller_address());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("scaler places and sizes with the new knobs"), std::string::npos) << out;
+  auto other = file;
+  other.replace(other.find("policy: fa2"), 11, "policy: sponge");
+  std::tie(rc, out) = apply_file("other.yaml", other, controller_address());
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("the scaler policy cannot change while the cluster runs ('fa2' runs)"), std::string::npos) << out;
   auto s = finish_load(l, 60s);
   std::cout << s.dump().substr(0, 600) << "\n";
   EXPECT_EQ(s["lost"].get<int>(), 0) << s.dump(2);
@@ -274,6 +287,8 @@ scaler: {policy: fa2, vertical_s: 0.5, horizontal_s: 1}
     last = std::stoi((*it)[1]), most = std::max(most, last);
   EXPECT_GE(most, 3) << log;
   EXPECT_LT(last, most) << log;
+  EXPECT_NE(log.find("scaler fa2: knobs applied: vertical every 0.5 s, horizontal every 2 s"), std::string::npos)
+      << log;
   // Requests reached more than one worker.
   EXPECT_GE(s["nodes"].size(), 2u) << s.dump(2);
 }
