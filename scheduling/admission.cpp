@@ -121,7 +121,16 @@ double admission::given(size_t pi, int tenant) const {
     if (k < tenants_.size()) c.weight = tenants_[k].weight, c.priority = tenants_[k].priority;
     claims.push_back(c);
   }
-  return fair_shares(q.rate / static_cast<double>(frontends_), claims)[slot_of(tenant)];
+  return fair_shares(local_rate(q, now), claims)[slot_of(tenant)];
+}
+
+double admission::local_rate(const quota& q, double now_s) const {
+  double even = q.rate / static_cast<double>(frontends_);
+  if (frontends_ == 1 || !(q.offered > 0)) return even;
+  double mine = 0;
+  for (auto& s : q.slots) mine += s.offered(now_s);
+  if (mine <= 0) return even;
+  return q.rate * std::min(1.0, mine / q.offered);
 }
 
 admission::verdict admission::admit(size_t pi, const std::string& pipeline, int tenant, double now_s) {
@@ -138,7 +147,7 @@ admission::verdict admission::admit(size_t pi, const std::string& pipeline, int 
   s.count = (s.at_s < 0 ? 0 : s.count * std::exp(-std::max(0.0, now_s - s.at_s) / offered_tau_s)) + 1;
   s.at_s = now_s;
   s.b.rate = given(pi, tenant);
-  q.spill = std::min(std::max(1.0, q.rate / static_cast<double>(frontends_) * 0.2), q.spill + s.b.refill(now_s));
+  q.spill = std::min(std::max(1.0, local_rate(q, now_s) * 0.2), q.spill + s.b.refill(now_s));
   if (s.b.take()) return {};
   if (q.spill >= 1) {
     q.spill -= 1;

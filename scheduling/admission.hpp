@@ -1,6 +1,7 @@
 #pragma once
 // What one frontend lets in: each tenant up to its rate cap, and, when the plan is short of
-// devices, each pipeline up to this frontend's share of what the plan carries of it (its quota),
+// devices, each pipeline up to this frontend's share of what the plan carries of it (its quota,
+// in proportion to the share of the pipeline's offered load that reaches this frontend),
 // split among the tenants that send to it: tenants of higher priority first, those of one
 // priority by weighted max-min fairness (water-filling) over the rates they offer. Pure and
 // clocked by the caller; the frontend owns one.
@@ -53,6 +54,7 @@ class admission {
   // A request of pipeline `pi` (named `pipeline`) from tenant `tenant` (an index of configure's
   // list; < 0: none) at `now_s`.
   verdict admit(size_t pi, const std::string& pipeline, int tenant, double now_s);
+  size_t tenants() const { return tenants_.size(); }
   // What tenant `tenant` (< 0: none) is given of pipeline `pi`'s quota now; < 0: no quota.
   double given(size_t pi, int tenant) const;
 
@@ -79,6 +81,10 @@ class admission {
     double spill = 0;
   };
   size_t slot_of(int tenant) const { return tenant < 0 ? tenants_.size() : static_cast<size_t>(tenant); }
+  // This frontend's part of quota `q` at `now_s`: of several frontends, the plan's rate in
+  // proportion to the share of the offered rate that reaches this one (each request then stands
+  // the same chance at every frontend); an even split until this one has measured any.
+  double local_rate(const quota& q, double now_s) const;
 
   std::vector<tenant_class> tenants_;
   size_t frontends_ = 1;

@@ -34,9 +34,9 @@ TEST(fair_shares, water_fills_by_weight_within_a_priority_and_serves_the_higher_
 
 // Poisson arrivals of tenants, `rates` queries/s each, for `seconds`, through `a`: what each had
 // admitted (and, into `sent`, sent).
-std::vector<int> send(admission& a, std::vector<double> rates, double seconds, std::vector<int>* sent = nullptr) {
+std::vector<int> send(admission& a, std::vector<double> rates, double seconds, std::vector<int>* sent = nullptr,
+                      uint64_t seed = 1) {
   double from_s = 0;
-  uint64_t seed = 1;
   std::mt19937_64 rng(seed);
   std::vector<double> next(rates.size(), from_s);
   std::vector<int> admitted(rates.size(), 0);
@@ -47,7 +47,8 @@ std::vector<int> send(admission& a, std::vector<double> rates, double seconds, s
   for (;;) {
     size_t k = static_cast<size_t>(std::min_element(next.begin(), next.end()) - next.begin());
     if (next[k] >= from_s + seconds) break;
-    if (a.admit(0, "p", static_cast<int>(k), next[k]).result == admission::outcome::admitted) ++admitted[k];
+    int tenant = a.tenants() > k ? static_cast<int>(k) : -1;
+    if (a.admit(0, "p", tenant, next[k]).result == admission::outcome::admitted) ++admitted[k];
     if (sent) ++(*sent)[k];
     next[k] += gaps[k](rng);
   }
@@ -55,11 +56,12 @@ std::vector<int> send(admission& a, std::vector<double> rates, double seconds, s
 }
 
 // Two tenants at one priority, weights 3 and 1, each sending 300 queries/s into a quota of 200
-// across two frontends (100 here): over 30 s, their shares within 5% of 3:1.
+// across two frontends that each see half of the 1,200 offered (100 here): over 30 s, their
+// shares within 5% of 3:1.
 TEST(admission, two_tenants_at_one_priority_get_shares_within_five_percent_of_their_weights) {
   admission a;
   a.configure({{"gold", -1, 3, 0}, {"bronze", -1, 1, 0}}, 1, 2);
-  a.set_quota(0, 200, 600, 0);
+  a.set_quota(0, 200, 1200, 0);
   auto got = send(a, {300, 300}, 30);
   double total = got[0] + got[1];
   EXPECT_NEAR(total / 30, 100, 3) << "this frontend's half of the plan's 200/s";
@@ -74,6 +76,21 @@ TEST(admission, two_tenants_at_one_priority_get_shares_within_five_percent_of_th
                        "sent to pipeline 'p' (priority 3); tenant 'bronze' (priority 0, weight 1) is given"),
             std::string::npos)
       << v.why;
+}
+
+// Of two frontends, one reached by 550 of the 600 queries/s offered and one by 50: each admits
+// the plan's 200 in proportion (183 and 17 a second), so that a request stands the same chance at
+// either and the quota is used whole (an even split would admit 100 + 50).
+TEST(admission, frontends_split_a_quota_by_the_load_that_reaches_each) {
+  admission busy, quiet;
+  for (auto* a : {&busy, &quiet}) {
+    a->configure({}, 1, 2);
+    a->set_quota(0, 200, 600, 0);
+  }
+  auto many = send(busy, {550}, 30), few = send(quiet, {50}, 30, nullptr, 7);
+  EXPECT_NEAR((many[0] + few[0]) / 30.0, 200, 10);
+  EXPECT_NEAR(many[0] / 30.0, 550.0 / 600 * 200, 8);
+  EXPECT_NEAR(few[0] / 30.0, 50.0 / 600 * 200, 3);
 }
 
 // A tenant under its share keeps what it sends; the other has the rest. Of two priorities, the
