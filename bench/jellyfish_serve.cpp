@@ -50,7 +50,8 @@
 // SLOSERVE_BENCH_SEND_EVERY_FRAME=1 has clients send the frames that cannot cross in time too.
 // SLOSERVE_BENCH_UPLINK_QUANTILE=Q sets jellyfish's scheduler.jellyfish.uplink_quantile (default:
 // the file's default), SLOSERVE_BENCH_MISS_TARGET=M its scheduler.jellyfish.miss_target,
-// SLOSERVE_BENCH_USE_SPARE=0 its scheduler.jellyfish.use_spare.
+// SLOSERVE_BENCH_USE_SPARE=0 its scheduler.jellyfish.use_spare, SLOSERVE_BENCH_LIFT_MARGIN=M its
+// scheduler.jellyfish.lift_margin.
 
 #include <algorithm>
 #include <array>
@@ -151,6 +152,7 @@ std::string config_yaml(way w, double slo_ms) {
     if (auto* q = std::getenv("SLOSERVE_BENCH_UPLINK_QUANTILE")) y << ", uplink_quantile: " << std::atof(q);
     if (auto* m = std::getenv("SLOSERVE_BENCH_MISS_TARGET")) y << ", miss_target: " << std::atof(m);
     if (auto* u = std::getenv("SLOSERVE_BENCH_USE_SPARE")) y << ", use_spare: " << (std::atoi(u) ? "true" : "false");
+    if (auto* m = std::getenv("SLOSERVE_BENCH_LIFT_MARGIN")) y << ", lift_margin: " << std::atof(m);
     y << "}}\n";
   } else if (w == way::paper) {
     y << "scheduler: {policy: jellyfish, jellyfish: {resident: 5, mode: paper}}\n";

@@ -816,6 +816,10 @@ TEST(cluster_config, jellyfish_is_checked_with_its_place) {
   EXPECT_NE(e.find("uplink_quantile must be in [0, 1]"), std::string::npos) << e;
   e = with(one, "scheduler: {policy: jellyfish, jellyfish: {mode: printed}}\n");
   EXPECT_NE(e.find("mode must be paper or extended"), std::string::npos) << e;
+  e = with(one, "scheduler: {policy: jellyfish, jellyfish: {lift_margin: 0.95}}\n");
+  EXPECT_NE(e.find("lift_margin must be in [0, 0.9]"), std::string::npos) << e;
+  e = with(one, "scheduler: {policy: jellyfish, jellyfish: {mode: paper, lift_margin: 0.2}}\n");
+  EXPECT_NE(e.find("lift_margin is an extension"), std::string::npos) << e;
   e = with(one, "scheduler: {policy: jellyfish, jellyfish: {mode: paper, use_spare: true, miss_target: 0.01}}\n");
   EXPECT_NE(e.find("mode paper runs the algorithms as printed: use_spare is an extension it turns off"),
             std::string::npos)

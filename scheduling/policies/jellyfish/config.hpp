@@ -30,6 +30,9 @@ struct options {
   // Clients move onto more accurate variants where compute is spare and their SLO holds whatever
   // size their link carries (plan_options::spare).
   bool use_spare = true;
+  // The share by which a client's uplink may fall, unseen yet, that the lift leaves room for
+  // (plan_options::lift_margin).
+  double lift_margin = 0.25;
   // `extended` (the default): the paper's algorithms with the extensions above (the lift onto
   // spare compute, uploads timed at the uplink's dips, the dip quantile moved to a miss target)
   // and load clients that skip frames which cannot cross in time. `paper`: as the paper prints

@@ -37,6 +37,7 @@ double budget_ms(const client_state& c, const variant& v, const plan_options& o)
 double spare_budget_ms(const client_state& c, const plan_options& o) {
   if (c.uplink_mbps <= 0 || c.rate_hz <= 0) return 0;
   double dip = c.uplink_low_mbps > 0 ? std::max(1.0, c.uplink_mbps / c.uplink_low_mbps) : 1;
+  dip = std::max(dip, 1 / (1 - std::clamp(o.lift_margin, 0.0, 0.9)));
   return std::max(0.0, c.slo_ms - 1e3 / c.rate_hz * dip - std::max(0.0, c.rtt_ms) - o.overhead_ms);
 }
 

@@ -64,6 +64,10 @@ struct plan_options {
   // > 0: clients send images of this side (square) whatever they are told (DA_off): every
   // variant's upload is timed at that size, and spare compute lifts no one.
   int client_side = 0;
+  // The lift onto spare compute leaves room for the uplink to fall by this share before the
+  // estimate sees it (a step down of a changeable link): each client's spare budget times its
+  // uploads at (1 - lift_margin) of the uplink at least. 0: at the uplink's dips alone.
+  double lift_margin = 0;
 };
 
 // What an image of `v`'s size from client `c` weighs, in bytes: what the client's images of the
@@ -77,7 +81,8 @@ double input_bytes(const client_state& c, const variant& v, const plan_options& 
 double budget_ms(const client_state& c, const variant& v, const plan_options& o);
 // The compute budget that holds whatever size client `c` sends, up to any its link carries at its
 // frame rate: such a size uploads within one frame interval at the client's own estimate, and
-// W_i / uplink_low_mbps intervals at the dips its link has had. 0 when its uplink is not measured.
+// W_i / uplink_low_mbps intervals at the dips its link has had (and 1 / (1 - lift_margin) at
+// least). 0 when its uplink is not measured.
 double spare_budget_ms(const client_state& c, const plan_options& o);
 
 // Where one client goes.

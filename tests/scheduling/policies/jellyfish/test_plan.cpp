@@ -387,6 +387,15 @@ TEST(jellyfish_plan, spare_compute_lifts_clients_whose_slo_holds_any_size_their_
   shaky.uplink_low_mbps = 0.5;
   EXPECT_DOUBLE_EQ(jellyfish::spare_budget_ms(shaky, o), 0);
   EXPECT_EQ(plan_jellyfish(zoo, {shaky}, 2, {0, 0}, o).clients[0].variant, 0u);
+  // Room for the link to fall by a quarter unseen (lift_margin): 4/3 of an interval of upload,
+  // which leaves 200 - 133.3 - 10 - 5; at a margin of a half, two intervals: nothing.
+  o.lift_margin = 0.25;
+  EXPECT_NEAR(jellyfish::spare_budget_ms(c, o), 200 - 400.0 / 3 - 10 - 5, 1e-9);
+  EXPECT_EQ(plan_jellyfish(zoo, {c}, 2, {0, 0}, o).clients[0].variant, 1u) << "l(1) = 10 ms still fits alone";
+  o.lift_margin = 0.5;
+  EXPECT_DOUBLE_EQ(jellyfish::spare_budget_ms(c, o), 0);
+  EXPECT_EQ(plan_jellyfish(zoo, {c}, 2, {0, 0}, o).clients[0].variant, 0u);
+  o.lift_margin = 0;
   // Not measured yet: nothing is known to hold (the mapping, counting its uploads as free, may
   // still give it the large one).
   auto unknown = c;
