@@ -106,10 +106,6 @@ void admission::set_quota(size_t pi, double rate, double offered, int priority) 
   q.slots.resize(tenants_.size() + 1);
 }
 
-void admission::clear_quotas() {
-  for (auto& q : quotas_) q = {};
-}
-
 double admission::given(size_t pi, int tenant) const {
   if (pi >= quotas_.size() || quotas_[pi].rate < 0) return -1;
   auto& q = quotas_[pi];

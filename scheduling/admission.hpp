@@ -49,7 +49,6 @@ class admission {
   // none; this frontend admits its share), what it was offered, and its priority (for the reason
   // of a shed). Tokens and the tenants' offered rates carry over while a quota stays.
   void set_quota(size_t pi, double rate, double offered, int priority);
-  void clear_quotas();
 
   // A request of pipeline `pi` (named `pipeline`) from tenant `tenant` (an index of configure's
   // list; < 0: none) at `now_s`.
