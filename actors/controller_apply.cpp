@@ -147,10 +147,8 @@ void check_and_apply(self_ptr self, admin_call& call) {
   }
   auto changes = diff_configs(*st.cfg, *parsed.config);
   for (auto& c : changes) reply.changes.push_back(c.to_string());
-  if (auto refusals = live_refusals(*st.cfg, *parsed.config, rq.text); !refusals.empty()) {
-    config_result r;
-    r.errors = std::move(refusals);
-    reply.reason = r.error_text();
+  if (auto why = live_refusal_text(*st.cfg, *parsed.config, rq.text); !why.empty()) {
+    reply.reason = std::move(why);
     spdlog::warn("{}: refused an apply of {}: {}", st.net->self_name(), rq.file, reply.reason);
     return answer();
   }

@@ -125,12 +125,7 @@ status run_config_update(link& l, const msg::config_update& u) {
   auto running = l.config->get();
   auto parsed = parse_cluster_config(u.text, u.file);
   if (!parsed) return fail(parsed.error_text());
-  auto refusals = live_refusals(*running, *parsed.config, u.text);
-  if (!refusals.empty()) {
-    config_result r;
-    r.errors = std::move(refusals);
-    return fail(r.error_text());
-  }
+  if (auto why = live_refusal_text(*running, *parsed.config, u.text); !why.empty()) return fail(why);
   auto next = std::make_shared<const cluster_config>(merge_live(*running, std::move(*parsed.config)));
   if (!l.config->set(next, u.revision)) return {};
   spdlog::info("{}: runs configuration revision {:016x} from {}", l.self_name(), u.revision, u.file);

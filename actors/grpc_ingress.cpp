@@ -79,19 +79,18 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
 
   // Under security, everything but the health RPCs needs `authorization: Bearer TOKEN`.
   bool admitted(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor) {
-    auto why = kserve::refused_token(tokens, metadata(ctx, "authorization"));
+    auto auth = metadata(ctx, "authorization");
+    auto why = kserve::refused_token(tokens, auth ? &*auth : nullptr);
     if (why.empty()) return true;
     finish(reactor, {StatusCode::UNAUTHENTICATED, why});
     return false;
   }
-  // A request's metadata entry `key`, or null (valid until the next call on this thread).
-  static const std::string* metadata(grpc::CallbackServerContext* ctx, const char* key) {
-    static thread_local std::string value;
+  // A request's metadata entry `key`, if it has one.
+  static std::optional<std::string> metadata(grpc::CallbackServerContext* ctx, const char* key) {
     auto& md = ctx->client_metadata();
     auto it = md.find(key);
-    if (it == md.end()) return nullptr;
-    value.assign(it->second.data(), it->second.size());
-    return &value;
+    if (it == md.end()) return std::nullopt;
+    return std::string(it->second.data(), it->second.size());
   }
 
   // Whether `name` (empty, where `any`: every pipeline) is a pipeline and `version` one of its
@@ -303,10 +302,8 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
       return reactor;
     }
     auto requests = std::move(call->requests);
-    std::string auth, named;  // copied: metadata() reuses its string
-    if (auto* a = metadata(ctx, "authorization")) auth = *a;
-    if (auto* n = metadata(ctx, "sloserve-tenant")) named = *n;
-    auto tenant = kserve::tenant_of(tokens, auth.empty() ? nullptr : &auth, named.empty() ? nullptr : &named);
+    auto auth = metadata(ctx, "authorization"), named = metadata(ctx, "sloserve-tenant");
+    auto tenant = kserve::tenant_of(tokens, auth ? &*auth : nullptr, named ? &*named : nullptr);
     for (auto& r : requests) r.request_id = next_id++, r.tenant = tenant;
     // The frontend answers every request by its deadline and runtime.reply_grace_ms, on its
     // thread; the reactor and the response stay valid until Finish.

@@ -326,25 +326,24 @@ expected<token_table> read_tokens(const security_options& sec) {
 
 namespace {
 
-const std::string* bearer(const std::string* authorization) {
-  static thread_local std::string token;
-  if (!authorization || authorization->rfind("Bearer ", 0) != 0) return nullptr;
-  token = authorization->substr(7);
-  return &token;
+// The token of "Bearer TOKEN"; none for anything else.
+std::optional<std::string> bearer(const std::string* authorization) {
+  if (!authorization || authorization->rfind("Bearer ", 0) != 0) return std::nullopt;
+  return authorization->substr(7);
 }
 
 }  // namespace
 
 std::string refused_token(const token_table& table, const std::string* authorization) {
   if (table.tokens.empty()) return {};
-  auto* token = bearer(authorization);
+  auto token = bearer(authorization);
   if (token && table.tokens.count(*token)) return {};
   return !authorization ? "an authorization: Bearer token is required" : "the bearer token is not admitted";
 }
 
 std::string tenant_of(const token_table& table, const std::string* authorization, const std::string* named) {
   if (table.tokens.empty()) return named ? *named : std::string();
-  auto* token = bearer(authorization);
+  auto token = bearer(authorization);
   if (!token) return {};
   auto it = table.tenant_of.find(*token);
   return it == table.tenant_of.end() ? std::string() : it->second;

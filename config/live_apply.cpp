@@ -233,6 +233,12 @@ std::vector<config_error> live_refusals(const cluster_config& running, const clu
   return out;
 }
 
+std::string live_refusal_text(const cluster_config& running, const cluster_config& fresh, std::string_view fresh_yaml) {
+  config_result r;
+  r.errors = live_refusals(running, fresh, fresh_yaml);
+  return r.errors.empty() ? std::string() : r.error_text();
+}
+
 cluster_config merge_live(const cluster_config& running, cluster_config fresh) {
   std::map<std::string, std::vector<std::vector<std::string>>> models_of;
   for (auto& n : fresh.nodes) {

@@ -29,10 +29,13 @@ std::vector<live_change> diff_configs(const cluster_config& running, const clust
 
 // Why `fresh` cannot be applied while the cluster runs `running`, each with its place in
 // `fresh_yaml` (the new file's text, as `fresh.file`): nodes added, removed or changed (but their
-// devices' model lists), runtime, security or scaler changed, another scheduler policy, a model
-// whose file or tensors changed under the same name. Empty: it applies live.
+// devices' model lists), runtime or security changed, another scheduler or scaler policy, a
+// model's tensors (or the file of one that is not plain) changed under the same name, models or
+// pipelines changed under a scaler. Empty: it applies live.
 std::vector<config_error> live_refusals(const cluster_config& running, const cluster_config& fresh,
                                         std::string_view fresh_yaml);
+// live_refusals as one text, a line each with its place; empty where `fresh` applies live.
+std::string live_refusal_text(const cluster_config& running, const cluster_config& fresh, std::string_view fresh_yaml);
 
 // What a node runs after the change: `fresh`, with the nodes (addresses, roles, devices; the
 // devices' model lists from `fresh`), runtime and security the node runs now, and the profiles it
