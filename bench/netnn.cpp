@@ -4,12 +4,18 @@
 // CPU, and the quantized model's accuracy on the test flows beside the float model's.
 //
 //   bench_netnn [DIR [P4DIR]]   DIR: what tools/netnn.py wrote (default: build/netnn); P4DIR: where
-//                               to write the P4_16 programs of the mapping (one a switch role)
+//                               to write the P4_16 programs of the mapping (one a switch role) and
+//                               each switch's table entries and multicast groups (simple_switch_CLI
+//                               commands, netnn_switchNN.txt)
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "gpu/netnn/dataset.hpp"
 #include "gpu/netnn/p4.hpp"
@@ -84,6 +90,17 @@ int main(int argc, char** argv) {
       std::ofstream(path) << p.source;
       std::printf("wrote %s (switches %d-%d)\n", path.c_str(), p.first_switch, p.first_switch + p.switches - 1);
     }
+    // Each switch's table entries and multicast groups (simple_switch_CLI commands).
+    uint64_t commands = 0;
+    for (int sw = 0; sw < plan->switches; ++sw) {
+      std::ostringstream out;
+      write_p4_entries(*m, *plan, sw, out);
+      auto text = out.str();
+      commands += static_cast<uint64_t>(std::count(text.begin(), text.end(), '\n'));
+      std::ofstream(fmt::format("{}/netnn_switch{:02d}.txt", argv[2], sw)) << text;
+    }
+    std::printf("wrote %s/netnn_switch00.txt-%02d.txt: %llu commands\n", argv[2], plan->switches - 1,
+                static_cast<unsigned long long>(commands));
   }
   return s.mismatches == 0 ? 0 : 2;
 }

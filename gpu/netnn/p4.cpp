@@ -193,7 +193,7 @@ control FeatureEgress(inout headers hdr, inout metadata meta, inout standard_met
 
 // A tier's program: layer i, `own` outputs a pipeline.
 std::string tier_program(const model& m, size_t i, const layer_cost& cost, const std::vector<shape>& shapes,
-                         int flow_slots) {
+                         int flow_slots, int in_ports) {
   auto& l = m.layers[i];
   bool last = i + 1 == m.layers.size();
   bool windowed = i == 0 && l.kind == layer_kind::conv;
@@ -203,7 +203,8 @@ std::string tier_program(const model& m, size_t i, const layer_cost& cost, const
   int values = windowed ? taps : 1;
   std::string s = preamble(fmt::format("{} ({} switches)", cost.name, cost.switches), values);
   // Metadata: the block, the taps' activations and weights, products and sums.
-  s += "struct metadata {\n  bit<16> first;\n  bit<16> window;\n  bit<8> done;\n  bit<32> count;\n  bit<32> index;\n";
+  s += "struct metadata {\n  bit<16> first;\n  bit<16> group;\n  bit<16> window;\n  bit<8> done;\n  bit<32> count;\n  "
+       "bit<32> index;\n";
   for (int t = 0; t < taps; ++t) s += fmt::format("  bit<8> x{};\n", t);
   for (int o = 0; o < own; ++o) {
     s += fmt::format("  bit<32> acc{0};\n  bit<32> bias{0};\n  bit<8> out{0};\n", o);
@@ -212,8 +213,12 @@ std::string tier_program(const model& m, size_t i, const layer_cost& cost, const
   s += "}\n" + common(values);
   auto control = last ? std::string("FinalIngress") : fmt::format("Tier{}Ingress", i + 1);
   s += fmt::format("\ncontrol {}(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {{\n", control);
-  s += "  action set_block(bit<16> first) { meta.first = first; }\n"
-       "  table block { key = { sm.ingress_port : exact; } actions = { set_block; } size = 64; }\n";
+  // The port a packet came in on says which of the switch's pipelines takes it (p4_wiring): its
+  // block of outputs, and the multicast group that sends them on.
+  s += fmt::format(
+      "  action set_block(bit<16> first, bit<16> group) {{ meta.first = first; meta.group = group; }}\n"
+      "  table block {{ key = {{ sm.ingress_port : exact; }} actions = {{ set_block; }} size = {}; }}\n",
+      in_ports);
   // The layer's registers, as the plan sizes them.
   int pooled = l.kind == layer_kind::conv ? shapes[i + 1].positions : 0;
   if (l.kind == layer_kind::conv) {
@@ -312,7 +317,7 @@ std::string tier_program(const model& m, size_t i, const layer_cost& cost, const
       return s;
     }
     for (int o = 0; o < own; ++o) s += finish(o);
-    s += "      sm.mcast_grp = 1;  // one replica an output, to every pipeline of the next tier\n    }\n";
+    s += "      sm.mcast_grp = meta.group;  // one replica an output, to every pipeline of the next tier\n    }\n";
   } else {
     for (int o = 0; o < own; ++o) {
       s += "    {\n" + finish(o);
@@ -321,6 +326,7 @@ std::string tier_program(const model& m, size_t i, const layer_cost& cost, const
           "      pool_max.read(meta.done, (bit<32>){0} * {2} + (bit<32>)(hdr.netnn.position + meta.window));\n"
           "      if (meta.out{0} > meta.done) {{ pool_max.write((bit<32>){0} * {2} + (bit<32>)(hdr.netnn.position + "
           "meta.window), meta.out{0}); }}\n"
+          "      if (meta.done > meta.out{0}) {{ meta.out{0} = meta.done; }}\n"
           "    }}\n",
           o, l.pool, pooled);
     }
@@ -328,7 +334,7 @@ std::string tier_program(const model& m, size_t i, const layer_cost& cost, const
       s += fmt::format(
           "    if (meta.window + 1 < {}) {{ meta.window = meta.window + 1; resubmit_preserving_field_list(1); }}\n",
           (l.kernel + l.stride - 1) / l.stride);
-    s += "    sm.mcast_grp = 1;  // completed pooled values, one replica each, to the next tier\n";
+    s += "    sm.mcast_grp = meta.group;  // completed pooled values, one replica each, to the next tier\n";
   }
   s += "  }\n}\n";
   return s;
@@ -345,11 +351,18 @@ std::vector<p4_program> emit_p4(const model& m, const chain_plan& plan, const sw
     bool last = i + 1 == m.layers.size();
     auto& cost = plan.layers[i];
     auto ingress = last ? std::string("FinalIngress") : fmt::format("Tier{}Ingress", i + 1);
-    auto source = tier_program(m, i, cost, shapes, limits.flow_slots);
+    int upstream = i == 0 ? 1 : plan.layers[i - 1].pipelines;
+    auto source = tier_program(m, i, cost, shapes, limits.flow_slots, cost.pipelines / cost.switches * upstream);
+    // A replica carries the output its replication id names: its channel and its value.
+    std::string pick;
+    for (int o = 0; o < cost.outputs_per_pipeline; ++o)
+      pick +=
+          fmt::format("    {}if (sm.egress_rid == {}) {{ hdr.values[0].v = meta.out{}; }}\n", o ? "else " : "", o, o);
     source += fmt::format(
         "\ncontrol {}Egress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {{\n"
-        "  apply {{ hdr.netnn.layer = {}; hdr.netnn.channel = meta.first + (bit<16>)sm.egress_rid; }}\n}}\n",
-        last ? "Final" : fmt::format("Tier{}", i + 1), i + 1);
+        "  apply {{\n    hdr.netnn.layer = {};\n    hdr.netnn.channel = meta.first + (bit<16>)sm.egress_rid;\n{}  "
+        "}}\n}}\n",
+        last ? "Final" : fmt::format("Tier{}", i + 1), i + 1, last ? std::string() : pick);
     source += main_block(ingress, last ? "FinalEgress" : fmt::format("Tier{}Egress", i + 1));
     out.push_back({last ? "final" : cost.name, at, cost.switches, std::move(source)});
     at += cost.switches;

@@ -26,11 +26,6 @@ constexpr int pool_ops = 7;      // pooling register read, compare, write; its c
 constexpr int finish_ops = 5;    // bias look-up and add, shift, two compares (ReLU, saturation)
 constexpr int multiply_ops = 3;  // weight look-up, product look-up, add
 
-// The contiguous block of `n` outputs unit `u` of `units` holds.
-std::pair<int, int> block(int n, int u, int units) {
-  return {n * u / units, n * (u + 1) / units};
-}
-
 bool is_last(const model& m, size_t i) {
   return i + 1 == m.layers.size();
 }
@@ -115,6 +110,10 @@ uint64_t packets_into(const model& m, const std::vector<shape>& s, size_t i) {
 }
 
 }  // namespace
+
+std::pair<int, int> output_block(int n, int u, int units) {
+  return {n * u / units, n * (u + 1) / units};
+}
 
 int32_t product(uint8_t x, int8_t w) {
   return products()[static_cast<size_t>(x << 8 | static_cast<uint8_t>(w))];
@@ -214,7 +213,7 @@ std::vector<int32_t> switch_chain::infer(const std::vector<uint8_t>& input) {
     int count = is_last(m, i) ? 1 : per_tier;
     for (int u = 0; u < count; ++u) {
       unit x;
-      std::tie(x.first, x.count) = block(l.outputs, u, count);
+      std::tie(x.first, x.count) = output_block(l.outputs, u, count);
       x.count -= x.first;
       if (l.kind == layer_kind::conv) {
         auto pooled = static_cast<size_t>(shapes_[i + 1].positions * x.count);

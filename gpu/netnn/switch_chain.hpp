@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu/netnn/features.hpp"
@@ -107,6 +108,10 @@ class switch_chain {
   std::vector<flow_slot> flows_;
   chain_counters counters_;
 };
+
+// The outputs of a layer of `n` that pipeline `u` of its `units` holds, [first, end): contiguous
+// blocks, as even as they divide.
+std::pair<int, int> output_block(int n, int u, int units);
 
 // The product table's entry: x * w for an 8-bit activation and an 8-bit weight.
 int32_t product(uint8_t x, int8_t w);

@@ -2,6 +2,7 @@
 // reference on random models, its costs per layer as the thesis reports them, refusals of models
 // that do not fit, and flows voting over their power-of-two packets.
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -13,6 +14,8 @@
 #include <random>
 #include <regex>
 #include <set>
+#include <sstream>
+#include <tuple>
 
 #include "config/cluster_config.hpp"
 #include "gpu/executor.hpp"
@@ -298,6 +301,202 @@ TEST(netnn, the_p4_programs_follow_the_mapping) {
   EXPECT_EQ(count(programs[3].source, "table product"), 4u) << "dense1: 4 neurons, one input a packet";
   EXPECT_NE(programs[5].source.find("register<bit<32>>(8192) votes;"), std::string::npos);
   EXPECT_EQ(programs[5].name, "final");
+}
+
+// One switch's simple_switch_CLI commands, read back: exact and longest-prefix entries per table,
+// multicast groups as (replication id, ports) per node.
+struct cli_switch {
+  std::map<std::string, std::map<std::string, std::vector<int64_t>>> exact;    // table -> key -> action data
+  std::map<std::string, std::vector<std::tuple<uint32_t, int, int64_t>>> lpm;  // table -> (value, length, data)
+  std::map<int, std::vector<std::pair<int, std::string>>> groups;              // group -> (rid, ports)
+
+  explicit cli_switch(const std::string& text) {
+    std::istringstream in(text);
+    std::string line;
+    std::vector<std::pair<int, std::string>> nodes;
+    while (std::getline(in, line)) {
+      std::istringstream words(line);
+      std::string command;
+      words >> command;
+      if (command == "table_add") {
+        std::string table, action, key, word;
+        words >> table >> action;
+        bool data = false;
+        std::vector<int64_t> values;
+        while (words >> word) {
+          if (word == "=>") {
+            data = true;
+          } else if (data) {
+            values.push_back(std::stoll(word, nullptr, 0));
+          } else if (auto slash = word.find('/'); slash != std::string::npos) {
+            lpm[table].emplace_back(static_cast<uint32_t>(std::stoul(word.substr(0, slash), nullptr, 0)),
+                                    std::stoi(word.substr(slash + 1)), 0);
+          } else {
+            key += (key.empty() ? "" : " ") + word;
+          }
+        }
+        if (values.empty()) {
+          ADD_FAILURE() << "no action data: " << line;
+          continue;
+        }
+        if (lpm.count(table) && !lpm[table].empty() && key.empty())
+          std::get<2>(lpm[table].back()) = values[0];
+        else
+          EXPECT_TRUE(exact[table].emplace(key, values).second) << "a key written twice: " << line;
+      } else if (command == "mc_node_create") {
+        int rid = 0;
+        words >> rid;
+        std::string ports;
+        std::getline(words, ports);
+        nodes.emplace_back(rid, ports.substr(1));
+      } else if (command == "mc_node_associate") {
+        int group = 0, handle = 0;
+        words >> group >> handle;
+        if (handle < 0 || static_cast<size_t>(handle) >= nodes.size()) {
+          ADD_FAILURE() << "no such node: " << line;
+          continue;
+        }
+        groups[group].push_back(nodes[static_cast<size_t>(handle)]);
+      } else if (command == "mc_mgrp_create") {
+        int group = 0;
+        words >> group;
+        groups[group];
+      } else {
+        ADD_FAILURE() << "not a simple_switch_CLI command this writer uses: " << line;
+      }
+    }
+  }
+  // The longest prefix of `table` that matches `v`.
+  int64_t longest(const std::string& table, uint32_t v) const {
+    int best = -1;
+    int64_t data = -1;
+    for (auto& [value, length, d] : lpm.at(table)) {
+      uint32_t mask = length == 0 ? 0 : ~0u << (32 - length);
+      if ((v & mask) == (value & mask) && length > best) best = length, data = d;
+    }
+    return data;
+  }
+  const std::vector<int64_t>& at(const std::string& table, const std::string& key) const {
+    static const std::vector<int64_t> none;
+    auto t = exact.find(table);
+    if (t == exact.end()) return none;
+    auto e = t->second.find(key);
+    return e == t->second.end() ? none : e->second;
+  }
+};
+
+// The control plane's entries make the programs compute the model: on the feature switch the
+// longest-prefix entries give log_time for every gap and the first layer's group a node a window;
+// on every layer's switch each port names its pipeline's block and group, the blocks cover the
+// layer's outputs once, and each output's accumulator computed by looking up its weights and
+// products in the entries (as the program does) equals sum(x * w) + bias from the model, for random
+// activations; every group sends each output to every pipeline downstream; no table holds more
+// entries than the program declares.
+TEST(netnn, the_p4_entries_make_the_programs_compute_the_model) {
+  std::mt19937_64 rng(11);
+  model m;
+  m.input_channels = 1;
+  m.input_length = input_bits;
+  m.layers.push_back(random_layer(rng, layer_kind::conv, 1, 8, 8, 8, 2, 0));  // 70 windows, 8 filters on 16 pipelines
+  m.layers.push_back(random_layer(rng, layer_kind::dense, 8 * 35, 6));
+  m.layers.push_back(random_layer(rng, layer_kind::dense, 6, 2));
+  auto plan = map_model(m, switch_limits{});
+  ASSERT_TRUE(plan) << plan.error();
+  auto programs = emit_p4(m, *plan, switch_limits{});
+  auto entries = [&](int sw) {
+    std::ostringstream out;
+    write_p4_entries(m, *plan, sw, out);
+    return cli_switch(out.str());
+  };
+  auto features = entries(0);
+  for (uint32_t us : {0u, 1u, 7u, 8u, 9u, 15u, 16u, 100u, 1000u, 123456u, 0x7FFFFFFFu, 0xFFFFFFFEu, 0xFFFFFFFFu})
+    for (const char* table : {"log_min", "log_max"}) EXPECT_EQ(features.longest(table, us), log_time(us)) << us;
+  for (int k = 0; k < 2000; ++k) {
+    auto us = static_cast<uint32_t>(rng() >> (rng() % 32));
+    ASSERT_EQ(features.longest("log_min", us), log_time(us)) << us;
+  }
+  EXPECT_LE(features.lpm["log_min"].size(), 264u) << "the table's declared size";
+  ASSERT_EQ(features.groups[1].size(), 70u) << "a node a window";
+  for (int r = 0; r < 70; ++r) {
+    EXPECT_EQ(features.groups[1][static_cast<size_t>(r)].first, r);
+    EXPECT_EQ(features.groups[1][static_cast<size_t>(r)].second, "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16");
+  }
+  int sw = 1;
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    auto& l = m.layers[i];
+    auto& cost = plan->layers[i];
+    int pipelines = cost.pipelines / cost.switches;
+    int upstream = i == 0 ? 1 : plan->layers[i - 1].pipelines;
+    int downstream = i + 1 < m.layers.size() ? plan->layers[i + 1].pipelines : 0;
+    int taps = l.kind == layer_kind::conv ? l.inputs * l.kernel : 1;
+    std::vector<int> covered(static_cast<size_t>(l.outputs), 0);
+    for (int k = 0; k < cost.switches; ++k, ++sw) {
+      auto cli = entries(sw);
+      for (auto& [table, rows] : cli.exact) {
+        size_t declared = table == "block"                 ? static_cast<size_t>(pipelines * upstream)
+                          : table.rfind("product", 0) == 0 ? 65536u
+                          : table.rfind("weight", 0) == 0 && l.kind == layer_kind::dense
+                              ? 64u * static_cast<size_t>(l.inputs)
+                              : 64u;
+        EXPECT_LE(rows.size(), declared) << cost.name << " " << table;
+      }
+      EXPECT_NE(
+          programs[i + 1].source.find(fmt::format("actions = {{ set_block; }} size = {}; }}", pipelines * upstream)),
+          std::string::npos)
+          << "the block table is declared a port for each upstream pipeline of each pipeline";
+      for (int p = 0; p < pipelines; ++p) {
+        auto& block = cli.at("block", std::to_string(p * upstream));
+        ASSERT_EQ(block.size(), 2u) << cost.name << " pipeline " << p;
+        for (int j = 1; j < upstream; ++j) EXPECT_EQ(cli.at("block", std::to_string(p * upstream + j)), block);
+        EXPECT_EQ(block[1], p + 1) << "its group";
+        auto first = static_cast<int>(block[0]);
+        auto key = std::to_string(first);
+        auto [lo, hi] = output_block(l.outputs, k * pipelines + p, cost.pipelines);
+        EXPECT_EQ(first, lo);
+        int count = hi - lo;  // may be none: a pipeline past the layer's outputs computes nothing it sends
+        for (int o = 0; o < count; ++o) {
+          auto f = static_cast<size_t>(first + o);
+          ++covered.at(f);
+          // The accumulator as the program forms it: a weight look-up and a product look-up a tap.
+          for (int trial = 0; trial < 3; ++trial) {
+            int64_t by_entries =
+                static_cast<int32_t>(static_cast<uint32_t>(cli.at("bias" + std::to_string(o), key)[0]));
+            int64_t by_model = l.bias[f];
+            int fan = l.kind == layer_kind::conv ? taps : l.inputs;
+            for (int t = 0; t < fan; ++t) {
+              auto x = static_cast<uint8_t>(rng());
+              int tap = l.kind == layer_kind::conv ? t : 0;
+              auto wkey = l.kind == layer_kind::conv ? key : key + " " + std::to_string(t);
+              auto& w = cli.at(fmt::format("weight{}_{}", o, tap), wkey);
+              ASSERT_EQ(w.size(), 1u) << cost.name << " output " << f << " tap " << t;
+              auto& px = cli.at(fmt::format("product{}_{}", o, tap), fmt::format("{} {}", x, w[0]));
+              ASSERT_EQ(px.size(), 1u) << cost.name << " output " << f << " x " << int{x} << " w " << w[0];
+              by_entries += static_cast<int16_t>(static_cast<uint16_t>(px[0]));
+              by_model += int64_t{x} * l.weights[f * static_cast<size_t>(fan) + static_cast<size_t>(t)];
+            }
+            ASSERT_EQ(by_entries, by_model) << cost.name << " output " << f;
+          }
+        }
+        if (downstream == 0) {
+          EXPECT_TRUE(cli.groups.empty()) << "the final switch sends nothing on";
+          continue;
+        }
+        auto& group = cli.groups[p + 1];
+        ASSERT_EQ(static_cast<int>(group.size()), count) << "a node an output";
+        std::string ports;
+        for (int q = 0; q < downstream; ++q)
+          ports += (q ? " " : "") + std::to_string(pipelines * upstream + p * downstream + q);
+        for (int o = 0; o < count; ++o) {
+          EXPECT_EQ(group[static_cast<size_t>(o)].first, o);
+          EXPECT_EQ(group[static_cast<size_t>(o)].second, ports);
+        }
+      }
+    }
+    for (int f = 0; f < l.outputs; ++f) EXPECT_EQ(covered[static_cast<size_t>(f)], 1) << cost.name << " output " << f;
+  }
+  EXPECT_EQ(sw, plan->switches);
+  // A replica carries the output its replication id names.
+  EXPECT_NE(programs[1].source.find("if (sm.egress_rid == 0) { hdr.values[0].v = meta.out0; }"), std::string::npos);
 }
 
 // A switch device (`kind: switch`): each request one packet, its reply the chain's logits, class,
