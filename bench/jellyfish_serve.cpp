@@ -37,8 +37,9 @@
 // Traces: stepped, bursty, and the paper's steps, wifi and lte (see traces() below).
 //
 // Each run starts a node afresh and measures after `warmup_s`: what Jellyfish learns of its
-// clients' misses (the dip quantile, from 0.05, a step a second) takes some 7 s to settle where
-// links are steady enough for the estimate itself, so warm-ups of 4 s measure part of its start.
+// clients' misses (the dip quantile, from the estimate itself, a step a second) takes some 7 s to
+// settle where links are changeable enough to need deeper dips, so warm-ups of 4 s measure part of
+// its start.
 // With runs > 1 each way runs that many times per setting (each on a fresh node): the figures are
 // the means, then the spread of the accuracy (largest less smallest), and the verdict compares the
 // means; a baseline that leads by less than the larger of the two spreads is reported as within

@@ -9,11 +9,13 @@
 // more than twice the target missed, goes 1.25x down when more than the target did, and doubles
 // when under half the target did, within [0.005, 1]. At 1 uploads are timed at the estimate
 // itself: the links of a pipeline whose clients do not miss are planned for as they are, as a
-// client adapting to its own bandwidth would use them, and within a few steps (from 0.05, 5 s while
-// nothing misses). Past that, the same steps move how much of the wait behind a running batch
-// Jellyfish's lift onto spare compute plans for (wait_share), which is the worst case until then:
-// a quarter down while under 0.75 of the target missed, back up before the quantile falls.
-// Header-only and clock-free: times are given.
+// client adapting to its own bandwidth would use them; it is where the quantile starts by default
+// (scheduler.jellyfish.uplink_quantile), so that dips are planned for once misses show them, not
+// before: planning for them from the start cost up to 5 points of accuracy in the first 10 s of
+// a run for 0.3-1.3 points fewer misses (docs/benchmarks.md). Past that, the same steps move how much of the wait
+// behind a running batch Jellyfish's lift onto spare compute plans for (wait_share), which is the worst case until
+// then: a quarter down while under 0.75 of the target missed, back up before the quantile falls. Header-only and
+// clock-free: times are given.
 
 #include <algorithm>
 #include <cstdint>

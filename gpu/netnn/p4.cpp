@@ -213,7 +213,7 @@ std::string tier_program(const model& m, size_t i, const layer_cost& cost, const
   s += "}\n" + common(values);
   auto control = last ? std::string("FinalIngress") : fmt::format("Tier{}Ingress", i + 1);
   s += fmt::format("\ncontrol {}(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {{\n", control);
-  // The port a packet came in on says which of the switch's pipelines takes it (p4_wiring): its
+  // The port a packet came in on says which of the switch's pipelines takes it (p4.hpp, the wiring): its
   // block of outputs, and the multicast group that sends them on.
   s += fmt::format(
       "  action set_block(bit<16> first, bit<16> group) {{ meta.first = first; meta.group = group; }}\n"

@@ -21,9 +21,9 @@ class client_rounds;  // scheduling/policies/rounds.hpp
 
 // What frontends do with the clients that name themselves (scheduling_policy::clients).
 struct client_tracking {
-  double report_ms = 0;           // how often they report the clients' uplinks to the controller; 0: never
-  double uplink_quantile = 0.05;  // the dips of an uplink its estimate stands for (client_registry::plan_dips)
-  double miss_target = 0.025;     // > 0: each pipeline's quantile moves to keep its clients' misses near it
+  double report_ms = 0;        // how often they report the clients' uplinks to the controller; 0: never
+  double uplink_quantile = 1;  // the dips of an uplink its estimate stands for (client_registry::plan_dips)
+  double miss_target = 0.025;  // > 0: each pipeline's quantile moves to keep its clients' misses near it
 };
 
 // What `sloserve plan` prints: the plan as a JSON document, and as text for a terminal.

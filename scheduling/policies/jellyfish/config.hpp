@@ -22,7 +22,9 @@ struct options {
   int client_side = 0;
   // Uploads are timed at the uplink that a client's uploads fell below this share of the time
   // over the last 10 s (client_registry, uplink_estimate::low_mbps); 0 or 1: at the estimate itself.
-  double uplink_quantile = 0.05;
+  // With miss_target, where each pipeline's quantile starts: by default at the estimate, going
+  // deeper once its clients miss more than the target.
+  double uplink_quantile = 1;
   // > 0: each frontend moves a pipeline's quantile (from uplink_quantile) to keep the share of its
   // named clients' requests that miss their SLO (skipped frames included) near this
   // (sched::dip_quantile); 0: the quantile stays.
