@@ -52,7 +52,7 @@
 // SLOSERVE_BENCH_UPLINK_QUANTILE=Q sets jellyfish's scheduler.jellyfish.uplink_quantile (default:
 // the file's default), SLOSERVE_BENCH_MISS_TARGET=M its scheduler.jellyfish.miss_target,
 // SLOSERVE_BENCH_USE_SPARE=0 its scheduler.jellyfish.use_spare, SLOSERVE_BENCH_LIFT_MARGIN=M its
-// scheduler.jellyfish.lift_margin.
+// scheduler.jellyfish.lift_margin, SLOSERVE_BENCH_HEADROOM=H its scheduler.jellyfish.headroom.
 
 #include <algorithm>
 #include <array>
@@ -154,6 +154,7 @@ std::string config_yaml(way w, double slo_ms) {
     if (auto* m = std::getenv("SLOSERVE_BENCH_MISS_TARGET")) y << ", miss_target: " << std::atof(m);
     if (auto* u = std::getenv("SLOSERVE_BENCH_USE_SPARE")) y << ", use_spare: " << (std::atoi(u) ? "true" : "false");
     if (auto* m = std::getenv("SLOSERVE_BENCH_LIFT_MARGIN")) y << ", lift_margin: " << std::atof(m);
+    if (auto* h = std::getenv("SLOSERVE_BENCH_HEADROOM")) y << ", headroom: " << std::atof(h);
     y << "}}\n";
   } else if (w == way::paper) {
     y << "scheduler: {policy: jellyfish, jellyfish: {resident: 5, mode: paper}}\n";

@@ -786,6 +786,8 @@ scheduler: {policy: jellyfish, jellyfish: {mode: paper}}
   auto tracking = sched::policy_of(round.config->scheduler).clients(*round.config);
   EXPECT_EQ(tracking.uplink_quantile, 0) << "uploads timed at the estimate";
   EXPECT_EQ(tracking.miss_target, 0) << "no dip quantile to move";
+  EXPECT_EQ(round.config->scheduler.section_as<sched::jellyfish::options>().headroom, 0) << "workers planned full";
+  EXPECT_DOUBLE_EQ(j.headroom, 0.1) << "the extended default";
 }
 
 TEST(cluster_config, jellyfish_is_checked_with_its_place) {
@@ -820,6 +822,10 @@ TEST(cluster_config, jellyfish_is_checked_with_its_place) {
   EXPECT_NE(e.find("lift_margin must be in [0, 0.9]"), std::string::npos) << e;
   e = with(one, "scheduler: {policy: jellyfish, jellyfish: {mode: paper, lift_margin: 0.2}}\n");
   EXPECT_NE(e.find("lift_margin is an extension"), std::string::npos) << e;
+  e = with(one, "scheduler: {policy: jellyfish, jellyfish: {headroom: 1}}\n");
+  EXPECT_NE(e.find("headroom must be in [0, 0.9]"), std::string::npos) << e;
+  e = with(one, "scheduler: {policy: jellyfish, jellyfish: {mode: paper, headroom: 0.1}}\n");
+  EXPECT_NE(e.find("headroom is an extension"), std::string::npos) << e;
   e = with(one, "scheduler: {policy: jellyfish, jellyfish: {mode: paper, use_spare: true, miss_target: 0.01}}\n");
   EXPECT_NE(e.find("mode paper runs the algorithms as printed: use_spare is an extension it turns off"),
             std::string::npos)

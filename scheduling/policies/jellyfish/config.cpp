@@ -12,7 +12,7 @@ const std::vector<settings::key<options>>& keys() {
       {"interval_ms", &o::interval_ms}, {"overhead_ms", &o::overhead_ms},     {"bytes_per_pixel", &o::bytes_per_pixel},
       {"resident", &o::resident},       {"compute_share", &o::compute_share}, {"uplink_quantile", &o::uplink_quantile},
       {"miss_target", &o::miss_target}, {"use_spare", &o::use_spare},         {"mode", &o::mode},
-      {"client_side", &o::client_side}, {"lift_margin", &o::lift_margin},
+      {"client_side", &o::client_side}, {"lift_margin", &o::lift_margin},     {"headroom", &o::headroom},
   };
   return all;
 }
@@ -31,6 +31,7 @@ void check_values(config_detail::reader& r, const YAML::Node& n, const options& 
   if (x.client_side < 0) r.error(n["client_side"], where + " client_side cannot be negative");
   if (!(x.lift_margin >= 0 && x.lift_margin <= 0.9))
     r.error(n["lift_margin"], where + " lift_margin must be in [0, 0.9]");
+  if (!(x.headroom >= 0 && x.headroom <= 0.9)) r.error(n["headroom"], where + " headroom must be in [0, 0.9]");
   if (x.mode != "paper" && x.mode != "extended") r.error(n["mode"], where + " mode must be paper or extended");
   // Paper mode turns the extensions off: naming one on beside it is a contradiction.
   auto extension = [&](const char* key, bool on) {
@@ -41,6 +42,7 @@ void check_values(config_detail::reader& r, const YAML::Node& n, const options& 
   extension("uplink_quantile", x.uplink_quantile > 0 && x.uplink_quantile < 1);
   extension("miss_target", x.miss_target > 0);
   extension("lift_margin", x.lift_margin > 0);
+  extension("headroom", x.headroom > 0);
 }
 
 void check_file(config_detail::reader& r, const YAML::Node& root, cluster_config& cfg) {
@@ -67,7 +69,7 @@ policy_config config() {
   c.parse = [parse = c.parse](config_detail::reader& r, const YAML::Node& n, const std::string& where) {
     auto a = parse(r, n, where);
     if (auto* o = std::any_cast<options>(&a); o && o->paper())
-      o->use_spare = false, o->uplink_quantile = 0, o->miss_target = 0, o->lift_margin = 0;
+      o->use_spare = false, o->uplink_quantile = 0, o->miss_target = 0, o->lift_margin = 0, o->headroom = 0;
     return a;
   };
   c.check = check_file;

@@ -14,7 +14,7 @@ std::pair<double, int> capacity(const dnn& dnn, double budget_ms) {
     double l = dnn.latency_ms(b);
     if (!(l > 0) || 2 * l > budget_ms) break;
     batch = b;
-    best = std::max(best, 1000.0 * b / l);
+    best = std::max(best, dnn.load * 1000.0 * b / l);
   }
   return {best, batch};
 }

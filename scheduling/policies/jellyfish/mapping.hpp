@@ -29,6 +29,9 @@ struct dnn {
   double accuracy = 0;  // for the order of map_clients
   int max_batch = 1;
   std::function<double(int)> latency_ms;  // l(b), increasing in b
+  // The share of t(b) an instance is planned to carry: 1 (as printed) plans it full; less leaves
+  // headroom (plan_options::headroom).
+  double load = 1;
 };
 
 struct choice {
@@ -77,7 +80,8 @@ selection select_dnns(const std::vector<dnn>& zoo, const std::vector<client>& cl
 selection evaluate_selection(const std::vector<dnn>& zoo, const std::vector<client>& clients, std::vector<size_t> dnns);
 
 // What one instance of `dnn` carries at the largest batch whose 2·l(b) fits `budget_ms`
-// (the best b / l(b) over the batches that fit), and that batch; {0, 0} when none fits.
+// (the best b / l(b) over the batches that fit, times its `load`), and that batch; {0, 0} when
+// none fits.
 std::pair<double, int> capacity(const dnn& dnn, double budget_ms);
 
 }  // namespace sloserve::sched::jellyfish

@@ -50,10 +50,11 @@ namespace {
 // waits at most for the one before it, which came at least a frame interval earlier less the
 // difference of their uploads: within the bound on its upload the budget keeps, nothing, so
 // batch 1 fits where l(1) does.
-int smallest_batch(const variant& v, int from, double bound_ms, double rate, double wait, bool alone) {
-  if (alone && from <= 1 && v.latency_ms(1) <= bound_ms && rate * v.latency_ms(1) <= 1e3) return 1;
+// `load`: the share of b / l(b) it may be planned to carry (plan_options::headroom).
+int smallest_batch(const variant& v, int from, double bound_ms, double rate, double wait, bool alone, double load) {
+  if (alone && from <= 1 && v.latency_ms(1) <= bound_ms && rate * v.latency_ms(1) <= 1e3 * load) return 1;
   for (int b = from; b <= v.max_batch && (1 + wait) * v.latency_ms(b) <= bound_ms; ++b)
-    if (b / v.latency_ms(b) * 1e3 >= rate) return b;
+    if (load * b / v.latency_ms(b) * 1e3 >= rate) return b;
   return 0;
 }
 
@@ -84,7 +85,7 @@ void lift(const std::vector<variant>& zoo, const std::vector<client_state>& clie
         if (plan.clients[c].worker == w) bound = std::min(bound, spare[c]), all_mapped &= plan.clients[c].mapped;
       if (!all_mapped) continue;
       for (size_t v = top; v > plan.variants[w]; --v) {
-        int fits = smallest_batch(zoo[v], 1, bound, carried[w], wait[w], on[w] == 1);
+        int fits = smallest_batch(zoo[v], 1, bound, carried[w], wait[w], on[w] == 1, 1 - o.headroom);
         if (!fits) continue;
         plan.variants[w] = v;
         plan.batch[w] = fits;
@@ -109,7 +110,7 @@ void lift(const std::vector<variant>& zoo, const std::vector<client_state>& clie
     // The batch at which worker w running v would carry it too, within every budget there; 0: none.
     auto fit = [&](size_t w, size_t v) {
       return smallest_batch(zoo[v], on[w] ? plan.batch[w] : 1, std::min(least[w], spare[c]), carried[w] + jc[c].rate,
-                            std::max(wait[w], clients[c].wait_share), !on[w]);
+                            std::max(wait[w], clients[c].wait_share), !on[w], 1 - o.headroom);
     };
     for (size_t w = 0; w < workers; ++w) {
       // A worker no client is left on may take the most accurate variant that fits.
@@ -146,7 +147,7 @@ plan plan_jellyfish(const std::vector<variant>& zoo, const std::vector<client_st
   previous.resize(workers, 0);
   for (auto& v : previous) v = std::min(v, zoo.size() - 1);
   std::vector<dnn> dnns;
-  for (auto& v : zoo) dnns.push_back({v.accuracy, v.max_batch, v.latency_ms});
+  for (auto& v : zoo) dnns.push_back({v.accuracy, v.max_batch, v.latency_ms, 1 - std::clamp(o.headroom, 0.0, 0.9)});
   std::vector<client> jc;
   for (auto& c : clients) {
     client x{std::max(1, static_cast<int>(std::lround(c.rate_hz))), {}};

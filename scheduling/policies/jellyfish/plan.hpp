@@ -68,6 +68,11 @@ struct plan_options {
   // estimate sees it (a step down of a changeable link): each client's spare budget times its
   // uploads at (1 - lift_margin) of the uplink at least. 0: at the uplink's dips alone.
   double lift_margin = 0;
+  // The share of each worker's throughput t(b) = b / l(b) that Algorithm 1 and the lift leave
+  // unplanned. The paper plans a worker full: its clients' frames, on links of their own, do not
+  // come a batch at a time, and a worker planned to carry all of t(b) queues some behind more than
+  // the one batch that its 2·l(b) allows for, which its queue then drops. 0: as printed.
+  double headroom = 0;
 };
 
 // What an image of `v`'s size from client `c` weighs, in bytes: what the client's images of the

@@ -227,7 +227,8 @@ cluster_placement rounds::decide(const std::vector<msg::client_load>& clients, c
       if (d.device == k.second) return d;
     return out.schedules[k.first].devices.emplace_back(msg::device_schedule{k.second, 0, {}});
   };
-  plan_options po{o.overhead_ms, o.bytes_per_pixel, o.compute_share, {}, o.use_spare, o.client_side, o.lift_margin};
+  plan_options po{o.overhead_ms, o.bytes_per_pixel, o.compute_share, {},
+                  o.use_spare,   o.client_side,     o.lift_margin,   o.headroom};
   po.annealing.seed = stats_.reschedules;
   double mapped = 0, accuracy = 0, weight = 0;
   for (size_t pi = 0; pi < cfg_.pipelines.size(); ++pi) {

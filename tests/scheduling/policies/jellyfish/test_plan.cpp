@@ -37,6 +37,17 @@ TEST(jellyfish, the_worked_example_of_fig_8_maps_60_at_batch_2) {
   auto three = find_optimal_clients(dnn, 0, clients, {0, 1, 2});
   EXPECT_EQ(three.rate, 40);
   EXPECT_EQ(three.batch, 3);
+  // With a tenth of t(b) left as headroom (plan_options::headroom) the DNN carries 72 and 54:
+  // the best subset is then 50 ({c1, c2, c4} at batch 2, or another of 50), not the 60 that
+  // fills it.
+  dnn.load = 0.9;
+  EXPECT_NEAR(jellyfish::capacity(dnn, 80).first, 72, 1e-9);
+  EXPECT_NEAR(jellyfish::capacity(dnn, 70).first, 54, 1e-9);
+  auto roomy = find_optimal_clients(dnn, 0, clients, {0, 1, 2, 3, 4});
+  EXPECT_EQ(roomy.rate, 50);
+  int sum = 0;
+  for (auto c : roomy.clients) sum += clients[c].rate;
+  EXPECT_EQ(sum, 50);
 }
 
 // Random DNNs and clients: the DP's aggregate rate is the best over every subset that some batch
