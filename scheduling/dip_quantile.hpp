@@ -12,10 +12,10 @@
 // client adapting to its own bandwidth would use them; it is where the quantile starts by default
 // (scheduler.jellyfish.uplink_quantile), so that dips are planned for once misses show them, not
 // before: planning for them from the start cost up to 5 points of accuracy in the first 10 s of
-// a run for 0.3-1.3 points fewer misses (docs/benchmarks.md). Past that, the same steps move how much of the wait
-// behind a running batch Jellyfish's lift onto spare compute plans for (wait_share), which is the worst case until
-// then: a quarter down while under 0.75 of the target missed, back up before the quantile falls. Header-only and
-// clock-free: times are given.
+// a run for 0.3-1.3 points fewer misses (docs/benchmarks.md). Past that, the same steps move how
+// much of the wait behind a running batch Jellyfish's lift onto spare compute plans for
+// (wait_share), which is the worst case until then: a quarter down while under 0.75 of the
+// target missed, back up before the quantile falls. Header-only and clock-free: times are given.
 
 #include <algorithm>
 #include <cstdint>
