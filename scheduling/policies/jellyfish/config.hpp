@@ -40,8 +40,9 @@ struct options {
   // `extended` (the default): the paper's algorithms with the extensions above (the lift onto
   // spare compute, uploads timed at the uplink's dips, the dip quantile moved to a miss target)
   // and load clients that skip frames which cannot cross in time. `paper`: as the paper prints
-  // it: no lift, uploads timed at the estimate (the harmonic mean over the last second), and
-  // clients that send every frame (the parse sets use_spare, uplink_quantile and miss_target off).
+  // it: no lift, uploads timed at the estimate (the harmonic mean over the last second), workers
+  // planned full, and clients that send every frame (the parse sets use_spare, uplink_quantile,
+  // miss_target, lift_margin and headroom off).
   std::string mode = "extended";
   bool paper() const { return mode == "paper"; }
 };
