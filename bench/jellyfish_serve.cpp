@@ -13,7 +13,8 @@
 //              to the least busy device; clients send that DNN's size. (Clockwork's one global
 //              queue per batch size is a queue per device here.)
 //   DA_off     §7.4: DNN adaptation without data adaptation: Jellyfish's scheduler, clients that
-//              always send the middle size (352), which the scheduler knows (jellyfish.client_side)
+//              always send the middle size (352), which the scheduler knows (jellyfish.client_side);
+//              it and the DA_bw and DA_slo ways run extended mode's defaults (headroom included)
 //   DA_bw50, DA_bw75  §7.4: clients send the largest size their uplink carries whatever they
 //              are told (data adaptation that knows nothing of the DNNs), and the scheduler,
 //              knowing nothing of the network, selects DNNs for a compute budget of 50% (75%) of
