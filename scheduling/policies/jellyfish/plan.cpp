@@ -43,6 +43,11 @@ double spare_budget_ms(const client_state& c, const plan_options& o) {
 
 namespace {
 
+// The share of each worker's t(b) the mapping and the lift plan it to carry.
+double planned_load(const plan_options& o) {
+  return 1 - std::clamp(o.headroom, 0.0, 0.9);
+}
+
 // The smallest batch from `from` at which `v` carries `rate` requests/s within `bound_ms`; 0: none.
 // A request waits at most for the batch running when it comes, l(b), then runs: `wait` is the
 // share of that wait planned for (client_state::wait_share), (1 + wait)·l(b) within the bound.
@@ -85,7 +90,7 @@ void lift(const std::vector<variant>& zoo, const std::vector<client_state>& clie
         if (plan.clients[c].worker == w) bound = std::min(bound, spare[c]), all_mapped &= plan.clients[c].mapped;
       if (!all_mapped) continue;
       for (size_t v = top; v > plan.variants[w]; --v) {
-        int fits = smallest_batch(zoo[v], 1, bound, carried[w], wait[w], on[w] == 1, 1 - o.headroom);
+        int fits = smallest_batch(zoo[v], 1, bound, carried[w], wait[w], on[w] == 1, planned_load(o));
         if (!fits) continue;
         plan.variants[w] = v;
         plan.batch[w] = fits;
@@ -110,7 +115,7 @@ void lift(const std::vector<variant>& zoo, const std::vector<client_state>& clie
     // The batch at which worker w running v would carry it too, within every budget there; 0: none.
     auto fit = [&](size_t w, size_t v) {
       return smallest_batch(zoo[v], on[w] ? plan.batch[w] : 1, std::min(least[w], spare[c]), carried[w] + jc[c].rate,
-                            std::max(wait[w], clients[c].wait_share), !on[w], 1 - o.headroom);
+                            std::max(wait[w], clients[c].wait_share), !on[w], planned_load(o));
     };
     for (size_t w = 0; w < workers; ++w) {
       // A worker no client is left on may take the most accurate variant that fits.
@@ -147,7 +152,7 @@ plan plan_jellyfish(const std::vector<variant>& zoo, const std::vector<client_st
   previous.resize(workers, 0);
   for (auto& v : previous) v = std::min(v, zoo.size() - 1);
   std::vector<dnn> dnns;
-  for (auto& v : zoo) dnns.push_back({v.accuracy, v.max_batch, v.latency_ms, 1 - std::clamp(o.headroom, 0.0, 0.9)});
+  for (auto& v : zoo) dnns.push_back({v.accuracy, v.max_batch, v.latency_ms, planned_load(o)});
   std::vector<client> jc;
   for (auto& c : clients) {
     client x{std::max(1, static_cast<int>(std::lround(c.rate_hz))), {}};
