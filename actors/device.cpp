@@ -115,7 +115,8 @@ std::vector<sched::session_queue<pending>::entry> form(self_ptr self, session& s
     auto left = std::chrono::duration<double, std::milli>(d.deadline - now).count();
     answer(self, d.item.inv, msg::status::dropped,
            fmt::format("early drop by {}: {:.1f} ms left, a batch of {} {} needs {:.1f} ms", st.policy->name(), left,
-                       window + family, m->name, ms(window)));
+                       window + family, m->name, ms(window)),
+           {}, 0, (now - d.item.enqueued).count());
   }
   return batch;
 }

@@ -139,6 +139,11 @@ void send_to(self_ptr self, uint64_t id, const std::string& model, const fronten
   auto& st = self->state;
   auto inv = invocation(self, id, model, to.device, deadline, inputs, now);
   inv.checked = checked;
+  // The worker's deadline runs from when it takes the invocation in: less what the path to it
+  // holds it standing.
+  auto one_way =
+      st.cfg->runtime.path_guard ? static_cast<int64_t>(st.transit.one_way_s(to.node, seconds_of(now)) * 1e9) : 0;
+  inv.budget_ns = std::max<int64_t>(0, inv.budget_ns - one_way);
   auto budget = inv.budget_ns;
   st.net->to_node(to.node, {{}, std::move(inv)});
   for (auto& d : st.routes->padding_due(model, st.rng)) send_dummy(self, model, d.node, d.device, budget, true, now);
@@ -150,7 +155,7 @@ void send_to(self_ptr self, uint64_t id, const std::string& model, const fronten
 
 }  // namespace
 
-bool send_invocation(self_ptr self, uint64_t id, in_flight& f) {
+bool send_invocation(self_ptr self, uint64_t id, in_flight& f, std::string* refused) {
   auto& st = self->state;
   auto now = self->clock().now();
   f.sent = now;
@@ -170,9 +175,19 @@ bool send_invocation(self_ptr self, uint64_t id, in_flight& f) {
     auto& q = st.queries.at(f.query);
     f.at.reset();
     f.model = stage_model_of(st, q, f.stage);
-    return send_invocation(self, id, f);
+    return send_invocation(self, id, f, refused);
   }
   if (!b) return false;
+  auto left_s = std::chrono::duration<double>(f.deadline - now).count();
+  if (auto why = st.cfg->runtime.path_guard
+                     ? st.transit.refusal(b->node, seconds_of(now), left_s, st.routes->outstanding_at(b->node))
+                     : std::string();
+      !why.empty()) {
+    st.routes->release(f.model, b->node, b->device);
+    st.net->metrics.dropped("path_backed_up");
+    if (refused) *refused = std::move(why);
+    return false;
+  }
   f.node = b->node;
   f.device = b->device;
   send_to(self, id, f.model, *b, f.deadline, f.inputs, f.checked, now);
@@ -282,10 +297,14 @@ bool launch(self_ptr self, uint64_t qid, query& q, in_flight f, const std::strin
   auto& st = self->state;
   auto id = st.next_invocation++;
   auto [it, _] = st.invocations.emplace(id, std::move(f));
-  if (!send_invocation(self, id, it->second)) {
+  std::string refused;
+  if (!send_invocation(self, id, it->second, &refused)) {
     auto model = it->second.model;
     st.invocations.erase(id);
-    finish(self, qid, msg::status::error, "no live instance serves model '" + model + "'" + why);
+    if (!refused.empty())
+      finish(self, qid, msg::status::overloaded, refused);
+    else
+      finish(self, qid, msg::status::error, "no live instance serves model '" + model + "'" + why);
     return false;
   }
   q.invocations.push_back(id);
@@ -512,11 +531,17 @@ void on_result(self_ptr self, msg::invocation_result& r) {
   auto version = spec ? spec->version : 1;
   q.timings.push_back(
       {s.name, r.node, r.device, r.batch, r.queue_ns / 1e6, r.exec_ns / 1e6, f.model, static_cast<uint32_t>(version)});
-  if (r.code == msg::status::ok && f.device != msg::forwarded_device) {  // a worker's link, not a dispatcher's
-    auto round_ms = std::chrono::duration<double, std::milli>(self->clock().now() - f.sent).count();
-    auto& t = st.transfer[f.node];
-    t.first += std::max(0.0, round_ms - static_cast<double>(r.queue_ns + r.exec_ns) / 1e6);
-    ++t.second;
+  if (f.device != msg::forwarded_device) {  // a worker's link, not a dispatcher's
+    auto now = self->clock().now();
+    auto round_ms = std::chrono::duration<double, std::milli>(now - f.sent).count();
+    auto worker_ms = static_cast<double>(r.queue_ns + r.exec_ns) / 1e6;
+    st.transit.on_reply(f.node, seconds_of(now), round_ms / 1e3, worker_ms / 1e3,
+                        std::chrono::duration<double>(f.deadline - f.sent).count());
+    if (r.code == msg::status::ok) {
+      auto& t = st.transfer[f.node];
+      t.first += std::max(0.0, round_ms - worker_ms);
+      ++t.second;
+    }
   }
   st.net->metrics.stage_done(p.name, s.name, std::chrono::duration<double>(self->clock().now() - f.sent).count());
   st.net->metrics.model_done(spec ? spec->family() : f.model, version, outcome_label(r.code),

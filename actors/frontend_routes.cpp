@@ -258,6 +258,14 @@ void frontend_routes::release(const std::string& model, const std::string& node,
   if (auto* l = load_of(model, node, device); l && l->outstanding) --l->outstanding;
 }
 
+uint32_t frontend_routes::outstanding_at(const std::string& node) const {
+  uint32_t n = 0;
+  for (auto& [model, r] : routes_)
+    for (size_t i = 0; i < r.backends.size(); ++i)
+      if (r.backends[i].node == node) n += r.loads[i].outstanding;
+  return n;
+}
+
 void frontend_routes::refresh() {
   for (size_t pi = 0; pi < cfg_->pipelines.size(); ++pi) {
     auto& p = cfg_->pipelines[pi];

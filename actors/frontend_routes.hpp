@@ -65,6 +65,8 @@ class frontend_routes {
                                  std::mt19937_64& rng);
   // An invocation on (node, device) of `model` is over.
   void release(const std::string& model, const std::string& node, uint32_t device);
+  // Invocations outstanding on `node`'s instances, every model's.
+  uint32_t outstanding_at(const std::string& node) const;
 
   // The model stage `s` of pipeline `pi` runs now: the variant the table names, else the file's.
   const std::string& stage_model(size_t pi, size_t s) const { return stage_models_[pi][s]; }

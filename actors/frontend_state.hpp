@@ -25,6 +25,7 @@
 #include "pipelines/query_walk.hpp"
 #include "scheduling/policies/registry.hpp"
 #include "scheduling/specialization.hpp"
+#include "scheduling/transit_guard.hpp"
 
 namespace sloserve::frontend_impl {
 
@@ -116,6 +117,7 @@ struct frontend_state {
   std::unordered_map<std::string, int> client_in_flight;  // queries in flight per client
   // Since the last beacon, per worker: time its results spent outside its queue and device.
   std::map<std::string, std::pair<double, uint64_t>> transfer;  // node -> (sum ms, results)
+  sched::transit_guard transit;                                 // per worker node: a standing queue on the path to it
   std::set<std::string> unheard;  // workers this frontend marked down: reported until heard again
   // Since the last beacon, per pipeline: queries admitted and invocations per stage.
   std::vector<msg::pipeline_load> load;
@@ -171,8 +173,9 @@ std::string_view outcome_label(msg::status code);
 void count_reply(self_ptr self, const std::string* pipeline, msg::status code, double seconds, bool within_slo);
 // Answers query `qid` (once: a query already answered is gone).
 void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason);
-// Sends (or re-sends) invocation `id` to a live instance of its model. False when none is live.
-bool send_invocation(self_ptr self, uint64_t id, in_flight& f);
+// Sends (or re-sends) invocation `id` to a live instance of its model. False when none is live, or
+// when the path to the one picked is backed up (then `refused`, if given, says why).
+bool send_invocation(self_ptr self, uint64_t id, in_flight& f, std::string* refused = nullptr);
 // Sends what the walk asked for and answers the query once its walk is done. False when the
 // query has been answered (done, or no instance was live for an invocation).
 bool send_all(self_ptr self, uint64_t qid, query& q, std::vector<query_walk::spawn> spawns);

@@ -27,6 +27,17 @@ uint64_t new_incarnation() {
   return (x >> 21) | 1;  // leaves room for the controller's epoch numbering
 }
 
+namespace {
+
+// Whether `e` travels on a peer's control connection: heartbeats (not the link probes, which time
+// the data connection), registrations and load reports, which no invocation must hold up.
+bool is_control(const msg::envelope& e) {
+  if (auto* hb = std::get_if<msg::heartbeat>(&e.content)) return !hb->probe && !hb->echo && hb->padding.empty();
+  return std::holds_alternative<msg::register_node>(e.content) || std::holds_alternative<msg::load_report>(e.content);
+}
+
+}  // namespace
+
 // Same-node destinations get plain CAF messages; other nodes get Cap'n Proto over ZeroMQ.
 class zmq_link final : public link {
  public:
@@ -41,7 +52,8 @@ class zmq_link final : public link {
       dispatch(*this, std::move(e), {});
       return;
     }
-    transport_->send_to_peer(node, msg::encode_frame(e));
+    bool control = is_control(e);
+    transport_->send_to_peer(node, msg::encode_frame(e), control);
   }
 
   void to_client(const std::string& client, msg::body b) override {

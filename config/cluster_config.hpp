@@ -99,6 +99,9 @@ struct runtime_options {
   // long to cross a link off that worker.
   int link_probe_ms = 1000;
   long link_probe_bytes = 32768;
+  // Frontends refuse, with the reason, invocations that would queue on a backed-up path to a
+  // worker past a share of their budget (scheduling/transit_guard.hpp); false sends them all.
+  bool path_guard = true;
   // The HTTP ingress: a request (headers and body) must arrive whole within this of being
   // awaited, or its connection is closed; one client address may hold at most this many
   // connections at once (0: no limit).

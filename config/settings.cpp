@@ -30,6 +30,7 @@ const std::vector<key<runtime_options>>& runtime_keys() {
       {"max_client_in_flight", &o::max_client_in_flight},
       {"link_probe_ms", &o::link_probe_ms},
       {"link_probe_bytes", &o::link_probe_bytes},
+      {"path_guard", &o::path_guard},
       {"http_request_timeout_ms", &o::http_request_timeout_ms},
       {"http_connections_per_address", &o::http_connections_per_address},
   };

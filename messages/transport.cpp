@@ -113,7 +113,7 @@ void transport::stop() {
   uint64_t one = 1;
   [[maybe_unused]] auto n = write(wake_fd_, &one, sizeof one);
   io_.join();
-  for (auto& [name, s] : peers_) zmq_close(s);
+  for (auto& p : peers_) zmq_close(p.data), zmq_close(p.control);
   peers_.clear();
   if (router_ && monitor_) zmq_socket_monitor(router_, nullptr, 0);
   for (auto* s : {zap_, monitor_})
@@ -142,8 +142,8 @@ void transport::connect_peer(const std::string& name, const std::string& address
   enqueue({outbound::connect, name, address, server_key, {}});
 }
 
-void transport::send_to_peer(const std::string& name, bytes frame) {
-  enqueue({outbound::peer, name, {}, {}, std::move(frame)});
+void transport::send_to_peer(const std::string& name, bytes frame, bool control) {
+  enqueue({outbound::peer, name, {}, {}, std::move(frame), control});
 }
 
 void transport::send_to_identity(std::string identity, bytes frame) {
@@ -154,34 +154,36 @@ void transport::flush(std::vector<outbound>& batch) {
   for (auto& o : batch) {
     switch (o.kind) {
       case outbound::connect: {
-        void* s = nullptr;
-        for (auto& [n, sock] : peers_)
-          if (n == o.target) s = sock;
-        if (s) break;  // already connected; ZeroMQ reconnects on its own
-        s = zmq_socket(ctx_, ZMQ_DEALER);
-        set_int(s, ZMQ_LINGER, 0);
-        set_int(s, ZMQ_SNDHWM, opts_.send_hwm);
-        set_int(s, ZMQ_RECONNECT_IVL, 50);
-        set_int(s, ZMQ_RECONNECT_IVL_MAX, 500);
-        // ZMTP heartbeats: a connection that stops carrying anything (a partition, a peer
-        // frozen) is dropped and dialled afresh, instead of waiting out TCP's retransmission
-        // backoff once the network heals.
-        if (opts_.zmtp_heartbeat_ms > 0) {
-          set_int(s, ZMQ_HEARTBEAT_IVL, opts_.zmtp_heartbeat_ms);
-          set_int(s, ZMQ_HEARTBEAT_TIMEOUT, opts_.zmtp_timeout_ms);
+        bool known = false;
+        for (auto& p : peers_) known |= p.name == o.target;
+        if (known) break;  // already connected; ZeroMQ reconnects on its own
+        peer_sockets p{o.target};
+        for (auto* s : {&p.data, &p.control}) {
+          *s = zmq_socket(ctx_, ZMQ_DEALER);
+          set_int(*s, ZMQ_LINGER, 0);
+          set_int(*s, ZMQ_SNDHWM, opts_.send_hwm);
+          set_int(*s, ZMQ_RECONNECT_IVL, 50);
+          set_int(*s, ZMQ_RECONNECT_IVL_MAX, 500);
+          // ZMTP heartbeats: a connection that stops carrying anything (a partition, a peer
+          // frozen) is dropped and dialled afresh, instead of waiting out TCP's retransmission
+          // backoff once the network heals.
+          if (opts_.zmtp_heartbeat_ms > 0) {
+            set_int(*s, ZMQ_HEARTBEAT_IVL, opts_.zmtp_heartbeat_ms);
+            set_int(*s, ZMQ_HEARTBEAT_TIMEOUT, opts_.zmtp_timeout_ms);
+          }
+          if (auto set = secure() ? set_curve_client(*s, opts_.curve, o.key) : status{}; !set) {
+            ++counters_.send_failures;
+            if (opts_.on_refused) opts_.on_refused("peer '" + o.target + "': " + set.error());
+          }
+          zmq_connect(*s, o.address.c_str());
         }
-        if (auto set = secure() ? set_curve_client(s, opts_.curve, o.key) : status{}; !set) {
-          ++counters_.send_failures;
-          if (opts_.on_refused) opts_.on_refused("peer '" + o.target + "': " + set.error());
-        }
-        zmq_connect(s, o.address.c_str());
-        peers_.emplace_back(o.target, s);
+        peers_.push_back(std::move(p));
         break;
       }
       case outbound::peer: {
         void* s = nullptr;
-        for (auto& [n, sock] : peers_)
-          if (n == o.target) s = sock;
+        for (auto& p : peers_)
+          if (p.name == o.target) s = o.control ? p.control : p.data;
         if (s && send_frame(s, std::move(o.frame), ZMQ_DONTWAIT))
           ++counters_.sent;
         else

@@ -1,7 +1,10 @@
 #pragma once
 // The ZeroMQ transport of one node: a ROUTER that binds the node's address (clients and peers
-// connect to it) and one DEALER per peer node for outgoing node-to-node traffic. One I/O thread
-// owns every socket; other threads hand it frames through a queue woken by an eventfd.
+// connect to it) and two DEALERs per peer node for outgoing node-to-node traffic: one for data
+// (invocations, their results, link probes) and one for control (heartbeats, registrations, load
+// reports), each its own connection, so that a control frame never waits behind megabytes of
+// tensors queued for a slow link (the receiving ROUTER takes the two connections in turn). One I/O
+// thread owns every socket; other threads hand it frames through a queue woken by an eventfd.
 
 #include <atomic>
 #include <functional>
@@ -68,8 +71,9 @@ class transport {
   // All thread-safe.
   // `server_key`: the peer's public key (Z85) when CURVE is on.
   void connect_peer(const std::string& name, const std::string& address, const std::string& server_key = {});
-  // The frame's bytes go to ZeroMQ by reference (no copy).
-  void send_to_peer(const std::string& name, bytes frame);
+  // The frame's bytes go to ZeroMQ by reference (no copy). `control`: on the peer's control
+  // connection (frames there keep their order among themselves, not with the data connection's).
+  void send_to_peer(const std::string& name, bytes frame, bool control = false);
   void send_to_identity(std::string identity, bytes frame);
 
   const transport_counters& counters() const { return counters_; }
@@ -77,10 +81,16 @@ class transport {
  private:
   struct outbound {
     enum kind_t { connect, peer, identity } kind;
-    std::string target;   // peer name or routing identity
-    std::string address;  // connect: where the peer listens
-    std::string key;      // connect: the peer's public key
-    bytes frame;          // peer, identity: what to send
+    std::string target;    // peer name or routing identity
+    std::string address;   // connect: where the peer listens
+    std::string key;       // connect: the peer's public key
+    bytes frame;           // peer, identity: what to send
+    bool control = false;  // peer: on its control connection
+  };
+  struct peer_sockets {
+    std::string name;
+    void* data = nullptr;
+    void* control = nullptr;
   };
 
   bool secure() const;
@@ -103,7 +113,7 @@ class transport {
   std::atomic<bool> running_{false};
   std::mutex mu_;
   std::vector<outbound> queue_;
-  std::vector<std::pair<std::string, void*>> peers_;  // owned by the I/O thread
+  std::vector<peer_sockets> peers_;  // owned by the I/O thread
   transport_counters counters_;
 };
 

@@ -522,6 +522,58 @@ TEST_F(frontend_fixture, counts_every_reply_in_the_nodes_metrics) {
   EXPECT_TRUE(has("sloserve_requests_in_flight 0")) << text;
 }
 
+// A path to a worker that holds a standing queue (replies spend 40 ms outside the worker's queue
+// and execution where the first, earlier, took none): what is sent after it loses the path's one-way delay
+// from its budget, and a request that Little's law says would queue on the path past a share of
+// its budget is answered OVERLOADED at once, with the reason; once the path is quiet, requests go.
+TEST_F(frontend_fixture, a_backed_up_path_to_a_worker_refuses_what_would_queue_on_it_and_says_why) {
+  auto c = testing::parse_or_die(R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated}]}
+models:
+  - {name: det, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [8, 3]}, max_batch: 4, profile: {alpha_ms: 1, beta_ms: 2}}
+pipelines:
+  - {name: one, slo_ms: 100, stages: [{name: s, model: det}]}
+)");
+  auto link = std::make_shared<recording_link>("fe");
+  auto f = spawn_routed(c, link);
+  uint64_t id = 0;
+  auto send = [&] {
+    caf::anon_send(f, ingress{"client-1", msg::client_request{"one", ++id, {make_tensor({dtype::float32, {4}}, 1)}}});
+    run();
+  };
+  auto answer_all = [&] {
+    for (auto& [node, inv] : link->take<msg::invocation>()) answer(inv, c->models[0], msg::status::ok, f);
+  };
+  send();
+  answer_all();  // at once: the path's base is nothing
+  advance(150ms);
+  for (int i = 0; i < 40; ++i) send();
+  advance(40ms);
+  answer_all();  // 40 ms each: 41 replies in 190 ms
+  // 40 ms over the base, of 100 ms budgets, for all of the last 100 ms: a standing queue. At 216
+  // replies/s, 6 in flight queue 27.8 ms (< 30 ms): sent, each with 100 ms less the 20 ms one
+  // way; the 7th would queue 32.4 ms, and it and the rest are refused.
+  for (int i = 0; i < 20; ++i) send();
+  auto sent = link->take<msg::invocation>();
+  ASSERT_EQ(sent.size(), 6u);
+  for (auto& [node, inv] : sent) EXPECT_EQ(inv.budget_ns, 80'000'000);
+  auto replies = link->client_replies();
+  ASSERT_EQ(replies.size(), 41u + 14u);
+  for (size_t i = 41; i < replies.size(); ++i) {
+    EXPECT_EQ(replies[i].code, msg::status::overloaded);
+    EXPECT_NE(replies[i].reason.find("the path to worker 'w1' is backed up"), std::string::npos) << replies[i].reason;
+  }
+  for (auto& [node, inv] : sent) answer(inv, c->models[0], msg::status::ok, f);
+  // No reply for longer than the guard's interval: nothing stands, the next request goes whole.
+  advance(200ms);
+  send();
+  sent = link->take<msg::invocation>();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].second.budget_ns, 100'000'000);
+}
+
 // Per-path SLOs: the alert's path is due 120 ms after arrival though the pipeline's SLO is 400 ms.
 // Its invocation's deadline says so; a reply whose alert finished later names it, and counts as
 // outside the SLO though it came within 400 ms.
@@ -872,7 +924,8 @@ TEST_F(graft_frontend_fixture, a_fragment_runs_its_ranges_in_turn_within_their_s
   ASSERT_EQ(second.size(), 1u);
   EXPECT_EQ(second[0].second.model, "m[2,3)");
   EXPECT_EQ(second[0].second.inputs.at(0).shape, std::vector<int64_t>{2}) << "what the first range made";
-  EXPECT_EQ(second[0].second.budget_ns, std::chrono::nanoseconds(145ms).count());
+  // What is left of the 150 ms, less half the 5 ms the first range's round trip spent on the way.
+  EXPECT_EQ(second[0].second.budget_ns, std::chrono::nanoseconds(145ms - 2500us).count());
   EXPECT_TRUE(net->client_replies().empty());
   answer(second[0].second);
   auto replies = net->client_replies();

@@ -1,0 +1,76 @@
+#include "scheduling/transit_guard.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace sloserve::sched {
+
+double transit_guard::path::base_s() const {
+  double least = std::numeric_limits<double>::infinity();
+  for (auto& [second, t] : bases) least = std::min(least, t);
+  return std::isfinite(least) ? least : 0;
+}
+
+double transit_guard::least_share(const path& p) {
+  if (p.recent.empty()) return 0;
+  double base = p.base_s(), least = std::numeric_limits<double>::infinity();
+  for (auto& s : p.recent) least = std::min(least, s.budget_s > 0 ? (s.transit_s - base) / s.budget_s : 0);
+  return least;
+}
+
+transit_guard::path& transit_guard::trimmed(const std::string& node, double now_s) {
+  auto& p = paths_[node];
+  while (!p.recent.empty() && p.recent.front().at_s < now_s - o_.interval_s) p.recent.pop_front();
+  while (!p.replies.empty() && p.replies.front() < now_s - o_.rate_window_s) p.replies.pop_front();
+  while (!p.bases.empty() && p.bases.front().first + 1 < now_s - o_.base_window_s) p.bases.pop_front();
+  return p;
+}
+
+void transit_guard::on_reply(const std::string& node, double now_s, double round_s, double worker_s, double budget_s) {
+  auto& p = trimmed(node, now_s);
+  worker_s = std::clamp(worker_s, 0.0, std::max(0.0, round_s));
+  double transit_s = std::max(0.0, round_s - worker_s);
+  p.recent.push_back({now_s, transit_s, worker_s, budget_s});
+  p.replies.push_back(now_s);
+  if (p.first_s < 0) p.first_s = now_s;
+  double second = std::floor(now_s);
+  if (p.bases.empty() || p.bases.back().first != second)
+    p.bases.emplace_back(second, transit_s);
+  else
+    p.bases.back().second = std::min(p.bases.back().second, transit_s);
+}
+
+bool transit_guard::standing(const std::string& node, double now_s) {
+  return least_share(trimmed(node, now_s)) > o_.standing_share;
+}
+
+double transit_guard::one_way_s(const std::string& node, double now_s) {
+  auto& p = trimmed(node, now_s);
+  if (p.recent.empty()) return 0;
+  double least = std::numeric_limits<double>::infinity();
+  for (auto& s : p.recent) least = std::min(least, s.transit_s);
+  return least / 2;
+}
+
+std::string transit_guard::refusal(const std::string& node, double now_s, double left_s, uint32_t in_flight) {
+  if (!standing(node, now_s)) return {};
+  auto& p = paths_[node];
+  // Replies per second over the rate window, or since the first reply where that is shorter.
+  double span = std::clamp(now_s - p.first_s, 1e-3, o_.rate_window_s);
+  double rate = static_cast<double>(p.replies.size()) / span;  // > 0: standing has replies
+  double worker_s = 0;
+  for (auto& s : p.recent) worker_s += s.worker_s;
+  worker_s /= static_cast<double>(p.recent.size());
+  double base = p.base_s();
+  double wait_s = std::max(0.0, in_flight / rate - worker_s - base);
+  if (wait_s <= o_.wait_share * left_s) return {};
+  return fmt::format(
+      "the path to worker '{}' is backed up: replies spend {:.1f} ms on it (it takes {:.1f} ms unloaded), and {} "
+      "invocations in flight at {:.0f} replies/s would queue {:.1f} ms on it of the {:.1f} ms left",
+      node, 2e3 * one_way_s(node, now_s), 1e3 * base, in_flight, rate, 1e3 * wait_s, 1e3 * left_s);
+}
+
+}  // namespace sloserve::sched

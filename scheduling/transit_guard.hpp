@@ -1,0 +1,67 @@
+#pragma once
+// A frontend's guard on the path to each worker node. A reply's transit is its round trip less
+// what the worker reports for its queue and its execution: the transport both ways and the
+// frontend's own mailbox. Its base is the least transit of the last seconds (what the link takes
+// when nothing queues); the rest is queueing. When the path holds a standing queue (even the
+// least queueing of the replies of the last interval above a share of their budgets: a saturated
+// link or host, a receiver that cannot keep up), every invocation sent joins it and arrives with
+// its budget spent, so that the devices serve requests already late and none is answered in time.
+// While the queue stands, an invocation goes only if Little's law leaves it time: the invocations
+// in flight to the node over the rate its replies come back at is how long one takes; less the
+// worker's own queue and execution of late and the base transit, what it would queue on the path,
+// which must stay within a share of the time it has left. The rest are refused at once, with the
+// reason, and the path drains to what it carries in time.
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <unordered_map>
+
+namespace sloserve::sched {
+
+class transit_guard {
+ public:
+  struct options {
+    double interval_s = 0.1;      // the standing queue: the least transit of the replies in this window
+    double standing_share = 0.2;  // standing while that least transit is above this share of their budgets
+    double wait_share = 0.3;      // while standing: the path's wait by Little's law, within this share of the time left
+    double rate_window_s = 0.5;   // the reply rate, over this window
+    double base_window_s = 10;    // the base transit: the least of this window
+  };
+
+  transit_guard() = default;
+  explicit transit_guard(options o) : o_(o) {}
+
+  // A reply from `node` at `now_s` after a round trip of `round_s`, of which the worker reports
+  // `worker_s` in its queue and executing, for an invocation that went with `budget_s` to its
+  // deadline.
+  void on_reply(const std::string& node, double now_s, double round_s, double worker_s, double budget_s);
+  // Why an invocation to `node` with `left_s` to its deadline may not go at `now_s`, with
+  // `in_flight` invocations outstanding there; empty when it may.
+  std::string refusal(const std::string& node, double now_s, double left_s, uint32_t in_flight);
+  // The path's standing one-way delay at `now_s` (half the least transit of the interval; 0 when
+  // no reply came in it): what an invocation's budget loses before the worker takes it in.
+  double one_way_s(const std::string& node, double now_s);
+  // Whether the path to `node` holds a standing queue at `now_s`.
+  bool standing(const std::string& node, double now_s);
+
+ private:
+  struct sample {
+    double at_s, transit_s, worker_s, budget_s;
+  };
+  struct path {
+    std::deque<sample> recent;                    // the interval's replies
+    std::deque<double> replies;                   // reply times in the rate window
+    std::deque<std::pair<double, double>> bases;  // (second, least transit in it) in the base window
+    double first_s = -1;                          // the first reply's time
+    double base_s() const;
+  };
+  path& trimmed(const std::string& node, double now_s);
+  // The least queueing (transit over the base) of the interval's replies, as a share of their
+  // budgets; 0 without replies.
+  static double least_share(const path& p);
+  options o_;
+  std::unordered_map<std::string, path> paths_;
+};
+
+}  // namespace sloserve::sched
