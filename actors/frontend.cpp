@@ -89,6 +89,11 @@ void admit(self_ptr self, size_t pi, query q, std::vector<tensor> inputs, const 
 void on_ingress(self_ptr self, ingress& in) {
   auto& st = self->state;
   ++st.stats.received;
+  if (in.request.received_ns > 0) {  // counted by the node's intake gate: taken in now
+    auto* p = st.cfg->find_pipeline(in.request.pipeline);
+    double slo_ms = in.request.slo_ms > 0 ? in.request.slo_ms : p ? p->slo_ms : 0;
+    st.net->intake.taken(st.net->now_ns(), in.request.received_ns, slo_ms / 1e3);
+  }
   const std::string* known = nullptr;
   bool named = false;  // a named client's request, counted in the registry
   auto reject = [&](msg::status code, std::string reason, std::string_view drop = {}) {

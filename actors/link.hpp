@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/intake_gate.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/metrics.hpp"
 #include "config/live_apply.hpp"
@@ -40,6 +41,7 @@ int64_t payload_bytes(const std::vector<tensor>& ts);
 class link {
  public:
   payload_budget queued;
+  intake_gate intake;    // client requests handed to the frontend, not yet taken in
   node_metrics metrics;  // what the node's /metrics shows
   // The configuration the node runs and its revision (`sloserve apply` swaps it); null where a
   // test's actors run without one.

@@ -349,6 +349,7 @@ void node_runtime::on_frame(std::string_view id, const bytes& frame, std::string
     auto it = tenant_of_key_.find(user);
     rq->tenant = it == tenant_of_key_.end() ? std::string() : it->second;
   }
+  if (auto* rq = std::get_if<msg::client_request>(&env.content); rq && !intake(identity, *rq)) return;
   if (!from_client) {
     bool peer = cfg_->find_node(env.from) != nullptr;
     if (peer && cfg_->security.enabled()) {
@@ -363,6 +364,22 @@ void node_runtime::on_frame(std::string_view id, const bytes& frame, std::string
     }
   }
   dispatch(*link_, std::move(env), identity);
+}
+
+bool node_runtime::intake(const std::string& identity, msg::client_request& rq) {
+  auto* p = cfg_->find_pipeline(rq.pipeline);
+  if (!p || !link_->actors_.frontend || !cfg_->runtime.path_guard) return true;  // the frontend answers it
+  auto now = link_->now_ns();
+  double slo_ms = rq.slo_ms > 0 ? rq.slo_ms : p->slo_ms;
+  auto why = link_->intake.admit(now, slo_ms / 1e3);
+  if (why.empty()) {
+    rq.received_ns = now;
+    return true;
+  }
+  link_->metrics.dropped("intake_backed_up");
+  link_->metrics.request_done(p->name, "overloaded", 0, false, static_cast<double>(now) / 1e9);
+  link_->to_client(identity, msg::client_reply{rq.request_id, msg::status::overloaded, std::move(why), {}, {}, 0});
+  return false;
 }
 
 void node_runtime::reject(std::string_view kind, const std::string& peer, const std::string& what) {

@@ -56,6 +56,9 @@ class node_runtime {
   void on_frame(std::string_view id, const bytes& frame, std::string_view user);
   // Counts a rejection of `kind` in the metrics and logs `what`, rate-limited per `peer` and kind.
   void reject(std::string_view kind, const std::string& peer, const std::string& what);
+  // A client's request past the intake gate: true to hand it to the frontend (stamped), false
+  // when it was answered OVERLOADED here.
+  bool intake(const std::string& identity, msg::client_request& rq);
 
   std::shared_ptr<const cluster_config> cfg_;
   msg::decode_limits limits_;

@@ -47,6 +47,7 @@ struct ClientRequest {
   # The tenant it comes from (security.tenants). The node sets it from the client's CurveZMQ key
   # or bearer token under security; without keys, the client names it. Empty: no tenant.
   tenant @13 :Text;
+  #! int64_t received_ns = 0;  // when the node handed it to its frontend, counted by its intake gate; 0: not counted
 }
 
 struct StageTiming {

@@ -55,8 +55,9 @@ double transit_guard::one_way_s(const std::string& node, double now_s) {
   return least / 2;
 }
 
-std::string transit_guard::refusal(const std::string& node, double now_s, double left_s, uint32_t in_flight) {
-  if (!standing(node, now_s)) return {};
+std::optional<transit_guard::backed_up> transit_guard::congested(const std::string& node, double now_s, double left_s,
+                                                                 uint32_t in_flight) {
+  if (!standing(node, now_s)) return std::nullopt;
   auto& p = paths_[node];
   // Replies per second over the rate window, or since the first reply where that is shorter.
   double span = std::clamp(now_s - p.first_s, 1e-3, o_.rate_window_s);
@@ -66,11 +67,17 @@ std::string transit_guard::refusal(const std::string& node, double now_s, double
   worker_s /= static_cast<double>(p.recent.size());
   double base = p.base_s();
   double wait_s = std::max(0.0, in_flight / rate - worker_s - base);
-  if (wait_s <= o_.wait_share * left_s) return {};
+  if (wait_s <= o_.wait_share * left_s) return std::nullopt;
+  return backed_up{2 * one_way_s(node, now_s), base, in_flight, rate, wait_s};
+}
+
+std::string transit_guard::refusal(const std::string& node, double now_s, double left_s, uint32_t in_flight) {
+  auto c = congested(node, now_s, left_s, in_flight);
+  if (!c) return {};
   return fmt::format(
       "the path to worker '{}' is backed up: replies spend {:.1f} ms on it (it takes {:.1f} ms unloaded), and {} "
       "invocations in flight at {:.0f} replies/s would queue {:.1f} ms on it of the {:.1f} ms left",
-      node, 2e3 * one_way_s(node, now_s), 1e3 * base, in_flight, rate, 1e3 * wait_s, 1e3 * left_s);
+      node, 1e3 * c->transit_s, 1e3 * c->base_s, c->in_flight, c->rate, 1e3 * c->wait_s, 1e3 * left_s);
 }
 
 }  // namespace sloserve::sched

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -37,7 +38,16 @@ class transit_guard {
   // deadline.
   void on_reply(const std::string& node, double now_s, double round_s, double worker_s, double budget_s);
   // Why an invocation to `node` with `left_s` to its deadline may not go at `now_s`, with
-  // `in_flight` invocations outstanding there; empty when it may.
+  // `in_flight` invocations outstanding there: the standing queue's figures; none when it may.
+  struct backed_up {
+    double transit_s;  // the least transit of the interval
+    double base_s;     // the path's unloaded transit
+    uint32_t in_flight;
+    double rate;    // replies/s
+    double wait_s;  // what it would queue on the path
+  };
+  std::optional<backed_up> congested(const std::string& node, double now_s, double left_s, uint32_t in_flight);
+  // The same, said for a path to worker `node`; empty when it may go.
   std::string refusal(const std::string& node, double now_s, double left_s, uint32_t in_flight);
   // The path's standing one-way delay at `now_s` (half the least transit of the interval; 0 when
   // no reply came in it): what an invocation's budget loses before the worker takes it in.
