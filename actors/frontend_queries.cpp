@@ -178,8 +178,9 @@ bool send_invocation(self_ptr self, uint64_t id, in_flight& f, std::string* refu
     return send_invocation(self, id, f, refused);
   }
   if (!b) return false;
+  // The in-flight count (a walk over the routes) only where the path holds a standing queue.
   auto left_s = std::chrono::duration<double>(f.deadline - now).count();
-  if (auto why = st.cfg->runtime.path_guard
+  if (auto why = st.cfg->runtime.path_guard && st.transit.standing(b->node, seconds_of(now))
                      ? st.transit.refusal(b->node, seconds_of(now), left_s, st.routes->outstanding_at(b->node))
                      : std::string();
       !why.empty()) {

@@ -14,16 +14,25 @@ double transit_guard::path::base_s() const {
   return std::isfinite(least) ? least : 0;
 }
 
-double transit_guard::least_share(const path& p) {
-  if (p.recent.empty()) return 0;
-  double base = p.base_s(), least = std::numeric_limits<double>::infinity();
-  for (auto& s : p.recent) least = std::min(least, s.budget_s > 0 ? (s.transit_s - base) / s.budget_s : 0);
-  return least;
+void transit_guard::window_min::push(double at, double v) {
+  while (!q.empty() && q.back().second >= v) q.pop_back();
+  q.emplace_back(at, v);
+}
+
+void transit_guard::window_min::trim(double from) {
+  while (!q.empty() && q.front().first < from) q.pop_front();
 }
 
 transit_guard::path& transit_guard::trimmed(const std::string& node, double now_s) {
   auto& p = paths_[node];
-  while (!p.recent.empty() && p.recent.front().at_s < now_s - o_.interval_s) p.recent.pop_front();
+  double from = now_s - o_.interval_s;
+  while (!p.recent.empty() && p.recent.front().first < from) {
+    p.worker_sum -= p.recent.front().second;
+    p.recent.pop_front();
+  }
+  if (p.recent.empty()) p.worker_sum = 0;  // no drift from the sums
+  p.transit.trim(from);
+  p.queued.trim(from);
   while (!p.replies.empty() && p.replies.front() < now_s - o_.rate_window_s) p.replies.pop_front();
   while (!p.bases.empty() && p.bases.front().first + 1 < now_s - o_.base_window_s) p.bases.pop_front();
   return p;
@@ -33,7 +42,14 @@ void transit_guard::on_reply(const std::string& node, double now_s, double round
   auto& p = trimmed(node, now_s);
   worker_s = std::clamp(worker_s, 0.0, std::max(0.0, round_s));
   double transit_s = std::max(0.0, round_s - worker_s);
-  p.recent.push_back({now_s, transit_s, worker_s, budget_s});
+  p.recent.emplace_back(now_s, worker_s);
+  p.worker_sum += worker_s;
+  p.transit.push(now_s, transit_s);
+  // Standing means every reply of the interval queued over standing_share of its budget:
+  // transit - base > share × budget for all, that is min(transit - share × budget) > base. A
+  // reply without a budget never stands.
+  p.queued.push(now_s,
+                budget_s > 0 ? transit_s - o_.standing_share * budget_s : -std::numeric_limits<double>::infinity());
   p.replies.push_back(now_s);
   if (p.first_s < 0) p.first_s = now_s;
   double second = std::floor(now_s);
@@ -44,15 +60,13 @@ void transit_guard::on_reply(const std::string& node, double now_s, double round
 }
 
 bool transit_guard::standing(const std::string& node, double now_s) {
-  return least_share(trimmed(node, now_s)) > o_.standing_share;
+  auto& p = trimmed(node, now_s);
+  return !p.queued.empty() && p.queued.least() > p.base_s();
 }
 
 double transit_guard::one_way_s(const std::string& node, double now_s) {
   auto& p = trimmed(node, now_s);
-  if (p.recent.empty()) return 0;
-  double least = std::numeric_limits<double>::infinity();
-  for (auto& s : p.recent) least = std::min(least, s.transit_s);
-  return least / 2;
+  return p.transit.empty() ? 0 : p.transit.least() / 2;
 }
 
 std::optional<transit_guard::backed_up> transit_guard::congested(const std::string& node, double now_s, double left_s,
@@ -61,14 +75,12 @@ std::optional<transit_guard::backed_up> transit_guard::congested(const std::stri
   auto& p = paths_[node];
   // Replies per second over the rate window, or since the first reply where that is shorter.
   double span = std::clamp(now_s - p.first_s, 1e-3, o_.rate_window_s);
-  double rate = static_cast<double>(p.replies.size()) / span;  // > 0: standing has replies
-  double worker_s = 0;
-  for (auto& s : p.recent) worker_s += s.worker_s;
-  worker_s /= static_cast<double>(p.recent.size());
+  double rate = static_cast<double>(p.replies.size()) / span;             // > 0: standing has replies
+  double worker_s = p.worker_sum / static_cast<double>(p.recent.size());  // standing: the interval has replies
   double base = p.base_s();
   double wait_s = std::max(0.0, in_flight / rate - worker_s - base);
   if (wait_s <= o_.wait_share * left_s) return std::nullopt;
-  return backed_up{2 * one_way_s(node, now_s), base, in_flight, rate, wait_s};
+  return backed_up{p.transit.least(), base, in_flight, rate, wait_s};
 }
 
 std::string transit_guard::refusal(const std::string& node, double now_s, double left_s, uint32_t in_flight) {

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 namespace sloserve::sched {
 
@@ -56,20 +57,25 @@ class transit_guard {
   bool standing(const std::string& node, double now_s);
 
  private:
-  struct sample {
-    double at_s, transit_s, worker_s, budget_s;
+  // The least of the values of the last window, in time order (a monotonic queue: O(1) a value).
+  struct window_min {
+    std::deque<std::pair<double, double>> q;  // (at, value), the values increasing
+    void push(double at, double v);
+    void trim(double from);
+    bool empty() const { return q.empty(); }
+    double least() const { return q.front().second; }
   };
   struct path {
-    std::deque<sample> recent;                    // the interval's replies
-    std::deque<double> replies;                   // reply times in the rate window
-    std::deque<std::pair<double, double>> bases;  // (second, least transit in it) in the base window
-    double first_s = -1;                          // the first reply's time
+    std::deque<std::pair<double, double>> recent;  // (at, the worker's time) of the interval's replies
+    double worker_sum = 0;                         // of recent
+    window_min transit;                            // the interval's least transit
+    window_min queued;                             // the interval's least transit less standing_share of its budget
+    std::deque<double> replies;                    // reply times in the rate window
+    std::deque<std::pair<double, double>> bases;   // (second, least transit in it) in the base window
+    double first_s = -1;                           // the first reply's time
     double base_s() const;
   };
   path& trimmed(const std::string& node, double now_s);
-  // The least queueing (transit over the base) of the interval's replies, as a share of their
-  // budgets; 0 without replies.
-  static double least_share(const path& p);
   options o_;
   std::unordered_map<std::string, path> paths_;
 };
