@@ -266,8 +266,8 @@ void node_metrics::render_requests(std::string& out) const {
              stage_durations_);
   counters(out, "sloserve_drops_total",
            "Requests dropped or refused for load or time on this node (early_drop, queue_full, payload_budget, "
-           "client_in_flight, "
-           "stale_on_arrival, network_time, priority, tenant_cap).",
+           "client_in_flight, stale_on_arrival, network_time, priority, tenant_cap, path_backed_up, "
+           "intake_backed_up).",
            drops_);
   counters(out, "sloserve_tenant_requests_total",
            "Requests of each tenant at this frontend: admitted, capped (over its rate cap) or shed (its share of an "
