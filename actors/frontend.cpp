@@ -91,8 +91,7 @@ void on_ingress(self_ptr self, ingress& in) {
   ++st.stats.received;
   if (in.request.received_ns > 0) {  // counted by the node's intake gate: taken in now
     auto* p = st.cfg->find_pipeline(in.request.pipeline);
-    double slo_ms = in.request.slo_ms > 0 ? in.request.slo_ms : p ? p->slo_ms : 0;
-    st.net->intake.taken(st.net->now_ns(), in.request.received_ns, slo_ms / 1e3);
+    st.net->intake.taken(st.net->now_ns(), in.request.received_ns, msg::slo_ms_of(in.request, p ? p->slo_ms : 0) / 1e3);
   }
   const std::string* known = nullptr;
   bool named = false;  // a named client's request, counted in the registry
@@ -141,7 +140,7 @@ void on_ingress(self_ptr self, ingress& in) {
   auto t = st.client_times.on_request(in.client, rq.network_ms, rq.sent_at_us, st.wall_us(), now,
                                       st.cfg->runtime.clock_tolerance_ms);
   query q;
-  q.slo_ms = rq.slo_ms > 0 ? rq.slo_ms : p.slo_ms;  // a client may declare its own
+  q.slo_ms = msg::slo_ms_of(rq, p.slo_ms);  // a client may declare its own
   if (!rq.client.empty()) {
     st.clients.on_request({rq.client, p.name, rq.slo_ms, rq.rate_hz, rq.rtt_ms, payload_bytes(rq.inputs),
                            image_pixels_of(rq.inputs.front()), t.waited_ms, p.slo_ms, rq.queued_ms, rq.skipped},

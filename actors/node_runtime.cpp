@@ -52,8 +52,7 @@ class zmq_link final : public link {
       dispatch(*this, std::move(e), {});
       return;
     }
-    bool control = is_control(e);
-    transport_->send_to_peer(node, msg::encode_frame(e), control);
+    transport_->send_to_peer(node, msg::encode_frame(e), is_control(e));
   }
 
   void to_client(const std::string& client, msg::body b) override {
@@ -370,8 +369,7 @@ bool node_runtime::intake(const std::string& identity, msg::client_request& rq) 
   auto* p = cfg_->find_pipeline(rq.pipeline);
   if (!p || !link_->actors_.frontend || !cfg_->runtime.path_guard) return true;  // the frontend answers it
   auto now = link_->now_ns();
-  double slo_ms = rq.slo_ms > 0 ? rq.slo_ms : p->slo_ms;
-  auto why = link_->intake.admit(now, slo_ms / 1e3);
+  auto why = link_->intake.admit(now, msg::slo_ms_of(rq, p->slo_ms) / 1e3);
   if (why.empty()) {
     rq.received_ns = now;
     return true;

@@ -18,6 +18,11 @@ std::string_view status_name(status s);
 // (ModelRoute.dispatcher): that frontend places it in the model's turn and relays the result.
 inline constexpr uint32_t forwarded_device = 0xFFFFFFFFu;
 
+// The SLO a request is served under: the one its client declares, else its pipeline's.
+inline double slo_ms_of(const client_request& rq, double pipeline_slo_ms) {
+  return rq.slo_ms > 0 ? rq.slo_ms : pipeline_slo_ms;
+}
+
 // The reply to invocation `id` from device `device` of `node` that failed (or was dropped, or
 // refused) for `reason`: every node answers an invocation it cannot run with one of these.
 inline invocation_result failed_invocation(uint64_t id, status code, std::string reason, std::string node,
