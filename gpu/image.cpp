@@ -2,8 +2,10 @@
 
 #include <turbojpeg.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <thread>
 
 namespace sloserve {
 namespace {
@@ -105,6 +107,17 @@ status input_row(const tensor& t, input_form form, const model_spec& m, float* r
   if (auto ok = image_pixels(t, form, scratch, rgb, h, w); !ok) return ok;
   preprocess_cpu(rgb, h, w, preprocess_of(m), row);
   return {};
+}
+
+void for_each_row(size_t n, int threads, const std::function<void(size_t)>& f) {
+  size_t k = std::min(n, static_cast<size_t>(std::max(1, threads)));
+  auto run = [&](size_t part) {
+    for (size_t i = n * part / k; i < n * (part + 1) / k; ++i) f(i);
+  };
+  std::vector<std::thread> helpers;
+  for (size_t part = 1; part < k; ++part) helpers.emplace_back(run, part);
+  if (k > 0) run(0);
+  for (auto& t : helpers) t.join();
 }
 
 }  // namespace sloserve

@@ -4,6 +4,7 @@
 // decode here too and resize and normalize on the GPU (gpu/preprocess.cu).
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,5 +40,10 @@ status input_row(const tensor& t, input_form form, const model_spec& m, float* r
 // or the JPEG decoded into `scratch`.
 status image_pixels(const tensor& t, input_form form, std::vector<uint8_t>& scratch, const uint8_t*& rgb, int& h,
                     int& w);
+
+// Runs f(i) for every i in [0, n), on up to `threads` threads at once (the caller's among them),
+// each taking a contiguous run of rows; returns when all are done. A batch's rows are independent
+// (each request's tensor copied, or its image decoded and resized), so a device stacks them so.
+void for_each_row(size_t n, int threads, const std::function<void(size_t)>& f);
 
 }  // namespace sloserve

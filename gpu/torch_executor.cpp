@@ -19,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "gpu/executor.hpp"
 #include "gpu/image.hpp"
@@ -448,8 +449,10 @@ class torch_executor final : public device_executor {
   // GPU the rows are staged in pinned memory (LibTorch's caching host allocator keeps the block
   // until the copy is done) and uploaded at full PCIe speed; padding rows are zeroed on the GPU,
   // not uploaded. Images (models with preprocess) are decoded, resized and normalized straight
-  // into their rows: on the CPU for cpu devices, on the GPU for cuda. A request whose image
-  // fails gets its reason in `failed`; the others run.
+  // into their rows: on the CPU for cpu devices; for cuda, JPEGs are decoded on the CPU and the
+  // resize and normalization run on the GPU. The rows are independent: a batch of images, or of
+  // more than 4 MB, is stacked on row_threads() threads at once. A request whose image fails gets
+  // its reason in `failed`; the others run.
   torch::Tensor stack(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs,
                       std::vector<std::string>& failed) {
     auto& spec = m.input;
@@ -460,42 +463,65 @@ class torch_executor final : public device_executor {
     auto options = torch::TensorOptions().dtype(scalar_of(spec.type));
     auto host = torch::empty(shape, device_.is_cuda() ? options.pinned_memory(true) : options);
     auto* dst = static_cast<char*>(host.data_ptr());
-    std::vector<std::pair<size_t, input_form>> images;  // rows a GPU preprocesses
-    auto fail = [&](size_t i, std::string why) {
-      if (failed.empty()) failed.resize(inputs.size());
-      failed[i] = std::move(why);
-      std::memset(dst + i * row_bytes, 0, row_bytes);
+    // Rows a GPU preprocesses: their pixels, decoded here.
+    struct image {
+      std::vector<uint8_t> scratch;
+      const uint8_t* rgb = nullptr;
+      int h = 0, w = 0;
     };
-    for (size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<image> images(device_.is_cuda() ? inputs.size() : 0);
+    std::vector<std::string> why(inputs.size());
+    bool any_image = m.preprocess.has_value();
+    int threads = any_image || static_cast<size_t>(n) * row_bytes > (4u << 20) ? row_threads() : 1;
+    for_each_row(inputs.size(), threads, [&](size_t i) {
       auto& t = (*inputs[i])[0];
       auto form = input_form_of(t, m);
-      if (!form)
-        fail(i, form.error());
-      else if (*form != input_form::tensor && device_.is_cuda())
-        images.emplace_back(i, *form);
-      else if (auto row = input_row(t, *form, m, reinterpret_cast<float*>(dst + i * row_bytes)); !row)
-        fail(i, row.error());
-    }
+      if (!form) {
+        why[i] = form.error();
+      } else if (*form != input_form::tensor && device_.is_cuda()) {
+        auto& im = images[i];
+        if (auto ok = image_pixels(t, *form, im.scratch, im.rgb, im.h, im.w); !ok) {
+          why[i] = ok.error();
+          im.rgb = nullptr;
+        }
+      } else if (auto row = input_row(t, *form, m, reinterpret_cast<float*>(dst + i * row_bytes)); !row) {
+        why[i] = row.error();
+      }
+    });
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (!why[i].empty()) {
+        if (failed.empty()) failed.resize(inputs.size());
+        failed[i] = std::move(why[i]);
+        std::memset(dst + i * row_bytes, 0, row_bytes);
+      }
     if (!device_.is_cuda()) return host;
     shape[0] = padded(n);
     auto batch = torch::empty(shape, options.device(device_));
     batch.narrow(0, 0, n).copy_(host, /*non_blocking=*/true);
     if (shape[0] > n) batch.narrow(0, n, shape[0] - n).zero_();
-    for (auto [i, form] : images)
-      if (auto err = preprocess_on_device(m, (*inputs[i])[0], form, batch[static_cast<int64_t>(i)]); !err.empty()) {
-        if (failed.empty()) failed.resize(inputs.size());
-        failed[i] = err;
+    for (size_t i = 0; i < images.size(); ++i)
+      if (images[i].rgb) {
+        auto& im = images[i];
+        if (auto err = preprocess_on_device(m, im.rgb, im.h, im.w, batch[static_cast<int64_t>(i)]); !err.empty()) {
+          if (failed.empty()) failed.resize(inputs.size());
+          failed[i] = err;
+        }
       }
     return batch;
   }
 
-  // An image row on the GPU: only its uint8 pixels travel (decoded on the CPU when JPEG), then
-  // the bilinear resize and the normalization run on the device into `row` (float32[3, H, W]).
-  std::string preprocess_on_device(const model_spec& m, const tensor& t, input_form form, torch::Tensor row) {
-    thread_local std::vector<uint8_t> scratch;
-    const uint8_t* rgb = nullptr;
-    int h = 0, w = 0;
-    if (auto ok = image_pixels(t, form, scratch, rgb, h, w); !ok) return ok.error();
+  // The threads that stack a batch's rows: a cpu device's own (its intra-op threads, which
+  // forward uses next); a cuda device's CPU work is this stacking alone: its threads, or up to 8
+  // of the machine's cores when more.
+  int row_threads() const {
+    if (!device_.is_cuda()) return threads_;
+    return std::max(threads_, static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency()))));
+  }
+
+  // An image row on the GPU: only its uint8 pixels (rgb, h x w x 3, decoded on the CPU when JPEG)
+  // travel, then the bilinear resize and the normalization run on the device into `row`
+  // (float32[3, H, W]).
+  std::string preprocess_on_device(const model_spec& m, const uint8_t* rgb, int h, int w, torch::Tensor row) {
     auto pixels = torch::from_blob(const_cast<uint8_t*>(rgb), {h, w, 3}, torch::kUInt8).to(device_);
     auto s = preprocess_of(m);
 #ifdef SLOSERVE_WITH_CUDA

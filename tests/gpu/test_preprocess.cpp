@@ -8,9 +8,13 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <random>
+#include <set>
+#include <thread>
 #include <vector>
 
+#include "gpu/image.hpp"
 #include "gpu/preprocess.hpp"
 
 namespace sloserve {
@@ -19,6 +23,33 @@ namespace {
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// A batch's rows on several threads: each row once, in contiguous runs, the caller one of the
+// threads; never more threads than rows.
+TEST(for_each_row, runs_every_row_once_on_up_to_the_threads_given) {
+  for (auto [n, threads] : {std::pair{10, 3}, std::pair{2, 8}, std::pair{5, 1}, std::pair{0, 4}}) {
+    std::mutex mu;
+    std::vector<int> seen(static_cast<size_t>(n), 0);
+    std::vector<std::thread::id> by(static_cast<size_t>(n));
+    for_each_row(static_cast<size_t>(n), threads, [&](size_t i) {
+      std::lock_guard<std::mutex> lock(mu);
+      ++seen[i];
+      by[i] = std::this_thread::get_id();
+    });
+    std::set<std::thread::id> ids(by.begin(), by.end());
+    for (int i = 0; i < n; ++i) EXPECT_EQ(seen[static_cast<size_t>(i)], 1) << n << " rows, row " << i;
+    EXPECT_EQ(ids.size(), static_cast<size_t>(std::min(n, threads))) << n << " rows on " << threads;
+    if (n > 0) {
+      EXPECT_EQ(by[0], std::this_thread::get_id());
+    }
+    for (int i = 1; i < n; ++i) {  // contiguous: a thread's rows are one run
+      if (by[static_cast<size_t>(i)] == by[static_cast<size_t>(i - 1)]) continue;
+      for (int j = i; j < n; ++j) {
+        EXPECT_NE(by[static_cast<size_t>(j)], by[static_cast<size_t>(i - 1)]);
+      }
+    }
+  }
 }
 
 TEST(preprocess, cpu_path_matches_torch_bilinear_and_normalize) {

@@ -388,6 +388,45 @@ TEST_P(torch_executor_kinds, images_are_preprocessed_on_the_device_and_a_bad_one
   }
 }
 
+// A batch of images stacked on several threads (a cpu device of 3 threads) gives what one thread
+// gives, row for row, a damaged image failing alone among them.
+TEST(torch_executor, images_stacked_on_several_threads_give_what_one_thread_gives) {
+  auto m = tiny_cnn();
+  m.preprocess = image_preprocess{};
+  auto one = make_executor(device_kind::cpu, 0, 1);
+  auto three = make_executor(device_kind::cpu, 0, 3);
+  ASSERT_TRUE(one && three);
+  std::vector<std::vector<tensor>> reqs;
+  for (uint64_t i = 0; i < 11; ++i) {
+    int h = 9 + static_cast<int>(i), w = 12;
+    auto pixels = make_tensor({dtype::uint8, {h, w, 3}}, i, "image");
+    if (i % 3 == 0) {
+      reqs.push_back({pixels});
+      continue;
+    }
+    auto jpeg = testing::jpeg_of(std::vector<uint8_t>(pixels.data.begin(), pixels.data.end()), h, w, 90);
+    if (i == 7) jpeg = jpeg.substr(0, 40) + std::string(200, '\x11');
+    reqs.push_back({uint8_tensor(jpeg, {static_cast<int64_t>(jpeg.size())})});
+  }
+  std::vector<const std::vector<tensor>*> in;
+  for (auto& r : reqs) in.push_back(&r);
+  auto a = (*one)->execute(m, in);
+  auto b = (*three)->execute(m, in);
+  ASSERT_EQ(a.error, "");
+  ASSERT_EQ(b.error, "");
+  ASSERT_EQ(b.failed.size(), reqs.size());
+  EXPECT_EQ(b.failed, a.failed);
+  EXPECT_NE(b.failed[7].find("JPEG"), std::string::npos) << b.failed[7];
+  ASSERT_EQ(b.outputs.size(), a.outputs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    if (i == 7) continue;
+    auto x = floats(a.outputs[i][0].data), y = floats(b.outputs[i][0].data);
+    ASSERT_EQ(x.size(), y.size());
+    for (size_t k = 0; k < x.size(); ++k)
+      EXPECT_NEAR(y[k], x[k], 1e-5 * std::max(1.0f, std::abs(x[k]))) << i << " " << k;
+  }
+}
+
 // Reduced precision: the module runs in bfloat16 (half on cuda), inputs are cast on the device
 // and outputs come back in the declared float32, close to PyTorch's float32 reference.
 TEST_P(torch_executor_kinds, reduced_precision_keeps_the_declared_dtypes) {
