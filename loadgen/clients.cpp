@@ -420,6 +420,7 @@ expected<load_summary> run_clients(const load_options& o, const client_options& 
     });
   for (auto& t : threads) t.join();
   auto s = merge_lanes(tallies, o.duration_s);
+  s.started_at_unix_s = static_cast<double>(start_wall_us) / 1e6 + o.warmup_s;
   double acc = 0;
   uint64_t answered = 0;
   s.clients = nlohmann::json::object();

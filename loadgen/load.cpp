@@ -298,6 +298,7 @@ expected<load_summary> run_load(const load_options& o) {
 
   double total_s = o.warmup_s + (o.trace.empty() ? o.duration_s : std::min<double>(o.duration_s, o.trace.size()));
   auto out = merge_lanes(results, total_s - o.warmup_s);
+  out.started_at_unix_s = static_cast<double>(start_wall_us) / 1e6 + o.warmup_s;
   if (auto after = wait_ready(*clients.front(), o); after && after->dummies >= ready->dummies)
     out.dummies = after->dummies - ready->dummies;
   return out;

@@ -170,6 +170,7 @@ nlohmann::json load_summary::to_json(const load_options& o) const {
           {"arrival", knob_name(o.arrival)},
           {"rate", o.rate},
           {"duration_s", measured_s},
+          {"started_at_unix_s", started_at_unix_s},
           {"slo_ms", o.slo_ms},
           {"sent", sent},
           {"ok", ok},

@@ -34,6 +34,9 @@ struct load_summary {
   uint64_t dummies = 0;
   size_t lanes = 1;  // sending threads used
   double attainment = 0, goodput_rps = 0, measured_s = 0;
+  // The wall-clock time (Unix seconds) at which second 0 of `series` began: the measured window's
+  // start, to line the series up with node logs and outside events.
+  double started_at_unix_s = 0;
   double p50 = 0, p90 = 0, p99 = 0, max = 0, mean = 0;
   nlohmann::json series = nlohmann::json::array();
   nlohmann::json reasons = nlohmann::json::object();

@@ -12,6 +12,7 @@ about 250 queries/s each; the load is 150/s).
 """
 
 import json
+import math
 import os
 import random
 import shutil
@@ -240,6 +241,7 @@ def run(name, fault, heal, quiet_after, env=None, cluster_file="cluster.yaml"):
         c.load()
         c.at(FAULT_AT)
         c.victim_served = c.serving("w2")
+        fault_at = time.time()
         fault(c)
         heal(c)
         s = c.finish()
@@ -251,7 +253,12 @@ def run(name, fault, heal, quiet_after, env=None, cluster_file="cluster.yaml"):
             nft(n)
         c.stop()
     s["w2_served"] = c.victim_served
-    return s, list(range(0, FAULT_AT - 1)) + list(range(quiet_after, DURATION))
+    # The series' seconds, from when the load began sending (`sloserve load` takes a moment to
+    # start): whole seconds before the fault, and from `quiet_after` (after the load's start) on.
+    began = s["started_at_unix_s"]
+    before = int(math.floor(fault_at - began))
+    after = int(math.ceil(c.started + quiet_after - began))
+    return s, list(range(0, before)) + list(range(max(after, before), DURATION))
 
 
 def loss(percent):
