@@ -278,6 +278,9 @@ status node_runtime::start() {
   spec = cfg_->find_node(node_);
   sys_cfg_ = std::make_unique<caf::actor_system_config>();
   sys_cfg_->set("scheduler.max-threads", static_cast<size_t>(cfg_->runtime.threads));
+  sys_cfg_->set("scheduler.policy", cfg_->runtime.actor_scheduling == actor_scheduling_kind::stealing
+                                        ? caf::atom("stealing")
+                                        : caf::atom("sharing"));
   sys_ = std::make_unique<caf::actor_system>(*sys_cfg_);
   std::map<std::string, std::string> peer_keys;
   if (auto s = start_transport(*spec, peer_keys); !s) return s;

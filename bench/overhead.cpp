@@ -5,7 +5,9 @@
 // raw:      client -> relay process -> echo process -> relay -> client, ZeroMQ ROUTER/DEALER,
 // the same request frame, the same four hops.
 // Both are measured in this run with the same closed-loop client: latency at concurrency 1, then
-// throughput at high concurrency. Prints the figures and the ratios.
+// throughput at high concurrency. Prints the figures and the ratios. The nodes' CAF threads wait
+// for work as `runtime.actor_scheduling` says (sharing, the default, or stealing); `both`
+// measures each in turn, raw ZeroMQ beside each.
 
 #include <arpa/inet.h>
 #include <malloc.h>
@@ -22,7 +24,9 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -245,12 +249,28 @@ bool wait_ready(const std::string& address) {
 struct shape_result {
   result raw_lat, slo_lat, raw_tp, slo_tp;
   size_t frame_bytes = 0;
+  double idle_core_share = 0;  // both nodes' CPU time while idle, per second of wall time
 };
 
+// CPU seconds (user and system) that process `pid` has used.
+double cpu_seconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto close = text.rfind(')');  // past the command name, which may hold spaces
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close + 2));
+  std::string f;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i)
+    if (i == 14 || i == 15) ticks += std::atof(f.c_str());
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 // Both paths for requests of `in` answered with `out`: latency at concurrency 1, then throughput
-// at `concurrency`. Returns false when the sloserve nodes did not become ready.
+// at `concurrency`, the nodes' threads scheduled by `scheduling`. Returns false when the sloserve
+// nodes did not become ready.
 bool measure(const sloserve::tensor_spec& in, const sloserve::tensor_spec& out, double seconds, int concurrency,
-             shape_result& res) {
+             const std::string& scheduling, shape_result& res) {
   using namespace sloserve;
   auto payload = make_tensor(in, 1, "input");
   auto make = [&](uint64_t id) { return msg::encode_frame({{}, msg::client_request{"noop", id, {payload}, -1}}); };
@@ -277,7 +297,8 @@ bool measure(const sloserve::tensor_spec& in, const sloserve::tensor_spec& out, 
                           << "}, output: {dtype: float32, shape: " << shape_text(out.shape)
                           << "}, max_batch: 256, profile: {alpha_ms: 0, beta_ms: 0}}\n"
                           << "pipelines:\n"
-                          << "  - {name: noop, slo_ms: 10000, stages: [{name: s, model: noop}]}\n";
+                          << "  - {name: noop, slo_ms: 10000, stages: [{name: s, model: noop}]}\n"
+                          << "runtime: {actor_scheduling: " << scheduling << "}\n";
   std::vector<pid_t> kids{spawn_node(cfg_path, "fe"), spawn_node(cfg_path, "w")};
   auto stop_all = [&] {
     for (auto k : kids) kill(k, SIGTERM);
@@ -289,6 +310,11 @@ bool measure(const sloserve::tensor_spec& in, const sloserve::tensor_spec& out, 
     stop_all();
     return false;
   }
+  // The nodes at rest: connected, planned, no requests.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  double before = cpu_seconds(kids[0]) + cpu_seconds(kids[1]);
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  res.idle_core_share = (cpu_seconds(kids[0]) + cpu_seconds(kids[1]) - before) / 3;
   int relay_port = free_port(), echo_port = free_port();
   std::optional<tensor_spec> reply;
   if (in.shape != out.shape) reply = out;
@@ -313,17 +339,21 @@ void print(const char* title, const shape_result& r, int concurrency) {
          r.slo_lat.p99_us / r.raw_lat.p99_us);
   printf("%-34s %12.0f %12.0f %11.2fx\n", ("throughput (req/s), concurrency " + std::to_string(concurrency)).c_str(),
          r.raw_tp.rps, r.slo_tp.rps, r.slo_tp.rps / r.raw_tp.rps);
+  printf("sloserve's two nodes at rest use %.0f%% of a core\n", 100 * r.idle_core_share);
   printf("non-OK replies: sloserve %lu, raw %lu\n", (unsigned long)(r.slo_lat.bad + r.slo_tp.bad),
          (unsigned long)(r.raw_lat.bad + r.raw_tp.bad));
 }
 
 }  // namespace
 
-// bench_overhead [seconds] [concurrency] [small|resnet|all]
+// bench_overhead [seconds] [concurrency] [small|resnet|all] [sharing|stealing|both]
 int main(int argc, char** argv) {
   double seconds = argc > 1 ? std::atof(argv[1]) : 5;
   int concurrency = argc > 2 ? std::atoi(argv[2]) : 128;
   std::string which = argc > 3 ? argv[3] : "all";
+  std::string scheduling = argc > 4 ? argv[4] : "sharing";
+  std::vector<std::string> schedulings{scheduling};
+  if (scheduling == "both") schedulings = {"sharing", "stealing"};
   signal(SIGPIPE, SIG_IGN);
   // The same heap settings as the sloserve binary, for the client, the relay and the echo (forked
   // from here): both paths keep large frames on the heap.
@@ -332,22 +362,25 @@ int main(int argc, char** argv) {
   using namespace sloserve;
   printf("%.0f s per measurement; the client, both nodes, the relay and the echo share this machine\n", seconds);
   bool ok = true;
-  if (which == "small" || which == "all") {
-    shape_result r;
-    ok &= measure({dtype::float32, {16}}, {dtype::float32, {16}}, seconds, concurrency, r);
-    print("small: float32[16] in and out", r, concurrency);
-    printf("targets: p50 <= 3x raw (%s); >= 20000 req/s through one frontend (%s)\n",
-           r.slo_lat.p50_us <= 3 * r.raw_lat.p50_us ? "met" : "NOT met", r.slo_tp.rps >= 20000 ? "met" : "NOT met");
-  }
-  if (which == "resnet" || which == "all") {
-    // ResNet-shaped: 602,112 bytes in, 4,000 out; 32 in flight.
-    shape_result r;
-    int c = std::min(concurrency, 32);
-    ok &= measure({dtype::float32, {3, 224, 224}}, {dtype::float32, {1000}}, seconds, c, r);
-    print("resnet-shaped: float32[3,224,224] in, float32[1000] out", r, c);
-    printf("targets: throughput >= 0.7x raw (%s); p50 <= 3x raw (%s)\n",
-           r.slo_tp.rps >= 0.7 * r.raw_tp.rps ? "met" : "NOT met",
-           r.slo_lat.p50_us <= 3 * r.raw_lat.p50_us ? "met" : "NOT met");
+  for (auto& sched : schedulings) {
+    printf("\nruntime.actor_scheduling: %s\n", sched.c_str());
+    if (which == "small" || which == "all") {
+      shape_result r;
+      ok &= measure({dtype::float32, {16}}, {dtype::float32, {16}}, seconds, concurrency, sched, r);
+      print("small: float32[16] in and out", r, concurrency);
+      printf("targets: p50 <= 3x raw (%s); >= 20000 req/s through one frontend (%s)\n",
+             r.slo_lat.p50_us <= 3 * r.raw_lat.p50_us ? "met" : "NOT met", r.slo_tp.rps >= 20000 ? "met" : "NOT met");
+    }
+    if (which == "resnet" || which == "all") {
+      // ResNet-shaped: 602,112 bytes in, 4,000 out; 32 in flight.
+      shape_result r;
+      int c = std::min(concurrency, 32);
+      ok &= measure({dtype::float32, {3, 224, 224}}, {dtype::float32, {1000}}, seconds, c, sched, r);
+      print("resnet-shaped: float32[3,224,224] in, float32[1000] out", r, c);
+      printf("targets: throughput >= 0.7x raw (%s); p50 <= 3x raw (%s)\n",
+             r.slo_tp.rps >= 0.7 * r.raw_tp.rps ? "met" : "NOT met",
+             r.slo_lat.p50_us <= 3 * r.raw_lat.p50_us ? "met" : "NOT met");
+    }
   }
   return ok ? 0 : 1;
 }

@@ -83,6 +83,9 @@ struct runtime_options {
   int max_queue_length = 4096;         // per device session; beyond it requests are OVERLOADED
   int reply_grace_ms = 250;            // frontend answers ERROR this long after a deadline passes
   int threads = 2;                     // CAF scheduler threads per node
+  // How those threads wait for work: sharing (one queue; an idle thread sleeps until a message
+  // comes) or stealing (a queue each; an idle thread polls, and sleeps only after ~35 ms idle).
+  actor_scheduling_kind actor_scheduling = actor_scheduling_kind::sharing;
   drop_policy_kind drop_policy = drop_policy_kind::sliding_window;
   balancer_kind balancer = balancer_kind::p2c;
   long max_queued_mb = 1024;  // per node: payload bytes queued in its devices and frontend

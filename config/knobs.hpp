@@ -22,6 +22,7 @@ enum class predictor_kind : uint8_t { trend, recent_max, lstm };
 enum class drop_policy_kind : uint8_t { sliding_window, earliest_first, maximal_window };
 enum class balancer_kind : uint8_t { p2c, weighted_random };
 enum class arrival_kind : uint8_t { constant, poisson, gamma };
+enum class actor_scheduling_kind : uint8_t { sharing, stealing };
 
 // knob<E>::names lists every value of E with its name, in the order help texts show them.
 template <class E>
@@ -49,6 +50,8 @@ SLOSERVE_KNOB(drop_policy_kind, {drop_policy_kind::sliding_window, "sliding_wind
               {drop_policy_kind::earliest_first, "earliest_first"},
               {drop_policy_kind::maximal_window, "maximal_window"});
 SLOSERVE_KNOB(balancer_kind, {balancer_kind::p2c, "p2c"}, {balancer_kind::weighted_random, "weighted_random"});
+SLOSERVE_KNOB(actor_scheduling_kind, {actor_scheduling_kind::sharing, "sharing"},
+              {actor_scheduling_kind::stealing, "stealing"});
 SLOSERVE_KNOB(arrival_kind, {arrival_kind::constant, "constant"}, {arrival_kind::poisson, "poisson"},
               {arrival_kind::gamma, "gamma"});
 

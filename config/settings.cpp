@@ -21,6 +21,7 @@ const std::vector<key<runtime_options>>& runtime_keys() {
       {"max_queue_length", &o::max_queue_length},
       {"reply_grace_ms", &o::reply_grace_ms},
       {"threads", &o::threads},
+      {"actor_scheduling", &o::actor_scheduling},
       {"drop_policy", &o::drop_policy},
       {"balancer", &o::balancer},
       {"max_queued_mb", &o::max_queued_mb},

@@ -22,7 +22,8 @@ struct key {
   const char* name;
   std::variant<int S::*, long S::*, double S::*, bool S::*, std::string S::*, std::vector<std::string> S::*,
                std::vector<double> S::*, std::optional<double> S::*, drop_policy_kind S::*, balancer_kind S::*,
-               scheduler_policy S::*, split_policy S::*, scaler_policy S::*, predictor_kind S::*, device_kind S::*>
+               scheduler_policy S::*, split_policy S::*, scaler_policy S::*, predictor_kind S::*, device_kind S::*,
+               actor_scheduling_kind S::*>
       member;
   bool required = false;  // the section is an error without it
 };

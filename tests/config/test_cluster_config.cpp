@@ -451,6 +451,24 @@ TEST(cluster_config, tenants_are_read_checked_and_round_trip) {
   EXPECT_NE(e.find("missing 'keys'"), std::string::npos) << e;
 }
 
+// How a node's actor threads wait for work: sharing unless the file says stealing; a name
+// neither is an error at its place; written back and read again, the same.
+TEST(cluster_config, actor_scheduling_is_sharing_unless_stealing_is_named) {
+  auto r = parse_cluster_config(with_pipelines(one_pipeline), "c.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  EXPECT_EQ(r.config->runtime.actor_scheduling, actor_scheduling_kind::sharing);
+  r = parse_cluster_config(with_pipelines(one_pipeline) + "runtime: {actor_scheduling: stealing}\n", "c.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  EXPECT_EQ(r.config->runtime.actor_scheduling, actor_scheduling_kind::stealing);
+  auto again = parse_cluster_config(to_yaml(*r.config), "c.yaml");
+  ASSERT_TRUE(again) << again.error_text();
+  EXPECT_EQ(again.config->runtime.actor_scheduling, actor_scheduling_kind::stealing);
+  auto e = errors_of(with_pipelines(one_pipeline) + "runtime: {actor_scheduling: spinning}\n");
+  EXPECT_NE(e.find("c.yaml:22:"), std::string::npos) << e;
+  EXPECT_NE(e.find("spinning"), std::string::npos) << e;
+  EXPECT_NE(e.find("sharing"), std::string::npos) << e;
+}
+
 TEST(cluster_config, link_probes_are_checked_and_round_trip) {
   auto e = errors_of(with_pipelines(one_pipeline) + "runtime: {link_probe_ms: -1}\n");
   EXPECT_NE(e.find("c.yaml:22:"), std::string::npos) << e;
