@@ -265,8 +265,15 @@ void report_load(self_ptr self) {
   r.window_s = std::chrono::duration<double>(now - st.last_report).count();
   st.last_report = now;
   r.pipelines = st.load;
-  for (auto& [node, t] : st.transfer) r.links.push_back({node, t.first / static_cast<double>(t.second), t.second});
-  st.transfer.clear();
+  // A path's transfer time once it has the evidence to be judged by (a path that stalls returns
+  // few results, each late), or is 2 s old.
+  std::erase_if(st.transfer, [&](auto& kv) {
+    auto& t = kv.second;
+    if (t.results < frontend_state::transfer_tally::evidence && now - t.since < std::chrono::seconds(2)) return false;
+    r.links.push_back({kv.first, t.sum_ms / static_cast<double>(t.results), t.results});
+    return true;
+  });
+  std::erase_if(st.abandoned, [&](auto& kv) { return now - kv.second.sent > std::chrono::seconds(10); });
   add_unheard(st, r);
   for (size_t pi = 0; pi < st.fragments.size(); ++pi) {
     for (auto& [key, t] : st.fragments[pi])

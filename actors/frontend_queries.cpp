@@ -29,6 +29,9 @@ void count_reply(self_ptr self, const std::string* pipeline, msg::status code, d
   st.net->metrics.in_flight(st.queries.size());
 }
 
+// Abandoned invocations kept at most (a bound on the memory a dead path's timeouts take).
+constexpr size_t max_abandoned = 1 << 16;
+
 void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
   auto& st = self->state;
   auto it = st.queries.find(qid);
@@ -66,6 +69,9 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
     auto f = st.invocations.find(inv);
     if (f == st.invocations.end()) continue;
     st.routes->release(f->second.model, f->second.node, f->second.device);
+    if (f->second.device != msg::forwarded_device && !f->second.node.empty() && st.abandoned.size() < max_abandoned)
+      st.abandoned.emplace(inv,
+                           frontend_state::abandoned_invocation{f->second.node, f->second.sent, f->second.deadline});
     st.invocations.erase(f);
   }
   switch (code) {
@@ -499,6 +505,23 @@ bool observe_skew(frontend_state& st, size_t pi, in_flight& f, const std::vector
   return true;
 }
 
+// The reply `r` from worker `node` to an invocation sent at `sent` for `deadline`: what its round
+// trip says of the path (the transit guard's standing queue; the beacon's transfer time).
+void observe_path(self_ptr self, const std::string& node, clock_time sent, clock_time deadline,
+                  const msg::invocation_result& r) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  auto round_ms = std::chrono::duration<double, std::milli>(now - sent).count();
+  auto worker_ms = static_cast<double>(r.queue_ns + r.exec_ns) / 1e6;
+  st.transit.on_reply(node, seconds_of(now), round_ms / 1e3, worker_ms / 1e3,
+                      std::chrono::duration<double>(deadline - sent).count());
+  if (r.code != msg::status::ok) return;
+  auto& t = st.transfer[node];
+  if (t.results == 0) t.since = now;
+  t.sum_ms += std::max(0.0, round_ms - worker_ms);
+  ++t.results;
+}
+
 }  // namespace
 
 void on_result(self_ptr self, msg::invocation_result& r) {
@@ -518,7 +541,15 @@ void on_result(self_ptr self, msg::invocation_result& r) {
     return st.net->metrics.count(node_metrics::event::dummy, outcome_label(r.code));
   }
   auto fit = st.invocations.find(r.id);
-  if (fit == st.invocations.end()) return;  // answered already (re-routed or query finished)
+  if (fit == st.invocations.end()) {
+    // Answered already (re-routed, or its query finished): a late reply still says what the path
+    // to its worker takes, most of all when the path holds everything past its deadline.
+    if (auto a = st.abandoned.find(r.id); a != st.abandoned.end()) {
+      observe_path(self, a->second.node, a->second.sent, a->second.deadline, r);
+      st.abandoned.erase(a);
+    }
+    return;
+  }
   auto f = std::move(fit->second);
   st.invocations.erase(fit);
   st.routes->release(f.model, f.node, f.device);
@@ -532,18 +563,8 @@ void on_result(self_ptr self, msg::invocation_result& r) {
   auto version = spec ? spec->version : 1;
   q.timings.push_back(
       {s.name, r.node, r.device, r.batch, r.queue_ns / 1e6, r.exec_ns / 1e6, f.model, static_cast<uint32_t>(version)});
-  if (f.device != msg::forwarded_device) {  // a worker's link, not a dispatcher's
-    auto now = self->clock().now();
-    auto round_ms = std::chrono::duration<double, std::milli>(now - f.sent).count();
-    auto worker_ms = static_cast<double>(r.queue_ns + r.exec_ns) / 1e6;
-    st.transit.on_reply(f.node, seconds_of(now), round_ms / 1e3, worker_ms / 1e3,
-                        std::chrono::duration<double>(f.deadline - f.sent).count());
-    if (r.code == msg::status::ok) {
-      auto& t = st.transfer[f.node];
-      t.first += std::max(0.0, round_ms - worker_ms);
-      ++t.second;
-    }
-  }
+  if (f.device != msg::forwarded_device)  // a worker's link, not a dispatcher's
+    observe_path(self, f.node, f.sent, f.deadline, r);
   st.net->metrics.stage_done(p.name, s.name, std::chrono::duration<double>(self->clock().now() - f.sent).count());
   st.net->metrics.model_done(spec ? spec->family() : f.model, version, outcome_label(r.code),
                              static_cast<double>(r.queue_ns) / 1e9, static_cast<double>(r.exec_ns) / 1e9);

@@ -115,9 +115,23 @@ struct frontend_state {
   uint64_t next_invocation = 1;
   frontend_stats stats;
   std::unordered_map<std::string, int> client_in_flight;  // queries in flight per client
-  // Since the last beacon, per worker: time its results spent outside its queue and device.
-  std::map<std::string, std::pair<double, uint64_t>> transfer;  // node -> (sum ms, results)
-  sched::transit_guard transit;                                 // per worker node: a standing queue on the path to it
+  // Per worker: time its results spent outside its queue and device, since the window began
+  // (reported at the beacon once it holds `transfer_tally::evidence` results, or is 2 s old).
+  struct transfer_tally {
+    static constexpr uint64_t evidence = 5;
+    double sum_ms = 0;
+    uint64_t results = 0;
+    clock_time since;
+  };
+  std::map<std::string, transfer_tally> transfer;
+  // Invocations on a worker whose query ended first (a timeout, another stage's failure): where
+  // and when they went, so that their late replies still measure the path to it. Kept 10 s.
+  struct abandoned_invocation {
+    std::string node;
+    clock_time sent, deadline;
+  };
+  std::unordered_map<uint64_t, abandoned_invocation> abandoned;
+  sched::transit_guard transit;   // per worker node: a standing queue on the path to it
   std::set<std::string> unheard;  // workers this frontend marked down: reported until heard again
   // Since the last beacon, per pipeline: queries admitted and invocations per stage.
   std::vector<msg::pipeline_load> load;

@@ -47,6 +47,18 @@ pipelines:
       - {name: report, model: cls, after: [a]}
 )";
 
+// A controller apart from the frontend (its load reports are recorded) and one one-stage pipeline.
+const char* one_stage_cluster = R"(
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller]}
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated}]}
+models:
+  - {name: m, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 4, profile: {alpha_ms: 1, beta_ms: 2}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: m}]}
+)";
+
 struct frontend_fixture : caf_fixture, ::testing::Test {
   frontend_fixture() {
     cfg_ = testing::parse_or_die(yaml);
@@ -408,15 +420,7 @@ scheduler: {policy: jellyfish, jellyfish: {uplink_quantile: 0.1, miss_target: 0.
 // under a quota (a plan short of devices) each tenant has its share, and what was shed is
 // reported beside what was let in, so that the plan sees the load sent.
 TEST_F(frontend_fixture, tenants_are_capped_and_shed_by_their_share_and_what_is_shed_is_reported) {
-  auto c = testing::parse_or_die(R"(
-nodes:
-  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller]}
-  - {name: fe, address: tcp://127.0.0.1:0, roles: [frontend]}
-  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated}]}
-models:
-  - {name: m, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 4, profile: {alpha_ms: 1, beta_ms: 2}}
-pipelines:
-  - {name: p, slo_ms: 100, stages: [{name: s, model: m}]}
+  auto c = testing::parse_or_die(std::string(one_stage_cluster) + R"(
 security:
   tenants:
     - {name: capped, rate: 5}
@@ -781,6 +785,56 @@ TEST_F(frontend_fixture, silence_past_deadline_and_grace_is_answered) {
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].code, msg::status::error);
   EXPECT_NE(r[0].reason.find("waiting on w1"), std::string::npos) << r[0].reason;
+}
+
+// A path that holds every invocation past its deadline returns nothing in time: the replies that
+// come late, to queries already answered, still tell the controller what the path takes, once
+// there are enough of them to judge by (or the window is 2 s old).
+TEST_F(frontend_fixture, late_replies_to_answered_queries_still_measure_the_path) {
+  auto c = testing::parse_or_die(one_stage_cluster);
+  auto link = std::make_shared<recording_link>("fe");
+  auto f = spawn_routed(c, link);
+  auto transfer = [&] {
+    std::vector<msg::link_load> seen;
+    for (auto& [node, r] : link->take<msg::load_report>())
+      for (auto& l : r.links)
+        if (l.node == "w1" && !l.unheard) seen.push_back(l);
+    return seen;
+  };
+  auto ticks = [&](int n) {
+    for (int i = 0; i < n; ++i) advance(10ms);
+  };
+  for (uint64_t id = 1; id <= 7; ++id)
+    caf::anon_send(f, ingress{"client-1", {"p", id, {make_tensor({dtype::float32, {4}}, 1)}}});
+  run();
+  auto sent = link->take<msg::invocation>();
+  ASSERT_EQ(sent.size(), 7u);
+  ticks(40);  // past 100 ms and the 250 ms grace
+  ASSERT_EQ(link->client_replies().size(), 7u);
+  for (auto& r : link->client_replies()) EXPECT_NE(r.reason.find("waiting on w1"), std::string::npos) << r.reason;
+  transfer();
+  // Two come back 400 ms after they went: not enough to judge by yet.
+  auto& m = c->models[0];
+  answer(sent[0].second, m, msg::status::ok, f);
+  answer(sent[1].second, m, msg::status::ok, f);
+  ticks(60);
+  EXPECT_TRUE(transfer().empty());
+  // Three more: five, reported at the next beacon with what the path took.
+  for (size_t i = 2; i < 5; ++i) answer(sent[i].second, m, msg::status::ok, f);
+  ticks(60);
+  auto five = transfer();
+  ASSERT_EQ(five.size(), 1u);
+  EXPECT_EQ(five[0].results, 5u);
+  EXPECT_GT(five[0].transfer_ms, 400.0);
+  EXPECT_EQ(link->client_replies().size(), 7u) << "no query is answered twice";
+  // Fewer than five go once their window is 2 s old.
+  answer(sent[5].second, m, msg::status::ok, f);
+  ticks(100);
+  EXPECT_TRUE(transfer().empty());
+  ticks(150);
+  auto one = transfer();
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].results, 1u);
 }
 
 // Piccolo's padding: an instance the table gives a dummy rate gets this frontend's share of it,
