@@ -66,6 +66,7 @@ std::vector<msg::client_load> client_registry::report(double now_s, double windo
     double q = reported_quantile_[e.pipeline] = dips(e.pipeline).quantile(now_s);  // steps once per call at most
     l.uplink_low_mbps = e.uplink.low_mbps(now_s, q);
     l.wait_share = dips(e.pipeline).wait_share();
+    l.headroom_share = dips(e.pipeline).headroom_share();
     l.rtt_ms = std::max(0.0, e.rtt_ms);
     l.bytes_per_pixel = e.bytes_per_pixel;
     l.image_pixels = e.pixels;
@@ -107,6 +108,11 @@ double client_registry::uplink_quantile(const std::string& pipeline) const {
 double client_registry::wait_share(const std::string& pipeline) const {
   auto it = dips_.find(pipeline);
   return reported_quantile_.count(pipeline) && it != dips_.end() ? it->second.wait_share() : -1;
+}
+
+double client_registry::headroom_share(const std::string& pipeline) const {
+  auto it = dips_.find(pipeline);
+  return reported_quantile_.count(pipeline) && it != dips_.end() ? it->second.headroom_share() : -1;
 }
 
 void client_registry::apply(const std::vector<msg::client_route>& routes) {

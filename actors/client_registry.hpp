@@ -62,6 +62,9 @@ class client_registry {
   // The share of a batch's wait `pipeline`'s lifts plan for (sched::dip_quantile::wait_share) as
   // last reported; < 0 before its first report.
   double wait_share(const std::string& pipeline) const;
+  // The share of scheduler.jellyfish.headroom `pipeline`'s plan keeps
+  // (sched::dip_quantile::headroom_share) as last reported; < 0 before its first report.
+  double headroom_share(const std::string& pipeline) const;
 
   // Whether the client's uplink estimate moved beyond `factor` (either way), or across the rate
   // that carries one of the sizes it sent at its declared frame rate, since the last report:

@@ -28,7 +28,7 @@ void report_clients(self_ptr self, clock_time now) {
   r.clients = st.clients.report(seconds_of(now), window, 10);
   for (auto& p : st.cfg->pipelines)
     if (double q = st.clients.uplink_quantile(p.name); q >= 0)
-      st.net->metrics.uplink_quantile(p.name, q, st.clients.wait_share(p.name));
+      st.net->metrics.uplink_quantile(p.name, q, st.clients.wait_share(p.name), st.clients.headroom_share(p.name));
   if (!r.clients.empty()) st.net->to_node(ctl->name, {{}, std::move(r)});
 }
 

@@ -111,9 +111,9 @@ void node_metrics::link(const std::string& worker, double ms_per_mb, double base
   links_[worker] = {ms_per_mb, base_ms};
 }
 
-void node_metrics::uplink_quantile(const std::string& pipeline, double q, double wait_share) {
+void node_metrics::uplink_quantile(const std::string& pipeline, double q, double wait_share, double headroom_share) {
   std::lock_guard lock(mu_);
-  uplink_quantiles_[pipeline] = {q, wait_share};
+  uplink_quantiles_[pipeline] = {q, wait_share, headroom_share};
 }
 
 void node_metrics::batch(const std::string& model, int size) {
@@ -306,10 +306,14 @@ void node_metrics::render_gauges(std::string& out, double now_s) const {
     header(out, "sloserve_client_uplink_quantile", "gauge",
            "The quantile of its clients' uplink dips a pipeline's uploads are planned at (lower: deeper dips).");
     for (auto& [p, q] : uplink_quantiles_)
-      sample(out, "sloserve_client_uplink_quantile", label("pipeline", p), q.first);
+      sample(out, "sloserve_client_uplink_quantile", label("pipeline", p), q.quantile);
     header(out, "sloserve_client_wait_share", "gauge",
            "The share of the wait behind a running batch a pipeline's lifts onto spare compute plan for.");
-    for (auto& [p, q] : uplink_quantiles_) sample(out, "sloserve_client_wait_share", label("pipeline", p), q.second);
+    for (auto& [p, q] : uplink_quantiles_) sample(out, "sloserve_client_wait_share", label("pipeline", p), q.wait);
+    header(out, "sloserve_client_headroom_share", "gauge",
+           "The share of scheduler.jellyfish.headroom a pipeline's plan leaves on each worker.");
+    for (auto& [p, q] : uplink_quantiles_)
+      sample(out, "sloserve_client_headroom_share", label("pipeline", p), q.headroom);
   }
 }
 

@@ -112,7 +112,7 @@ class node_metrics {
   // (the policy's client tracking, scheduling_policy::clients: its uplink quantile, moved by its
   // miss target), and the share of the wait behind a running batch that its lifts onto spare
   // compute plan for.
-  void uplink_quantile(const std::string& pipeline, double q, double wait_share);
+  void uplink_quantile(const std::string& pipeline, double q, double wait_share, double headroom_share);
 
   // Counters of what the network and clients did to the node, each with at most one label.
   enum class event {
@@ -165,8 +165,11 @@ class node_metrics {
   std::map<std::string, pipeline_tally> statistics_;
   std::map<std::string, attainment> attainment_;
   std::map<labels, double> queue_lengths_;
-  std::map<std::string, std::pair<double, double>> links_;             // worker -> (ms per MB, empty round trip ms)
-  std::map<std::string, std::pair<double, double>> uplink_quantiles_;  // pipeline -> quantile, wait share
+  std::map<std::string, std::pair<double, double>> links_;  // worker -> (ms per MB, empty round trip ms)
+  struct dip_shares {
+    double quantile, wait, headroom;
+  };
+  std::map<std::string, dip_shares> uplink_quantiles_;  // per pipeline
   std::map<std::string, busy_time> busy_;
   std::map<std::string, std::pair<std::map<std::string, double>, double>> memory_;  // device -> (model bytes, limit)
   std::map<std::string, size_t> instances_;

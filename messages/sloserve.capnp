@@ -213,6 +213,9 @@ struct ClientLoad {
   # The share of the wait behind a running batch that Jellyfish's lift onto spare compute plans
   # for (dip_quantile::wait_share): 1, the worst case, unless its pipeline's misses allow less.
   waitShare @10 :Float64 = 1;
+  # The share of scheduler.jellyfish.headroom its pipeline's plan keeps on each worker
+  # (dip_quantile::headroom_share): 1 unless its pipeline's misses allow less.
+  headroomShare @11 :Float64 = 1;
 }
 
 struct LoadReport {

@@ -15,7 +15,14 @@
 // a run for 0.3-1.3 points fewer misses (docs/benchmarks.md). Past that, the same steps move how
 // much of the wait behind a running batch Jellyfish's lift onto spare compute plans for
 // (wait_share), which is the worst case until then: a quarter down while under 0.75 of the
-// target missed, back up before the quantile falls. Header-only and clock-free: times are given.
+// target missed, back up before the quantile falls; and past that, how much of the headroom
+// Jellyfish leaves on each worker (scheduler.jellyfish.headroom) the pipeline's plan keeps
+// (headroom_share): whole until the wait share is 0, then a quarter down a step while under a
+// quarter of the target missed, and back up first when more than half the target missed (a level
+// that missed is not given again for 30 s). Whether a worker
+// planned to its full throughput misses depends on how its frames come (a batch's worth at once
+// from a few clients on ample links queues behind two batches; many small frames do not), so the
+// misses decide, not a constant. Header-only and clock-free: times are given.
 
 #include <algorithm>
 #include <cstdint>
@@ -49,16 +56,32 @@ class dip_quantile {
     since_s_ = now_s;
     if (frames_ < min_frames) return q_;
     double share = missed_ / frames_;
+    if (floor_ > 0 && now_s - floor_since_s_ >= floor_hold_s)
+      floor_ = std::max(0.0, floor_ - wait_step), floor_since_s_ = now_s;
+    // The headroom taken back from misses: the level that missed is not tried again for a while.
+    auto take_back = [&](double by) {
+      floor_ = std::max(floor_, std::min(1.0, headroom_ + wait_step));
+      floor_since_s_ = now_s;
+      headroom_ = std::min(1.0, headroom_ + by);
+    };
     if (share > target_) {
-      bool far = share > 2 * target_;
-      if (wait_ < 1)
-        wait_ = std::min(1.0, wait_ + (far ? 2 : 1) * wait_step);
+      // Back in the order given: the headroom, the wait, then the quantile.
+      double up = (share > 2 * target_ ? 2 : 1) * wait_step;
+      if (headroom_ < 1)
+        take_back(up);
+      else if (wait_ < 1)
+        wait_ = std::min(1.0, wait_ + up);
       else
-        q_ = std::max(min_quantile, q_ / (far ? 2 : factor));
+        q_ = std::max(min_quantile, q_ / (share > 2 * target_ ? 2 : factor));
     } else if (q_ < max_quantile) {
       if (share < low_share * target_) q_ = std::min(max_quantile, std::max(q_ * 2, q_ + 0.005));
+    } else if (headroom_ < 1 && share > headroom_high_share * target_) {
+      take_back(wait_step);
     } else if (share < wait_low_share * target_) {
-      wait_ = std::max(0.0, wait_ - wait_step);
+      if (wait_ > 0)
+        wait_ = std::max(0.0, wait_ - wait_step);
+      else if (share < headroom_low_share * target_)
+        headroom_ = std::max(floor_, headroom_ - wait_step);
     }
     return q_;
   }
@@ -68,17 +91,33 @@ class dip_quantile {
   // missed, and a quarter higher (a half when over twice the target) each step that judged more
   // than the target did, before the quantile falls.
   double wait_share() const { return wait_; }
+  // The share of its configured headroom a pipeline's plan leaves on each worker
+  // (sched::jellyfish::client_state::headroom_share), as of the last step: 1 until the wait share
+  // reached 0, then a quarter lower each step that judged under a quarter of the target missed,
+  // and a quarter higher each step that judged more than half the target did (a half when over
+  // twice the target), before the wait share rises; a share taken back is the least for 30 s after
+  // the last take-back, then a quarter less each 30 s.
+  double headroom_share() const { return headroom_; }
 
   static constexpr double step_s = 1, memory = 0.85, factor = 1.25;
   static constexpr double min_frames = 100;
   // The quantile doubles, a coarse step, where under half the target missed; the wait share moves
   // by a quarter, a fine one, and so may come closer to the target: under 0.75 of it.
   static constexpr double low_share = 0.5, wait_low_share = 0.75, wait_step = 0.25;
+  // The headroom is given back only while under a quarter of the target missed, and taken back
+  // from half of it: a worker planned fuller buys a variant step at most, and misses it causes
+  // come in bursts, so it keeps well inside the target.
+  static constexpr double headroom_low_share = 0.25, headroom_high_share = 0.5;
+  // A share taken back from misses is the least given for this long, then a quarter less: the
+  // misses a fuller plan causes come some seconds after it, so that trying it again each time the
+  // misses have faded would miss in bursts.
+  static constexpr double floor_hold_s = 30;
   static constexpr double min_quantile = 0.005, max_quantile = 1;
 
  private:
   double q_, target_;
-  double wait_ = 1;
+  double wait_ = 1, headroom_ = 1;
+  double floor_ = 0, floor_since_s_ = 0;  // the least headroom share, since when
   double since_s_ = -1;
   uint64_t step_frames_ = 0, step_missed_ = 0;  // since the last step
   double frames_ = 0, missed_ = 0;              // weighed over the steps

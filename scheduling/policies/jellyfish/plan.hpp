@@ -33,6 +33,10 @@ struct client_state {
   // (plan_options::spare): 1 is the worst case; less where its pipeline's misses allow
   // (sched::dip_quantile::wait_share).
   double wait_share = 1;
+  // The share of the configured headroom (plan_options::headroom) its pipeline's plan keeps: 1,
+  // less where the pipeline's misses allow (sched::dip_quantile::headroom_share). A pipeline is
+  // planned with the largest of its clients' (rounds::decide).
+  double headroom_share = 1;
 };
 
 // One variant of the zoo: a model and the image size it takes.

@@ -97,7 +97,8 @@ std::vector<client_state> client_states(const std::vector<const msg::client_load
                   c->image_pixels,
                   {},
                   c->uplink_low_mbps,
-                  c->wait_share});
+                  c->wait_share,
+                  c->headroom_share});
     for (auto& i : c->images) cs.back().image_bytes.emplace_back(i.pixels, i.bytes);
   }
   return cs;
@@ -244,7 +245,14 @@ cluster_placement rounds::decide(const std::vector<msg::client_load>& clients, c
         if (zoo[i].model == it->second) z = i;
       previous.push_back(z);
     }
-    auto planned = plan_jellyfish(zoo, cs, mine[pi].size(), previous, po);
+    // The headroom the pipeline's misses keep (the most any of its frontends reports).
+    auto pp = po;
+    if (!cs.empty()) {
+      double share = 0;
+      for (auto& c : cs) share = std::max(share, std::clamp(c.headroom_share, 0.0, 1.0));
+      pp.headroom = o.headroom * share;
+    }
+    auto planned = plan_jellyfish(zoo, cs, mine[pi].size(), previous, pp);
     if (!cs.empty()) {
       mapped += planned.quality.mapped * static_cast<double>(cs.size());
       accuracy += planned.quality.accuracy * static_cast<double>(cs.size());

@@ -597,6 +597,60 @@ TEST(dip_quantile, plans_for_less_of_a_batchs_wait_once_uploads_are_timed_at_the
   fixed.outcome(0, 1000, 0);
   fixed.quantile(5);
   EXPECT_DOUBLE_EQ(fixed.wait_share(), 1);
+  EXPECT_DOUBLE_EQ(fixed.headroom_share(), 1);
+}
+
+// Once the lift plans for none of a batch's wait, misses under a quarter of the target give back
+// the workers' headroom a quarter a step, to none; misses over half the target take it back first
+// (a half at once while over twice the target), before the wait share rises.
+TEST(dip_quantile, gives_back_the_headroom_last_and_takes_it_again_first) {
+  dip_quantile d(1, 0.02);
+  const double wait[] = {0.75, 0.5, 0.25, 0, 0, 0, 0, 0, 0};
+  const double headroom[] = {1, 1, 1, 1, 0.75, 0.5, 0.25, 0, 0};
+  for (int k = 0; k < 9; ++k) {
+    d.outcome(k, 1000, 0);
+    EXPECT_DOUBLE_EQ(d.quantile(k + 1), 1);
+    EXPECT_DOUBLE_EQ(d.wait_share(), wait[k]) << k;
+    EXPECT_DOUBLE_EQ(d.headroom_share(), headroom[k]) << k;
+  }
+  d.outcome(9, 10000, 90);  // 0.6% of all weighed: over a quarter of the target, under half: it stays
+  d.quantile(10);
+  EXPECT_DOUBLE_EQ(d.headroom_share(), 0);
+  d.outcome(10, 10000, 200);  // 1.2%: over half the target, a quarter of the headroom back
+  d.quantile(11);
+  EXPECT_DOUBLE_EQ(d.headroom_share(), 0.25);
+  EXPECT_DOUBLE_EQ(d.wait_share(), 0);
+  d.outcome(11, 10000, 1000);  // over twice the target: a half at once
+  d.quantile(12);
+  EXPECT_DOUBLE_EQ(d.headroom_share(), 0.75);
+  EXPECT_DOUBLE_EQ(d.wait_share(), 0);
+  d.outcome(12, 10000, 1000);  // whole again; then the wait share rises
+  d.quantile(13);
+  EXPECT_DOUBLE_EQ(d.headroom_share(), 1);
+  EXPECT_DOUBLE_EQ(d.wait_share(), 0);
+  d.outcome(13, 10000, 1000);
+  EXPECT_DOUBLE_EQ(d.quantile(14), 1);
+  EXPECT_DOUBLE_EQ(d.wait_share(), 0.5);
+  EXPECT_DOUBLE_EQ(d.headroom_share(), 1);
+  // A share taken back is the least for 30 s, then a quarter less: down to 0.5, misses take it
+  // to 0.75, and however few miss after, 0.5 comes again only 30 s later.
+  dip_quantile e(1, 0.02);
+  for (int k = 0; k < 6; ++k) e.outcome(k, 1000, 0), e.quantile(k + 1);
+  ASSERT_DOUBLE_EQ(e.headroom_share(), 0.5);
+  e.outcome(6, 10000, 150);  // 1.1%: over half the target
+  e.quantile(7);
+  ASSERT_DOUBLE_EQ(e.headroom_share(), 0.75);
+  for (int t = 7; t < 36; ++t) {
+    e.outcome(t, 100000, 0);
+    e.quantile(t + 1);
+    EXPECT_DOUBLE_EQ(e.headroom_share(), 0.75) << "at " << t + 1;
+  }
+  e.outcome(36, 100000, 0);
+  e.quantile(37);
+  EXPECT_DOUBLE_EQ(e.headroom_share(), 0.5) << "30 s after the take-back";
+  e.outcome(37, 100000, 0);
+  e.quantile(38);
+  EXPECT_DOUBLE_EQ(e.headroom_share(), 0.5);
 }
 
 TEST(dip_quantile, stays_within_its_bounds_and_needs_enough_outcomes) {
