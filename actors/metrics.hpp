@@ -110,8 +110,8 @@ class node_metrics {
   void link(const std::string& worker, double ms_per_mb, double base_ms);
   // Frontend: the quantile of its clients' uplink dips that `pipeline`'s uploads are timed at
   // (the policy's client tracking, scheduling_policy::clients: its uplink quantile, moved by its
-  // miss target), and the share of the wait behind a running batch that its lifts onto spare
-  // compute plan for.
+  // miss target), the share of the wait behind a running batch that its lifts onto spare compute
+  // plan for, and the share of scheduler.jellyfish.headroom its plan keeps.
   void uplink_quantile(const std::string& pipeline, double q, double wait_share, double headroom_share);
 
   // Counters of what the network and clients did to the node, each with at most one label.

@@ -19,10 +19,10 @@
 // Jellyfish leaves on each worker (scheduler.jellyfish.headroom) the pipeline's plan keeps
 // (headroom_share): whole until the wait share is 0, then a quarter down a step while under a
 // quarter of the target missed, and back up first when more than half the target missed (a level
-// that missed is not given again for 30 s). Whether a worker
-// planned to its full throughput misses depends on how its frames come (a batch's worth at once
-// from a few clients on ample links queues behind two batches; many small frames do not), so the
-// misses decide, not a constant. Header-only and clock-free: times are given.
+// that missed is not given again for 30 s). Whether a worker planned to its full throughput
+// misses depends on how its frames come (a batch's worth at once from a few clients on ample
+// links queues behind two batches; many small frames do not), so the misses decide, not a
+// constant. Header-only and clock-free: times are given.
 
 #include <algorithm>
 #include <cstdint>
