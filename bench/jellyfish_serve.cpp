@@ -47,6 +47,8 @@
 // the spread.
 //
 // SLOSERVE_BENCH_PROFILE=paper runs the variants at the paper's latencies (see alpha_ms()).
+// SLOSERVE_BENCH_P99_SPREAD=S takes the profiles as p99s, as the paper's are: batches run in l(b)
+// scaled by a factor in [1 - S, 1] (models[].p99_spread; default 0: exactly l(b)).
 // SLOSERVE_BENCH_VERBOSE=1 prints each run's load summary (reasons, per-client figures) on stderr.
 // SLOSERVE_BENCH_WAYS=DA_bw50,nexus runs jellyfish and those baselines alone (default: all).
 // SLOSERVE_BENCH_SEND_EVERY_FRAME=1 has clients send the frames that cannot cross in time too.
@@ -137,12 +139,15 @@ std::string config_yaml(way w, double slo_ms) {
        "  - {name: n, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker],\n"
        "     devices: [{kind: emulated, count: 4, memory_mb: 1100}]}\n"
        "models:\n";
+  std::string spread;
+  if (auto* s = std::getenv("SLOSERVE_BENCH_P99_SPREAD"); s && std::atof(s) > 0)
+    spread = ", p99_spread: " + std::to_string(std::atof(s));
   for (size_t i = 0; i < 5; ++i) {
     double f = static_cast<double>(sides[i]) / 608;
     y << "  - {name: v" << sides[i] << ", input: {dtype: float32, shape: [3, " << sides[i] << ", " << sides[i]
       << "]}, output: {dtype: float32, shape: [100]}, preprocess: {from: image}, max_batch: 8, memory_mb: 200,\n"
       << "     load_ms: 300, accuracy: " << accuracies[i] << ", profile: {alpha_ms: " << alpha_ms(f)
-      << ", beta_ms: " << beta_ms(f) << "}}\n";
+      << ", beta_ms: " << beta_ms(f) << "}" << spread << "}\n";
   }
   y << "pipelines:\n  - {name: video, slo_ms: " << slo_ms << ", stages: [{name: detect, "
     << (!fixed_model(w).empty() ? "model: " + fixed_model(w) : std::string("variants: [v128, v256, v352, v480, v608]"))

@@ -164,6 +164,11 @@ void check_model_scalars(reader& r, const YAML::Node& n, model_spec& m, const st
   if (!(m.share_exponent >= 0 && m.share_exponent <= 4))
     r.error(n["share_exponent"], where + " share_exponent must be in [0, 4]");
   if (m.jitter < 0 || m.jitter >= 1) r.error(n["jitter"], where + " jitter must be in [0, 1)");
+  if (!(m.p99_spread >= 0 && m.p99_spread <= 0.5))
+    r.error(n["p99_spread"], where + " p99_spread must be in [0, 0.5]");
+  else if (m.p99_spread > 0 && m.jitter > 0)
+    r.error(n["p99_spread"],
+            where + " sets both jitter and p99_spread: the profile is either l(b)'s middle or its tail");
   if (m.load_ms < 0) r.error(n["load_ms"], where + " load_ms cannot be negative");
   if (m.memory_mb < 0) r.error(n["memory_mb"], where + " memory_mb cannot be negative");
   // An optional number within [lo, hi]; outside it, an error that says what it is, and unset.

@@ -117,12 +117,19 @@ const std::vector<key<device_group>>& device_keys() {
 const std::vector<key<model_spec>>& model_keys() {
   using o = model_spec;
   static const std::vector<key<o>> keys = {
-      {"name", &o::name, true},     {"max_batch", &o::max_batch},
-      {"jitter", &o::jitter},       {"share_exponent", &o::share_exponent},
-      {"load_ms", &o::load_ms},     {"memory_mb", &o::memory_mb},
-      {"accuracy", &o::accuracy},   {"base_cores", &o::base_cores},
-      {"pass_rate", &o::pass_rate}, {"path", &o::path},
-      {"prefix", &o::prefix},       {"netnn", &o::netnn},
+      {"name", &o::name, true},
+      {"max_batch", &o::max_batch},
+      {"jitter", &o::jitter},
+      {"share_exponent", &o::share_exponent},
+      {"p99_spread", &o::p99_spread},
+      {"load_ms", &o::load_ms},
+      {"memory_mb", &o::memory_mb},
+      {"accuracy", &o::accuracy},
+      {"base_cores", &o::base_cores},
+      {"pass_rate", &o::pass_rate},
+      {"path", &o::path},
+      {"prefix", &o::prefix},
+      {"netnn", &o::netnn},
       {"version", &o::version},
   };
   return keys;

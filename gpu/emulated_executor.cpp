@@ -48,7 +48,7 @@ class emulated_executor final : public device_executor {
     batch_outcome out;
     auto b = static_cast<int>(inputs.size());
     double ms = latency_ms(m, b);
-    if (m.jitter > 0) ms *= std::uniform_real_distribution<double>(1 - m.jitter, 1 + m.jitter)(rng_);
+    ms *= run_factor(m);
     ms *= slowdown();
     out.busy = std::chrono::nanoseconds(static_cast<int64_t>(ms * 1e6));
     out.outputs.reserve(inputs.size());
@@ -70,8 +70,7 @@ class emulated_executor final : public device_executor {
       for (auto* in : g.inputs) out.outputs.push_back({output_for(*g.model, *in)});
     }
     ms += groups.front().model->prefix_profile.latency_ms_at(total);
-    double jitter = groups.front().model->jitter;
-    if (jitter > 0) ms *= std::uniform_real_distribution<double>(1 - jitter, 1 + jitter)(rng_);
+    ms *= run_factor(*groups.front().model);
     ms *= slowdown();
     out.busy = std::chrono::nanoseconds(static_cast<int64_t>(ms * 1e6));
     return out;
@@ -84,6 +83,11 @@ class emulated_executor final : public device_executor {
   }
 
  private:
+  // What this batch's l(b) is scaled by (models[].jitter, models[].p99_spread).
+  double run_factor(const model_spec& m) {
+    auto [lo, hi] = m.run_factors();
+    return lo < hi ? std::uniform_real_distribution<double>(lo, hi)(rng_) : 1;
+  }
   double slowdown() const {
     return slow_factor_ != 1 && std::chrono::steady_clock::now() >= slow_from_ ? slow_factor_ : 1;
   }

@@ -87,7 +87,7 @@ class device_executor {
   virtual batch_outcome finish() { return {{}, {}, "no batch was started on this device", {}}; }
 };
 
-// Waits l(b) from the model's profile (scaled by the model's jitter, drawn from `seed`) and
+// Waits l(b) from the model's profile (scaled by the model's jitter or p99_spread, drawn from `seed`) and
 // returns outputs of the declared shape derived deterministically from each request's input.
 // With `threads`, models that declare `cores:` take l(b, threads) instead (set_threads changes it).
 // `type`: the device type, whose profile (`profiles: {TYPE: ...}`) it runs where a model has one.

@@ -170,6 +170,7 @@ model_spec make_fragment(const model_spec& base, int from, int to) {
   for (int k = from; k < to; ++k) parts.push_back(&base.layers[static_cast<size_t>(k)].profile);
   m.profile = sum_profiles(parts);
   m.jitter = base.jitter;
+  m.p99_spread = base.p99_spread;
   m.share_exponent = base.share_exponent;
   m.load_ms = base.load_ms;
   m.memory_mb = base.memory_mb;

@@ -101,6 +101,13 @@ struct model_spec {
   std::vector<std::pair<std::string, latency_profile>> profiles;
   const latency_profile& profile_for(std::string_view type) const;
   double jitter = 0;  // emulated devices: l(b) is scaled by a factor in [1 - jitter, 1 + jitter]
+  // Emulated devices: the profile is a tail latency (its p99, as Jellyfish and Clockwork plan on),
+  // the batches running in l(b) scaled by a factor in [1 - p99_spread, 1].
+  double p99_spread = 0;
+  // The factors emulated devices scale l(b) by, drawn uniformly between the two (equal: none).
+  std::pair<double, double> run_factors() const {
+    return p99_spread > 0 ? std::pair{1 - p99_spread, 1.0} : std::pair{1 - jitter, 1 + jitter};
+  }
   // A fractional device instance with share s (nodes[].devices[].shares) runs l(b) / s^share_exponent:
   // 1, the default, when the model keeps a whole device busy; less when it leaves part idle.
   double share_exponent = 1;

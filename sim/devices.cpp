@@ -108,7 +108,7 @@ void engine::start_next(ns now, uint32_t di) {
     if (batch.empty()) continue;
     double said = ms_at(static_cast<int>(batch.size()));
     double ms = said;
-    if (m.jitter > 0) ms *= std::uniform_real_distribution<double>(1 - m.jitter, 1 + m.jitter)(exec_rng_);
+    if (auto [lo, hi] = m.run_factors(); lo < hi) ms *= std::uniform_real_distribution<double>(lo, hi)(exec_rng_);
     if (o_.slowdown_factor != 1 && now >= to_ns(o_.slowdown_after_s * 1000)) ms *= o_.slowdown_factor;
     auto& x = exec_[s.model];
     x.took += ms, x.said += said, x.batches += 1;

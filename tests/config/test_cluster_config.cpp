@@ -1261,5 +1261,23 @@ TEST(cluster_config, partitioned_models_derive_a_model_per_range_and_are_checked
   EXPECT_NE(e.find("pipeline 'f' is not one"), std::string::npos) << e;
 }
 
+// A model's run times on emulated devices: around the profile (jitter) or under it (p99_spread),
+// one or the other.
+TEST(cluster_config, a_model_runs_around_its_profile_or_under_it) {
+  auto model = [](const std::string& keys) {
+    return "models:\n  - {name: a, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, "
+           "profile: {alpha_ms: 1, beta_ms: 4}" +
+           keys + "}\n";
+  };
+  auto ok = parse_cluster_config(nodes + model(", p99_spread: 0.2"), "c.yaml");
+  ASSERT_TRUE(ok) << ok.error_text();
+  EXPECT_DOUBLE_EQ(ok.config->models[0].p99_spread, 0.2);
+  EXPECT_EQ(ok.config->models[0].run_factors(), std::make_pair(0.8, 1.0));
+  auto e = errors_of(nodes + model(", p99_spread: 0.6"));
+  EXPECT_NE(e.find("c.yaml:10:"), std::string::npos) << e;
+  EXPECT_NE(e.find("model 'a' p99_spread must be in [0, 0.5]"), std::string::npos) << e;
+  e = errors_of(nodes + model(", jitter: 0.1, p99_spread: 0.2"));
+  EXPECT_NE(e.find("sets both jitter and p99_spread"), std::string::npos) << e;
+}
 }  // namespace
 }  // namespace sloserve

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <random>
 #include <tuple>
 
@@ -11,14 +13,20 @@
 namespace sloserve {
 namespace {
 
-TEST(profiler, measures_an_emulated_profile_and_reads_back) {
+// A model "m" of `in` floats in and `out` out, l(b) = alpha·b + beta.
+model_spec linear_model(int64_t in, int64_t out, int max_batch, double alpha_ms, double beta_ms) {
   model_spec m;
   m.name = "m";
-  m.input = {dtype::float32, {8}};
-  m.output = {dtype::float32, {2}};
-  m.max_batch = 16;
-  m.profile.alpha_ms = 0.5;
-  m.profile.beta_ms = 3;
+  m.input = {dtype::float32, {in}};
+  m.output = {dtype::float32, {out}};
+  m.max_batch = max_batch;
+  m.profile.alpha_ms = alpha_ms;
+  m.profile.beta_ms = beta_ms;
+  return m;
+}
+
+TEST(profiler, measures_an_emulated_profile_and_reads_back) {
+  auto m = linear_model(8, 2, 16, 0.5, 3);
   auto ex = make_emulated_executor(1);
   profile_options o;
   o.min_runs = 5;
@@ -77,13 +85,7 @@ class noisy_executor final : public device_executor {
 // tight: outliers are set aside and enough runs are taken for the quantile. A p99 of 20 runs
 // (the maximum) does neither.
 TEST(profiler, two_profiles_of_a_noisy_device_agree_within_ten_percent) {
-  model_spec m;
-  m.name = "m";
-  m.input = {dtype::float32, {4}};
-  m.output = {dtype::float32, {1}};
-  m.max_batch = 32;
-  m.profile.alpha_ms = 0.4;
-  m.profile.beta_ms = 2;
+  auto m = linear_model(4, 1, 32, 0.4, 2);
   profile_options o;
   o.max_seconds = 1e9;  // runs in no wall time: the run counts decide
   noisy_executor first(1), second(2);
@@ -161,6 +163,37 @@ TEST(emulated_executor, a_fractional_instance_runs_slower_by_its_models_rule) {
   m.share_exponent = 0.5;
   EXPECT_DOUBLE_EQ(make_emulated_executor(1, 1, "", 0.25)->latency_ms(m, 4), 36);
   EXPECT_DOUBLE_EQ(make_emulated_executor(1, 1, "", 1)->latency_ms(m, 4), 18);
+}
+
+// With p99_spread the profile is a batch's tail: batches run at most l(b), down to (1 - spread)
+// l(b), spread evenly; with jitter, around l(b) both ways.
+TEST(emulated_executor, a_p99_profile_is_what_batches_take_at_worst) {
+  auto m = linear_model(2, 2, 4, 2, 10);  // l(2) = 14 ms
+  std::vector<tensor> in{make_tensor(m.input, 1, "input")};
+  std::vector<const std::vector<tensor>*> batch{&in, &in};
+  auto took = [&](int runs) {
+    auto ex = make_emulated_executor(7);
+    std::vector<double> ms;
+    for (int k = 0; k < runs; ++k)
+      ms.push_back(std::chrono::duration<double, std::milli>(ex->execute(m, batch).busy).count());
+    return ms;
+  };
+  m.p99_spread = 0.2;
+  auto tail = took(400);
+  double sum = 0;
+  for (double t : tail) {
+    EXPECT_LE(t, 14 + 1e-6);
+    EXPECT_GE(t, 0.8 * 14 - 1e-6);
+    sum += t;
+  }
+  EXPECT_NEAR(sum / 400, 0.9 * 14, 0.15) << "spread evenly under the profile";
+  EXPECT_LT(*std::min_element(tail.begin(), tail.end()), 0.82 * 14);
+  m.p99_spread = 0;
+  m.jitter = 0.2;
+  auto around = took(400);
+  EXPECT_GT(*std::max_element(around.begin(), around.end()), 1.15 * 14) << "jitter runs over the profile too";
+  m.jitter = 0;
+  for (double t : took(3)) EXPECT_NEAR(t, 14, 1e-6);
 }
 
 }  // namespace
