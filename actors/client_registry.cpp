@@ -43,7 +43,7 @@ bool client_registry::on_request(const request& r, double now_s) {
     e.images.insert(e.images.begin(), seen);
     if (e.images.size() > max_image_sizes) e.images.pop_back();
   }
-  if (r.skipped > 0) dips(r.pipeline).outcome(now_s, r.skipped, r.skipped);
+  if (r.skipped > 0) dips(r.pipeline).outcome(now_s, r.skipped, r.skipped, 0);  // the uplink's
   if (r.waited_ms >= 0)
     e.uplink.add(now_s, r.bytes, r.waited_ms - std::max(0.0, r.queued_ms) - std::max(0.0, e.rtt_ms) / 2);
   return true;
@@ -96,8 +96,8 @@ sched::dip_quantile& client_registry::dips(const std::string& pipeline) {
   return it->second;
 }
 
-void client_registry::on_outcome(const std::string& pipeline, bool missed, double now_s) {
-  dips(pipeline).outcome(now_s, 1, missed ? 1 : 0);
+void client_registry::on_outcome(const std::string& pipeline, bool missed, bool servers, double now_s) {
+  dips(pipeline).outcome(now_s, 1, missed ? 1 : 0, missed && servers ? 1 : 0);
 }
 
 double client_registry::uplink_quantile(const std::string& pipeline) const {

@@ -55,8 +55,8 @@ class client_registry {
   }
   std::vector<msg::client_load> report(double now_s, double window_s, double forget_s = 10);
   // A named client's request of `pipeline` was answered: within its SLO or not (any status but OK
-  // misses).
-  void on_outcome(const std::string& pipeline, bool missed, double now_s);
+  // misses); `servers`: a miss the servers caused, not its upload (frontend_impl::servers_miss).
+  void on_outcome(const std::string& pipeline, bool missed, bool servers, double now_s);
   // The quantile `pipeline`'s uplinks were last reported at; < 0 before its first report.
   double uplink_quantile(const std::string& pipeline) const;
   // The share of a batch's wait `pipeline`'s lifts plan for (sched::dip_quantile::wait_share) as

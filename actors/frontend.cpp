@@ -97,7 +97,8 @@ void on_ingress(self_ptr self, ingress& in) {
   bool named = false;  // a named client's request, counted in the registry
   auto reject = [&](msg::status code, std::string reason, std::string_view drop = {}) {
     if (!drop.empty()) st.net->metrics.dropped(drop);
-    if (named && known) st.clients.on_outcome(*known, true, seconds_of(self->clock().now()));
+    if (named && known)  // refused at the door: the servers' only where the node is backed up
+      st.clients.on_outcome(*known, true, code == msg::status::overloaded, seconds_of(self->clock().now()));
     if (code == msg::status::error)
       ++st.stats.errors;
     else if (code == msg::status::overloaded)

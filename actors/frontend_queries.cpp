@@ -29,6 +29,11 @@ void count_reply(self_ptr self, const std::string* pipeline, msg::status code, d
   st.net->metrics.in_flight(st.queries.size());
 }
 
+bool servers_miss(const query& q, clock_time now, bool answered) {
+  if (!q.route || !(q.route->budget_ms > 0)) return true;
+  return ms_between(q.arrival, now) > (answered ? 1.0 : 0.5) * q.route->budget_ms;
+}
+
 // Abandoned invocations kept at most (a bound on the memory a dead path's timeouts take).
 constexpr size_t max_abandoned = 1 << 16;
 
@@ -61,7 +66,11 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
     r.input_height = a->input_height, r.input_width = a->input_width;
   if (code == msg::status::ok) r.outputs = q.walk->take_results(), r.late_paths = q.late_paths;
   bool late = now > q.deadline || !q.late_paths.empty();
-  if (!q.named.empty()) st.clients.on_outcome(q.pipe().name, code != msg::status::ok || late, seconds_of(now));
+  if (!q.named.empty()) {
+    bool missed = code != msg::status::ok || late;
+    st.clients.on_outcome(q.pipe().name, missed, missed && servers_miss(q, now, code == msg::status::ok),
+                          seconds_of(now));
+  }
   st.net->queued.release(q.bytes);
   if (auto c = st.client_in_flight.find(q.client); c != st.client_in_flight.end() && --c->second <= 0)
     st.client_in_flight.erase(c);

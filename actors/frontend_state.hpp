@@ -185,6 +185,14 @@ std::string_view outcome_label(msg::status code);
 // Counts one answered request in the node's metrics; `pipeline` is the config's (a name a client
 // made up is counted as "_unknown", so that clients cannot grow the label set).
 void count_reply(self_ptr self, const std::string* pipeline, msg::status code, double seconds, bool within_slo);
+// Whether a named client's request that missed at `now` missed at the servers rather than on its
+// upload: it was kept longer than its route's plan allows. The plan gives it the compute budget
+// its route names (the SLO less its upload at the planned uplink) and lets it wait out one batch
+// of at most half that: an answer that came later than that budget after the request did, or a
+// drop more than half of it after (`answered` false). One that came with less left, its upload
+// having taken longer than planned, and was answered within those times would have kept its SLO
+// had the upload kept the plan. Without a route (no plan), every miss is the servers'.
+bool servers_miss(const query& q, clock_time now, bool answered);
 // Answers query `qid` (once: a query already answered is gone).
 void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason);
 // Sends (or re-sends) invocation `id` to a live instance of its model. False when none is live, or

@@ -19,10 +19,11 @@
 // Jellyfish leaves on each worker (scheduler.jellyfish.headroom) the pipeline's plan keeps
 // (headroom_share): whole until the wait share is 0, then a quarter down a step while under a
 // quarter of the target missed, and back up first when more than half the target missed (a level
-// that missed is not given again for 30 s). Whether a worker planned to its full throughput
-// misses depends on how its frames come (a batch's worth at once from a few clients on ample
-// links queues behind two batches; many small frames do not), so the misses decide, not a
-// constant. Header-only and clock-free: times are given.
+// that missed is not given again for 30 s), counting there only the misses the servers caused: a
+// request kept longer than its plan allows, not one whose upload took longer than planned. Whether a worker planned to
+// its full throughput misses depends on how its frames come (a batch's worth at once from a few clients on ample links
+// queues behind two batches; many small frames do not), so the misses decide, not a constant. Header-only and
+// clock-free: times are given.
 
 #include <algorithm>
 #include <cstdint>
@@ -36,11 +37,14 @@ class dip_quantile {
   // at the estimate itself, uplink_estimate::low_mbps).
   dip_quantile(double start, double target) : q_(start), target_(start > 0 ? target : 0) {}
 
-  // Outcomes seen at `now_s`: `frames` requests or skipped frames, `missed` of them missed.
-  void outcome(double now_s, uint64_t frames, uint64_t missed) {
+  // Outcomes seen at `now_s`: `frames` requests or skipped frames, `missed` of them missed,
+  // `servers` of those (all, when < 0) where the servers kept them longer than their plan allows
+  // (not where an upload took longer than planned): the misses the headroom is judged by.
+  void outcome(double now_s, uint64_t frames, uint64_t missed, int64_t servers = -1) {
     if (since_s_ < 0) since_s_ = now_s;
     step_frames_ += frames;
     step_missed_ += missed;
+    step_servers_ += servers < 0 ? missed : std::min(missed, static_cast<uint64_t>(servers));
   }
 
   // The quantile to plan with at `now_s`. A step once `step_s` have passed, judged on the
@@ -52,10 +56,11 @@ class dip_quantile {
     if (target_ <= 0 || since_s_ < 0 || now_s - since_s_ < step_s) return q_;
     frames_ = memory * frames_ + static_cast<double>(step_frames_);
     missed_ = memory * missed_ + static_cast<double>(step_missed_);
-    step_frames_ = step_missed_ = 0;
+    servers_ = memory * servers_ + static_cast<double>(step_servers_);
+    step_frames_ = step_missed_ = step_servers_ = 0;
     since_s_ = now_s;
     if (frames_ < min_frames) return q_;
-    double share = missed_ / frames_;
+    double share = missed_ / frames_, servers = servers_ / frames_;
     if (floor_ > 0 && now_s - floor_since_s_ >= floor_hold_s)
       floor_ = std::max(0.0, floor_ - wait_step), floor_since_s_ = now_s;
     // The headroom taken back from misses: the level that missed is not tried again for a while.
@@ -67,7 +72,7 @@ class dip_quantile {
     if (share > target_) {
       // Back in the order given: the headroom, the wait, then the quantile.
       double up = (share > 2 * target_ ? 2 : 1) * wait_step;
-      if (headroom_ < 1)
+      if (headroom_ < 1 && servers > headroom_high_share * target_)
         take_back(up);
       else if (wait_ < 1)
         wait_ = std::min(1.0, wait_ + up);
@@ -75,12 +80,12 @@ class dip_quantile {
         q_ = std::max(min_quantile, q_ / (share > 2 * target_ ? 2 : factor));
     } else if (q_ < max_quantile) {
       if (share < low_share * target_) q_ = std::min(max_quantile, std::max(q_ * 2, q_ + 0.005));
-    } else if (headroom_ < 1 && share > headroom_high_share * target_) {
+    } else if (headroom_ < 1 && servers > headroom_high_share * target_) {
       take_back(wait_step);
     } else if (share < wait_low_share * target_) {
       if (wait_ > 0)
         wait_ = std::max(0.0, wait_ - wait_step);
-      else if (share < headroom_low_share * target_)
+      else if (servers < headroom_low_share * target_)
         headroom_ = std::max(floor_, headroom_ - wait_step);
     }
     return q_;
@@ -93,8 +98,9 @@ class dip_quantile {
   double wait_share() const { return wait_; }
   // The share of its configured headroom a pipeline's plan leaves on each worker
   // (sched::jellyfish::client_state::headroom_share), as of the last step: 1 until the wait share
-  // reached 0, then a quarter lower each step that judged under a quarter of the target missed,
-  // and a quarter higher each step that judged more than half the target did (a half when over
+  // reached 0, then a quarter lower each step that judged under a quarter of the target missed
+  // at the servers (and under 0.75 of it in all), and a quarter higher each step that judged more
+  // than half the target did at the servers (a half when over
   // twice the target), before the wait share rises; a share taken back is the least for 30 s after
   // the last take-back, then a quarter less each 30 s.
   double headroom_share() const { return headroom_; }
@@ -119,8 +125,8 @@ class dip_quantile {
   double wait_ = 1, headroom_ = 1;
   double floor_ = 0, floor_since_s_ = 0;  // the least headroom share, since when
   double since_s_ = -1;
-  uint64_t step_frames_ = 0, step_missed_ = 0;  // since the last step
-  double frames_ = 0, missed_ = 0;              // weighed over the steps
+  uint64_t step_frames_ = 0, step_missed_ = 0, step_servers_ = 0;  // since the last step
+  double frames_ = 0, missed_ = 0, servers_ = 0;                   // weighed over the steps
 };
 
 }  // namespace sloserve::sched

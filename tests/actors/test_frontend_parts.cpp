@@ -9,6 +9,7 @@
 #include "actors/client_time.hpp"
 #include "actors/dummy_padding.hpp"
 #include "actors/frontend_routes.hpp"
+#include "actors/frontend_state.hpp"
 #include "actors/kserve_call.hpp"
 #include "actors/route_publisher.hpp"
 #include "caf_fixture.hpp"
@@ -401,8 +402,8 @@ TEST(client_registry, a_pipelines_misses_move_the_dips_its_uplinks_are_reported_
   // Pipeline p: 12 of 120 requests missed, and its client skipped 10 frames; q: none missed.
   double from = t;
   for (int k = 0; k < 120; ++k) {
-    reg.on_outcome(p, k % 10 == 0, t);
-    reg.on_outcome(q, false, t);
+    reg.on_outcome(p, k % 10 == 0, true, t);
+    reg.on_outcome(q, false, false, t);
   }
   upload(2, 10);
   auto after = reg.report(from + 2, 2);
@@ -417,7 +418,7 @@ TEST(client_registry, a_pipelines_misses_move_the_dips_its_uplinks_are_reported_
   // q's clients go on missing nothing: its quantile reaches 1 (0.4, 0.8, 1), then the lift onto
   // spare compute plans for less of the wait behind a running batch.
   for (int s = 0; s < 4; ++s) {
-    for (int k = 0; k < 120; ++k) reg.on_outcome(q, false, t);
+    for (int k = 0; k < 120; ++k) reg.on_outcome(q, false, false, t);
     upload(2);
     after = reg.report(t, 2);
   }
@@ -505,6 +506,22 @@ TEST(client_registry, an_uplink_crossing_the_rate_a_size_takes_is_worth_reportin
     ASSERT_TRUE(reg.on_request({*c, p, 150, c == &cam ? 10.0 : 0.0, 0, 50000, 40000, 50000 * 8 / 4.2e3, 100}, 2.2));
   EXPECT_TRUE(reg.moved(cam, p, 2.2)) << "3.9 to 4.2 Mbps: across the 4 Mbps its frames take";
   EXPECT_FALSE(reg.moved(anon, p, 2.2)) << "no frame rate: only a move beyond 1.25x counts";
+}
+
+// A miss is the servers' where the request was kept past its plan: answered later than its
+// route's compute budget after it came, or dropped later than half of it; earlier, its upload
+// left it less than planned. Without a route every miss is the servers'.
+TEST(frontend_queries, a_miss_is_the_servers_where_the_request_was_kept_past_its_plan) {
+  frontend_impl::query q;
+  q.arrival = frontend_impl::clock_time{} + std::chrono::seconds(10);
+  auto at = [&](double ms) { return q.arrival + std::chrono::microseconds(static_cast<int64_t>(ms * 1e3)); };
+  EXPECT_TRUE(frontend_impl::servers_miss(q, at(1), false)) << "no plan";
+  q.route = msg::client_route{};
+  q.route->budget_ms = 60;
+  EXPECT_FALSE(frontend_impl::servers_miss(q, at(55), true)) << "late, but within the budget planned";
+  EXPECT_TRUE(frontend_impl::servers_miss(q, at(61), true));
+  EXPECT_FALSE(frontend_impl::servers_miss(q, at(25), false)) << "dropped within one batch's wait";
+  EXPECT_TRUE(frontend_impl::servers_miss(q, at(31), false));
 }
 
 TEST(client_time, reported_network_time_counts_and_is_remembered_for_requests_without_it) {

@@ -653,6 +653,29 @@ TEST(dip_quantile, gives_back_the_headroom_last_and_takes_it_again_first) {
   EXPECT_DOUBLE_EQ(e.headroom_share(), 0.5);
 }
 
+// The headroom is judged by the misses the servers caused alone: misses that are the uploads'
+// (1.2% of all, none at the servers) let it be given back all the same, and more of them (over
+// the target) raise the wait share, not the headroom; the same 1.2% at the servers keep it whole.
+TEST(dip_quantile, the_headroom_is_judged_by_the_misses_the_servers_caused) {
+  auto run = [](int64_t servers) {
+    dip_quantile d(1, 0.02);
+    for (int k = 0; k < 12; ++k) {
+      d.outcome(k, 10000, 120, servers);
+      d.quantile(k + 1);
+    }
+    return d;
+  };
+  auto uploads = run(0), servers = run(120);
+  EXPECT_DOUBLE_EQ(uploads.wait_share(), 0);
+  EXPECT_DOUBLE_EQ(uploads.headroom_share(), 0);
+  EXPECT_DOUBLE_EQ(servers.wait_share(), 0);
+  EXPECT_DOUBLE_EQ(servers.headroom_share(), 1);
+  uploads.outcome(12, 20000, 2000, 0);  // 3.6% of all weighed: over the target
+  EXPECT_DOUBLE_EQ(uploads.quantile(13), 1);
+  EXPECT_DOUBLE_EQ(uploads.headroom_share(), 0);
+  EXPECT_DOUBLE_EQ(uploads.wait_share(), 0.25);
+}
+
 TEST(dip_quantile, stays_within_its_bounds_and_needs_enough_outcomes) {
   dip_quantile low(0.006, 0.01);
   for (double t = 0; t < 20; t += 2) {
