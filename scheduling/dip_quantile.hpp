@@ -20,10 +20,11 @@
 // (headroom_share): whole until the wait share is 0, then a quarter down a step while under a
 // quarter of the target missed, and back up first when more than half the target missed (a level
 // that missed is not given again for 30 s), counting there only the misses the servers caused: a
-// request kept longer than its plan allows, not one whose upload took longer than planned. Whether a worker planned to
-// its full throughput misses depends on how its frames come (a batch's worth at once from a few clients on ample links
-// queues behind two batches; many small frames do not), so the misses decide, not a constant. Header-only and
-// clock-free: times are given.
+// request kept longer than its plan allows, not one whose upload took longer than planned.
+// Whether a worker planned to its full throughput misses depends on how its frames come (a
+// batch's worth at once from a few clients on ample links queues behind two batches; many small
+// frames do not), so the misses decide, not a constant. Header-only and clock-free: times are
+// given.
 
 #include <algorithm>
 #include <cstdint>
