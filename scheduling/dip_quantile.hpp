@@ -58,35 +58,48 @@ class dip_quantile {
     frames_ = memory * frames_ + static_cast<double>(step_frames_);
     missed_ = memory * missed_ + static_cast<double>(step_missed_);
     servers_ = memory * servers_ + static_cast<double>(step_servers_);
+    level_frames_ = memory * level_frames_ + static_cast<double>(step_frames_);
+    // This step's own servers' misses: over twice the target, the headroom is short whatever the
+    // level was judged on.
+    bool urgent =
+        step_frames_ > 0 && static_cast<double>(step_servers_) > 2 * target_ * static_cast<double>(step_frames_);
     step_frames_ = step_missed_ = step_servers_ = 0;
     since_s_ = now_s;
     if (frames_ < min_frames) return q_;
-    double share = missed_ / frames_, servers = servers_ / frames_;
+    // The headroom's level is judged on the servers' misses seen since it was last taken back,
+    // once `settle_s` have passed (the plan made again, the old plan's queues drained).
+    bool judged = level_frames_ >= min_frames && now_s - taken_at_s_ >= settle_s;
+    double share = missed_ / frames_, servers = judged ? servers_ / level_frames_ : 0;
+    bool short_of_room = headroom_ < 1 && (urgent || servers > headroom_high_share * target_);
     if (floor_ > 0 && now_s - floor_since_s_ >= floor_hold_s)
       floor_ = std::max(0.0, floor_ - wait_step), floor_since_s_ = now_s;
-    // The headroom taken back from misses: the level that missed is not tried again for a while.
+    // The headroom taken back from misses: the level that missed is not tried again for a while,
+    // and the next is judged on its own misses.
     auto take_back = [&](double by) {
       floor_ = std::max(floor_, std::min(1.0, headroom_ + wait_step));
-      floor_since_s_ = now_s;
+      floor_since_s_ = taken_at_s_ = now_s;
       headroom_ = std::min(1.0, headroom_ + by);
+      servers_ = level_frames_ = 0;
     };
     if (share > target_) {
       // Back in the order given: the headroom, the wait, then the quantile.
       double up = (share > 2 * target_ ? 2 : 1) * wait_step;
-      if (headroom_ < 1 && servers > headroom_high_share * target_)
+      if (short_of_room)
         take_back(up);
+      else if (headroom_ < 1 && !judged)
+        ;  // a take-back whose effect is not seen yet
       else if (wait_ < 1)
         wait_ = std::min(1.0, wait_ + up);
       else
         q_ = std::max(min_quantile, q_ / (share > 2 * target_ ? 2 : factor));
     } else if (q_ < max_quantile) {
       if (share < low_share * target_) q_ = std::min(max_quantile, std::max(q_ * 2, q_ + 0.005));
-    } else if (headroom_ < 1 && servers > headroom_high_share * target_) {
+    } else if (short_of_room) {
       take_back(wait_step);
     } else if (share < wait_low_share * target_) {
       if (wait_ > 0)
         wait_ = std::max(0.0, wait_ - wait_step);
-      else if (servers < headroom_low_share * target_)
+      else if (judged && servers < headroom_low_share * target_)
         headroom_ = std::max(floor_, headroom_ - wait_step);
     }
     return q_;
@@ -119,15 +132,21 @@ class dip_quantile {
   // misses a fuller plan causes come some seconds after it, so that trying it again each time the
   // misses have faded would miss in bursts.
   static constexpr double floor_hold_s = 30;
+  // A level taken back is judged on what comes this long after: the plan made again and the
+  // queues of the one before drained (the misses weighed over the steps before still count the
+  // fuller plan's, and judging by them took every level back to the whole headroom).
+  static constexpr double settle_s = 2;
   static constexpr double min_quantile = 0.005, max_quantile = 1;
 
  private:
   double q_, target_;
   double wait_ = 1, headroom_ = 1;
   double floor_ = 0, floor_since_s_ = 0;  // the least headroom share, since when
+  double taken_at_s_ = -1e9;              // the last take-back
   double since_s_ = -1;
   uint64_t step_frames_ = 0, step_missed_ = 0, step_servers_ = 0;  // since the last step
-  double frames_ = 0, missed_ = 0, servers_ = 0;                   // weighed over the steps
+  double frames_ = 0, missed_ = 0;                                 // weighed over the steps
+  double servers_ = 0, level_frames_ = 0;                          // weighed over the steps since the last take-back
 };
 
 }  // namespace sloserve::sched

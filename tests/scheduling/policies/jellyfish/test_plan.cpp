@@ -676,6 +676,31 @@ TEST(dip_quantile, the_headroom_is_judged_by_the_misses_the_servers_caused) {
   EXPECT_DOUBLE_EQ(uploads.wait_share(), 0.25);
 }
 
+// A level taken back is judged on the misses that come after it, 2 s on: the misses weighed
+// from the fuller plan before take no more back; its own misses do, and a step whose own servers'
+// misses pass twice the target takes back at once.
+TEST(dip_quantile, a_level_taken_back_is_judged_on_its_own_misses) {
+  dip_quantile d(1, 0.02);
+  for (int k = 0; k < 8; ++k) d.outcome(k, 1000, 0), d.quantile(k + 1);
+  ASSERT_DOUBLE_EQ(d.headroom_share(), 0);
+  d.outcome(8, 10000, 300, 300);  // 2% of all weighed: over half the target, a quarter back
+  d.quantile(9);
+  ASSERT_DOUBLE_EQ(d.headroom_share(), 0.25);
+  d.outcome(9, 10000, 0, 0);  // those misses weighed still: 1.1%, yet none since
+  d.quantile(10);
+  EXPECT_DOUBLE_EQ(d.headroom_share(), 0.25) << "not judged by the fuller plan's misses";
+  d.outcome(10, 10000, 0, 0);
+  d.quantile(11);
+  EXPECT_DOUBLE_EQ(d.headroom_share(), 0.25);
+  d.outcome(11, 10000, 400, 400);  // its own: 1.6% since the take-back
+  d.quantile(12);
+  EXPECT_DOUBLE_EQ(d.headroom_share(), 0.5);
+  d.outcome(12, 10000, 1000, 1000);  // 10% within one step
+  d.quantile(13);
+  EXPECT_DOUBLE_EQ(d.headroom_share(), 0.75) << "at once, however recent the take-back";
+  EXPECT_DOUBLE_EQ(d.wait_share(), 0);
+}
+
 TEST(dip_quantile, stays_within_its_bounds_and_needs_enough_outcomes) {
   dip_quantile low(0.006, 0.01);
   for (double t = 0; t < 20; t += 2) {
