@@ -59,10 +59,10 @@ class dip_quantile {
     missed_ = memory * missed_ + static_cast<double>(step_missed_);
     servers_ = memory * servers_ + static_cast<double>(step_servers_);
     level_frames_ = memory * level_frames_ + static_cast<double>(step_frames_);
-    // This step's own servers' misses: over twice the target, the headroom is short whatever the
-    // level was judged on.
-    bool urgent =
-        step_frames_ > 0 && static_cast<double>(step_servers_) > 2 * target_ * static_cast<double>(step_frames_);
+    // This step's own servers' misses, of enough outcomes: over twice the target, the headroom is
+    // short whatever the level was judged on.
+    bool urgent = static_cast<double>(step_frames_) >= min_frames &&
+                  static_cast<double>(step_servers_) > 2 * target_ * static_cast<double>(step_frames_);
     step_frames_ = step_missed_ = step_servers_ = 0;
     since_s_ = now_s;
     if (frames_ < min_frames) return q_;
