@@ -175,7 +175,7 @@ std::vector<std::vector<size_t>> rounds::assign(const std::vector<double>& rate,
 }
 
 void rounds::run_on(const slot_key& k, const device_slot& slot, const std::vector<variant>& zoo, size_t z, int batch,
-                    const std::vector<model_spec>& models, msg::device_schedule& d) {
+                    double rate, const std::vector<model_spec>& models, msg::device_schedule& d) {
   auto& v = zoo[z];
   auto& mru = resident_[k];
   auto same = running_.find(k);
@@ -183,11 +183,14 @@ void rounds::run_on(const slot_key& k, const device_slot& slot, const std::vecto
     ++stats_.switches;
     if (std::find(mru.begin(), mru.end(), v.model) != mru.end()) ++stats_.resident_hits;
   }
-  // A batch that moved little keeps the schedule as it is: workers are not re-sent one every
-  // interval for estimates that jitter.
-  if (same != running_.end() && same->second == v.model && batch_.count(k) &&
-      std::abs(batch - batch_[k]) <= std::max(1, batch_[k] / 4))
-    batch = batch_[k];
+  // A batch that moved little keeps the schedule as it is (workers are not re-sent one every
+  // interval for estimates that jitter) where the batch kept still holds the plan: no larger than
+  // the one its clients' budgets allow, and carrying their rate (a worker kept at batch 1 while
+  // a second client joins it would queue without end).
+  if (auto kept = batch_.find(k); same != running_.end() && same->second == v.model && kept != batch_.end()) {
+    int b = kept->second;
+    if (b <= batch && batch - b <= std::max(1, b / 4) && b / v.latency_ms(b) * 1e3 >= rate) batch = b;
+  }
   batch_[k] = batch;
   running_[k] = v.model;
   double memory = 0;
@@ -261,7 +264,10 @@ cluster_placement rounds::decide(const std::vector<msg::client_load>& clients, c
     for (size_t w = 0; w < mine[pi].size(); ++w) {
       auto& slot = slots[mine[pi][w]];
       slot_key k{slot.node, slot.device};
-      run_on(k, slot, zoo, planned.variants[w], planned.batch[w], models, device_of(k));
+      double rate = 0;  // of the clients it carries, mapped or taken best effort
+      for (size_t c = 0; c < cs.size(); ++c)
+        if (planned.clients[c].worker == w) rate += cs[c].rate_hz;
+      run_on(k, slot, zoo, planned.variants[w], planned.batch[w], rate, models, device_of(k));
     }
     route_pipeline(p, zoo, planned, mine[pi], slots, cs, out.table);
   }

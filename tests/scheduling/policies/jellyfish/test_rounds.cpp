@@ -146,5 +146,32 @@ TEST(jellyfish_rounds, a_pipeline_is_planned_with_the_headroom_its_clients_keep)
   EXPECT_NE(whole.first, "d512");
 }
 
+// A worker keeps its batch while the plan's moves little, but not where the batch kept would not
+// carry its clients or fit their budgets: one client on a slow link runs at batch 1 (2·l(2) =
+// 120 ms exceeds its budget); two on fast links, 30 frames/s, need batch 2 (t(1) = 25/s).
+TEST(jellyfish_rounds, a_worker_keeps_its_batch_only_while_it_carries_its_clients) {
+  auto cfg = std::make_shared<const cluster_config>(testing::parse_config(R"(
+nodes:
+  - {name: n, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], devices: [{kind: emulated}]}
+models:
+  - {name: slow, input: {dtype: float32, shape: [3, 512, 512]}, output: {dtype: float32, shape: [10]},
+     preprocess: {from: image}, profile: {alpha_ms: 20, beta_ms: 20}, accuracy: 60, max_batch: 8}
+pipelines:
+  - {name: detect, slo_ms: 150, stages: [{name: d, variants: [slow]}]}
+scheduler: {policy: jellyfish, jellyfish: {mode: paper, overhead_ms: 5}}
+)"));
+  sched::jellyfish::rounds core(*cfg);
+  auto slots = device_slots(*cfg);
+  auto cam = [](const std::string& id, double mbps) { return msg::client_load{id, "detect", 150, 15, mbps, 10, 0.25}; };
+  auto batch = [&](std::vector<msg::client_load> clients) {
+    auto p = core.decide(clients, slots, cfg->models, 1);
+    return p.schedules.at("n").devices[0].sessions.at(0).batch;
+  };
+  EXPECT_EQ(batch({cam("a", 20)}), 1u) << "a 0.5 Mbit image takes 26 ms at 20 Mbps: a budget of 109 ms";
+  EXPECT_EQ(batch({cam("a", 1000)}), 1u) << "batch 2 now fits, but 1 carries the one client: kept";
+  EXPECT_EQ(batch({cam("a", 1000), cam("b", 1000)}), 2u);
+  EXPECT_EQ(batch({cam("a", 20)}), 1u) << "its budget no longer holds batch 2";
+}
+
 }  // namespace
 }  // namespace sloserve
