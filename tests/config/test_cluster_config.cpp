@@ -805,7 +805,8 @@ scheduler: {policy: jellyfish, jellyfish: {mode: paper}}
   EXPECT_EQ(tracking.uplink_quantile, 0) << "uploads timed at the estimate";
   EXPECT_EQ(tracking.miss_target, 0) << "no dip quantile to move";
   EXPECT_EQ(round.config->scheduler.section_as<sched::jellyfish::options>().headroom, 0) << "workers planned full";
-  EXPECT_DOUBLE_EQ(j.headroom, 0.1) << "the extended default";
+  EXPECT_EQ(round.config->scheduler.section_as<sched::jellyfish::options>().lift_margin, 0) << "no lift";
+  EXPECT_DOUBLE_EQ(j.lift_margin, 0.25) << "the extended default";
 }
 
 TEST(cluster_config, jellyfish_is_checked_with_its_place) {

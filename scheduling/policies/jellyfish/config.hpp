@@ -35,8 +35,9 @@ struct options {
   // The share by which a client's uplink may fall, unseen yet, that the lift leaves room for
   // (plan_options::lift_margin).
   double lift_margin = 0.25;
-  // The share of each worker's throughput left unplanned (plan_options::headroom).
-  double headroom = 0.1;
+  // The share of each worker's throughput left unplanned (plan_options::headroom); 0: planned
+  // full, as printed.
+  double headroom = 0;
   // `extended` (the default): the paper's algorithms with the extensions above (the lift onto
   // spare compute, uploads timed at the uplink's dips, the dip quantile moved to a miss target)
   // and load clients that skip frames which cannot cross in time. `paper`: as the paper prints

@@ -123,11 +123,13 @@ TEST(jellyfish_rounds, devices_keep_recent_variants_resident_within_their_memory
   }
 }
 
-// The headroom (0.1 by default) is the pipeline's clients' share of it: 42 clients of 10 frames/s
+// The headroom (0.1 here) is the pipeline's clients' share of it: 42 clients of 10 frames/s
 // on w1 alone fit d512 at batch 8 (t(8) = 444/s) planned full, not at 0.9 of it (400/s); a
 // pipeline whose misses gave the headroom back runs d512, one keeping it a smaller variant.
 TEST(jellyfish_rounds, a_pipeline_is_planned_with_the_headroom_its_clients_keep) {
-  auto cfg = std::make_shared<const cluster_config>(testing::parse_config(yaml));
+  std::string file = yaml;
+  file.replace(file.find("resident: 3"), 11, "resident: 3, headroom: 0.1");
+  auto cfg = std::make_shared<const cluster_config>(testing::parse_config(file));
   auto slots = device_slots(*cfg);
   slots.pop_back();
   auto ran = [&](double share) {
