@@ -264,10 +264,12 @@ cluster_placement rounds::decide(const std::vector<msg::client_load>& clients, c
     for (size_t w = 0; w < mine[pi].size(); ++w) {
       auto& slot = slots[mine[pi][w]];
       slot_key k{slot.node, slot.device};
-      double rate = 0;  // of the clients it carries, mapped or taken best effort
+      // The rate of the clients it carries (mapped or taken best effort), with the headroom the
+      // plan left on it.
+      double rate = 0;
       for (size_t c = 0; c < cs.size(); ++c)
         if (planned.clients[c].worker == w) rate += cs[c].rate_hz;
-      run_on(k, slot, zoo, planned.variants[w], planned.batch[w], rate, models, device_of(k));
+      run_on(k, slot, zoo, planned.variants[w], planned.batch[w], rate / (1 - pp.headroom), models, device_of(k));
     }
     route_pipeline(p, zoo, planned, mine[pi], slots, cs, out.table);
   }

@@ -52,8 +52,8 @@ class rounds final : public client_rounds {
   // pipeline wants as many, the others fill up in order; `taken` marks the slots given.
   std::vector<std::vector<size_t>> assign(const std::vector<double>& rate, const std::vector<device_slot>& slots,
                                           const std::vector<model_spec>& models, std::vector<bool>& taken) const;
-  // Device `k` (`slot`) runs zoo[z] at about `batch` for clients of `rate` requests/s, keeping
-  // resident what its memory allows, into `d`; counts switches.
+  // Device `k` (`slot`) runs zoo[z] at about `batch`, at a batch whose t(b) is `rate` at least,
+  // keeping resident what its memory allows, into `d`; counts switches.
   void run_on(const slot_key& k, const device_slot& slot, const std::vector<variant>& zoo, size_t z, int batch,
               double rate, const std::vector<model_spec>& models, msg::device_schedule& d);
 
