@@ -175,5 +175,28 @@ scheduler: {policy: jellyfish, jellyfish: {mode: paper, overhead_ms: 5}}
   EXPECT_EQ(batch({cam("a", 20)}), 1u) << "its budget no longer holds batch 2";
 }
 
+// With a headroom the batch kept must carry the rate with it: 24 frames/s fit t(1) = 25/s, but
+// not 0.9 of it, so the worker moves to batch 2 once its client's budget allows it.
+TEST(jellyfish_rounds, a_kept_batch_keeps_the_headroom) {
+  auto cfg = std::make_shared<const cluster_config>(testing::parse_config(R"(
+nodes:
+  - {name: n, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], devices: [{kind: emulated}]}
+models:
+  - {name: slow, input: {dtype: float32, shape: [3, 512, 512]}, output: {dtype: float32, shape: [10]},
+     preprocess: {from: image}, profile: {alpha_ms: 20, beta_ms: 20}, accuracy: 60, max_batch: 8}
+pipelines:
+  - {name: detect, slo_ms: 150, stages: [{name: d, variants: [slow]}]}
+scheduler: {policy: jellyfish, jellyfish: {overhead_ms: 5, headroom: 0.1}}
+)"));
+  sched::jellyfish::rounds core(*cfg);
+  auto slots = device_slots(*cfg);
+  auto batch = [&](double mbps) {
+    auto p = core.decide({msg::client_load{"a", "detect", 150, 24, mbps, 10, 0.25}}, slots, cfg->models, 1);
+    return p.schedules.at("n").devices[0].sessions.at(0).batch;
+  };
+  EXPECT_EQ(batch(20), 1u) << "a budget of 109 ms holds batch 1 alone";
+  EXPECT_EQ(batch(1000), 2u);
+}
+
 }  // namespace
 }  // namespace sloserve
