@@ -148,11 +148,10 @@ TEST(jellyfish_rounds, a_pipeline_is_planned_with_the_headroom_its_clients_keep)
   EXPECT_NE(whole.first, "d512");
 }
 
-// A worker keeps its batch while the plan's moves little, but not where the batch kept would not
-// carry its clients or fit their budgets: one client on a slow link runs at batch 1 (2·l(2) =
-// 120 ms exceeds its budget); two on fast links, 30 frames/s, need batch 2 (t(1) = 25/s).
-TEST(jellyfish_rounds, a_worker_keeps_its_batch_only_while_it_carries_its_clients) {
-  auto cfg = std::make_shared<const cluster_config>(testing::parse_config(R"(
+// One device and one variant of l(b) = 20·b + 20 ms (t(1) = 25/s, t(2) = 33/s), SLO 150 ms, with
+// `jellyfish` as the scheduler's section.
+std::shared_ptr<const cluster_config> one_slow_model(const std::string& jellyfish) {
+  return std::make_shared<const cluster_config>(testing::parse_config(R"(
 nodes:
   - {name: n, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], devices: [{kind: emulated}]}
 models:
@@ -160,8 +159,15 @@ models:
      preprocess: {from: image}, profile: {alpha_ms: 20, beta_ms: 20}, accuracy: 60, max_batch: 8}
 pipelines:
   - {name: detect, slo_ms: 150, stages: [{name: d, variants: [slow]}]}
-scheduler: {policy: jellyfish, jellyfish: {mode: paper, overhead_ms: 5}}
-)"));
+)" + std::string("scheduler: {policy: jellyfish, jellyfish: {") + jellyfish +
+                                                                      "}}\n"));
+}
+
+// A worker keeps its batch while the plan's moves little, but not where the batch kept would not
+// carry its clients or fit their budgets: one client on a slow link runs at batch 1 (2·l(2) =
+// 120 ms exceeds its budget); two on fast links, 30 frames/s, need batch 2 (t(1) = 25/s).
+TEST(jellyfish_rounds, a_worker_keeps_its_batch_only_while_it_carries_its_clients) {
+  auto cfg = one_slow_model("mode: paper, overhead_ms: 5");
   sched::jellyfish::rounds core(*cfg);
   auto slots = device_slots(*cfg);
   auto cam = [](const std::string& id, double mbps) { return msg::client_load{id, "detect", 150, 15, mbps, 10, 0.25}; };
@@ -178,16 +184,7 @@ scheduler: {policy: jellyfish, jellyfish: {mode: paper, overhead_ms: 5}}
 // With a headroom the batch kept must carry the rate with it: 24 frames/s fit t(1) = 25/s, but
 // not 0.9 of it, so the worker moves to batch 2 once its client's budget allows it.
 TEST(jellyfish_rounds, a_kept_batch_keeps_the_headroom) {
-  auto cfg = std::make_shared<const cluster_config>(testing::parse_config(R"(
-nodes:
-  - {name: n, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], devices: [{kind: emulated}]}
-models:
-  - {name: slow, input: {dtype: float32, shape: [3, 512, 512]}, output: {dtype: float32, shape: [10]},
-     preprocess: {from: image}, profile: {alpha_ms: 20, beta_ms: 20}, accuracy: 60, max_batch: 8}
-pipelines:
-  - {name: detect, slo_ms: 150, stages: [{name: d, variants: [slow]}]}
-scheduler: {policy: jellyfish, jellyfish: {overhead_ms: 5, headroom: 0.1}}
-)"));
+  auto cfg = one_slow_model("overhead_ms: 5, headroom: 0.1");
   sched::jellyfish::rounds core(*cfg);
   auto slots = device_slots(*cfg);
   auto batch = [&](double mbps) {
