@@ -21,10 +21,9 @@
 // quarter of the target missed, and back up first when more than half the target missed (a level
 // that missed is not given again for 30 s), counting there only the misses the servers caused: a
 // request kept longer than its plan allows, not one whose upload took longer than planned.
-// Whether a worker planned to its full throughput misses depends on how its frames come (a
-// batch's worth at once from a few clients on ample links queues behind two batches; many small
-// frames do not), so the misses decide, not a constant. Header-only and clock-free: times are
-// given.
+// Where a headroom is set, the misses decide how much of it is kept, not a constant: whether a
+// worker planned to its full throughput misses depends on how its frames come. Header-only and
+// clock-free: times are given.
 
 #include <algorithm>
 #include <cstdint>

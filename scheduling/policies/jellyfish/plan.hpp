@@ -73,9 +73,9 @@ struct plan_options {
   // uploads at (1 - lift_margin) of the uplink at least. 0: at the uplink's dips alone.
   double lift_margin = 0;
   // The share of each worker's throughput t(b) = b / l(b) that Algorithm 1 and the lift leave
-  // unplanned. The paper plans a worker full: its clients' frames, on links of their own, do not
-  // come a batch at a time, and a worker planned to carry all of t(b) queues some behind more than
-  // the one batch that its 2·l(b) allows for, which its queue then drops. 0: as printed.
+  // unplanned. 0: planned full, as printed; the 2·l(b) rule lets a frame wait out one batch,
+  // which holds while each worker runs at its planned batch (rounds::run_on). More where frames
+  // come more bunched than their clients' rates say.
   double headroom = 0;
 };
 
