@@ -91,7 +91,7 @@ sched::dip_quantile& client_registry::dips(const std::string& pipeline) {
   auto it = dips_.find(pipeline);
   if (it == dips_.end()) {
     if (dips_.size() >= max_) dips_.clear();  // pipelines are the config's: this is a guard
-    it = dips_.emplace(pipeline, sched::dip_quantile(start_quantile_, miss_target_)).first;
+    it = dips_.emplace(pipeline, sched::dip_quantile(start_quantile_, miss_target_, min_wait_share_)).first;
   }
   return it->second;
 }

@@ -47,10 +47,12 @@ class client_registry {
   // clients silent longer are forgotten.
   // Uplinks are reported at their `uplink_quantile` dips (uplink_estimate::low_mbps); with
   // `miss_target` > 0, that is where each pipeline's quantile starts, then moves to keep its
-  // clients' misses near the target (sched::dip_quantile). Both 0 until set.
-  void plan_dips(double uplink_quantile, double miss_target) {
+  // clients' misses near the target (sched::dip_quantile), lowering the lifts' wait share to
+  // `min_wait_share` at least. The first two 0 until set.
+  void plan_dips(double uplink_quantile, double miss_target, double min_wait_share = 0) {
     start_quantile_ = uplink_quantile;
     miss_target_ = miss_target;
+    min_wait_share_ = min_wait_share;
     dips_.clear();
   }
   std::vector<msg::client_load> report(double now_s, double window_s, double forget_s = 10);
@@ -90,9 +92,9 @@ class client_registry {
   sched::dip_quantile& dips(const std::string& pipeline);
 
   size_t max_;
-  double start_quantile_ = 0, miss_target_ = 0;                // for pipelines first seen from now on
-  std::unordered_map<std::string, sched::dip_quantile> dips_;  // per pipeline
-  std::unordered_map<std::string, double> reported_quantile_;  // per pipeline
+  double start_quantile_ = 0, miss_target_ = 0, min_wait_share_ = 0;  // for pipelines first seen from now on
+  std::unordered_map<std::string, sched::dip_quantile> dips_;         // per pipeline
+  std::unordered_map<std::string, double> reported_quantile_;         // per pipeline
   std::unordered_map<std::string, entry> clients_;
   std::unordered_map<std::string, msg::client_route> routes_;
 };

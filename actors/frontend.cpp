@@ -409,7 +409,7 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
     st.net = args.net;
     st.wall_us = args.wall_us;
     st.routes.emplace(*st.cfg, st.policy->dispatcher(args.cfg->runtime.balancer, args.cfg->scheduler.section));
-    st.clients.plan_dips(tracking.uplink_quantile, tracking.miss_target);
+    st.clients.plan_dips(tracking.uplink_quantile, tracking.miss_target, tracking.min_wait_share);
     for (size_t i = 0; i < st.cfg->pipelines.size(); ++i) st.pipeline_index.emplace(st.cfg->pipelines[i].name, i);
     for (auto& p : st.cfg->pipelines) st.load.push_back(no_load(p));
     st.fragments.resize(st.cfg->pipelines.size());

@@ -55,7 +55,8 @@
 // SLOSERVE_BENCH_UPLINK_QUANTILE=Q sets jellyfish's scheduler.jellyfish.uplink_quantile (default:
 // the file's default), SLOSERVE_BENCH_MISS_TARGET=M its scheduler.jellyfish.miss_target,
 // SLOSERVE_BENCH_USE_SPARE=0 its scheduler.jellyfish.use_spare, SLOSERVE_BENCH_LIFT_MARGIN=M its
-// scheduler.jellyfish.lift_margin, SLOSERVE_BENCH_HEADROOM=H its scheduler.jellyfish.headroom.
+// scheduler.jellyfish.lift_margin, SLOSERVE_BENCH_HEADROOM=H its scheduler.jellyfish.headroom,
+// SLOSERVE_BENCH_MIN_WAIT_SHARE=W its scheduler.jellyfish.min_wait_share.
 
 #include <algorithm>
 #include <array>
@@ -161,6 +162,7 @@ std::string config_yaml(way w, double slo_ms) {
     if (auto* u = std::getenv("SLOSERVE_BENCH_USE_SPARE")) y << ", use_spare: " << (std::atoi(u) ? "true" : "false");
     if (auto* m = std::getenv("SLOSERVE_BENCH_LIFT_MARGIN")) y << ", lift_margin: " << std::atof(m);
     if (auto* h = std::getenv("SLOSERVE_BENCH_HEADROOM")) y << ", headroom: " << std::atof(h);
+    if (auto* w = std::getenv("SLOSERVE_BENCH_MIN_WAIT_SHARE")) y << ", min_wait_share: " << std::atof(w);
     y << "}}\n";
   } else if (w == way::paper) {
     y << "scheduler: {policy: jellyfish, jellyfish: {resident: 5, mode: paper}}\n";

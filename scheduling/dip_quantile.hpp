@@ -15,9 +15,10 @@
 // a run for 0.3-1.3 points fewer misses (docs/benchmarks.md). Past that, the same steps move how
 // much of the wait behind a running batch Jellyfish's lift onto spare compute plans for
 // (wait_share), which is the worst case until then: a quarter down while under 0.75 of the
-// target missed, back up before the quantile falls; and past that, how much of the headroom
-// Jellyfish leaves on each worker (scheduler.jellyfish.headroom) the pipeline's plan keeps
-// (headroom_share): whole until the wait share is 0, then a quarter down a step while under a
+// target missed, to no less than the operator's floor (scheduler.jellyfish.min_wait_share; 1 by
+// default, so that by default no miss is spent on it), back up before the quantile falls; and past that, how much of
+// the headroom Jellyfish leaves on each worker (scheduler.jellyfish.headroom) the pipeline's plan keeps
+// (headroom_share): whole until the wait share is at its floor, then a quarter down a step while under a
 // quarter of the target missed, and back up first when more than half the target missed (a level
 // that missed is not given again for 30 s), counting there only the misses the servers caused: a
 // request kept longer than its plan allows, not one whose upload took longer than planned.
@@ -34,8 +35,11 @@ class dip_quantile {
  public:
   // `start`: the quantile before anything is known; `target`: the share of requests that may
   // miss. The quantile stays at `start` when `target` <= 0, and when `start` <= 0 (uploads timed
-  // at the estimate itself, uplink_estimate::low_mbps).
-  dip_quantile(double start, double target) : q_(start), target_(start > 0 ? target : 0) {}
+  // at the estimate itself, uplink_estimate::low_mbps). `min_wait`: the least wait share the steps
+  // go down to (1: the lift always plans for a whole batch's wait; the headroom's share moves once
+  // the wait share is at it).
+  dip_quantile(double start, double target, double min_wait = 0)
+      : q_(start), target_(start > 0 ? target : 0), min_wait_(std::clamp(min_wait, 0.0, 1.0)) {}
 
   // Outcomes seen at `now_s`: `frames` requests or skipped frames, `missed` of them missed,
   // `servers` of those (all, when < 0) where the servers kept them longer than their plan allows
@@ -96,8 +100,8 @@ class dip_quantile {
     } else if (short_of_room) {
       take_back(wait_step);
     } else if (share < wait_low_share * target_) {
-      if (wait_ > 0)
-        wait_ = std::max(0.0, wait_ - wait_step);
+      if (wait_ > min_wait_)
+        wait_ = std::max(min_wait_, wait_ - wait_step);
       else if (judged && servers < headroom_low_share * target_)
         headroom_ = std::max(floor_, headroom_ - wait_step);
     }
@@ -105,13 +109,13 @@ class dip_quantile {
   }
   // The share of the wait behind a running batch that lifts onto spare compute plan for
   // (sched::jellyfish::client_state::wait_share), as of the last step: 1 (the worst case) until the
-  // quantile reached 1, then a quarter lower each step that judged under 0.75 of the target
-  // missed, and a quarter higher (a half when over twice the target) each step that judged more
+  // quantile reached 1, then a quarter lower (to `min_wait`) each step that judged under 0.75 of
+  // the target missed, and a quarter higher (a half when over twice the target) each step that judged more
   // than the target did, before the quantile falls.
   double wait_share() const { return wait_; }
   // The share of its configured headroom a pipeline's plan leaves on each worker
   // (sched::jellyfish::client_state::headroom_share), as of the last step: 1 until the wait share
-  // reached 0, then a quarter lower each step that judged under a quarter of the target missed
+  // reached its floor, then a quarter lower each step that judged under a quarter of the target missed
   // at the servers (and under 0.75 of it in all), and a quarter higher each step that judged more
   // than half the target did at the servers (a half when over
   // twice the target), before the wait share rises; a share taken back is the least for 30 s after
@@ -138,7 +142,7 @@ class dip_quantile {
   static constexpr double min_quantile = 0.005, max_quantile = 1;
 
  private:
-  double q_, target_;
+  double q_, target_, min_wait_;
   double wait_ = 1, headroom_ = 1;
   double floor_ = 0, floor_since_s_ = 0;  // the least headroom share, since when
   double taken_at_s_ = -1e9;              // the last take-back

@@ -24,6 +24,7 @@ struct client_tracking {
   double report_ms = 0;        // how often they report the clients' uplinks to the controller; 0: never
   double uplink_quantile = 1;  // the dips of an uplink its estimate stands for (client_registry::plan_dips)
   double miss_target = 0.025;  // > 0: each pipeline's quantile moves to keep its clients' misses near it
+  double min_wait_share = 1;   // the least wait share the misses may lower lifts to (sched::dip_quantile)
 };
 
 // What `sloserve plan` prints: the plan as a JSON document, and as text for a terminal.

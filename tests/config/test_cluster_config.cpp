@@ -773,7 +773,7 @@ TEST(cluster_config, jellyfish_serves_image_variants_of_several_sizes_and_round_
   - {name: p, slo_ms: 100, stages: [{name: s, variants: [i128, i256]}]}
 scheduler: {policy: jellyfish, jellyfish: {interval_ms: 250, overhead_ms: 3, bytes_per_pixel: 0.4, resident: 2,
                                            compute_share: 0.5, uplink_quantile: 0.1, miss_target: 0.02,
-                                           use_spare: false}}
+                                           use_spare: false, min_wait_share: 0.25}}
 )";
   auto r = parse_cluster_config(text, "c.yaml");
   ASSERT_TRUE(r) << r.error_text();
@@ -790,6 +790,9 @@ scheduler: {policy: jellyfish, jellyfish: {interval_ms: 250, overhead_ms: 3, byt
   EXPECT_DOUBLE_EQ(j.uplink_quantile, 0.1);
   EXPECT_DOUBLE_EQ(j.miss_target, 0.02);
   EXPECT_FALSE(j.use_spare);
+  EXPECT_DOUBLE_EQ(j.min_wait_share, 0.25);
+  EXPECT_DOUBLE_EQ(sched::policy_of(again.config->scheduler).clients(*again.config).min_wait_share, 0.25)
+      << "the frontends' dip quantiles get it";
   EXPECT_FALSE(j.paper()) << "extended by default";
   // Paper mode round-trips, and turns the extensions off where they are left to their defaults.
   auto paper = parse_cluster_config(nodes + models + image_variants + R"(pipelines:
@@ -807,6 +810,8 @@ scheduler: {policy: jellyfish, jellyfish: {mode: paper}}
   EXPECT_EQ(round.config->scheduler.section_as<sched::jellyfish::options>().headroom, 0) << "workers planned full";
   EXPECT_EQ(round.config->scheduler.section_as<sched::jellyfish::options>().lift_margin, 0) << "no lift";
   EXPECT_DOUBLE_EQ(j.lift_margin, 0.25) << "the extended default";
+  EXPECT_DOUBLE_EQ(tracking.min_wait_share, 1) << "no lift's wait to lower";
+  EXPECT_DOUBLE_EQ(sched::jellyfish::options{}.min_wait_share, 1) << "by default the lift spends no misses";
 }
 
 TEST(cluster_config, jellyfish_is_checked_with_its_place) {
@@ -845,6 +850,10 @@ TEST(cluster_config, jellyfish_is_checked_with_its_place) {
   EXPECT_NE(e.find("headroom must be in [0, 0.9]"), std::string::npos) << e;
   e = with(one, "scheduler: {policy: jellyfish, jellyfish: {mode: paper, headroom: 0.1}}\n");
   EXPECT_NE(e.find("headroom is an extension"), std::string::npos) << e;
+  e = with(one, "scheduler: {policy: jellyfish, jellyfish: {min_wait_share: 1.5}}\n");
+  EXPECT_NE(e.find("min_wait_share must be in [0, 1]"), std::string::npos) << e;
+  e = with(one, "scheduler: {policy: jellyfish, jellyfish: {mode: paper, min_wait_share: 0}}\n");
+  EXPECT_NE(e.find("min_wait_share is an extension"), std::string::npos) << e;
   e = with(one, "scheduler: {policy: jellyfish, jellyfish: {mode: paper, use_spare: true, miss_target: 0.01}}\n");
   EXPECT_NE(e.find("mode paper runs the algorithms as printed: use_spare is an extension it turns off"),
             std::string::npos)

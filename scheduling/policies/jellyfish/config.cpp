@@ -9,10 +9,19 @@ namespace {
 const std::vector<settings::key<options>>& keys() {
   using o = options;
   static const std::vector<settings::key<o>> all = {
-      {"interval_ms", &o::interval_ms}, {"overhead_ms", &o::overhead_ms},     {"bytes_per_pixel", &o::bytes_per_pixel},
-      {"resident", &o::resident},       {"compute_share", &o::compute_share}, {"uplink_quantile", &o::uplink_quantile},
-      {"miss_target", &o::miss_target}, {"use_spare", &o::use_spare},         {"mode", &o::mode},
-      {"client_side", &o::client_side}, {"lift_margin", &o::lift_margin},     {"headroom", &o::headroom},
+      {"interval_ms", &o::interval_ms},
+      {"overhead_ms", &o::overhead_ms},
+      {"bytes_per_pixel", &o::bytes_per_pixel},
+      {"resident", &o::resident},
+      {"compute_share", &o::compute_share},
+      {"uplink_quantile", &o::uplink_quantile},
+      {"miss_target", &o::miss_target},
+      {"use_spare", &o::use_spare},
+      {"mode", &o::mode},
+      {"client_side", &o::client_side},
+      {"lift_margin", &o::lift_margin},
+      {"headroom", &o::headroom},
+      {"min_wait_share", &o::min_wait_share},
   };
   return all;
 }
@@ -32,6 +41,8 @@ void check_values(config_detail::reader& r, const YAML::Node& n, const options& 
   if (!(x.lift_margin >= 0 && x.lift_margin <= 0.9))
     r.error(n["lift_margin"], where + " lift_margin must be in [0, 0.9]");
   if (!(x.headroom >= 0 && x.headroom <= 0.9)) r.error(n["headroom"], where + " headroom must be in [0, 0.9]");
+  if (!(x.min_wait_share >= 0 && x.min_wait_share <= 1))
+    r.error(n["min_wait_share"], where + " min_wait_share must be in [0, 1]");
   if (x.mode != "paper" && x.mode != "extended") r.error(n["mode"], where + " mode must be paper or extended");
   // Paper mode turns the extensions off: naming one on beside it is a contradiction.
   auto extension = [&](const char* key, bool on) {
@@ -43,6 +54,7 @@ void check_values(config_detail::reader& r, const YAML::Node& n, const options& 
   extension("miss_target", x.miss_target > 0);
   extension("lift_margin", x.lift_margin > 0);
   extension("headroom", x.headroom > 0);
+  extension("min_wait_share", x.min_wait_share < 1);
 }
 
 void check_file(config_detail::reader& r, const YAML::Node& root, cluster_config& cfg) {

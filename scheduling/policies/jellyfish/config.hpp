@@ -29,6 +29,11 @@ struct options {
   // named clients' requests that miss their SLO (skipped frames included) near this
   // (sched::dip_quantile); 0: the quantile stays.
   double miss_target = 0.025;
+  // The least share of the wait behind a running batch that the lift onto spare compute plans
+  // for, which misses under the target lower it to (sched::dip_quantile::wait_share). 1: a whole
+  // batch's wait, always: the lift spends no misses (paper mode's within noise, docs/benchmarks.md);
+  // lower: the lift trades misses, up to miss_target, for more accurate variants.
+  double min_wait_share = 1;
   // Clients move onto more accurate variants where compute is spare and their SLO holds whatever
   // size their link carries (plan_options::spare).
   bool use_spare = true;

@@ -14,7 +14,7 @@ class jellyfish_policy final : public scheduling_policy {
   // Reported twice an interval, so that a round sees estimates at most half an interval old.
   client_tracking clients(const cluster_config& cfg) const override {
     auto& o = cfg.scheduler.section_as<jellyfish::options>();
-    return {o.interval_ms / 2, o.uplink_quantile, o.miss_target};
+    return {o.interval_ms / 2, o.uplink_quantile, o.miss_target, o.min_wait_share};
   }
   expected<plan_report> report(const cluster_config&, const epoch_input&) const override {
     return fail(

@@ -600,6 +600,38 @@ TEST(dip_quantile, plans_for_less_of_a_batchs_wait_once_uploads_are_timed_at_the
   EXPECT_DOUBLE_EQ(fixed.headroom_share(), 1);
 }
 
+// The wait share goes no lower than its floor (scheduler.jellyfish.min_wait_share): at 1, the
+// default, the lift plans for a whole batch's wait however few miss, and the headroom's share moves
+// from there; at 0.5, two quarter steps; misses over the target still take the quantile down.
+TEST(dip_quantile, lowers_the_wait_share_no_further_than_its_floor) {
+  dip_quantile whole(1, 0.02, 1), half(1, 0.02, 0.5);
+  const double headroom[] = {0.75, 0.5, 0.25, 0, 0, 0};
+  const double wait[] = {0.75, 0.5, 0.5, 0.5, 0.5, 0.5};
+  const double half_headroom[] = {1, 1, 0.75, 0.5, 0.25, 0};  // from the wait share's floor on
+  for (int k = 0; k < 6; ++k) {
+    whole.outcome(k, 1000, 0), half.outcome(k, 1000, 0);
+    EXPECT_DOUBLE_EQ(whole.quantile(k + 1), 1);
+    EXPECT_DOUBLE_EQ(whole.wait_share(), 1) << k;
+    EXPECT_DOUBLE_EQ(whole.headroom_share(), headroom[k]) << k;
+    EXPECT_DOUBLE_EQ(half.quantile(k + 1), 1);
+    EXPECT_DOUBLE_EQ(half.wait_share(), wait[k]) << k;
+    EXPECT_DOUBLE_EQ(half.headroom_share(), half_headroom[k]) << k;
+  }
+  whole.outcome(6, 10000, 1000);  // over twice the target: the headroom back first
+  whole.quantile(7);
+  EXPECT_DOUBLE_EQ(whole.headroom_share(), 0.5);
+  whole.outcome(7, 10000, 3000);
+  whole.quantile(8);
+  ASSERT_DOUBLE_EQ(whole.headroom_share(), 1);
+  whole.outcome(8, 10000, 3000);  // then the quantile, the wait share being whole
+  EXPECT_DOUBLE_EQ(whole.quantile(9), 0.5);
+  EXPECT_DOUBLE_EQ(whole.wait_share(), 1);
+  dip_quantile clamped(1, 0.02, 1.5);
+  clamped.outcome(0, 1000, 0);
+  clamped.quantile(1);
+  EXPECT_DOUBLE_EQ(clamped.wait_share(), 1);
+}
+
 // Once the lift plans for none of a batch's wait, misses under a quarter of the target give back
 // the workers' headroom a quarter a step, to none; misses over half the target take it back first
 // (a half at once while over twice the target), before the wait share rises.
