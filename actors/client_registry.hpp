@@ -48,8 +48,8 @@ class client_registry {
   // Uplinks are reported at their `uplink_quantile` dips (uplink_estimate::low_mbps); with
   // `miss_target` > 0, that is where each pipeline's quantile starts, then moves to keep its
   // clients' misses near the target (sched::dip_quantile), lowering the lifts' wait share to
-  // `min_wait_share` at least. The first two 0 until set.
-  void plan_dips(double uplink_quantile, double miss_target, double min_wait_share = 0) {
+  // `min_wait_share` at least. All 0 until set.
+  void plan_dips(double uplink_quantile, double miss_target, double min_wait_share) {
     start_quantile_ = uplink_quantile;
     miss_target_ = miss_target;
     min_wait_share_ = min_wait_share;

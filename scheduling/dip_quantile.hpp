@@ -16,10 +16,11 @@
 // much of the wait behind a running batch Jellyfish's lift onto spare compute plans for
 // (wait_share), which is the worst case until then: a quarter down while under 0.75 of the
 // target missed, to no less than the operator's floor (scheduler.jellyfish.min_wait_share; 1 by
-// default, so that by default no miss is spent on it), back up before the quantile falls; and past that, how much of
-// the headroom Jellyfish leaves on each worker (scheduler.jellyfish.headroom) the pipeline's plan keeps
-// (headroom_share): whole until the wait share is at its floor, then a quarter down a step while under a
-// quarter of the target missed, and back up first when more than half the target missed (a level
+// default, so that by default no miss is spent on it), back up before the quantile falls; and
+// past that, how much of the headroom Jellyfish leaves on each worker
+// (scheduler.jellyfish.headroom) the pipeline's plan keeps (headroom_share): whole until the
+// wait share is at its floor, then a quarter down a step while under a quarter of the target
+// missed, and back up first when more than half the target missed (a level
 // that missed is not given again for 30 s), counting there only the misses the servers caused: a
 // request kept longer than its plan allows, not one whose upload took longer than planned.
 // Where a headroom is set, the misses decide how much of it is kept, not a constant: whether a
@@ -110,15 +111,15 @@ class dip_quantile {
   // The share of the wait behind a running batch that lifts onto spare compute plan for
   // (sched::jellyfish::client_state::wait_share), as of the last step: 1 (the worst case) until the
   // quantile reached 1, then a quarter lower (to `min_wait`) each step that judged under 0.75 of
-  // the target missed, and a quarter higher (a half when over twice the target) each step that judged more
-  // than the target did, before the quantile falls.
+  // the target missed, and a quarter higher (a half when over twice the target) each step that
+  // judged more than the target did, before the quantile falls.
   double wait_share() const { return wait_; }
   // The share of its configured headroom a pipeline's plan leaves on each worker
   // (sched::jellyfish::client_state::headroom_share), as of the last step: 1 until the wait share
-  // reached its floor, then a quarter lower each step that judged under a quarter of the target missed
-  // at the servers (and under 0.75 of it in all), and a quarter higher each step that judged more
-  // than half the target did at the servers (a half when over
-  // twice the target), before the wait share rises; a share taken back is the least for 30 s after
+  // reached its floor, then a quarter lower each step that judged under a quarter of the target
+  // missed at the servers (and under 0.75 of it in all), and a quarter higher each step that
+  // judged more than half the target did at the servers (a half when over twice the target),
+  // before the wait share rises; a share taken back is the least for 30 s after
   // the last take-back, then a quarter less each 30 s.
   double headroom_share() const { return headroom_; }
 

@@ -380,7 +380,7 @@ TEST(uplink_estimate, a_changeable_link_is_timed_at_the_dips_it_had) {
 // uplink dips that their pipeline's uploads are reported at.
 TEST(client_registry, a_pipelines_misses_move_the_dips_its_uplinks_are_reported_at) {
   client_registry reg;
-  reg.plan_dips(0.1, 0.02);
+  reg.plan_dips(0.1, 0.02, 0);  // the wait share may go down to none
   std::string cam = "cam", p = "p", q = "q";
   // 30 uploads a second to each pipeline, one in ten at half the rate (1 KB in 2 ms, else in 1 ms):
   // rates against the estimate fall at or below the 0.1 quantile only for the halved ones.
