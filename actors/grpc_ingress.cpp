@@ -9,6 +9,7 @@
 
 #include "actors/grpc_tensors.hpp"
 #include "actors/kserve_call.hpp"
+#include "ingress/shm_regions.hpp"
 #include "kserve/grpc_service.grpc.pb.h"
 #include "messages/curve.hpp"
 #include "messages/kserve_v2.hpp"
@@ -21,7 +22,6 @@ namespace pb = inference;
 using grpc::Status;
 using grpc::StatusCode;
 using grpc_tensors::call_parameters_of;
-using grpc_tensors::input_tensor;
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -61,7 +61,8 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
   std::string node;
   std::function<void(std::string_view, std::string_view)> count_reply;
   statistics_source statistics;
-  kserve::token_table tokens;  // bearer tokens admitted (none: no token needed) and their tenants
+  kserve::token_table tokens;              // bearer tokens admitted (none: no token needed) and their tenants
+  std::shared_ptr<shm::registry> regions;  // clients' shared memory; null or off: refused
   std::unique_ptr<grpc::Server> server;
 
   // Every RPC ends here: counted by its code, then finished.
@@ -151,6 +152,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     res->set_name("sloserve");
     res->set_version(SLOSERVE_VERSION);
     for (auto* e : {"binary_tensor_data", "statistics", "model_repository"}) res->add_extensions(e);
+    if (shared_memory_on()) res->add_extensions("system_shared_memory");
     finish(reactor, Status::OK);
     return reactor;
   }
@@ -266,6 +268,79 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     });
   }
 
+  bool shared_memory_on() const { return regions && regions->enabled(); }
+  // Whose regions a call sees: its bearer token's, or every tokenless client's.
+  std::string shm_owner_of(grpc::CallbackServerContext* ctx) const {
+    auto auth = metadata(ctx, "authorization");
+    return kserve::shm_owner(tokens, auth ? &*auth : nullptr);
+  }
+  // Runs a system shared-memory call once admitted: FAILED_PRECONDITION with shared memory off,
+  // INVALID_ARGUMENT when the registry refuses it.
+  template <class Call>
+  grpc::ServerUnaryReactor* shared_memory_call(grpc::CallbackServerContext* ctx, Call call) {
+    auto* reactor = ctx->DefaultReactor();
+    if (!admitted(ctx, reactor)) return reactor;
+    if (!shared_memory_on()) return finish(reactor, {StatusCode::FAILED_PRECONDITION, shm::off_reason}), reactor;
+    status done = call(shm_owner_of(ctx));
+    finish(reactor, done ? Status::OK : Status{StatusCode::INVALID_ARGUMENT, done.error()});
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* SystemSharedMemoryStatus(grpc::CallbackServerContext* ctx,
+                                                     const pb::SystemSharedMemoryStatusRequest* req,
+                                                     pb::SystemSharedMemoryStatusResponse* res) override {
+    return shared_memory_call(ctx, [&](const std::string& owner) -> status {
+      auto listed = regions->list(owner, req->name());
+      if (!listed) return fail(listed.error());
+      for (auto& r : *listed) {
+        auto& out = (*res->mutable_regions())[r.name];
+        out.set_name(r.name);
+        out.set_key(r.key);
+        out.set_offset(r.offset);
+        out.set_byte_size(r.byte_size);
+      }
+      return {};
+    });
+  }
+
+  grpc::ServerUnaryReactor* SystemSharedMemoryRegister(grpc::CallbackServerContext* ctx,
+                                                       const pb::SystemSharedMemoryRegisterRequest* req,
+                                                       pb::SystemSharedMemoryRegisterResponse*) override {
+    return shared_memory_call(ctx, [&](const std::string& owner) {
+      return regions->add(owner, req->name(), req->key(), req->offset(), req->byte_size());
+    });
+  }
+
+  grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(grpc::CallbackServerContext* ctx,
+                                                         const pb::SystemSharedMemoryUnregisterRequest* req,
+                                                         pb::SystemSharedMemoryUnregisterResponse*) override {
+    return shared_memory_call(ctx, [&](const std::string& owner) { return regions->remove(owner, req->name()); });
+  }
+
+  // Triton's CUDA shared-memory calls: this node maps no client's GPU memory.
+  grpc::ServerUnaryReactor* cuda_unavailable(grpc::CallbackServerContext* ctx) {
+    auto* reactor = ctx->DefaultReactor();
+    if (!admitted(ctx, reactor)) return reactor;
+    finish(reactor, {StatusCode::UNIMPLEMENTED,
+                     std::string("CUDA shared memory is unavailable on this node: ") + shm::cuda_ipc_absent});
+    return reactor;
+  }
+  grpc::ServerUnaryReactor* CudaSharedMemoryStatus(grpc::CallbackServerContext* ctx,
+                                                   const pb::CudaSharedMemoryStatusRequest*,
+                                                   pb::CudaSharedMemoryStatusResponse*) override {
+    return cuda_unavailable(ctx);
+  }
+  grpc::ServerUnaryReactor* CudaSharedMemoryRegister(grpc::CallbackServerContext* ctx,
+                                                     const pb::CudaSharedMemoryRegisterRequest*,
+                                                     pb::CudaSharedMemoryRegisterResponse*) override {
+    return cuda_unavailable(ctx);
+  }
+  grpc::ServerUnaryReactor* CudaSharedMemoryUnregister(grpc::CallbackServerContext* ctx,
+                                                       const pb::CudaSharedMemoryUnregisterRequest*,
+                                                       pb::CudaSharedMemoryUnregisterResponse*) override {
+    return cuda_unavailable(ctx);
+  }
+
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const pb::ModelInferRequest* req,
                                        pb::ModelInferResponse* res) override {
     auto* reactor = ctx->DefaultReactor();
@@ -281,15 +356,22 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
       finish(reactor, {StatusCode::NOT_FOUND, kserve::no_version(*p, req->model_version())});
       return reactor;
     }
-    std::vector<tensor> inputs;
-    for (int i = 0; i < req->inputs_size(); ++i) {
-      auto t = input_tensor(*req, i);
-      if (!t) {
-        finish(reactor, {StatusCode::INVALID_ARGUMENT, t.error()});
-        return reactor;
-      }
-      inputs.push_back(std::move(*t));
+    // The request is this call's own until it is finished: its raw contents move into the
+    // tensors, which outlive it in the queues, instead of being copied.
+    auto tensors = grpc_tensors::request_tensors_of(*const_cast<pb::ModelInferRequest*>(req));
+    if (!tensors) {
+      finish(reactor, {StatusCode::INVALID_ARGUMENT, tensors.error()});
+      return reactor;
     }
+    auto auth = metadata(ctx, "authorization"), named = metadata(ctx, "sloserve-tenant");
+    auto shared = kserve::take_shared_memory(shared_memory_on() ? regions.get() : nullptr,
+                                             kserve::shm_owner(tokens, auth ? &*auth : nullptr), tensors->inputs,
+                                             tensors->shm_inputs, tensors->shm_outputs);
+    if (!shared) {
+      finish(reactor, {StatusCode::INVALID_ARGUMENT, shared.error()});
+      return reactor;
+    }
+    auto inputs = std::move(tensors->inputs);
     auto params = call_parameters_of(*req);
     if (!params) {
       finish(reactor, {StatusCode::INVALID_ARGUMENT, params.error()});
@@ -302,32 +384,41 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
       return reactor;
     }
     auto requests = std::move(call->requests);
-    auto auth = metadata(ctx, "authorization"), named = metadata(ctx, "sloserve-tenant");
     auto tenant = kserve::tenant_of(tokens, auth ? &*auth : nullptr, named ? &*named : nullptr);
     for (auto& r : requests) r.request_id = next_id++, r.tenant = tenant;
     // The frontend answers every request by its deadline and runtime.reply_grace_ms, on its
     // thread; the reactor and the response stay valid until Finish.
-    auto gather = kserve::gather_replies(requests.size(), [this, cfg, p, call = std::move(*call), reactor, res,
-                                                           id = req->id()](std::vector<msg::client_reply> replies) {
-      auto r = kserve::combine_replies(*cfg, *p, call, std::move(replies));
-      if (r.code != msg::status::ok) return finish(reactor, grpc_status_of(r));
-      res->set_model_name(p->name);
-      res->set_model_version("1");
-      res->set_id(id);
-      auto timing = kserve::timing_of(r);
-      for (auto& [key, v] : kserve::timing_parameters(timing)) (*res->mutable_parameters())[key].set_int64_param(v);
-      if (!timing.late_paths.empty())
-        (*res->mutable_parameters())[kserve::late_paths_key].set_string_param(
-            kserve::join_late_paths(timing.late_paths));
-      for (auto& o : r.outputs) {
-        auto* out = res->add_outputs();
-        out->set_name(o.name);
-        out->set_datatype(std::string(kserve::datatype_name(o.type)));
-        for (auto d : o.shape) out->add_shape(d);
-        res->add_raw_output_contents(o.data.data(), o.data.size());
-      }
-      finish(reactor, Status::OK);
-    });
+    auto gather =
+        kserve::gather_replies(requests.size(), [this, cfg, p, call = std::move(*call), reactor, res, id = req->id(),
+                                                 shared = std::move(*shared)](std::vector<msg::client_reply> replies) {
+          auto r = kserve::combine_replies(*cfg, *p, call, std::move(replies));
+          if (r.code != msg::status::ok) return finish(reactor, grpc_status_of(r));
+          if (auto written = kserve::write_shared_outputs(shared, r.outputs); !written)
+            return finish(reactor, {StatusCode::INVALID_ARGUMENT, written.error()});
+          res->set_model_name(p->name);
+          res->set_model_version("1");
+          res->set_id(id);
+          auto timing = kserve::timing_of(r);
+          for (auto& [key, v] : kserve::timing_parameters(timing)) (*res->mutable_parameters())[key].set_int64_param(v);
+          if (!timing.late_paths.empty())
+            (*res->mutable_parameters())[kserve::late_paths_key].set_string_param(
+                kserve::join_late_paths(timing.late_paths));
+          for (auto& o : r.outputs) {
+            auto* out = res->add_outputs();
+            out->set_name(o.name);
+            out->set_datatype(std::string(kserve::datatype_name(o.type)));
+            for (auto d : o.shape) out->add_shape(d);
+            if (auto it = shared.refs.find(o.name); it != shared.refs.end()) {
+              auto& params = *out->mutable_parameters();
+              params["shared_memory_region"].set_string_param(it->second.region);
+              params["shared_memory_offset"].set_int64_param(static_cast<int64_t>(it->second.offset));
+              params["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(o.data.size()));
+              continue;
+            }
+            res->add_raw_output_contents(o.data.data(), o.data.size());
+          }
+          finish(reactor, Status::OK);
+        });
     for (size_t i = 0; i < requests.size(); ++i)
       caf::anon_send(frontend, ingress{"grpc " + ctx->peer(), std::move(requests[i]), gather(i)});
     return reactor;
@@ -347,6 +438,10 @@ grpc_ingress::grpc_ingress(std::shared_ptr<config_source> source, frontend_actor
 
 grpc_ingress::~grpc_ingress() {
   stop();
+}
+
+void grpc_ingress::set_shared_memory(std::shared_ptr<shm::registry> regions) {
+  impl_->regions = std::move(regions);
 }
 
 expected<int> grpc_ingress::start(const std::string& host_port) {

@@ -17,6 +17,10 @@
 
 namespace sloserve {
 
+namespace shm {
+class registry;
+}
+
 class grpc_ingress {
  public:
   // `count_reply`, when set, is told each reply's status (protocol "grpc", the code's name).
@@ -28,6 +32,8 @@ class grpc_ingress {
   grpc_ingress& operator=(const grpc_ingress&) = delete;
 
   // Binds HOST:PORT (port 0: any free one) and serves until stop(); the port it bound.
+  // The node's shared-memory regions (Triton's system shared-memory extension), before start().
+  void set_shared_memory(std::shared_ptr<shm::registry> regions);
   expected<int> start(const std::string& host_port);
   void stop();
 

@@ -47,9 +47,71 @@ expected<kserve::call_parameters> call_parameters_of(const pb::ModelInferRequest
   return out;
 }
 
-// Input `i` of a ModelInfer request as a tensor: raw_input_contents, or the contents field of
-// its datatype. The error is the client's fault.
-expected<tensor> input_tensor(const pb::ModelInferRequest& req, int i) {
+namespace {
+
+// The shared-memory parameters of an input or output (Triton's extension): nullopt when it names
+// no region.
+expected<std::optional<shm_ref>> shm_parameters(const google::protobuf::Map<std::string, pb::InferParameter>& params,
+                                                const std::string& where) {
+  auto region = params.find("shared_memory_region"), offset = params.find("shared_memory_offset"),
+       size = params.find("shared_memory_byte_size");
+  if (region == params.end() && size == params.end() && offset == params.end()) return std::optional<shm_ref>();
+  if (region == params.end() || size == params.end())
+    return fail(where +
+                ": shared_memory_region and shared_memory_byte_size must both be given (and "
+                "shared_memory_offset may be)");
+  if (region->second.parameter_choice_case() != pb::InferParameter::kStringParam)
+    return fail(where + ": shared_memory_region must be a string_param");
+  auto count = [&](auto it, const char* key, uint64_t& v) -> status {
+    if (it == params.end()) return {};
+    if (it->second.parameter_choice_case() != pb::InferParameter::kInt64Param || it->second.int64_param() < 0)
+      return fail(where + ": " + key + " must be a non-negative int64_param");
+    v = static_cast<uint64_t>(it->second.int64_param());
+    return {};
+  };
+  shm_ref ref;
+  ref.region = region->second.string_param();
+  if (auto ok = count(offset, "shared_memory_offset", ref.offset); !ok) return fail(ok.error());
+  if (auto ok = count(size, "shared_memory_byte_size", ref.byte_size); !ok) return fail(ok.error());
+  return std::optional<shm_ref>(std::move(ref));
+}
+
+}  // namespace
+
+expected<request_tensors> request_tensors_of(pb::ModelInferRequest& req) {
+  request_tensors out;
+  int raw_used = 0;
+  for (int i = 0; i < req.inputs_size(); ++i) {
+    auto& in = req.inputs(i);
+    auto shared = shm_parameters(in.parameters(), "input '" + in.name() + "'");
+    if (!shared) return fail(shared.error());
+    std::string* raw = nullptr;
+    if (!*shared && req.raw_input_contents_size() > 0) {
+      if (raw_used >= req.raw_input_contents_size())
+        return fail("raw_input_contents has " + std::to_string(req.raw_input_contents_size()) +
+                    " entries, fewer than the inputs outside shared memory");
+      raw = req.mutable_raw_input_contents(raw_used++);
+    }
+    auto t = input_tensor(req, i, raw, shared->has_value());
+    if (!t) return fail(t.error());
+    if (*shared) out.shm_inputs.emplace_back(out.inputs.size(), std::move(**shared));
+    out.inputs.push_back(std::move(*t));
+  }
+  if (raw_used != req.raw_input_contents_size())
+    return fail("raw_input_contents has " + std::to_string(req.raw_input_contents_size()) + " entries for " +
+                std::to_string(raw_used) + " inputs outside shared memory");
+  for (auto& o : req.outputs()) {
+    auto shared = shm_parameters(o.parameters(), "output '" + o.name() + "'");
+    if (!shared) return fail(shared.error());
+    if (*shared) out.shm_outputs[o.name()] = std::move(**shared);
+  }
+  return out;
+}
+
+// Input `i` of a ModelInfer request as a tensor: `raw` (its raw_input_contents, whose buffer it
+// takes), or the contents field of its datatype, or (`shared`) its name, type and shape alone.
+// The error is the client's fault.
+expected<tensor> input_tensor(const pb::ModelInferRequest& req, int i, std::string* raw, bool shared) {
   auto& in = req.inputs(i);
   auto where = "input '" + in.name() + "'";
   auto type = kserve::parse_datatype(in.datatype());
@@ -63,12 +125,13 @@ expected<tensor> input_tensor(const pb::ModelInferRequest& req, int i) {
     if (d < 0) return fail(where + ": shape has a negative dimension");
     t.shape.push_back(d);
   }
-  if (req.raw_input_contents_size() > 0) {
-    if (req.raw_input_contents_size() != req.inputs_size())
-      return fail("raw_input_contents has " + std::to_string(req.raw_input_contents_size()) + " entries for " +
-                  std::to_string(req.inputs_size()) + " inputs");
+  if (shared) {
+    if (in.has_contents()) return fail(where + " names a shared-memory region and also has contents");
+    return t;
+  }
+  if (raw) {
     if (in.has_contents()) return fail(where + " has contents, and the request raw_input_contents too");
-    t.data = bytes::copy_of(req.raw_input_contents(i));
+    t.data = bytes(std::move(*raw));  // takes the message's buffer: no copy
   } else if (in.has_contents()) {
     auto& c = in.contents();
     std::string data;

@@ -12,6 +12,7 @@
 #include "actors/bounded_pool.hpp"
 #include "actors/http_server.hpp"
 #include "actors/kserve_call.hpp"
+#include "ingress/shm_regions.hpp"
 #include "messages/curve.hpp"
 #include "messages/kserve_v2.hpp"
 
@@ -75,8 +76,73 @@ struct http_ingress::impl {
   // its queue, such requests are refused with 503.
   bounded_pool waiting{4, 256};
   std::unique_ptr<http::server> server;
-  kserve::token_table tokens;  // bearer tokens admitted (none: no token needed) and their tenants
+  kserve::token_table tokens;              // bearer tokens admitted (none: no token needed) and their tenants
+  std::shared_ptr<shm::registry> regions;  // clients' shared memory; null or off: refused
   std::atomic<uint64_t> next_id{1};
+
+  bool shared_memory_on() const { return regions && regions->enabled(); }
+
+  // Triton's system shared-memory extension: /v2/systemsharedmemory[/region/R]/{status,register,
+  // unregister}, each client (bearer token) with regions of its own.
+  http::response system_shared_memory(const request& req, const std::string& region, const std::string& what) {
+    if (!shared_memory_on()) return refusal(400, shm::off_reason);
+    auto owner = kserve::shm_owner(tokens, req.header("Authorization"));
+    if (what == "status") {
+      auto listed = regions->list(owner, region);
+      if (!listed) return refusal(400, listed.error());
+      json out = json::array();
+      for (auto& r : *listed)
+        out.push_back({{"name", r.name}, {"key", r.key}, {"offset", r.offset}, {"byte_size", r.byte_size}});
+      return reply(200, out.dump());
+    }
+    if (what == "unregister") {
+      if (auto done = regions->remove(owner, region); !done) return refusal(400, done.error());
+      return reply(200, "");
+    }
+    auto body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object()) return refusal(400, "the register request must be a JSON object");
+    if (!body.contains("key") || !body["key"].is_string())
+      return refusal(400, "the register request needs a \"key\" string");
+    for (auto* k : {"offset", "byte_size"})
+      if (body.contains(k) && !body[k].is_number_unsigned())
+        return refusal(400, std::string("\"") + k + "\" must be a non-negative integer");
+    if (!body.contains("byte_size")) return refusal(400, "the register request needs a \"byte_size\"");
+    auto done = regions->add(owner, region, body["key"].get<std::string>(), body.value("offset", uint64_t{0}),
+                             body["byte_size"].get<uint64_t>());
+    if (!done) return refusal(400, done.error());
+    return reply(200, "");
+  }
+
+  // Triton's CUDA shared-memory extension: this node cannot map a client's GPU memory.
+  http::response cuda_shared_memory() const {
+    return refusal(400, std::string("CUDA shared memory is unavailable on this node: ") + shm::cuda_ipc_absent);
+  }
+
+  // /v2/{system,cuda}sharedmemory[/region/NAME]/{status,register,unregister}: the kind, the region
+  // (empty: all) and what; nullopt for other paths.
+  struct shm_route {
+    std::string kind, region, what;
+  };
+  static std::optional<shm_route> shared_memory_path(std::string_view path) {
+    for (std::string_view kind : {"system", "cuda"}) {
+      auto prefix = "/v2/" + std::string(kind) + "sharedmemory/";
+      if (path.substr(0, prefix.size()) != prefix) continue;
+      auto rest = path.substr(prefix.size());
+      shm_route r{std::string(kind), "", ""};
+      if (rest.substr(0, 7) == "region/") {
+        rest = rest.substr(7);
+        auto slash = rest.rfind('/');
+        if (slash == std::string_view::npos || slash == 0) return std::nullopt;
+        r.region = std::string(rest.substr(0, slash));
+        rest = rest.substr(slash + 1);
+      }
+      if (rest != "status" && rest != "register" && rest != "unregister") return std::nullopt;
+      if (rest == "register" && r.region.empty()) return std::nullopt;
+      r.what = std::string(rest);
+      return r;
+    }
+    return std::nullopt;
+  }
 
   std::optional<msg::status_reply> readiness(const std::string& pipeline) {
     return ask<msg::status_reply>(
@@ -188,7 +254,7 @@ struct http_ingress::impl {
 
   // Checks and sends the request to the frontend; `respond` answers once it replies (on the
   // frontend's thread), or once the backstop passes.
-  void infer(const std::string& name, const request& req, responder respond, uint32_t version) {
+  void infer(const std::string& name, request& req, responder respond, uint32_t version) {
     auto cfg = source->get();
     auto* p = cfg->find_pipeline(name);
     if (!p) return respond(refusal(400, "unknown pipeline '" + name + "'"));
@@ -203,8 +269,13 @@ struct http_ingress::impl {
         return respond(refusal(400, "Inference-Header-Content-Length '" + *v + "' is not a byte count"));
       }
     }
-    auto parsed = kserve::parse_infer_request(req.body, header_length);
+    // The body moves into the inputs it carries: binary tensors are views of it, not copies.
+    auto parsed = kserve::parse_infer_body(bytes(std::move(req.body)), header_length);
     if (!parsed) return respond(refusal(400, parsed.error()));
+    auto shared = kserve::take_shared_memory(shared_memory_on() ? regions.get() : nullptr,
+                                             kserve::shm_owner(tokens, req.header("Authorization")), parsed->inputs,
+                                             parsed->shm_inputs, parsed->shm_outputs);
+    if (!shared) return respond(refusal(400, shared.error()));
     auto call = kserve::prepare_call(*cfg, *p, std::move(parsed->inputs), 0,
                                      {parsed->start_layer, parsed->slo_ms, std::move(parsed->outputs), version});
     if (!call) return respond(refusal(400, call.error()));
@@ -218,14 +289,17 @@ struct http_ingress::impl {
     auto requests = std::move(call->requests);
     // The replies are combined and written out on the connection's thread, not the frontend's.
     auto made = std::make_shared<kserve::prepared_call>(std::move(*call));
+    auto outputs_shared = std::make_shared<kserve::shared_outputs>(std::move(*shared));
     auto gather =
         kserve::gather_replies(requests.size(), [cfg = cfg, p, made, id = parsed->id, binary = parsed->binary_outputs,
-                                                 respond](std::vector<msg::client_reply> replies) {
+                                                 respond, outputs_shared](std::vector<msg::client_reply> replies) {
           respond(std::function<http::response()>([=, replies = std::move(replies)]() mutable {
             auto r = kserve::combine_replies(*cfg, *p, *made, std::move(replies));
             if (r.code != msg::status::ok) return refusal(http_status_of(r), r.reason);
+            if (auto written = kserve::write_shared_outputs(*outputs_shared, r.outputs); !written)
+              return refusal(400, written.error());
             auto timing = kserve::timing_of(r);
-            auto out = kserve::make_infer_response(p->name, id, r.outputs, binary, &timing);
+            auto out = kserve::make_infer_response(p->name, id, r.outputs, binary, &timing, &outputs_shared->refs);
             if (!out.header_length) return reply(200, std::move(out.body));
             auto res = reply(200, std::move(out.body), "application/octet-stream");
             res.headers.emplace_back("Inference-Header-Content-Length", std::to_string(*out.header_length));
@@ -270,11 +344,17 @@ struct http_ingress::impl {
     if (get && path == "/v2/health/ready") return off_thread(respond, [this] { return ready(""); });
     if (path == "/v2" || path.rfind("/v2/", 0) == 0)
       if (auto no = refused_token(req)) return respond(std::move(*no));
-    if (get && path == "/v2")
-      return respond(reply(200, json{{"name", "sloserve"},
-                                     {"version", SLOSERVE_VERSION},
-                                     {"extensions", {"binary_tensor_data", "statistics", "model_repository"}}}
-                                    .dump()));
+    if (get && path == "/v2") {
+      json extensions = {"binary_tensor_data", "statistics", "model_repository"};
+      if (shared_memory_on()) extensions.push_back("system_shared_memory");
+      return respond(
+          reply(200, json{{"name", "sloserve"}, {"version", SLOSERVE_VERSION}, {"extensions", extensions}}.dump()));
+    }
+    if (auto shm = shared_memory_path(path)) {
+      if (shm->what == "status" ? !get : !post) return respond(not_found());
+      if (shm->kind == "cuda") return respond(cuda_shared_memory());
+      return respond(system_shared_memory(req, shm->region, shm->what));
+    }
     if (get && path == "/v2/models/stats") return off_thread(respond, [this] { return model_statistics(""); });
     if (post && path == "/v2/repository/index")
       return off_thread(respond, [this, req] { return repository_index(req); });
@@ -378,6 +458,10 @@ expected<int> http_ingress::start(const std::string& host_port) {
   impl_->server = std::make_unique<http::server>(
       std::move(o), [this](request req, responder respond) { impl_->route(std::move(req), std::move(respond)); });
   return impl_->server->start(host, port);
+}
+
+void http_ingress::set_shared_memory(std::shared_ptr<shm::registry> regions) {
+  impl_->regions = std::move(regions);
 }
 
 void http_ingress::stop() {

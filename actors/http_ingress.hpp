@@ -22,6 +22,10 @@
 
 namespace sloserve {
 
+namespace shm {
+class registry;
+}
+
 class http_ingress {
  public:
   // `frontend` invalid: no KServe v2 routes but the liveness probe. `metrics`, when set, renders
@@ -36,6 +40,9 @@ class http_ingress {
   ~http_ingress();
   http_ingress(const http_ingress&) = delete;
   http_ingress& operator=(const http_ingress&) = delete;
+
+  // The node's shared-memory regions (Triton's system shared-memory extension), before start().
+  void set_shared_memory(std::shared_ptr<shm::registry> regions);
 
   // Binds HOST:PORT (port 0: any free one) and serves until stop(); the port it bound.
   expected<int> start(const std::string& host_port);

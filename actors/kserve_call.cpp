@@ -7,6 +7,7 @@
 
 #include "config/start_layer.hpp"
 #include "gpu/image.hpp"
+#include "ingress/shm_regions.hpp"
 #include "messages/curve.hpp"
 #include "messages/kserve_v2.hpp"
 
@@ -347,6 +348,47 @@ std::string tenant_of(const token_table& table, const std::string* authorization
   if (!token) return {};
   auto it = table.tenant_of.find(*token);
   return it == table.tenant_of.end() ? std::string() : it->second;
+}
+
+std::string shm_owner(const token_table& table, const std::string* authorization) {
+  if (table.tokens.empty()) return {};
+  auto token = bearer(authorization);
+  return token ? shm::owner_of_token(*token) : std::string();
+}
+
+expected<shared_outputs> take_shared_memory(const shm::registry* regions, const std::string& owner,
+                                            std::vector<tensor>& inputs,
+                                            const std::vector<std::pair<size_t, shm_ref>>& shm_inputs,
+                                            const std::map<std::string, shm_ref>& outputs) {
+  shared_outputs out;
+  if (shm_inputs.empty() && outputs.empty()) return out;
+  if (!regions) return fail(shm::off_reason);
+  for (auto& [i, ref] : shm_inputs) {
+    auto& t = inputs[i];
+    auto read = regions->read_tensor(owner, t.name, t.type, t.shape, ref);
+    if (!read) return fail(read.error());
+    t = std::move(*read);
+  }
+  for (auto& [name, ref] : outputs) {
+    auto w = regions->write(owner, ref);
+    if (!w) return fail("output '" + name + "': " + w.error());
+    out.refs[name] = ref;
+    out.windows[name] = std::move(*w);
+  }
+  return out;
+}
+
+status write_shared_outputs(const shared_outputs& out, const std::vector<tensor>& outputs) {
+  for (auto& t : outputs) {
+    auto it = out.windows.find(t.name);
+    if (it == out.windows.end()) continue;
+    if (t.data.size() > it->second.size)
+      return fail("output '" + t.name + "' has " + std::to_string(t.data.size()) +
+                  " bytes, more than the shared_memory_byte_size " + std::to_string(it->second.size) + " of region '" +
+                  out.refs.at(t.name).region + "'");
+    if (!t.data.empty()) std::memcpy(it->second.data, t.data.data(), t.data.size());
+  }
+  return {};
 }
 
 }  // namespace sloserve::kserve

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/cluster_config.hpp"
+#include "ingress/shm_regions.hpp"
 #include "messages/types.hpp"
 #include "pipelines/expected.hpp"
 
@@ -138,5 +139,24 @@ std::string refused_token(const token_table& table, const std::string* authoriza
 // The tenant a request is from: under tokens, its token's (none for a token of no tenant);
 // without, the one the client names (the Sloserve-Tenant header, gRPC's sloserve-tenant).
 std::string tenant_of(const token_table& table, const std::string* authorization, const std::string* named);
+// Whose shared-memory regions a request sees (ingress/shm_regions.hpp): under tokens, its token's;
+// without, those of every client that presents none.
+std::string shm_owner(const token_table& table, const std::string* authorization);
+
+// The shared-memory side of a call: the regions its outputs are asked into, and the bytes of each.
+struct shared_outputs {
+  std::map<std::string, shm_ref> refs;
+  std::map<std::string, shm::window> windows;
+};
+// Reads the inputs `shm_inputs` names (entries of `inputs` without data) in place from `owner`'s
+// regions, and finds the windows of the outputs `outputs` asks into regions. An error, the
+// client's fault, when shared memory is off (`regions` null or off), a region is unknown or too
+// small, or a size is not its tensor's.
+expected<shared_outputs> take_shared_memory(const shm::registry* regions, const std::string& owner,
+                                            std::vector<tensor>& inputs,
+                                            const std::vector<std::pair<size_t, shm_ref>>& shm_inputs,
+                                            const std::map<std::string, shm_ref>& outputs);
+// Writes each output `out` names into its window; an error when one is larger than its window.
+status write_shared_outputs(const shared_outputs& out, const std::vector<tensor>& outputs);
 
 }  // namespace sloserve::kserve

@@ -370,6 +370,10 @@ void node_metrics::render_events(std::string& out) const {
        "HTTP connections and requests refused before any route: connections_per_address (over "
        "runtime.http_connections_per_address), connections (over the server's limit), request_timeout (not "
        "sent whole within runtime.http_request_timeout_ms), too_large, bad_request, tls_handshake."},
+      {event::shared_memory, "sloserve_shared_memory_total", "what",
+       "Clients' shared-memory regions (runtime.client_shared_memory): registered, unregistered, swept (their "
+       "process exited or their object was unlinked), refused (a call or a tensor refused), and tensors read "
+       "from and written into them."},
   };
   for (auto& f : families) {
     header(out, f.name, "counter", f.help);

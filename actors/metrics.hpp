@@ -124,6 +124,7 @@ class node_metrics {
     forwarded,       // label way: sent (to a model's dispatcher), placed (for another frontend), failed
     http_refused,    // label why: connections_per_address, connections, request_timeout, too_large, bad_request,
                      // tls_handshake
+    shared_memory,   // label what: registered, unregistered, swept, refused, read, written
   };
   void count(event e, std::string_view label = {});
 

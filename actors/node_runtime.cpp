@@ -14,6 +14,7 @@
 #include "actors/link.hpp"
 #include "actors/roles.hpp"
 #include "gpu/profiler.hpp"
+#include "ingress/shm_regions.hpp"
 #include "messages/codec.hpp"
 #include "messages/transport.hpp"
 
@@ -187,6 +188,12 @@ status node_runtime::start_transport(const node_spec& spec, std::map<std::string
   transport_ = std::make_unique<transport>(
       topts, [this](std::string_view id, const bytes& frame, std::string_view user) { on_frame(id, frame, user); });
   link_ = std::make_shared<zmq_link>(node_, transport_.get());
+  shm_ = std::make_shared<shm::registry>(cfg_->runtime.client_shared_memory, cfg_->runtime.shared_memory_regions,
+                                         [link = std::weak_ptr<zmq_link>(link_)](std::string_view what) {
+                                           if (auto l = link.lock())
+                                             l->metrics.count(node_metrics::event::shared_memory, what);
+                                         });
+  if (shm_->enabled()) shm_->sweep_every(1000);
   link_->config = std::make_shared<config_source>(cfg_);
   std::vector<double> slos_s;
   for (auto& p : cfg_->pipelines) slos_s.push_back(p.slo_ms / 1e3);
@@ -238,6 +245,7 @@ status node_runtime::start_ingresses(const node_spec& spec) {
     };
     http_ = std::make_unique<http_ingress>(link_->config, a.frontend, node_, metrics, count_reply, statistics,
                                            count_refusal);
+    http_->set_shared_memory(shm_);
     auto port = http_->start(spec.http);
     if (!port) {
       stop();
@@ -248,6 +256,7 @@ status node_runtime::start_ingresses(const node_spec& spec) {
   }
   if (!spec.grpc.empty()) {
     grpc_ = std::make_unique<grpc_ingress>(link_->config, a.frontend, node_, count_reply, statistics);
+    grpc_->set_shared_memory(shm_);
     auto port = grpc_->start(spec.grpc);
     if (!port) {
       stop();
@@ -323,6 +332,7 @@ void node_runtime::stop() {
   link_.reset();
   sys_.reset();
   transport_.reset();
+  shm_.reset();
   sys_cfg_.reset();
   started_ = false;
 }
@@ -346,12 +356,15 @@ void node_runtime::on_frame(std::string_view id, const bytes& frame, std::string
   auto& env = *d.value;
   bool from_client = std::holds_alternative<msg::client_request>(env.content) ||
                      std::holds_alternative<msg::status_request>(env.content);
+  if (auto* sm = std::get_if<msg::shared_memory_request>(&env.content)) return shared_memory_call(identity, user, *sm);
   // Under CURVE a client's tenant is its key's, whatever it claims; without keys, it names it.
   if (auto* rq = std::get_if<msg::client_request>(&env.content); rq && cfg_->security.enabled()) {
     auto it = tenant_of_key_.find(user);
     rq->tenant = it == tenant_of_key_.end() ? std::string() : it->second;
   }
-  if (auto* rq = std::get_if<msg::client_request>(&env.content); rq && !intake(identity, *rq)) return;
+  if (auto* rq = std::get_if<msg::client_request>(&env.content);
+      rq && (!take_shared_inputs(identity, user, *rq) || !intake(identity, *rq)))
+    return;
   if (!from_client) {
     bool peer = cfg_->find_node(env.from) != nullptr;
     if (peer && cfg_->security.enabled()) {
@@ -381,6 +394,47 @@ bool node_runtime::intake(const std::string& identity, msg::client_request& rq) 
   link_->metrics.request_done(p->name, "overloaded", 0, false, static_cast<double>(now) / 1e9);
   link_->to_client(identity, msg::client_reply{rq.request_id, msg::status::overloaded, std::move(why), {}, {}, 0});
   return false;
+}
+
+void node_runtime::shared_memory_call(const std::string& identity, std::string_view user,
+                                      const msg::shared_memory_request& rq) {
+  msg::shared_memory_reply r;
+  r.token = rq.token;
+  auto owner = shm::owner_of_key(user);
+  status done;
+  switch (rq.op) {
+    case msg::shared_memory_op::add:
+      done = shm_->add(owner, rq.name, rq.key, rq.offset, rq.byte_size, static_cast<int>(rq.pid));
+      break;
+    case msg::shared_memory_op::remove:
+      done = shm_->remove(owner, rq.name);
+      break;
+    case msg::shared_memory_op::status:
+      if (auto listed = shm_->list(owner, rq.name)) {
+        for (auto& x : *listed) r.regions.push_back({x.name, x.key, x.offset, x.byte_size});
+      } else {
+        done = fail(listed.error());
+      }
+      break;
+  }
+  r.ok = done.has_value();
+  if (!r.ok) r.reason = done.error();
+  link_->to_client(identity, std::move(r));
+}
+
+bool node_runtime::take_shared_inputs(const std::string& identity, std::string_view user, msg::client_request& rq) {
+  if (rq.shm_inputs.empty()) return true;
+  auto owner = shm::owner_of_key(user);
+  for (auto& in : rq.shm_inputs) {
+    auto t = shm_->read_tensor(owner, in.name, in.type, in.shape, {in.region, in.offset, in.byte_size});
+    if (!t) {  // counted as refused (sloserve_shared_memory_total)
+      link_->to_client(identity, msg::client_reply{rq.request_id, msg::status::error, t.error(), {}, {}, 0});
+      return false;
+    }
+    rq.inputs.push_back(std::move(*t));
+  }
+  rq.shm_inputs.clear();
+  return true;
 }
 
 void node_runtime::reject(std::string_view kind, const std::string& peer, const std::string& what) {

@@ -19,6 +19,9 @@ class transport;
 class zmq_link;
 class http_ingress;
 class grpc_ingress;
+namespace shm {
+class registry;
+}
 
 class node_runtime {
  public:
@@ -59,6 +62,11 @@ class node_runtime {
   // A client's request past the intake gate: true to hand it to the frontend (stamped), false
   // when it was answered OVERLOADED here.
   bool intake(const std::string& identity, msg::client_request& rq);
+  // A client's shared-memory call (register, unregister, status), answered here.
+  void shared_memory_call(const std::string& identity, std::string_view user, const msg::shared_memory_request& rq);
+  // A request's inputs in shared-memory regions, read into its inputs: false when one cannot be
+  // (then it was answered ERROR with the reason).
+  bool take_shared_inputs(const std::string& identity, std::string_view user, msg::client_request& rq);
 
   std::shared_ptr<const cluster_config> cfg_;
   msg::decode_limits limits_;
@@ -71,6 +79,7 @@ class node_runtime {
   std::unique_ptr<transport> transport_;
   std::unique_ptr<http_ingress> http_, metrics_http_;
   std::unique_ptr<grpc_ingress> grpc_;
+  std::shared_ptr<shm::registry> shm_;  // clients' shared-memory regions (runtime.client_shared_memory)
   int http_port_ = 0, metrics_port_ = 0, grpc_port_ = 0;
   // Rejected input: a line a second per peer and reason, one per 2 s overall after a burst of 10.
   log_limiter rejections_{1.0, 2.0};

@@ -156,6 +156,9 @@ void add_traffic_options(CLI::App* cmd, load_args& o) {
                   "this client's CurveZMQ key pair (NAME.key from `sloserve keys`), when the file has security:");
   cmd->add_option("--threads", lo.threads,
                   "sending threads, each with its own connection (default: enough for the rate)");
+  cmd->add_flag("--shared-memory", lo.shared_memory,
+                "zmq, on the frontend's host: pass the tensors through a shared-memory region registered with its "
+                "node (runtime.client_shared_memory) instead of sending their bytes");
   cmd->add_option("--images", o.images,
                   "send these JPEG files (a file, or a folder of *.jpg) in turn; the model needs preprocess:");
   cmd->add_option("--image-size", o.image_size,
@@ -281,12 +284,9 @@ status choose_payloads(const cluster_config& cfg, load_args& o) {
   // A trace is replayed whole unless --duration cuts it short.
   if (!lo.trace.empty() && o.duration->count() == 0) lo.duration_s = static_cast<double>(lo.trace.size());
   if (!o.image_size.empty()) {
-    int h = 0, w = 0;
-    char x = 0;
-    std::istringstream in(o.image_size);
-    if (!(in >> h >> x >> w) || x != 'x' || h < 1 || w < 1 || h > 16384 || w > 16384)
-      return fail("--image-size " + o.image_size + ": expected HxW, e.g. 480x640");
-    for (uint64_t i = 0; i < 8; ++i) lo.images.push_back(make_tensor({dtype::uint8, {h, w, 3}}, lo.seed + i, "image"));
+    auto made = random_images(o.image_size, lo.seed);
+    if (!made) return fail(made.error());
+    for (auto& t : *made) lo.images.push_back(std::move(t));
   }
   uint64_t largest = lo.images.empty() ? lo.input.byte_size().value_or(0) : 0;
   for (auto& t : lo.images) largest = std::max<uint64_t>(largest, t.data.size());

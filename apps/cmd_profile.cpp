@@ -1,19 +1,22 @@
 // `sloserve profile`: measure a model's l(b) on a device and write it in the cluster file's
 // profile format, with linear and quadratic fits.
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 
 #include "apps/commands.hpp"
 #include "config/knob_option.hpp"
 #include "gpu/profiler.hpp"
+#include "loadgen/load.hpp"
 #include "scheduling/profile_fit.hpp"
 
 namespace sloserve {
 
 void add_profile_command(CLI::App& app, int& rc) {
   struct opts {
-    std::string config, model, out;
+    std::string config, model, out, images, image_size;
     device_kind device = device_kind::cpu;
     CLI::Option* device_given = nullptr;
     std::vector<int> batches;
@@ -36,6 +39,11 @@ void add_profile_command(CLI::App& app, int& rc) {
       ->capture_default_str();
   cmd->add_option("--seconds", o->po.max_seconds, "at most this long per batch size once --runs are done")
       ->capture_default_str();
+  cmd->add_option("--images", o->images,
+                  "a model with preprocess: run batches of these JPEG files (a file, or a folder of *.jpg), so that "
+                  "decoding counts in the profile");
+  cmd->add_option("--image-size", o->image_size,
+                  "a model with preprocess: run batches of random uint8 HxW RGB images (e.g. 480x640)");
   cmd->add_option("--out", o->out, "write the profile here (YAML, the models[].profile key)");
   cmd->callback([o, &rc] {
     auto cfg = load_config_or_report(o->config);
@@ -44,6 +52,19 @@ void add_profile_command(CLI::App& app, int& rc) {
     if (!m) {
       std::cerr << o->config << ": has no model '" << o->model << "'\n";
       return void(rc = 2);
+    }
+    if (!o->images.empty() || !o->image_size.empty()) {
+      if (!m->preprocess) {
+        std::cerr << "sloserve profile: model '" << m->name
+                  << "' has no preprocess: it takes tensors, not images (--images, --image-size)\n";
+        return void(rc = 2);
+      }
+      auto images = o->images.empty() ? random_images(o->image_size, 1) : read_images(o->images);
+      if (!images) {
+        std::cerr << "sloserve profile: " << images.error() << "\n";
+        return void(rc = 2);
+      }
+      o->po.inputs = std::move(*images);
     }
     auto kind = o->device_given->count() ? o->device : m->path.empty() ? device_kind::emulated : device_kind::cpu;
     auto made = make_executor(kind, 1, o->threads);
@@ -85,9 +106,15 @@ void add_profile_command(CLI::App& app, int& rc) {
     auto yaml = to_profile_yaml(points, pads_batches(kind));
     std::printf("%s\n", yaml.c_str());
     if (!o->out.empty()) {
-      std::ofstream(o->out) << "# sloserve profile of " << m->name << " on " << knob_name(kind) << ", " << o->threads
-                            << " threads; planned latency per batch\n"
-                            << yaml << "\n";
+      std::ofstream out(o->out);
+      out << "# sloserve profile of " << m->name << " on " << knob_name(kind) << ", " << o->threads
+          << " threads; planned latency per batch"
+          << (o->po.inputs.empty() ? std::string() : ", images decoded in each batch") << "\n"
+          << yaml << "\n";
+      if (!out.flush()) {
+        std::cerr << "sloserve profile: cannot write " << o->out << ": " << std::strerror(errno) << "\n";
+        return void(rc = 1);
+      }
     }
   });
 }

@@ -31,6 +31,8 @@
 #include <thread>
 #include <vector>
 
+#include "loadgen/shared_inputs.hpp"
+#include "loadgen/socket.hpp"
 #include "messages/codec.hpp"
 
 namespace {
@@ -216,6 +218,15 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+// The models: and pipelines: of a cluster file: pipeline "noop", one stage of a no-op model (l = 0)
+// that takes `in` and answers `out`.
+std::string noop_pipeline(const sloserve::tensor_spec& in, const sloserve::tensor_spec& out) {
+  return "models:\n  - {name: noop, input: {dtype: float32, shape: " + shape_text(in.shape) +
+         "}, output: {dtype: float32, shape: " + shape_text(out.shape) +
+         "}, max_batch: 256, profile: {alpha_ms: 0, beta_ms: 0}}\n"
+         "pipelines:\n  - {name: noop, slo_ms: 10000, stages: [{name: s, model: noop}]}\n";
+}
+
 // Asks the frontend for readiness until it says so (about 15 s at most).
 bool wait_ready(const std::string& address) {
   using namespace sloserve;
@@ -292,13 +303,7 @@ bool measure(const sloserve::tensor_spec& in, const sloserve::tensor_spec& out, 
                           << "  - {name: fe, address: " << ep(fe_port) << ", roles: [controller, frontend]}\n"
                           << "  - {name: w, address: " << ep(w_port)
                           << ", roles: [worker], devices: [{kind: emulated, count: 1}]}\n"
-                          << "models:\n"
-                          << "  - {name: noop, input: {dtype: float32, shape: " << shape_text(in.shape)
-                          << "}, output: {dtype: float32, shape: " << shape_text(out.shape)
-                          << "}, max_batch: 256, profile: {alpha_ms: 0, beta_ms: 0}}\n"
-                          << "pipelines:\n"
-                          << "  - {name: noop, slo_ms: 10000, stages: [{name: s, model: noop}]}\n"
-                          << "runtime: {actor_scheduling: " << scheduling << "}\n";
+                          << noop_pipeline(in, out) << "runtime: {actor_scheduling: " << scheduling << "}\n";
   std::vector<pid_t> kids{spawn_node(cfg_path, "fe"), spawn_node(cfg_path, "w")};
   auto stop_all = [&] {
     for (auto k : kids) kill(k, SIGTERM);
@@ -330,6 +335,66 @@ bool measure(const sloserve::tensor_spec& in, const sloserve::tensor_spec& out, 
   return true;
 }
 
+// One node with every role (frontend and worker in one process) and the same client, requests of
+// `in` sent two ways: their bytes over ZeroMQ TCP, or left in a shared-memory region registered
+// with the node (runtime.client_shared_memory), each request naming it. Throughput at
+// `concurrency`, then latency at 1.
+struct shared_result {
+  result tcp_tp, shm_tp, tcp_lat, shm_lat;
+};
+bool measure_shared(const sloserve::tensor_spec& in, const sloserve::tensor_spec& out, double seconds, int concurrency,
+                    shared_result& res) {
+  using namespace sloserve;
+  auto payload = make_tensor(in, 1, "input");
+  msg::decode_limits limits;
+  auto id_of = [&](std::string_view f) -> uint64_t {
+    auto d = msg::decode(f, limits);
+    auto* r = d.value ? std::get_if<msg::client_reply>(&d.value->content) : nullptr;
+    return r && r->code == msg::status::ok ? r->request_id : 0;
+  };
+  int port = free_port();
+  std::string cfg_path = "/tmp/sloserve-bench-shm-" + std::to_string(getpid()) + ".yaml";
+  std::ofstream(cfg_path) << "nodes:\n"
+                          << "  - {name: n, address: " << ep(port)
+                          << ", roles: [controller, frontend, worker], devices: [{kind: emulated, count: 1}]}\n"
+                          << noop_pipeline(in, out) << "runtime: {client_shared_memory: true}\n";
+  pid_t node = spawn_node(cfg_path, "n");
+  auto stop_node = [&] {
+    kill(node, SIGTERM);
+    waitpid(node, nullptr, 0);
+    unlink(cfg_path.c_str());
+  };
+  if (!wait_ready(ep(port))) {
+    fprintf(stderr, "the sloserve node did not become ready\n");
+    stop_node();
+    return false;
+  }
+  load_options o;
+  o.address = ep(port);
+  load_socket control(o);
+  auto region = shared_inputs::create({payload}, {});
+  status registered = region ? control.connect() : status(fail(region.error()));
+  if (registered) registered = (*region)->register_with(control, 5);
+  if (!registered) {
+    fprintf(stderr, "%s\n", registered.error().c_str());
+    stop_node();
+    return false;
+  }
+  auto by_tcp = [&](uint64_t id) { return msg::encode_frame({{}, msg::client_request{"noop", id, {payload}, -1}}); };
+  auto by_shm = [&](uint64_t id) {
+    msg::client_request r{"noop", id, {}, -1};
+    r.shm_inputs.push_back((*region)->payload(0));
+    return msg::encode_frame({{}, std::move(r)});
+  };
+  res.tcp_tp = closed_loop(ep(port), concurrency, seconds, by_tcp, id_of);
+  res.shm_tp = closed_loop(ep(port), concurrency, seconds, by_shm, id_of);
+  res.tcp_lat = closed_loop(ep(port), 1, seconds, by_tcp, id_of);
+  res.shm_lat = closed_loop(ep(port), 1, seconds, by_shm, id_of);
+  region->reset();  // unregisters over `control`
+  stop_node();
+  return true;
+}
+
 void print(const char* title, const shape_result& r, int concurrency) {
   printf("\n%s: %zu-byte request frames\n", title, r.frame_bytes);
   printf("%-34s %12s %12s %12s\n", "", "raw zmq", "sloserve", "ratio");
@@ -346,7 +411,7 @@ void print(const char* title, const shape_result& r, int concurrency) {
 
 }  // namespace
 
-// bench_overhead [seconds] [concurrency] [small|resnet|all] [sharing|stealing|both]
+// bench_overhead [seconds] [concurrency] [small|resnet|shm|all] [sharing|stealing|both]
 int main(int argc, char** argv) {
   double seconds = argc > 1 ? std::atof(argv[1]) : 5;
   int concurrency = argc > 2 ? std::atoi(argv[2]) : 128;
@@ -381,6 +446,21 @@ int main(int argc, char** argv) {
              r.slo_tp.rps >= 0.7 * r.raw_tp.rps ? "met" : "NOT met",
              r.slo_lat.p50_us <= 3 * r.raw_lat.p50_us ? "met" : "NOT met");
     }
+  }
+  if (which == "shm" || which == "all") {
+    // ResNet-shaped requests from a client on the node's host: over TCP, or through shared memory.
+    shared_result r;
+    int c = std::min(concurrency, 32);
+    ok &= measure_shared({dtype::float32, {3, 224, 224}}, {dtype::float32, {1000}}, seconds, c, r);
+    printf("\nshared memory: float32[3,224,224] in, float32[1000] out, one node with every role\n");
+    printf("%-34s %12s %12s %12s\n", "", "zmq tcp", "shared mem", "ratio");
+    printf("%-34s %12.0f %12.0f %11.2fx\n", ("throughput (req/s), concurrency " + std::to_string(c)).c_str(),
+           r.tcp_tp.rps, r.shm_tp.rps, r.shm_tp.rps / r.tcp_tp.rps);
+    printf("%-34s %12.1f %12.1f %11.2fx\n", "latency p50 (us), concurrency 1", r.tcp_lat.p50_us, r.shm_lat.p50_us,
+           r.shm_lat.p50_us / r.tcp_lat.p50_us);
+    printf("non-OK replies: tcp %lu, shared memory %lu\n", (unsigned long)(r.tcp_tp.bad + r.tcp_lat.bad),
+           (unsigned long)(r.shm_tp.bad + r.shm_lat.bad));
+    printf("target: shared memory >= 2x tcp (%s)\n", r.shm_tp.rps >= 2 * r.tcp_tp.rps ? "met" : "NOT met");
   }
   return ok ? 0 : 1;
 }

@@ -110,6 +110,11 @@ struct runtime_options {
   // connections at once (0: no limit).
   int http_request_timeout_ms = 10000;
   int http_connections_per_address = 256;
+  // Clients on the node's host may register shared-memory regions and pass tensors through them
+  // (Triton's system shared-memory extension; ingress/shm_regions.hpp), at most
+  // `shared_memory_regions` regions each.
+  bool client_shared_memory = false;
+  int shared_memory_regions = 64;
 };
 
 // A tenant (`security.tenants[]`): the clients that are it (CurveZMQ public keys, HTTP/gRPC bearer

@@ -34,6 +34,8 @@ const std::vector<key<runtime_options>>& runtime_keys() {
       {"path_guard", &o::path_guard},
       {"http_request_timeout_ms", &o::http_request_timeout_ms},
       {"http_connections_per_address", &o::http_connections_per_address},
+      {"client_shared_memory", &o::client_shared_memory},
+      {"shared_memory_regions", &o::shared_memory_regions},
   };
   return keys;
 }
@@ -265,6 +267,8 @@ void parse_runtime(reader& r, const YAML::Node& n, runtime_options& o) {
     r.error(n["http_request_timeout_ms"], "runtime http_request_timeout_ms must be at least 100");
   if (o.http_connections_per_address < 0)
     r.error(n["http_connections_per_address"], "runtime http_connections_per_address cannot be negative (0: no limit)");
+  if (o.shared_memory_regions < 1)
+    r.error(n["shared_memory_regions"], "runtime shared_memory_regions must be at least 1");
   if (o.max_queued_mb < 1) r.error(n["max_queued_mb"], "runtime max_queued_mb must be at least 1");
   if (o.zmq_hwm < 1) r.error(n["zmq_hwm"], "runtime zmq_hwm must be at least 1");
   if (o.heartbeat_ms < 1 || o.peer_timeout_ms <= o.heartbeat_ms)

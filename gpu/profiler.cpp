@@ -39,7 +39,9 @@ status measure_pass(device_executor& ex, const model_spec& m, const profile_opti
                     std::vector<double>& all) {
   std::string error;
   std::vector<std::vector<tensor>> reqs;
-  for (int i = 0; i < b; ++i) reqs.push_back({make_tensor(m.input, static_cast<uint64_t>(i), "input")});
+  for (int i = 0; i < b; ++i)
+    reqs.push_back({o.inputs.empty() ? make_tensor(m.input, static_cast<uint64_t>(i), "input")
+                                     : o.inputs[static_cast<size_t>(i) % o.inputs.size()]});
   std::vector<const std::vector<tensor>*> in;
   for (auto& r : reqs) in.push_back(&r);
   auto run = [&]() -> double {

@@ -21,6 +21,10 @@ struct profile_options {
   double target_error = 0.03;  // stop early once the quantile's 95% confidence bound is this tight
   int passes = 2;              // independent passes over all sizes; a third settles a disagreement
   double agree = 0.10;         // passes agree when within this fraction of each other
+  // What the requests carry, in turn: for a model with `preprocess:`, the images its clients send
+  // (raw uint8[H, W, 3] or JPEG), so that decoding and resizing count in l(b); empty: tensors of
+  // its declared input.
+  std::vector<tensor> inputs;
 };
 
 struct profile_point {

@@ -11,14 +11,17 @@
 #include <fstream>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <unordered_map>
 
 #include "config/knob_option.hpp"
 #include "loadgen/grpc_connection.hpp"
 #include "loadgen/http_connection.hpp"
+#include "loadgen/shared_inputs.hpp"
 #include "loadgen/socket.hpp"
 #include "messages/codec.hpp"
+#include "pipelines/model.hpp"
 
 namespace sloserve {
 namespace {
@@ -43,7 +46,7 @@ class load_lane {
  public:
   load_lane(const load_options& o, size_t lane, size_t lanes, load_connection& c, steady::time_point start,
             int64_t start_wall_us, const std::vector<mix_entry>& mix, const std::vector<tensor>& payloads,
-            lane_tally& out)
+            const shared_inputs* shared, lane_tally& out)
       : o_(o),
         lane_(lane),
         lanes_(lanes),
@@ -52,6 +55,7 @@ class load_lane {
         start_wall_us_(start_wall_us),
         mix_(mix),
         payloads_(payloads),
+        shared_(shared),
         out_(out),
         pick_rng_((o.seed + lane) ^ 0x5bd1e995),
         gen_(o.arrival, o.cv, o.seed + 7919 * lane),
@@ -149,7 +153,11 @@ class load_lane {
     r.pipeline = m.pipeline;
     r.request_id = next_id_;
     next_id_ += lanes_;
-    r.inputs.push_back(o_.images.empty() ? payloads_[which] : o_.images[next_payload_++ % o_.images.size()]);
+    if (shared_)
+      r.shm_inputs.push_back(o_.images.empty() ? shared_->payload(which)
+                                               : shared_->image(next_payload_++ % o_.images.size()));
+    else
+      r.inputs.push_back(o_.images.empty() ? payloads_[which] : o_.images[next_payload_++ % o_.images.size()]);
     r.start_layer = m.start_layer;
     r.tenant = o_.tenant;
     if (m.declare_slo) r.slo_ms = m.slo_ms;
@@ -190,6 +198,7 @@ class load_lane {
   int64_t start_wall_us_;
   const std::vector<mix_entry>& mix_;
   const std::vector<tensor>& payloads_;
+  const shared_inputs* shared_;  // --shared-memory: where the payloads and images lie; else null
   lane_tally& out_;
   msg::decode_limits limits_;
   std::discrete_distribution<size_t> pick_;
@@ -206,8 +215,8 @@ class load_lane {
 
 void run_lane(const load_options& o, size_t lane, size_t lanes, load_connection& c, steady::time_point start,
               int64_t start_wall_us, const std::vector<mix_entry>& mix, const std::vector<tensor>& payloads,
-              lane_tally& out) {
-  load_lane(o, lane, lanes, c, start, start_wall_us, mix, payloads, out).run();
+              const shared_inputs* shared, lane_tally& out) {
+  load_lane(o, lane, lanes, c, start, start_wall_us, mix, payloads, shared, out).run();
 }
 
 }  // namespace
@@ -248,6 +257,18 @@ expected<std::vector<tensor>> read_images(const std::string& path) {
   return out;
 }
 
+expected<std::vector<tensor>> random_images(const std::string& hxw, uint64_t seed, int count) {
+  int h = 0, w = 0;
+  char x = 0;
+  std::istringstream in(hxw);
+  if (!(in >> h >> x >> w) || x != 'x' || h < 1 || w < 1 || h > max_image_side || w > max_image_side)
+    return fail("--image-size " + hxw + ": expected HxW, e.g. 480x640");
+  std::vector<tensor> out;
+  for (int i = 0; i < count; ++i)
+    out.push_back(make_tensor({dtype::uint8, {h, w, 3}}, seed + static_cast<uint64_t>(i), "image"));
+  return out;
+}
+
 size_t default_lanes(const load_options& o) {
   // One lane sends about 20,000 small requests/s, or about 300 MB/s of payload, on one core.
   double bytes = 0;
@@ -282,6 +303,14 @@ expected<load_summary> run_load(const load_options& o) {
   if (mix.empty()) mix.push_back({o.pipeline, 1, o.slo_ms, o.input});
   std::vector<tensor> payloads;
   for (auto& m : mix) payloads.push_back(make_tensor(m.input, o.seed, "input"));
+  std::unique_ptr<shared_inputs> shared;  // before the connections it unregisters over are closed
+  if (o.shared_memory) {
+    if (o.protocol != load_protocol::zmq) return fail("--shared-memory works with --protocol zmq");
+    auto made = shared_inputs::create(payloads, o.images);
+    if (!made) return fail(made.error());
+    shared = std::move(*made);
+    if (auto registered = shared->register_with(*clients.front(), 5.0); !registered) return fail(registered.error());
+  }
 
   auto start = steady::now() + std::chrono::milliseconds(20);  // every lane starts at once
   auto start_wall_us = std::chrono::duration_cast<std::chrono::microseconds>(
@@ -292,7 +321,7 @@ expected<load_summary> run_load(const load_options& o) {
   for (size_t i = 0; i < lanes; ++i)
     threads.emplace_back([&, i] {
       std::this_thread::sleep_until(start);
-      run_lane(o, i, lanes, *clients[i], start, start_wall_us, mix, payloads, results[i]);
+      run_lane(o, i, lanes, *clients[i], start, start_wall_us, mix, payloads, shared.get(), results[i]);
     });
   for (auto& t : threads) t.join();
 

@@ -19,6 +19,9 @@ tensor encoded_image(std::string data);
 // *.jpeg files are read in name order.
 expected<std::vector<tensor>> read_images(const std::string& path);
 
+// `count` random raw images of `hxw` ("480x640") as request inputs, uint8[H, W, 3] each, from `seed`.
+expected<std::vector<tensor>> random_images(const std::string& hxw, uint64_t seed, int count = 8);
+
 // Sending threads `run_load` uses when `threads` is 0.
 size_t default_lanes(const load_options& o);
 

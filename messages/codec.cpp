@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "messages/sloserve.capnp.h"
+#include "pipelines/copy_tally.hpp"
 
 namespace sloserve::msg {
 
@@ -57,6 +58,7 @@ struct codec_context {
       auto shape = t.initShape(static_cast<unsigned>(x.shape.size()));
       for (unsigned k = 0; k < x.shape.size(); ++k) shape.set(k, x.shape[k]);
       auto* p = reinterpret_cast<const kj::byte*>(x.data.data());
+      copy_tally::add(x.data.size());  // referenced or not, flattening the message copies it
       bool by_reference = x.data.size() >= 4096 && x.data.size() % sizeof(capnp::word) == 0 &&
                           reinterpret_cast<uintptr_t>(p) % alignof(capnp::word) == 0;
       if (by_reference) {
@@ -146,6 +148,7 @@ decoded decode_frame(const bytes& frame_in, const decode_limits& limits) {
     char* buf = nullptr;
     auto aligned = bytes::allocate(frame.size(), buf);
     std::memcpy(buf, frame.data(), frame.size());
+    copy_tally::add(frame.size());
     frame = std::move(aligned);
   }
   auto words = kj::arrayPtr(reinterpret_cast<const capnp::word*>(frame.data()), frame.size() / sizeof(capnp::word));

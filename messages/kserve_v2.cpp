@@ -267,8 +267,8 @@ namespace {
 
 // One of a request's inputs: its name, datatype and shape, and its data as JSON `data` or (with
 // `header_length`) the next `binary_data_size` bytes of `binary` from `offset`, which moves on.
-expected<tensor> parse_input(const json& in, std::optional<size_t> header_length, std::string_view binary,
-                             size_t& offset) {
+expected<tensor> parse_input(const json& in, std::optional<size_t> header_length, const bytes& binary, size_t& offset,
+                             std::optional<shm_ref>& in_shm) {
   if (!in.is_object()) return fail("each input must be an object");
   if (!in.contains("name") || !in["name"].is_string()) return fail("an input has no \"name\" string");
   tensor t;
@@ -289,6 +289,14 @@ expected<tensor> parse_input(const json& in, std::optional<size_t> header_length
     return fail(where + ": shape " + in["shape"].dump() + " is too large");
   json params = in.contains("parameters") ? in["parameters"] : json::object();
   if (!params.is_object()) return fail(where + ": \"parameters\" must be an object");
+  auto shared = shm_parameters(params, where);
+  if (!shared) return fail(shared.error());
+  if (*shared) {
+    if (in.contains("data") || params.contains("binary_data_size"))
+      return fail(where + " names a shared-memory region and also carries data; it may do one or the other");
+    in_shm = std::move(*shared);
+    return t;
+  }
   if (params.contains("binary_data_size")) {
     auto& size = params["binary_data_size"];
     if (!size.is_number_unsigned()) return fail(where + ": binary_data_size must be a non-negative integer");
@@ -301,7 +309,7 @@ expected<tensor> parse_input(const json& in, std::optional<size_t> header_length
     if (offset + n > binary.size())
       return fail(where + ": the binary data ends after " + std::to_string(binary.size() - offset) + " of its " +
                   std::to_string(n) + " bytes");
-    t.data = bytes::copy_of(binary.substr(offset, n));
+    t.data = binary.substr(offset, n);  // shares the body: no copy
     offset += n;
     if (t.type == dtype::bytes)
       if (auto ok = check_tensor_bytes(t); !ok)
@@ -342,6 +350,13 @@ status parse_request_options(const json& j, infer_request& out) {
         return fail("outputs[" + std::to_string(k) + "] needs a \"name\"");
       out.outputs.push_back(o["name"].get<std::string>());
       out.binary_outputs = out.binary_outputs || wants_binary(o);
+      if (o.contains("parameters")) {
+        if (!o["parameters"].is_object())
+          return fail("outputs[" + std::to_string(k) + "]: \"parameters\" must be an object");
+        auto shared = shm_parameters(o["parameters"], "output '" + out.outputs.back() + "'");
+        if (!shared) return fail(shared.error());
+        if (*shared) out.shm_outputs[out.outputs.back()] = std::move(**shared);
+      }
     }
   }
   if (j.contains("parameters")) {
@@ -364,12 +379,12 @@ status parse_request_options(const json& j, infer_request& out) {
   return {};
 }
 
-expected<infer_request> parse_request(std::string_view body, std::optional<size_t> header_length) {
+expected<infer_request> parse_request(const bytes& body, std::optional<size_t> header_length) {
   if (header_length && *header_length > body.size())
     return fail("Inference-Header-Content-Length " + std::to_string(*header_length) + " is beyond the body's " +
                 std::to_string(body.size()) + " bytes");
-  auto header = header_length ? body.substr(0, *header_length) : body;
-  auto binary = header_length ? body.substr(*header_length) : std::string_view{};
+  auto header = header_length ? body.view().substr(0, *header_length) : body.view();
+  auto binary = header_length ? body.substr(*header_length, body.size() - *header_length) : bytes{};
   json j;
   try {
     j = json::parse(header);
@@ -386,8 +401,10 @@ expected<infer_request> parse_request(std::string_view body, std::optional<size_
     return fail("\"inputs\" must be a non-empty array");
   size_t offset = 0;
   for (auto& in : j["inputs"]) {
-    auto t = parse_input(in, header_length, binary, offset);
+    std::optional<shm_ref> in_shm;
+    auto t = parse_input(in, header_length, binary, offset, in_shm);
     if (!t) return fail(t.error());
+    if (in_shm) out.shm_inputs.emplace_back(out.inputs.size(), std::move(*in_shm));
     out.inputs.push_back(std::move(*t));
   }
   if (offset != binary.size())
@@ -398,7 +415,34 @@ expected<infer_request> parse_request(std::string_view body, std::optional<size_
 
 }  // namespace
 
+expected<std::optional<shm_ref>> shm_parameters(const json& params, const std::string& where) {
+  bool region = params.contains("shared_memory_region"), size = params.contains("shared_memory_byte_size");
+  if (!region && !size && !params.contains("shared_memory_offset")) return std::optional<shm_ref>();
+  if (!region || !size)
+    return fail(where +
+                ": shared_memory_region and shared_memory_byte_size must both be given (and "
+                "shared_memory_offset may be)");
+  auto& r = params["shared_memory_region"];
+  if (!r.is_string()) return fail(where + ": shared_memory_region must be a string");
+  auto count = [&](const char* key, uint64_t& v) -> status {
+    if (!params.contains(key)) return {};
+    auto& x = params[key];
+    if (!x.is_number_unsigned()) return fail(where + ": " + key + " must be a non-negative integer");
+    v = x.get<uint64_t>();
+    return {};
+  };
+  shm_ref ref;
+  ref.region = r.get<std::string>();
+  if (auto ok = count("shared_memory_offset", ref.offset); !ok) return fail(ok.error());
+  if (auto ok = count("shared_memory_byte_size", ref.byte_size); !ok) return fail(ok.error());
+  return std::optional<shm_ref>(std::move(ref));
+}
+
 expected<infer_request> parse_infer_request(std::string_view body, std::optional<size_t> header_length) {
+  return parse_infer_body(bytes::copy_of(body), header_length);
+}
+
+expected<infer_request> parse_infer_body(const bytes& body, std::optional<size_t> header_length) {
   try {
     return parse_request(body, header_length);
   } catch (const json::exception& e) {  // a field of the wrong type where a default was allowed
@@ -567,7 +611,13 @@ std::string binary_request_header(std::string_view id, std::string_view input, c
 
 // Written by hand rather than through a json object: it is on every response's path.
 infer_response make_infer_response(std::string_view name, std::string_view id, const std::vector<tensor>& outputs,
-                                   bool binary, const server_timing* timing) {
+                                   bool binary, const server_timing* timing,
+                                   const std::map<std::string, shm_ref>* in_shm) {
+  auto shared = [&](const tensor& t) -> const shm_ref* {
+    if (!in_shm) return nullptr;
+    auto it = in_shm->find(t.name);
+    return it == in_shm->end() ? nullptr : &it->second;
+  };
   std::string out = "{\"model_name\":";
   append_quoted(out, name);
   out += ",\"model_version\":\"1\"";
@@ -603,7 +653,12 @@ infer_response make_infer_response(std::string_view name, std::string_view id, c
     out += ",\"shape\":[";
     for (size_t k = 0; k < t.shape.size(); ++k) out += (k ? "," : "") + std::to_string(t.shape[k]);
     out += ']';
-    if (binary) {
+    if (auto* ref = shared(t)) {
+      out += ",\"parameters\":{\"shared_memory_region\":";
+      append_quoted(out, ref->region);
+      out += ",\"shared_memory_offset\":" + std::to_string(ref->offset) +
+             ",\"shared_memory_byte_size\":" + std::to_string(t.data.size()) + '}';
+    } else if (binary) {
       out += ",\"parameters\":{\"binary_data_size\":" + std::to_string(t.data.size()) + '}';
       tail += t.data.size();
     } else {
@@ -616,7 +671,8 @@ infer_response make_infer_response(std::string_view name, std::string_view id, c
   if (binary) {
     r.header_length = out.size();
     out.reserve(out.size() + tail);
-    for (auto& t : outputs) out += t.data.view();
+    for (auto& t : outputs)
+      if (!shared(t)) out += t.data.view();
   }
   r.body = std::move(out);
   return r;

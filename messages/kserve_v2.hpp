@@ -4,6 +4,8 @@
 // extension, inference responses, and the names of its datatypes. Pure: the HTTP ingress
 // (actors/http_ingress) and the load client call it.
 
+#include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,6 +28,10 @@ struct infer_request {
   std::vector<tensor> inputs;        // in the request's order, named as the request names them
   bool binary_outputs = false;       // the client asked for outputs through the binary extension
   std::vector<std::string> outputs;  // the outputs it asked for (`outputs[].name`); empty: all
+  // Triton's shared-memory extension: inputs whose bytes lie in a region (the index of their entry
+  // in `inputs`, which has their name, type and shape and no data), and outputs to write into one.
+  std::vector<std::pair<size_t, shm_ref>> shm_inputs;
+  std::map<std::string, shm_ref> shm_outputs;
   // Request parameters sloserve reads: a partitioned model's start layer, and the request's own
   // SLO in ms (0: the pipeline's).
   uint32_t start_layer = 0;
@@ -36,6 +42,8 @@ struct infer_request {
 // Inference-Header-Content-Length: the JSON is the first header_length bytes and the inputs with
 // `parameters.binary_data_size` follow in their order. The error says what is wrong, for a 400.
 expected<infer_request> parse_infer_request(std::string_view body, std::optional<size_t> header_length);
+// The same over a body the inputs share: binary inputs are views of its bytes (no copy).
+expected<infer_request> parse_infer_body(const bytes& body, std::optional<size_t> header_length);
 
 struct infer_response {
   std::string body;
@@ -72,8 +80,16 @@ void apply_timing(const server_timing& t, msg::client_reply& r);
 
 // The response to a request `id` of model `name` (a pipeline): each output with its name; as
 // JSON `data`, or, with `binary`, through the binary extension; with `timing`, its parameters.
+// Outputs named in `in_shm` were written into those regions: their entries carry the region's
+// parameters (shared_memory_byte_size: the bytes written) and no data.
 infer_response make_infer_response(std::string_view name, std::string_view id, const std::vector<tensor>& outputs,
-                                   bool binary, const server_timing* timing = nullptr);
+                                   bool binary, const server_timing* timing = nullptr,
+                                   const std::map<std::string, shm_ref>* in_shm = nullptr);
+
+// The shared-memory parameters of an input or output (shared_memory_region, _offset, _byte_size)
+// in `params`; nullopt when it names no region; an error when they are incomplete or wrong.
+// `where` names the tensor in errors.
+expected<std::optional<shm_ref>> shm_parameters(const nlohmann::json& params, const std::string& where);
 // The timing in a response body's parameters (the JSON header of `header_length` bytes, or the
 // whole body); nullopt when it has none.
 std::optional<server_timing> response_timing(std::string_view body, std::optional<size_t> header_length);

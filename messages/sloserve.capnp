@@ -21,6 +21,17 @@ struct Tensor {
   data @3 :Data;
 }
 
+# A tensor whose bytes lie in a registered shared-memory region: `byteSize` bytes at `offset` into
+# region `region` (SharedMemoryRequest).
+struct SharedMemoryTensor {
+  name @0 :Text;
+  type @1 :DType;
+  shape @2 :List(Int64);
+  region @3 :Text;
+  offset @4 :UInt64;
+  byteSize @5 :UInt64;
+}
+
 # Client -> frontend.
 struct ClientRequest {
   pipeline @0 :Text;
@@ -47,6 +58,9 @@ struct ClientRequest {
   # The tenant it comes from (security.tenants). The node sets it from the client's CurveZMQ key
   # or bearer token under security; without keys, the client names it. Empty: no tenant.
   tenant @13 :Text;
+  # Inputs a client on the node's host left in its shared-memory regions (runtime.client_shared_memory)
+  # instead of sending their bytes; the node reads them in place and adds them to `inputs`.
+  shmInputs @14 :List(SharedMemoryTensor);
   #! int64_t received_ns = 0;  // when the node handed it to its frontend, counted by its intake gate; 0: not counted
 }
 
@@ -376,6 +390,35 @@ struct ConfigUpdate {
   file @2 :Text;
 }
 
+# Client -> frontend node: Triton's system shared-memory extension over ZeroMQ (on with
+# runtime.client_shared_memory). `add` maps bytes [offset, offset + byteSize) of the POSIX
+# shared-memory object `key` as region `name`; `remove` forgets region `name` (empty: all of the
+# client's); `status` lists them (empty `name`: all). A region is the client's alone: its CurveZMQ
+# key's, or, without keys, every plain client's. `pid`: the registering process, whose exit
+# forgets the region (0: unknown).
+enum SharedMemoryOp { status @0; add @1; remove @2; }
+struct SharedMemoryRequest {
+  token @0 :UInt64;  # echoed in the reply
+  op @1 :SharedMemoryOp;
+  name @2 :Text;
+  key @3 :Text;
+  offset @4 :UInt64;
+  byteSize @5 :UInt64;
+  pid @6 :UInt32;
+}
+struct SharedMemoryRegion {
+  name @0 :Text;
+  key @1 :Text;
+  offset @2 :UInt64;
+  byteSize @3 :UInt64;
+}
+struct SharedMemoryReply {
+  token @0 :UInt64;
+  ok @1 :Bool;
+  reason @2 :Text;  # why not, when not ok
+  regions @3 :List(SharedMemoryRegion);  # status: the regions asked for
+}
+
 struct Envelope {
   from @0 :Text;
   body :union {
@@ -394,5 +437,7 @@ struct Envelope {
     applyRequest @13 :ApplyRequest;
     applyReply @14 :ApplyReply;
     configUpdate @15 :ConfigUpdate;
+    sharedMemoryRequest @16 :SharedMemoryRequest;
+    sharedMemoryReply @17 :SharedMemoryReply;
   }
 }

@@ -1,11 +1,27 @@
 #include "pipelines/bytes.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <ostream>
 
+#include "pipelines/copy_tally.hpp"
+
 namespace sloserve {
+
+namespace copy_tally {
+namespace {
+std::atomic<uint64_t> copied{0};
+}
+void add(size_t bytes) {
+  copied.fetch_add(bytes, std::memory_order_relaxed);
+}
+uint64_t total() {
+  return copied.load(std::memory_order_relaxed);
+}
+}  // namespace copy_tally
 
 bytes::bytes(std::string s) {
   if (s.empty()) return;
@@ -13,6 +29,11 @@ bytes::bytes(std::string s) {
   data_ = owned->data();
   size_ = owned->size();
   owner_ = std::move(owned);
+}
+
+bytes bytes::copy_of(std::string_view s) {
+  copy_tally::add(s.size());
+  return bytes(std::string(s));
 }
 
 bytes bytes::allocate(size_t n, char*& out) {
@@ -29,6 +50,7 @@ bytes bytes::substr(size_t pos, size_t n) const {
 }
 
 void bytes::resize(size_t n) {
+  copy_tally::add(std::min(n, size_));
   std::string copy(view().substr(0, n));
   copy.resize(n, '\0');
   *this = bytes(std::move(copy));

@@ -21,7 +21,8 @@ class bytes {
 
   // A fresh buffer of `n` zeroed bytes; `out` points at it, to fill before it is shared.
   static bytes allocate(size_t n, char*& out);
-  static bytes copy_of(std::string_view s) { return bytes(std::string(s)); }
+  // A copy of `s` (counted in pipelines/copy_tally.hpp).
+  static bytes copy_of(std::string_view s);
 
   const char* data() const { return data_; }
   size_t size() const { return size_; }

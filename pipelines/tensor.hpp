@@ -63,6 +63,16 @@ struct tensor {
   tensor_spec spec() const { return {type, shape}; }
 };
 
+// Where a tensor's bytes lie when a client on the node's host passes them in shared memory
+// (Triton's shared-memory extension): `byte_size` bytes at `offset` into its registered region
+// `region` (ingress/shm_regions.hpp).
+struct shm_ref {
+  std::string region;
+  uint64_t offset = 0;
+  uint64_t byte_size = 0;
+  bool operator==(const shm_ref&) const = default;
+};
+
 // Empty string when `t` matches `spec` exactly; otherwise why it does not.
 status check_tensor(const tensor& t, const tensor_spec& spec);
 

@@ -116,7 +116,7 @@ def member(f, enums):
     if f.default is not None:
         init = " = " + f.default.strip()
     elif f.type in enums:
-        init = " = " + snake(f.type) + "::" + enums[f.type][0]
+        init = " = " + cpp_type(f.type, enums) + "::" + enums[f.type][0]
     elif f.type == "Bool":
         init = " = false"
     elif f.type in PRIMITIVES and f.type != "Text":
@@ -184,7 +184,7 @@ def get_field(f, enums):
             return "  for (auto x : " + r + ") " + v + ".push_back(x);"
         return "  for (auto x : " + r + ") get(x, " + v + ".emplace_back(), c);"
     if f.type in enums:
-        return ("  " + v + " = enum_of<" + snake(f.type) + ">(static_cast<unsigned>(" + r + "), "
+        return ("  " + v + " = enum_of<" + cpp_type(f.type, enums) + ">(static_cast<unsigned>(" + r + "), "
                 + str(len(enums[f.type])) + ", \"" + f.type + "\");")
     if f.type == "Text":
         return "  " + v + " = text(" + r + ");"

@@ -1,7 +1,10 @@
 // One real node (ZeroMQ + Cap'n Proto + CAF) on an ephemeral loopback port, driven by a raw
 // DEALER: malformed frames are answered with ERROR and the node keeps serving.
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include <atomic>
@@ -249,6 +252,132 @@ TEST_F(node_fixture, malformed_frames_get_errors_and_the_node_keeps_serving) {
   auto ok = reply();
   EXPECT_EQ(ok.request_id, 7u);
   EXPECT_EQ(ok.code, msg::status::ok) << ok.reason;
+}
+
+// A POSIX shared-memory object that holds `data` at `offset`, as a client on the node's host
+// makes one; unlinked at the end.
+struct client_object {
+  std::string key;
+  client_object(const std::string& data, size_t offset, const std::string& tag) {
+    key = "/sloserve-node-test-" + std::to_string(getpid()) + "-" + tag;
+    int fd = shm_open(key.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(ftruncate(fd, static_cast<off_t>(offset + data.size())), 0);
+    EXPECT_EQ(pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset)), static_cast<ssize_t>(data.size()));
+    close(fd);
+  }
+  ~client_object() { shm_unlink(key.c_str()); }
+};
+
+// The default node with runtime.client_shared_memory on (or `on` false: off, as shipped).
+struct shm_fixture : node_fixture {
+  explicit shm_fixture(bool on = true)
+      : node_fixture([on](cluster_config& c) { c.runtime.client_shared_memory = on; }) {}
+  msg::shared_memory_reply call(msg::shared_memory_op op, std::string name, std::string key = {}, uint64_t offset = 0,
+                                uint64_t size = 0) {
+    msg::shared_memory_request rq;
+    rq.token = ++token;
+    rq.op = op;
+    rq.name = std::move(name);
+    rq.key = std::move(key);
+    rq.offset = offset;
+    rq.byte_size = size;
+    rq.pid = static_cast<uint32_t>(getpid());
+    client->send(msg::encode({{}, rq}));
+    auto e = client->recv();
+    EXPECT_TRUE(e);
+    if (!e) return {};
+    auto r = std::get<msg::shared_memory_reply>(e->content);
+    EXPECT_EQ(r.token, token);
+    return r;
+  }
+  // Request `id` whose detector input lies at `offset` of region `region` (`size` bytes).
+  msg::client_request shared(uint64_t id, const std::string& region, uint64_t offset, uint64_t size) {
+    auto& m = *cfg_->find_model("detector");
+    msg::client_request r{"traffic", id, {}, -1};
+    r.shm_inputs.push_back({"image", m.input.type, m.input.shape, region, offset, size});
+    return r;
+  }
+  uint64_t token = 0;
+};
+struct shm_off_fixture : shm_fixture {
+  shm_off_fixture() : shm_fixture(false) {}
+};
+
+// A client on the node's host registers a region and sends requests that name it: they are
+// served from the region's bytes, as the same bytes sent over the socket are.
+TEST_F(shm_fixture, a_request_whose_input_lies_in_a_registered_region_is_served_from_its_bytes) {
+  auto by_socket = valid(5);
+  auto& bytes_in = by_socket.inputs[0].data;
+  client_object obj(bytes_in.str(), 4096 + 3, "served");
+  auto added = call(msg::shared_memory_op::add, "frames", obj.key, 4096, bytes_in.size() + 3);
+  ASSERT_TRUE(added.ok) << added.reason;
+  auto listed = call(msg::shared_memory_op::status, "");
+  ASSERT_TRUE(listed.ok);
+  ASSERT_EQ(listed.regions.size(), 1u);
+  EXPECT_EQ(listed.regions[0].name, "frames");
+  EXPECT_EQ(listed.regions[0].key, obj.key);
+
+  client->send(msg::encode({{}, by_socket}));
+  auto a = reply();
+  ASSERT_EQ(a.code, msg::status::ok) << a.reason;
+  client->send(msg::encode({{}, shared(6, "frames", 3, bytes_in.size())}));
+  auto b = reply();
+  ASSERT_EQ(b.code, msg::status::ok) << b.reason;
+  EXPECT_EQ(b.request_id, 6u);
+  ASSERT_EQ(a.outputs.size(), b.outputs.size());
+  for (size_t i = 0; i < a.outputs.size(); ++i)
+    EXPECT_EQ(a.outputs[i].data, b.outputs[i].data) << "emulated outputs derive from the input's bytes";
+  // Another region's bytes give other outputs: the node read the region, not a cached input.
+  client->send(msg::encode({{}, shared(7, "frames", 0, bytes_in.size())}));
+  auto c = reply();
+  ASSERT_EQ(c.code, msg::status::ok) << c.reason;
+  EXPECT_NE(a.outputs[0].data, c.outputs[0].data);
+}
+
+TEST_F(shm_fixture, bad_regions_offsets_and_sizes_get_errors_and_the_node_keeps_serving) {
+  auto size = valid(1).inputs[0].data.size();
+  client_object obj(std::string(size, 'x'), 0, "bad");
+  EXPECT_NE(call(msg::shared_memory_op::add, "r", "/sloserve-none-such", 0, 10).reason.find("cannot open"),
+            std::string::npos);
+  EXPECT_NE(call(msg::shared_memory_op::add, "r", obj.key, 0, size + 1).reason.find("past the end"), std::string::npos);
+  ASSERT_TRUE(call(msg::shared_memory_op::add, "r", obj.key, 0, size).ok);
+  EXPECT_NE(call(msg::shared_memory_op::add, "r", obj.key, 0, size).reason.find("already registered"),
+            std::string::npos);
+
+  client->send(msg::encode({{}, shared(2, "nope", 0, size)}));
+  auto a = reply();
+  EXPECT_EQ(a.request_id, 2u);
+  EXPECT_EQ(a.code, msg::status::error);
+  EXPECT_NE(a.reason.find("no shared-memory region 'nope'"), std::string::npos) << a.reason;
+  client->send(msg::encode({{}, shared(3, "r", 8, size)}));
+  auto b = reply();
+  EXPECT_NE(b.reason.find("past its"), std::string::npos) << b.reason;
+  client->send(msg::encode({{}, shared(4, "r", 0, size - 4)}));
+  auto c = reply();
+  EXPECT_NE(c.reason.find("is not the " + std::to_string(size) + " bytes"), std::string::npos) << c.reason;
+
+  ASSERT_TRUE(call(msg::shared_memory_op::remove, "r").ok);
+  EXPECT_FALSE(call(msg::shared_memory_op::status, "r").ok);
+  client->send(msg::encode({{}, shared(5, "r", 0, size)}));
+  EXPECT_NE(reply().reason.find("no shared-memory region 'r'"), std::string::npos);
+
+  client->send(msg::encode({{}, valid(6)}));
+  auto ok = reply();
+  EXPECT_EQ(ok.request_id, 6u);
+  EXPECT_EQ(ok.code, msg::status::ok) << ok.reason;
+}
+
+TEST_F(shm_off_fixture, a_node_with_shared_memory_off_refuses_regions_and_requests_that_name_them) {
+  auto size = valid(1).inputs[0].data.size();
+  client_object obj(std::string(size, 'x'), 0, "off");
+  auto added = call(msg::shared_memory_op::add, "r", obj.key, 0, size);
+  EXPECT_FALSE(added.ok);
+  EXPECT_NE(added.reason.find("runtime.client_shared_memory"), std::string::npos) << added.reason;
+  client->send(msg::encode({{}, shared(2, "r", 0, size)}));
+  auto a = reply();
+  EXPECT_EQ(a.code, msg::status::error);
+  EXPECT_NE(a.reason.find("runtime.client_shared_memory"), std::string::npos) << a.reason;
 }
 
 // A one-node cluster with a cpu device running tiny_mlp.pt, ready to serve.

@@ -52,6 +52,48 @@ models:
   for (size_t i = 0; i < points.size(); ++i) EXPECT_NEAR(back.latency_ms_at(points[i].batch), points[i].ms, 1e-3);
 }
 
+// A device that records what each batch carried, and takes 1 ms per request of more than 1 KB
+// (an image to decode) beside 0.1 ms per small one.
+struct recording_executor final : device_executor {
+  std::vector<size_t> sizes;  // bytes of every request's first tensor, every run
+  device_kind kind() const override { return device_kind::emulated; }
+  batch_outcome execute(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs) override {
+    double ms = 0;
+    for (auto* r : inputs) {
+      sizes.push_back(r->front().data.size());
+      ms += r->front().data.size() > 1024 ? 1.0 : 0.1;
+    }
+    batch_outcome out;
+    out.outputs.resize(inputs.size());
+    out.busy = std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
+    return out;
+  }
+};
+
+// A model that takes images is profiled on the images its clients send when given them, so
+// that their decoding counts in l(b); on its declared input tensor otherwise.
+TEST(profiler, a_model_that_takes_images_is_profiled_on_the_images_given) {
+  auto m = linear_model(8, 2, 4, 0, 0);
+  m.preprocess = image_preprocess{};
+  profile_options o;
+  o.min_runs = o.max_runs = 3;
+  o.passes = 1;
+  o.batches = {1, 4};
+  recording_executor tensors;
+  auto plain = profile_model(tensors, m, o);
+  ASSERT_TRUE(plain) << plain.error();
+  EXPECT_TRUE(std::all_of(tensors.sizes.begin(), tensors.sizes.end(), [](size_t n) { return n == 32; }));
+  o.inputs = {make_tensor({dtype::uint8, {40, 30, 3}}, 1, "image"), make_tensor({dtype::uint8, {2000}}, 2, "image")};
+  recording_executor images;
+  auto decoded = profile_model(images, m, o);
+  ASSERT_TRUE(decoded) << decoded.error();
+  EXPECT_TRUE(std::all_of(images.sizes.begin(), images.sizes.end(), [](size_t n) { return n == 3600 || n == 2000; }));
+  EXPECT_NE(std::find(images.sizes.begin(), images.sizes.end(), 2000u), images.sizes.end()) << "both, in turn";
+  // A run's time is its wall time (here near none) plus what the device reports busy.
+  EXPECT_GE((*decoded)[1].ms, 4.0) << "4 images of 1 ms each";
+  EXPECT_GE((*plain)[1].ms, 0.4);
+}
+
 TEST(profiler, written_profiles_never_decrease) {
   std::vector<profile_point> pts(4);
   for (auto [i, b, ms] : {std::tuple{0, 1, 0.5}, {1, 2, 0.9}, {2, 4, 0.8}, {3, 8, 1.2}}) {

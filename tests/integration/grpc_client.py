@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 import unittest
+from multiprocessing import shared_memory
 
 import grpc
 import yaml
@@ -239,6 +240,14 @@ class GrpcIngress(unittest.TestCase):
         named.outputs.add().name = "output"
         self.assertGreaterEqual(len(self.c.stub.ModelInfer(named).outputs), 1)
 
+    def test_shared_memory_is_off_unless_the_file_turns_it_on(self):
+        s = self.c.stub
+        self.assertNotIn("system_shared_memory", list(s.ServerMetadata(pb.ServerMetadataRequest()).extensions))
+        with self.assertRaises(grpc.RpcError) as e:
+            s.SystemSharedMemoryRegister(pb.SystemSharedMemoryRegisterRequest(name="r", key="/x", byte_size=8))
+        self.assertEqual(e.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertIn("runtime.client_shared_memory", e.exception.details())
+
     def test_many_requests_in_flight_each_get_exactly_one_reply(self):
         # A burst of 300 at once, past what one emulated device serves within the SLO: each gets
         # one reply, served or dropped with a reason. How many are served depends on how fast this
@@ -302,6 +311,71 @@ class GrpcSecurity(unittest.TestCase):
             with self.assertRaises(grpc.RpcError):
                 plain.ServerLive(pb.ServerLiveRequest(), timeout=2)
         finally:
+            c.stop()
+
+
+class GrpcSharedMemory(unittest.TestCase):
+    def test_inputs_and_outputs_through_system_shared_memory(self):
+        c = Cluster("shm", slo_ms=2000)
+        with open(c.path) as f:
+            text = f.read().replace("runtime: {", "runtime: {client_shared_memory: true, ")
+        with open(c.path, "w") as f:
+            f.write(text)
+        c.start()
+        region = shared_memory.SharedMemory(create=True, size=1 << 17)
+        try:
+            c.wait_ready()
+            s = c.stub
+            self.assertIn("system_shared_memory", list(s.ServerMetadata(pb.ServerMetadataRequest()).extensions))
+            image = IMAGE.tobytes()
+            region.buf[4096:4096 + len(image)] = image
+            key = "/" + region.name
+            s.SystemSharedMemoryRegister(pb.SystemSharedMemoryRegisterRequest(name="in", key=key, offset=4096,
+                                                                              byte_size=len(image)))
+            s.SystemSharedMemoryRegister(pb.SystemSharedMemoryRegisterRequest(name="out", key=key, offset=65536,
+                                                                              byte_size=16384))
+            listed = s.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest()).regions
+            self.assertEqual(sorted(listed.keys()), ["in", "out"])
+            self.assertEqual((listed["in"].key, listed["in"].offset, listed["in"].byte_size), (key, 4096, len(image)))
+
+            # The classify stage runs once or twice a query (fanout 1.5): both sizes of answer.
+            answers = {}
+            for _ in range(8):
+                raw_out = s.ModelInfer(infer_request()).raw_output_contents[0]
+                answers[len(raw_out)] = raw_out
+                if len(answers) == 2:
+                    break
+            r = infer_request(raw=False)
+            r.inputs[0].ClearField("contents")
+            p = r.inputs[0].parameters
+            p["shared_memory_region"].string_param = "in"
+            p["shared_memory_byte_size"].int64_param = len(image)
+            out = r.outputs.add(name="output")
+            out.parameters["shared_memory_region"].string_param = "out"
+            out.parameters["shared_memory_byte_size"].int64_param = 16384
+            got = s.ModelInfer(r)
+            self.assertEqual(len(got.raw_output_contents), 0)
+            o = got.outputs[0]
+            self.assertEqual(o.parameters["shared_memory_region"].string_param, "out")
+            n = o.parameters["shared_memory_byte_size"].int64_param
+            self.assertIn(n, answers)
+            self.assertEqual(bytes(region.buf[65536:65536 + n]), answers[n])
+
+            p["shared_memory_region"].string_param = "nope"
+            with self.assertRaises(grpc.RpcError) as e:
+                s.ModelInfer(r)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertIn("no shared-memory region 'nope'", e.exception.details())
+            with self.assertRaises(grpc.RpcError) as e:
+                s.CudaSharedMemoryRegister(pb.CudaSharedMemoryRegisterRequest(name="g", raw_handle=b"x", byte_size=8))
+            self.assertEqual(e.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+            self.assertIn("unavailable", e.exception.details())
+            s.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest())
+            self.assertEqual(len(s.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest()).regions), 0)
+            self.assertGreaterEqual(len(s.ModelInfer(infer_request()).outputs), 1)
+        finally:
+            region.close()
+            region.unlink()
             c.stop()
 
 

@@ -2,10 +2,12 @@
 // spoken to by an HTTP client as curl or a KServe client would.
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -747,6 +750,151 @@ TEST_F(http_cluster, under_security_it_takes_tls_and_refuses_a_request_without_a
   EXPECT_NE(metrics->body.find(R"(sloserve_tenant_requests_total{tenant="slow",outcome="admitted"} 1)"),
             std::string::npos)
       << metrics->body;
+}
+
+// A POSIX shared-memory object of `size` bytes, as a client on the node's host makes one.
+struct shm_object {
+  std::string key;
+  size_t size;
+  char* p = nullptr;
+  explicit shm_object(size_t n) : size(n) {
+    key = "/sloserve-http-test-" + std::to_string(getpid());
+    int fd = shm_open(key.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(ftruncate(fd, static_cast<off_t>(n)), 0);
+    p = static_cast<char*>(mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    close(fd);
+  }
+  ~shm_object() {
+    munmap(p, size);
+    shm_unlink(key.c_str());
+  }
+};
+
+// Triton's system shared-memory extension: a client on the node's host registers windows of its
+// own shared memory and passes an input and an output through them; what comes back is what the
+// same input sent as bytes gets. Bad regions, offsets and sizes get a 400 with the reason.
+TEST_F(http_cluster, inputs_and_outputs_pass_through_registered_system_shared_memory) {
+  auto yaml = read_text(dir / "cluster.yaml");
+  yaml.replace(yaml.find("runtime: {"), 10, "runtime: {client_shared_memory: true, ");
+  std::ofstream(dir / "cluster.yaml") << yaml;
+  start();
+  wait_ready();
+  auto extensions = json::parse(client->Get("/v2")->body)["extensions"];
+  EXPECT_NE(std::find(extensions.begin(), extensions.end(), "system_shared_memory"), extensions.end()) << extensions;
+
+  // The answers to the input sent as bytes, through the binary extension: the classify stage
+  // runs once or twice a query (fanout 1.5), so both sizes of answer are kept.
+  std::vector<float> data(3 * 32 * 32);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i % 7) / 7;
+  std::string raw(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float));
+  auto header = json{{"inputs",
+                      {{{"name", "input"},
+                        {"shape", {3, 32, 32}},
+                        {"datatype", "FP32"},
+                        {"parameters", {{"binary_data_size", raw.size()}}}}}},
+                     {"outputs", {{{"name", "output"}, {"parameters", {{"binary_data", true}}}}}}}
+                    .dump();
+  std::map<size_t, std::string> answers;  // by size
+  for (int i = 0; i < 8 && answers.size() < 2; ++i) {
+    auto plain =
+        client->Post("/v2/models/traffic/infer", {{"Inference-Header-Content-Length", std::to_string(header.size())}},
+                     header + raw, "application/octet-stream");
+    ASSERT_TRUE(plain);
+    ASSERT_EQ(plain->status, 200) << plain->body;
+    auto answer = plain->body.substr(std::stoul(plain->get_header_value("Inference-Header-Content-Length")));
+    answers[answer.size()] = answer;
+  }
+
+  shm_object obj(65536);
+  std::memcpy(obj.p + 4096, raw.data(), raw.size());
+  auto post = [&](const std::string& path, const json& body) {
+    return client->Post(path, body.dump(), "application/json");
+  };
+  auto region = [&](const std::string& name, size_t offset, size_t size) {
+    return post("/v2/systemsharedmemory/region/" + name + "/register",
+                {{"key", obj.key}, {"offset", offset}, {"byte_size", size}});
+  };
+  ASSERT_EQ(region("in", 4096, raw.size())->status, 200);
+  ASSERT_EQ(region("out", 32768, 16384)->status, 200);
+  auto status = client->Get("/v2/systemsharedmemory/status");
+  ASSERT_TRUE(status && status->status == 200);
+  EXPECT_EQ(json::parse(status->body).size(), 2u) << status->body;
+  auto one = client->Get("/v2/systemsharedmemory/region/in/status");
+  ASSERT_TRUE(one && one->status == 200);
+  EXPECT_EQ(json::parse(one->body),
+            json::parse(R"([{"name": "in", "key": ")" + obj.key + R"(", "offset": 4096, "byte_size": )" +
+                        std::to_string(raw.size()) + "}]"));
+
+  auto shm_request = [&](const std::string& in, size_t in_size, size_t in_offset = 0) {
+    return json{{"inputs",
+                 {{{"name", "input"},
+                   {"shape", {3, 32, 32}},
+                   {"datatype", "FP32"},
+                   {"parameters",
+                    {{"shared_memory_region", in},
+                     {"shared_memory_offset", in_offset},
+                     {"shared_memory_byte_size", in_size}}}}}},
+                {"outputs",
+                 {{{"name", "output"},
+                   {"parameters", {{"shared_memory_region", "out"}, {"shared_memory_byte_size", 16384}}}}}}};
+  };
+  auto served = post("/v2/models/traffic/infer", shm_request("in", raw.size()));
+  ASSERT_TRUE(served);
+  ASSERT_EQ(served->status, 200) << served->body;
+  auto out = json::parse(served->body)["outputs"][0];
+  EXPECT_FALSE(out.contains("data")) << out;
+  EXPECT_EQ(out["parameters"]["shared_memory_region"], "out");
+  auto written = out["parameters"]["shared_memory_byte_size"].get<size_t>();
+  ASSERT_EQ(answers.count(written), 1u) << out;
+  EXPECT_EQ(std::string(obj.p + 32768, written), answers[written]) << "the output in the region is the bytes' answer";
+
+  auto refused = [&](const httplib::Result& r, const std::string& why) {
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << r->body;
+    EXPECT_NE(r->body.find(why), std::string::npos) << r->body;
+  };
+  refused(post("/v2/models/traffic/infer", shm_request("zzz", raw.size())), "no shared-memory region 'zzz'");
+  refused(post("/v2/models/traffic/infer", shm_request("in", raw.size() - 4)), "is not the 12288 bytes");
+  refused(post("/v2/models/traffic/infer", shm_request("in", raw.size(), 8)), "past its");
+  auto both = shm_request("in", raw.size());
+  both["inputs"][0]["data"] = data;
+  refused(post("/v2/models/traffic/infer", both), "also carries data");
+  auto half = shm_request("in", raw.size());
+  half["inputs"][0]["parameters"].erase("shared_memory_byte_size");
+  refused(post("/v2/models/traffic/infer", half), "must both be given");
+  refused(region("bad", 0, 10 * 65536), "past the end");
+  refused(region("in", 0, 10), "already registered");
+  refused(post("/v2/systemsharedmemory/region/x/register", {{"key", "/etc/passwd"}, {"byte_size", 8}}),
+          "not a POSIX shared-memory name");
+  ASSERT_EQ(region("tiny", 0, 8)->status, 200);
+  auto small = shm_request("in", raw.size());
+  small["outputs"][0]["parameters"]["shared_memory_region"] = "tiny";
+  small["outputs"][0]["parameters"]["shared_memory_byte_size"] = 8;
+  refused(post("/v2/models/traffic/infer", small), "more than the shared_memory_byte_size 8");
+  refused(client->Get("/v2/cudasharedmemory/status"), "CUDA shared memory is unavailable");
+
+  ASSERT_EQ(client->Post("/v2/systemsharedmemory/region/in/unregister", "", "application/json")->status, 200);
+  refused(client->Get("/v2/systemsharedmemory/region/in/status"), "no region 'in'");
+  refused(post("/v2/models/traffic/infer", shm_request("in", raw.size())), "no shared-memory region 'in'");
+  ASSERT_EQ(client->Post("/v2/systemsharedmemory/unregister", "", "application/json")->status, 200);
+  EXPECT_EQ(json::parse(client->Get("/v2/systemsharedmemory/status")->body), json::array());
+  auto metrics = client->Get("/metrics")->body;
+  EXPECT_NE(metrics.find(R"(sloserve_shared_memory_total{what="registered"} 3)"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find(R"(sloserve_shared_memory_total{what="unregistered"} 3)"), std::string::npos) << metrics;
+  EXPECT_EQ(client->Post("/v2/models/traffic/infer", image_request().dump(), "application/json")->status, 200);
+}
+
+TEST_F(http_cluster, shared_memory_is_off_unless_the_file_turns_it_on) {
+  start();
+  wait_ready();
+  auto extensions = json::parse(client->Get("/v2")->body)["extensions"];
+  EXPECT_EQ(std::find(extensions.begin(), extensions.end(), "system_shared_memory"), extensions.end()) << extensions;
+  auto r = client->Post("/v2/systemsharedmemory/region/in/register",
+                        R"({"key": "/sloserve-x", "offset": 0, "byte_size": 16})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("runtime.client_shared_memory"), std::string::npos) << r->body;
 }
 
 // A free TCP port on loopback for a server that cannot be told to pick one (Prometheus).

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -92,6 +93,85 @@ TEST(kserve, json_data_of_the_wider_datatypes_round_trips_and_values_must_fit) {
 
 // BYTES: strings in JSON, each a 4-byte little-endian length and its bytes in binary; the tensor
 // carries the binary form, and a response gives the strings back.
+// Binary inputs are views of the body they came in: no copy between the socket's buffer and
+// the batch.
+TEST(kserve, binary_inputs_share_the_body_they_arrive_in) {
+  std::string raw(24, '\x07');
+  auto header =
+      json{{"inputs",
+            {{{"name", "a"}, {"shape", {3}}, {"datatype", "FP64"}, {"parameters", {{"binary_data_size", 24}}}},
+             {{"name", "b"}, {"shape", {2}}, {"datatype", "FP32"}, {"data", {1, 2}}}}}}
+          .dump();
+  bytes body(header + raw);
+  auto r = parse_infer_body(body, header.size());
+  ASSERT_TRUE(r) << r.error();
+  auto& a = r->inputs[0].data;
+  EXPECT_EQ(a.data(), body.data() + header.size()) << "the binary input points into the body";
+  EXPECT_EQ(a.owner(), body.owner()) << "and keeps it alive";
+  EXPECT_EQ(a.view(), raw);
+  EXPECT_NE(r->inputs[1].data.owner(), body.owner()) << "JSON data is made anew";
+}
+
+// Triton's shared-memory parameters: an input names a region, an offset and a size instead of
+// carrying data; an output asks to be written into one. What is missing or doubled is refused.
+TEST(kserve, shared_memory_parameters_name_where_inputs_lie_and_outputs_go) {
+  auto in = json{{"name", "input"},
+                 {"shape", {2, 2}},
+                 {"datatype", "FP32"},
+                 {"parameters",
+                  {{"shared_memory_region", "frames"}, {"shared_memory_offset", 64}, {"shared_memory_byte_size", 16}}}};
+  auto plain = json{{"name", "other"}, {"shape", {1}}, {"datatype", "INT32"}, {"data", {5}}};
+  auto out =
+      json{{"name", "output"}, {"parameters", {{"shared_memory_region", "res"}, {"shared_memory_byte_size", 400}}}};
+  auto r = parse_infer_request(json{{"inputs", {plain, in}}, {"outputs", {out}}}.dump(), std::nullopt);
+  ASSERT_TRUE(r) << r.error();
+  ASSERT_EQ(r->inputs.size(), 2u);
+  EXPECT_TRUE(r->inputs[1].data.empty());
+  EXPECT_EQ(r->inputs[1].shape, (std::vector<int64_t>{2, 2}));
+  ASSERT_EQ(r->shm_inputs.size(), 1u);
+  EXPECT_EQ(r->shm_inputs[0].first, 1u);
+  EXPECT_EQ(r->shm_inputs[0].second, (shm_ref{"frames", 64, 16}));
+  ASSERT_EQ(r->shm_outputs.count("output"), 1u);
+  EXPECT_EQ(r->shm_outputs.at("output"), (shm_ref{"res", 0, 400}));
+
+  auto refused = [&](json input, const std::string& why) {
+    auto bad = parse_infer_request(json{{"inputs", {input}}}.dump(), std::nullopt);
+    ASSERT_FALSE(bad) << input;
+    EXPECT_NE(bad.error().find(why), std::string::npos) << bad.error();
+  };
+  auto both = in;
+  both["data"] = {1, 2, 3, 4};
+  refused(both, "also carries data");
+  auto no_size = in;
+  no_size["parameters"].erase("shared_memory_byte_size");
+  refused(no_size, "must both be given");
+  auto offset_only = in;
+  offset_only["parameters"] = {{"shared_memory_offset", 0}};
+  refused(offset_only, "must both be given");
+  auto negative = in;
+  negative["parameters"]["shared_memory_offset"] = -1;
+  refused(negative, "shared_memory_offset must be a non-negative integer");
+  auto number = in;
+  number["parameters"]["shared_memory_region"] = 7;
+  refused(number, "shared_memory_region must be a string");
+
+  // The response: the output written into its region carries the region's parameters, no data.
+  tensor t;
+  t.name = "output";
+  t.type = dtype::float32;
+  t.shape = {2};
+  t.data = std::string(8, '\0');
+  std::map<std::string, shm_ref> into{{"output", {"res", 32, 400}}};
+  auto j = json::parse(make_infer_response("p", "", {t}, false, nullptr, &into).body);
+  auto& o = j["outputs"][0];
+  EXPECT_FALSE(o.contains("data")) << o;
+  EXPECT_EQ(o["parameters"],
+            json({{"shared_memory_region", "res"}, {"shared_memory_offset", 32}, {"shared_memory_byte_size", 8}}));
+  auto bin = make_infer_response("p", "", {t}, true, nullptr, &into);
+  ASSERT_TRUE(bin.header_length);
+  EXPECT_EQ(bin.body.size(), *bin.header_length) << "no binary data follows for an output in shared memory";
+}
+
 TEST(kserve, bytes_inputs_are_strings_in_json_and_length_prefixed_in_binary) {
   auto in = json{{"name", "input"}, {"shape", {2}}, {"datatype", "BYTES"}, {"data", {"ab", ""}}};
   auto r = parse_infer_request(json{{"inputs", {in}}}.dump(), std::nullopt);
