@@ -11,6 +11,7 @@
 
 #include "actors/bounded_pool.hpp"
 #include "actors/http_server.hpp"
+#include "actors/http_shared_memory.hpp"
 #include "actors/kserve_call.hpp"
 #include "ingress/shm_regions.hpp"
 #include "messages/curve.hpp"
@@ -81,68 +82,6 @@ struct http_ingress::impl {
   std::atomic<uint64_t> next_id{1};
 
   bool shared_memory_on() const { return regions && regions->enabled(); }
-
-  // Triton's system shared-memory extension: /v2/systemsharedmemory[/region/R]/{status,register,
-  // unregister}, each client (bearer token) with regions of its own.
-  http::response system_shared_memory(const request& req, const std::string& region, const std::string& what) {
-    if (!shared_memory_on()) return refusal(400, shm::off_reason);
-    auto owner = kserve::shm_owner(tokens, req.header("Authorization"));
-    if (what == "status") {
-      auto listed = regions->list(owner, region);
-      if (!listed) return refusal(400, listed.error());
-      json out = json::array();
-      for (auto& r : *listed)
-        out.push_back({{"name", r.name}, {"key", r.key}, {"offset", r.offset}, {"byte_size", r.byte_size}});
-      return reply(200, out.dump());
-    }
-    if (what == "unregister") {
-      if (auto done = regions->remove(owner, region); !done) return refusal(400, done.error());
-      return reply(200, "");
-    }
-    auto body = json::parse(req.body, nullptr, false);
-    if (body.is_discarded() || !body.is_object()) return refusal(400, "the register request must be a JSON object");
-    if (!body.contains("key") || !body["key"].is_string())
-      return refusal(400, "the register request needs a \"key\" string");
-    for (auto* k : {"offset", "byte_size"})
-      if (body.contains(k) && !body[k].is_number_unsigned())
-        return refusal(400, std::string("\"") + k + "\" must be a non-negative integer");
-    if (!body.contains("byte_size")) return refusal(400, "the register request needs a \"byte_size\"");
-    auto done = regions->add(owner, region, body["key"].get<std::string>(), body.value("offset", uint64_t{0}),
-                             body["byte_size"].get<uint64_t>());
-    if (!done) return refusal(400, done.error());
-    return reply(200, "");
-  }
-
-  // Triton's CUDA shared-memory extension: this node cannot map a client's GPU memory.
-  http::response cuda_shared_memory() const {
-    return refusal(400, std::string("CUDA shared memory is unavailable on this node: ") + shm::cuda_ipc_absent);
-  }
-
-  // /v2/{system,cuda}sharedmemory[/region/NAME]/{status,register,unregister}: the kind, the region
-  // (empty: all) and what; nullopt for other paths.
-  struct shm_route {
-    std::string kind, region, what;
-  };
-  static std::optional<shm_route> shared_memory_path(std::string_view path) {
-    for (std::string_view kind : {"system", "cuda"}) {
-      auto prefix = "/v2/" + std::string(kind) + "sharedmemory/";
-      if (path.substr(0, prefix.size()) != prefix) continue;
-      auto rest = path.substr(prefix.size());
-      shm_route r{std::string(kind), "", ""};
-      if (rest.substr(0, 7) == "region/") {
-        rest = rest.substr(7);
-        auto slash = rest.rfind('/');
-        if (slash == std::string_view::npos || slash == 0) return std::nullopt;
-        r.region = std::string(rest.substr(0, slash));
-        rest = rest.substr(slash + 1);
-      }
-      if (rest != "status" && rest != "register" && rest != "unregister") return std::nullopt;
-      if (rest == "register" && r.region.empty()) return std::nullopt;
-      r.what = std::string(rest);
-      return r;
-    }
-    return std::nullopt;
-  }
 
   std::optional<msg::status_reply> readiness(const std::string& pipeline) {
     return ask<msg::status_reply>(
@@ -350,10 +289,10 @@ struct http_ingress::impl {
       return respond(
           reply(200, json{{"name", "sloserve"}, {"version", SLOSERVE_VERSION}, {"extensions", extensions}}.dump()));
     }
-    if (auto shm = shared_memory_path(path)) {
+    if (auto shm = http::shared_memory_path(path)) {
       if (shm->what == "status" ? !get : !post) return respond(not_found());
-      if (shm->kind == "cuda") return respond(cuda_shared_memory());
-      return respond(system_shared_memory(req, shm->region, shm->what));
+      return respond(http::shared_memory_call(shared_memory_on() ? regions.get() : nullptr,
+                                              kserve::shm_owner(tokens, req.header("Authorization")), req, *shm));
     }
     if (get && path == "/v2/models/stats") return off_thread(respond, [this] { return model_statistics(""); });
     if (post && path == "/v2/repository/index")
