@@ -3,13 +3,17 @@
 // One real node with every role (frontend and worker in one process) serves a ResNet-shaped
 // input (602,112 bytes); the process's copy tally (pipelines/copy_tally.hpp) is read before and
 // after each request. None of the four copies the input: the frontend hands the bytes it
-// received to the worker by reference. A worker on another node gets one copy, into the message.
+// received to the worker by reference. A worker on another node gets one copy, into the
+// invocation's frame.
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -61,15 +65,25 @@ struct zmq_client {
 };
 
 struct copies : ::testing::Test {
-  std::unique_ptr<node_runtime> node;
+  std::vector<std::unique_ptr<node_runtime>> nodes_;
+  node_runtime* node = nullptr;  // the frontend's
   std::unique_ptr<zmq_client> client;
   tensor input = make_tensor({dtype::float32, {3, 224, 224}}, 3, "input");
 
-  void SetUp() override {
-    auto r = parse_cluster_config(R"(nodes:
-  - {name: n, address: "tcp://127.0.0.1:0", http: "127.0.0.1:0", grpc: "127.0.0.1:0",
+  void SetUp() override { start(""); }
+
+  // The node "n" with every role, or (with `worker` set) a frontend node "n" and a worker node
+  // `worker` on fixed loopback ports, each a node_runtime of this process.
+  void start(const std::string& worker) {
+    std::string nodes = worker.empty()
+                            ? R"(  - {name: n, address: "tcp://127.0.0.1:0", http: "127.0.0.1:0", grpc: "127.0.0.1:0",
      roles: [controller, frontend, worker], devices: [{kind: emulated, count: 1}]}
-models:
+)"
+                            : "  - {name: n, address: \"tcp://127.0.0.1:" + std::to_string(free_port()) +
+                                  "\", roles: [controller, frontend]}\n  - {name: " + worker +
+                                  ", address: \"tcp://127.0.0.1:" + std::to_string(free_port()) +
+                                  "\", roles: [worker], devices: [{kind: emulated, count: 1}]}\n";
+    auto r = parse_cluster_config("nodes:\n" + nodes + R"(models:
   - {name: m, input: {dtype: float32, shape: [3, 224, 224]}, output: {dtype: float32, shape: [10]}, max_batch: 8,
      profile: {alpha_ms: 0, beta_ms: 0.1}}
 pipelines:
@@ -78,9 +92,13 @@ runtime: {client_shared_memory: true, max_payload_bytes: 2097152}
 )",
                                   "copies.yaml");
     ASSERT_TRUE(r) << r.error_text();
-    node = std::make_unique<node_runtime>(std::make_shared<const cluster_config>(std::move(*r.config)), "n");
-    auto started = node->start();
-    ASSERT_TRUE(started) << started.error();
+    auto cfg = std::make_shared<const cluster_config>(std::move(*r.config));
+    for (auto& n : cfg->nodes) {
+      nodes_.push_back(std::make_unique<node_runtime>(cfg, n.name));
+      auto started = nodes_.back()->start();
+      ASSERT_TRUE(started) << started.error();
+    }
+    node = nodes_.front().get();
     client = std::make_unique<zmq_client>(node->endpoint());
     bool ready = false;
     for (uint64_t t = 1; t < 300 && !ready; ++t) {
@@ -89,6 +107,31 @@ runtime: {client_shared_memory: true, max_payload_bytes: 2097152}
       if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     ASSERT_TRUE(ready);
+  }
+  void TearDown() override {
+    client.reset();
+    for (auto& n : nodes_) n->stop();
+  }
+  static int free_port() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ::close(fd);
+    return ntohs(a.sin_port);
+  }
+  // Sends the input by ZeroMQ as request `id`; its reply is OK.
+  void send_by_zeromq(uint64_t id, uint64_t& made) {
+    auto before = copy_tally::total();
+    auto frame = msg::encode_frame({{}, msg::client_request{"p", id, {input}, -1}});
+    made = copy_tally::total() - before;
+    auto e = client->ask(frame);
+    ASSERT_TRUE(e);
+    auto& r = std::get<msg::client_reply>(e->content);
+    EXPECT_EQ(r.code, msg::status::ok) << r.reason;
   }
 
   // Copies of the input that serving `send` made: the bytes the tally counted beyond what the
@@ -105,16 +148,7 @@ runtime: {client_shared_memory: true, max_payload_bytes: 2097152}
 
 TEST_F(copies, zeromq_http_grpc_and_shared_memory_pass_the_input_to_the_device_uncopied) {
   // ZeroMQ: the frame stays the ZeroMQ message it arrived in.
-  EXPECT_EQ(copies_of([&](uint64_t& made) {
-              auto before = copy_tally::total();
-              auto frame = msg::encode_frame({{}, msg::client_request{"p", 1, {input}, -1}});
-              made = copy_tally::total() - before;
-              auto e = client->ask(frame);
-              ASSERT_TRUE(e);
-              auto& r = std::get<msg::client_reply>(e->content);
-              EXPECT_EQ(r.code, msg::status::ok) << r.reason;
-            }),
-            0u);
+  EXPECT_EQ(copies_of([&](uint64_t& made) { send_by_zeromq(1, made); }), 0u);
 
   // HTTP, the binary extension: the input is a view of the body.
   httplib::Client http("127.0.0.1", node->http_port());
@@ -177,6 +211,16 @@ TEST_F(copies, zeromq_http_grpc_and_shared_memory_pass_the_input_to_the_device_u
             }),
             0u);
   shm_unlink(key.c_str());
+}
+
+// A worker on another node gets the input in the invocation's frame: the frontend copies it once,
+// as it builds that frame.
+struct copies_to_a_worker : copies {
+  void SetUp() override { start("w"); }
+};
+
+TEST_F(copies_to_a_worker, a_worker_on_another_node_gets_one_copy_in_the_invocation) {
+  EXPECT_EQ(copies_of([&](uint64_t& made) { send_by_zeromq(1, made); }), 1u);
 }
 
 }  // namespace
