@@ -321,8 +321,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
   grpc::ServerUnaryReactor* cuda_unavailable(grpc::CallbackServerContext* ctx) {
     auto* reactor = ctx->DefaultReactor();
     if (!admitted(ctx, reactor)) return reactor;
-    finish(reactor, {StatusCode::UNIMPLEMENTED,
-                     std::string("CUDA shared memory is unavailable on this node: ") + shm::cuda_ipc_absent});
+    finish(reactor, {StatusCode::UNIMPLEMENTED, shm::cuda_unavailable});
     return reactor;
   }
   grpc::ServerUnaryReactor* CudaSharedMemoryStatus(grpc::CallbackServerContext* ctx,

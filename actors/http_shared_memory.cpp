@@ -56,8 +56,7 @@ std::optional<shm_route> shared_memory_path(std::string_view path) {
 }
 
 response shared_memory_call(shm::registry* regions, const std::string& owner, const request& req, const shm_route& r) {
-  if (r.kind == "cuda")
-    return refused(std::string("CUDA shared memory is unavailable on this node: ") + shm::cuda_ipc_absent);
+  if (r.kind == "cuda") return refused(shm::cuda_unavailable);
   if (!regions) return refused(shm::off_reason);
   if (r.what == "register") return add(*regions, owner, r.region, req.body);
   if (r.what == "unregister") {

@@ -46,10 +46,10 @@ struct window {
 // Why a request that names a region is refused on a node with shared memory off.
 inline constexpr const char* off_reason = "shared memory is off on this node (runtime.client_shared_memory: false)";
 
-// Why a node answers Triton's CUDA shared-memory calls as unavailable.
-inline constexpr const char* cuda_ipc_absent =
-    "sloserve does not map clients' GPU memory (cudaIpcOpenMemHandle); pass tensors through system shared "
-    "memory (/v2/systemsharedmemory)";
+// What a node answers Triton's CUDA shared-memory calls.
+inline constexpr const char* cuda_unavailable =
+    "CUDA shared memory is unavailable on this node: sloserve does not map clients' GPU memory "
+    "(cudaIpcOpenMemHandle); pass tensors through system shared memory (/v2/systemsharedmemory)";
 
 class registry {
  public:
