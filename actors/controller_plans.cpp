@@ -61,9 +61,16 @@ void on_planned(self_ptr self, planned_epoch& p) {
   }
   if (std::exchange(st.replan, false)) return run_epoch(self);
   if (!p.error.empty()) return spdlog::error("{}: epoch failed: {}", st.net->self_name(), p.error);
-  if (p.scale < 1 && !p.capacity)
-    spdlog::warn("{}: the cluster has {} devices, too few for the load ({} queries/s); planning for {:.0f}% of it",
-                 st.net->self_name(), p.input.slots.size(), fmt::join(p.planned.rate, ", "), 100 * p.scale);
+  // What was planned for is each pipeline's measured peak with the scheduler's headroom, not the
+  // rate clients send now: say so, so that the figure is not read as the load.
+  if (p.scale < 1 && !p.capacity && p.input.slots.empty())
+    spdlog::warn("{}: no worker device is up yet: nothing serves the planned {:.1f} queries/s", st.net->self_name(),
+                 fmt::join(p.planned.rate, ", "));
+  else if (p.scale < 1 && !p.capacity)
+    spdlog::warn(
+        "{}: the cluster has {} devices, too few for the planned {:.1f} queries/s (each pipeline's measured peak with "
+        "scheduler.headroom); planning for {:.0f}% of it",
+        st.net->self_name(), p.input.slots.size(), fmt::join(p.planned.rate, ", "), 100 * p.scale);
   // Variants given up for memory or the budget, said when that changes (MCDNN's catalogue).
   if (p.degraded != (st.plan ? st.plan->degraded : std::vector<std::string>{})) {
     if (p.degraded.empty())
