@@ -12,6 +12,28 @@ namespace sloserve::http {
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 
+std::optional<std::string> percent_decoded(std::string_view path) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(path.size());
+  for (size_t i = 0; i < path.size(); ++i) {
+    if (path[i] != '%') {
+      out += path[i];
+      continue;
+    }
+    int hi = i + 2 < path.size() ? hex(path[i + 1]) : -1, lo = hi >= 0 ? hex(path[i + 2]) : -1;
+    if (lo < 0) return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
+}
+
 const std::string* request::header(std::string_view name) const {
   for (auto& [k, v] : headers)
     if (k.size() == name.size() && strncasecmp(k.data(), name.data(), k.size()) == 0) return &v;
@@ -140,8 +162,13 @@ class session final : public session_base, public std::enable_shared_from_this<s
     version_ = m.version();
     request r;
     r.method = std::string(m.method_string());
-    auto target = std::string(m.target());
-    r.path = target.substr(0, target.find('?'));
+    auto target = std::string_view(m.target().data(), m.target().size());
+    auto path = percent_decoded(target.substr(0, target.find('?')));
+    if (!path) {
+      srv_->refused("bad_request");
+      return write({400, error_json("Bad Request: a '%' in the path that is not followed by two hex digits")}, false);
+    }
+    r.path = std::move(*path);
     r.body = std::move(m.body());
     r.remote = remote_;
     for (auto& f : m) r.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -25,13 +26,17 @@ namespace sloserve::http {
 
 struct request {
   std::string method;  // GET, POST, ...
-  std::string path;    // the target without its query
+  std::string path;    // the target without its query, percent-decoded
   std::string body;
   std::string remote;  // the client's address
   std::vector<std::pair<std::string, std::string>> headers;
   // The value of header `name` (any case); null when it has none.
   const std::string* header(std::string_view name) const;
 };
+
+// `path` with its %XX escapes decoded (RFC 3986: a model or region named "in frames" is asked
+// for as in%20frames); nothing when an escape is not two hex digits.
+std::optional<std::string> percent_decoded(std::string_view path);
 
 struct response {
   int status = 200;

@@ -53,7 +53,8 @@ class zmq_link final : public link {
       dispatch(*this, std::move(e), {});
       return;
     }
-    transport_->send_to_peer(node, msg::encode_frame(e), is_control(e));
+    // As parts: a tensor's bytes go to the socket as they are, not copied into a frame.
+    transport_->send_to_peer(node, msg::encode_parts(e), is_control(e));
   }
 
   void to_client(const std::string& client, msg::body b) override {
@@ -185,8 +186,8 @@ status node_runtime::start_transport(const node_spec& spec, std::map<std::string
   };
   // Under CURVE, which node each authenticated public key belongs to.
   for (auto& [name, key] : peer_keys) node_of_key_[key] = name;
-  transport_ = std::make_unique<transport>(
-      topts, [this](std::string_view id, const bytes& frame, std::string_view user) { on_frame(id, frame, user); });
+  transport_ = std::make_unique<transport>(topts, [this](std::string_view id, const std::vector<bytes>& parts,
+                                                         std::string_view user) { on_frame(id, parts, user); });
   link_ = std::make_shared<zmq_link>(node_, transport_.get());
   shm_ = std::make_shared<shm::registry>(cfg_->runtime.client_shared_memory, cfg_->runtime.shared_memory_regions,
                                          [link = std::weak_ptr<zmq_link>(link_)](std::string_view what) {
@@ -337,9 +338,9 @@ void node_runtime::stop() {
   started_ = false;
 }
 
-// Runs on the transport's I/O thread for every frame the node receives.
-void node_runtime::on_frame(std::string_view id, const bytes& frame, std::string_view user) {
-  auto d = msg::decode_frame(frame, limits_);
+// Runs on the transport's I/O thread for every message the node receives.
+void node_runtime::on_frame(std::string_view id, const std::vector<bytes>& parts, std::string_view user) {
+  auto d = msg::decode_parts(parts, limits_);
   std::string identity(id);
   if (!d.value) {
     auto& e = d.error;

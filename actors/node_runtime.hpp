@@ -56,7 +56,7 @@ class node_runtime {
   void spawn_roles(const node_spec& spec);
   status start_ingresses(const node_spec& spec);
 
-  void on_frame(std::string_view id, const bytes& frame, std::string_view user);
+  void on_frame(std::string_view id, const std::vector<bytes>& parts, std::string_view user);
   // Counts a rejection of `kind` in the metrics and logs `what`, rate-limited per `peer` and kind.
   void reject(std::string_view kind, const std::string& peer, const std::string& what);
   // A client's request past the intake gate: true to hand it to the frontend (stamped), false

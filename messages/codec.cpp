@@ -46,9 +46,10 @@ struct codec_context {
   capnp::Orphanage orphans;           // encoding
   std::shared_ptr<const void> owner;  // decoding: keeps the frame's bytes alive
   uint64_t payload = 0;               // decoding: tensor bytes read so far
+  std::vector<bytes> referenced;      // encoding: the tensors the message references
 
   // Large tensors are referenced, not copied, while the message is built: their bytes are copied
-  // once, when the message is flattened into its frame.
+  // once if the message is flattened into one frame (encode_frame), never if it goes as parts.
   void put_tensors(capnp::List<wire::Tensor>::Builder out, const std::vector<tensor>& in) {
     for (unsigned i = 0; i < in.size(); ++i) {
       auto t = out[i];
@@ -58,12 +59,13 @@ struct codec_context {
       auto shape = t.initShape(static_cast<unsigned>(x.shape.size()));
       for (unsigned k = 0; k < x.shape.size(); ++k) shape.set(k, x.shape[k]);
       auto* p = reinterpret_cast<const kj::byte*>(x.data.data());
-      copy_tally::add(x.data.size());  // referenced or not, flattening the message copies it
       bool by_reference = x.data.size() >= 4096 && x.data.size() % sizeof(capnp::word) == 0 &&
                           reinterpret_cast<uintptr_t>(p) % alignof(capnp::word) == 0;
       if (by_reference) {
         t.adoptData(orphans.referenceExternalData(capnp::Data::Reader(p, x.data.size())));
+        referenced.push_back(x.data);
       } else {
+        copy_tally::add(x.data.size());
         auto data = t.initData(static_cast<unsigned>(x.data.size()));
         if (!x.data.empty()) std::memcpy(data.begin(), p, x.data.size());
       }
@@ -109,15 +111,49 @@ envelope read_envelope(wire::Envelope::Reader r, codec_context& c, decode_error&
 
 }  // namespace
 
-bytes encode_frame(const envelope& e) {
+namespace {
+
+// A message built around `e`'s tensors, kept alive by the frames or parts made of it.
+struct built {
   capnp::MallocMessageBuilder builder;
-  auto root = builder.initRoot<wire::Envelope>();
+  std::vector<bytes> referenced;  // the tensors its external segments are
+};
+
+std::shared_ptr<built> build(const envelope& e) {
+  auto b = std::make_shared<built>();
+  auto root = b->builder.initRoot<wire::Envelope>();
   root.setFrom(e.from);
-  codec_context c{builder.getOrphanage(), nullptr, 0};
+  codec_context c{b->builder.getOrphanage(), nullptr, 0, {}};
   put_body(root.initBody(), e.content, c);
-  auto flat = std::make_shared<kj::Array<capnp::word>>(capnp::messageToFlatArray(builder));
-  auto b = flat->asBytes();
-  return bytes(reinterpret_cast<const char*>(b.begin()), b.size(), std::move(flat));
+  b->referenced = std::move(c.referenced);
+  return b;
+}
+
+bytes flatten(built& b) {
+  for (auto& t : b.referenced) copy_tally::add(t.size());
+  auto flat = std::make_shared<kj::Array<capnp::word>>(capnp::messageToFlatArray(b.builder));
+  auto bs = flat->asBytes();
+  return bytes(reinterpret_cast<const char*>(bs.begin()), bs.size(), std::move(flat));
+}
+
+}  // namespace
+
+bytes encode_frame(const envelope& e) {
+  return flatten(*build(e));
+}
+
+std::vector<bytes> encode_parts(const envelope& e) {
+  auto b = build(e);
+  if (b->referenced.empty()) return {flatten(*b)};
+  auto& builder = b->builder;
+  auto segments = builder.getSegmentsForOutput();
+  std::vector<bytes> parts;
+  parts.reserve(segments.size());
+  for (auto seg : segments) {
+    auto bs = seg.asBytes();
+    parts.emplace_back(reinterpret_cast<const char*>(bs.begin()), bs.size(), b);
+  }
+  return parts;
 }
 
 std::string encode(const envelope& e) {
@@ -128,38 +164,53 @@ decoded decode(std::string_view frame, const decode_limits& limits) {
   return decode_frame(bytes::copy_of(frame), limits);
 }
 
-decoded decode_frame(const bytes& frame_in, const decode_limits& limits) {
+namespace {
+
+decoded too_large(uint64_t size, const decode_limits& limits) {
   decoded res;
-  if (frame_in.size() > limits.max_frame_bytes()) {
-    res.error.kind = "too_large";
-    res.error.reason = "message of " + std::to_string(frame_in.size()) + " bytes exceeds the limit of " +
-                       std::to_string(limits.max_frame_bytes()) + " bytes (runtime.max_payload_bytes)";
-    return res;
-  }
-  if (frame_in.empty() || frame_in.size() % sizeof(capnp::word) != 0) {
-    res.error.kind = "malformed";
-    res.error.reason =
-        "malformed message: " + std::to_string(frame_in.size()) + " bytes is not a whole number of Cap'n Proto words";
-    return res;
-  }
-  // FlatArrayMessageReader needs word alignment; copy only when the frame lacks it.
-  auto frame = frame_in;
-  if (reinterpret_cast<uintptr_t>(frame.data()) % alignof(capnp::word) != 0) {
-    char* buf = nullptr;
-    auto aligned = bytes::allocate(frame.size(), buf);
-    std::memcpy(buf, frame.data(), frame.size());
-    copy_tally::add(frame.size());
-    frame = std::move(aligned);
-  }
-  auto words = kj::arrayPtr(reinterpret_cast<const capnp::word*>(frame.data()), frame.size() / sizeof(capnp::word));
+  res.error.kind = "too_large";
+  res.error.reason = "message of " + std::to_string(size) + " bytes exceeds the limit of " +
+                     std::to_string(limits.max_frame_bytes()) + " bytes (runtime.max_payload_bytes)";
+  return res;
+}
+
+decoded malformed(std::string reason) {
+  decoded res;
+  res.error.kind = "malformed";
+  res.error.reason = "malformed message: " + std::move(reason);
+  return res;
+}
+
+// FlatArrayMessageReader and SegmentArrayMessageReader need word alignment: `b` itself when it
+// has it, else a copy that does.
+bytes aligned(const bytes& b) {
+  if (reinterpret_cast<uintptr_t>(b.data()) % alignof(capnp::word) == 0) return b;
+  char* buf = nullptr;
+  auto copy = bytes::allocate(b.size(), buf);
+  std::memcpy(buf, b.data(), b.size());
+  copy_tally::add(b.size());
+  return copy;
+}
+
+kj::ArrayPtr<const capnp::word> words_of(const bytes& b) {
+  return kj::arrayPtr(reinterpret_cast<const capnp::word*>(b.data()), b.size() / sizeof(capnp::word));
+}
+
+// The envelope in the message that `make_reader` opens (it may throw on a malformed one), whose
+// tensors keep `owner` alive; `words` is its size, which bounds the traversal.
+template <class MakeReader>
+decoded read_message(MakeReader make_reader, size_t words, std::shared_ptr<const void> owner,
+                     const decode_limits& limits) {
+  decoded res;
   capnp::ReaderOptions opts;
-  opts.traversalLimitInWords = 2 * words.size() + 1024;
+  opts.traversalLimitInWords = 2 * words + 1024;
   opts.nestingLimit = 16;
-  codec_context c{capnp::Orphanage(), frame.owner(), 0};
+  codec_context c{capnp::Orphanage(), std::move(owner), 0, {}};
   try {
-    capnp::FlatArrayMessageReader reader(words, opts);
-    res.value = read_envelope(reader.getRoot<wire::Envelope>(), c, res.error);
-  } catch (const kj::Exception& e) {
+    auto reader = make_reader(opts);
+    res.value = read_envelope(reader->template getRoot<wire::Envelope>(), c, res.error);
+  } catch (const kj::Exception& e) {  // the ids read before it stay, to answer with
+    res.value.reset();
     res.error.kind = "malformed";
     res.error.reason = "malformed message: " + std::string(e.getDescription().cStr());
     return res;
@@ -176,6 +227,41 @@ decoded decode_frame(const bytes& frame_in, const decode_limits& limits) {
                        std::to_string(limits.max_payload_bytes) + " bytes (runtime.max_payload_bytes)";
   }
   return res;
+}
+
+}  // namespace
+
+decoded decode_frame(const bytes& frame_in, const decode_limits& limits) {
+  if (frame_in.size() > limits.max_frame_bytes()) return too_large(frame_in.size(), limits);
+  if (frame_in.empty() || frame_in.size() % sizeof(capnp::word) != 0)
+    return malformed(std::to_string(frame_in.size()) + " bytes is not a whole number of Cap'n Proto words");
+  auto frame = aligned(frame_in);
+  auto words = words_of(frame);
+  return read_message(
+      [&](const capnp::ReaderOptions& opts) { return std::make_unique<capnp::FlatArrayMessageReader>(words, opts); },
+      words.size(), frame.owner(), limits);
+}
+
+decoded decode_parts(const std::vector<bytes>& parts_in, const decode_limits& limits) {
+  if (parts_in.size() == 1) return decode_frame(parts_in[0], limits);
+  if (parts_in.empty() || parts_in.size() > max_parts)
+    return malformed(std::to_string(parts_in.size()) + " parts (a message has 1 to " + std::to_string(max_parts) + ")");
+  uint64_t size = 0;
+  for (auto& p : parts_in) {
+    size += p.size();
+    if (p.empty() || p.size() % sizeof(capnp::word) != 0)
+      return malformed("a part of " + std::to_string(p.size()) + " bytes is not a whole number of Cap'n Proto words");
+  }
+  if (size > limits.max_frame_bytes()) return too_large(size, limits);
+  auto parts = std::make_shared<std::vector<bytes>>();
+  parts->reserve(parts_in.size());
+  std::vector<kj::ArrayPtr<const capnp::word>> segments;
+  for (auto& p : parts_in) segments.push_back(words_of(parts->emplace_back(aligned(p))));
+  return read_message(
+      [&](const capnp::ReaderOptions& opts) {
+        return std::make_unique<capnp::SegmentArrayMessageReader>(kj::arrayPtr(segments.data(), segments.size()), opts);
+      },
+      size / sizeof(capnp::word), parts, limits);
 }
 
 }  // namespace sloserve::msg

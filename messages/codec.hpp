@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "messages/types.hpp"
 
@@ -36,6 +37,15 @@ struct decoded {
 bytes encode_frame(const envelope& e);
 // Tensors of the result share `frame`'s bytes (no copy) and keep it alive.
 decoded decode_frame(const bytes& frame, const decode_limits& limits);
+
+// `e` as the parts of one multipart ZeroMQ message, with no copy of its large tensors: one part
+// is a frame as encode_frame's; more than one are the message's Cap'n Proto segments (no segment
+// table: each part is one segment), a large tensor's bytes being a segment of their own that
+// shares them. The parts keep what they reference alive.
+std::vector<bytes> encode_parts(const envelope& e);
+// Reads either form; the tensors of the result share the parts' bytes. At most `max_parts`.
+decoded decode_parts(const std::vector<bytes>& parts, const decode_limits& limits);
+constexpr size_t max_parts = 1024;
 
 // The same over plain strings, for tools and tests (one more copy each).
 std::string encode(const envelope& e);

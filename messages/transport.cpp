@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "messages/codec.hpp"
 #include "messages/endpoint.hpp"
 
 namespace sloserve {
@@ -33,6 +34,14 @@ bool send_frame(void* sock, bytes&& frame, int flags) {
     zmq_msg_close(&msg);
     return false;
   }
+  return true;
+}
+
+// The parts as one message. A message is queued whole or not at all (ZeroMQ's multipart
+// atomicity), so a refused first part leaves nothing behind.
+bool send_parts(void* sock, std::vector<bytes>& parts) {
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (!send_frame(sock, std::move(parts[i]), ZMQ_DONTWAIT | (i + 1 < parts.size() ? ZMQ_SNDMORE : 0))) return false;
   return true;
 }
 
@@ -143,11 +152,19 @@ void transport::connect_peer(const std::string& name, const std::string& address
 }
 
 void transport::send_to_peer(const std::string& name, bytes frame, bool control) {
-  enqueue({outbound::peer, name, {}, {}, std::move(frame), control});
+  std::vector<bytes> parts;
+  parts.push_back(std::move(frame));
+  send_to_peer(name, std::move(parts), control);
+}
+
+void transport::send_to_peer(const std::string& name, std::vector<bytes> parts, bool control) {
+  enqueue({outbound::peer, name, {}, {}, std::move(parts), control});
 }
 
 void transport::send_to_identity(std::string identity, bytes frame) {
-  enqueue({outbound::identity, std::move(identity), {}, {}, std::move(frame)});
+  std::vector<bytes> parts;
+  parts.push_back(std::move(frame));
+  enqueue({outbound::identity, std::move(identity), {}, {}, std::move(parts)});
 }
 
 void transport::flush(std::vector<outbound>& batch) {
@@ -184,7 +201,7 @@ void transport::flush(std::vector<outbound>& batch) {
         void* s = nullptr;
         for (auto& p : peers_)
           if (p.name == o.target) s = o.control ? p.control : p.data;
-        if (s && send_frame(s, std::move(o.frame), ZMQ_DONTWAIT))
+        if (s && send_parts(s, o.parts))
           ++counters_.sent;
         else
           ++counters_.send_failures;
@@ -203,7 +220,7 @@ void transport::flush(std::vector<outbound>& batch) {
           if (opts_.on_reply_dropped) opts_.on_reply_dropped(o.target, gone);
           break;
         }
-        if (send_frame(router_, std::move(o.frame), ZMQ_DONTWAIT))
+        if (send_parts(router_, o.parts))
           ++counters_.sent;
         else
           ++counters_.send_failures;
@@ -215,31 +232,36 @@ void transport::flush(std::vector<outbound>& batch) {
 }
 
 void transport::receive_all() {
-  zmq_msg_t id, frame;
+  zmq_msg_t id, part;
+  std::vector<bytes> parts;
   for (int i = 0; i < 4096; ++i) {
     zmq_msg_init(&id);
     if (zmq_msg_recv(&id, router_, ZMQ_DONTWAIT) < 0) {
       zmq_msg_close(&id);
       return;
     }
-    zmq_msg_init(&frame);
-    bool have = zmq_msg_more(&id) && zmq_msg_recv(&frame, router_, 0) >= 0;
-    // A sender may add frames we do not expect; discard them so the next read is aligned.
-    while (have && zmq_msg_more(&frame)) {
-      zmq_msg_t extra;
-      zmq_msg_init(&extra);
-      zmq_msg_recv(&extra, router_, 0);
-      bool more = zmq_msg_more(&extra);
-      zmq_msg_close(&extra);
-      if (!more) break;
+    parts.clear();
+    std::string user;
+    // A message's parts arrive together (ZeroMQ delivers a multipart message whole). Beyond
+    // max_parts they are read and dropped, and the message is refused as malformed.
+    for (bool more = zmq_msg_more(&id); more;) {
+      zmq_msg_init(&part);
+      if (zmq_msg_recv(&part, router_, 0) < 0) {
+        zmq_msg_close(&part);
+        break;
+      }
+      more = zmq_msg_more(&part);
+      if (parts.empty() && secure())
+        if (const char* u = zmq_msg_gets(&part, "User-Id")) user = u;  // the property belongs to the message
+      if (parts.size() <= msg::max_parts)
+        parts.push_back(hold(part));
+      else
+        zmq_msg_close(&part);
     }
-    if (have) {
+    if (!parts.empty()) {
       ++counters_.received;
-      const char* user_id = secure() ? zmq_msg_gets(&frame, "User-Id") : nullptr;
-      std::string user = user_id ? user_id : "";  // the property belongs to the message, moved below
-      on_frame_({static_cast<const char*>(zmq_msg_data(&id)), zmq_msg_size(&id)}, hold(frame), user);
+      on_frame_({static_cast<const char*>(zmq_msg_data(&id)), zmq_msg_size(&id)}, parts, user);
     }
-    zmq_msg_close(&frame);
     zmq_msg_close(&id);
   }
 }

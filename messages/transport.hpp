@@ -51,10 +51,12 @@ struct transport_counters {
 
 class transport {
  public:
-  // Runs on the I/O thread for each frame on the ROUTER; `identity` is the sender's routing id
-  // and `user` the public key (Z85) it authenticated with under CURVE, else empty. `frame`
-  // holds the ZeroMQ message itself (no copy), for as long as anything shares it.
-  using handler = std::function<void(std::string_view identity, const bytes& frame, std::string_view user)>;
+  // Runs on the I/O thread for each message on the ROUTER; `identity` is the sender's routing id
+  // and `user` the public key (Z85) it authenticated with under CURVE, else empty. `parts` (one
+  // or more) hold the ZeroMQ message's parts themselves (no copy), for as long as anything
+  // shares them.
+  using handler =
+      std::function<void(std::string_view identity, const std::vector<bytes>& parts, std::string_view user)>;
 
   transport(transport_options opts, handler on_frame);
   ~transport();
@@ -74,6 +76,8 @@ class transport {
   // The frame's bytes go to ZeroMQ by reference (no copy). `control`: on the peer's control
   // connection (frames there keep their order among themselves, not with the data connection's).
   void send_to_peer(const std::string& name, bytes frame, bool control = false);
+  // The parts as one multipart message, each by reference.
+  void send_to_peer(const std::string& name, std::vector<bytes> parts, bool control = false);
   void send_to_identity(std::string identity, bytes frame);
 
   const transport_counters& counters() const { return counters_; }
@@ -81,11 +85,11 @@ class transport {
  private:
   struct outbound {
     enum kind_t { connect, peer, identity } kind;
-    std::string target;    // peer name or routing identity
-    std::string address;   // connect: where the peer listens
-    std::string key;       // connect: the peer's public key
-    bytes frame;           // peer, identity: what to send
-    bool control = false;  // peer: on its control connection
+    std::string target;        // peer name or routing identity
+    std::string address;       // connect: where the peer listens
+    std::string key;           // connect: the peer's public key
+    std::vector<bytes> parts;  // peer, identity: what to send
+    bool control = false;      // peer: on its control connection
   };
   struct peer_sockets {
     std::string name;

@@ -873,6 +873,12 @@ TEST_F(http_cluster, inputs_and_outputs_pass_through_registered_system_shared_me
   small["outputs"][0]["parameters"]["shared_memory_byte_size"] = 8;
   refused(post("/v2/models/traffic/infer", small), "more than the shared_memory_byte_size 8");
   refused(client->Get("/v2/cudasharedmemory/status"), "CUDA shared memory is unavailable");
+  // A region name in a path is percent-decoded, as a client's library encodes it.
+  ASSERT_EQ(region("in%20frames", 0, 8)->status, 200);
+  auto spaced = client->Get("/v2/systemsharedmemory/region/in%20frames/status");
+  ASSERT_TRUE(spaced && spaced->status == 200);
+  EXPECT_EQ(json::parse(spaced->body)[0]["name"], "in frames") << spaced->body;
+  refused(region("in%zzframes", 0, 8), "not followed by two hex digits");
 
   ASSERT_EQ(client->Post("/v2/systemsharedmemory/region/in/unregister", "", "application/json")->status, 200);
   refused(client->Get("/v2/systemsharedmemory/region/in/status"), "no region 'in'");
@@ -880,8 +886,8 @@ TEST_F(http_cluster, inputs_and_outputs_pass_through_registered_system_shared_me
   ASSERT_EQ(client->Post("/v2/systemsharedmemory/unregister", "", "application/json")->status, 200);
   EXPECT_EQ(json::parse(client->Get("/v2/systemsharedmemory/status")->body), json::array());
   auto metrics = client->Get("/metrics")->body;
-  EXPECT_NE(metrics.find(R"(sloserve_shared_memory_total{what="registered"} 3)"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find(R"(sloserve_shared_memory_total{what="unregistered"} 3)"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find(R"(sloserve_shared_memory_total{what="registered"} 4)"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find(R"(sloserve_shared_memory_total{what="unregistered"} 4)"), std::string::npos) << metrics;
   EXPECT_EQ(client->Post("/v2/models/traffic/infer", image_request().dump(), "application/json")->status, 200);
 }
 

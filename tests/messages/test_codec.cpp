@@ -2,8 +2,11 @@
 #include <capnp/serialize.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "messages/codec.hpp"
 #include "messages/sloserve.capnp.h"
+#include "pipelines/copy_tally.hpp"
 
 namespace sloserve::msg {
 namespace {
@@ -80,6 +83,87 @@ TEST(codec, large_tensors_are_shared_with_the_frame_and_small_ones_copied) {
   frame = bytes();
   d = {};
   EXPECT_EQ(kept.data, big.data);
+}
+
+// As parts, an invocation's large tensors are segments of their own that share the tensors'
+// bytes: nothing is copied on either side, and the decoded tensors point into the parts.
+TEST(codec, parts_reference_large_tensors_and_decode_without_a_copy) {
+  auto big = make_tensor({dtype::float32, {3, 32, 32}}, 2, "image");
+  auto big2 = make_tensor({dtype::uint8, {8192}}, 5, "mask");
+  auto odd = make_tensor({dtype::uint8, {13}}, 3, "odd");
+  invocation inv{5, "fe", "m", 0, 2, {big, odd, big2}};
+  auto before = copy_tally::total();
+  auto parts = encode_parts({"fe", inv});
+  ASSERT_EQ(parts.size(), 3u);  // the message's own segment, then one per large tensor
+  EXPECT_EQ(parts[1].data(), big.data.data());
+  EXPECT_EQ(parts[2].data(), big2.data.data());
+  auto d = decode_parts(parts, limits);
+  EXPECT_EQ(copy_tally::total() - before, odd.data.size());  // only the small tensor, into the message
+  ASSERT_TRUE(d.value) << d.error.reason;
+  auto& back = std::get<invocation>(d.value->content);
+  ASSERT_EQ(back.inputs.size(), 3u);
+  EXPECT_EQ(back.inputs[0].data.data(), big.data.data());
+  EXPECT_EQ(back.inputs[1].data, odd.data);
+  EXPECT_EQ(back.inputs[2].data, big2.data);
+  EXPECT_EQ(back.inputs[2].name, "mask");
+  // The decoded tensors keep what they point into alive on their own.
+  auto kept = back.inputs[0];
+  parts.clear();
+  d = {};
+  big = tensor{};
+  EXPECT_EQ(kept.data, make_tensor({dtype::float32, {3, 32, 32}}, 2, "image").data);
+  // Flattened into one frame, the same message costs one copy of each tensor.
+  before = copy_tally::total();
+  auto frame = encode_frame({"fe", inv});
+  EXPECT_EQ(copy_tally::total() - before, kept.data.size() + odd.data.size() + big2.data.size());
+  // A message without large tensors is one part, a frame as encode_frame's.
+  auto small = encode_parts({"fe", invocation{6, "fe", "m", 0, 1, {odd}}});
+  ASSERT_EQ(small.size(), 1u);
+  EXPECT_TRUE(decode_frame(small[0], limits).value);
+}
+
+TEST(codec, rejects_bad_parts_with_the_reason) {
+  auto big = make_tensor({dtype::float32, {3, 32, 32}}, 2, "image");
+  auto parts = encode_parts({"fe", invocation{5, "fe", "m", 0, 1, {big}}});
+  ASSERT_EQ(parts.size(), 2u);
+  // A part that is not whole words.
+  auto cut = parts;
+  cut[1] = cut[1].substr(0, 100);
+  auto d = decode_parts(cut, limits);
+  ASSERT_FALSE(d.value);
+  EXPECT_NE(d.error.reason.find("a part of 100 bytes is not a whole number"), std::string::npos) << d.error.reason;
+  // A tensor segment shorter than the message says: malformed, the invocation id kept.
+  cut[1] = parts[1].substr(0, 1024);
+  d = decode_parts(cut, limits);
+  ASSERT_FALSE(d.value);
+  EXPECT_EQ(d.error.kind, "malformed");
+  EXPECT_EQ(d.error.invocation_id, 5u);
+  // Missing segments, and too many parts.
+  d = decode_parts({parts[0], bytes(std::string(8, '\0'))}, limits);
+  EXPECT_FALSE(d.value);
+  std::vector<bytes> many(max_parts + 1, parts[0]);
+  d = decode_parts(many, limits);
+  ASSERT_FALSE(d.value);
+  EXPECT_NE(d.error.reason.find("1025 parts"), std::string::npos) << d.error.reason;
+  EXPECT_FALSE(decode_parts({}, limits).value);
+  // Over the frame limit in sum, though each part is under it.
+  decode_limits tight{8 * 1024};
+  auto a = make_tensor({dtype::uint8, {40 * 1024}}, 1, "a");
+  auto over = encode_parts({"fe", invocation{7, "fe", "m", 0, 1, {a, a}}});
+  ASSERT_EQ(over.size(), 3u);
+  d = decode_parts(over, tight);
+  ASSERT_FALSE(d.value);
+  EXPECT_EQ(d.error.kind, "too_large");
+  // A part at an odd address is realigned (one copy) and read.
+  std::string shifted(parts[1].size() + 1, '\0');
+  std::memcpy(shifted.data() + 1, parts[1].data(), parts[1].size());
+  auto owner = std::make_shared<std::string>(std::move(shifted));
+  std::vector<bytes> odd_parts{parts[0], bytes(owner->data() + 1, parts[1].size(), owner)};
+  auto before = copy_tally::total();
+  d = decode_parts(odd_parts, limits);
+  ASSERT_TRUE(d.value) << d.error.reason;
+  EXPECT_EQ(copy_tally::total() - before, parts[1].size());
+  EXPECT_EQ(std::get<invocation>(d.value->content).inputs[0].data, big.data);
 }
 
 TEST(codec, unset_network_time_stays_unknown) {
