@@ -275,6 +275,8 @@ controller_actor spawn_controller(caf::actor_system& sys, actor_args args) {
         },
         [=](msg::register_node& r) { on_register(self, r); },
         [=](admin_call& call) { on_apply(self, call); },
+        [=](msg::config_ack& ack) { on_config_ack(self, ack); },
+        [=](applied_atom, uint64_t token) { on_apply_wait_over(self, token); },
         [=](deployment& d) { on_deployment(self, d); },
         [=](beacon_atom) {
           self->delayed_send(self, beacon, beacon_atom::value);

@@ -114,8 +114,34 @@ void floor_unmeasured(controller_state& st) {
 namespace {
 
 void check_and_apply(self_ptr self, admin_call& call);
+void answer_apply(controller_state& st, std::vector<controller_state::pending_apply>::iterator it);
 
 }  // namespace
+
+void on_config_ack(self_ptr self, const msg::config_ack& ack) {
+  auto& st = self->state;
+  for (auto it = st.applying.begin(); it != st.applying.end(); ++it) {
+    if (it->reply.revision != ack.revision || !it->waiting.erase(ack.node)) continue;
+    std::string line = ack.node + ": applied";
+    if (!ack.problems.empty()) {
+      line = ack.node + ":";
+      for (size_t i = 0; i < ack.problems.size(); ++i) line += (i ? "; " : " ") + ack.problems[i];
+    }
+    it->said[ack.node] = std::move(line);
+    if (it->waiting.empty()) answer_apply(st, it);
+    return;
+  }
+}
+
+void on_apply_wait_over(self_ptr self, uint64_t token) {
+  auto& st = self->state;
+  for (auto it = st.applying.begin(); it != st.applying.end(); ++it) {
+    if (it->reply.token != token) continue;
+    for (auto& n : it->waiting)
+      it->said[n] = fmt::format("{}: no acknowledgement within {} s", n, controller_state::apply_wait.count());
+    return answer_apply(st, it);
+  }
+}
 
 void on_apply(self_ptr self, admin_call& call) {
   // Whatever an operator's file holds, the controller stays up and the caller gets an answer.
@@ -161,6 +187,18 @@ void check_and_apply(self_ptr self, admin_call& call) {
   reply.plan = plan_lines(st, *next, changes);
   if (rq.dry_run) return answer();
   msg::config_update u{config_revision(rq.text), rq.text, rq.file};
+  // The caller hears once the nodes have said what they made of it. Nodes not heard now get it
+  // when they register again (on_register): the answer says so.
+  reply.revision = u.revision;
+  controller_state::pending_apply wait{call.client, std::move(reply), {}, {}};
+  for (auto& n : st.cfg->nodes)
+    if (st.unheard.count(n.name))
+      wait.said[n.name] =
+          fmt::format("{}: not heard now: it gets revision {:016x} when it registers again", n.name, u.revision);
+    else
+      wait.waiting.insert(n.name);
+  st.applying.push_back(std::move(wait));
+  self->delayed_send(self, controller_state::apply_wait, applied_atom::value, rq.token);
   // Every node first (over each link, the update goes before any schedule or table made for it),
   // then this node's other roles, then the plan.
   for (auto& n : st.cfg->nodes)
@@ -172,10 +210,28 @@ void check_and_apply(self_ptr self, admin_call& call) {
   st.revision_file = rq.file;
   spdlog::info("{}: applying {} (revision {:016x}): {} changes", st.net->self_name(), rq.file, u.revision,
                changes.size());
-  for (auto& line : reply.changes) spdlog::info("{}:   {}", st.net->self_name(), line);
+  for (auto& line : st.applying.back().reply.changes) spdlog::info("{}:   {}", st.net->self_name(), line);
   adopt_config(self, next);
-  reply.revision = st.revision;
-  answer();
+}
+
+// Answers the caller of `it` with each node's line, in the file's order, and forgets it.
+void answer_apply(controller_state& st, std::vector<controller_state::pending_apply>::iterator it) {
+  auto& p = *it;
+  size_t short_of = 0;
+  for (auto& n : st.cfg->nodes) {
+    auto line = p.said.find(n.name);
+    if (line == p.said.end()) continue;
+    if (line->second != n.name + ": applied") ++short_of;
+    p.reply.nodes.push_back(line->second);
+  }
+  if (short_of) {
+    p.reply.ok = false;
+    p.reply.reason = fmt::format("{} of {} nodes do not run all of revision {:016x}", short_of, p.reply.nodes.size(),
+                                 p.reply.revision);
+    spdlog::warn("{}: apply: {}", st.net->self_name(), p.reply.reason);
+  }
+  st.net->to_client(p.client, std::move(p.reply));
+  st.applying.erase(it);
 }
 
 }  // namespace

@@ -68,6 +68,16 @@ struct controller_state {
   // started with), text and file, sent again to nodes that register with another revision.
   uint64_t revision = 0;
   std::string revision_text, revision_file;
+  // Applies sent to the nodes whose callers wait for what the nodes made of them: answered once
+  // every node heard now has acknowledged (msg::config_ack), or when apply_wait is over.
+  struct pending_apply {
+    std::string client;  // the caller's routing identity
+    msg::apply_reply reply;
+    std::set<std::string> waiting;            // nodes not acknowledged yet
+    std::map<std::string, std::string> said;  // per node, its line of the answer
+  };
+  std::vector<pending_apply> applying;
+  static constexpr std::chrono::seconds apply_wait{20};
   // Pipelines an apply added that no load has reached yet: planned for unmeasured_rate meanwhile,
   // so that their first requests find their models loaded.
   std::set<std::string> unmeasured;
@@ -108,5 +118,9 @@ void floor_unmeasured(controller_state& st);
 // An operator's apply (actors/controller_apply.cpp): checked, answered, and when it applies, sent
 // to every node and planned at once.
 void on_apply(self_ptr self, admin_call& call);
+// A node's acknowledgement of an apply; the apply's caller is answered once all nodes have given theirs.
+void on_config_ack(self_ptr self, const msg::config_ack& ack);
+// The wait for the nodes of the apply that `token` made is over: answered with what came.
+void on_apply_wait_over(self_ptr self, uint64_t token);
 
 }  // namespace sloserve::control

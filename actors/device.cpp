@@ -221,6 +221,7 @@ void on_done(self_ptr self, uint64_t token) {
   if (st.runs.empty() || st.runs.front().token != token) return;
   auto& r = st.runs.front();
   if (!r.outcome) r.outcome = st.executor->finish();  // waits for the oldest pipelined batch
+  for (auto& note : st.executor->take_notes()) spdlog::info("{}: device {}: {}", st.net->self_name(), st.index, note);
   auto& outcome = *r.outcome;
   auto now = self->clock().now();
   auto exec_ns = (now - r.started).count();
@@ -405,6 +406,7 @@ device_actor spawn_device_with(caf::actor_system& sys, actor_args args, uint32_t
     auto* group = node ? node->group_of(static_cast<int>(index)) : nullptr;
     st.threads = group ? group->threads : 1;
     st.executor = std::move(*executor);
+    for (auto& note : st.executor->take_notes()) spdlog::info("{}: device {}: {}", st.net->self_name(), index, note);
     st.broken = broken;
     st.policy = sched::make_drop_policy(args.cfg->runtime.drop_policy);
     return {
@@ -447,16 +449,21 @@ device_actor spawn_device_with(caf::actor_system& sys, actor_args args, uint32_t
         [=](new_config& c) {
           auto& st = self->state;
           // A model held under the same name with another file: the new file in its place (the
-          // device runs nothing while it loads); the old stays if it fails.
+          // device runs nothing while it loads); the old stays if it fails, and the answer says so.
+          std::vector<std::string> problems;
           for (auto& s : st.sessions.all())
             if (auto* next = c.cfg->find_model(s.model->name); next && next->path != s.model->path) {
               spdlog::info("{}: device {}: loading '{}' from {} in place of {}", st.net->self_name(), st.index,
                            next->name, next->path, s.model->path);
-              if (auto loaded = st.executor->reload(*next); !loaded)
+              if (auto loaded = st.executor->reload(*next); !loaded) {
                 spdlog::error("{}: device {}: kept the file it ran: {}", st.net->self_name(), st.index, loaded.error());
+                problems.push_back(fmt::format("device {} kept {} for model '{}': {}", st.index, s.model->path,
+                                               next->name, loaded.error()));
+              }
             }
           st.cfg = c.cfg;
           st.sessions.rebind(*st.cfg);
+          return problems;
         },
         [=](stats_atom) {
           prune(self);

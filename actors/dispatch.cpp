@@ -81,6 +81,8 @@ bool dispatch(link& l, msg::envelope&& e, const std::string& client) {
             return false;
           }
           return true;
+        } else if constexpr (std::is_same_v<T, msg::config_ack>) {
+          return deliver(a.controller, std::move(m));
         } else if constexpr (std::is_same_v<T, msg::load_report>) {
           return deliver(a.monitor, std::move(m));  // the controller and the scaler read it there
         } else if constexpr (std::is_same_v<T, msg::heartbeat>) {
@@ -105,23 +107,37 @@ bool dispatch(link& l, msg::envelope&& e, const std::string& client) {
 
 namespace {
 
-status run_config_update(link& l, const msg::config_update& u);
+// Runs it; sets `worker_acks` when the node's worker was handed it and acknowledges it.
+status run_config_update(link& l, const msg::config_update& u, bool& worker_acks);
 
 }  // namespace
 
+void acknowledge_config(link& l, uint64_t revision, std::vector<std::string> problems) {
+  auto* ctl = l.config ? l.config->get()->controller() : nullptr;
+  if (ctl) l.to_node(ctl->name, {{}, msg::config_ack{revision, l.self_name(), std::move(problems)}});
+}
+
 status apply_config_update(link& l, const msg::config_update& u) {
+  status done;
+  bool worker_acks = false;
   try {
-    return run_config_update(l, u);
+    done = run_config_update(l, u, worker_acks);
   } catch (const std::exception& e) {
-    return fail(std::string("cannot read the configuration: ") + e.what());
+    done = fail(std::string("cannot read the configuration: ") + e.what());
   }
+  // A worker acknowledges once its devices have loaded what changed; every other node now.
+  if (!done)
+    acknowledge_config(l, u.revision, {"refused it: " + done.error()});
+  else if (!worker_acks)
+    acknowledge_config(l, u.revision, {});
+  return done;
 }
 
 namespace {
 
-status run_config_update(link& l, const msg::config_update& u) {
+status run_config_update(link& l, const msg::config_update& u, bool& worker_acks) {
   if (!l.config) return fail("this node has no configuration to replace");
-  if (u.revision == l.config->revision()) return {};
+  if (u.revision == l.config->revision()) return {};  // sent again: it runs it already
   auto running = l.config->get();
   auto parsed = parse_cluster_config(u.text, u.file);
   if (!parsed) return fail(parsed.error_text());
@@ -130,10 +146,11 @@ status run_config_update(link& l, const msg::config_update& u) {
   if (!l.config->set(next, u.revision)) return {};
   spdlog::info("{}: runs configuration revision {:016x} from {}", l.self_name(), u.revision, u.file);
   auto& a = l.local();
-  if (a.frontend) caf::anon_send(a.frontend, new_config{next});
-  if (a.worker) caf::anon_send(a.worker, new_config{next});
-  if (a.monitor) caf::anon_send(a.monitor, new_config{next});
-  if (a.scaler) caf::anon_send(a.scaler, new_config{next});
+  if (a.frontend) caf::anon_send(a.frontend, new_config{next, u.revision});
+  if (a.worker) caf::anon_send(a.worker, new_config{next, u.revision});
+  worker_acks = static_cast<bool>(a.worker);
+  if (a.monitor) caf::anon_send(a.monitor, new_config{next, u.revision});
+  if (a.scaler) caf::anon_send(a.scaler, new_config{next, u.revision});
   return {};
 }
 

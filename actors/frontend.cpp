@@ -425,11 +425,11 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
           auto& st = self->state;
           std::string why;
           if (q.pipeline.empty()) {
-            why = st.routes->readiness();
+            why = st.routes->readiness(st.net->self_name());
           } else if (auto it = st.pipeline_index.find(q.pipeline); it == st.pipeline_index.end()) {
             why = "unknown pipeline '" + q.pipeline + "'";
           } else {
-            why = st.routes->blocker(it->second);
+            why = st.routes->readiness(st.net->self_name(), it->second);
           }
           msg::status_reply r{q.request.token, why.empty(), why.empty() ? "ready" : why, st.dummies_sent};
           if (q.sink)

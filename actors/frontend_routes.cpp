@@ -279,10 +279,7 @@ void frontend_routes::refresh() {
       why = "no stage budgets for pipeline '" + p.name + "'";
       continue;
     }
-    auto models = stage_models_[pi];  // and each cascade's second model
-    for (auto& st : p.stages)
-      if (st.cascade) models.push_back(cfg_->models[st.cascade->second_index].name);
-    for (auto& model : models) {
+    for (auto& model : models_of(pi)) {
       auto it = routes_.find(model);
       bool live = it != routes_.end() &&
                   std::any_of(it->second.loads.begin(), it->second.loads.end(), [](auto& l) { return l.live; });
@@ -304,9 +301,27 @@ bool frontend_routes::serves(const std::string& model) const {
          std::any_of(it->second.loads.begin(), it->second.loads.end(), [](auto& l) { return l.live; });
 }
 
-std::string frontend_routes::readiness() const {
-  for (auto& b : blockers_)
-    if (!b.empty()) return b;
+std::vector<std::string> frontend_routes::models_of(size_t pi) const {
+  auto models = stage_models_[pi];
+  for (auto& st : cfg_->pipelines[pi].stages)
+    if (st.cascade) models.push_back(cfg_->models[st.cascade->second_index].name);
+  return models;
+}
+
+std::string frontend_routes::readiness(const std::string& self, std::optional<size_t> only) const {
+  for (size_t pi = 0; pi < cfg_->pipelines.size(); ++pi) {
+    if (only && pi != *only) continue;
+    if (!blockers_[pi].empty()) return blockers_[pi];
+    // Requests are routed to any live instance (a table's instance is live until its node goes
+    // down); ready waits until each model has one whose node answered both ways.
+    for (auto& model : models_of(pi)) {
+      auto& r = routes_.at(model);
+      bool heard = false;
+      for (size_t i = 0; i < r.backends.size() && !heard; ++i)
+        heard = r.loads[i].live && (r.backends[i].node == self || heard_.count(r.backends[i].node));
+      if (!heard) return "model '" + model + "' runs only on nodes not heard both ways yet";
+    }
+  }
   return {};
 }
 

@@ -84,8 +84,11 @@ class frontend_routes {
   sched::admission::verdict admit(size_t pi, int tenant, double now_s);
   // Why pipeline `pi` cannot be served now; empty when it can.
   const std::string& blocker(size_t pi) const { return blockers_[pi]; }
-  // Why some pipeline cannot be served now; empty when all can.
-  std::string readiness() const;
+  // Why this frontend (node `self`) is not ready: a pipeline cannot be served now, or some model
+  // of one has live instances only on nodes not heard both ways yet (the node agent's word:
+  // heartbeats, and where it probes links, the data connections too). Empty when ready. With
+  // `pi`, that pipeline's alone.
+  std::string readiness(const std::string& self, std::optional<size_t> pi = std::nullopt) const;
 
  private:
   struct route {
@@ -99,6 +102,7 @@ class frontend_routes {
   };
   sched::backend_load* load_of(const std::string& model, const std::string& node, uint32_t device);
   void refresh();  // blockers, recomputed when routes or peers change so requests only read them
+  std::vector<std::string> models_of(size_t pi) const;  // its stages' models and cascades' second ones
 
   const cluster_config* cfg_;
   std::unique_ptr<sched::balancer> balancer_;

@@ -29,6 +29,7 @@ using rates_atom = caf::atom_constant<caf::atom("rates")>;
 using clients_atom = caf::atom_constant<caf::atom("clients")>;
 using round_atom = caf::atom_constant<caf::atom("round")>;
 using pad_atom = caf::atom_constant<caf::atom("pad")>;
+using applied_atom = caf::atom_constant<caf::atom("applied")>;
 
 // Where the frontend hands a reply for a client that is not a ZeroMQ peer (the HTTP ingress):
 // called exactly once, on the frontend's thread.
@@ -53,6 +54,7 @@ struct status_query {
 // under the one before finishes under it (every configuration a node ran stays alive).
 struct new_config {
   std::shared_ptr<const cluster_config> cfg;
+  uint64_t revision = 0;  // the apply's (ConfigUpdate): a worker acknowledges it to the controller
 };
 // An operator's call on the controller (`sloserve apply`), with who to answer.
 struct admin_call {
@@ -113,8 +115,9 @@ using device_actor =
                      caf::reacts_to<loaded_atom, uint64_t>,              // an emulated cold start is over
                      caf::reacts_to<msg::resize>,                        // intra-op threads for next batches
                      caf::reacts_to<batch_done_atom, uint64_t>,          // the running batch finished
-                     caf::reacts_to<new_config>,                         // an apply: the models it may run now
-                     caf::replies_to<stats_atom>::with<device_load>>;    // counters since the last ask
+                     // an apply: the models it may run now; the reply: what it could not load
+                     caf::replies_to<new_config>::with<std::vector<std::string>>,
+                     caf::replies_to<stats_atom>::with<device_load>>;  // counters since the last ask
 
 // A worker node: owns its devices (invocations reach them directly), applies schedules, resizes
 // devices, registers with the controller and reports load.
@@ -142,6 +145,8 @@ using controller_actor =
     caf::typed_actor<caf::reacts_to<start_atom>,
                      caf::reacts_to<msg::register_node>,           // a node (re)announces itself
                      caf::reacts_to<admin_call>,                   // an operator applies a new cluster file
+                     caf::reacts_to<msg::config_ack>,              // what a node made of an apply
+                     caf::reacts_to<applied_atom, uint64_t>,       // an apply's wait for nodes is over
                      caf::reacts_to<deployment>,                   // the scaler's placement
                      caf::reacts_to<beacon_atom>,                  // run an epoch when one is due
                      caf::reacts_to<tick_atom>,                    // a policy's rounds: run one
@@ -232,3 +237,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::resize)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::register_node)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::heartbeat)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::load_report)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::config_ack)

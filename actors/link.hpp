@@ -66,6 +66,10 @@ bool dispatch(link& l, msg::envelope&& e, const std::string& client_identity);
 // Runs the configuration of `u` on this node from now on: parsed as its file, checked against what
 // the node runs (live_refusals), merged (merge_live) and handed to the node's frontend, worker and
 // monitor. Nothing happens when the node runs that revision already; an error when it is refused.
+// The controller hears what came of it (a ConfigAck): from here, or from the node's worker once
+// its devices have loaded the models whose files changed.
 status apply_config_update(link& l, const msg::config_update& u);
+// Tells the controller what this node made of configuration `revision` (no problems: all of it).
+void acknowledge_config(link& l, uint64_t revision, std::vector<std::string> problems);
 
 }  // namespace sloserve

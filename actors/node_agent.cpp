@@ -3,6 +3,10 @@
 // A peer is up only while traffic flows both ways: each heartbeat echoes the last one heard
 // from its receiver. After a cut link heals, one direction often recovers seconds before the
 // other (TCP retransmission backoff); work sent down the dead direction would time out.
+// Heartbeats travel on the control connections; a frontend that probes links also waits for a
+// worker's first probe answer, which crosses both data connections (where invocations and their
+// results go), before it calls the worker up: under CurveZMQ each connection has a handshake of
+// its own, and a data connection still in its reconnect backoff would hold the first requests.
 //
 // On a frontend the agent also probes each worker's link (runtime.link_probe_ms): a round is an
 // empty probe and one of runtime.link_probe_bytes, answered at once by the worker's I/O thread.
@@ -28,7 +32,9 @@ struct peer {
   uint64_t incarnation = 0;
   uint64_t last_seq = 0;  // the latest heartbeat heard from it
   uint64_t heard = 0;     // the latest of ours it says it heard
-  bool up = false;
+  bool up = false;        // heartbeats flow both ways
+  bool data_ok = false;   // a probe came back over the data connections (probing frontends)
+  bool told = false;      // the local actors were told it is up
 };
 
 // One probe round in flight: its two probes' round trips as they come back.
@@ -78,6 +84,42 @@ bool hears_us(const agent_state& st, const peer& p) {
   return p.heard > 0 && st.seq - p.heard <= std::max<uint64_t>(window, 1);
 }
 
+// Whether the local actors hear of `name` being up only once a probe came back from it.
+bool waits_for_data(const agent_state& st, const std::string& name) {
+  return st.probes && st.cfg->find_node(name)->has_role(role::worker);
+}
+
+// Tells the local actors that `name` is up, once it is (see waits_for_data).
+void tell_up(self_ptr self, const std::string& name, peer& p) {
+  auto& st = self->state;
+  if (p.told || !p.up || (waits_for_data(st, name) && !p.data_ok)) return;
+  p.told = true;
+  spdlog::info("{}: peer {} is up", st.net->self_name(), name);
+  notify(self, name, true);
+}
+
+void mark_down(self_ptr self, const std::string& name, peer& p) {
+  if (p.told) notify(self, name, false);
+  p.up = p.data_ok = p.told = false;
+}
+
+// One probe round to worker `name`: an empty probe and a loaded one.
+void start_round(self_ptr self, const std::string& name, clock_time now) {
+  auto& st = self->state;
+  auto interval = std::chrono::milliseconds(st.cfg->runtime.link_probe_ms);
+  auto& link = st.links[name];
+  st.due[name] =
+      now + (link.busy_for(st.cfg->runtime.link_probe_bytes, st.cfg->runtime.link_probe_ms / 10.0) ? 30 * interval
+                                                                                                   : interval);
+  auto id = ++st.round;
+  st.rounds[id] = {name, st.net->now_ns()};
+  for (uint64_t k = 0; k < 2; ++k) {
+    auto probe = st.probe_pair[k];
+    probe.probe = 2 * id + k;
+    st.net->to_node(name, {{}, std::move(probe)});
+  }
+}
+
 // Starts a round to every worker that is up and due one, forgets rounds that never came back,
 // and reports the estimates to the controller once per interval.
 void probe_links(self_ptr self, clock_time now) {
@@ -85,18 +127,8 @@ void probe_links(self_ptr self, clock_time now) {
   auto interval = std::chrono::milliseconds(st.cfg->runtime.link_probe_ms);
   for (auto& [name, p] : st.peers) {
     if (!p.up || !st.cfg->find_node(name)->has_role(role::worker)) continue;
-    auto& due = st.due[name];
-    if (now < due) continue;
-    auto& link = st.links[name];
-    due = now + (link.busy_for(st.cfg->runtime.link_probe_bytes, st.cfg->runtime.link_probe_ms / 10.0) ? 30 * interval
-                                                                                                       : interval);
-    auto id = ++st.round;
-    st.rounds[id] = {name, st.net->now_ns()};
-    for (uint64_t k = 0; k < 2; ++k) {
-      auto probe = st.probe_pair[k];
-      probe.probe = 2 * id + k;
-      st.net->to_node(name, {{}, std::move(probe)});
-    }
+    if (now < st.due[name]) continue;
+    start_round(self, name, now);
   }
   auto stale = st.net->now_ns() - int64_t{10'000'000'000};
   std::erase_if(st.rounds, [&](auto& kv) { return kv.second.sent_ns < stale; });
@@ -116,11 +148,16 @@ void probe_links(self_ptr self, clock_time now) {
   if (!r.links.empty()) st.net->to_node(ctl->name, {{}, std::move(r)});
 }
 
-// A worker answered a probe: its round is done when both of its probes are.
+// A worker answered a probe: its round is done when both of its probes are. The first answer
+// after it came up shows its data connections carry traffic both ways.
 void on_echo(self_ptr self, const msg::heartbeat& hb) {
   auto& st = self->state;
   auto it = st.rounds.find(hb.echo / 2);
   if (it == st.rounds.end() || it->second.worker != hb.node) return;
+  if (auto peer = st.peers.find(hb.node); peer != st.peers.end() && peer->second.up) {
+    peer->second.data_ok = true;
+    tell_up(self, hb.node, peer->second);
+  }
   auto& r = it->second;
   (hb.echo % 2 ? r.loaded_ms : r.empty_ms) = static_cast<double>(hb.received_ns - r.sent_ns) / 1e6;
   if (r.empty_ms < 0 || r.loaded_ms < 0) return;
@@ -140,11 +177,10 @@ void tick(self_ptr self) {
     if (!p.up) continue;
     bool silent = now - p.last_seen > std::chrono::milliseconds(st.cfg->runtime.peer_timeout_ms);
     if (silent || !hears_us(st, p)) {
-      p.up = false;
       st.net->metrics.count(node_metrics::event::peer_down, name);
       spdlog::warn("{}: peer {} {} for {} ms; marked down", st.net->self_name(), name,
                    silent ? "missed heartbeats" : "has not heard ours", st.cfg->runtime.peer_timeout_ms);
-      notify(self, name, false);
+      mark_down(self, name, p);
     }
   }
 }
@@ -186,14 +222,14 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, actor_args args) {
           if (p.up && p.incarnation != hb.incarnation) {
             // Restarted faster than the timeout: its old work is gone all the same.
             spdlog::warn("{}: peer {} restarted", self->state.net->self_name(), hb.node);
-            notify(self, hb.node, false);
-            p.up = false;
+            mark_down(self, hb.node, p);
           }
           p.incarnation = hb.incarnation;
           if (!p.up && hears_us(self->state, p)) {
             p.up = true;
-            spdlog::info("{}: peer {} is up", self->state.net->self_name(), hb.node);
-            notify(self, hb.node, true);
+            // A worker's data connections are tried at once rather than at its next round.
+            if (waits_for_data(self->state, hb.node)) start_round(self, hb.node, self->clock().now());
+            tell_up(self, hb.node, p);
           }
         },
         [=](tick_atom) {

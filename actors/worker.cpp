@@ -143,7 +143,30 @@ worker_actor spawn_worker(caf::actor_system& sys, actor_args args, std::vector<d
           auto& st = self->state;
           st.cfg = c.cfg;
           st.node = st.cfg->find_node(st.node->name);
-          for (auto& d : st.devices) self->send(d, c);
+          // Every device loads what changed for it; once all have answered, the controller
+          // hears what did not load (an apply's acknowledgement).
+          struct fan_in {
+            size_t left;
+            std::vector<std::string> problems;
+          };
+          auto acks = std::make_shared<fan_in>(fan_in{st.devices.size(), {}});
+          auto revision = c.revision;
+          auto net = st.net;
+          auto done = [acks, revision, net] {
+            if (--acks->left == 0) acknowledge_config(*net, revision, std::move(acks->problems));
+          };
+          if (st.devices.empty()) acknowledge_config(*net, revision, {});
+          for (size_t i = 0; i < st.devices.size(); ++i)
+            self->request(st.devices[i], caf::infinite, c)
+                .then(
+                    [acks, done](std::vector<std::string>& problems) {
+                      for (auto& p : problems) acks->problems.push_back(std::move(p));
+                      done();
+                    },
+                    [acks, done, i](caf::error& e) {
+                      acks->problems.push_back("device " + std::to_string(i) + " did not answer: " + to_string(e));
+                      done();
+                    });
         },
     };
   });

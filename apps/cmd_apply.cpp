@@ -1,5 +1,6 @@
 // `sloserve apply -c FILE [--dry-run]`: moves a running cluster to FILE while it serves. The
-// controller checks what may change live, says what changes and what it does, and applies it.
+// controller checks what may change live, says what changes and what it does, applies it, and
+// answers once every node has said what it made of it (applied, or kept a model's old file).
 
 #include <spdlog/spdlog.h>
 
@@ -23,7 +24,9 @@ struct apply_options {
   double timeout_s = 30;
 };
 
-// Sends the file to the controller and prints its answer: 0 applied, 1 refused, 2 not answered.
+// Sends the file to the controller and prints its answer: 0 applied on every node, 1 refused or
+// not applied in full (a node kept a model's old file, refused it, or did not answer), 2 not
+// answered.
 int run_apply(const apply_options& o) {
   std::ifstream in(o.config);
   if (!in) {
@@ -89,15 +92,22 @@ int run_apply(const apply_options& o) {
     if (!r || r->token != rq.token) continue;
     if (r->changes.empty()) std::cout << "changes: none\n";
     for (auto& c : r->changes) std::cout << c << "\n";
-    if (!r->ok) {
+    bool sent = !r->nodes.empty();  // a refusal reaches no node
+    if (!r->ok && !sent) {
       std::cerr << "refused, nothing changed:\n" << r->reason << (r->reason.ends_with("\n") ? "" : "\n");
       return 1;
     }
     for (auto& line : r->plan) std::cout << (o.dry_run ? "would " : "") << line << "\n";
-    if (o.dry_run)
+    for (auto& line : r->nodes) std::cout << "node " << line << "\n";
+    auto revision = fmt::format("{:016x}", r->revision);
+    if (o.dry_run) {
       std::cout << "dry run: nothing applied\n";
-    else
-      std::cout << "applied: revision " << fmt::format("{:016x}", r->revision) << "\n";
+    } else if (!r->ok) {
+      std::cerr << "applied in part: revision " << revision << ": " << r->reason << "\n";
+      return 1;
+    } else {
+      std::cout << "applied: revision " << revision << "\n";
+    }
     return 0;
   }
   std::cerr << "no answer from the controller at " << lo.address << " within " << o.timeout_s << " s\n";

@@ -14,6 +14,7 @@
 #include "loadgen/load.hpp"
 #include "loadgen/report.hpp"
 #include "messages/curve.hpp"
+#include "pipelines/write_file.hpp"
 #include "scheduling/policies/jellyfish/config.hpp"
 
 namespace sloserve {
@@ -69,7 +70,9 @@ int run_clients_command(const cluster_config& cfg, const pipeline& p, const std:
     return 1;
   }
   std::cout << ran->to_text();
-  if (!json.empty()) std::ofstream(json) << ran->to_json(lo).dump(2) << "\n";
+  if (!json.empty())
+    if (auto written = write_file(json, ran->to_json(lo).dump(2) + "\n"); !written)
+      return std::cerr << "sloserve load: " << written.error() << "\n", 1;
   return 0;
 }
 
@@ -323,14 +326,18 @@ int run_load_command(load_args& o) {
   auto ran = run_load(lo);
   if (!ran) return std::cerr << "sloserve load: " << ran.error() << "\n", 1;
   std::cout << ran->to_text();
-  if (!o.json.empty()) std::ofstream(o.json) << ran->to_json(lo).dump(2) << "\n";
+  int rc = 0;
+  if (!o.json.empty())
+    if (auto written = write_file(o.json, ran->to_json(lo).dump(2) + "\n"); !written)
+      std::cerr << "sloserve load: " << written.error() << "\n", rc = 1;
   if (!o.report.empty()) {
     std::ifstream file(o.config);
     std::stringstream text;
     text << file.rdbuf();
-    std::ofstream(o.report) << html_report({&*ran, &lo, command_line(), text.str()});
+    if (auto written = write_file(o.report, html_report({&*ran, &lo, command_line(), text.str()})); !written)
+      std::cerr << "sloserve load: " << written.error() << "\n", rc = 1;
   }
-  return 0;
+  return rc;
 }
 
 }  // namespace

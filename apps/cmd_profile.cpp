@@ -5,11 +5,13 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "apps/commands.hpp"
 #include "config/knob_option.hpp"
 #include "gpu/profiler.hpp"
 #include "loadgen/load.hpp"
+#include "pipelines/write_file.hpp"
 #include "scheduling/profile_fit.hpp"
 
 namespace sloserve {
@@ -106,13 +108,13 @@ void add_profile_command(CLI::App& app, int& rc) {
     auto yaml = to_profile_yaml(points, pads_batches(kind));
     std::printf("%s\n", yaml.c_str());
     if (!o->out.empty()) {
-      std::ofstream out(o->out);
+      std::ostringstream out;
       out << "# sloserve profile of " << m->name << " on " << knob_name(kind) << ", " << o->threads
           << " threads; planned latency per batch"
           << (o->po.inputs.empty() ? std::string() : ", images decoded in each batch") << "\n"
           << yaml << "\n";
-      if (!out.flush()) {
-        std::cerr << "sloserve profile: cannot write " << o->out << ": " << std::strerror(errno) << "\n";
+      if (auto written = write_file(o->out, out.str()); !written) {
+        std::cerr << "sloserve profile: " << written.error() << "\n";
         return void(rc = 1);
       }
     }

@@ -11,6 +11,7 @@
 #include "apps/commands.hpp"
 #include "config/knob_option.hpp"
 #include "loadgen/load.hpp"
+#include "pipelines/write_file.hpp"
 
 namespace sloserve {
 namespace {
@@ -100,8 +101,12 @@ void add_run_command(CLI::App& app, int& rc) {
     auto& s = *ran;
     node.stop();
     std::cout << s.to_text();
-    if (!o->json.empty()) std::ofstream(o->json) << s.to_json(lo).dump(2) << "\n";
     rc = s.lost == 0 ? 0 : 3;
+    if (o->json.empty()) return;
+    if (auto written = write_file(o->json, s.to_json(lo).dump(2) + "\n"); !written) {
+      std::cerr << "sloserve run: " << written.error() << "\n";
+      rc = 1;
+    }
   });
 }
 

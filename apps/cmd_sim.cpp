@@ -10,6 +10,7 @@
 #include "config/knob_option.hpp"
 #include "gpu/executor.hpp"
 #include "loadgen/arrivals.hpp"
+#include "pipelines/write_file.hpp"
 #include "scheduling/policies/registry.hpp"
 #include "sim/simulator.hpp"
 
@@ -24,8 +25,9 @@ struct sim_opts {
   sim::options so;
 };
 
-// What a run measured: the load summary, the simulation's own figures, and with --json the file.
-void report_sim(const sim_opts& o, const cluster_config& cfg, const sim::result& ran, double wall_s) {
+// What a run measured: the load summary, the simulation's own figures, and with --json the file
+// (the exit status: 1 when it cannot be written).
+int report_sim(const sim_opts& o, const cluster_config& cfg, const sim::result& ran, double wall_s) {
   std::cout << ran.summary.to_text();
   std::printf("simulated %zu devices, %lu events, %zu plans (at most %zu devices used) in %.2f s\n", ran.devices,
               static_cast<unsigned long>(ran.events), ran.plans, ran.peak_devices_used, wall_s);
@@ -56,8 +58,12 @@ void report_sim(const sim_opts& o, const cluster_config& cfg, const sim::result&
                                   {"core_seconds", ran.scaling.core_seconds},
                                   {"vertical_changes", ran.scaling.vertical_changes},
                                   {"horizontal_changes", ran.scaling.horizontal_changes}};
-    std::ofstream(o.json) << j.dump(2) << "\n";
+    if (auto written = write_file(o.json, j.dump(2) + "\n"); !written) {
+      std::cerr << "sloserve sim: " << written.error() << "\n";
+      return 1;
+    }
   }
+  return 0;
 }
 
 int run_sim(sim_opts& o, bool duration_given) {
@@ -103,8 +109,7 @@ int run_sim(sim_opts& o, bool duration_given) {
     std::cerr << "sloserve sim: " << ran.error() << "\n";
     return 2;
   }
-  report_sim(o, *cfg, *ran, wall_s);
-  return 0;
+  return report_sim(o, *cfg, *ran, wall_s);
 }
 
 }  // namespace

@@ -8,9 +8,11 @@
 
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "apps/commands.hpp"
 #include "loadgen/load.hpp"
+#include "pipelines/write_file.hpp"
 
 namespace sloserve {
 
@@ -26,11 +28,11 @@ void add_trace_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand("trace", "Write a synthetic per-second trace for `sloserve load`");
   cmd->require_subcommand(1);
   auto write = [o, &rc](const std::vector<double>& values, const std::string& what) {
-    std::ofstream out(o->out);
+    std::ostringstream out;
     out << "# " << what << "\n";
     for (auto v : values) out << v << "\n";
-    if (!out) {
-      std::cerr << "sloserve trace: cannot write " << o->out << "\n";
+    if (auto written = write_file(o->out, out.str()); !written) {
+      std::cerr << "sloserve trace: " << written.error() << "\n";
       rc = 1;
     }
   };

@@ -18,6 +18,7 @@
 #include "apps/commands.hpp"
 #include "config/knob_option.hpp"
 #include "messages/endpoint.hpp"
+#include "pipelines/write_file.hpp"
 
 namespace sloserve {
 namespace {
@@ -211,7 +212,10 @@ void add_up_command(CLI::App& app, int& rc) {
     }
     auto path = o->write_config;
     if (path.empty()) path = "/tmp/sloserve-up-" + std::to_string(getpid()) + ".yaml";
-    std::ofstream(path) << to_yaml(*cfg);
+    if (auto written = write_file(path, to_yaml(*cfg)); !written) {
+      std::cerr << "sloserve up: " << written.error() << "\n";
+      return void(rc = 1);
+    }
     // Signals reach us through sigtimedwait; children get the default dispositions back.
     sigset_t set;
     sigemptyset(&set);

@@ -19,6 +19,7 @@
 
 #include "gpu/netnn/dataset.hpp"
 #include "gpu/netnn/p4.hpp"
+#include "pipelines/write_file.hpp"
 
 using namespace sloserve::netnn;
 
@@ -87,7 +88,10 @@ int main(int argc, char** argv) {
   if (argc > 2) {
     for (auto& p : emit_p4(*m, *plan, limits)) {
       auto path = std::string(argv[2]) + "/netnn_" + p.name + ".p4";
-      std::ofstream(path) << p.source;
+      if (auto written = sloserve::write_file(path, p.source); !written) {
+        std::fprintf(stderr, "bench_netnn: %s\n", written.error().c_str());
+        return 1;
+      }
       std::printf("wrote %s (switches %d-%d)\n", path.c_str(), p.first_switch, p.first_switch + p.switches - 1);
     }
     // Each switch's table entries and multicast groups (simple_switch_CLI commands).
@@ -97,7 +101,10 @@ int main(int argc, char** argv) {
       write_p4_entries(*m, *plan, sw, out);
       auto text = out.str();
       commands += static_cast<uint64_t>(std::count(text.begin(), text.end(), '\n'));
-      std::ofstream(fmt::format("{}/netnn_switch{:02d}.txt", argv[2], sw)) << text;
+      if (auto written = sloserve::write_file(fmt::format("{}/netnn_switch{:02d}.txt", argv[2], sw), text); !written) {
+        std::fprintf(stderr, "bench_netnn: %s\n", written.error().c_str());
+        return 1;
+      }
     }
     std::printf("wrote %s/netnn_switch00.txt-%02d.txt: %llu commands\n", argv[2], plan->switches - 1,
                 static_cast<unsigned long long>(commands));

@@ -46,6 +46,9 @@ class device_executor {
   // How long `m` takes to become ready after load() returns: 0 for a real device, whose load()
   // itself loads and warms the model; an emulated cold start otherwise.
   virtual double load_delay_ms(const model_spec& m) const { return 0; }
+  // What the executor has to tell the operator, once each, taken by the device to log: how a cuda
+  // device decodes JPEGs, a fallback it took. Empty most of the time.
+  virtual std::vector<std::string> take_notes() { return {}; }
   // Whether execute() holds its thread for the batch's duration (a real device in forward()):
   // its actor then gets a thread of its own instead of a scheduler worker.
   virtual bool blocks() const { return false; }

@@ -23,6 +23,7 @@
 
 #include "gpu/executor.hpp"
 #include "gpu/image.hpp"
+#include "gpu/nvjpeg.hpp"
 
 namespace sloserve {
 namespace {
@@ -125,6 +126,21 @@ class torch_executor final : public device_executor {
       compute_.emplace(c10::cuda::getStreamFromPool(false, device_.index()));
     }
 #endif
+    // JPEGs on a GPU: decoded there when nvJPEG is at hand; said once either way.
+    if (device_.is_cuda()) {
+      auto d = open_gpu_jpeg_decoder();
+      if (d) {
+        jpeg_ = std::move(*d);
+        notes_.push_back("JPEG inputs are decoded on the GPU by " + jpeg_->describe());
+      } else {
+        notes_.push_back("JPEG inputs are decoded on up to " + std::to_string(row_threads()) +
+                         " CPU threads: " + d.error());
+      }
+    }
+  }
+
+  std::vector<std::string> take_notes() override {
+    return std::exchange(notes_, {});
   }
 
 #ifdef SLOSERVE_WITH_CUDA
@@ -463,11 +479,12 @@ class torch_executor final : public device_executor {
     auto options = torch::TensorOptions().dtype(scalar_of(spec.type));
     auto host = torch::empty(shape, device_.is_cuda() ? options.pinned_memory(true) : options);
     auto* dst = static_cast<char*>(host.data_ptr());
-    // Rows a GPU preprocesses: their pixels, decoded here.
+    // Rows a GPU preprocesses: their pixels, decoded here, or their JPEG, decoded there (nvJPEG).
     struct image {
       std::vector<uint8_t> scratch;
       const uint8_t* rgb = nullptr;
       int h = 0, w = 0;
+      jpeg_view jpeg;  // data set: decoded on the GPU
     };
     std::vector<image> images(device_.is_cuda() ? inputs.size() : 0);
     std::vector<std::string> why(inputs.size());
@@ -478,6 +495,13 @@ class torch_executor final : public device_executor {
       auto form = input_form_of(t, m);
       if (!form) {
         why[i] = form.error();
+      } else if (*form == input_form::encoded_image && jpeg_) {
+        auto& im = images[i];
+        auto* p = reinterpret_cast<const uint8_t*>(t.data.data());
+        if (auto ok = jpeg_size(p, t.data.size(), im.h, im.w); !ok)
+          why[i] = ok.error();
+        else
+          im.jpeg = {p, t.data.size(), im.h, im.w};
       } else if (*form != input_form::tensor && device_.is_cuda()) {
         auto& im = images[i];
         if (auto ok = image_pixels(t, *form, im.scratch, im.rgb, im.h, im.w); !ok) {
@@ -499,6 +523,7 @@ class torch_executor final : public device_executor {
     auto batch = torch::empty(shape, options.device(device_));
     batch.narrow(0, 0, n).copy_(host, /*non_blocking=*/true);
     if (shape[0] > n) batch.narrow(0, n, shape[0] - n).zero_();
+    decode_on_device(m, images, batch, failed);
     for (size_t i = 0; i < images.size(); ++i)
       if (images[i].rgb) {
         auto& im = images[i];
@@ -508,6 +533,55 @@ class torch_executor final : public device_executor {
         }
       }
     return batch;
+  }
+
+  // The batch's JPEGs (rows with `jpeg` set) decoded by nvJPEG in one call into device buffers,
+  // then resized and normalized into their rows there. If nvJPEG fails the batch, its JPEGs are
+  // decoded on the CPU instead (said once), and a JPEG that fails there fails its row alone.
+  template <class Image>
+  void decode_on_device(const model_spec& m, std::vector<Image>& images, torch::Tensor& batch,
+                        std::vector<std::string>& failed) {
+    std::vector<jpeg_view> jpegs;
+    std::vector<size_t> rows;
+    for (size_t i = 0; i < images.size(); ++i)
+      if (images[i].jpeg.data) jpegs.push_back(images[i].jpeg), rows.push_back(i);
+    if (jpegs.empty()) return;
+    std::vector<torch::Tensor> pixels;
+    std::vector<uint8_t*> out;
+    for (auto& j : jpegs) {
+      pixels.push_back(torch::empty({j.h, j.w, 3}, torch::TensorOptions().dtype(torch::kUInt8).device(device_)));
+      out.push_back(pixels.back().data_ptr<uint8_t>());
+    }
+    auto decoded = jpeg_->decode(jpegs, out, current_stream());
+    auto s = preprocess_of(m);
+    for (size_t k = 0; k < rows.size(); ++k) {
+      auto i = rows[k];
+      auto& im = images[i];
+      std::string err;
+      if (decoded) {
+        err = preprocess_device_pixels(pixels[k], s, batch[static_cast<int64_t>(i)]);
+      } else {
+        if (!told_jpeg_fallback_) notes_.push_back(decoded.error() + "; this batch's JPEGs decoded on the CPU");
+        told_jpeg_fallback_ = true;
+        if (auto ok = decode_jpeg(im.jpeg.data, im.jpeg.size, im.scratch, im.h, im.w); !ok)
+          err = ok.error();
+        else
+          im.rgb = im.scratch.data();  // preprocessed with the raw images
+      }
+      if (!err.empty()) {
+        if (failed.empty()) failed.resize(images.size());
+        failed[i] = err;
+      }
+    }
+  }
+
+  // The stream a batch's work goes on (a cudaStream_t): the current one.
+  void* current_stream() const {
+#ifdef SLOSERVE_WITH_CUDA
+    return c10::cuda::getCurrentCUDAStream().stream();
+#else
+    return nullptr;
+#endif
   }
 
   // The threads that stack a batch's rows: a cpu device's own (its intra-op threads, which
@@ -523,9 +597,14 @@ class torch_executor final : public device_executor {
   // (float32[3, H, W]).
   std::string preprocess_on_device(const model_spec& m, const uint8_t* rgb, int h, int w, torch::Tensor row) {
     auto pixels = torch::from_blob(const_cast<uint8_t*>(rgb), {h, w, 3}, torch::kUInt8).to(device_);
-    auto s = preprocess_of(m);
+    return preprocess_device_pixels(pixels, preprocess_of(m), row);
+  }
+
+  // `pixels` (uint8[h, w, 3] on the device) resized and normalized into `row` there.
+  std::string preprocess_device_pixels(const torch::Tensor& pixels, const preprocess_spec& s, torch::Tensor row) {
 #ifdef SLOSERVE_WITH_CUDA
-    return preprocess_cuda_device(pixels.data_ptr<uint8_t>(), h, w, s, row.data_ptr<float>(),
+    return preprocess_cuda_device(pixels.data_ptr<uint8_t>(), static_cast<int>(pixels.size(0)),
+                                  static_cast<int>(pixels.size(1)), s, row.data_ptr<float>(),
                                   c10::cuda::getCurrentCUDAStream().stream());
 #else
     auto x = pixels.permute({2, 0, 1}).unsqueeze(0).to(torch::kFloat32);
@@ -596,6 +675,9 @@ class torch_executor final : public device_executor {
 #endif
   torch::Device device_;
   int threads_;
+  std::unique_ptr<gpu_jpeg_decoder> jpeg_;  // cuda: nvJPEG, when found
+  bool told_jpeg_fallback_ = false;
+  std::vector<std::string> notes_;               // take_notes()
   std::map<std::string, entry> modules_;         // by model name; prefixes as "prefix:NAME"
   std::set<std::string> ready_;                  // models loaded and warmed up
   std::map<std::string, std::set<int>> warmed_;  // cuda: batch sizes run at load, per module

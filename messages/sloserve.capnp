@@ -380,6 +380,9 @@ struct ApplyReply {
   changes @3 :List(Text);  # what changes, one line each
   plan @4 :List(Text);  # what the controller does to move there, one line each
   revision @5 :UInt64;  # the revision the cluster runs now
+  # Applied: what each node said of it, one line each ("w1: applied", "w1: kept the file it ran
+  # for model 'm': ..."); `ok` stays true only when every node applied all of it.
+  nodes @6 :List(Text);
 }
 
 # Controller -> every node: run this configuration from now on (the cluster file's text, read as
@@ -388,6 +391,15 @@ struct ConfigUpdate {
   revision @0 :UInt64;
   text @1 :Text;
   file @2 :Text;
+}
+
+# Every node -> controller, for each ConfigUpdate it got: what it made of it. `problems` is empty
+# when it runs all of the revision; else one line each (a refusal, a model whose new file failed
+# to load on a device, which keeps the file it ran).
+struct ConfigAck {
+  revision @0 :UInt64;
+  node @1 :Text;
+  problems @2 :List(Text);
 }
 
 # Client -> frontend node: Triton's system shared-memory extension over ZeroMQ (on with
@@ -439,5 +451,6 @@ struct Envelope {
     configUpdate @15 :ConfigUpdate;
     sharedMemoryRequest @16 :SharedMemoryRequest;
     sharedMemoryReply @17 :SharedMemoryReply;
+    configAck @18 :ConfigAck;
   }
 }

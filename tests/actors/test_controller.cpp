@@ -62,6 +62,7 @@ struct controller_fixture : caf_fixture, ::testing::Test {
   void start_with(const std::string& text, std::shared_ptr<held_plans> held = nullptr) {
     cfg_ = testing::parse_or_die(text);
     net = std::make_shared<recording_link>("ctl");
+    net->config = std::make_shared<config_source>(cfg_);
     actor_args args{cfg_, net, 1};
     // Planning on the test scheduler, so that the test decides when it happens.
     args.planner = [held](caf::actor_system& sys) {
@@ -502,14 +503,19 @@ TEST_F(controller_fixture, a_model_that_runs_twice_its_profile_is_planned_again_
       for (auto& x : d.sessions) EXPECT_DOUBLE_EQ(x.latency_scale, 2);
 }
 
-// `sloserve apply` as the controller sees it: the text of a new file from an operator.
-msg::apply_reply apply_text(controller_fixture& f, const std::string& text, bool dry_run = false) {
+// `sloserve apply` as the controller sees it: the text of a new file from an operator. The other
+// nodes acknowledge what they are sent (`acks`: each with no problem), unless told otherwise.
+msg::apply_reply apply_text(controller_fixture& f, const std::string& text, bool dry_run = false, bool acks = true) {
   msg::apply_request rq;
   rq.token = 7;
   rq.text = text;
   rq.file = "new.yaml";
   rq.dry_run = dry_run;
   caf::anon_send(f.net->actors.controller, admin_call{"operator", rq});
+  f.run();
+  for (auto& [node, e] : f.net->sent)
+    if (auto* u = std::get_if<msg::config_update>(&e.content); u && acks)
+      caf::anon_send(f.net->actors.controller, msg::config_ack{u->revision, node, {}});
   f.run();
   msg::apply_reply out;
   for (auto& [client, b] : f.net->replies)
@@ -585,6 +591,46 @@ TEST_F(controller_fixture, an_apply_routes_a_new_model_only_once_its_worker_has_
   caf::anon_send(net->actors.controller, again);
   run();
   EXPECT_TRUE(net->take<msg::config_update>().empty()) << "it runs the applied one";
+}
+
+// The caller of an apply hears what each node made of it, once all have said: a node that kept a
+// model's old file, or that does not answer within the wait, makes the answer not ok.
+TEST_F(controller_fixture, an_apply_is_answered_with_what_every_node_made_of_it) {
+  start("static");
+  reg("w1", {"worker"}, 7, 0);
+  auto reply = apply_text(*this, with_second_model(yaml("static")), false, false);
+  EXPECT_EQ(reply.token, 0u) << "not answered before the nodes have acknowledged";
+  auto updates = net->take<msg::config_update>();
+  ASSERT_EQ(updates.size(), 3u);
+  auto revision = updates[0].second.revision;
+  auto ack = [&](const std::string& node, std::vector<std::string> problems) {
+    caf::anon_send(net->actors.controller, msg::config_ack{revision, node, std::move(problems)});
+    run();
+  };
+  auto answer = [&] {
+    msg::apply_reply out;
+    for (auto& [client, b] : net->replies)
+      if (auto* r = std::get_if<msg::apply_reply>(&b)) out = *r;
+    net->replies.clear();
+    return out;
+  };
+  ack("fe", {});
+  ack("w1", {"device 0 kept /m/a.pt for model 'm': cannot open /m/b.pt"});
+  ack("w1", {});  // a second word from a node changes nothing
+  EXPECT_EQ(answer().token, 0u) << "w2 has not answered";
+  advance(20s);
+  reply = answer();
+  EXPECT_EQ(reply.token, 7u);
+  EXPECT_FALSE(reply.ok);
+  EXPECT_EQ(reply.revision, revision);
+  EXPECT_EQ(reply.nodes, (std::vector<std::string>{"ctl: applied", "fe: applied",
+                                                   "w1: device 0 kept /m/a.pt for model 'm': cannot open /m/b.pt",
+                                                   "w2: no acknowledgement within 20 s"}));
+  EXPECT_NE(reply.reason.find("2 of 4 nodes do not run all of revision"), std::string::npos) << reply.reason;
+  // All acknowledged: answered at once, ok.
+  auto back = apply_text(*this, yaml("static"));
+  EXPECT_TRUE(back.ok) << back.reason;
+  EXPECT_EQ(back.nodes, (std::vector<std::string>{"ctl: applied", "fe: applied", "w1: applied", "w2: applied"}));
 }
 
 TEST_F(controller_fixture, a_refused_or_dry_apply_changes_nothing) {

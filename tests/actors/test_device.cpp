@@ -642,7 +642,8 @@ class file_executor final : public device_executor {
 };
 
 // An apply that gives a model another file under its name: the device loads it in place and runs
-// it from then on; a file that will not load leaves the old one running.
+// it from then on; a file that will not load leaves the old one running, and the device's answer
+// to the apply says so (the worker passes it on to the controller).
 TEST(file_device, an_apply_with_a_new_file_loads_it_in_place_and_a_bad_one_keeps_the_old) {
   caf_fixture f;
   std::vector<std::shared_ptr<const cluster_config>> ran;  // a node keeps every configuration it ran
@@ -664,12 +665,20 @@ TEST(file_device, an_apply_with_a_new_file_loads_it_in_place_and_a_bad_one_keeps
     f.run();
     f.advance(20ms);
   };
+  auto apply = [&](std::shared_ptr<const cluster_config> c) {
+    auto said = std::make_shared<std::vector<std::string>>(1, "no answer");
+    f.keep(f.sys->spawn([dev, c, said](caf::event_based_actor* self) {
+      self->request(dev, caf::infinite, new_config{c, 9}).then([said](std::vector<std::string>& p) { *said = p; });
+    }));
+    f.run();
+    return *said;
+  };
   invoke(1);
-  caf::anon_send(dev, new_config{with_path("m2.pt")});
-  f.run();
+  EXPECT_EQ(apply(with_path("m2.pt")), std::vector<std::string>{});
   invoke(2);
-  caf::anon_send(dev, new_config{with_path("broken.pt")});
-  f.run();
+  auto kept = apply(with_path("broken.pt"));
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0], "device 0 kept /w/m2.pt for model 'm': cannot load model 'm' from /w/broken.pt");
   invoke(3);
   EXPECT_EQ(*log, (std::vector<std::string>{"load m /w/m1.pt", "run m /w/m1.pt", "load m /w/m2.pt", "run m /w/m2.pt",
                                             "kept m /w/m2.pt", "run m /w/m2.pt"}));

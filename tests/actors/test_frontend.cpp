@@ -152,6 +152,46 @@ TEST_F(frontend_fixture, not_ready_without_a_routing_table) {
   EXPECT_NE(replies[0].reason.find("not ready"), std::string::npos);
 }
 
+// Ready means ready: with a table that routes everything to w1, the frontend serves at once
+// (w1 is live until it goes down) but says it is ready only once its node agent has heard w1 both
+// ways: heartbeats, then a link probe answered over the data connections.
+TEST_F(frontend_fixture, is_ready_once_the_agent_heard_its_workers_both_ways_and_over_the_data_connections) {
+  net->actors.agent = keep(spawn_node_agent(*sys, {cfg_, net, 1}));
+  caf::anon_send(net->actors.agent, start_atom::value);
+  run();
+  route({"w1"});
+  auto status = [&] {
+    caf::anon_send(fe, status_query{"probe", msg::status_request{5}});
+    run();
+    msg::status_reply out;
+    for (auto& [client, b] : net->replies)
+      if (auto* r = std::get_if<msg::status_reply>(&b)) out = *r;
+    net->replies.clear();
+    return out;
+  };
+  EXPECT_FALSE(status().ready);
+  EXPECT_EQ(status().detail, "model 'det' runs only on nodes not heard both ways yet");
+  auto ours = net->take<msg::heartbeat>();
+  ASSERT_FALSE(ours.empty());
+  uint64_t our_seq = ours.back().second.seq;
+  // w1's heartbeat says it heard ours: the control connections carry both ways. The agent probes
+  // w1's link at once and waits for it.
+  dispatch(*net, {"w1", msg::heartbeat{"w1", 9, 1, our_seq}}, {});
+  run();
+  std::vector<msg::heartbeat> probes;
+  for (auto& [to, hb] : net->take<msg::heartbeat>())
+    if (to == "w1" && hb.probe) probes.push_back(hb);
+  ASSERT_EQ(probes.size(), 2u) << "an empty probe and a loaded one";
+  EXPECT_FALSE(status().ready) << "the data connections have not answered yet";
+  msg::heartbeat echo;
+  echo.node = "w1";
+  echo.echo = probes[0].probe;
+  dispatch(*net, {"w1", echo}, {});
+  run();
+  auto now = status();
+  EXPECT_TRUE(now.ready) << now.detail;
+}
+
 TEST_F(frontend_fixture, walks_a_fan_out_dag_and_answers_once) {
   route({"w1"});
   request("traffic", 7, make_tensor({dtype::float32, {4}}, 1));

@@ -79,15 +79,22 @@ TEST(frontend_routes, say_why_a_pipeline_cannot_be_served_until_it_can) {
   r.apply(table({}));
   EXPECT_EQ(r.blocker(0), "no live instance serves model 'm'");
   r.apply(table({{"w1", 0, 1}}));
-  EXPECT_EQ(r.readiness(), "");
+  EXPECT_EQ(r.blocker(0), "") << "served: w1 is live until it goes down";
+  // Ready only once w1 is heard both ways (the node agent's peer_up), or runs on this node.
+  EXPECT_EQ(r.readiness("fe"), "model 'm' runs only on nodes not heard both ways yet");
+  EXPECT_EQ(r.readiness("w1"), "");
+  EXPECT_FALSE(r.set_live("w1", true)) << "live already: nothing changes but that it is heard";
+  EXPECT_EQ(r.readiness("fe"), "");
+  EXPECT_EQ(r.readiness("fe", 0), "");
   EXPECT_EQ(r.epoch(), 5u);
   ASSERT_NE(r.split(0), nullptr);
   EXPECT_DOUBLE_EQ(r.split(0)->finish_offset_ms[1], 100) << "b finishes by 30 + 70 ms";
   EXPECT_TRUE(r.set_live("w1", false));
   EXPECT_FALSE(r.set_live("w1", false)) << "already down";
   EXPECT_EQ(r.blocker(0), "no live instance serves model 'm'");
+  EXPECT_EQ(r.readiness("fe"), "no live instance serves model 'm'");
   EXPECT_TRUE(r.set_live("w1", true));
-  EXPECT_EQ(r.readiness(), "");
+  EXPECT_EQ(r.readiness("fe"), "");
 }
 
 // A table's quota (a plan short of devices, by priority): this frontend admits its share of the
@@ -189,7 +196,7 @@ TEST(frontend_routes, a_model_moved_to_a_node_not_heard_yet_keeps_its_old_instan
   r.set_live("w2", false);
   r.apply(table({{"w1", 0, 1}}));
   r.apply(table({{"w2", 0, 1}}));
-  EXPECT_EQ(r.readiness(), "");
+  EXPECT_EQ(r.blocker(0), "");
   std::mt19937_64 rng(3);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(r.pick("m", rng)->node, "w1");
   EXPECT_TRUE(r.set_live("w2", true));
@@ -197,7 +204,7 @@ TEST(frontend_routes, a_model_moved_to_a_node_not_heard_yet_keeps_its_old_instan
   // A table with no instance at all for a model (one a controller made while it heard only part
   // of the cluster) keeps the live one as a stand-in, until it is down too.
   r.apply(table({}));
-  EXPECT_EQ(r.readiness(), "");
+  EXPECT_EQ(r.blocker(0), "");
   for (int i = 0; i < 3; ++i) EXPECT_EQ(r.pick("m", rng)->node, "w2");
   EXPECT_TRUE(r.set_live("w2", false));
   EXPECT_EQ(r.blocker(0), "no live instance serves model 'm'");
@@ -227,7 +234,7 @@ TEST(frontend_routes, a_stage_runs_the_variant_the_table_names) {
   t.budgets = {{"p", "a", 40, "small"}, {"p", "b", 60, "m"}};
   r.apply(t);
   EXPECT_EQ(r.stage_model(0, 0), "small");
-  EXPECT_EQ(r.readiness(), "");
+  EXPECT_EQ(r.blocker(0), "");
   // A table naming a model that is no variant of the stage leaves it on the one the file names.
   t.budgets[0].model = "m";
   r.apply(t);

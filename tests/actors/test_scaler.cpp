@@ -61,6 +61,8 @@ controller_actor recording_controller(caf::actor_system& sys, std::shared_ptr<st
         [](start_atom) {},
         [](msg::register_node&) {},
         [](admin_call&) {},
+        [](msg::config_ack&) {},
+        [](applied_atom, uint64_t) {},
         [out](deployment& d) { out->push_back(std::move(d)); },
         [](beacon_atom) {},
         [](tick_atom) {},

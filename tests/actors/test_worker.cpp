@@ -101,6 +101,31 @@ TEST_F(worker_fixture, a_schedule_for_devices_it_lacks_is_acknowledged_for_those
   EXPECT_EQ(regs[0].schedule_epoch, 3u);
 }
 
+// An apply reaches the node: the worker hands it to both devices and, once both have answered,
+// tells the controller once that it runs the revision.
+TEST_F(worker_fixture, acknowledges_an_apply_once_every_device_has_answered) {
+  net->config = std::make_shared<config_source>(cfg_);
+  std::string next = yaml;
+  next.replace(next.find("latency_ms: [10, 12, 16]"), 24, "latency_ms: [10, 12, 18]");
+  dispatch(*net, {"ctl", msg::config_update{77, next, "next.yaml"}}, {});
+  run();
+  auto acks = net->take<msg::config_ack>();
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_EQ(acks[0].first, "ctl");
+  EXPECT_EQ(acks[0].second.revision, 77u);
+  EXPECT_EQ(acks[0].second.node, "w");
+  EXPECT_TRUE(acks[0].second.problems.empty());
+  // One the node refuses (a node dropped) is acknowledged at once, with the reason.
+  std::string dropped = next;
+  dropped.erase(dropped.find("  - {name: w,"), dropped.find("models:") - dropped.find("  - {name: w,"));
+  dispatch(*net, {"ctl", msg::config_update{78, dropped, "bad.yaml"}}, {});
+  run();
+  acks = net->take<msg::config_ack>();
+  ASSERT_EQ(acks.size(), 1u);
+  ASSERT_EQ(acks[0].second.problems.size(), 1u);
+  EXPECT_EQ(acks[0].second.problems[0].substr(0, 11), "refused it:") << acks[0].second.problems[0];
+}
+
 TEST_F(worker_fixture, asks_to_leave_in_every_registration_once_told_to) {
   registrations();
   caf::anon_send(net->actors.worker, leave_atom::value);

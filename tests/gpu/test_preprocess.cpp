@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "gpu/image.hpp"
+#include "gpu/nvjpeg.hpp"
 #include "gpu/preprocess.hpp"
 
 namespace sloserve {
@@ -106,6 +108,25 @@ TEST(preprocess, cuda_path_reports_when_unavailable) {
   preprocess_spec s;
   s.out_h = s.out_w = 1;
   EXPECT_FALSE(preprocess_cuda(img.data(), 1, 1, s, out.data()).empty());
+}
+
+// nvJPEG is loaded at run time. Where it is absent (this machine), opening it says where it
+// looked, SLOSERVE_NVJPEG first; where it is present (a GPU machine), it describes what it runs on.
+TEST(nvjpeg, opens_or_says_where_it_looked) {
+  setenv("SLOSERVE_NVJPEG", "/nowhere/libnvjpeg.so.99", 1);
+  auto places = nvjpeg_candidates();
+  ASSERT_FALSE(places.empty());
+  EXPECT_EQ(places.front(), "/nowhere/libnvjpeg.so.99");
+  EXPECT_EQ(places.back(), "libnvjpeg.so");
+  auto d = open_gpu_jpeg_decoder();
+  unsetenv("SLOSERVE_NVJPEG");
+  if (d) {
+    EXPECT_NE((*d)->describe().find("nvJPEG"), std::string::npos) << (*d)->describe();
+    GTEST_SKIP() << "nvJPEG is here: " << (*d)->describe();
+  }
+  EXPECT_NE(d.error().find("no nvJPEG library found (tried /nowhere/libnvjpeg.so.99, "), std::string::npos)
+      << d.error();
+  EXPECT_NE(d.error().find("libnvjpeg.so.12"), std::string::npos) << d.error();
 }
 
 }  // namespace

@@ -8,12 +8,14 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <memory>
 #include <sstream>
 
 #include "gpu/executor.hpp"
 #include "gpu/image.hpp"
+#include "gpu/nvjpeg.hpp"
 #include "tests/jpeg_writer.hpp"
 
 namespace sloserve {
@@ -386,6 +388,50 @@ TEST_P(torch_executor_kinds, images_are_preprocessed_on_the_device_and_a_bad_one
     for (size_t k = 0; k < a.size(); ++k)
       EXPECT_NEAR(a[k], b[k], 1e-3 * std::max(1.0f, std::abs(b[k]))) << got << " " << k;
   }
+}
+
+// On a cuda device with nvJPEG, a batch of JPEGs of several sizes is decoded on the GPU in one
+// call: each row gives what the same JPEG decoded by libjpeg-turbo gives, within what two JPEG
+// decoders differ by (their IDCT and chroma upsampling round differently), and a damaged JPEG
+// among them fails alone.
+TEST_P(torch_executor_kinds, jpegs_decoded_on_the_gpu_give_what_the_cpu_decoder_gives) {
+  if (GetParam() != "cuda") GTEST_SKIP() << "nvJPEG serves cuda devices";
+  auto nvjpeg = open_gpu_jpeg_decoder();
+  if (!nvjpeg) GTEST_SKIP() << nvjpeg.error();
+  auto m = tiny_cnn();
+  m.preprocess = image_preprocess{};
+  std::vector<std::vector<tensor>> reqs, want_reqs;
+  std::vector<std::pair<int, int>> sizes{{13, 17}, {64, 48}, {120, 160}, {8, 8}, {480, 640}, {33, 31}};
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    auto [h, w] = sizes[i];
+    auto pixels = make_tensor({dtype::uint8, {h, w, 3}}, static_cast<int>(i) + 3, "image");
+    auto jpeg = testing::jpeg_of(std::vector<uint8_t>(pixels.data.begin(), pixels.data.end()), h, w, 90);
+    std::vector<uint8_t> decoded;
+    int dh = 0, dw = 0;
+    ASSERT_TRUE(decode_jpeg(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), decoded, dh, dw));
+    reqs.push_back({uint8_tensor(jpeg, {static_cast<int64_t>(jpeg.size())})});
+    want_reqs.push_back({uint8_tensor(std::string(decoded.begin(), decoded.end()), {dh, dw, 3})});
+  }
+  auto good = reqs[1][0].data.str();
+  auto damaged = good.substr(0, 40) + std::string(200, '\x11');
+  reqs.push_back({uint8_tensor(damaged, {static_cast<int64_t>(damaged.size())})});
+  std::vector<const std::vector<tensor>*> in, want_in;
+  for (auto& r : reqs) in.push_back(&r);
+  for (auto& r : want_reqs) want_in.push_back(&r);
+  auto out = ex->execute(m, in);
+  auto want = ex->execute(m, want_in);
+  ASSERT_EQ(out.error, "");
+  ASSERT_EQ(want.error, "");
+  ASSERT_EQ(out.failed.size(), reqs.size());
+  EXPECT_FALSE(out.failed.back().empty()) << "the damaged JPEG fails";
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(out.failed[i], "") << i;
+    auto a = floats(out.outputs[i][0].data), b = floats(want.outputs[i][0].data);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k)
+      EXPECT_NEAR(a[k], b[k], 0.05 * std::max(1.0f, std::abs(b[k]))) << i << " " << k;
+  }
+  for (auto& note : ex->take_notes()) std::cout << "cuda device: " << note << "\n";
 }
 
 // A batch of images stacked on several threads (a cpu device of 3 threads) gives what one thread

@@ -638,6 +638,8 @@ TEST_F(cluster_fixture, apply_adds_a_pipeline_and_changes_an_slo_under_load_and_
   EXPECT_NE(out.find("+ model 'tag'"), std::string::npos) << out;
   EXPECT_NE(out.find("+ pipeline 'audit'"), std::string::npos) << out;
   EXPECT_NE(out.find("applied: revision"), std::string::npos) << out;
+  for (auto node : {"ctl", "w1", "w2"})
+    EXPECT_NE(out.find(std::string("node ") + node + ": applied\n"), std::string::npos) << out;
   std::this_thread::sleep_for(2s);
   auto audit =
       spawn({"sloserve", "load", "-c", (dir / "next.yaml").string(), "--address", ctl, "--pipeline", "audit", "--rate",
@@ -808,6 +810,49 @@ scheduler: {epoch_s: 5, min_epoch_s: 2}
   EXPECT_NE(WEXITSTATUS(status), 0);
   EXPECT_NE(stranger.output().find("has no tenant 'nobody'; its tenants: gold, bronze"), std::string::npos)
       << stranger.output();
+}
+
+// Every file a command writes lands with its folders made, or the command fails with the path
+// and the reason: trace --out, sim --json, up --write-config, load --json and --report.
+TEST_F(cluster_fixture, commands_write_their_files_into_new_folders_or_say_why_not) {
+  std::ofstream(dir / "plain") << "a file, not a folder";
+  auto run = [&](std::vector<std::string> args, const std::string& log) {
+    auto p = spawn(std::move(args), dir / log);
+    int status = 0;
+    EXPECT_TRUE(p.wait_for(60s, status)) << p.output();
+    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, p.output());
+  };
+  auto refused = [&](const std::pair<int, std::string>& r, const fs::path& path) {
+    EXPECT_EQ(r.first, 1) << r.second;
+    EXPECT_NE(r.second.find("cannot write " + path.string() + ": cannot create the folder " + (dir / "plain").string()),
+              std::string::npos)
+        << r.second;
+  };
+  auto cfg = (dir / "cluster.yaml").string();
+  auto made = dir / "new" / "deep" / "t.txt";
+  EXPECT_EQ(run({"sloserve", "trace", "bursty", "--duration-s", "10", "--out", made.string()}, "t1.log").first, 0);
+  EXPECT_TRUE(fs::exists(made));
+  refused(run({"sloserve", "trace", "bursty", "--duration-s", "10", "--out", (dir / "plain/t.txt").string()}, "t2.log"),
+          dir / "plain/t.txt");
+  std::vector<std::string> sim{"sloserve", "sim",    "-c",  cfg,          "--pipeline",
+                               "traffic",  "--rate", "100", "--duration", "1"};
+  auto with = [](std::vector<std::string> v, std::vector<std::string> more) {
+    v.insert(v.end(), more.begin(), more.end());
+    return v;
+  };
+  EXPECT_EQ(run(with(sim, {"--json", (dir / "s/sim.json").string()}), "s1.log").first, 0);
+  EXPECT_TRUE(fs::exists(dir / "s/sim.json"));
+  refused(run(with(sim, {"--json", (dir / "plain/sim.json").string()}), "s2.log"), dir / "plain/sim.json");
+  auto up_refused = run({"sloserve", "up", "-c", cfg, "--write-config", (dir / "plain/r.yaml").string()}, "u.log");
+  refused(up_refused, dir / "plain/r.yaml");
+  EXPECT_EQ(up_refused.second.find("cluster up"), std::string::npos) << "no node started";
+  start_cluster();
+  auto loaded = run(
+      {"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "traffic", "--rate", "50",
+       "--duration", "1", "--json", (dir / "l/load.json").string(), "--report", (dir / "plain/report.html").string()},
+      "l.log");
+  refused(loaded, dir / "plain/report.html");
+  EXPECT_TRUE(fs::exists(dir / "l/load.json")) << "what could be written was";
 }
 
 TEST_F(cluster_fixture, up_fails_when_a_node_cannot_start) {
