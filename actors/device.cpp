@@ -30,6 +30,9 @@ struct device_state {
   int threads = 1;     // intra-op threads the executor runs with
   std::string broken;  // why this device's executor could not be made; it then serves nothing
   std::map<std::string, std::string> load_failures;  // models the last schedule asked for that would not load, and why
+  // Models whose new file (an apply) would not load: the file the executor still runs. The
+  // configuration names the new one from then on, so a later apply's word names the right file.
+  std::map<std::string, std::string> kept_files;
   std::unique_ptr<sched::drop_policy> policy;
   device_sessions sessions;
   size_t next = 0;  // round-robin cursor
@@ -453,12 +456,21 @@ device_actor spawn_device_with(caf::actor_system& sys, actor_args args, uint32_t
           std::vector<std::string> problems;
           for (auto& s : st.sessions.all())
             if (auto* next = c.cfg->find_model(s.model->name); next && next->path != s.model->path) {
+              auto kept = st.kept_files.find(next->name);
+              auto running = kept != st.kept_files.end() ? kept->second : s.model->path;
+              if (next->path == running) {  // back to the file it kept: nothing to load
+                st.kept_files.erase(next->name);
+                continue;
+              }
               spdlog::info("{}: device {}: loading '{}' from {} in place of {}", st.net->self_name(), st.index,
-                           next->name, next->path, s.model->path);
+                           next->name, next->path, running);
               if (auto loaded = st.executor->reload(*next); !loaded) {
                 spdlog::error("{}: device {}: kept the file it ran: {}", st.net->self_name(), st.index, loaded.error());
-                problems.push_back(fmt::format("device {} kept {} for model '{}': {}", st.index, s.model->path,
-                                               next->name, loaded.error()));
+                problems.push_back(
+                    fmt::format("device {} kept {} for model '{}': {}", st.index, running, next->name, loaded.error()));
+                st.kept_files[next->name] = running;
+              } else {
+                st.kept_files.erase(next->name);
               }
             }
           st.cfg = c.cfg;

@@ -680,10 +680,17 @@ TEST(file_device, an_apply_with_a_new_file_loads_it_in_place_and_a_bad_one_keeps
   ASSERT_EQ(kept.size(), 1u);
   EXPECT_EQ(kept[0], "device 0 kept /w/m2.pt for model 'm': cannot load model 'm' from /w/broken.pt");
   invoke(3);
+  // Another bad file: the word names the file it still runs, not the one that failed before;
+  // back to that file: nothing to load.
+  kept = apply(with_path("broken2.pt"));
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0], "device 0 kept /w/m2.pt for model 'm': cannot load model 'm' from /w/broken2.pt");
+  EXPECT_EQ(apply(with_path("m2.pt")), std::vector<std::string>{});
+  invoke(4);
   EXPECT_EQ(*log, (std::vector<std::string>{"load m /w/m1.pt", "run m /w/m1.pt", "load m /w/m2.pt", "run m /w/m2.pt",
-                                            "kept m /w/m2.pt", "run m /w/m2.pt"}));
+                                            "kept m /w/m2.pt", "run m /w/m2.pt", "kept m /w/m2.pt", "run m /w/m2.pt"}));
   auto results = net->take<msg::invocation_result>();
-  ASSERT_EQ(results.size(), 3u);
+  ASSERT_EQ(results.size(), 4u);
   for (auto& [node, r] : results) EXPECT_EQ(r.code, msg::status::ok) << r.reason;
 }
 
