@@ -1,6 +1,7 @@
 #include "scheduling/balancer.hpp"
 
 #include <algorithm>
+#include <vector>
 
 namespace sloserve::sched {
 
@@ -34,19 +35,31 @@ std::optional<size_t> balancer::route(const std::vector<backend_load>& b, std::m
 }
 
 std::optional<size_t> p2c_balancer::pick(const std::vector<backend_load>& b, std::mt19937_64& rng) const {
-  size_t live = 0, only = 0;
-  for (size_t i = 0; i < b.size(); ++i)
-    if (planned(b[i])) ++live, only = i;
-  if (live == 0) return std::nullopt;
-  if (live == 1) return only;
+  if (b.empty()) return std::nullopt;
+  if (b.size() == 1) return planned(b[0]) ? std::optional<size_t>(0) : std::nullopt;
+  // Two distinct planned backends, each drawn uniformly by rejection. A route of thousands of
+  // instances (a large fleet) is not scanned per pick: only when draws keep missing (few planned
+  // among many, or fewer than two) does a scan settle it.
   std::uniform_int_distribution<size_t> d(0, b.size() - 1);
-  size_t x, y;
-  do x = d(rng);
-  while (!planned(b[x]));
-  do y = d(rng);
-  while (!planned(b[y]) || y == x);
+  auto draw = [&](size_t other) -> std::optional<size_t> {
+    for (int tries = 0; tries < 32; ++tries)
+      if (auto i = d(rng); planned(b[i]) && i != other) return i;
+    return std::nullopt;
+  };
+  auto x = draw(b.size());
+  auto y = x ? draw(*x) : std::nullopt;
+  if (!x || !y) {
+    std::vector<size_t> live;
+    for (size_t i = 0; i < b.size(); ++i)
+      if (planned(b[i])) live.push_back(i);
+    if (live.empty()) return std::nullopt;
+    if (live.size() == 1) return live[0];
+    if (!x) x = live[std::uniform_int_distribution<size_t>(0, live.size() - 1)(rng)];
+    std::erase(live, *x);
+    y = live[std::uniform_int_distribution<size_t>(0, live.size() - 1)(rng)];
+  }
   auto cost = [&](size_t i) { return (b[i].outstanding + 1) / std::max(b[i].weight, 1e-9); };
-  return cost(y) < cost(x) ? y : x;
+  return cost(*y) < cost(*x) ? *y : *x;
 }
 
 std::optional<size_t> weighted_random_balancer::pick(const std::vector<backend_load>& b, std::mt19937_64& rng) const {

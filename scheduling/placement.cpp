@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <set>
+#include <string_view>
+#include <unordered_map>
 
 #include "scheduling/policies/registry.hpp"
 #include "scheduling/query_analyzer.hpp"
@@ -60,16 +64,17 @@ class spill_points {
  public:
   // `models`: the planner's (a refreshed profile's latencies scaled), else the file's.
   spill_points(const cluster_config& cfg, const msg::routing_table& t, const std::vector<model_spec>* models = nullptr)
-      : cfg_(cfg), models_(models ? *models : cfg.models), budget_(tightest_budgets(t)) {
+      : cfg_(cfg), budget_(tightest_budgets(t)) {
     for (auto& s : device_slots(cfg)) slot_.emplace(std::make_pair(s.node, s.device), s);
+    for (auto& m : models ? *models : cfg.models) models_.emplace(m.name, &m);
   }
   // Outstanding invocations at which instance `i` of `model`, run in batches of `b`, is busy:
   // one more would not finish within the model's budget (a batch running, then its own among
   // those queued, each taking l(b)): b per l(b) of the budget beyond the running batch's. 0
   // (never busy) where the model or its budget is unknown.
   uint32_t of(const std::string& model, const msg::route_instance& i, uint32_t b) const {
-    auto it = std::find_if(models_.begin(), models_.end(), [&](const model_spec& x) { return x.name == model; });
-    const model_spec* m = it == models_.end() ? cfg_.find_model(model) : &*it;  // fragments: the file's
+    auto it = models_.find(model);
+    const model_spec* m = it == models_.end() ? cfg_.find_model(model) : it->second;  // fragments: the file's
     auto budget = budget_.find(model);
     auto slot = slot_.find({i.node, i.device});
     if (!m || budget == budget_.end() || slot == slot_.end() || b == 0) return 0;
@@ -81,7 +86,7 @@ class spill_points {
 
  private:
   const cluster_config& cfg_;
-  const std::vector<model_spec>& models_;
+  std::unordered_map<std::string, const model_spec*> models_;  // by name: looked up per instance
   std::map<std::string, double> budget_;
   std::map<std::pair<std::string, uint32_t>, sched::device_slot> slot_;
 };
@@ -91,13 +96,29 @@ class spill_points {
 void set_spill_points(const cluster_config& cfg, cluster_placement& pl,
                       const std::vector<model_spec>* models = nullptr) {
   spill_points spill(cfg, pl.table, models);
+  // Each device's sessions as (model, batch) sorted by model, made when an instance first asks:
+  // a placement of every model on every device of a large fleet has millions of instances, and
+  // scanning a device's sessions for each would cost their square.
+  using by_model = std::vector<std::pair<std::string_view, uint32_t>>;
+  std::unordered_map<const void*, by_model> sorted;
+  auto batch_of = [&](const auto& device, const std::string& model) -> std::optional<uint32_t> {
+    auto& v = sorted[&device];
+    if (v.empty()) {
+      for (auto& ss : device.sessions) v.emplace_back(ss.model, ss.batch);
+      // The last session of a model wins, as a scan that overwrote would have it.
+      std::stable_sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    }
+    auto it = std::upper_bound(v.begin(), v.end(), std::string_view(model),
+                               [](std::string_view m, auto& e) { return m < e.first; });
+    if (it == v.begin() || std::prev(it)->first != model) return std::nullopt;
+    return std::prev(it)->second;
+  };
   for (auto& r : pl.table.routes)
     for (auto& i : r.instances) {
       if (i.spill_at) continue;
       auto s = pl.schedules.find(i.node);
       if (s == pl.schedules.end() || i.device >= s->second.devices.size()) continue;
-      for (auto& ss : s->second.devices[i.device].sessions)
-        if (ss.model == r.model) i.spill_at = spill.of(r.model, i, std::max(1u, ss.batch));
+      if (auto b = batch_of(s->second.devices[i.device], r.model)) i.spill_at = spill.of(r.model, i, std::max(1u, *b));
     }
 }
 

@@ -1,8 +1,10 @@
 #pragma once
-// One session's requests on one device, kept in deadline order.
+// One session's requests on one device, kept in deadline order. A vector, not a deque: an empty
+// one holds no memory (libstdc++'s deque allocates on construction), and a placement may hold
+// millions of sessions that never see a request (every model on every device of a large fleet,
+// before the first plan); queues stay short enough that taking from the front is cheap.
 
 #include <algorithm>
-#include <deque>
 #include <utility>
 #include <vector>
 
@@ -74,10 +76,10 @@ class session_queue {
   }
 
   // Removes every request; used when a device shuts down.
-  std::deque<entry> take_all() { return std::exchange(q_, {}); }
+  std::vector<entry> take_all() { return std::exchange(q_, {}); }
 
  private:
-  std::deque<entry> q_;
+  std::vector<entry> q_;
 };
 
 // The time left to their deadlines on arrival of a session's latest requests (at most

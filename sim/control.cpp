@@ -112,9 +112,10 @@ void engine::adopt(ns now, cluster_placement p, bool immediately, std::vector<in
 void engine::on_apply(ns now, uint32_t which) {
   auto p = std::move(pending_[which]);
   applied_.clear();
-  for (auto& [node, sched] : p.schedules)
-    for (auto& ds : sched.devices)
-      for (auto& ss : ds.sessions) applied_.insert({node, ds.device, ss.model});
+  if (cfg_.scaler.enabled())  // only the scaler reads it (tell_scaler); a large fleet has millions
+    for (auto& [node, sched] : p.schedules)
+      for (auto& ds : sched.devices)
+        for (auto& ss : ds.sessions) applied_.insert({node, ds.device, ss.model});
   for_each_scheduled(p, [&](uint32_t di, device& d, const msg::device_schedule& ds) {
     std::vector<dev_session> next;
     for (auto& s : ds.sessions) {

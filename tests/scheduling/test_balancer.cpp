@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -30,6 +31,32 @@ TEST(balancer, p2c_spreads_equal_load) {
     ++v[k].outstanding;  // nothing completes: p2c must keep queues even
   }
   for (auto& x : v) EXPECT_NEAR(x.outstanding, 1000, 20);
+}
+
+// A route of thousands of instances (a large fleet) is not scanned per pick: draws find planned
+// ones; where almost none is planned, a scan still finds them, and spreads among them.
+TEST(balancer, p2c_picks_among_the_few_planned_of_a_large_route) {
+  p2c_balancer b;
+  std::mt19937_64 rng(5);
+  std::vector<backend_load> v(5000, backend_load{0, 1, false});
+  for (auto i : {7, 1234, 4999}) v[static_cast<size_t>(i)].live = true;
+  for (int i = 0; i < 3000; ++i) {
+    auto k = b.pick(v, rng);
+    ASSERT_TRUE(k);
+    ASSERT_TRUE(v[*k].live) << *k;
+    ++v[*k].outstanding;
+  }
+  for (auto i : {7, 1234, 4999}) EXPECT_NEAR(v[static_cast<size_t>(i)].outstanding, 1000, 20);
+  for (auto i : {7, 1234}) v[static_cast<size_t>(i)].live = false;
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(b.pick(v, rng), 4999u) << "the one planned";
+  v[4999].live = false;
+  EXPECT_FALSE(b.pick(v, rng));
+  std::vector<backend_load> all(10000);
+  for (int i = 0; i < 40000; ++i) ++all[*b.pick(all, rng)].outstanding;
+  // Two choices keep the fullest near the mean of 4 (one random choice: about 13 among 10,000).
+  uint32_t fullest = 0;
+  for (auto& x : all) fullest = std::max(fullest, x.outstanding);
+  EXPECT_LE(fullest, 8u);
 }
 
 TEST(balancer, weighted_random_follows_weights) {
