@@ -97,6 +97,8 @@ log "tests on the cuda kind"
 "$BUILD/tests/test_torch_executor" 2>&1 | tee "$OUT_DIR/test_torch_executor.log" | tail -4 || status=1
 "$BUILD/tests/test_preprocess" 2>&1 | tee "$OUT_DIR/test_preprocess.log" | tail -4 || status=1
 grep -h "SKIPPED\|FAILED" "$OUT_DIR"/test_*.log | tee -a "$OUT_DIR/summary.txt" || true
+# How the cuda device decodes JPEGs (nvJPEG, found at run time, or CPU threads, and why).
+grep -h "cuda device: " "$OUT_DIR/test_torch_executor.log" | sort -u | tee -a "$OUT_DIR/summary.txt" || true
 
 fi
 
@@ -157,7 +159,7 @@ YAML
 "$BUILD/sloserve" up -c "$SERVE/cluster.yaml" --write-config "$SERVE/resolved.yaml" >"$SERVE/up.log" 2>&1 &
 UP=$!
 for _ in $(seq 600); do grep -q "cluster up" "$SERVE/up.log" && break; sleep 0.5; done
-grep -E "measured|disagreed" "$SERVE/up.log" | tee -a "$OUT_DIR/summary.txt" || true
+grep -E "measured|disagreed|JPEG inputs are decoded" "$SERVE/up.log" | tee -a "$OUT_DIR/summary.txt" || true
 # PIPELINE RATE [load args]: prints the attainment and the generator's late fraction.
 attain() {
   local p=$1 r=$2
