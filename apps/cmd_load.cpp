@@ -328,14 +328,18 @@ int run_load_command(load_args& o) {
   std::cout << ran->to_text();
   int rc = 0;
   if (!o.json.empty())
-    if (auto written = write_file(o.json, ran->to_json(lo).dump(2) + "\n"); !written)
-      std::cerr << "sloserve load: " << written.error() << "\n", rc = 1;
+    if (auto written = write_file(o.json, ran->to_json(lo).dump(2) + "\n"); !written) {
+      std::cerr << "sloserve load: " << written.error() << "\n";
+      rc = 1;
+    }
   if (!o.report.empty()) {
     std::ifstream file(o.config);
     std::stringstream text;
     text << file.rdbuf();
-    if (auto written = write_file(o.report, html_report({&*ran, &lo, command_line(), text.str()})); !written)
-      std::cerr << "sloserve load: " << written.error() << "\n", rc = 1;
+    if (auto written = write_file(o.report, html_report({&*ran, &lo, command_line(), text.str()})); !written) {
+      std::cerr << "sloserve load: " << written.error() << "\n";
+      rc = 1;
+    }
   }
   return rc;
 }

@@ -99,6 +99,13 @@ void expect_reference(device_executor& ex, const model_spec& m, const std::strin
   }
 }
 
+// `reqs` run as one batch.
+batch_outcome execute_requests(device_executor& ex, const model_spec& m, const std::vector<std::vector<tensor>>& reqs) {
+  std::vector<const std::vector<tensor>*> in;
+  for (auto& r : reqs) in.push_back(&r);
+  return ex.execute(m, in);
+}
+
 class torch_executor_kinds : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -369,11 +376,8 @@ TEST_P(torch_executor_kinds, images_are_preprocessed_on_the_device_and_a_bad_one
                                         {uint8_tensor(damaged, {static_cast<int64_t>(damaged.size())})},
                                         {by_hand(rgb)}};
   std::vector<std::vector<tensor>> want_reqs{{by_hand(rgb)}, {by_hand(decoded)}};
-  std::vector<const std::vector<tensor>*> in, want_in;
-  for (auto& r : reqs) in.push_back(&r);
-  for (auto& r : want_reqs) want_in.push_back(&r);
-  auto out = ex->execute(m, in);
-  auto want = ex->execute(m, want_in);
+  auto out = execute_requests(*ex, m, reqs);
+  auto want = execute_requests(*ex, m, want_reqs);
   ASSERT_EQ(out.error, "");
   ASSERT_EQ(want.error, "");
   ASSERT_EQ(out.failed.size(), 4u);
@@ -415,11 +419,8 @@ TEST_P(torch_executor_kinds, jpegs_decoded_on_the_gpu_give_what_the_cpu_decoder_
   auto good = reqs[1][0].data.str();
   auto damaged = good.substr(0, 40) + std::string(200, '\x11');
   reqs.push_back({uint8_tensor(damaged, {static_cast<int64_t>(damaged.size())})});
-  std::vector<const std::vector<tensor>*> in, want_in;
-  for (auto& r : reqs) in.push_back(&r);
-  for (auto& r : want_reqs) want_in.push_back(&r);
-  auto out = ex->execute(m, in);
-  auto want = ex->execute(m, want_in);
+  auto out = execute_requests(*ex, m, reqs);
+  auto want = execute_requests(*ex, m, want_reqs);
   ASSERT_EQ(out.error, "");
   ASSERT_EQ(want.error, "");
   ASSERT_EQ(out.failed.size(), reqs.size());
