@@ -123,8 +123,45 @@ class session final : public session_base, public std::enable_shared_from_this<s
     // The whole request, headers and body, within the timeout from now: a client that trickles
     // it, or keeps the connection idle, loses the connection.
     lowest().expires_after(srv_->opts.request_timeout);
+    bhttp::async_read_header(stream_, buffer_, *parser_,
+                             [self = this->shared_from_this()](error_code ec, size_t) { self->on_header(ec); });
+  }
+
+  // The header is in. A body of a known length is read straight into its string, in reads as
+  // large as the socket gives (through the parser it would be copied out of the read buffer, in
+  // reads as small as that buffer); a client that asked for "100 Continue" gets it first.
+  void on_header(error_code ec) {
+    if (ec || parser_->is_done()) return on_read(ec);
+    auto length = parser_->content_length();
+    if (!length || parser_->chunked()) return read_rest();
+    if (auto e = parser_->get().find(bhttp::field::expect);
+        e != parser_->get().end() && beast::iequals(e->value(), "100-continue") && buffer_.size() == 0) {
+      static const std::string go_on = "HTTP/1.1 100 Continue\r\n\r\n";
+      return asio::async_write(stream_, asio::buffer(go_on), [self = this->shared_from_this()](error_code ec, size_t) {
+        if (ec) return self->shut();
+        self->read_body();
+      });
+    }
+    read_body();
+  }
+
+  void read_rest() {
     bhttp::async_read(stream_, buffer_, *parser_,
                       [self = this->shared_from_this()](error_code ec, size_t) { self->on_read(ec); });
+  }
+
+  void read_body() {
+    auto length = static_cast<size_t>(*parser_->content_length());
+    body_.resize(length);
+    auto have = std::min(length, buffer_.size());
+    asio::buffer_copy(asio::buffer(body_.data(), have), buffer_.data());
+    buffer_.consume(have);
+    if (have == length) return on_read({});
+    asio::async_read(stream_, asio::buffer(body_.data() + have, length - have),
+                     [self = this->shared_from_this()](error_code ec, size_t) {
+                       // A body cut short is a message the parser would call partial.
+                       self->on_read(ec == asio::error::eof ? error_code(bhttp::error::partial_message) : ec);
+                     });
   }
 
   void on_read(error_code ec) {
@@ -169,7 +206,7 @@ class session final : public session_base, public std::enable_shared_from_this<s
       return write({400, error_json("Bad Request: a '%' in the path that is not followed by two hex digits")}, false);
     }
     r.path = std::move(*path);
-    r.body = std::move(m.body());
+    r.body = parser_->is_done() ? std::move(m.body()) : std::exchange(body_, {});
     r.remote = remote_;
     for (auto& f : m) r.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
     lowest().expires_never();  // the handler's time is its own (responder::backstop)
@@ -233,6 +270,7 @@ class session final : public session_base, public std::enable_shared_from_this<s
   std::string remote_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::string body_;  // a body of a known length, read past the parser
   bool keep_alive_ = false;
   bool linger_ = false;
   bool closed_ = false;

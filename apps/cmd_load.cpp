@@ -160,8 +160,9 @@ void add_traffic_options(CLI::App* cmd, load_args& o) {
   cmd->add_option("--threads", lo.threads,
                   "sending threads, each with its own connection (default: enough for the rate)");
   cmd->add_flag("--shared-memory", lo.shared_memory,
-                "zmq, on the frontend's host: pass the tensors through a shared-memory region registered with its "
-                "node (runtime.client_shared_memory) instead of sending their bytes");
+                "on the frontend's host: pass the tensors through a shared-memory region registered with its node "
+                "(runtime.client_shared_memory) instead of sending their bytes; over http and grpc by Triton's "
+                "system shared-memory extension");
   cmd->add_option("--images", o.images,
                   "send these JPEG files (a file, or a folder of *.jpg) in turn; the model needs preprocess:");
   cmd->add_option("--image-size", o.image_size,

@@ -3,7 +3,9 @@
 // A no-op model (l(b) = 0.001·b + 0.01 ms) on one emulated device, a controller-and-frontend node
 // with the KServe v2 HTTP and gRPC ingresses and a worker node (`sloserve up`), and the load
 // client on the same machine (`sloserve load --protocol zmq|http|grpc`, closed loop). For each
-// ingress: p50 at concurrency 1 and throughput at concurrency N; then each ratio to ZeroMQ.
+// ingress: p50 at concurrency 1 and throughput at concurrency N; then each ratio to ZeroMQ. Then
+// 602 KB inputs (a 224x224 float image, the same no-op cost) at 16 in flight over each ingress,
+// their bytes in the request and then through a registered shared-memory region.
 // Then a slowloris: 1,000 connections from another loopback address (127.0.0.2), each sending
 // half a request header and holding on (the file lets one address hold them all), and the HTTP
 // p99 at concurrency 8 with them against without them.
@@ -44,9 +46,15 @@ models:
     output: {dtype: float32, shape: [4]}
     max_batch: 64
     profile: {alpha_ms: 0.001, beta_ms: 0.01}
+  - name: image
+    input: {dtype: float32, shape: [3, 224, 224]}
+    output: {dtype: float32, shape: [4]}
+    max_batch: 64
+    profile: {alpha_ms: 0.001, beta_ms: 0.01}
 pipelines:
   - {name: noop, slo_ms: 100, stages: [{name: s, model: noop}]}
-runtime: {http_connections_per_address: 2000}
+  - {name: image, slo_ms: 100, stages: [{name: s, model: image}]}
+runtime: {http_connections_per_address: 2000, client_shared_memory: true}
 )";
 
 // `n` connections from 127.0.0.2 to HOST:PORT, each having sent half a request header.
@@ -77,13 +85,29 @@ struct result {
   int64_t lost = 0, errors = 0;
 };
 
-result load(const fs::path& dir, const std::string& protocol, int concurrency, int seconds) {
+// A closed loop of `concurrency` requests to `pipeline` over `protocol`; `shared`: their tensors
+// through a registered shared-memory region.
+result load(const fs::path& dir, const std::string& protocol, int concurrency, int seconds,
+            const std::string& pipeline = "noop", bool shared = false) {
   auto out = dir / ("load-" + protocol + "-" + std::to_string(concurrency) + ".json");
-  auto p = sloserve::spawn_child(SLOSERVE_BIN,
-                                 {"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "noop",
-                                  "--protocol", protocol, "--concurrency", std::to_string(concurrency), "--duration",
-                                  std::to_string(seconds), "--warmup", "1", "--json", out.string()},
-                                 dir / "load.log");
+  std::vector<std::string> args{"sloserve",
+                                "load",
+                                "-c",
+                                (dir / "resolved.yaml").string(),
+                                "--pipeline",
+                                pipeline,
+                                "--protocol",
+                                protocol,
+                                "--concurrency",
+                                std::to_string(concurrency),
+                                "--duration",
+                                std::to_string(seconds),
+                                "--warmup",
+                                "1",
+                                "--json",
+                                out.string()};
+  if (shared) args.push_back("--shared-memory");
+  auto p = sloserve::spawn_child(SLOSERVE_BIN, args, dir / "load.log");
   int status = 0;
   if (!p.wait_for(std::chrono::seconds(seconds + 60), status) || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::fprintf(stderr, "load --protocol %s failed:\n%s\n", protocol.c_str(), p.output().c_str());
@@ -126,6 +150,16 @@ int main(int argc, char** argv) {
         "%s vs zmq: p50 at concurrency 1 %.2fx (target <= 2x for http), throughput at %d %.2fx (%.0f req/s; "
         "target >= 15000)\n",
         protocols[i].c_str(), r.first.p50 / zmq.first.p50, concurrency, r.second.rps / zmq.second.rps, r.second.rps);
+  }
+  // 602 KB inputs (a 224x224 float image) over each ingress: their bytes, then through shared memory.
+  std::printf("602 KB inputs, %d in flight: req/s with bytes | through shared memory (ratio) | lost\n", 16);
+  double zmq_bytes = 0;
+  for (auto& protocol : protocols) {
+    auto bytes = load(dir, protocol, 16, seconds, "image");
+    auto shared = load(dir, protocol, 16, seconds, "image", true);
+    if (protocol == "zmq") zmq_bytes = bytes.rps;
+    std::printf("%-8s  %8.0f (%.2fx zmq) | %8.0f (%.2fx) | %lld\n", protocol.c_str(), bytes.rps, bytes.rps / zmq_bytes,
+                shared.rps, shared.rps / bytes.rps, static_cast<long long>(bytes.lost + shared.lost));
   }
   // The slowloris. The ingress closes a request not sent whole within its timeout (10 s): the
   // measured run fits within it.

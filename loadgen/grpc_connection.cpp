@@ -79,6 +79,8 @@ class grpc_connection final : public load_connection {
       infer(*r);
     else if (auto* s = std::get_if<msg::status_request>(&d.value->content))
       ready(s->token);
+    else if (auto* m = std::get_if<msg::shared_memory_request>(&d.value->content))
+      shared_memory(*m);
   }
 
   bool recv(std::string& out, int timeout_ms) override { return answers_.pop(out, timeout_ms); }
@@ -112,15 +114,26 @@ class grpc_connection final : public load_connection {
 
   void infer(const msg::client_request& r) {
     auto* c = new call<pb::ModelInferRequest, pb::ModelInferResponse>;
-    auto& t = r.inputs.front();
     c->req.set_model_name(r.pipeline);
     c->req.set_id(std::to_string(r.request_id));
     auto* in = c->req.add_inputs();
     auto name = input_names_.find(r.pipeline);
     in->set_name(name != input_names_.end() ? name->second : "input");
-    in->set_datatype(std::string(kserve::datatype_name(t.type)));
-    for (auto d : t.shape) in->add_shape(d);
-    c->req.add_raw_input_contents(t.data.data(), t.data.size());
+    if (!r.shm_inputs.empty()) {
+      // Named in a registered system shared-memory region, no bytes carried.
+      auto& t = r.shm_inputs.front();
+      in->set_datatype(std::string(kserve::datatype_name(t.type)));
+      for (auto d : t.shape) in->add_shape(d);
+      auto& params = *in->mutable_parameters();
+      params["shared_memory_region"].set_string_param(t.region);
+      params["shared_memory_offset"].set_int64_param(static_cast<int64_t>(t.offset));
+      params["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(t.byte_size));
+    } else {
+      auto& t = r.inputs.front();
+      in->set_datatype(std::string(kserve::datatype_name(t.type)));
+      for (auto d : t.shape) in->add_shape(d);
+      c->req.add_raw_input_contents(t.data.data(), t.data.size());
+    }
     start_call(c->ctx);
     stub_->async()->ModelInfer(&c->ctx, &c->req, &c->res, [this, c, id = r.request_id](grpc::Status s) {
       msg::client_reply out;
@@ -142,6 +155,53 @@ class grpc_connection final : public load_connection {
       delete c;
       deliver(std::move(out));
     });
+  }
+
+  // Triton's system shared-memory RPCs: register, unregister or status of a region.
+  void shared_memory(const msg::shared_memory_request& m) {
+    auto answer = [this, token = m.token](const grpc::Status& s, msg::shared_memory_reply out) {
+      out.token = token;
+      out.ok = s.ok();
+      if (!s.ok()) out.reason = "gRPC " + std::to_string(s.error_code()) + ": " + s.error_message();
+      deliver(std::move(out));
+    };
+    switch (m.op) {
+      case msg::shared_memory_op::add: {
+        auto* c = new call<pb::SystemSharedMemoryRegisterRequest, pb::SystemSharedMemoryRegisterResponse>;
+        c->req.set_name(m.name);
+        c->req.set_key(m.key);
+        c->req.set_offset(m.offset);
+        c->req.set_byte_size(m.byte_size);
+        start_call(c->ctx);
+        stub_->async()->SystemSharedMemoryRegister(&c->ctx, &c->req, &c->res, [c, answer](grpc::Status s) {
+          delete c;
+          answer(s, {});
+        });
+        return;
+      }
+      case msg::shared_memory_op::remove: {
+        auto* c = new call<pb::SystemSharedMemoryUnregisterRequest, pb::SystemSharedMemoryUnregisterResponse>;
+        c->req.set_name(m.name);
+        start_call(c->ctx);
+        stub_->async()->SystemSharedMemoryUnregister(&c->ctx, &c->req, &c->res, [c, answer](grpc::Status s) {
+          delete c;
+          answer(s, {});
+        });
+        return;
+      }
+      case msg::shared_memory_op::status: {
+        auto* c = new call<pb::SystemSharedMemoryStatusRequest, pb::SystemSharedMemoryStatusResponse>;
+        c->req.set_name(m.name);
+        start_call(c->ctx);
+        stub_->async()->SystemSharedMemoryStatus(&c->ctx, &c->req, &c->res, [c, answer](grpc::Status s) {
+          msg::shared_memory_reply out;
+          for (auto& [name, r] : c->res.regions()) out.regions.push_back({name, r.key(), r.offset(), r.byte_size()});
+          delete c;
+          answer(s, std::move(out));
+        });
+        return;
+      }
+    }
   }
 
   void ready(uint64_t token) {

@@ -5,6 +5,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <cctype>
 #include <cstdlib>
 #include <deque>
 #include <future>
@@ -248,6 +249,10 @@ class http_connection final : public load_connection {
         ch->exchange(infer_request(*r), [this, id = r->request_id, answered](error_code ec, response_t& res) {
           answered(infer_reply(id, ec, res));
         });
+      } else if (auto* m = std::get_if<msg::shared_memory_request>(&d.value->content)) {
+        ch->exchange(shared_memory_call(*m), [this, token = m->token, answered](error_code ec, response_t& res) {
+          answered(shared_memory_reply_of(token, ec, res));
+        });
       } else if (auto* s = std::get_if<msg::status_request>(&d.value->content)) {
         ch->exchange(request(bhttp::verb::get, "/v2/health/ready"),
                      [this, token = s->token, answered](error_code ec, response_t& res) {
@@ -265,10 +270,78 @@ class http_connection final : public load_connection {
     return {token, false, error_of(res.body())};
   }
 
-  // The input through the binary tensor extension, binary outputs asked for.
+  // Triton's system shared-memory extension: register, unregister or status of a region.
+  std::shared_ptr<request_t> shared_memory_call(const msg::shared_memory_request& m) const {
+    std::string target = "/v2/systemsharedmemory";
+    if (!m.name.empty()) target += "/region/" + percent_encoded(m.name);
+    switch (m.op) {
+      case msg::shared_memory_op::add: {
+        auto r = request(bhttp::verb::post, target + "/register");
+        r->set(bhttp::field::content_type, "application/json");
+        r->body() = json{{"key", m.key}, {"offset", m.offset}, {"byte_size", m.byte_size}}.dump();
+        r->prepare_payload();
+        return r;
+      }
+      case msg::shared_memory_op::remove: {
+        auto r = request(bhttp::verb::post, target + "/unregister");
+        r->prepare_payload();
+        return r;
+      }
+      case msg::shared_memory_op::status:
+        break;
+    }
+    return request(bhttp::verb::get, target + "/status");
+  }
+
+  static msg::shared_memory_reply shared_memory_reply_of(uint64_t token, error_code ec, const response_t& res) {
+    msg::shared_memory_reply out;
+    out.token = token;
+    if (ec) {
+      out.reason = "http: " + ec.message();
+      return out;
+    }
+    if (res.result_int() != 200) {
+      out.reason = "HTTP " + std::to_string(res.result_int()) + ": " + error_of(res.body());
+      return out;
+    }
+    out.ok = true;
+    auto listed = json::parse(res.body(), nullptr, false);
+    if (!listed.is_array()) return out;
+    for (auto& r : listed)
+      if (r.is_object())
+        out.regions.push_back({r.value("name", ""), r.value("key", ""), r.value("offset", uint64_t{0}),
+                               r.value("byte_size", uint64_t{0})});
+    return out;
+  }
+
+  // A region's name as one path segment: all but RFC 3986's unreserved characters escaped.
+  static std::string percent_encoded(const std::string& s) {
+    static const char* hex = "0123456789ABCDEF";
+    std::string out;
+    for (unsigned char c : s) {
+      if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+        out += static_cast<char>(c);
+      } else {
+        out += '%';
+        out += hex[c >> 4];
+        out += hex[c & 15];
+      }
+    }
+    return out;
+  }
+
+  // The input through the binary tensor extension, or named in a shared-memory region; binary
+  // outputs asked for.
   std::shared_ptr<request_t> infer_request(const msg::client_request& req) const {
-    auto& t = req.inputs.front();
     auto name = input_names_.count(req.pipeline) ? input_names_.at(req.pipeline) : std::string("input");
+    if (!req.shm_inputs.empty()) {
+      auto r = request(bhttp::verb::post, "/v2/models/" + req.pipeline + "/infer");
+      r->set(bhttp::field::content_type, "application/json");
+      r->body() = kserve::shared_memory_request_body(std::to_string(req.request_id), name, req.shm_inputs.front());
+      r->prepare_payload();
+      return r;
+    }
+    auto& t = req.inputs.front();
     auto header = kserve::binary_request_header(std::to_string(req.request_id), name, t);
     auto r = request(bhttp::verb::post, "/v2/models/" + req.pipeline + "/infer");
     r->set("Inference-Header-Content-Length", std::to_string(header.size()));

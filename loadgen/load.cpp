@@ -305,7 +305,6 @@ expected<load_summary> run_load(const load_options& o) {
   for (auto& m : mix) payloads.push_back(make_tensor(m.input, o.seed, "input"));
   std::unique_ptr<shared_inputs> shared;  // before the connections it unregisters over are closed
   if (o.shared_memory) {
-    if (o.protocol != load_protocol::zmq) return fail("--shared-memory works with --protocol zmq");
     auto made = shared_inputs::create(payloads, o.images);
     if (!made) return fail(made.error());
     shared = std::move(*made);

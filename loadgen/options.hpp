@@ -59,8 +59,9 @@ struct load_options {
   // Sending threads, each with its own connection and an independent share of the arrivals;
   // 0: enough for the rate and the payload size.
   int threads = 0;
-  // zmq: requests leave their tensors in a shared-memory region registered with the frontend's
-  // node (on this host, with runtime.client_shared_memory) instead of carrying their bytes.
+  // Requests leave their tensors in a shared-memory region registered with the frontend's node
+  // (on this host, with runtime.client_shared_memory) instead of carrying their bytes: over zmq
+  // by sloserve's own messages, over http and grpc by Triton's system shared-memory extension.
   bool shared_memory = false;
   // When set, requests carry these inputs in turn instead of a generated tensor of `input`
   // (images: uint8 HWC, or encoded JPEG as uint8[N]).

@@ -98,6 +98,10 @@ std::optional<server_timing> response_timing(std::string_view body, std::optiona
 // after it (the binary tensor extension), binary outputs asked for.
 std::string binary_request_header(std::string_view id, std::string_view input, const tensor& t);
 
+// The JSON body of a request `id` whose one input, named `input`, lies in a registered system
+// shared-memory region (`t`'s region, offset and byte size), binary outputs asked for.
+std::string shared_memory_request_body(std::string_view id, std::string_view input, const msg::shared_memory_tensor& t);
+
 // {"error": "..."}, the protocol's error body.
 std::string error_body(std::string_view reason);
 

@@ -373,6 +373,19 @@ class GrpcSharedMemory(unittest.TestCase):
             s.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest())
             self.assertEqual(len(s.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest()).regions), 0)
             self.assertGreaterEqual(len(s.ModelInfer(infer_request()).outputs), 1)
+
+            # The load client over gRPC registers one region, names it in every request, and
+            # unregisters it when done.
+            out = os.path.join(c.dir, "load.json")
+            done = c.run(SLOSERVE, "load", "-c", os.path.join(c.dir, "resolved.yaml"), "--pipeline", "traffic",
+                         "--rate", "100", "--duration", "2", "--protocol", "grpc", "--shared-memory", "--json", out)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            import json
+            with open(out) as f:
+                summary = json.load(f)
+            self.assertEqual((summary["lost"], summary["errors"]), (0, 0), summary)
+            self.assertGreaterEqual(summary["attainment"], 0.99, summary)
+            self.assertEqual(len(s.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest()).regions), 0)
         finally:
             region.close()
             region.unlink()

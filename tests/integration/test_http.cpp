@@ -93,6 +93,25 @@ struct http_cluster : ::testing::Test {
     fs::remove_all(dir);
   }
 
+  // `sloserve load` of `pipeline` at 100/s for 2 s over HTTP, `extra` appended; its summary, after
+  // checking that nothing was lost or failed and 99% were within the SLO.
+  json load_over_http(const std::string& pipeline, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args{"sloserve",   "load",
+                                  "-c",         (dir / "resolved.yaml").string(),
+                                  "--pipeline", pipeline,
+                                  "--rate",     "100",
+                                  "--duration", "2",
+                                  "--protocol", "http",
+                                  "--json",     (dir / "load.json").string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    EXPECT_EQ(run(args, "load.log"), 0);
+    auto s = json::parse(std::ifstream(dir / "load.json"));
+    EXPECT_EQ(s["lost"].get<int>(), 0);
+    EXPECT_EQ(s["errors"].get<int>(), 0) << s.dump(2);
+    EXPECT_GE(s["attainment"].get<double>(), 0.99) << s.dump(2);
+    return s;
+  }
+
   // Waits for /v2/health/ready.
   void wait_ready() {
     for (int i = 0; i < 200; ++i) {
@@ -523,6 +542,71 @@ std::optional<std::string> closed_with(int fd, std::chrono::milliseconds wait) {
   return std::nullopt;
 }
 
+// What arrives on `fd` until `text` is among it, waiting up to `wait`.
+std::string read_until(int fd, const std::string& text, std::chrono::milliseconds wait) {
+  std::string got;
+  auto until = std::chrono::steady_clock::now() + wait;
+  while (got.find(text) == std::string::npos && std::chrono::steady_clock::now() < until) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    char buf[4096];
+    auto n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  return got;
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// A request's body as a client may send it: in pieces, after the server's "100 Continue", with
+// the next request right behind it on the same connection, or cut short.
+TEST_F(http_cluster, a_body_arrives_in_pieces_after_100_continue_or_behind_another_and_a_short_one_gets_nothing) {
+  start();
+  wait_ready();
+  auto ingress = base.substr(7);
+  auto body = image_request().dump();
+  auto head = [&](const std::string& extra) {
+    return "POST /v2/models/traffic/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n" + extra + "\r\n";
+  };
+  // Expect: 100-continue: the body goes once the server says so, in four pieces.
+  int fd = open_from("127.0.0.1", ingress, head("Expect: 100-continue\r\nConnection: close\r\n"));
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(read_until(fd, "\r\n\r\n", 5s), "HTTP/1.1 100 Continue\r\n\r\n");
+  for (size_t at = 0, piece = body.size() / 4 + 1; at < body.size(); at += piece) {
+    ASSERT_GT(send(fd, body.data() + at, std::min(piece, body.size() - at), MSG_NOSIGNAL), 0);
+    std::this_thread::sleep_for(20ms);
+  }
+  auto answered = closed_with(fd, 5s);
+  close(fd);
+  ASSERT_TRUE(answered);
+  EXPECT_EQ(answered->rfind("HTTP/1.1 200", 0), 0u) << *answered;
+  EXPECT_NE(answered->find("\"outputs\""), std::string::npos) << *answered;
+  // Two requests in one write: the second is read from what followed the first's body.
+  fd = open_from("127.0.0.1", ingress, head("") + body + head("Connection: close\r\n") + body);
+  ASSERT_GE(fd, 0);
+  auto both = closed_with(fd, 5s);
+  close(fd);
+  ASSERT_TRUE(both);
+  EXPECT_EQ(count_of(*both, "HTTP/1.1 200 OK"), 2u) << *both;
+  // A body cut short by the client's close is answered by nothing, and the node serves on.
+  fd = open_from("127.0.0.1", ingress, head("") + body.substr(0, 10));
+  ASSERT_GE(fd, 0);
+  shutdown(fd, SHUT_WR);
+  auto cut = closed_with(fd, 5s);
+  close(fd);
+  ASSERT_TRUE(cut);
+  EXPECT_EQ(*cut, "");
+  auto r = client->Post("/v2/models/traffic/infer", body, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
 // BYTES tensors: a text pipeline of emulated models whose first input and last output are strings
 // of bytes, over JSON (strings) and the binary extension (each a 4-byte length and its bytes), one
 // request at a time and as a batch, and the load client's binary requests.
@@ -610,14 +694,7 @@ runtime: {heartbeat_ms: 100, peer_timeout_ms: 500}
   EXPECT_EQ(numbers->status, 400);
   EXPECT_NE(numbers->body.find("2 strings"), std::string::npos) << numbers->body;
   // The load client's binary requests of generated words.
-  ASSERT_EQ(run({"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "text", "--rate", "100",
-                 "--duration", "2", "--protocol", "http", "--json", (dir / "load.json").string()},
-                "load.log"),
-            0);
-  auto s = json::parse(std::ifstream(dir / "load.json"));
-  EXPECT_EQ(s["lost"].get<int>(), 0);
-  EXPECT_EQ(s["errors"].get<int>(), 0) << s.dump(2);
-  EXPECT_GE(s["attainment"].get<double>(), 0.99) << s.dump(2);
+  load_over_http("text");
 }
 
 // A slowloris: 300 connections from one address that each send half a request header. Past the
@@ -721,14 +798,7 @@ TEST_F(http_cluster, under_security_it_takes_tls_and_refuses_a_request_without_a
   auto p = plain.Get("/v2/health/live");
   EXPECT_TRUE(!p || p->status != 200);
   // The load client over TLS with the token.
-  ASSERT_EQ(run({"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "traffic", "--rate", "100",
-                 "--duration", "2", "--protocol", "http", "--token", (dir / "token").string(), "--json",
-                 (dir / "load.json").string()},
-                "load.log"),
-            0);
-  auto s = json::parse(std::ifstream(dir / "load.json"));
-  EXPECT_EQ(s["lost"].get<int>(), 0);
-  EXPECT_GE(s["attainment"].get<double>(), 0.99) << s.dump(2);
+  load_over_http("traffic", {"--token", (dir / "token").string()});
   // A tenant's token is that tenant (capped at 0.5/s: one now, the next refused with the reason);
   // under tokens, a Sloserve-Tenant header claims nothing.
   client->set_bearer_token_auth("the-slow-tenants-own-token");
@@ -885,9 +955,16 @@ TEST_F(http_cluster, inputs_and_outputs_pass_through_registered_system_shared_me
   refused(post("/v2/models/traffic/infer", shm_request("in", raw.size())), "no shared-memory region 'in'");
   ASSERT_EQ(client->Post("/v2/systemsharedmemory/unregister", "", "application/json")->status, 200);
   EXPECT_EQ(json::parse(client->Get("/v2/systemsharedmemory/status")->body), json::array());
+  // The load client over HTTP registers one region, names it in every request, and unregisters it.
+  auto s = load_over_http("traffic", {"--shared-memory"});
+  EXPECT_EQ(json::parse(client->Get("/v2/systemsharedmemory/status")->body), json::array());
   auto metrics = client->Get("/metrics")->body;
-  EXPECT_NE(metrics.find(R"(sloserve_shared_memory_total{what="registered"} 4)"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find(R"(sloserve_shared_memory_total{what="unregistered"} 4)"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find(R"(sloserve_shared_memory_total{what="registered"} 5)"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find(R"(sloserve_shared_memory_total{what="unregistered"} 5)"), std::string::npos) << metrics;
+  // Every request the load client sent read its input from the region.
+  auto read_line = metrics.find(R"(sloserve_shared_memory_total{what="read"} )");
+  ASSERT_NE(read_line, std::string::npos) << metrics;
+  EXPECT_GE(std::stoll(metrics.substr(read_line + 42)), s["sent"].get<long long>()) << metrics;
   EXPECT_EQ(client->Post("/v2/models/traffic/infer", image_request().dump(), "application/json")->status, 200);
 }
 
