@@ -63,6 +63,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
   statistics_source statistics;
   kserve::token_table tokens;              // bearer tokens admitted (none: no token needed) and their tenants
   std::shared_ptr<shm::registry> regions;  // clients' shared memory; null or off: refused
+  kserve::intake_admit intake;             // the node's intake gate; empty: none
   std::unique_ptr<grpc::Server> server;
 
   // Every RPC ends here: counted by its code, then finished.
@@ -419,7 +420,8 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
           finish(reactor, Status::OK);
         });
     for (size_t i = 0; i < requests.size(); ++i)
-      caf::anon_send(frontend, ingress{"grpc " + ctx->peer(), std::move(requests[i]), gather(i)});
+      if (auto sink = gather(i); kserve::admitted(intake, requests[i], p->slo_ms, sink))
+        caf::anon_send(frontend, ingress{"grpc " + ctx->peer(), std::move(requests[i]), std::move(sink)});
     return reactor;
   }
 };
@@ -441,6 +443,10 @@ grpc_ingress::~grpc_ingress() {
 
 void grpc_ingress::set_shared_memory(std::shared_ptr<shm::registry> regions) {
   impl_->regions = std::move(regions);
+}
+
+void grpc_ingress::set_intake(kserve::intake_admit admit) {
+  impl_->intake = std::move(admit);
 }
 
 expected<int> grpc_ingress::start(const std::string& host_port) {

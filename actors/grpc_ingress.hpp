@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "actors/interfaces.hpp"
+#include "actors/kserve_call.hpp"
 #include "actors/metrics.hpp"
 #include "config/live_apply.hpp"
 
@@ -34,6 +35,8 @@ class grpc_ingress {
   // Binds HOST:PORT (port 0: any free one) and serves until stop(); the port it bound.
   // The node's shared-memory regions (Triton's system shared-memory extension), before start().
   void set_shared_memory(std::shared_ptr<shm::registry> regions);
+  // The node's intake gate, which inference requests pass before the frontend, before start().
+  void set_intake(kserve::intake_admit admit);
   expected<int> start(const std::string& host_port);
   void stop();
 

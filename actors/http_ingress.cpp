@@ -79,6 +79,7 @@ struct http_ingress::impl {
   std::unique_ptr<http::server> server;
   kserve::token_table tokens;              // bearer tokens admitted (none: no token needed) and their tenants
   std::shared_ptr<shm::registry> regions;  // clients' shared memory; null or off: refused
+  kserve::intake_admit intake;             // the node's intake gate; empty: none
   std::atomic<uint64_t> next_id{1};
 
   bool shared_memory_on() const { return regions && regions->enabled(); }
@@ -246,7 +247,8 @@ struct http_ingress::impl {
           }));
         });
     for (size_t i = 0; i < requests.size(); ++i)
-      caf::anon_send(frontend, ingress{"http " + req.remote, std::move(requests[i]), gather(i)});
+      if (auto sink = gather(i); kserve::admitted(intake, requests[i], p->slo_ms, sink))
+        caf::anon_send(frontend, ingress{"http " + req.remote, std::move(requests[i]), std::move(sink)});
   }
 
   // Under security, everything but the health probes needs one of the bearer tokens. Checked
@@ -401,6 +403,10 @@ expected<int> http_ingress::start(const std::string& host_port) {
 
 void http_ingress::set_shared_memory(std::shared_ptr<shm::registry> regions) {
   impl_->regions = std::move(regions);
+}
+
+void http_ingress::set_intake(kserve::intake_admit admit) {
+  impl_->intake = std::move(admit);
 }
 
 void http_ingress::stop() {

@@ -276,6 +276,18 @@ msg::client_reply combine_replies(const cluster_config& cfg, const pipeline& p, 
   return out;
 }
 
+bool admitted(const intake_admit& admit, msg::client_request& rq, double pipeline_slo_ms, const item_sink& sink) {
+  if (!admit) return true;
+  auto why = admit(rq, msg::slo_ms_of(rq, pipeline_slo_ms));
+  if (why.empty()) return true;
+  msg::client_reply r;
+  r.request_id = rq.request_id;
+  r.code = msg::status::overloaded;
+  r.reason = std::move(why);
+  (*sink)(std::move(r));
+  return false;
+}
+
 std::function<item_sink(size_t)> gather_replies(size_t n, std::function<void(std::vector<msg::client_reply>)> done) {
   struct gathering {
     std::mutex m;

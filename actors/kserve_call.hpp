@@ -107,6 +107,14 @@ bool invoked_per_row(const pipeline& p, size_t stage);
 
 // Where the frontend delivers one item's reply.
 using item_sink = std::shared_ptr<const std::function<void(msg::client_reply)>>;
+
+// The node's intake gate (actors/intake_gate.hpp) as the ingresses see it: admits `rq`, of an
+// SLO of `slo_ms`, stamping when it was handed to the frontend, or says why not (and counts it).
+using intake_admit = std::function<std::string(msg::client_request& rq, double slo_ms)>;
+// Whether item `rq` of a call to a pipeline of `pipeline_slo_ms` goes on to the frontend: yes
+// without a gate; else as `admit` says, a refused item answered OVERLOADED with the reason, now,
+// through its `sink`.
+bool admitted(const intake_admit& admit, msg::client_request& rq, double pipeline_slo_ms, const item_sink& sink);
 // The sinks of a call's `n` items: the result's (i) is item i's. `done` runs once, with every
 // item's reply in the items' order, when the last arrives (on whichever thread delivers it); a
 // second reply for an item is ignored.

@@ -196,6 +196,7 @@ status node_runtime::start_transport(const node_spec& spec, std::map<std::string
                                          });
   if (shm_->enabled()) shm_->sweep_every(1000);
   link_->config = std::make_shared<config_source>(cfg_);
+  admit_ = intake_gate_of(link_);
   std::vector<double> slos_s;
   for (auto& p : cfg_->pipelines) slos_s.push_back(p.slo_ms / 1e3);
   link_->metrics.slo_buckets(slos_s);
@@ -247,6 +248,7 @@ status node_runtime::start_ingresses(const node_spec& spec) {
     http_ = std::make_unique<http_ingress>(link_->config, a.frontend, node_, metrics, count_reply, statistics,
                                            count_refusal);
     http_->set_shared_memory(shm_);
+    http_->set_intake(admit_);
     auto port = http_->start(spec.http);
     if (!port) {
       stop();
@@ -258,6 +260,7 @@ status node_runtime::start_ingresses(const node_spec& spec) {
   if (!spec.grpc.empty()) {
     grpc_ = std::make_unique<grpc_ingress>(link_->config, a.frontend, node_, count_reply, statistics);
     grpc_->set_shared_memory(shm_);
+    grpc_->set_intake(admit_);
     auto port = grpc_->start(spec.grpc);
     if (!port) {
       stop();
@@ -382,17 +385,27 @@ void node_runtime::on_frame(std::string_view id, const std::vector<bytes>& parts
   dispatch(*link_, std::move(env), identity);
 }
 
+kserve::intake_admit node_runtime::intake_gate_of(std::weak_ptr<link> weak) {
+  return [weak](msg::client_request& rq, double slo_ms) -> std::string {
+    auto l = weak.lock();
+    if (!l || !l->config->get()->runtime.path_guard) return {};
+    auto now = l->now_ns();
+    auto why = l->intake.admit(now, slo_ms / 1e3);
+    if (why.empty()) {
+      rq.received_ns = now;
+      return {};
+    }
+    l->metrics.dropped("intake_backed_up");
+    l->metrics.request_done(rq.pipeline, "overloaded", 0, false, static_cast<double>(now) / 1e9);
+    return why;
+  };
+}
+
 bool node_runtime::intake(const std::string& identity, msg::client_request& rq) {
   auto* p = cfg_->find_pipeline(rq.pipeline);
-  if (!p || !link_->actors_.frontend || !cfg_->runtime.path_guard) return true;  // the frontend answers it
-  auto now = link_->now_ns();
-  auto why = link_->intake.admit(now, msg::slo_ms_of(rq, p->slo_ms) / 1e3);
-  if (why.empty()) {
-    rq.received_ns = now;
-    return true;
-  }
-  link_->metrics.dropped("intake_backed_up");
-  link_->metrics.request_done(p->name, "overloaded", 0, false, static_cast<double>(now) / 1e9);
+  if (!p || !link_->actors_.frontend) return true;  // the frontend answers it
+  auto why = admit_(rq, msg::slo_ms_of(rq, p->slo_ms));
+  if (why.empty()) return true;
   link_->to_client(identity, msg::client_reply{rq.request_id, msg::status::overloaded, std::move(why), {}, {}, 0});
   return false;
 }

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "actors/interfaces.hpp"
+#include "actors/kserve_call.hpp"
 #include "actors/log_limiter.hpp"
 #include "config/cluster_config.hpp"
 #include "messages/codec.hpp"
@@ -16,6 +17,7 @@
 namespace sloserve {
 
 class transport;
+class link;
 class zmq_link;
 class http_ingress;
 class grpc_ingress;
@@ -25,6 +27,9 @@ class registry;
 
 class node_runtime {
  public:
+  // The gate on `l`'s intake as every ingress passes it (runtime.path_guard on): admits a request
+  // (stamped when handed to the frontend) or counts it overloaded and says why.
+  static kserve::intake_admit intake_gate_of(std::weak_ptr<link> l);
   node_runtime(std::shared_ptr<const cluster_config> cfg, std::string node);
   ~node_runtime();
 
@@ -76,6 +81,7 @@ class node_runtime {
   std::unique_ptr<caf::actor_system_config> sys_cfg_;
   std::unique_ptr<caf::actor_system> sys_;
   std::shared_ptr<zmq_link> link_;
+  kserve::intake_admit admit_;  // intake_gate_of(link_)
   std::unique_ptr<transport> transport_;
   std::unique_ptr<http_ingress> http_, metrics_http_;
   std::unique_ptr<grpc_ingress> grpc_;

@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <optional>
 
 #include "actors/intake_gate.hpp"
+#include "actors/kserve_call.hpp"
+#include "actors/link.hpp"
+#include "actors/node_runtime.hpp"
 
 namespace sloserve {
 namespace {
@@ -63,6 +67,81 @@ TEST(intake_gate, below_what_the_frontend_takes_in_nothing_is_refused) {
   auto below = run_intake(800, 3, true);
   EXPECT_EQ(below.refused, 0);
   EXPECT_EQ(below.taken_late, 0);
+}
+
+}  // namespace
+}  // namespace sloserve
+
+namespace sloserve {
+namespace {
+
+// A node's link on a clock the test sets.
+class clocked_link final : public link {
+ public:
+  const std::string& self_name() const override { return name_; }
+  const local_actors& local() const override { return actors_; }
+  void to_node(const std::string&, msg::envelope) override {}
+  void to_client(const std::string&, msg::body) override {}
+  int64_t now_ns() const override { return now; }
+  int64_t now = 0;
+
+ private:
+  std::string name_ = "n";
+  local_actors actors_;
+};
+
+// What the HTTP and gRPC ingresses pass before the frontend (node_runtime::intake_gate_of and
+// kserve::admitted): offered 2,000 requests/s of a 100 ms SLO that the frontend takes in at 1,000,
+// calls are refused at the door, answered OVERLOADED with the reason through their sinks and
+// counted; what passes is stamped with when it was handed over. With runtime.path_guard off,
+// nothing is refused.
+int refused_at_the_door(bool path_guard, std::string& reason, std::string& metrics) {
+  auto l = std::make_shared<clocked_link>();
+  auto cfg = std::make_shared<cluster_config>();
+  cfg->runtime.path_guard = path_guard;
+  l->config = std::make_shared<config_source>(cfg);
+  auto admit = node_runtime::intake_gate_of(l);
+  std::deque<int64_t> waiting;
+  int64_t next_take = 0;
+  int refused = 0;
+  for (int64_t t = 0; t < 3'000'000'000; t += 500'000) {
+    while (!waiting.empty() && std::max(next_take, waiting.front()) + 1'000'000 <= t) {
+      next_take = std::max(next_take, waiting.front()) + 1'000'000;
+      l->intake.taken(next_take, waiting.front(), 0.1);
+      waiting.pop_front();
+    }
+    l->now = t;
+    msg::client_request rq;
+    rq.pipeline = "p";
+    rq.request_id = static_cast<uint64_t>(t);
+    std::optional<msg::client_reply> answered;
+    auto sink = kserve::gather_replies(1, [&](std::vector<msg::client_reply> r) { answered = r.front(); })(0);
+    if (kserve::admitted(admit, rq, 100, sink)) {
+      EXPECT_FALSE(answered);
+      if (path_guard) {
+        EXPECT_EQ(rq.received_ns, t);
+      }
+      if (rq.received_ns > 0) waiting.push_back(rq.received_ns);
+      continue;
+    }
+    ++refused;
+    EXPECT_TRUE(answered && answered->code == msg::status::overloaded && answered->request_id == rq.request_id);
+    if (answered) reason = answered->reason;
+  }
+  metrics = l->metrics.render("n", 3);
+  return refused;
+}
+
+TEST(intake_gate, the_http_and_grpc_ingresses_pass_the_nodes_gate_before_the_frontend) {
+  std::string reason, metrics;
+  int refused = refused_at_the_door(true, reason, metrics);
+  EXPECT_GT(refused, 1000);
+  EXPECT_LT(refused, 4000);
+  EXPECT_NE(reason.find("the frontend's intake is backed up"), std::string::npos) << reason;
+  EXPECT_NE(metrics.find("reason=\"intake_backed_up\"} " + std::to_string(refused)), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("pipeline=\"p\",outcome=\"overloaded\"} " + std::to_string(refused)), std::string::npos)
+      << metrics;
+  EXPECT_EQ(refused_at_the_door(false, reason, metrics), 0);
 }
 
 }  // namespace
