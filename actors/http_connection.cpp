@@ -150,18 +150,32 @@ class session final : public session_base, public std::enable_shared_from_this<s
                       [self = this->shared_from_this()](error_code ec, size_t) { self->on_read(ec); });
   }
 
+  // The body's memory is reserved, and committed a piece at a time as its bytes arrive: a client
+  // that declares a large body and sends little of it holds little.
   void read_body() {
     auto length = static_cast<size_t>(*parser_->content_length());
-    body_.resize(length);
+    body_.clear();
+    body_.reserve(length);
     auto have = std::min(length, buffer_.size());
+    body_.resize(have);
     asio::buffer_copy(asio::buffer(body_.data(), have), buffer_.data());
     buffer_.consume(have);
+    read_more(length);
+  }
+
+  void read_more(size_t length) {
+    constexpr size_t piece = 64 * 1024;
+    auto have = body_.size();
     if (have == length) return on_read({});
-    asio::async_read(stream_, asio::buffer(body_.data() + have, length - have),
-                     [self = this->shared_from_this()](error_code ec, size_t) {
-                       // A body cut short is a message the parser would call partial.
-                       self->on_read(ec == asio::error::eof ? error_code(bhttp::error::partial_message) : ec);
-                     });
+    auto want = std::min(piece, length - have);
+    body_.resize(have + want);
+    stream_.async_read_some(asio::buffer(body_.data() + have, want),
+                            [self = this->shared_from_this(), have, length](error_code ec, size_t n) {
+                              self->body_.resize(have + n);
+                              // A body cut short is a message the parser would call partial.
+                              if (ec) return self->on_read(ec == asio::error::eof ? bhttp::error::partial_message : ec);
+                              self->read_more(length);
+                            });
   }
 
   void on_read(error_code ec) {

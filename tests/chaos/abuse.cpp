@@ -1,13 +1,17 @@
 // Hostile clients against a real cluster (`sloserve up`, loopback, ephemeral ports) while an
 // honest client loads it: random frames, truncated and oversized Cap'n Proto, frames just over
-// the limits, a flood of fresh connections, a client that never reads its replies, and requests
-// that declare huge shapes with few bytes behind them. The honest load loses nothing and keeps
-// its attainment; the nodes stay up, their memory stays bounded and their logs stay short.
+// the limits, a flood of fresh connections, a client that never reads its replies, requests
+// that declare huge shapes with few bytes behind them; and over HTTP, random bytes, bodies
+// declared near or over the limit with little behind them, and bodies that are not JSON. The honest load loses nothing
+// and keeps its attainment; the nodes stay up, their memory stays bounded and their logs stay short.
 //
 // The attack lasts SLOSERVE_ABUSE_S seconds (default 30).
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <zmq.h>
 
@@ -36,7 +40,7 @@ using sloserve::testing::read_text;
 // A 1 MiB payload limit keeps frames at the limit cheap to send; 1,000 replies queued per client.
 const std::string cluster_yaml = R"(cluster: {name: abuse}
 nodes:
-  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend], metrics: "127.0.0.1:0"}
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend], http: "127.0.0.1:0"}
   - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 1}]}
 )" + read_text(SLOSERVE_TWO_STAGE_YAML);
 
@@ -66,6 +70,23 @@ void send(void* s, const std::string& frame) {
   zmq_send(s, frame.data(), frame.size(), ZMQ_DONTWAIT);
 }
 
+// A TCP connection to HOST:PORT that has sent `text` (and is then closed by the caller); -1 when
+// it could not connect.
+int tcp_sent(const std::string& host_port, const std::string& text) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  auto colon = host_port.rfind(':');
+  inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &to.sin_addr);
+  to.sin_port = htons(static_cast<uint16_t>(std::stoi(host_port.substr(colon + 1))));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
+    close(fd);
+    return -1;
+  }
+  (void)::send(fd, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  return fd;
+}
+
 std::string request_frame(uint64_t id, sloserve::tensor t) {
   sloserve::msg::client_request r{"traffic", id, {std::move(t)}};
   return sloserve::msg::encode({"", r});
@@ -88,7 +109,7 @@ TEST(abuse, hostile_clients_leave_the_honest_load_and_the_nodes_whole) {
   auto resolved = sloserve::load_cluster_config(dir / "resolved.yaml");
   ASSERT_TRUE(resolved) << resolved.error_text();
   auto endpoint = resolved.config->find_node("ctl")->address;
-  auto metrics = resolved.config->find_node("ctl")->metrics;
+  auto http = resolved.config->find_node("ctl")->http;  // KServe v2 and /metrics
 
   // The honest client, from before the attack to after it.
   int warm_s = 4;
@@ -164,6 +185,28 @@ TEST(abuse, hostile_clients_leave_the_honest_load_and_the_nodes_whole) {
   auto ask = sloserve::msg::encode({"", sloserve::msg::status_request{9}});
   attackers.push_back(until_stopped([&](std::mt19937_64&) { send(deaf, ask); }, 200us));
 
+  // Over HTTP, on fresh connections: random bytes; bodies that declare almost the payload limit
+  // and send 100 bytes of it; bodies declared over the limit; bodies that are not JSON.
+  auto post = [](size_t length, const std::string& body) {
+    return "POST /v2/models/traffic/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(length) + "\r\n\r\n" + body;
+  };
+  attackers.push_back(until_stopped(
+      [&](std::mt19937_64& rng) {
+        std::string noise(1 + rng() % 2048, '\0');
+        for (auto& c : noise) c = static_cast<char>(rng());
+        if (int fd = tcp_sent(http, noise); fd >= 0) close(fd);
+        for (auto& text : {post(1000000, std::string(100, '{')), post(64 << 20, "{}"), post(9, "not json!")}) {
+          int fd = tcp_sent(http, text);
+          if (fd < 0) continue;
+          char answer[512];
+          pollfd p{fd, POLLIN, 0};
+          if (poll(&p, 1, 5) > 0) (void)recv(fd, answer, sizeof answer, MSG_DONTWAIT);
+          close(fd);
+        }
+      },
+      10ms));
+
   std::map<std::string, long> rss_peak;
   for (int t = 0; t < attack_s * 10; ++t) {
     std::this_thread::sleep_for(100ms);
@@ -198,18 +241,19 @@ TEST(abuse, hostile_clients_leave_the_honest_load_and_the_nodes_whole) {
   EXPECT_GE(s["attainment"].get<double>(), 0.99) << s.dump(2).substr(0, 2000);
   for (auto* n : {"ctl", "w1"}) {
     EXPECT_EQ(kill(pid_of(n), 0), 0) << n << " is down";
-    EXPECT_LE(rss_after[n], rss_before[n] * 11 / 10) << n;
+    EXPECT_LE(rss_after[n], rss_before[n] * 105 / 100) << n;
   }
   EXPECT_LE(static_cast<double>(log_lines), 100.0 * attack_s / 60 + 10) << read_text(dir / "up.log").substr(0, 5000);
 
   // What the node counted.
-  httplib::Client scrape("http://" + metrics);
+  httplib::Client scrape("http://" + http);
   auto got = scrape.Get("/metrics");
   ASSERT_TRUE(got && got->status == 200);
   for (auto* series :
        {"sloserve_rejected_frames_total{reason=\"malformed\"}", "sloserve_rejected_frames_total{reason=\"invalid\"}",
         "sloserve_rejected_frames_total{reason=\"payload_too_large\"}",
-        "sloserve_replies_dropped_total{why=\"client_not_reading\"}"})
+        "sloserve_replies_dropped_total{why=\"client_not_reading\"}", "sloserve_http_refused_total{why=\"too_large\"}",
+        "sloserve_ingress_replies_total{protocol=\"http\",code=\"400\"}"})
     EXPECT_NE(got->body.find(series), std::string::npos) << series << " in\n" << got->body;
 
   zmq_close(garbage);
