@@ -84,7 +84,9 @@ bool dispatch(link& l, msg::envelope&& e, const std::string& client) {
         } else if constexpr (std::is_same_v<T, msg::config_ack>) {
           return deliver(a.controller, std::move(m));
         } else if constexpr (std::is_same_v<T, msg::load_report>) {
-          return deliver(a.monitor, std::move(m));  // the controller and the scaler read it there
+          // Another frontend's capped tenants' rates go to this node's frontend too.
+          bool tenants = !m.tenants.empty() && m.node != l.self_name() && deliver(a.frontend, m);
+          return deliver(a.monitor, std::move(m)) || tenants;  // the controller and the scaler read it there
         } else if constexpr (std::is_same_v<T, msg::heartbeat>) {
           if (m.probe) {
             // A frontend times the link: answered here, at once, so that the round trip is the

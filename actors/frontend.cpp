@@ -255,6 +255,45 @@ void on_tick(self_ptr self) {
   }
 }
 
+// The capped tenants' rates here, as this frontend reports them to the others.
+std::vector<msg::tenant_load> tenants_here(self_ptr self, caf::actor_clock::time_point now) {
+  auto& st = self->state;
+  std::vector<msg::tenant_load> out;
+  auto& tenants = st.cfg->security.tenants;
+  for (size_t t = 0; t < tenants.size(); ++t)
+    if (tenants[t].rate)
+      out.push_back({tenants[t].name, st.routes->tenant_offered_here(static_cast<int>(t), seconds_of(now))});
+  return out;
+}
+
+// The capped tenants' rates at the other frontends heard within three beacons, summed, for the
+// admission to split their caps by; none heard: an even split.
+void share_caps(self_ptr self) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  auto fresh = std::chrono::milliseconds(3 * st.cfg->runtime.beacon_ms);
+  std::erase_if(st.peers_tenants, [&](auto& kv) { return now - kv.second.at > fresh; });
+  std::optional<std::vector<double>> sum;
+  for (auto& [node, t] : st.peers_tenants) {
+    if (!sum) sum.emplace(st.cfg->security.tenants.size(), 0.0);
+    for (size_t i = 0; i < t.offered.size() && i < sum->size(); ++i) (*sum)[i] += t.offered[i];
+  }
+  st.routes->set_tenants_elsewhere(std::move(sum));
+}
+
+// Another frontend's report of its capped tenants' rates.
+void on_peer_report(self_ptr self, const msg::load_report& r) {
+  auto& st = self->state;
+  if (r.node == st.net->self_name()) return;
+  auto& t = st.peers_tenants[r.node];
+  t.at = self->clock().now();
+  t.offered.assign(st.cfg->security.tenants.size(), 0);
+  for (auto& x : r.tenants)
+    if (auto* known = st.cfg->security.find_tenant(x.tenant))
+      t.offered[static_cast<size_t>(known - st.cfg->security.tenants.data())] = x.offered;
+  share_caps(self);
+}
+
 // Sends the controller what this frontend admitted (and shed) since the last beacon.
 void report_load(self_ptr self) {
   auto& st = self->state;
@@ -287,7 +326,18 @@ void report_load(self_ptr self) {
     std::fill(l.stage_invocations.begin(), l.stage_invocations.end(), 0);
     std::fill(l.fallthroughs.begin(), l.fallthroughs.end(), 0);
   }
+  auto tenants = tenants_here(self, now);
+  r.tenants = tenants;
   st.net->to_node(ctl->name, {{}, std::move(r)});
+  if (!tenants.empty())
+    for (auto& n : st.cfg->nodes)
+      if (n.has_role(role::frontend) && n.name != ctl->name && n.name != st.net->self_name()) {
+        msg::load_report mine;
+        mine.node = st.net->self_name();
+        mine.tenants = tenants;
+        st.net->to_node(n.name, {{}, std::move(mine)});
+      }
+  share_caps(self);  // what went quiet elsewhere is forgotten
   expire_forwarded(self, now);
   // Dummies whose worker never answered (it failed) are forgotten after a while.
   std::erase_if(st.dummies, [&](auto& d) {
@@ -386,7 +436,8 @@ void on_new_config(self_ptr self, std::shared_ptr<const cluster_config> next) {
   st.load = std::move(load);
   st.fragments = std::move(fragments);
   st.pipeline_index = std::move(index);
-  st.skew.clear();  // per (pipeline, stage) index: learnt again
+  st.skew.clear();           // per (pipeline, stage) index: learnt again
+  st.peers_tenants.clear();  // by the tenants' indices: heard again
   st.cfg = std::move(next);
   st.routes->rebind(*st.cfg, from);
   spdlog::info("{}: frontend serves {} pipelines from now on{}", st.net->self_name(), st.cfg->pipelines.size(),
@@ -440,6 +491,7 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
         [=](msg::invocation_result& r) { on_result(self, r); },
         [=](msg::invocation& inv) { on_forwarded(self, inv); },
         [=](msg::routing_table& t) { on_routing(self, t); },
+        [=](const msg::load_report& r) { on_peer_report(self, r); },
         [=](peer_down_atom, const std::string& node) { on_peer_down(self, node); },
         [=](peer_up_atom, const std::string& node) {
           self->state.unheard.erase(node);

@@ -82,6 +82,12 @@ class frontend_routes {
   // (the table's quotas), within its tenant's share of this frontend's share of what the plan
   // carries of the pipeline (sched::admission).
   sched::admission::verdict admit(size_t pi, int tenant, double now_s);
+  // What the other frontends report of each tenant's rate (sched::admission::set_elsewhere), and
+  // what tenant `tenant` offers here at `now_s`.
+  void set_tenants_elsewhere(std::optional<std::vector<double>> offered) {
+    admission_.set_elsewhere(std::move(offered));
+  }
+  double tenant_offered_here(int tenant, double now_s) const { return admission_.offered_here(tenant, now_s); }
   // Why pipeline `pi` cannot be served now; empty when it can.
   const std::string& blocker(size_t pi) const { return blockers_[pi]; }
   // Why this frontend (node `self`) is not ready: a pipeline cannot be served now, or some model

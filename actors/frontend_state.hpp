@@ -143,6 +143,13 @@ struct frontend_state {
   };
   std::vector<std::map<std::pair<uint32_t, double>, fragment_tally>> fragments;
   caf::actor_clock::time_point last_report;
+  // What the other frontends last reported of the capped tenants, by node: when, and each
+  // tenant's rate there (by security.tenants' index). Their caps are split by where they send.
+  struct tenants_elsewhere {
+    caf::actor_clock::time_point at;
+    std::vector<double> offered;
+  };
+  std::map<std::string, tenants_elsewhere> peers_tenants;
   // Padding requests (dummies): what the table asks of this frontend, those in flight (by id, with
   // when they went out, and the instance whose outstanding count has them where they went in
   // turn), one input per model, and how many were sent.

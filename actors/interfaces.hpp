@@ -100,6 +100,7 @@ using frontend_actor =
                      caf::reacts_to<msg::invocation_result>,  // a stage finished on a worker
                      caf::reacts_to<msg::invocation>,         // another frontend's, for a model this one dispatches
                      caf::reacts_to<msg::routing_table>,      // new instances and stage budgets
+                     caf::reacts_to<msg::load_report>,        // another frontend's: its tenants' rates
                      caf::reacts_to<peer_down_atom, std::string>,         // a node stopped heartbeating
                      caf::reacts_to<peer_up_atom, std::string>,           // a node heartbeats again
                      caf::reacts_to<tick_atom>,                           // answer queries past deadline+grace

@@ -232,6 +232,13 @@ struct ClientLoad {
   headroomShare @11 :Float64 = 1;
 }
 
+# A tenant's requests at one frontend: every arrival, admitted or capped (queries/s, decayed over
+# two seconds), so that frontends split its rate cap by where it sends.
+struct TenantLoad {
+  tenant @0 :Text;
+  offered @1 :Float64;
+}
+
 struct LoadReport {
   node @0 :Text;
   windowS @1 :Float64;
@@ -239,6 +246,8 @@ struct LoadReport {
   pipelines @3 :List(PipelineLoad);  # from frontends
   links @4 :List(LinkLoad);  # from frontends
   clients @5 :List(ClientLoad);  # from frontends
+  # From frontends, to the controller and to every other frontend: the capped tenants' rates here.
+  tenants @6 :List(TenantLoad);
 }
 
 struct RouteInstance {

@@ -86,13 +86,34 @@ double admission::slot::offered(double now_s) const {
   return count * std::exp(-std::max(0.0, now_s - at_s) / offered_tau_s) / span;
 }
 
+void admission::slot::arrive(double now_s) {
+  if (first_s < 0) first_s = now_s;
+  count = (at_s < 0 ? 0 : count * std::exp(-std::max(0.0, now_s - at_s) / offered_tau_s)) + 1;
+  at_s = now_s;
+}
+
 void admission::configure(std::vector<tenant_class> tenants, size_t pipelines, size_t frontends) {
   tenants_ = std::move(tenants);
   frontends_ = std::max<size_t>(1, frontends);
   caps_.assign(tenants_.size(), {});
+  arrivals_.assign(tenants_.size(), {});
+  set_elsewhere(std::nullopt);  // an even split of the caps until the other frontends say
+  quotas_.assign(pipelines, {});
+}
+
+void admission::set_elsewhere(std::optional<std::vector<double>> offered) {
+  elsewhere_ = std::move(offered);
+  if (elsewhere_) {
+    elsewhere_->resize(tenants_.size(), 0);
+    return;
+  }
   for (size_t t = 0; t < tenants_.size(); ++t)
     if (tenants_[t].cap > 0) caps_[t].rate = tenants_[t].cap / static_cast<double>(frontends_);
-  quotas_.assign(pipelines, {});
+}
+
+double admission::offered_here(int tenant, double now_s) const {
+  if (tenant < 0 || static_cast<size_t>(tenant) >= arrivals_.size()) return 0;
+  return arrivals_[static_cast<size_t>(tenant)].offered(now_s);
 }
 
 void admission::set_quota(size_t pi, double rate, double offered, int priority) {
@@ -131,6 +152,15 @@ double admission::local_rate(const quota& q, double now_s) const {
 
 admission::verdict admission::admit(size_t pi, const std::string& pipeline, int tenant, double now_s) {
   if (tenant >= static_cast<int>(tenants_.size())) tenant = -1;
+  if (tenant >= 0) {
+    auto t = static_cast<size_t>(tenant);
+    arrivals_[t].arrive(now_s);
+    // Its part of the cap: by where it sends, once the other frontends have said; else even.
+    if (tenants_[t].cap > 0 && elsewhere_) {
+      double here = arrivals_[t].offered(now_s), there = std::max(0.0, (*elsewhere_)[t]);
+      caps_[t].rate = tenants_[t].cap * (here + there > 0 ? here / (here + there) : 1.0);
+    }
+  }
   if (auto* cap = tenant >= 0 ? &caps_[static_cast<size_t>(tenant)] : nullptr;
       cap && cap->rate > 0 && (cap->refill(now_s), !cap->take())) {
     auto& t = tenants_[static_cast<size_t>(tenant)];
@@ -139,9 +169,7 @@ admission::verdict admission::admit(size_t pi, const std::string& pipeline, int 
   if (pi >= quotas_.size() || quotas_[pi].rate < 0) return {};
   auto& q = quotas_[pi];
   auto& s = q.slots[slot_of(tenant)];
-  if (s.first_s < 0) s.first_s = now_s;
-  s.count = (s.at_s < 0 ? 0 : s.count * std::exp(-std::max(0.0, now_s - s.at_s) / offered_tau_s)) + 1;
-  s.at_s = now_s;
+  s.arrive(now_s);
   s.b.rate = given(pi, tenant);
   q.spill = std::min(std::max(1.0, local_rate(q, now_s) * 0.2), q.spill + s.b.refill(now_s));
   if (s.b.take()) return {};

@@ -7,6 +7,7 @@
 // clocked by the caller; the frontend owns one.
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,16 @@ class admission {
   };
 
   // The cluster's tenants and pipelines, and how many frontends share the caps and quotas;
-  // quotas cleared.
+  // quotas cleared, and what the other frontends see of the tenants forgotten.
   void configure(std::vector<tenant_class> tenants, size_t pipelines, size_t frontends);
+  // What each tenant (by configure's index) offers at the other frontends together, as they
+  // report it (queries/s): a capped tenant's cap is then split by where it sends, this frontend's
+  // part in proportion to what it offers here, so that the cap holds across the cluster whichever
+  // frontends it reaches. nullopt (nothing heard from them): an even split among the frontends.
+  void set_elsewhere(std::optional<std::vector<double>> offered);
+  // What tenant `tenant` offers at this frontend at `now_s` (every arrival, capped ones too;
+  // queries/s, decayed over two seconds); 0 for none.
+  double offered_here(int tenant, double now_s) const;
   // Pipeline `pi`'s quota: what the plan carries of it across the cluster (queries/s; < 0:
   // none; this frontend admits its share), what it was offered, and its priority (for the reason
   // of a shed). Tokens and the tenants' offered rates carry over while a quota stays.
@@ -70,6 +79,7 @@ class admission {
     // Arrivals, decayed with a time constant of two seconds, since the first at `first_s`.
     double count = 0, at_s = -1, first_s = -1;
     double offered(double now_s) const;
+    void arrive(double now_s);
   };
   struct quota {
     double rate = -1, offered = 0;  // across the cluster
@@ -88,6 +98,8 @@ class admission {
   std::vector<tenant_class> tenants_;
   size_t frontends_ = 1;
   std::vector<bucket> caps_;
+  std::vector<slot> arrivals_;                    // per tenant: its requests here
+  std::optional<std::vector<double>> elsewhere_;  // per tenant: at the other frontends
   std::vector<quota> quotas_;
 };
 

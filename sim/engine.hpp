@@ -155,6 +155,7 @@ class engine {
         rng_(o.seed),
         net_rng_(o.seed * 7 + 1),
         exec_rng_(o.seed * 13 + 3),
+        version_rng_(o.seed * 17 + 5),
         policy_(sched::make_drop_policy(cfg.runtime.drop_policy)),
         balancer_(sched::policy_of(cfg.scheduler).dispatcher(cfg.runtime.balancer, cfg.scheduler.section)) {}
 
@@ -180,6 +181,8 @@ class engine {
   void on_send(ns now);
   void on_arrival(ns now, uint32_t q);
   bool spawn(ns now, uint32_t q, uint32_t stage);
+  // The model a stage over versions `vs` runs for the next invocation.
+  uint32_t routed_version(const std::vector<stage_version>& vs);
   bool fall_through(ns now, uint32_t q, uint32_t stage);
   uint32_t take_invocation();
   bool route_invocation(ns now, uint32_t inv);
@@ -220,6 +223,8 @@ class engine {
   const sched::scheduling_policy& scheduling_ = sched::policy_of(cfg_.scheduler);
   const options& o_;
   std::mt19937_64 rng_, net_rng_, exec_rng_;
+  std::mt19937_64 version_rng_;                 // a versioned stage's draws, apart from the others'
+  std::vector<stage_version> routed_versions_;  // routed_version's scratch
   std::unique_ptr<sched::drop_policy> policy_;
   std::unique_ptr<sched::balancer> balancer_;
   std::priority_queue<event, std::vector<event>, later> events_;

@@ -64,6 +64,16 @@ void engine::on_arrival(ns now, uint32_t q) {
   }
 }
 
+// As the frontend draws it: one by the weights among the versions routed now (all of them when
+// none with a weight is).
+uint32_t engine::routed_version(const std::vector<stage_version>& vs) {
+  routed_versions_.clear();
+  for (auto& v : vs)
+    if (!routes_[v.model_index].devices.empty()) routed_versions_.push_back(v);
+  bool any = std::any_of(routed_versions_.begin(), routed_versions_.end(), [](auto& v) { return v.weight > 0; });
+  return static_cast<uint32_t>(pick_version(any ? routed_versions_ : vs, 0, version_rng_));
+}
+
 // False when the query was answered (no live instance).
 bool engine::spawn(ns now, uint32_t q, uint32_t stage) {
   auto& qq = queries_[q];
@@ -74,6 +84,7 @@ bool engine::spawn(ns now, uint32_t q, uint32_t stage) {
   f.query = q;
   f.stage = stage;
   f.model = stage_model_[qq.pipeline][stage];
+  if (auto& vs = p.stages[stage].versions; !vs.empty()) f.model = routed_version(vs);
   if (stage < 64 && !(qq.stages_ran >> stage & 1)) {
     qq.stages_ran |= uint64_t{1} << stage;
     qq.accuracy *= accuracy_[f.model];

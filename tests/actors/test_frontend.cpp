@@ -540,6 +540,79 @@ security:
   EXPECT_NE(text.find(R"(sloserve_tenant_requests_total{tenant="bronze",outcome="shed"} )"), std::string::npos);
 }
 
+// A tenant's cap holds across the cluster whichever frontends it reaches: each frontend tells the
+// others its capped tenants' rates at each beacon and admits its part of the cap in proportion to
+// what the tenant sends it. One frontend alone with the tenant admits the whole cap (not half of
+// it); both with it admit the cap between them.
+TEST_F(frontend_fixture, a_tenants_cap_is_split_by_where_it_sends_across_frontends) {
+  auto c = testing::parse_or_die(R"(
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller]}
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [frontend]}
+  - {name: fe2, address: tcp://127.0.0.1:0, roles: [frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated}]}
+models:
+  - {name: m, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 4, profile: {alpha_ms: 1, beta_ms: 2}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: m}]}
+security:
+  tenants:
+    - {name: capped, rate: 20}
+)");
+  std::map<std::string, std::shared_ptr<recording_link>> links{{"fe", std::make_shared<recording_link>("fe")},
+                                                               {"fe2", std::make_shared<recording_link>("fe2")}};
+  std::map<std::string, frontend_actor> fes;
+  for (auto& [name, link] : links) {
+    fes[name] = spawn_routed(c, link);
+    msg::routing_table t;  // two frontends share the caps
+    t.epoch = 2;
+    t.frontends = 2;
+    t.routes.push_back({"m", {{"w1", 0, 1}}});
+    t.budgets.push_back({"p", "s", 100});
+    caf::anon_send(fes[name], t);
+  }
+  run();
+  uint64_t id = 0;
+  std::map<std::string, int> ok;
+  // Every 10 ms: `to` each get a request of the tenant; invocations answered, replies counted,
+  // and the reports one frontend sends another delivered.
+  auto run_for = [&](std::chrono::seconds span, std::vector<std::string> to) {
+    for (auto t = 0ms; t < span; t += 10ms) {
+      for (auto& name : to) {
+        msg::client_request r{"p", ++id, {make_tensor({dtype::float32, {4}}, 1)}};
+        r.tenant = "capped";
+        caf::anon_send(fes[name], ingress{"client", std::move(r)});
+      }
+      advance(10ms);
+      for (auto& [name, link] : links) {
+        for (auto& [node, inv] : link->take<msg::invocation>()) {
+          msg::invocation_result r;
+          r.id = inv.id, r.code = msg::status::ok, r.node = "w1", r.batch = 1;
+          r.outputs.push_back(make_tensor({dtype::float32, {2}}, 1, "output"));
+          caf::anon_send(fes[name], r);
+        }
+        for (auto& [node, report] : link->take<msg::load_report>()) {
+          if (node == "ctl") continue;
+          EXPECT_EQ(report.tenants.size(), 1u);
+          caf::anon_send(fes.at(node), report);
+        }
+        for (auto& r : link->client_replies()) ok[name] += r.code == msg::status::ok;
+        link->replies.clear();
+      }
+      run();
+    }
+  };
+  run_for(2s, {"fe"});  // the rates heard
+  ok.clear();
+  run_for(5s, {"fe"});
+  EXPECT_NEAR(ok["fe"], 20 * 5, 12) << "the whole cap at the one frontend the tenant reaches";
+  run_for(3s, {"fe", "fe2"});
+  ok.clear();
+  run_for(5s, {"fe", "fe2"});
+  EXPECT_NEAR(ok["fe"] + ok["fe2"], 20 * 5, 12) << ok["fe"] << " and " << ok["fe2"] << ": the cap between them";
+  EXPECT_NEAR(ok["fe"], ok["fe2"], 15);
+}
+
 TEST_F(frontend_fixture, counts_every_reply_in_the_nodes_metrics) {
   route({"w1"});
   request("traffic", 1, make_tensor({dtype::float32, {4}}, 1));

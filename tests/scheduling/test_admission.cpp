@@ -155,3 +155,31 @@ TEST(add_shed, counts_what_was_shed_as_offered_and_keeps_the_fanouts) {
 
 }  // namespace
 }  // namespace sloserve::sched
+
+namespace sloserve::sched {
+namespace {
+
+// A tenant capped at 60/s across the cluster that sends 100/s here for 10 s: what this frontend
+// admits when the other frontends report `elsewhere` (nullopt: none heard, of two frontends).
+int admitted_with(std::optional<double> elsewhere) {
+  admission a;
+  a.configure({{"capped", 60, 1, 0}}, 1, 2);
+  if (elsewhere) a.set_elsewhere(std::vector<double>{*elsewhere});
+  int admitted = 0;
+  for (int i = 0; i < 1000; ++i) admitted += a.admit(0, "p", 0, i * 0.01).result == admission::outcome::admitted;
+  EXPECT_NEAR(a.offered_here(0, 10), 100, 5);
+  return admitted;
+}
+
+// The cap is split by where the tenant sends: all of it here when it sends nowhere else, half
+// when it sends as much elsewhere, a quarter when three times as much; an even split until the
+// other frontends have said.
+TEST(admission, a_cap_is_split_by_where_its_tenant_sends_once_the_other_frontends_say) {
+  EXPECT_NEAR(admitted_with(0.0), 600, 30);
+  EXPECT_NEAR(admitted_with(100.0), 300, 30);
+  EXPECT_NEAR(admitted_with(300.0), 150, 30);
+  EXPECT_NEAR(admitted_with(std::nullopt), 300 + 6, 2);
+}
+
+}  // namespace
+}  // namespace sloserve::sched

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -119,6 +120,39 @@ TEST(simulator, a_static_plan_never_changes) {
   EXPECT_EQ(r->plans, 0u);
   expect_one_reply_each(r->summary);
   EXPECT_GE(r->summary.attainment, 0.99);
+}
+
+// A stage over versions of its model runs each by its weight, as the frontend draws them, under
+// the epoch policies and the static one.
+TEST(simulator, a_stage_over_versions_runs_each_by_its_weight) {
+  for (auto* policy : {"nexus", "static"}) {
+    auto cfg = parse(std::string(R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 2}]}
+models:
+  - {name: det, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8, profile: {alpha_ms: 1, beta_ms: 2}}
+  - {name: det, version: 2, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 8, profile: {alpha_ms: 1, beta_ms: 2}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: det, versions: [{version: 1, weight: 80}, {version: 2, weight: 20}]}]}
+scheduler: {policy: )") +
+                     policy + "}\n");
+    options o;
+    o.rate = 200;
+    o.duration_s = 10;
+    std::map<std::string, int> ran;
+    o.on_invocation = [&](uint64_t, size_t, const std::string& model, int64_t) { ++ran[model]; };
+    auto r = simulate(cfg, o);
+    ASSERT_TRUE(r) << r.error();
+    expect_one_reply_each(r->summary);
+    EXPECT_GE(r->summary.attainment, 0.99) << policy;
+    ASSERT_EQ(ran.size(), 2u) << policy;
+    double total = 0;
+    for (auto& [m, n] : ran) total += n;
+    auto second = std::find_if(ran.begin(), ran.end(), [](auto& kv) { return kv.first != "det"; });
+    ASSERT_NE(second, ran.end());
+    EXPECT_NEAR(second->second / total, 0.2, 0.02) << policy << ": " << second->first;
+  }
 }
 
 TEST(simulator, a_failed_worker_loses_nothing_and_the_survivor_serves_after_detection) {
