@@ -59,36 +59,62 @@ std::map<std::string, double> tightest_budgets(const msg::routing_table& t) {
 }
 
 // Spill points of the instances of a placement: where each device is (its type and share set
-// what l(b) takes there), and each model's tightest budget.
+// what l(b) takes there), and each model's tightest budget. Looked up once per route and once per
+// node, not per instance: a placement of every model on every device of a large fleet has
+// millions of instances.
 class spill_points {
  public:
   // `models`: the planner's (a refreshed profile's latencies scaled), else the file's.
   spill_points(const cluster_config& cfg, const msg::routing_table& t, const std::vector<model_spec>* models = nullptr)
-      : cfg_(cfg), budget_(tightest_budgets(t)) {
-    for (auto& s : device_slots(cfg)) slot_.emplace(std::make_pair(s.node, s.device), s);
+      : cfg_(cfg) {
+    for (auto& [model, ms] : tightest_budgets(t)) budget_.emplace(model, ms);
+    for (auto& s : device_slots(cfg)) {
+      auto& on = slots_[s.node];
+      if (on.size() <= s.device) on.resize(s.device + 1);
+      on[s.device] = s;
+    }
     for (auto& m : models ? *models : cfg.models) models_.emplace(m.name, &m);
   }
-  // Outstanding invocations at which instance `i` of `model`, run in batches of `b`, is busy:
-  // one more would not finish within the model's budget (a batch running, then its own among
-  // those queued, each taking l(b)): b per l(b) of the budget beyond the running batch's. 0
-  // (never busy) where the model or its budget is unknown.
-  uint32_t of(const std::string& model, const msg::route_instance& i, uint32_t b) const {
-    auto it = models_.find(model);
-    const model_spec* m = it == models_.end() ? cfg_.find_model(model) : it->second;  // fragments: the file's
-    auto budget = budget_.find(model);
-    auto slot = slot_.find({i.node, i.device});
-    if (!m || budget == budget_.end() || slot == slot_.end() || b == 0) return 0;
-    auto& s = slot->second;
-    double l = m->profile_for(s.type).latency_ms_at(static_cast<int>(b)) * m->share_slowdown(s.share);
-    if (!(l > 0) || !(budget->second > 0)) return 2 * b;
-    return static_cast<uint32_t>(std::max(1.0, std::floor(b * (budget->second / l - 1))));
+
+  // What a model's instances are judged by: its profile and its tightest budget (null, or no
+  // budget, where unknown: never busy).
+  struct model_point {
+    const model_spec* spec = nullptr;
+    std::optional<double> budget;
+  };
+  model_point model(const std::string& name) const {
+    auto it = models_.find(name);
+    auto budget = budget_.find(name);
+    return {it == models_.end() ? cfg_.find_model(name) : it->second,  // fragments: the file's
+            budget == budget_.end() ? std::nullopt : std::optional<double>(budget->second)};
+  }
+  // The devices of worker `node`, by index; null for none.
+  const std::vector<sched::device_slot>* devices(const std::string& node) const {
+    auto it = slots_.find(node);
+    return it == slots_.end() ? nullptr : &it->second;
+  }
+
+  // Outstanding invocations at which an instance of `m` on device `s`, run in batches of `b`, is
+  // busy: one more would not finish within the model's budget (a batch running, then its own
+  // among those queued, each taking l(b)): b per l(b) of the budget beyond the running batch's.
+  // 0 (never busy) where the model or its budget is unknown.
+  static uint32_t of(const model_point& m, const sched::device_slot& s, uint32_t b) {
+    if (!m.spec || !m.budget || b == 0) return 0;
+    double l = m.spec->profile_for(s.type).latency_ms_at(static_cast<int>(b)) * m.spec->share_slowdown(s.share);
+    if (!(l > 0) || !(*m.budget > 0)) return 2 * b;
+    return static_cast<uint32_t>(std::max(1.0, std::floor(b * (*m.budget / l - 1))));
+  }
+  // The same for instance `i` of model `name`, each looked up.
+  uint32_t of(const std::string& name, const msg::route_instance& i, uint32_t b) const {
+    auto* on = devices(i.node);
+    return on && i.device < on->size() ? of(model(name), (*on)[i.device], b) : 0;
   }
 
  private:
   const cluster_config& cfg_;
-  std::unordered_map<std::string, const model_spec*> models_;  // by name: looked up per instance
-  std::map<std::string, double> budget_;
-  std::map<std::pair<std::string, uint32_t>, sched::device_slot> slot_;
+  std::unordered_map<std::string, const model_spec*> models_;
+  std::unordered_map<std::string, double> budget_;
+  std::unordered_map<std::string, std::vector<sched::device_slot>> slots_;  // by node, by device
 };
 
 // Tells every route instance that has none its spill point: the batch it was planned at (the
@@ -96,30 +122,44 @@ class spill_points {
 void set_spill_points(const cluster_config& cfg, cluster_placement& pl,
                       const std::vector<model_spec>* models = nullptr) {
   spill_points spill(cfg, pl.table, models);
-  // Each device's sessions as (model, batch) sorted by model, made when an instance first asks:
-  // a placement of every model on every device of a large fleet has millions of instances, and
-  // scanning a device's sessions for each would cost their square.
-  using by_model = std::vector<std::pair<std::string_view, uint32_t>>;
-  std::unordered_map<const void*, by_model> sorted;
-  auto batch_of = [&](const auto& device, const std::string& model) -> std::optional<uint32_t> {
-    auto& v = sorted[&device];
+  // Each device's batch per model (by a number given each model name once), made when an
+  // instance first asks: scanning a device's sessions for each instance would cost their square,
+  // and comparing names, their length.
+  std::unordered_map<std::string_view, uint32_t> model_id;
+  constexpr uint32_t none = UINT32_MAX;
+  std::unordered_map<const void*, std::vector<uint32_t>> batches;
+  auto batch_of = [&](const auto& device, uint32_t id) -> std::optional<uint32_t> {
+    auto& v = batches[&device];
     if (v.empty()) {
-      for (auto& ss : device.sessions) v.emplace_back(ss.model, ss.batch);
-      // The last session of a model wins, as a scan that overwrote would have it.
-      std::stable_sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.first < b.first; });
+      v.assign(model_id.size(), none);
+      for (auto& ss : device.sessions)  // the last session of a model wins
+        if (auto it = model_id.find(ss.model); it != model_id.end()) v[it->second] = ss.batch;
     }
-    auto it = std::upper_bound(v.begin(), v.end(), std::string_view(model),
-                               [](std::string_view m, auto& e) { return m < e.first; });
-    if (it == v.begin() || std::prev(it)->first != model) return std::nullopt;
-    return std::prev(it)->second;
+    return v[id] == none ? std::nullopt : std::optional<uint32_t>(v[id]);
   };
-  for (auto& r : pl.table.routes)
+  for (auto& r : pl.table.routes) model_id.emplace(r.model, static_cast<uint32_t>(model_id.size()));
+  for (auto& r : pl.table.routes) {
+    auto m = spill.model(r.model);
+    auto id = model_id.at(r.model);
+    // A route's instances come node by node: the node's schedule and devices are looked up when
+    // it changes.
+    const std::string* node = nullptr;
+    const msg::schedule* schedule = nullptr;
+    const std::vector<sched::device_slot>* slots = nullptr;
     for (auto& i : r.instances) {
       if (i.spill_at) continue;
-      auto s = pl.schedules.find(i.node);
-      if (s == pl.schedules.end() || i.device >= s->second.devices.size()) continue;
-      if (auto b = batch_of(s->second.devices[i.device], r.model)) i.spill_at = spill.of(r.model, i, std::max(1u, *b));
+      if (!node || *node != i.node) {
+        node = &i.node;
+        auto s = pl.schedules.find(i.node);
+        schedule = s == pl.schedules.end() ? nullptr : &s->second;
+        slots = spill.devices(i.node);
+      }
+      if (!schedule || i.device >= schedule->devices.size()) continue;
+      auto b = batch_of(schedule->devices[i.device], id);
+      if (!b) continue;
+      i.spill_at = slots && i.device < slots->size() ? spill_points::of(m, (*slots)[i.device], std::max(1u, *b)) : 0;
     }
+  }
 }
 
 }  // namespace
