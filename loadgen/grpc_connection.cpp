@@ -33,6 +33,18 @@ msg::status status_of(const grpc::Status& s) {
   }
 }
 
+// "gRPC NAME: message", the code by its name.
+std::string why_not(const grpc::Status& s) {
+  static const char* names[] = {
+      "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+      "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+      "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+      "DATA_LOSS", "UNAUTHENTICATED"};
+  auto code = static_cast<size_t>(s.error_code());
+  return "gRPC " + (code < std::size(names) ? std::string(names[code]) : std::to_string(code)) + ": " +
+         s.error_message();
+}
+
 class grpc_connection final : public load_connection {
  public:
   explicit grpc_connection(const load_options& o) : o_(o) {
@@ -139,7 +151,7 @@ class grpc_connection final : public load_connection {
       msg::client_reply out;
       out.request_id = id;
       out.code = status_of(s);
-      if (!s.ok()) out.reason = "gRPC " + std::to_string(s.error_code()) + ": " + s.error_message();
+      if (!s.ok()) out.reason = why_not(s);
       // The server's timing, for the breakdown of where the time went.
       auto& params = c->res.parameters();
       if (s.ok() && std::all_of(std::begin(kserve::timing_keys), std::end(kserve::timing_keys),
@@ -162,7 +174,7 @@ class grpc_connection final : public load_connection {
     auto answer = [this, token = m.token](const grpc::Status& s, msg::shared_memory_reply out) {
       out.token = token;
       out.ok = s.ok();
-      if (!s.ok()) out.reason = "gRPC " + std::to_string(s.error_code()) + ": " + s.error_message();
+      if (!s.ok()) out.reason = why_not(s);
       deliver(std::move(out));
     };
     switch (m.op) {
