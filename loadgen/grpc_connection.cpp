@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <fstream>
@@ -128,6 +129,9 @@ class grpc_connection final : public load_connection {
     auto* c = new call<pb::ModelInferRequest, pb::ModelInferResponse>;
     c->req.set_model_name(r.pipeline);
     c->req.set_id(std::to_string(r.request_id));
+    // What the request says of itself: a partitioned model's start layer, its own SLO.
+    if (r.start_layer > 0) (*c->req.mutable_parameters())["start_layer"].set_int64_param(r.start_layer);
+    if (r.slo_ms > 0) (*c->req.mutable_parameters())["slo_ms"].set_int64_param(std::llround(r.slo_ms));
     auto* in = c->req.add_inputs();
     auto name = input_names_.find(r.pipeline);
     in->set_name(name != input_names_.end() ? name->second : "input");

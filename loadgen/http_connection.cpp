@@ -6,6 +6,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <deque>
 #include <future>
@@ -334,15 +335,19 @@ class http_connection final : public load_connection {
   // outputs asked for.
   std::shared_ptr<request_t> infer_request(const msg::client_request& req) const {
     auto name = input_names_.count(req.pipeline) ? input_names_.at(req.pipeline) : std::string("input");
+    // What the request says of itself: a partitioned model's start layer, its own SLO.
+    std::string own;
+    if (req.start_layer > 0) own = "\"start_layer\":" + std::to_string(req.start_layer);
+    if (req.slo_ms > 0) own += (own.empty() ? "" : ",") + ("\"slo_ms\":" + std::to_string(std::llround(req.slo_ms)));
     if (!req.shm_inputs.empty()) {
       auto r = request(bhttp::verb::post, "/v2/models/" + req.pipeline + "/infer");
       r->set(bhttp::field::content_type, "application/json");
-      r->body() = kserve::shared_memory_request_body(std::to_string(req.request_id), name, req.shm_inputs.front());
+      r->body() = kserve::shared_memory_request_body(std::to_string(req.request_id), name, req.shm_inputs.front(), own);
       r->prepare_payload();
       return r;
     }
     auto& t = req.inputs.front();
-    auto header = kserve::binary_request_header(std::to_string(req.request_id), name, t);
+    auto header = kserve::binary_request_header(std::to_string(req.request_id), name, t, own);
     auto r = request(bhttp::verb::post, "/v2/models/" + req.pipeline + "/infer");
     r->set("Inference-Header-Content-Length", std::to_string(header.size()));
     r->set(bhttp::field::content_type, "application/octet-stream");

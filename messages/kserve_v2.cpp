@@ -598,9 +598,9 @@ void append_quoted(std::string& out, std::string_view s) {
 namespace {
 
 // {"id":ID,"inputs":[{"name":INPUT,"shape":[...],"datatype":TYPE,"parameters":{PARAMETERS}}],
-// "parameters":{"binary_data_output":true}}
+// "parameters":{"binary_data_output":true,REQUEST_PARAMETERS}}
 std::string one_input_request(std::string_view id, std::string_view input, const std::vector<int64_t>& shape,
-                              dtype type, const std::string& parameters) {
+                              dtype type, const std::string& parameters, std::string_view request_parameters) {
   std::string out = "{\"id\":";
   append_quoted(out, id);
   out += ",\"inputs\":[{\"name\":";
@@ -609,23 +609,26 @@ std::string one_input_request(std::string_view id, std::string_view input, const
   for (size_t k = 0; k < shape.size(); ++k) out += (k ? "," : "") + std::to_string(shape[k]);
   out += "],\"datatype\":";
   append_quoted(out, datatype_name(type));
-  out += ",\"parameters\":{" + parameters + "}}],\"parameters\":{\"binary_data_output\":true}}";
-  return out;
+  out += ",\"parameters\":{" + parameters + "}}],\"parameters\":{\"binary_data_output\":true";
+  if (!request_parameters.empty()) (out += ',') += request_parameters;
+  return out + "}}";
 }
 
 }  // namespace
 
-std::string binary_request_header(std::string_view id, std::string_view input, const tensor& t) {
-  return one_input_request(id, input, t.shape, t.type, "\"binary_data_size\":" + std::to_string(t.data.size()));
+std::string binary_request_header(std::string_view id, std::string_view input, const tensor& t,
+                                  std::string_view request_parameters) {
+  return one_input_request(id, input, t.shape, t.type, "\"binary_data_size\":" + std::to_string(t.data.size()),
+                           request_parameters);
 }
 
-std::string shared_memory_request_body(std::string_view id, std::string_view input,
-                                       const msg::shared_memory_tensor& t) {
+std::string shared_memory_request_body(std::string_view id, std::string_view input, const msg::shared_memory_tensor& t,
+                                       std::string_view request_parameters) {
   std::string parameters = "\"shared_memory_region\":";
   append_quoted(parameters, t.region);
   parameters += ",\"shared_memory_offset\":" + std::to_string(t.offset) +
                 ",\"shared_memory_byte_size\":" + std::to_string(t.byte_size);
-  return one_input_request(id, input, t.shape, t.type, parameters);
+  return one_input_request(id, input, t.shape, t.type, parameters, request_parameters);
 }
 
 // Written by hand rather than through a json object: it is on every response's path.

@@ -96,11 +96,15 @@ std::optional<server_timing> response_timing(std::string_view body, std::optiona
 
 // The JSON header of a request `id` whose one input `t`, named `input`, travels as binary data
 // after it (the binary tensor extension), binary outputs asked for.
-std::string binary_request_header(std::string_view id, std::string_view input, const tensor& t);
+// `request_parameters`, when not empty, is more of the request's parameters, as JSON members
+// (`"slo_ms":50,"start_layer":2`).
+std::string binary_request_header(std::string_view id, std::string_view input, const tensor& t,
+                                  std::string_view request_parameters = {});
 
 // The JSON body of a request `id` whose one input, named `input`, lies in a registered system
 // shared-memory region (`t`'s region, offset and byte size), binary outputs asked for.
-std::string shared_memory_request_body(std::string_view id, std::string_view input, const msg::shared_memory_tensor& t);
+std::string shared_memory_request_body(std::string_view id, std::string_view input, const msg::shared_memory_tensor& t,
+                                       std::string_view request_parameters = {});
 
 // {"error": "..."}, the protocol's error body.
 std::string error_body(std::string_view reason);

@@ -458,6 +458,9 @@ nodes:
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
   EXPECT_NE(r->body.find("start_layer 3 is not below the 3 layers"), std::string::npos) << r->body;
+  // The load client's partitioned clients say where they start and their SLO over HTTP too.
+  auto s = load_over_http("ph", {"--fragments", "1:150,2:100"});
+  EXPECT_GT(s["ok"].get<int>(), 100) << s.dump(2);
 }
 
 TEST_F(http_cluster, the_clients_mistakes_get_a_4xx_with_the_reason_and_the_node_keeps_serving) {
