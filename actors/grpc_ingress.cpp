@@ -68,13 +68,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
 
   // Every RPC ends here: counted by its code, then finished.
   void finish(grpc::ServerUnaryReactor* reactor, const Status& s) {
-    static const char* names[] = {
-        "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
-        "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-        "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
-        "DATA_LOSS", "UNAUTHENTICATED"};
-    auto code = static_cast<size_t>(s.error_code());
-    if (count_reply) count_reply("grpc", code < std::size(names) ? names[code] : "UNKNOWN");
+    if (count_reply) count_reply("grpc", kserve::grpc_code_name(s.error_code()));
     reactor->Finish(s);
   }
   std::atomic<uint64_t> next_id{1};

@@ -36,14 +36,7 @@ msg::status status_of(const grpc::Status& s) {
 
 // "gRPC NAME: message", the code by its name.
 std::string why_not(const grpc::Status& s) {
-  static const char* names[] = {
-      "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
-      "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-      "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
-      "DATA_LOSS", "UNAUTHENTICATED"};
-  auto code = static_cast<size_t>(s.error_code());
-  return "gRPC " + (code < std::size(names) ? std::string(names[code]) : std::to_string(code)) + ": " +
-         s.error_message();
+  return "gRPC " + std::string(kserve::grpc_code_name(s.error_code())) + ": " + s.error_message();
 }
 
 class grpc_connection final : public load_connection {

@@ -616,6 +616,15 @@ std::string one_input_request(std::string_view id, std::string_view input, const
 
 }  // namespace
 
+std::string_view grpc_code_name(int code) {
+  static const char* names[] = {
+      "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+      "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+      "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+      "DATA_LOSS", "UNAUTHENTICATED"};
+  return code >= 0 && static_cast<size_t>(code) < std::size(names) ? names[code] : "UNKNOWN";
+}
+
 std::string binary_request_header(std::string_view id, std::string_view input, const tensor& t,
                                   std::string_view request_parameters) {
   return one_input_request(id, input, t.shape, t.type, "\"binary_data_size\":" + std::to_string(t.data.size()),

@@ -106,6 +106,10 @@ std::string binary_request_header(std::string_view id, std::string_view input, c
 std::string shared_memory_request_body(std::string_view id, std::string_view input, const msg::shared_memory_tensor& t,
                                        std::string_view request_parameters = {});
 
+// The name of gRPC status code `code` (grpc::StatusCode's numbering): "OK", "INVALID_ARGUMENT",
+// ...; "UNKNOWN" for a number it does not have.
+std::string_view grpc_code_name(int code);
+
 // {"error": "..."}, the protocol's error body.
 std::string error_body(std::string_view reason);
 
