@@ -247,6 +247,11 @@ class GrpcIngress(unittest.TestCase):
             s.SystemSharedMemoryRegister(pb.SystemSharedMemoryRegisterRequest(name="r", key="/x", byte_size=8))
         self.assertEqual(e.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
         self.assertIn("runtime.client_shared_memory", e.exception.details())
+        # The load client says so, the code by its name, and exits 1.
+        done = self.c.run(SLOSERVE, "load", "-c", os.path.join(self.c.dir, "resolved.yaml"), "--pipeline", "traffic",
+                          "--rate", "10", "--duration", "1", "--protocol", "grpc", "--shared-memory")
+        self.assertEqual(done.returncode, 1, done.stderr)
+        self.assertIn("gRPC FAILED_PRECONDITION: shared memory is off on this node", done.stderr)
 
     def test_many_requests_in_flight_each_get_exactly_one_reply(self):
         # A burst of 300 at once, past what one emulated device serves within the SLO: each gets

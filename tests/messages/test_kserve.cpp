@@ -19,6 +19,16 @@ std::vector<T> values_of(const tensor& t) {
   return out;
 }
 
+TEST(kserve, grpc_codes_are_named_as_grpc_names_them) {
+  EXPECT_EQ(grpc_code_name(0), "OK");
+  EXPECT_EQ(grpc_code_name(3), "INVALID_ARGUMENT");
+  EXPECT_EQ(grpc_code_name(8), "RESOURCE_EXHAUSTED");
+  EXPECT_EQ(grpc_code_name(9), "FAILED_PRECONDITION");
+  EXPECT_EQ(grpc_code_name(16), "UNAUTHENTICATED");
+  EXPECT_EQ(grpc_code_name(17), "UNKNOWN");
+  EXPECT_EQ(grpc_code_name(-1), "UNKNOWN");
+}
+
 TEST(kserve, json_data_becomes_tensors_of_each_datatype) {
   auto body = json{{"id", "r1"},
                    {"inputs",
