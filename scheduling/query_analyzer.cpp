@@ -1,13 +1,32 @@
 #include "scheduling/query_analyzer.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace sloserve {
 
 namespace {
 constexpr double inf = std::numeric_limits<double>::infinity();
+
+// The most time that can be added to every stage's budget with each path from a root to a leaf
+// still within the SLO: min over paths of (SLO - the path's budgets) / its stages. Exact, by the
+// longest sum over paths of each length that ends at each stage.
+double equal_slack_ms(const pipeline& p, const std::vector<double>& budget) {
+  size_t n = p.stages.size();
+  std::vector<std::vector<double>> longest(n, std::vector<double>(n + 1, -inf));  // [stage][stages on the path]
+  double slack = inf;
+  for (auto v : p.topo) {
+    if (p.stages[v].parents.empty()) longest[v][1] = budget[v];
+    for (auto u : p.stages[v].parents)
+      for (size_t c = 1; c < n; ++c) longest[v][c + 1] = std::max(longest[v][c + 1], longest[u][c] + budget[v]);
+    if (p.stages[v].children.empty())
+      for (size_t c = 1; c <= n; ++c)
+        if (longest[v][c] > -inf) slack = std::min(slack, (p.slo_ms - longest[v][c]) / static_cast<double>(c));
+  }
+  return std::isfinite(slack) ? std::max(0.0, slack) : 0;
 }
+}  // namespace
 
 int saturating_batch(const model_spec& m, double budget_ms, double overhead_ms) {
   double L = budget_ms - overhead_ms;
@@ -157,15 +176,14 @@ slo_split dp_split(const pipeline& p, const std::vector<double>& rates, const th
     for (auto ch : tree.kids[k]) walk.emplace_back(ch, t - u);
   }
   // The DP takes the least budget that reaches each stage's best throughput; give the slack
-  // back, scaled evenly, so the longest path uses the whole SLO. T never falls as L grows, so
-  // the cost does not rise, and queues get room to absorb bursts.
-  auto split = offsets_from_budgets(p, budget);
-  double longest = *std::max_element(split.finish_offset_ms.begin(), split.finish_offset_ms.end());
-  if (longest > 0 && longest < p.slo_ms) {
-    for (auto& b : budget) b *= p.slo_ms / longest;
-    split = offsets_from_budgets(p, budget);
-  }
-  return split;
+  // back, the same time to each stage, so the longest path uses the whole SLO. T never falls as
+  // L grows, so the cost does not rise, and queues get room to absorb bursts. Equal, not in
+  // proportion to the budgets: what eats a stage's slack (a hop on the network, a stalled host, a
+  // burst) takes as long at a stage of 50 us as at one of 50 ms, and a stage left a few ms would
+  // drop its requests at the first stall though the query had time to spare.
+  double extra = equal_slack_ms(p, budget);
+  for (auto& b : budget) b += extra;
+  return offsets_from_budgets(p, budget);
 }
 
 }  // namespace sloserve

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up, checks the formatting, builds with warnings as errors, and runs the whole test suite.
+# Sets up, checks the formatting, builds everything with warnings as errors (the flags demo.sh
+# builds with: what it built is not built again), and runs the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
