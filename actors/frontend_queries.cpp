@@ -99,6 +99,7 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
   }
   auto& p = q.pipe();
   bool within = code == msg::status::ok && !late;
+  st.routes->on_outcome(q.pipeline, within, seconds_of(now));
   double seconds = r.total_ms / 1e3;
   if (q.sink)
     (*q.sink)(std::move(r));

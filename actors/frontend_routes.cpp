@@ -23,6 +23,10 @@ void frontend_routes::configure_admission(size_t frontends) {
   for (auto& t : cfg_->security.tenants) tenants.push_back({t.name, t.rate.value_or(-1), t.share(), t.priority});
   admission_.configure(std::move(tenants), cfg_->pipelines.size(), frontends);
   admission_frontends_ = std::max<size_t>(1, frontends);
+  std::vector<std::string> names;
+  std::vector<int> priorities;
+  for (auto& p : cfg_->pipelines) names.push_back(p.name), priorities.push_back(p.priority);
+  priority_.configure(std::move(names), std::move(priorities));
 }
 
 sched::backend_load* frontend_routes::load_of(const std::string& model, const std::string& node, uint32_t device) {
@@ -267,6 +271,7 @@ uint32_t frontend_routes::outstanding_at(const std::string& node) const {
 }
 
 void frontend_routes::refresh() {
+  share_devices();
   for (size_t pi = 0; pi < cfg_->pipelines.size(); ++pi) {
     auto& p = cfg_->pipelines[pi];
     auto& why = blockers_[pi];
@@ -291,8 +296,28 @@ void frontend_routes::refresh() {
   }
 }
 
+void frontend_routes::share_devices() {
+  if (!priority_.active()) return;
+  // Per pipeline, the instances its models run on; two pipelines share where those meet.
+  size_t n = cfg_->pipelines.size();
+  std::vector<std::unordered_set<std::string>> on(n);
+  for (size_t pi = 0; pi < n; ++pi)
+    for (auto& model : models_of(pi))
+      if (auto it = routes_.find(model); it != routes_.end())
+        for (auto& b : it->second.backends) on[pi].insert(b.node + "|" + std::to_string(b.device));
+  std::vector<std::vector<size_t>> sharing(n);
+  for (size_t a = 0; a < n; ++a)
+    for (size_t b = 0; b < n; ++b)
+      if (a != b && std::any_of(on[a].begin(), on[a].end(), [&](auto& d) { return on[b].count(d) > 0; }))
+        sharing[a].push_back(b);
+  priority_.set_sharing(std::move(sharing));
+}
+
 sched::admission::verdict frontend_routes::admit(size_t pi, int tenant, double now_s) {
-  return admission_.admit(pi, cfg_->pipelines[pi].name, tenant, now_s);
+  auto v = admission_.admit(pi, cfg_->pipelines[pi].name, tenant, now_s);
+  if (v.result != sched::admission::outcome::admitted) return v;
+  if (auto why = priority_.admit(pi, now_s); !why.empty()) return {sched::admission::outcome::shed, std::move(why)};
+  return v;
 }
 
 bool frontend_routes::serves(const std::string& model) const {

@@ -16,6 +16,7 @@
 #include "messages/types.hpp"
 #include "scheduling/admission.hpp"
 #include "scheduling/balancer.hpp"
+#include "scheduling/priority_guard.hpp"
 
 namespace sloserve {
 
@@ -81,7 +82,12 @@ class frontend_routes {
   // none) at `now_s` is let in: within its tenant's cap, and, when the plan is short of devices
   // (the table's quotas), within its tenant's share of this frontend's share of what the plan
   // carries of the pipeline (sched::admission).
+  // Then, where pipelines differ in priority, within the limit that the misses of a higher
+  // priority it shares a device with put on it (sched::priority_guard).
   sched::admission::verdict admit(size_t pi, int tenant, double now_s);
+  // An admitted query of pipeline `pi` was answered at `now_s`, within its SLO or not: what the
+  // priority guard reads.
+  void on_outcome(size_t pi, bool within_slo, double now_s) { priority_.on_outcome(pi, within_slo, now_s); }
   // What the other frontends report of each tenant's rate (sched::admission::set_elsewhere), and
   // what tenant `tenant` offers here at `now_s`.
   void set_tenants_elsewhere(std::optional<std::vector<double>> offered) {
@@ -123,8 +129,10 @@ class frontend_routes {
   std::vector<std::vector<msg::fragment_route>> fragments_;  // per pipeline
   std::optional<msg::routing_table> table_;                  // the last one applied
   void configure_admission(size_t frontends);
+  void share_devices();  // the priority guard's sharing, from the routes
   sched::admission admission_;
   size_t admission_frontends_ = 1;
+  sched::priority_guard priority_;
 };
 
 }  // namespace sloserve

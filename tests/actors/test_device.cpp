@@ -31,6 +31,8 @@ models:
 runtime: {max_queue_length: 3}
 )";
 
+struct caf_fixture_test : caf_fixture, ::testing::Test {};
+
 struct device_fixture : caf_fixture, ::testing::Test {
   device_fixture() {
     cfg_ = testing::parse_or_die(yaml);
@@ -225,6 +227,42 @@ TEST_F(device_fixture, sessions_take_turns) {
   r = results();
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].id, 2u);
+}
+
+// Sessions that serve pipelines of different priorities: the higher's queue goes first, whatever
+// the round-robin turn says; of one priority they take turns as above.
+TEST_F(caf_fixture_test, a_higher_prioritys_queue_runs_before_the_turn_of_a_lower_one) {
+  auto cfg = testing::parse_or_die(std::string(yaml) + R"(pipelines:
+  - {name: bulk, slo_ms: 500, stages: [{name: s, model: m}]}
+  - {name: urgent, slo_ms: 500, priority: 1, stages: [{name: s, model: n}]}
+)");
+  auto net = std::make_shared<recording_link>("w");
+  auto dev = keep(spawn_device(*sys, {cfg, net, 1}, 0, device_kind::emulated));
+  caf::anon_send(dev, msg::device_schedule{0, 0, {{"m", 4}, {"n", 4}}});
+  run();
+  auto invoke = [&](uint64_t id, std::string model) {
+    caf::anon_send(dev, msg::invocation{id,
+                                        "fe",
+                                        std::move(model),
+                                        0,
+                                        std::chrono::nanoseconds(100ms).count(),
+                                        {make_tensor({dtype::float32, {2}}, id)}});
+    run();
+  };
+  auto done = [&] {
+    std::vector<uint64_t> ids;
+    for (auto& [node, r] : net->take<msg::invocation_result>()) ids.push_back(r.id);
+    return ids;
+  };
+  invoke(1, "n");  // running: the turn is m's next
+  invoke(2, "m");
+  invoke(3, "n");
+  advance(5ms);  // n's batch done: n's queue goes before m's turn
+  EXPECT_EQ(done(), std::vector<uint64_t>{1});
+  advance(5ms);
+  EXPECT_EQ(done(), std::vector<uint64_t>{3});
+  advance(10ms);
+  EXPECT_EQ(done(), std::vector<uint64_t>{2});
 }
 
 TEST_F(device_fixture, bad_invocations_get_errors) {
