@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <deque>
-#include <functional>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -14,6 +13,7 @@
 #include "actors/roles.hpp"
 #include "gpu/executor.hpp"
 #include "gpu/image.hpp"
+#include "scheduling/turn_order.hpp"
 
 namespace sloserve {
 namespace {
@@ -40,6 +40,8 @@ struct device_state {
   // Per model, the highest priority of the pipelines that run it, for the configuration read.
   std::unordered_map<std::string, int> model_priority;
   const cluster_config* priorities_for = nullptr;
+  std::vector<int> session_priority;  // per session, for turn_order
+  std::vector<size_t> order;
 
   // Batches started and not yet answered, oldest first. One at a time, except on pipelined
   // executors (depth() > 1): there the next full batch is staged (stacked and uploaded) while
@@ -128,35 +130,27 @@ std::vector<sched::session_queue<pending>::entry> form(self_ptr self, session& s
   return batch;
 }
 
-// Starts the next batch, round-robin over the sessions; false when none could start. With a
-// batch in flight (pipelined executors), only a session that has a full batch queued may stage
-// its next one, and the drop policy judges it at the time the running batch should end.
-// The order in which sessions are offered the device: round robin from the cursor, and where
-// they serve pipelines of different priorities (pipelines[].priority), the higher first, so that
-// a lower priority's queue never holds the device while a higher one's waits.
-std::vector<size_t> turn_order(device_state& st) {
+// The order in which sessions are offered the device (sched::turn_order): round robin, the
+// sessions of higher-priority pipelines first.
+std::vector<size_t> session_turns(device_state& st) {
   auto& sessions = st.sessions.all();
-  std::vector<size_t> order(sessions.size());
-  for (size_t k = 0; k < order.size(); ++k) order[k] = (st.next + k) % sessions.size();
   if (st.priorities_for != st.cfg.get()) {
     st.priorities_for = st.cfg.get();
     st.model_priority.clear();
-    for (auto& p : st.cfg->pipelines)
-      for (auto& stage : p.stages)
-        for (auto m : stage_models(stage)) {
-          auto [it, fresh] = st.model_priority.emplace(st.cfg->models[m].name, p.priority);
-          if (!fresh) it->second = std::max(it->second, p.priority);
-        }
+    auto by_index = model_priorities(st.cfg->pipelines, st.cfg->models.size());
+    for (size_t m = 0; m < by_index.size(); ++m) st.model_priority[st.cfg->models[m].name] = by_index[m];
   }
-  std::vector<int> priority(sessions.size(), 0);
+  st.session_priority.assign(sessions.size(), 0);
   for (size_t i = 0; i < sessions.size(); ++i)
     if (auto it = st.model_priority.find(sessions[i].model->name); it != st.model_priority.end())
-      priority[i] = it->second;
-  if (std::adjacent_find(priority.begin(), priority.end(), std::not_equal_to<>()) != priority.end())
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return priority[a] > priority[b]; });
-  return order;
+      st.session_priority[i] = it->second;
+  sched::turn_order(st.next, st.session_priority, st.order);
+  return st.order;
 }
 
+// Starts the next batch, round-robin over the sessions; false when none could start. With a
+// batch in flight (pipelined executors), only a session that has a full batch queued may stage
+// its next one, and the drop policy judges it at the time the running batch should end.
 bool start_next(self_ptr self) {
   auto& st = self->state;
   auto& sessions = st.sessions.all();
@@ -164,7 +158,7 @@ bool start_next(self_ptr self) {
   auto now = self->clock().now();
   bool staging = !st.runs.empty();
   auto at = staging ? std::max(now, st.runs.back().expected_done) : now;
-  for (auto idx : turn_order(st)) {
+  for (auto idx : session_turns(st)) {  // a copy: answering may start batches again
     auto& s = sessions[idx];
     if (s.queue.empty()) continue;
     if (staging && (s.model->is_variant() || s.queue.size() < static_cast<size_t>(s.batch))) continue;

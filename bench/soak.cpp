@@ -2,6 +2,8 @@
 // memory (RSS) of every node at the start and at the end, attainment and lost.
 //
 // Usage: bench_soak [--minutes 10] [--restart-every 60] [--workers 4]
+//        bench_soak --mixed [--minutes 30] [--restart-every 120] [--apply-every 180]
+//                   [--lull-every 600] [--lull 60] [--workers 4]   (bench/soak_mixed.cpp)
 //
 // The cluster: a controller + frontend node and N worker nodes with one emulated device each,
 // started by `sloserve up` on loopback. One device carries about 250 queries/s of the pipeline
@@ -21,6 +23,7 @@
 #include <string>
 
 #include "apps/child_process.hpp"
+#include "bench/soak_mixed.hpp"
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -50,6 +53,36 @@ std::string cluster_yaml(int workers) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && !std::strcmp(argv[1], "--mixed")) {
+    sloserve::bench::mixed_options o;
+    for (int i = 2; i + 1 < argc; i += 2) {
+      std::string k = argv[i];
+      double v = std::atof(argv[i + 1]);
+      if (k == "--minutes")
+        o.minutes = v;
+      else if (k == "--restart-every")
+        o.restart_every_s = v;
+      else if (k == "--apply-every")
+        o.apply_every_s = v;
+      else if (k == "--lull-every")
+        o.lull_every_s = v;
+      else if (k == "--lull")
+        o.lull_s = v;
+      else if (k == "--workers")
+        o.workers = static_cast<int>(v);
+      else {
+        fprintf(stderr, "bench_soak --mixed: unknown option '%s'\n", argv[i]);
+        return 2;
+      }
+    }
+    if ((argc - 2) % 2 || o.workers < 2 || o.minutes <= 0 || o.lull_s >= o.lull_every_s) {
+      fprintf(stderr,
+              "usage: bench_soak --mixed [--minutes M] [--restart-every S] [--apply-every S] [--lull-every S] "
+              "[--lull S] [--workers N>=2]; a lull shorter than its period\n");
+      return 2;
+    }
+    return sloserve::bench::mixed_soak(o);
+  }
   double minutes = 10, restart_every = 60;
   int workers = 4;
   for (int i = 1; i + 1 < argc; i += 2) {

@@ -15,6 +15,16 @@ std::vector<size_t> stage_models(const stage& s) {
   return out;
 }
 
+std::vector<int> model_priorities(const std::vector<pipeline>& pipes, size_t models) {
+  std::vector<int> out(models, 0);
+  std::vector<bool> seen(models, false);
+  for (auto& p : pipes)
+    for (auto& s : p.stages)
+      for (auto m : stage_models(s))
+        if (m < models) out[m] = seen[m] ? std::max(out[m], p.priority) : p.priority, seen[m] = true;
+  return out;
+}
+
 std::vector<uint32_t> pipeline_versions(const pipeline& p) {
   std::vector<uint32_t> out{1};
   for (auto& s : p.stages)

@@ -98,6 +98,10 @@ struct pipeline {
   std::optional<size_t> find_stage(const std::string& name) const;
 };
 
+// Per model (indices below `models`), the highest priority of the pipelines that may run it
+// (pipelines[].priority; 0 where none does): devices offer the higher ones their turn first.
+std::vector<int> model_priorities(const std::vector<pipeline>& pipes, size_t models);
+
 // The model versions a pipeline answers to (KServe's versions of it): 1, and every version its
 // stages list, ascending.
 std::vector<uint32_t> pipeline_versions(const pipeline& p);

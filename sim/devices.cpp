@@ -1,5 +1,7 @@
-// Simulated devices: deadline queues, the drop policy, batches round-robin over sessions.
+// Simulated devices: deadline queues, the drop policy, batches round-robin over sessions (the
+// higher priorities first, sched::turn_order).
 
+#include "scheduling/turn_order.hpp"
 #include "sim/engine.hpp"
 
 namespace sloserve::sim::detail {
@@ -69,8 +71,18 @@ void engine::start_next(ns now, uint32_t di) {
   auto& d = devices_[di];
   if (d.busy || d.sessions.empty()) return;
   std::vector<sched::session_queue<uint32_t>::entry> batch, dropped;
-  for (size_t k = 0; k < d.sessions.size(); ++k) {
-    auto idx = (d.next + k) % d.sessions.size();
+  // Round robin; where the sessions serve pipelines of different priorities, the higher first.
+  size_t n = d.sessions.size();
+  turn_priority_.resize(n);
+  bool ranked = false;
+  for (size_t i = 0; i < n; ++i) {
+    turn_priority_[i] = model_priority_[d.sessions[i].model];
+    ranked |= turn_priority_[i] != turn_priority_[0];
+  }
+  std::vector<size_t> order;  // a copy where ranked: what the loop does may start another device
+  if (ranked) sched::turn_order(d.next, turn_priority_, turn_order_), order = turn_order_;
+  for (size_t k = 0; k < n; ++k) {
+    auto idx = ranked ? order[k] : (d.next + k) % n;
     auto& s = d.sessions[idx];
     if (s.queue.empty()) continue;
     auto& m = cfg_.models[s.model];

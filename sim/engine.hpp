@@ -157,7 +157,8 @@ class engine {
         exec_rng_(o.seed * 13 + 3),
         version_rng_(o.seed * 17 + 5),
         policy_(sched::make_drop_policy(cfg.runtime.drop_policy)),
-        balancer_(sched::policy_of(cfg.scheduler).dispatcher(cfg.runtime.balancer, cfg.scheduler.section)) {}
+        balancer_(sched::policy_of(cfg.scheduler).dispatcher(cfg.runtime.balancer, cfg.scheduler.section)),
+        model_priority_(model_priorities(cfg.pipelines, cfg.models.size())) {}
 
   expected<result> run();
 
@@ -227,6 +228,9 @@ class engine {
   std::vector<stage_version> routed_versions_;  // routed_version's scratch
   std::unique_ptr<sched::drop_policy> policy_;
   std::unique_ptr<sched::balancer> balancer_;
+  std::vector<int> model_priority_;  // per model: devices offer the higher first
+  std::vector<int> turn_priority_;   // start_next's, per session of the device
+  std::vector<size_t> turn_order_;
   std::priority_queue<event, std::vector<event>, later> events_;
   uint64_t seq_ = 0, events_run_ = 0;
 
@@ -256,6 +260,7 @@ class engine {
   std::unique_ptr<arrivals> gaps_;
   ns end_send_ = 0, warmup_ = 0;
   std::vector<lane_tally> lanes_;
+  std::vector<result::pipeline_outcome> by_pipeline_;  // measured queries, per pipeline
 
   // Scheduling.
   std::unique_ptr<sched::pipeline_load> load_;

@@ -290,8 +290,13 @@ void engine::finish(ns now, uint32_t q, msg::status code, const std::string& rea
     if (code == msg::status::ok)
       for (size_t s = 0; s < p.stages.size() && s < 64; ++s)
         if (qq.late_paths >> s & 1) r.late_paths.push_back(p.stages[s].name);
+    auto latency_ms = static_cast<double>(back - qq.sent) / 1e6;
+    if (by_pipeline_.size() <= qq.pipeline) by_pipeline_.resize(cfg_.pipelines.size());
+    auto& counted = by_pipeline_[qq.pipeline];
+    ++counted.sent;
+    counted.within_slo += code == msg::status::ok && r.late_paths.empty() && latency_ms <= p.slo_ms;
     lanes_[0].sent(qq.second);
-    lanes_[0].reply(r, qq.second, static_cast<double>(back - qq.sent) / 1e6, 0, p.slo_ms);
+    lanes_[0].reply(r, qq.second, latency_ms, 0, p.slo_ms);
   }
   release(q);
 }

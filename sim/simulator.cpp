@@ -153,6 +153,8 @@ result engine::results(double duration) {
   out.peak_devices_used = peak_used_;
   if (budget_) out.budget_spent = budget_->spent();
   out.refreshes = refreshes_;
+  for (size_t pi = 0; pi < by_pipeline_.size() && pi < cfg_.pipelines.size(); ++pi)
+    out.pipelines[cfg_.pipelines[pi].name] = by_pipeline_[pi];
   for (size_t m = 0; m < batch_sizes_.size() && m < cfg_.models.size(); ++m)
     for (size_t b = 1; b < batch_sizes_[m].size(); ++b)
       if (batch_sizes_[m][b]) out.batches[cfg_.models[m].name][b] = batch_sizes_[m][b];

@@ -69,6 +69,11 @@ struct result {
   std::vector<std::string> refreshes;
   // Per model, the batches its devices ran, by size (padding included; warm-up too).
   std::map<std::string, std::map<size_t, uint64_t>> batches;
+  // Per pipeline, its measured queries and those answered OK within its SLO.
+  struct pipeline_outcome {
+    uint64_t sent = 0, within_slo = 0;
+  };
+  std::map<std::string, pipeline_outcome> pipelines;
 };
 
 // Runs the simulation; fails on options that do not fit the cluster (unknown pipeline or node).

@@ -7,27 +7,21 @@
 //
 // The attack lasts SLOSERVE_ABUSE_S seconds (default 30).
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
-#include <zmq.h>
 
-#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <regex>
 #include <sstream>
 #include <thread>
 
 #include "apps/child_process.hpp"
 #include "config/cluster_config.hpp"
-#include "messages/codec.hpp"
+#include "loadgen/hostile.hpp"
 #include "tests/text_file.hpp"
 
 namespace {
@@ -54,42 +48,6 @@ long rss_kb(pid_t pid) {
 size_t lines_of(const fs::path& p) {
   std::ifstream in(p);
   return static_cast<size_t>(std::count(std::istreambuf_iterator<char>(in), {}, '\n'));
-}
-
-// A DEALER connected to `endpoint` that never reads: sends are dropped once its queue is full.
-void* dealer(void* ctx, const std::string& endpoint) {
-  void* s = zmq_socket(ctx, ZMQ_DEALER);
-  int zero = 0, hwm = 100000;
-  zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-  zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
-  zmq_connect(s, endpoint.c_str());
-  return s;
-}
-
-void send(void* s, const std::string& frame) {
-  zmq_send(s, frame.data(), frame.size(), ZMQ_DONTWAIT);
-}
-
-// A TCP connection to HOST:PORT that has sent `text` (and is then closed by the caller); -1 when
-// it could not connect.
-int tcp_sent(const std::string& host_port, const std::string& text) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  auto colon = host_port.rfind(':');
-  inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &to.sin_addr);
-  to.sin_port = htons(static_cast<uint16_t>(std::stoi(host_port.substr(colon + 1))));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
-    close(fd);
-    return -1;
-  }
-  (void)::send(fd, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-  return fd;
-}
-
-std::string request_frame(uint64_t id, sloserve::tensor t) {
-  sloserve::msg::client_request r{"traffic", id, {std::move(t)}};
-  return sloserve::msg::encode({"", r});
 }
 
 TEST(abuse, hostile_clients_leave_the_honest_load_and_the_nodes_whole) {
@@ -123,97 +81,13 @@ TEST(abuse, hostile_clients_leave_the_honest_load_and_the_nodes_whole) {
   for (auto* n : {"ctl", "w1"}) rss_before[n] = rss_kb(pid_of(n));
   auto log_before = lines_of(dir / "up.log");
 
-  std::atomic<bool> attacking{true};
-  std::atomic<uint64_t> frames{0};
-  void* ctx = zmq_ctx_new();
-  auto until_stopped = [&](auto body, std::chrono::microseconds every) {
-    return std::thread([&, body, every] {
-      std::mt19937_64 rng(frames.fetch_add(1) + 7);
-      while (attacking) {
-        body(rng);
-        ++frames;
-        std::this_thread::sleep_for(every);
-      }
-    });
-  };
-  sloserve::tensor image{"input", sloserve::dtype::float32, {3, 32, 32}, std::string(3 * 32 * 32 * 4, '\1')};
-  auto valid = request_frame(1, image);
-  std::vector<std::thread> attackers;
-  void* garbage = dealer(ctx, endpoint);
-  // Random bytes, and valid requests cut short, 2,000 a second each.
-  attackers.push_back(until_stopped(
-      [&](std::mt19937_64& rng) {
-        std::string f(1 + rng() % 4096, '\0');
-        for (auto& c : f) c = static_cast<char>(rng());
-        send(garbage, f);
-        send(garbage, valid.substr(0, rng() % valid.size()));
-      },
-      500us));
-  // Requests declaring [100000, 100000] float32 with 16 bytes behind them; frames just over the
-  // payload limit (answered ERROR) and just over the frame limit (the sender is cut off).
-  sloserve::tensor huge{"input", sloserve::dtype::float32, {100000, 100000}, std::string(16, '\0')};
-  auto lying = request_frame(2, huge);
-  auto over_payload = request_frame(3, {"input", sloserve::dtype::uint8, {1048576 + 8}, std::string(1048576 + 8, 'x')});
-  auto over_frame = std::string(1048576 + 65536 + 1024, '\0');
-  void* liar = dealer(ctx, endpoint);  // a ZeroMQ socket is used by one thread only
-  attackers.push_back(until_stopped(
-      [&](std::mt19937_64&) {
-        send(liar, lying);
-        void* s = dealer(ctx, endpoint);
-        send(s, over_payload);
-        send(s, over_frame);
-        zmq_close(s);
-      },
-      20ms));
-  // A flood of fresh connections, 300 a second, each with a random frame.
-  attackers.push_back(until_stopped(
-      [&](std::mt19937_64& rng) {
-        void* s = dealer(ctx, endpoint);
-        send(s, std::string(8 + rng() % 64, static_cast<char>(rng())));
-        zmq_close(s);
-      },
-      3300us));
-  // A client that asks whether the cluster is ready, 5,000 times a second, and never reads.
-  // Its kernel receive buffer and ZeroMQ queue are small, so that the node's queue for it fills
-  // within the run (a real one fills only after megabytes of kernel buffers).
-  void* deaf = zmq_socket(ctx, ZMQ_DEALER);
-  int tiny = 4096, one = 1, none = 0;
-  zmq_setsockopt(deaf, ZMQ_RCVBUF, &tiny, sizeof tiny);
-  zmq_setsockopt(deaf, ZMQ_RCVHWM, &one, sizeof one);
-  zmq_setsockopt(deaf, ZMQ_LINGER, &none, sizeof none);
-  zmq_connect(deaf, endpoint.c_str());
-  auto ask = sloserve::msg::encode({"", sloserve::msg::status_request{9}});
-  attackers.push_back(until_stopped([&](std::mt19937_64&) { send(deaf, ask); }, 200us));
-
-  // Over HTTP, on fresh connections: random bytes; bodies that declare almost the payload limit
-  // and send 100 bytes of it; bodies declared over the limit; bodies that are not JSON.
-  auto post = [](size_t length, const std::string& body) {
-    return "POST /v2/models/traffic/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
-           std::to_string(length) + "\r\n\r\n" + body;
-  };
-  attackers.push_back(until_stopped(
-      [&](std::mt19937_64& rng) {
-        std::string noise(1 + rng() % 2048, '\0');
-        for (auto& c : noise) c = static_cast<char>(rng());
-        if (int fd = tcp_sent(http, noise); fd >= 0) close(fd);
-        for (auto& text : {post(1000000, std::string(100, '{')), post(64 << 20, "{}"), post(9, "not json!")}) {
-          int fd = tcp_sent(http, text);
-          if (fd < 0) continue;
-          char answer[512];
-          pollfd p{fd, POLLIN, 0};
-          if (poll(&p, 1, 5) > 0) (void)recv(fd, answer, sizeof answer, MSG_DONTWAIT);
-          close(fd);
-        }
-      },
-      10ms));
-
+  sloserve::hostile_clients attack({endpoint, http});
   std::map<std::string, long> rss_peak;
   for (int t = 0; t < attack_s * 10; ++t) {
     std::this_thread::sleep_for(100ms);
     for (auto* n : {"ctl", "w1"}) rss_peak[n] = std::max(rss_peak[n], rss_kb(pid_of(n)));
   }
-  attacking = false;
-  for (auto& t : attackers) t.join();
+  attack.stop();
   auto log_lines = lines_of(dir / "up.log") - log_before;
   {
     // What the nodes logged during the attack, a sample.
@@ -230,7 +104,7 @@ TEST(abuse, hostile_clients_leave_the_honest_load_and_the_nodes_whole) {
   ASSERT_TRUE(honest.wait_for(std::chrono::seconds(attack_s + 60), status)) << honest.output();
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << honest.output();
   auto s = nlohmann::json::parse(std::ifstream(dir / "load.json"));
-  std::cout << "attack " << attack_s << " s, " << frames << " hostile frames and connections; honest: sent "
+  std::cout << "attack " << attack_s << " s, " << attack.sent() << " hostile frames and connections; honest: sent "
             << s["sent"] << ", lost " << s["lost"] << ", attainment " << s["attainment"] << "; log lines " << log_lines
             << "\n";
   for (auto* n : {"ctl", "w1"})
@@ -256,10 +130,6 @@ TEST(abuse, hostile_clients_leave_the_honest_load_and_the_nodes_whole) {
         "sloserve_ingress_replies_total{protocol=\"http\",code=\"400\"}"})
     EXPECT_NE(got->body.find(series), std::string::npos) << series << " in\n" << got->body;
 
-  zmq_close(garbage);
-  zmq_close(liar);
-  zmq_close(deaf);
-  zmq_ctx_term(ctx);
   up.stop();
   fs::remove_all(dir);
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <sstream>
 
@@ -153,6 +154,44 @@ scheduler: {policy: )") +
     ASSERT_NE(second, ran.end());
     EXPECT_NEAR(second->second / total, 0.2, 0.02) << policy << ": " << second->first;
   }
+}
+
+// One and a half times what two shared devices carry, half of it for a pipeline of higher
+// priority: the devices offer its queue their turn first, so nearly all of it is answered (what
+// is left goes to the low one); of one priority, the two share the devices alike.
+TEST(simulator, devices_run_a_higher_prioritys_queue_first) {
+  auto yaml = [](int low_priority) {
+    return R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 2}]}
+models:
+  - {name: hm, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 4, profile: {alpha_ms: 9, beta_ms: 2}}
+  - {name: lm, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 4, profile: {alpha_ms: 9, beta_ms: 2}}
+pipelines:
+  - {name: high, slo_ms: 100, priority: 1, stages: [{name: s, model: hm}]}
+  - {name: low, slo_ms: 100, priority: )" +
+           std::to_string(low_priority) + R"(, stages: [{name: s, model: lm}]}
+scheduler: {policy: static}
+)";
+  };
+  options o;
+  o.rate = 320;  // 160/s each
+  o.duration_s = 10;
+  auto ranked = simulate(parse(yaml(0)), o), alike = simulate(parse(yaml(1)), o);
+  ASSERT_TRUE(ranked) << ranked.error();
+  ASSERT_TRUE(alike) << alike.error();
+  expect_one_reply_each(ranked->summary);
+  auto share = [](const result& r, const char* pipeline) {
+    auto& c = r.pipelines.at(pipeline);
+    return c.sent ? static_cast<double>(c.within_slo) / static_cast<double>(c.sent) : 0;
+  };
+  std::cout << "ranked: high " << share(*ranked, "high") << ", low " << share(*ranked, "low") << "; alike: high "
+            << share(*alike, "high") << ", low " << share(*alike, "low") << "\n";
+  EXPECT_GT(share(*ranked, "high"), 0.99);
+  EXPECT_GT(share(*ranked, "low"), 0.15) << "what is left goes to the low one";
+  EXPECT_LT(share(*alike, "high"), 0.8);
+  EXPECT_NEAR(share(*alike, "high"), share(*alike, "low"), 0.1);
 }
 
 TEST(simulator, a_failed_worker_loses_nothing_and_the_survivor_serves_after_detection) {
