@@ -56,7 +56,11 @@ void priority_guard::close_interval(double span_s) {
       if (o.hurt && (!by || o.priority > by->priority)) by = &o;
     }
     bool cooling = p.calm == 0 && p.limit >= 0;  // the interval after a decrease shows what came before it
-    if (by && !cooling) {
+    if (by && cooling) {
+      ++p.calm;  // neither held lower nor let grow yet
+      continue;
+    }
+    if (by) {
       // What it was let in at is too much beside the higher ones. Their devices were saturated:
       // what all got through in time, less what the higher ones offer, is what is left for it.
       double base = p.limit >= 0 ? std::min(p.limit, p.admitted_rate) : p.admitted_rate;

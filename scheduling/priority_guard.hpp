@@ -4,12 +4,15 @@
 // (sched::admission); static placement, Jellyfish's rounds and the scalers give none, and a plan
 // that believed it fit can still leave a pipeline of high priority missing its SLO on devices it
 // shares with lower ones. Every interval, a pipeline whose admitted queries missed their SLO more
-// often than `miss_share` is hurt; each pipeline of lower priority that shares a device with it
-// is then held to `decrease` of the rate it was admitted at in the interval (multiplicative
-// decrease, at most once an interval); while none it shares with above it is hurt, a held
-// pipeline's limit grows by `increase` of what it is offered each interval (additive increase)
-// and is lifted once it reaches that. What is above the limit is shed at once, with the reason.
-// Pure and clocked by the caller; the frontend owns one.
+// often than `miss_share` is hurt. Each pipeline of lower priority that shares a device with it
+// (`set_sharing`, from the routing table) is then held to a limit: the least of `decrease` of
+// what it was let in at and `plateau` of what was left for it (what the pipelines sharing its
+// devices got through in time, less what the higher ones among them offer), not again in the
+// interval after (whose outcomes show what came before the cut). While none above it is hurt,
+// the limit grows by `increase` of what it is offered each interval up to that mark; past it, by
+// `probe` once it has been calm for `hold_intervals`, and by `increase` at once when the higher
+// ones offer 10% less than when it hurt them; it is lifted when it reaches what it is offered. What is above the
+// limit is shed at once, with the reason. Pure and clocked by the caller; the frontend owns one.
 
 #include <cstddef>
 #include <cstdint>

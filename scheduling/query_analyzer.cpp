@@ -10,8 +10,9 @@ namespace {
 constexpr double inf = std::numeric_limits<double>::infinity();
 
 // The most time that can be added to every stage's budget with each path from a root to a leaf
-// still within the SLO: min over paths of (SLO - the path's budgets) / its stages. Exact, by the
-// longest sum over paths of each length that ends at each stage.
+// still within its SLO (the leaf's own, else the pipeline's): min over paths of (that SLO - the
+// path's budgets) / its stages. Exact, by the longest sum over paths of each length that ends at
+// each stage.
 double equal_slack_ms(const pipeline& p, const std::vector<double>& budget) {
   size_t n = p.stages.size();
   std::vector<std::vector<double>> longest(n, std::vector<double>(n + 1, -inf));  // [stage][stages on the path]
@@ -22,7 +23,7 @@ double equal_slack_ms(const pipeline& p, const std::vector<double>& budget) {
       for (size_t c = 1; c < n; ++c) longest[v][c + 1] = std::max(longest[v][c + 1], longest[u][c] + budget[v]);
     if (p.stages[v].children.empty())
       for (size_t c = 1; c <= n; ++c)
-        if (longest[v][c] > -inf) slack = std::min(slack, (p.slo_ms - longest[v][c]) / static_cast<double>(c));
+        if (longest[v][c] > -inf) slack = std::min(slack, (path_slo_ms(p, v) - longest[v][c]) / static_cast<double>(c));
   }
   return std::isfinite(slack) ? std::max(0.0, slack) : 0;
 }
