@@ -31,14 +31,6 @@ using sloserve::child_process;
 
 namespace {
 
-long rss_kb(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  return -1;
-}
-
 std::string cluster_yaml(int workers) {
   std::string y = "nodes:\n  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}\n";
   for (int w = 1; w <= workers; ++w)
@@ -127,7 +119,7 @@ int main(int argc, char** argv) {
                                     dir / "load.log");
   std::this_thread::sleep_for(5s);
   std::map<std::string, long> rss_start;
-  for (auto& [n, p] : pids) rss_start[n] = rss_kb(p);
+  for (auto& [n, p] : pids) rss_start[n] = sloserve::bench::rss_kb(p);
 
   std::vector<child_process> restarted;
   std::set<std::string> was_restarted;
@@ -140,20 +132,12 @@ int main(int argc, char** argv) {
     auto name = "w" + std::to_string(next);
     next = next % workers + 1;
     ++restarts;
-    kill(pids[name], SIGTERM);
-    std::this_thread::sleep_for(1s);
-    for (auto& r : restarted)
-      if (r.pid == pids[name]) r.stop();
-    auto again = sloserve::spawn_child(SLOSERVE_BIN,
-                                       {"sloserve", "node", "-c", (dir / "resolved.yaml").string(), "--name", name},
-                                       dir / (name + "-" + std::to_string(restarts) + ".log"));
-    pids[name] = again.pid;
+    sloserve::bench::restart_worker(dir, name, restarts, pids, restarted);
     was_restarted.insert(name);
-    restarted.push_back(again);
     fprintf(stderr, "soak: t=%.0f s restarted %s\n", t, name.c_str());
   }
   std::map<std::string, long> rss_end;
-  for (auto& [n, p] : pids) rss_end[n] = rss_kb(p);
+  for (auto& [n, p] : pids) rss_end[n] = sloserve::bench::rss_kb(p);
   for (auto& r : restarted) r.stop();
   up.stop();
 

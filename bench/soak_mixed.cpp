@@ -36,13 +36,6 @@ namespace sloserve::bench {
 
 namespace {
 
-long rss_kb(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  return -1;
-}
-
 size_t log_lines(const fs::path& dir) {
   size_t n = 0;
   for (auto& e : fs::directory_iterator(dir))
@@ -105,6 +98,25 @@ std::string address_of(const fs::path& resolved, const std::string& key) {
 }
 
 }  // namespace
+
+long rss_kb(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+
+void restart_worker(const fs::path& dir, const std::string& name, int k, std::map<std::string, pid_t>& pids,
+                    std::vector<child_process>& restarted) {
+  kill(pids[name], SIGTERM);
+  std::this_thread::sleep_for(1s);
+  for (auto& r : restarted)
+    if (r.pid == pids[name]) r.stop();
+  auto again = spawn_child(SLOSERVE_BIN, {"sloserve", "node", "-c", (dir / "resolved.yaml").string(), "--name", name},
+                           dir / (name + "-" + std::to_string(k) + ".log"));
+  pids[name] = again.pid;
+  restarted.push_back(again);
+}
 
 int mixed_soak(const mixed_options& o) {
   double rate = 0.8 * 250 * (o.workers - 1), seconds = o.minutes * 60;
@@ -170,14 +182,7 @@ int mixed_soak(const mixed_options& o) {
     auto name = "w" + std::to_string(next);
     next = next % o.workers + 1;
     ++restarts;
-    kill(pids[name], SIGTERM);
-    std::this_thread::sleep_for(1s);
-    for (auto& r : restarted)
-      if (r.pid == pids[name]) r.stop();
-    auto again = spawn_child(SLOSERVE_BIN, {"sloserve", "node", "-c", (dir / "resolved.yaml").string(), "--name", name},
-                             dir / (name + "-" + std::to_string(restarts) + ".log"));
-    pids[name] = again.pid;
-    restarted.push_back(again);
+    restart_worker(dir, name, restarts, pids, restarted);
     fprintf(stderr, "soak: t=%.0f s restarted %s\n", t, name.c_str());
   }
   auto elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
