@@ -319,9 +319,14 @@ runtime: {heartbeat_ms: 100, peer_timeout_ms: 500, beacon_ms: 500}
   EXPECT_EQ(s["errors"].get<int>(), 0) << s.dump(2);
   EXPECT_GE(s["attainment"].get<double>(), 0.99) << s.dump(2);
   auto log = up.output();
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(log, m, std::regex("model 'det' runs at ([0-9.]+)x its profile while serving"))) << log;
-  EXPECT_NEAR(std::stod(m[1]), 2.0, 0.2) << log;
+  // The scale it settles at: on a busy machine the emulated batches can overrun the profile by a
+  // quarter before the slowdown, and that is adopted first.
+  std::regex said("model 'det' runs at ([0-9.]+)x its profile while serving");
+  std::vector<double> scales;
+  for (std::sregex_iterator it(log.begin(), log.end(), said), end; it != end; ++it)
+    scales.push_back(std::stod((*it)[1]));
+  ASSERT_FALSE(scales.empty()) << log;
+  EXPECT_NEAR(scales.back(), 2.0, 0.2) << log;
   EXPECT_NE(log.find("planning with the refreshed profile"), std::string::npos) << log;
 }
 
