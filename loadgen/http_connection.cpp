@@ -1,10 +1,11 @@
 #include "loadgen/http_connection.hpp"
 
+#include <array>
+#include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <thread>
 
 #include "loadgen/answer_queue.hpp"
+#include "loadgen/http_reader.hpp"
 #include "messages/codec.hpp"
 #include "messages/kserve_v2.hpp"
 
@@ -23,16 +25,20 @@ namespace sloserve {
 namespace {
 
 namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
 using json = nlohmann::json;
-using request_t = bhttp::request<bhttp::string_body>;
-using response_t = bhttp::response<bhttp::string_body>;
-using done_fn = std::function<void(error_code, response_t&)>;
-// The lane's one context by type (no type-erased executor on every read and write).
-using plain_stream = beast::basic_stream<tcp, asio::io_context::executor_type>;
+using clock_type = std::chrono::steady_clock;
+using http1::answer;
+
+// A request as it goes on the wire: the request line, headers and the start of the body written
+// by hand, then the tensor's bytes by reference (no copy into the request).
+struct outgoing {
+  std::string head;
+  bytes tail;
+};
+// Why the exchange failed (empty: it did not), and the response.
+using done_fn = std::function<void(const std::string& why, answer&)>;
 
 // Where the channels connect and how long an exchange may take.
 struct endpoint {
@@ -44,24 +50,26 @@ struct endpoint {
 
 // One keep-alive connection with one exchange at a time, opened on first use and again after the
 // server closed it. A request on a reused connection that the server had closed meanwhile (its
-// idle timeout) is sent once more on a fresh one: the server read none of it.
+// idle timeout) is sent once more on a fresh one: the server read none of it. An exchange past
+// its deadline is ended by expire(), which the connection calls for every channel twice a second.
 class channel {
  public:
   virtual ~channel() = default;
-  virtual void exchange(std::shared_ptr<request_t> req, done_fn done) = 0;
+  virtual void exchange(std::shared_ptr<const outgoing> req, done_fn done) = 0;
+  virtual void expire(clock_type::time_point now) = 0;
 };
 
 template <class Stream>
 class channel_on final : public channel, public std::enable_shared_from_this<channel_on<Stream>> {
  public:
-  static constexpr bool tls = !std::is_same_v<Stream, plain_stream>;
+  static constexpr bool tls = !std::is_same_v<Stream, tcp::socket>;
 
   channel_on(asio::io_context& io, const endpoint& ep) : io_(io), ep_(ep) {}
 
-  void exchange(std::shared_ptr<request_t> req, done_fn done) override {
+  void exchange(std::shared_ptr<const outgoing> req, done_fn done) override {
     req_ = std::move(req);
     done_ = std::move(done);
-    res_ = {};
+    deadline_ = clock_type::now() + ep_.timeout;
     if (stream_) {
       reused_ = true;
       return write();
@@ -69,11 +77,25 @@ class channel_on final : public channel, public std::enable_shared_from_this<cha
     open();
   }
 
+  // Closing the socket ends the pending operation, which then reports the timeout.
+  void expire(clock_type::time_point now) override {
+    if (!done_ || now < deadline_ || !stream_) return;
+    timed_out_ = true;
+    error_code ignored;
+    lowest().close(ignored);
+  }
+
  private:
-  auto& lowest() { return beast::get_lowest_layer(*stream_); }
+  tcp::socket& lowest() {
+    if constexpr (tls)
+      return stream_->next_layer();
+    else
+      return *stream_;
+  }
 
   void open() {
     reused_ = false;
+    reader_.reset();
     if constexpr (tls) {
       stream_.emplace(io_, *ep_.tls);
       error_code not_an_address;  // SNI names a host, never an address
@@ -85,10 +107,11 @@ class channel_on final : public channel, public std::enable_shared_from_this<cha
     } else {
       stream_.emplace(io_);
     }
-    lowest().expires_after(std::min(ep_.timeout, std::chrono::milliseconds(10000)));
-    lowest().async_connect(ep_.at, [self = this->shared_from_this()](error_code ec, const tcp::endpoint&) {
+    deadline_ = clock_type::now() + std::min(ep_.timeout, std::chrono::milliseconds(10000));
+    asio::async_connect(lowest(), ep_.at, [self = this->shared_from_this()](error_code ec, const tcp::endpoint&) {
       if (ec) return self->finish(ec);
-      self->lowest().socket().set_option(tcp::no_delay(true));
+      self->lowest().set_option(tcp::no_delay(true), ec);
+      self->deadline_ = clock_type::now() + self->ep_.timeout;
       if constexpr (tls) {
         self->stream_->async_handshake(asio::ssl::stream_base::client, [self](error_code ec) {
           if (ec) return self->finish(ec);
@@ -101,54 +124,85 @@ class channel_on final : public channel, public std::enable_shared_from_this<cha
   }
 
   void write() {
-    lowest().expires_after(ep_.timeout);
-    bhttp::async_write(*stream_, *req_, [self = this->shared_from_this()](error_code ec, size_t) {
+    std::array<asio::const_buffer, 2> parts{asio::buffer(req_->head),
+                                            asio::buffer(req_->tail.data(), req_->tail.size())};
+    asio::async_write(*stream_, parts, [self = this->shared_from_this()](error_code ec, size_t) {
       if (ec) return self->failed(ec);
-      self->parser_.emplace();
-      self->parser_->body_limit(std::numeric_limits<uint64_t>::max());
-      bhttp::async_read(*self->stream_, self->buffer_, *self->parser_,
-                        [self](error_code ec, size_t) { self->failed(ec); });
+      self->read();
     });
   }
 
-  // After the exchange: a stale keep-alive connection is opened again and the request resent.
+  void read() {
+    size_t n = reader_.want();
+    stream_->async_read_some(asio::buffer(reader_.prepare(n), n),
+                             [self = this->shared_from_this()](error_code ec, size_t got) {
+                               self->reader_.commit(got);
+                               if (ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) {
+                                 self->reader_.end();
+                               } else if (ec) {
+                                 return self->failed(ec);
+                               }
+                               switch (self->reader_.parse()) {
+                                 case http1::response_reader::progress::done:
+                                   self->res_ = self->reader_.take();
+                                   return self->finish({});
+                                 case http1::response_reader::progress::bad:
+                                   self->bad_ = true;
+                                   return self->finish(asio::error::invalid_argument);
+                                 case http1::response_reader::progress::more:
+                                   if (ec) return self->failed(ec);
+                                   return self->read();
+                               }
+                             });
+  }
+
+  // A stale keep-alive connection is opened again and the request resent.
   void failed(error_code ec) {
-    bool stale = ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
-                 ec == asio::error::broken_pipe;
-    if (ec && reused_ && stale && !(parser_ && parser_->got_some())) {
+    bool stale = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated ||
+                 ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+    if (reused_ && stale && !timed_out_ && !reader_.got_some()) {
       drop();
       return open();
     }
-    if (!ec) res_ = parser_->release();
     finish(ec);
   }
 
   void finish(error_code ec) {
-    if (ec || !res_.keep_alive()) drop();
-    parser_.reset();
+    std::string why;
+    if (timed_out_)
+      why = "no answer within " + std::to_string(ep_.timeout.count()) + " ms";
+    else if (bad_)
+      why = reader_.why();
+    else if (ec)
+      why = ec.message();
+    if (!why.empty() || !res_.keep_alive) drop();
+    timed_out_ = bad_ = false;
     auto done = std::move(done_);
+    done_ = nullptr;
     req_.reset();
-    done(ec, res_);
+    if (!why.empty()) res_ = {};
+    done(why, res_);
+    res_ = {};
   }
 
   void drop() {
     if (!stream_) return;
     error_code ignored;
-    lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
-    lowest().close();
+    lowest().shutdown(tcp::socket::shutdown_both, ignored);
+    lowest().close(ignored);
     stream_.reset();
-    buffer_.clear();
+    reader_.reset();
   }
 
   asio::io_context& io_;
   const endpoint& ep_;
   std::optional<Stream> stream_;
-  beast::flat_buffer buffer_;
-  std::shared_ptr<request_t> req_;
-  std::optional<bhttp::response_parser<bhttp::string_body>> parser_;
-  response_t res_;
+  http1::response_reader reader_;
+  std::shared_ptr<const outgoing> req_;
+  answer res_;
   done_fn done_;
-  bool reused_ = false;
+  clock_type::time_point deadline_;
+  bool reused_ = false, timed_out_ = false, bad_ = false;
 };
 
 std::string error_of(const std::string& body) {
@@ -190,18 +244,23 @@ class http_connection final : public load_connection {
     }
     for (size_t i = 0; i < connections_; ++i) {
       if (tls_)
-        idle_.push_back(std::make_shared<channel_on<beast::ssl_stream<plain_stream>>>(io_, ep_));
+        idle_.push_back(std::make_shared<channel_on<asio::ssl::stream<tcp::socket>>>(io_, ep_));
       else
-        idle_.push_back(std::make_shared<channel_on<plain_stream>>(io_, ep_));
+        idle_.push_back(std::make_shared<channel_on<tcp::socket>>(io_, ep_));
     }
+    all_ = idle_;
+    common_ = "Host: " + o_.address + "\r\n";
+    if (!o_.http_token.empty()) common_ += "Authorization: Bearer " + o_.http_token + "\r\n";
+    if (!o_.tenant.empty()) common_ += "Sloserve-Tenant: " + o_.tenant + "\r\n";
+    expire_every_half_second();
     thread_ = std::thread([this] { io_.run(); });
     std::promise<std::string> probed;
     asio::post(io_, [this, &probed] {
       auto ch = idle_.back();
       idle_.pop_back();
-      ch->exchange(request(bhttp::verb::get, "/v2/health/live"), [this, ch, &probed](error_code ec, response_t&) {
+      ch->exchange(request("GET", "/v2/health/live"), [this, ch, &probed](const std::string& why, answer&) {
         idle_.push_back(ch);
-        probed.set_value(ec ? ec.message() : "");
+        probed.set_value(why);
         pump();
       });
     });
@@ -222,13 +281,30 @@ class http_connection final : public load_connection {
   std::string refused() override { return {}; }
 
  private:
-  std::shared_ptr<request_t> request(bhttp::verb verb, const std::string& target) const {
-    auto r = std::make_shared<request_t>(verb, target, 11);
-    r->set(bhttp::field::host, o_.address);
-    r->keep_alive(true);
-    if (!o_.http_token.empty()) r->set(bhttp::field::authorization, "Bearer " + o_.http_token);
-    if (!o_.tenant.empty()) r->set("Sloserve-Tenant", o_.tenant);
+  // `method` `target` with the headers every request carries, `headers` (each ending in CRLF),
+  // and a body of `body` followed by `tail`.
+  std::shared_ptr<const outgoing> request(std::string_view method, std::string_view target,
+                                          std::string_view headers = {}, std::string_view body = {},
+                                          bytes tail = {}) const {
+    auto r = std::make_shared<outgoing>();
+    auto& h = r->head;
+    h.reserve(128 + common_.size() + headers.size() + body.size());
+    h.append(method).append(" ").append(target).append(" HTTP/1.1\r\n").append(common_).append(headers);
+    if (method != "GET") h.append("Content-Length: ").append(std::to_string(body.size() + tail.size())).append("\r\n");
+    h.append("\r\n").append(body);
+    r->tail = std::move(tail);
     return r;
+  }
+
+  // Ends the exchanges past their deadline, twice a second while the connection lives.
+  void expire_every_half_second() {
+    expiry_.expires_after(std::chrono::milliseconds(500));
+    expiry_.async_wait([this](error_code ec) {
+      if (ec) return;
+      auto now = clock_type::now();
+      for (auto& ch : all_) ch->expire(now);
+      expire_every_half_second();
+    });
   }
 
   // On the I/O thread: the waiting frames go to idle channels.
@@ -247,17 +323,17 @@ class http_connection final : public load_connection {
         pump();
       };
       if (auto* r = std::get_if<msg::client_request>(&d.value->content)) {
-        ch->exchange(infer_request(*r), [this, id = r->request_id, answered](error_code ec, response_t& res) {
-          answered(infer_reply(id, ec, res));
+        ch->exchange(infer_request(*r), [this, id = r->request_id, answered](const std::string& why, answer& res) {
+          answered(infer_reply(id, why, res));
         });
       } else if (auto* m = std::get_if<msg::shared_memory_request>(&d.value->content)) {
-        ch->exchange(shared_memory_call(*m), [this, token = m->token, answered](error_code ec, response_t& res) {
-          answered(shared_memory_reply_of(token, ec, res));
+        ch->exchange(shared_memory_call(*m), [this, token = m->token, answered](const std::string& why, answer& res) {
+          answered(shared_memory_reply_of(token, why, res));
         });
       } else if (auto* s = std::get_if<msg::status_request>(&d.value->content)) {
-        ch->exchange(request(bhttp::verb::get, "/v2/health/ready"),
-                     [this, token = s->token, answered](error_code ec, response_t& res) {
-                       answered(ready_reply(token, ec, res));
+        ch->exchange(request("GET", "/v2/health/ready"),
+                     [this, token = s->token, answered](const std::string& why, answer& res) {
+                       answered(ready_reply(token, why, res));
                      });
       } else {
         idle_.push_back(ch);
@@ -265,48 +341,41 @@ class http_connection final : public load_connection {
     }
   }
 
-  msg::status_reply ready_reply(uint64_t token, error_code ec, const response_t& res) const {
-    if (ec) return {token, false, "no answer from " + o_.address + ": " + ec.message()};
-    if (res.result_int() == 200) return {token, true, "ready"};
-    return {token, false, error_of(res.body())};
+  msg::status_reply ready_reply(uint64_t token, const std::string& why, const answer& res) const {
+    if (!why.empty()) return {token, false, "no answer from " + o_.address + ": " + why};
+    if (res.status == 200) return {token, true, "ready"};
+    return {token, false, error_of(res.body)};
   }
 
   // Triton's system shared-memory extension: register, unregister or status of a region.
-  std::shared_ptr<request_t> shared_memory_call(const msg::shared_memory_request& m) const {
+  std::shared_ptr<const outgoing> shared_memory_call(const msg::shared_memory_request& m) const {
     std::string target = "/v2/systemsharedmemory";
     if (!m.name.empty()) target += "/region/" + percent_encoded(m.name);
     switch (m.op) {
-      case msg::shared_memory_op::add: {
-        auto r = request(bhttp::verb::post, target + "/register");
-        r->set(bhttp::field::content_type, "application/json");
-        r->body() = json{{"key", m.key}, {"offset", m.offset}, {"byte_size", m.byte_size}}.dump();
-        r->prepare_payload();
-        return r;
-      }
-      case msg::shared_memory_op::remove: {
-        auto r = request(bhttp::verb::post, target + "/unregister");
-        r->prepare_payload();
-        return r;
-      }
+      case msg::shared_memory_op::add:
+        return request("POST", target + "/register", "Content-Type: application/json\r\n",
+                       json{{"key", m.key}, {"offset", m.offset}, {"byte_size", m.byte_size}}.dump());
+      case msg::shared_memory_op::remove:
+        return request("POST", target + "/unregister");
       case msg::shared_memory_op::status:
         break;
     }
-    return request(bhttp::verb::get, target + "/status");
+    return request("GET", target + "/status");
   }
 
-  static msg::shared_memory_reply shared_memory_reply_of(uint64_t token, error_code ec, const response_t& res) {
+  static msg::shared_memory_reply shared_memory_reply_of(uint64_t token, const std::string& why, const answer& res) {
     msg::shared_memory_reply out;
     out.token = token;
-    if (ec) {
-      out.reason = "http: " + ec.message();
+    if (!why.empty()) {
+      out.reason = "http: " + why;
       return out;
     }
-    if (res.result_int() != 200) {
-      out.reason = "HTTP " + std::to_string(res.result_int()) + ": " + error_of(res.body());
+    if (res.status != 200) {
+      out.reason = "HTTP " + std::to_string(res.status) + ": " + error_of(res.body);
       return out;
     }
     out.ok = true;
-    auto listed = json::parse(res.body(), nullptr, false);
+    auto listed = json::parse(res.body, nullptr, false);
     if (!listed.is_array()) return out;
     for (auto& r : listed)
       if (r.is_object())
@@ -333,46 +402,38 @@ class http_connection final : public load_connection {
 
   // The input through the binary tensor extension, or named in a shared-memory region; binary
   // outputs asked for.
-  std::shared_ptr<request_t> infer_request(const msg::client_request& req) const {
+  std::shared_ptr<const outgoing> infer_request(const msg::client_request& req) const {
     auto name = input_names_.count(req.pipeline) ? input_names_.at(req.pipeline) : std::string("input");
     // What the request says of itself: a partitioned model's start layer, its own SLO.
     std::string own;
     if (req.start_layer > 0) own = "\"start_layer\":" + std::to_string(req.start_layer);
     if (req.slo_ms > 0) own += (own.empty() ? "" : ",") + ("\"slo_ms\":" + std::to_string(std::llround(req.slo_ms)));
-    if (!req.shm_inputs.empty()) {
-      auto r = request(bhttp::verb::post, "/v2/models/" + req.pipeline + "/infer");
-      r->set(bhttp::field::content_type, "application/json");
-      r->body() = kserve::shared_memory_request_body(std::to_string(req.request_id), name, req.shm_inputs.front(), own);
-      r->prepare_payload();
-      return r;
-    }
+    auto target = "/v2/models/" + req.pipeline + "/infer";
+    if (!req.shm_inputs.empty())
+      return request(
+          "POST", target, "Content-Type: application/json\r\n",
+          kserve::shared_memory_request_body(std::to_string(req.request_id), name, req.shm_inputs.front(), own));
     auto& t = req.inputs.front();
     auto header = kserve::binary_request_header(std::to_string(req.request_id), name, t, own);
-    auto r = request(bhttp::verb::post, "/v2/models/" + req.pipeline + "/infer");
-    r->set("Inference-Header-Content-Length", std::to_string(header.size()));
-    r->set(bhttp::field::content_type, "application/octet-stream");
-    r->body() = std::move(header);
-    r->body() += t.data.view();
-    r->prepare_payload();
-    return r;
+    return request("POST", target,
+                   "Inference-Header-Content-Length: " + std::to_string(header.size()) +
+                       "\r\nContent-Type: application/octet-stream\r\n",
+                   header, t.data);
   }
 
-  static msg::client_reply infer_reply(uint64_t id, error_code ec, const response_t& res) {
+  static msg::client_reply infer_reply(uint64_t id, const std::string& why, const answer& res) {
     msg::client_reply out;
     out.request_id = id;
-    if (ec) {
+    if (!why.empty()) {
       out.code = msg::status::error;
-      out.reason = "http: " + ec.message();
+      out.reason = "http: " + why;
       return out;
     }
-    switch (res.result_int()) {
+    switch (res.status) {
       case 200: {
         out.code = msg::status::ok;
         // The server's timing, for the breakdown of where the time went.
-        std::optional<size_t> header;
-        if (auto h = res.find("Inference-Header-Content-Length"); h != res.end())
-          header = std::strtoull(std::string(h->value()).c_str(), nullptr, 10);
-        if (auto t = kserve::response_timing(res.body(), header)) kserve::apply_timing(*t, out);
+        if (auto t = kserve::response_timing(res.body, res.inference_header)) kserve::apply_timing(*t, out);
         return out;
       }
       case 503:
@@ -384,7 +445,7 @@ class http_connection final : public load_connection {
       default:
         out.code = msg::status::error;
     }
-    out.reason = "HTTP " + std::to_string(res.result_int()) + ": " + error_of(res.body());
+    out.reason = "HTTP " + std::to_string(res.status) + ": " + error_of(res.body);
     return out;
   }
 
@@ -395,9 +456,11 @@ class http_connection final : public load_connection {
   asio::executor_work_guard<asio::io_context::executor_type> guard_;
   std::optional<asio::ssl::context> tls_;
   endpoint ep_;
+  std::string common_;  // Host, and Authorization and Sloserve-Tenant where given, each with CRLF
+  asio::steady_timer expiry_{io_};
   std::thread thread_;
   // Touched on the I/O thread only.
-  std::vector<std::shared_ptr<channel>> idle_;
+  std::vector<std::shared_ptr<channel>> all_, idle_;
   std::deque<bytes> waiting_;
   answer_queue answers_;
 };
