@@ -49,7 +49,10 @@ std::optional<size_t> p2c_balancer::pick(const std::vector<backend_load>& b, std
   auto x = draw(b.size());
   auto y = x ? draw(*x) : std::nullopt;
   if (!x || !y) {
-    std::vector<size_t> live;
+    // Reused: on a large fleet this scan runs for nearly every pick of a model planned on few
+    // of the devices that hold it.
+    thread_local std::vector<size_t> live;
+    live.clear();
     for (size_t i = 0; i < b.size(); ++i)
       if (planned(b[i])) live.push_back(i);
     if (live.empty()) return std::nullopt;

@@ -304,18 +304,25 @@ msg::schedule static_schedule(const cluster_config& cfg, const node_spec& node, 
       b = std::min(b, split.budget_ms[i]);
     }
   }
+  // Every model's session once; a device that serves them all takes the whole list.
+  std::vector<msg::session_schedule> every;
+  for (auto* m : served_models(cfg)) {
+    auto it = budget.find(m->is_fragment() ? m->fragment_of : m->name);
+    int b = it == budget.end() ? 0 : saturating_batch(*m, it->second);
+    every.push_back({m->name, static_cast<uint32_t>(b > 0 ? b : m->batch_limit())});
+  }
   msg::schedule s;
   s.epoch = epoch;
+  s.devices.reserve(static_cast<size_t>(std::max(0, node.device_count())));
   for (int d = 0; d < node.device_count(); ++d) {
-    msg::device_schedule ds;
+    auto& ds = s.devices.emplace_back();
     ds.device = static_cast<uint32_t>(d);
-    for (auto* m : served_models(cfg)) {
-      if (!node.serves(d, m->name)) continue;
-      auto it = budget.find(m->is_fragment() ? m->fragment_of : m->name);
-      int b = it == budget.end() ? 0 : saturating_batch(*m, it->second);
-      ds.sessions.push_back({m->name, static_cast<uint32_t>(b > 0 ? b : m->batch_limit())});
+    if (node.device_models(d).empty()) {
+      ds.sessions = every;
+      continue;
     }
-    s.devices.push_back(std::move(ds));
+    for (auto& session : every)
+      if (node.serves(d, session.model)) ds.sessions.push_back(session);
   }
   return s;
 }

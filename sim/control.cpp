@@ -80,8 +80,7 @@ void engine::for_each_scheduled(const cluster_placement& p, Fn fn) {
     auto n = node_id_.find(node);
     if (n == node_id_.end() || !nodes_[n->second].up) continue;
     for (auto& ds : sched.devices)
-      if (auto it = device_at_.find({node, ds.device}); it != device_at_.end())
-        fn(it->second, devices_[it->second], ds);
+      if (auto di = device_at(node, ds.device); di != none) fn(di, devices_[di], ds);
   }
 }
 
@@ -100,8 +99,8 @@ void engine::adopt(ns now, cluster_placement p, bool immediately, std::vector<in
   // Cores change in place at once (the controller's resize), apart from the schedule, which
   // waits for the models to load.
   for (auto& c : cores)
-    if (auto it = device_at_.find({c.node, c.device}); it != device_at_.end())
-      devices_[it->second].threads = static_cast<int>(std::max(1u, c.cores));
+    if (auto di = device_at(c.node, c.device); di != none)
+      devices_[di].threads = static_cast<int>(std::max(1u, c.cores));
   placed_ = p;
   pending_.push_back(std::move(p));
   auto which = static_cast<uint32_t>(pending_.size() - 1);
@@ -145,9 +144,12 @@ void engine::on_apply(ns now, uint32_t which) {
   for (auto& r : p.table.routes) {
     auto m = model_id_.find(r.model);
     if (m == model_id_.end()) continue;
+    pos[m->second].reserve(pos[m->second].size() + r.instances.size());
+    routes[m->second].devices.reserve(routes[m->second].devices.size() + r.instances.size());
+    routes[m->second].loads.reserve(routes[m->second].loads.size() + r.instances.size());
     for (auto& inst : r.instances) {
-      auto it = device_at_.find({inst.node, inst.device});
-      if (it == device_at_.end()) continue;
+      auto di = device_at(inst.node, inst.device);
+      if (di == none) continue;
       sched::backend_load l;
       l.weight = inst.weight;
       l.spare = inst.spare;
@@ -157,11 +159,11 @@ void engine::on_apply(ns now, uint32_t which) {
       l.batch = sched::spill_threshold(inst.batch, frontends);
       l.padding = inst.dummy_rate;
       l.duration_s = inst.duration_ms / 1e3;
-      l.live = nodes_[devices_[it->second].node].seen;
-      if (auto old = route_pos_[m->second].find(it->second); old != route_pos_[m->second].end())
+      l.live = nodes_[devices_[di].node].seen;
+      if (auto old = route_pos_[m->second].find(di); old != route_pos_[m->second].end())
         l.outstanding = routes_[m->second].loads[old->second].outstanding;
-      pos[m->second][it->second] = routes[m->second].devices.size();
-      routes[m->second].devices.push_back(it->second);
+      pos[m->second][di] = routes[m->second].devices.size();
+      routes[m->second].devices.push_back(di);
       routes[m->second].loads.push_back(l);
     }
   }
@@ -185,9 +187,10 @@ void engine::on_apply(ns now, uint32_t which) {
     double budget = tightest_budget_ms(p.table.budgets, r.model);
     routes_[m->second].budget = to_ns(budget);
     for (auto& inst : r.instances) {
-      auto it = device_at_.find({inst.node, inst.device});
-      if (it == device_at_.end() || !(inst.dummy_rate > 0) || !(budget > 0)) continue;
-      dummies_.push_back({m->second, it->second, inst.dummy_rate, to_ns(budget)});
+      if (!(inst.dummy_rate > 0) || !(budget > 0)) continue;
+      auto di = device_at(inst.node, inst.device);
+      if (di == none) continue;
+      dummies_.push_back({m->second, di, inst.dummy_rate, to_ns(budget)});
       post(now + to_ns(1000 / inst.dummy_rate), kind::dummy, static_cast<uint32_t>(dummies_.size() - 1),
            dummy_generation_);
     }

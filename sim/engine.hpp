@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <memory>
-#include <queue>
 #include <random>
 #include <set>
 #include <unordered_map>
@@ -64,6 +64,47 @@ struct event {
 };
 struct later {
   bool operator()(const event& x, const event& y) const { return x.t != y.t ? x.t > y.t : x.seq > y.seq; }
+};
+
+// The pending events, earliest first: a 4-ary heap (half the levels of a binary one, and a
+// node's children share a cache line or two), in (time, posting) order.
+class event_heap {
+ public:
+  bool empty() const { return v_.empty(); }
+  size_t size() const { return v_.size(); }
+  const event& top() const { return v_.front(); }
+  void push(const event& e) {
+    size_t i = v_.size();
+    v_.push_back(e);
+    while (i > 0) {
+      size_t parent = (i - 1) / 4;
+      if (!later{}(v_[parent], e)) break;
+      v_[i] = v_[parent];
+      i = parent;
+    }
+    v_[i] = e;
+  }
+  void pop() {
+    event last = v_.back();
+    v_.pop_back();
+    size_t n = v_.size();
+    if (n == 0) return;
+    size_t i = 0;
+    for (;;) {
+      size_t first = 4 * i + 1;
+      if (first >= n) break;
+      size_t best = first, end = std::min(first + 4, n);
+      for (size_t c = first + 1; c < end; ++c)
+        if (later{}(v_[best], v_[c])) best = c;
+      if (!later{}(last, v_[best])) break;
+      v_[i] = v_[best];
+      i = best;
+    }
+    v_[i] = last;
+  }
+
+ private:
+  std::vector<event> v_;
 };
 
 // A query's progress through its DAG: query_walk's rules (pipelines/query_walk.hpp), on counts.
@@ -130,6 +171,7 @@ struct node_state {
   bool up = true;    // running
   bool seen = true;  // as the frontend and the controller see it (heartbeats)
   std::vector<uint32_t> devices;
+  std::vector<uint32_t> by_number;  // the index of its device of each number; none where it has no slot
 };
 
 struct route {
@@ -176,7 +218,28 @@ class engine {
     double f = std::uniform_real_distribution<double>(1 - o_.network_jitter, 1 + o_.network_jitter)(net_rng_);
     return to_ns(o_.network_ms * f);
   }
-  void post(ns t, kind what, uint32_t a = 0, uint64_t b = 0) { events_.push({t, seq_++, what, a, b}); }
+  // Events run in (time, posting) order. Expiries are due a deadline and a grace ahead, so there are
+  // hundreds of thousands in flight at once; they arrive almost in time order and wait in a queue
+  // of their own while they do, out of the heap that the near events churn.
+  void post(ns t, kind what, uint32_t a = 0, uint64_t b = 0) {
+    if (what == kind::expire && (expiries_.empty() || t >= expiries_.back().t))
+      expiries_.push_back({t, seq_++, what, a, b});
+    else
+      events_.push({t, seq_++, what, a, b});
+  }
+  // The next event to run, taken from the heap or the expiries; false when none is left.
+  bool next_event(event& e) {
+    bool heap = !events_.empty(), fifo = !expiries_.empty();
+    if (!heap && !fifo) return false;
+    if (fifo && (!heap || later{}(events_.top(), expiries_.front()))) {
+      e = expiries_.front();
+      expiries_.pop_front();
+    } else {
+      e = events_.top();
+      events_.pop();
+    }
+    return true;
+  }
 
   // Frontend.
   void on_send(ns now);
@@ -231,13 +294,27 @@ class engine {
   std::vector<int> model_priority_;  // per model: devices offer the higher first
   std::vector<int> turn_priority_;   // start_next's, per session of the device
   std::vector<size_t> turn_order_;
-  std::priority_queue<event, std::vector<event>, later> events_;
+  event_heap events_;
+  std::deque<event> expiries_;  // in (time, posting) order
   uint64_t seq_ = 0, events_run_ = 0;
 
   std::unordered_map<std::string, uint32_t> model_id_, node_id_;
   std::vector<node_state> nodes_;
   std::vector<device> devices_;
-  std::map<std::pair<std::string, uint32_t>, uint32_t> device_at_;
+  // The index of `node`'s device number `d`, or none. Placements list a node's devices together,
+  // so the node found last is remembered.
+  uint32_t device_at(const std::string& node, uint32_t d) {
+    if (node != last_node_) {
+      auto n = node_id_.find(node);
+      if (n == node_id_.end()) return none;
+      last_node_ = node;
+      last_node_id_ = n->second;
+    }
+    auto& by = nodes_[last_node_id_].by_number;
+    return d < by.size() ? by[d] : none;
+  }
+  std::string last_node_;
+  uint32_t last_node_id_ = 0;
   uint32_t frontend_ = 0;
 
   std::vector<route> routes_;                                    // per model

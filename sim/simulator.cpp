@@ -13,7 +13,7 @@ status engine::setup() {
   }
   for (size_t n = 0; n < cfg_.nodes.size(); ++n) {
     node_id_[cfg_.nodes[n].name] = static_cast<uint32_t>(n);
-    nodes_.push_back({cfg_.nodes[n].name, true, true, {}});
+    nodes_.push_back({cfg_.nodes[n].name, true, true, {}, {}});
   }
   bool have_frontend = false;
   for (size_t n = 0; n < cfg_.nodes.size() && !have_frontend; ++n)
@@ -21,7 +21,9 @@ status engine::setup() {
   if (!have_frontend) return fail("the cluster has no frontend node");
   for (auto& slot : device_slots(cfg_)) {
     auto n = node_id_.at(slot.node);
-    device_at_[{slot.node, slot.device}] = static_cast<uint32_t>(devices_.size());
+    auto& by = nodes_[n].by_number;
+    if (by.size() <= slot.device) by.resize(slot.device + 1, none);
+    by[slot.device] = static_cast<uint32_t>(devices_.size());
     nodes_[n].devices.push_back(static_cast<uint32_t>(devices_.size()));
     devices_.push_back({n, slot.device, {}, 0, false, {}, 0, 0, 1, slot.type, slot.share});
   }
@@ -177,9 +179,8 @@ expected<result> engine::run() {
   lanes_.emplace_back(static_cast<size_t>(std::ceil(duration)));
   gaps_ = std::make_unique<arrivals>(o_.arrival, o_.cv, o_.seed);
   start();
-  while (!events_.empty()) {
-    auto e = events_.top();
-    events_.pop();
+  event e;
+  while (next_event(e)) {
     ++events_run_;
     now_ = e.t;
     dispatch(e);

@@ -5,10 +5,12 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <random>
 #include <sstream>
 
 #include "config/cluster_config.hpp"
 #include "gpu/executor.hpp"
+#include "sim/engine.hpp"
 #include "sim/simulator.hpp"
 #include "tests/text_file.hpp"
 
@@ -732,3 +734,38 @@ TEST(simulator, bad_options_are_refused_with_a_reason) {
 
 }  // namespace
 }  // namespace sloserve::sim
+
+// The event heap runs events in (time, posting) order, whatever order they are posted in and
+// however pushes and pops interleave: checked against a sorted list of what was posted.
+TEST(simulator_events, the_heap_runs_events_in_time_then_posting_order) {
+  sloserve::sim::detail::event_heap heap;
+  std::mt19937_64 rng(7);
+  std::vector<sloserve::sim::detail::event> posted, ran;
+  uint64_t seq = 0;
+  for (int round = 0; round < 2000; ++round) {
+    int pushes = static_cast<int>(rng() % 5), pops = static_cast<int>(rng() % 4);
+    for (int i = 0; i < pushes; ++i) {
+      // Few distinct times, so ties are common and the posting order must break them.
+      sloserve::sim::detail::event e{
+          static_cast<sloserve::sim::detail::ns>(rng() % 50 + (ran.empty() ? 0 : ran.back().t)), seq++,
+          sloserve::sim::detail::kind::send, 0, 0};
+      posted.push_back(e);
+      heap.push(e);
+    }
+    for (int i = 0; i < pops && !heap.empty(); ++i) {
+      auto e = heap.top();
+      heap.pop();
+      if (!ran.empty()) {
+        ASSERT_TRUE(e.t > ran.back().t || (e.t == ran.back().t && e.seq > ran.back().seq)) << round;
+      }
+      ran.push_back(e);
+    }
+  }
+  while (!heap.empty()) ran.push_back(heap.top()), heap.pop();
+  ASSERT_EQ(ran.size(), posted.size());
+  // Each event ran once, and no event ran before one due earlier that was pending at the time.
+  std::vector<uint64_t> seqs;
+  for (auto& e : ran) seqs.push_back(e.seq);
+  std::sort(seqs.begin(), seqs.end());
+  for (size_t i = 0; i < seqs.size(); ++i) EXPECT_EQ(seqs[i], i);
+}
