@@ -173,6 +173,7 @@ struct planned_epoch;
 struct plan_request {
   sched::epoch_input input;
   std::vector<double> planning;  // queries/s per pipeline the rates came from (before headroom)
+  std::vector<double> running;   // queries/s per pipeline as measured now (smoothed, not the peak)
   bool capacity = false;         // no load to plan for: plan for what the devices can hold
   std::shared_ptr<const std::vector<model_spec>> models;
   std::shared_ptr<const planned_epoch> previous;
@@ -180,6 +181,7 @@ struct plan_request {
 // The plan for one request, with what its sessions point into.
 struct planned_epoch {
   sched::planned_load planned;  // the request's rates, and what the plan carries
+  std::vector<double> running;  // the request's: queries/s per pipeline as measured then
   bool capacity = false;        // the request's: planned for what the devices hold
   sched::epoch_input input;     // its rates are those planned for (scaled to the cluster)
   sched::epoch_result result;

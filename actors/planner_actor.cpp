@@ -14,6 +14,7 @@ plan_request epoch_request(const cluster_config& cfg, std::shared_ptr<const std:
   sched::set_measured_load(r.input, rates, cfg.scheduler.headroom, surge, previous ? &previous->planned : nullptr);
   r.planning = sched::planning_rates(rates, surge);
   r.capacity = sched::nothing_to_plan_for(rates);
+  for (auto& p : rates.pipelines) r.running.push_back(p.rate);
   r.models = std::move(models);
   r.previous = std::move(previous);
   return r;
@@ -22,6 +23,7 @@ plan_request epoch_request(const cluster_config& cfg, std::shared_ptr<const std:
 planned_epoch run_plan_request(plan_request& r) {
   planned_epoch out;
   out.capacity = r.capacity;
+  out.running = r.running;
   out.models = r.models;
   out.previous = r.previous;
   r.input.parallel = parallel_for;

@@ -117,10 +117,9 @@ class spill_points {
   std::unordered_map<std::string, std::vector<sched::device_slot>> slots_;  // by node, by device
 };
 
-// Tells every route instance that has none its spill point: the batch it was planned at (the
-// batch its device runs the model at, where the plan named none) against its model's budget.
-void set_spill_points(const cluster_config& cfg, cluster_placement& pl,
-                      const std::vector<model_spec>* models = nullptr) {
+}  // namespace
+
+void set_spill_points(const cluster_config& cfg, cluster_placement& pl, const std::vector<model_spec>* models) {
   spill_points spill(cfg, pl.table, models);
   // Each device's batch per model (by a number given each model name once), made when an
   // instance first asks: scanning a device's sessions for each instance would cost their square,
@@ -161,8 +160,6 @@ void set_spill_points(const cluster_config& cfg, cluster_placement& pl,
     }
   }
 }
-
-}  // namespace
 
 std::vector<sched::device_slot> device_slots(const cluster_config& cfg) {
   std::vector<sched::device_slot> out;

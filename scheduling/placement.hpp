@@ -78,6 +78,12 @@ table_stages stages_of(const cluster_config& cfg, const pipeline& p, const std::
 double tightest_budget_ms(const std::vector<msg::stage_budget>& budgets, const std::string& model);
 
 cluster_placement static_placement(const cluster_config& cfg, uint64_t epoch);
+
+// Tells every route instance of `pl` that has none its spill point: the batch it was planned at
+// (the batch its device runs the model at, where the plan named none) against its model's budget
+// (`models`' latencies where given, else the file's).
+void set_spill_points(const cluster_config& cfg, cluster_placement& pl,
+                      const std::vector<model_spec>* models = nullptr);
 msg::schedule static_schedule(const cluster_config& cfg, const node_spec& node, uint64_t epoch);
 
 // A scheduler epoch's plan on the devices of `in.slots`. Every model a pipeline uses keeps at

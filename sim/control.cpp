@@ -70,7 +70,14 @@ void engine::plan(ns now, bool surge, bool immediately) {
   previous_ = std::make_shared<sched::epoch_result>(std::move(planned->plan.result));
   ++plans_;
   peak_used_ = std::max(peak_used_, previous_->placement.devices.size());
-  adopt(now, epoch_placement(cfg_, in, *previous_, ++epoch_, &placed_), immediately);
+  auto placement = epoch_placement(cfg_, in, *previous_, ++epoch_, &placed_);
+  // As the controller: the lower priorities a plan cut run in the higher ones' idle time.
+  if (planned->plan.scale < 1 && sched::priorities_differ(*in.pipelines)) {
+    std::vector<double> running;
+    for (auto& r : load_->rates().pipelines) running.push_back(r.rate);
+    backfill_cut_priorities(cfg_, in, *previous_, planned_for_.rate, placement, &running);
+  }
+  adopt(now, std::move(placement), immediately);
 }
 
 // fn(index, device, its schedule) for every device of `p` on a node that is up.

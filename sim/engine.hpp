@@ -15,6 +15,7 @@
 #include "control/scaler_core.hpp"
 #include "loadgen/arrivals.hpp"
 #include "pipelines/query_walk.hpp"
+#include "scheduling/backfill.hpp"
 #include "scheduling/balancer.hpp"
 #include "scheduling/drop_policy.hpp"
 #include "scheduling/epoch.hpp"

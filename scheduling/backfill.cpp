@@ -1,0 +1,137 @@
+#include "scheduling/backfill.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <limits>
+
+#include "scheduling/query_analyzer.hpp"
+
+namespace sloserve {
+
+std::vector<backfill_device> backfill_devices(const sched::epoch_input& in, const sched::epoch_result& r,
+                                              double headroom, const std::vector<double>* now) {
+  std::vector<backfill_device> out;
+  auto& pipes = *in.pipelines;
+  // The share of pipeline pi's planned rate that runs now.
+  auto running = [&](size_t pi) {
+    if (!now) return 1 / (1 + std::max(0.0, headroom));
+    if (pi >= now->size() || pi >= in.rates.size() || !(in.rates[pi] > 0)) return 1.0;
+    return std::clamp((*now)[pi] / in.rates[pi], 0.0, 1.0);
+  };
+  for (size_t k = 0; k < r.placement.devices.size(); ++k) {
+    int at = k < r.slot_of.size() ? r.slot_of[k] : -1;
+    auto& d = r.placement.devices[k];
+    if (at < 0 || static_cast<size_t>(at) >= r.slots.size() || d.sessions.empty()) continue;
+    auto& slot = r.slots[static_cast<size_t>(at)];
+    if (slot.share < 1) continue;
+    backfill_device b{&slot, INT_MAX, 0, std::numeric_limits<double>::infinity()};
+    double share = 0;
+    for (auto& a : d.sessions) {
+      if (a.session >= r.sessions.size()) continue;
+      if (a.session < r.members.size())
+        for (auto& [pi, stage] : r.members[a.session])
+          if (pi < pipes.size())
+            b.lowest_priority = std::min(b.lowest_priority, pipes[pi].priority), share = std::max(share, running(pi));
+      auto& s = r.sessions[a.session];
+      double l = s.model->profile_for(slot.type).latency_ms_at(a.batch);
+      // A planned batch waits at most a duty cycle, then runs: what is left of its budget is
+      // the longest a backfilled batch started just before it may take.
+      b.slack_ms = std::min(b.slack_ms, s.slo_ms - d.duty_cycle_ms - l);
+    }
+    b.idle = 1 - std::min(1.0, d.occupancy) * share;
+    if (b.lowest_priority == INT_MAX || !(b.idle > 0.05) || !(b.slack_ms > 0)) continue;
+    out.push_back(b);
+  }
+  return out;
+}
+
+namespace {
+
+// The largest batch of `m` on `slot` that runs within `ms`; 0 when none does.
+int batch_within(const model_spec& m, const sched::device_slot& slot, double ms) {
+  int best = 0;
+  for (int b = 1; b <= m.batch_limit(); ++b)
+    if (m.profile_for(slot.type).latency_ms_at(b) <= ms) best = b;
+  return best;
+}
+
+}  // namespace
+
+std::vector<double> backfill_cut_priorities(const cluster_config& cfg, const sched::epoch_input& in,
+                                            const sched::epoch_result& r, const std::vector<double>& offered,
+                                            cluster_placement& placed, const std::vector<double>* now) {
+  auto& pipes = *in.pipelines;
+  auto& models = in.models ? *in.models : cfg.models;
+  std::vector<double> extra(pipes.size(), 0);
+  // `in.rates` carry the headroom, `offered` does not.
+  double h = 1 + std::max(0.0, cfg.scheduler.headroom);
+  std::vector<size_t> cut;
+  for (size_t pi = 0; pi < pipes.size() && pi < in.rates.size() && pi < offered.size(); ++pi)
+    if (in.rates[pi] < 0.999 * h * offered[pi]) cut.push_back(pi);
+  if (cut.empty()) return extra;
+  std::stable_sort(cut.begin(), cut.end(), [&](size_t a, size_t b) { return pipes[a].priority > pipes[b].priority; });
+  auto devices = backfill_devices(in, r, cfg.scheduler.headroom, now);
+  std::vector<bool> taken(devices.size(), false);
+  bool added = false;
+  for (auto pi : cut) {
+    auto& p = pipes[pi];
+    auto fan = pi < in.fanouts.size() && in.fanouts[pi].size() == p.stages.size() ? in.fanouts[pi] : declared_fanout(p);
+    auto per_query = stage_rates(p, 1.0, fan);  // invocations of each stage per query
+    struct use {
+      size_t device, stage;
+      int batch;
+    };
+    std::vector<use> uses;
+    std::vector<double> carried(p.stages.size(), 0);  // queries/s of the pipeline each stage's backfill takes
+    for (size_t k = 0; k < devices.size(); ++k) {
+      auto& dev = devices[k];
+      if (taken[k] || dev.lowest_priority <= p.priority) continue;
+      auto* node = cfg.find_node(dev.slot->node);
+      // The stage that carries least so far, of those the device may run.
+      std::optional<use> best;
+      double best_rate = 0;
+      for (size_t s = 0; s < p.stages.size(); ++s) {
+        auto& m = models[p.stages[s].model_index];
+        if (!node || !node->serves(static_cast<int>(dev.slot->device), m.name) || !dev.slot->serves(m.name)) continue;
+        int b = batch_within(m, *dev.slot, dev.slack_ms);
+        double q = s < per_query.size() && per_query[s] > 0 ? per_query[s] : 1;
+        if (b == 0) continue;
+        double rate = dev.idle * b * 1000 / m.profile_for(dev.slot->type).latency_ms_at(b) / q;
+        if (!best || carried[s] < carried[best->stage]) best = use{k, s, b}, best_rate = rate;
+      }
+      if (!best) continue;
+      taken[k] = true;
+      carried[best->stage] += best_rate;
+      uses.push_back(*best);
+    }
+    double gain = p.stages.empty() ? 0 : *std::min_element(carried.begin(), carried.end());
+    gain = std::min(gain, h * offered[pi] - in.rates[pi]);
+    if (!(gain > 0)) {
+      for (auto& u : uses) taken[u.device] = false;
+      continue;
+    }
+    extra[pi] = gain;
+    for (auto& u : uses) {
+      auto& slot = *devices[u.device].slot;
+      auto& m = models[p.stages[u.stage].model_index];
+      auto sched = placed.schedules.find(slot.node);
+      if (sched == placed.schedules.end() || slot.device >= sched->second.devices.size()) continue;
+      auto& sessions = sched->second.devices[slot.device].sessions;
+      if (std::none_of(sessions.begin(), sessions.end(), [&](auto& x) { return x.model == m.name; }))
+        sessions.push_back({m.name, static_cast<uint32_t>(u.batch)});
+      auto route = std::find_if(placed.table.routes.begin(), placed.table.routes.end(),
+                                [&](auto& x) { return x.model == m.name; });
+      if (route == placed.table.routes.end()) route = placed.table.routes.insert(route, {m.name, {}});
+      msg::route_instance i{slot.node, slot.device, 1e-3};
+      i.spare = true;
+      i.batch = 0;
+      route->instances.push_back(std::move(i));
+      added = true;
+    }
+  }
+  if (added) set_spill_points(cfg, placed, in.models);
+  return extra;
+}
+
+}  // namespace sloserve
