@@ -9,6 +9,7 @@
 #include "actors/frontend_state.hpp"
 #include "config/start_layer.hpp"
 #include "gpu/image.hpp"
+#include "pipelines/request_limits.hpp"
 
 namespace sloserve::frontend_impl {
 namespace {
@@ -50,8 +51,8 @@ std::string request_error(const frontend_state& st, const pipeline& p, const msg
     if (auto vs = pipeline_versions(p); !std::count(vs.begin(), vs.end(), rq.version))
       return "pipeline '" + p.name + "' has no version " + std::to_string(rq.version) +
              "; its versions: " + fmt::format("{}", fmt::join(vs, ", "));
-  if (!(rq.slo_ms >= 0 && rq.slo_ms <= 3600e3) || !(rq.rate_hz >= 0 && rq.rate_hz <= 1e6) || std::isnan(rq.rtt_ms))
-    return "a client's sloMs must be in [0, 3600000] and rateHz in [0, 1000000]";
+  if (!limits::slo_in_range(rq.slo_ms) || !(rq.rate_hz >= 0 && rq.rate_hz <= 1e6) || std::isnan(rq.rtt_ms))
+    return std::string("a client's sloMs must be in ") + limits::slo_range + " and rateHz in [0, 1000000]";
   return {};
 }
 

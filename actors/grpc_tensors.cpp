@@ -3,6 +3,8 @@
 #include <cstring>
 #include <limits>
 
+#include "pipelines/request_limits.hpp"
+
 namespace sloserve::grpc_tensors {
 
 namespace pb = inference;
@@ -33,14 +35,14 @@ expected<kserve::call_parameters> call_parameters_of(const pb::ModelInferRequest
   auto& params = req.parameters();
   if (auto it = params.find("start_layer"); it != params.end()) {
     if (it->second.parameter_choice_case() != pb::InferParameter::kInt64Param || it->second.int64_param() < 0 ||
-        it->second.int64_param() > 1000000)
+        it->second.int64_param() > limits::max_start_layer)
       return fail("parameter start_layer must be an int64_param layer number");
     out.start_layer = static_cast<uint32_t>(it->second.int64_param());
   }
   if (auto it = params.find("slo_ms"); it != params.end()) {
     if (it->second.parameter_choice_case() != pb::InferParameter::kInt64Param || it->second.int64_param() < 0 ||
-        it->second.int64_param() > 3600000)
-      return fail("parameter slo_ms must be an int64_param in [0, 3600000]");
+        !limits::slo_in_range(static_cast<double>(it->second.int64_param())))
+      return fail(std::string("parameter slo_ms must be an int64_param in ") + limits::slo_range);
     out.slo_ms = static_cast<double>(it->second.int64_param());
   }
   for (auto& o : req.outputs()) out.outputs.push_back(o.name());

@@ -10,6 +10,7 @@
 #include "ingress/shm_regions.hpp"
 #include "messages/curve.hpp"
 #include "messages/kserve_v2.hpp"
+#include "pipelines/request_limits.hpp"
 
 namespace sloserve::kserve {
 
@@ -94,7 +95,7 @@ expected<prepared_call> prepare_call(const cluster_config& cfg, const pipeline& 
   auto started = start_model(cfg, p, params.start_layer, "start_layer");
   if (!started) return fail(started.error());
   const model_spec* from = *started;
-  if (!(params.slo_ms >= 0 && params.slo_ms <= 3600e3)) return fail("slo_ms must be in [0, 3600000]");
+  if (!limits::slo_in_range(params.slo_ms)) return fail(std::string("slo_ms must be in ") + limits::slo_range);
   if (inputs.size() != 1)
     return fail("pipeline '" + p.name + "' takes one input, '" + root.input_name + "'; the request has " +
                 std::to_string(inputs.size()));

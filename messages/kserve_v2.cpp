@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
+#include "pipelines/request_limits.hpp"
+
 namespace sloserve::kserve {
 namespace {
 
@@ -365,14 +367,14 @@ status parse_request_options(const json& j, infer_request& out) {
     out.binary_outputs = out.binary_outputs || params.value("binary_data_output", false);
     if (params.contains("start_layer")) {
       auto& v = params["start_layer"];
-      if (!v.is_number_unsigned() || v.get<uint64_t>() > 1000000)
+      if (!v.is_number_unsigned() || v.get<uint64_t>() > static_cast<uint64_t>(limits::max_start_layer))
         return fail("parameter start_layer must be a layer number (a non-negative integer)");
       out.start_layer = static_cast<uint32_t>(v.get<uint64_t>());
     }
     if (params.contains("slo_ms")) {
       auto& v = params["slo_ms"];
-      if (!v.is_number() || !(v.get<double>() >= 0 && v.get<double>() <= 3600e3))
-        return fail("parameter slo_ms must be a number of ms in [0, 3600000]");
+      if (!v.is_number() || !limits::slo_in_range(v.get<double>()))
+        return fail(std::string("parameter slo_ms must be a number of ms in ") + limits::slo_range);
       out.slo_ms = v.get<double>();
     }
   }
