@@ -11,6 +11,7 @@
 
 #include "scheduling/policies/registry.hpp"
 #include "scheduling/query_analyzer.hpp"
+#include "scheduling/spill_points.hpp"
 
 namespace sloserve {
 
@@ -40,126 +41,7 @@ void assign_dispatchers(const cluster_config& cfg, msg::routing_table& t) {
   }
 }
 
-// The tightest budget of each model the table budgets: its stages', and its shares of Graft's
-// fragment routes (in proportion to the time a route has).
-std::map<std::string, double> tightest_budgets(const msg::routing_table& t) {
-  std::map<std::string, double> out;
-  auto add = [&](const std::string& model, double ms) {
-    auto [it, fresh] = out.emplace(model, ms);
-    if (!fresh) it->second = std::min(it->second, ms);
-  };
-  for (auto& b : t.budgets) add(b.model, b.budget_ms);
-  for (auto& f : t.fragments) {
-    double total = 0;
-    for (auto b : f.budgets_ms) total += b;
-    for (size_t k = 0; k < f.models.size() && k < f.budgets_ms.size() && total > 0; ++k)
-      add(f.models[k], f.slo_ms * f.budgets_ms[k] / total);
-  }
-  return out;
-}
-
-// Spill points of the instances of a placement: where each device is (its type and share set
-// what l(b) takes there), and each model's tightest budget. Looked up once per route and once per
-// node, not per instance: a placement of every model on every device of a large fleet has
-// millions of instances.
-class spill_points {
- public:
-  // `models`: the planner's (a refreshed profile's latencies scaled), else the file's.
-  spill_points(const cluster_config& cfg, const msg::routing_table& t, const std::vector<model_spec>* models = nullptr)
-      : cfg_(cfg) {
-    for (auto& [model, ms] : tightest_budgets(t)) budget_.emplace(model, ms);
-    for (auto& s : device_slots(cfg)) {
-      auto& on = slots_[s.node];
-      if (on.size() <= s.device) on.resize(s.device + 1);
-      on[s.device] = s;
-    }
-    for (auto& m : models ? *models : cfg.models) models_.emplace(m.name, &m);
-  }
-
-  // What a model's instances are judged by: its profile and its tightest budget (null, or no
-  // budget, where unknown: never busy).
-  struct model_point {
-    const model_spec* spec = nullptr;
-    std::optional<double> budget;
-  };
-  model_point model(const std::string& name) const {
-    auto it = models_.find(name);
-    auto budget = budget_.find(name);
-    return {it == models_.end() ? cfg_.find_model(name) : it->second,  // fragments: the file's
-            budget == budget_.end() ? std::nullopt : std::optional<double>(budget->second)};
-  }
-  // The devices of worker `node`, by index; null for none.
-  const std::vector<sched::device_slot>* devices(const std::string& node) const {
-    auto it = slots_.find(node);
-    return it == slots_.end() ? nullptr : &it->second;
-  }
-
-  // Outstanding invocations at which an instance of `m` on device `s`, run in batches of `b`, is
-  // busy: one more would not finish within the model's budget (a batch running, then its own
-  // among those queued, each taking l(b)): b per l(b) of the budget beyond the running batch's.
-  // 0 (never busy) where the model or its budget is unknown.
-  static uint32_t of(const model_point& m, const sched::device_slot& s, uint32_t b) {
-    if (!m.spec || !m.budget || b == 0) return 0;
-    double l = m.spec->profile_for(s.type).latency_ms_at(static_cast<int>(b)) * m.spec->share_slowdown(s.share);
-    if (!(l > 0) || !(*m.budget > 0)) return 2 * b;
-    return static_cast<uint32_t>(std::max(1.0, std::floor(b * (*m.budget / l - 1))));
-  }
-  // The same for instance `i` of model `name`, each looked up.
-  uint32_t of(const std::string& name, const msg::route_instance& i, uint32_t b) const {
-    auto* on = devices(i.node);
-    return on && i.device < on->size() ? of(model(name), (*on)[i.device], b) : 0;
-  }
-
- private:
-  const cluster_config& cfg_;
-  std::unordered_map<std::string, const model_spec*> models_;
-  std::unordered_map<std::string, double> budget_;
-  std::unordered_map<std::string, std::vector<sched::device_slot>> slots_;  // by node, by device
-};
-
 }  // namespace
-
-void set_spill_points(const cluster_config& cfg, cluster_placement& pl, const std::vector<model_spec>* models) {
-  spill_points spill(cfg, pl.table, models);
-  // Each device's batch per model (by a number given each model name once), made when an
-  // instance first asks: scanning a device's sessions for each instance would cost their square,
-  // and comparing names, their length.
-  std::unordered_map<std::string_view, uint32_t> model_id;
-  constexpr uint32_t none = UINT32_MAX;
-  std::unordered_map<const void*, std::vector<uint32_t>> batches;
-  auto batch_of = [&](const auto& device, uint32_t id) -> std::optional<uint32_t> {
-    auto& v = batches[&device];
-    if (v.empty()) {
-      v.assign(model_id.size(), none);
-      for (auto& ss : device.sessions)  // the last session of a model wins
-        if (auto it = model_id.find(ss.model); it != model_id.end()) v[it->second] = ss.batch;
-    }
-    return v[id] == none ? std::nullopt : std::optional<uint32_t>(v[id]);
-  };
-  for (auto& r : pl.table.routes) model_id.emplace(r.model, static_cast<uint32_t>(model_id.size()));
-  for (auto& r : pl.table.routes) {
-    auto m = spill.model(r.model);
-    auto id = model_id.at(r.model);
-    // A route's instances come node by node: the node's schedule and devices are looked up when
-    // it changes.
-    const std::string* node = nullptr;
-    const msg::schedule* schedule = nullptr;
-    const std::vector<sched::device_slot>* slots = nullptr;
-    for (auto& i : r.instances) {
-      if (i.spill_at) continue;
-      if (!node || *node != i.node) {
-        node = &i.node;
-        auto s = pl.schedules.find(i.node);
-        schedule = s == pl.schedules.end() ? nullptr : &s->second;
-        slots = spill.devices(i.node);
-      }
-      if (!schedule || i.device >= schedule->devices.size()) continue;
-      auto b = batch_of(schedule->devices[i.device], id);
-      if (!b) continue;
-      i.spill_at = slots && i.device < slots->size() ? spill_points::of(m, (*slots)[i.device], std::max(1u, *b)) : 0;
-    }
-  }
-}
 
 std::vector<sched::device_slot> device_slots(const cluster_config& cfg) {
   std::vector<sched::device_slot> out;
