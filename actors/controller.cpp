@@ -112,6 +112,26 @@ void resync_config(controller_state& st, const msg::register_node& r) {
   st.net->to_node(r.node, {{}, msg::config_update{st.revision, st.revision_text, st.revision_file}});
 }
 
+// What a worker's devices could not load of its schedule: not routed there (`routes`: that
+// changed), and planned elsewhere while another worker can take it (`plan`: a model is newly so).
+struct unloaded_news {
+  bool routes = false, plan = false;
+};
+unloaded_news note_unloaded(controller_state& st, const msg::register_node& r) {
+  std::vector<worker_registry::unloaded_model> now;
+  for (auto& u : r.unloaded) now.push_back({u.device, u.model, u.reason});
+  unloaded_news out;
+  out.routes = now != st.workers.unloaded_of(r.node);
+  if (!out.routes) return out;
+  auto before = st.workers.unloadable();
+  for (auto& u : st.workers.set_unloaded(r.node, std::move(now)))
+    spdlog::warn("{}: worker {} device {} could not load model '{}': {}; it is not routed there{}", st.net->self_name(),
+                 r.node, u.device, u.model, u.reason,
+                 st.policy->plans_epochs() ? ", and is planned on other workers while one can take it" : "");
+  out.plan = st.workers.unloadable() != before;
+  return out;
+}
+
 void on_register(self_ptr self, msg::register_node& r) {
   auto& st = self->state;
   auto has = [&](role x) { return std::find(r.roles.begin(), r.roles.end(), knob_name(x)) != r.roles.end(); };
@@ -135,6 +155,7 @@ void on_register(self_ptr self, msg::register_node& r) {
   }
   auto j = st.workers.on_register(r.node, r.incarnation, r.schedule_epoch);
   resync_config(st, r);
+  auto unloaded = note_unloaded(st, r);
   if (j.restarted) spdlog::info("{}: worker {} restarted", st.net->self_name(), r.node);
   if (j.came_back && replans(st)) return run_epoch(self);  // a worker that returns gets work again at once
   auto& mine = st.current.schedules[r.node];
@@ -142,12 +163,13 @@ void on_register(self_ptr self, msg::register_node& r) {
     st.net->to_node(r.node, {{}, mine});
     send_resizes(self, r.node, j.restarted || j.came_back || j.fresh);  // a restart runs the file's threads
   }
-  if (j.changed)
+  if (j.changed || unloaded.routes)
     publish(self);
   else
     tell_scaler(self);
   // A worker that joins gets work at once: before any load, a plan for what the devices up hold.
-  if (j.fresh && plans_epochs(st) && (st.plan || sched::nothing_to_plan_for(st.rates))) run_epoch(self);
+  if (j.fresh && plans_epochs(st) && (st.plan || sched::nothing_to_plan_for(st.rates))) return run_epoch(self);
+  if (unloaded.plan && replans(st)) run_epoch(self);
 }
 
 void on_lost(self_ptr self, const std::string& node) {

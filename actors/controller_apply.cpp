@@ -208,6 +208,7 @@ void check_and_apply(self_ptr self, admin_call& call) {
   st.revision = u.revision;
   st.revision_text = rq.text;
   st.revision_file = rq.file;
+  st.workers.forget_unloadable();  // the files it names may load now
   spdlog::info("{}: applying {} (revision {:016x}): {} changes", st.net->self_name(), rq.file, u.revision,
                changes.size());
   for (auto& line : st.applying.back().reply.changes) spdlog::info("{}:   {}", st.net->self_name(), line);

@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "actors/controller_state.hpp"
@@ -41,8 +42,13 @@ void run_epoch(self_ptr self, bool surge) {
   auto req = epoch_request(
       *st.cfg, std::make_shared<const std::vector<model_spec>>(st.models), st.rates, st.plan,
       [&](const std::string& node) { return st.workers.up(node) && (!fast_one || !st.slow.count(node)); }, surge);
-  // Models too large for a worker's link are placed elsewhere, while another worker can take them.
-  sched::keep_models_off(req.input.slots, st.far, st.models);
+  // Models too large for a worker's link, or that a device of it could not load, are placed
+  // elsewhere, while another worker can take them.
+  auto off = st.far;
+  for (auto& [node, models] : st.workers.unloadable())
+    for (auto& m : models)
+      if (auto& o = off[node]; std::find(o.begin(), o.end(), m) == o.end()) o.push_back(m);
+  sched::keep_models_off(req.input.slots, off, st.models);
   if (st.budget) req.input.budget = st.budget->view(seconds_since_epoch(self->clock().now()));
   self->request(st.planner, caf::infinite, std::move(req)).then([=](planned_epoch& p) { on_planned(self, p); });
 }

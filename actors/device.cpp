@@ -31,6 +31,7 @@ struct device_state {
   int threads = 1;     // intra-op threads the executor runs with
   std::string broken;  // why this device's executor could not be made; it then serves nothing
   std::map<std::string, std::string> load_failures;  // models the last schedule asked for that would not load, and why
+  std::vector<std::string> last_models;              // the last schedule's, sorted; cleared by an apply
   // Models whose new file (an apply) would not load: the file the executor still runs. The
   // configuration names the new one from then on, so a later apply's word names the right file.
   std::map<std::string, std::string> kept_files;
@@ -62,7 +63,7 @@ struct device_state {
   // An emulated cold start: the latest schedule waits, with the replies owed, until the models
   // it brings are loaded; the old sessions serve meanwhile.
   std::optional<msg::device_schedule> loading;
-  std::vector<caf::typed_response_promise<bool>> owed;
+  std::vector<caf::typed_response_promise<std::vector<msg::unloaded_model>>> owed;
   model_loads loads;
   uint64_t schedule_seq = 0;  // schedules received; a timer for an older one does nothing
 
@@ -378,14 +379,29 @@ void on_schedule(self_ptr self, msg::device_schedule& ds) {
   auto& st = self->state;
   // New models load (and warm up) before anything the old schedule ran starts to drain.
   std::vector<std::string> failed;
+  // A schedule of the same models as the last one (it comes again with each epoch that keeps
+  // them) does not try again the files that would not load under it.
+  std::vector<std::string> models;
+  for (auto& ss : ds.sessions) models.push_back(ss.model);
+  std::sort(models.begin(), models.end());
+  auto before = std::move(st.load_failures);
+  if (models != st.last_models) before.clear();
+  st.last_models = models;
   st.load_failures.clear();
-  for (auto& ss : ds.sessions)
-    if (auto* m = st.cfg->find_model(ss.model))
-      if (auto loaded = st.executor->load(*m); !loaded) {
-        spdlog::error("{}: device {}: {}", st.net->self_name(), st.index, loaded.error());
-        failed.push_back(ss.model);
-        st.load_failures[ss.model] = loaded.error();
-      }
+  for (auto& ss : ds.sessions) {
+    auto* m = st.cfg->find_model(ss.model);
+    if (!m) continue;
+    if (auto f = before.find(m->name); f != before.end()) {
+      failed.push_back(ss.model);
+      st.load_failures.insert(*f);
+      continue;
+    }
+    if (auto loaded = st.executor->load(*m); !loaded) {
+      spdlog::error("{}: device {}: {}", st.net->self_name(), st.index, loaded.error());
+      failed.push_back(ss.model);
+      st.load_failures[ss.model] = loaded.error();
+    }
+  }
   std::erase_if(ds.sessions,
                 [&](auto& ss) { return std::find(failed.begin(), failed.end(), ss.model) != failed.end(); });
   st.sessions.apply(ds, self->clock().now());
@@ -408,14 +424,17 @@ nanoseconds cold_start(self_ptr self, const msg::device_schedule& ds) {
   return wait;
 }
 
-// Runs `ds` and answers every schedule that waited for it.
-void apply_schedule(self_ptr self, msg::device_schedule& ds) {
+// Runs `ds` and answers every schedule that waited for it with what would not load.
+std::vector<msg::unloaded_model> apply_schedule(self_ptr self, msg::device_schedule& ds) {
   auto& st = self->state;
   on_schedule(self, ds);
   st.loading.reset();
   st.loads.clear();
-  for (auto& p : st.owed) p.deliver(true);
+  std::vector<msg::unloaded_model> failed;
+  for (auto& [model, why] : st.load_failures) failed.push_back({st.net->self_name(), st.index, model, why});
+  for (auto& p : st.owed) p.deliver(failed);
   st.owed.clear();
+  return failed;
 }
 
 device_actor spawn_device_with(caf::actor_system& sys, actor_args args, uint32_t index,
@@ -437,17 +456,15 @@ device_actor spawn_device_with(caf::actor_system& sys, actor_args args, uint32_t
     st.policy = sched::make_drop_policy(args.cfg->runtime.drop_policy);
     return {
         [=](msg::invocation& inv) { on_invocation(self, inv); },
-        [=](msg::device_schedule& ds) -> caf::result<bool> {
-          // The reply says that every model it could load is loaded and warm.
+        [=](msg::device_schedule& ds) -> caf::result<std::vector<msg::unloaded_model>> {
+          // The reply comes once every model it could load is loaded and warm, and lists those
+          // it could not.
           auto& st = self->state;
           ++st.schedule_seq;
           auto wait = cold_start(self, ds);
-          if (wait.count() <= 0) {
-            apply_schedule(self, ds);
-            return true;
-          }
+          if (wait.count() <= 0) return apply_schedule(self, ds);
           st.loading = std::move(ds);
-          st.owed.push_back(self->make_response_promise<bool>());
+          st.owed.push_back(self->make_response_promise<std::vector<msg::unloaded_model>>());
           self->delayed_send(self, wait, loaded_atom::value, st.schedule_seq);
           return st.owed.back();
         },
@@ -474,6 +491,7 @@ device_actor spawn_device_with(caf::actor_system& sys, actor_args args, uint32_t
         },
         [=](new_config& c) {
           auto& st = self->state;
+          st.last_models.clear();  // an apply: its files may load now
           // A model held under the same name with another file: the new file in its place (the
           // device runs nothing while it loads); the old stays if it fails, and the answer says so.
           std::vector<std::string> problems;

@@ -32,7 +32,8 @@ bool dispatch(link& l, msg::envelope&& e, const std::string& client) {
                                   id, msg::status::error, "node '" + l.self_name() + "' is not a frontend", {}, {}, 0});
           return false;
         } else if constexpr (std::is_same_v<T, msg::status_request>) {
-          if (deliver(a.frontend, status_query{client, m})) return true;
+          auto pipeline = m.pipeline;
+          if (deliver(a.frontend, status_query{client, m, std::move(pipeline)})) return true;
           l.to_client(client, msg::status_reply{m.token, false, "not a frontend"});
           return false;
         } else if constexpr (std::is_same_v<T, msg::invocation_result> || std::is_same_v<T, msg::routing_table>) {

@@ -100,7 +100,8 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
   auto& p = q.pipe();
   bool within = code == msg::status::ok && !late;
   if (q.cfg == st.cfg)
-    st.routes->on_outcome(q.pipeline, within, seconds_of(now));  // an index of the file it came under
+    st.routes->on_outcome(q.pipeline, within, code != msg::status::error,
+                          seconds_of(now));  // an index of the file it came under
   double seconds = r.total_ms / 1e3;
   if (q.sink)
     (*q.sink)(std::move(r));

@@ -27,6 +27,19 @@ void frontend_routes::configure_admission(size_t frontends) {
   std::vector<int> priorities;
   for (auto& p : cfg_->pipelines) names.push_back(p.name), priorities.push_back(p.priority);
   priority_.configure(std::move(names), std::move(priorities));
+  shares_.configure(std::vector<bool>(cfg_->pipelines.size(), !cfg_->security.tenants.empty()));
+}
+
+void frontend_routes::roll_shares(double now_s) {
+  if (!shares_.roll(now_s)) return;
+  for (size_t pi = 0; pi < shares_.size(); ++pi) admission_.set_local_quota(pi, shares_.quota(pi));
+}
+
+void frontend_routes::on_outcome(size_t pi, bool within_slo, bool served, double now_s) {
+  priority_.on_outcome(pi, within_slo, now_s);
+  if (!served) return;
+  roll_shares(now_s);
+  shares_.on_outcome(pi, within_slo);
 }
 
 sched::backend_load* frontend_routes::load_of(const std::string& model, const std::string& node, uint32_t device) {
@@ -124,6 +137,7 @@ void frontend_routes::apply(const msg::routing_table& t) {
       admission_.set_quota(pi, quotas[pi]->rate, quotas[pi]->offered, quotas[pi]->priority);
     else
       admission_.set_quota(pi, -1, 0, 0);
+  for (size_t pi = 0; pi < shares_.size(); ++pi) admission_.set_local_quota(pi, shares_.quota(pi));
   fragments_.assign(cfg_->pipelines.size(), {});
   for (auto& f : t.fragments)
     if (auto* p = cfg_->find_pipeline(f.pipeline); p && !f.models.empty() && f.models.size() == f.budgets_ms.size())
@@ -290,6 +304,12 @@ void frontend_routes::refresh() {
                   std::any_of(it->second.loads.begin(), it->second.loads.end(), [](auto& l) { return l.live; });
       if (!live) {
         why = "no live instance serves model '" + model + "'";
+        if (table_)
+          for (auto& u : table_->unloaded)
+            if (u.model == model) {
+              why += fmt::format(": it could not load on device {} of node '{}': {}", u.device, u.node, u.reason);
+              break;
+            }
         break;
       }
     }
@@ -314,7 +334,9 @@ void frontend_routes::share_devices() {
 }
 
 sched::admission::verdict frontend_routes::admit(size_t pi, int tenant, double now_s) {
+  roll_shares(now_s);
   auto v = admission_.admit(pi, cfg_->pipelines[pi].name, tenant, now_s);
+  if (v.result != sched::admission::outcome::capped) shares_.on_offered(pi);
   if (v.result != sched::admission::outcome::admitted) return v;
   if (auto why = priority_.admit(pi, now_s); !why.empty()) return {sched::admission::outcome::shed, std::move(why)};
   return v;

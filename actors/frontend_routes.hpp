@@ -17,6 +17,7 @@
 #include "scheduling/admission.hpp"
 #include "scheduling/balancer.hpp"
 #include "scheduling/priority_guard.hpp"
+#include "scheduling/share_guard.hpp"
 
 namespace sloserve {
 
@@ -82,12 +83,14 @@ class frontend_routes {
   // none) at `now_s` is let in: within its tenant's cap, and, when the plan is short of devices
   // (the table's quotas), within its tenant's share of this frontend's share of what the plan
   // carries of the pipeline (sched::admission).
+  // Where the plan gives a pipeline with tenants no quota and it misses its SLO for its load,
+  // within its tenant's share of what it gets through in time here (sched::share_guard).
   // Then, where pipelines differ in priority, within the limit that the misses of a higher
   // priority it shares a device with put on it (sched::priority_guard).
   sched::admission::verdict admit(size_t pi, int tenant, double now_s);
-  // An admitted query of pipeline `pi` was answered at `now_s`, within its SLO or not: what the
-  // priority guard reads.
-  void on_outcome(size_t pi, bool within_slo, double now_s) { priority_.on_outcome(pi, within_slo, now_s); }
+  // An admitted query of pipeline `pi` was answered at `now_s`, within its SLO or not; `served`:
+  // answered other than ERROR (an error says nothing of the load). What the guards read.
+  void on_outcome(size_t pi, bool within_slo, bool served, double now_s);
   // What the other frontends report of each tenant's rate (sched::admission::set_elsewhere), and
   // what tenant `tenant` offers here at `now_s`.
   void set_tenants_elsewhere(std::optional<std::vector<double>> offered) {
@@ -133,6 +136,8 @@ class frontend_routes {
   sched::admission admission_;
   size_t admission_frontends_ = 1;
   sched::priority_guard priority_;
+  sched::share_guard shares_;
+  void roll_shares(double now_s);  // the share guard's quotas into the admission when they change
 };
 
 }  // namespace sloserve

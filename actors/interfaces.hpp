@@ -110,15 +110,16 @@ using frontend_actor =
                      caf::replies_to<stats_atom>::with<frontend_stats>>;  // counters so far
 
 // One device: deadline-ordered session queues, early drop, round-robin batches.
-using device_actor =
-    caf::typed_actor<caf::reacts_to<msg::invocation>,                    // queue a request for a session
-                     caf::replies_to<msg::device_schedule>::with<bool>,  // run these sessions; true once loaded
-                     caf::reacts_to<loaded_atom, uint64_t>,              // an emulated cold start is over
-                     caf::reacts_to<msg::resize>,                        // intra-op threads for next batches
-                     caf::reacts_to<batch_done_atom, uint64_t>,          // the running batch finished
-                     // an apply: the models it may run now; the reply: what it could not load
-                     caf::replies_to<new_config>::with<std::vector<std::string>>,
-                     caf::replies_to<stats_atom>::with<device_load>>;  // counters since the last ask
+using device_actor = caf::typed_actor<caf::reacts_to<msg::invocation>,  // queue a request for a session
+                                      caf::replies_to<msg::device_schedule>::with<
+                                          std::vector<msg::unloaded_model>>,  // run these
+                                                                              // sessions; once loaded: what would not
+                                      caf::reacts_to<loaded_atom, uint64_t>,  // an emulated cold start is over
+                                      caf::reacts_to<msg::resize>,            // intra-op threads for next batches
+                                      caf::reacts_to<batch_done_atom, uint64_t>,  // the running batch finished
+                                      // an apply: the models it may run now; the reply: what it could not load
+                                      caf::replies_to<new_config>::with<std::vector<std::string>>,
+                                      caf::replies_to<stats_atom>::with<device_load>>;  // counters since the last ask
 
 // A worker node: owns its devices (invocations reach them directly), applies schedules, resizes
 // devices, registers with the controller and reports load.
@@ -229,6 +230,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::deployment)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::worker_set)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::plan_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<sloserve::msg::client_load>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<sloserve::msg::unloaded_model>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::planned_epoch)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::scaler_stats)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sloserve::msg::invocation)

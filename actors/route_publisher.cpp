@@ -18,7 +18,7 @@ void route_publisher::adopt(const cluster_placement& p) {
 }
 
 bool route_publisher::live(const worker_registry& w, const std::string& model, const msg::route_instance& i) const {
-  if (!w.serving(i.node)) return false;
+  if (!w.serving(i.node) || w.unloaded(i.node, i.device, model)) return false;
   auto s = since_.find({i.node, i.device, model});
   return s == since_.end() || w.acked(i.node) >= s->second;
 }
@@ -36,8 +36,10 @@ msg::routing_table route_publisher::live_table(const cluster_placement& p, const
     for (auto& old : published_.routes)
       if (old.model == r.model)
         for (auto& i : old.instances)
-          if (w.standing_in(i.node)) r.instances.push_back(i);
+          if (w.standing_in(i.node) && !w.unloaded(i.node, i.device, r.model)) r.instances.push_back(i);
   }
+  for (auto& node : w.up_workers())
+    for (auto& u : w.unloaded_of(node)) t.unloaded.push_back({node, u.device, u.model, u.reason});
   hold_switches(t, w);
   hold_clients(t, w);
   return t;

@@ -5,7 +5,8 @@
 // keeps the instances of the last published table, on workers that still serve or drain. A pipeline that switches a
 // stage to another variant keeps the variants and budgets of the last published table until the
 // new ones can take traffic; a client mapped to an instance that cannot yet stays on the one it was
-// published with while that device still holds its model. Pure: the controller actor
+// published with while that device still holds its model. An instance whose device could not
+// load its model is not routed; the table lists it, so that a frontend can say why. Pure: the controller actor
 // sends what it returns.
 
 #include <cstdint>

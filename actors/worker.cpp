@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <map>
+
 #include "actors/roles.hpp"
 
 namespace sloserve {
@@ -18,7 +20,8 @@ struct worker_state {
   uint64_t incarnation = 0;
   std::vector<device_actor> devices;
   uint64_t schedule_epoch = 0;
-  std::string serving;  // what the schedule applied last runs, as logged
+  std::string serving;                                            // what the schedule applied last runs, as logged
+  std::map<uint32_t, std::vector<msg::unloaded_model>> unloaded;  // per device, of the schedule it runs
   caf::actor_clock::time_point last_report;
   bool leaving = false;
 };
@@ -37,6 +40,7 @@ void register_self(self_ptr self) {
   r.schedule_epoch = st.schedule_epoch;
   r.leaving = st.leaving;
   r.config_revision = st.net->config ? st.net->config->revision() : 0;
+  for (auto& [device, models] : st.unloaded) r.unloaded.insert(r.unloaded.end(), models.begin(), models.end());
   for (auto& m : st.cfg->models)
     if (m.measured)
       r.profiles.push_back(
@@ -112,6 +116,9 @@ worker_actor spawn_worker(caf::actor_system& sys, actor_args args, std::vector<d
           if (serving.empty()) serving = "nothing";
           auto remaining = std::make_shared<size_t>(0);
           for (auto& ds : s.devices) *remaining += ds.device < st.devices.size();
+          std::erase_if(st.unloaded, [&](auto& kv) {  // a device the schedule leaves out runs nothing
+            return std::none_of(s.devices.begin(), s.devices.end(), [&](auto& ds) { return ds.device == kv.first; });
+          });
           auto applied = [=] {
             auto& st = self->state;
             // Said when what it serves changes; an epoch that leaves it as it was is not news.
@@ -125,9 +132,15 @@ worker_actor spawn_worker(caf::actor_system& sys, actor_args args, std::vector<d
           if (*remaining == 0) return applied();
           for (auto& ds : s.devices)
             if (ds.device < st.devices.size())
-              self->request(st.devices[ds.device], caf::infinite, ds).then([=](bool) {
-                if (--*remaining == 0) applied();
-              });
+              self->request(st.devices[ds.device], caf::infinite, ds)
+                  .then([=, device = ds.device](std::vector<msg::unloaded_model>& failed) {
+                    auto& st = self->state;
+                    if (failed.empty())
+                      st.unloaded.erase(device);
+                    else
+                      st.unloaded[device] = std::move(failed);
+                    if (--*remaining == 0) applied();
+                  });
         },
         [=](beacon_atom) {
           register_self(self);

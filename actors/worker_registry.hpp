@@ -50,12 +50,32 @@ class worker_registry {
   std::vector<std::string> up_workers() const;
   size_t serving_count() const;
 
+  // A model a worker's device could not load (the worker says so with each registration).
+  struct unloaded_model {
+    uint32_t device = 0;
+    std::string model, reason;
+    bool operator==(const unloaded_model&) const = default;
+  };
+  // What the worker's devices could not load of the schedule it runs now; returns those not
+  // reported before. Each is also remembered (`unloadable`) until the worker restarts or
+  // `forget_unloadable`: a model planned off a worker is no longer in its schedule to fail again.
+  std::vector<unloaded_model> set_unloaded(const std::string& node, std::vector<unloaded_model> now);
+  // Whether instance (node, device) of `model` could not load it.
+  bool unloaded(const std::string& node, uint32_t device, const std::string& model) const;
+  const std::vector<unloaded_model>& unloaded_of(const std::string& node) const;
+  // Per worker, the models one of its devices could not load since it started: planned elsewhere.
+  std::map<std::string, std::vector<std::string>> unloadable() const;
+  // An apply: its files may load now.
+  void forget_unloadable();
+
  private:
   struct worker {
     uint64_t incarnation = 0;
     uint64_t acked = 0;
     bool up = true;
     bool draining = false;
+    std::vector<unloaded_model> unloaded;  // now
+    std::vector<std::string> unloadable;   // since it started
   };
   bool serving(const worker& w) const { return w.up && w.acked > epoch_base_; }
   const worker* find(const std::string& node) const;

@@ -84,7 +84,7 @@ class grpc_connection final : public load_connection {
     if (auto* r = std::get_if<msg::client_request>(&d.value->content))
       infer(*r);
     else if (auto* s = std::get_if<msg::status_request>(&d.value->content))
-      ready(s->token);
+      ready(s->token, s->pipeline);
     else if (auto* m = std::get_if<msg::shared_memory_request>(&d.value->content))
       shared_memory(*m);
   }
@@ -213,7 +213,21 @@ class grpc_connection final : public load_connection {
     }
   }
 
-  void ready(uint64_t token) {
+  // The server's readiness, or with `pipeline` that pipeline's (ModelReady).
+  void ready(uint64_t token, const std::string& pipeline) {
+    if (!pipeline.empty()) {
+      auto* c = new call<pb::ModelReadyRequest, pb::ModelReadyResponse>;
+      c->req.set_name(pipeline);
+      start_call(c->ctx);
+      stub_->async()->ModelReady(&c->ctx, &c->req, &c->res, [this, c, token, pipeline](grpc::Status s) {
+        msg::status_reply out{
+            token, s.ok() && c->res.ready(),
+            s.ok() ? (c->res.ready() ? "ready" : "pipeline '" + pipeline + "' is not ready") : s.error_message()};
+        delete c;
+        deliver(std::move(out));
+      });
+      return;
+    }
     auto* c = new call<pb::ServerReadyRequest, pb::ServerReadyResponse>;
     start_call(c->ctx);
     stub_->async()->ServerReady(&c->ctx, &c->req, &c->res, [this, c, token](grpc::Status s) {

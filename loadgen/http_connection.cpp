@@ -154,7 +154,8 @@ class http_connection final : public load_connection {
           answered(shared_memory_reply_of(token, why, res));
         });
       } else if (auto* s = std::get_if<msg::status_request>(&d.value->content)) {
-        ch->exchange(request("GET", "/v2/health/ready"),
+        ch->exchange(request("GET", s->pipeline.empty() ? std::string("/v2/health/ready")
+                                                        : "/v2/models/" + percent_encoded(s->pipeline) + "/ready"),
                      [this, token = s->token, answered](const std::string& why, answer& res) {
                        answered(ready_reply(token, why, res));
                      });

@@ -1,5 +1,6 @@
 #include "loadgen/socket.hpp"
 
+#include <fmt/format.h>
 #include <zmq.h>
 
 #include <chrono>
@@ -78,7 +79,8 @@ expected<msg::status_reply> wait_ready(load_connection& c, const load_options& o
   std::string detail = "no answer", frame;
   msg::decode_limits limits;
   for (uint64_t token = 1; steady::now() < until; ++token) {
-    c.send(msg::encode_frame({{}, msg::status_request{token}}));
+    // A run of one pipeline waits for that pipeline alone; a mix for them all.
+    c.send(msg::encode_frame({{}, msg::status_request{token, o.mix.empty() ? o.pipeline : std::string()}}));
     auto wait_until = steady::now() + std::chrono::milliseconds(200);
     while (steady::now() < wait_until) {
       if (auto why = c.refused(); !why.empty()) return fail("frontend at " + o.address + ": " + why);
@@ -93,7 +95,7 @@ expected<msg::status_reply> wait_ready(load_connection& c, const load_options& o
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  return fail("frontend at " + o.address + " not ready after " + std::to_string(o.wait_ready_s) + " s: " + detail);
+  return fail(fmt::format("frontend at {} not ready after {:g} s: {}", o.address, o.wait_ready_s, detail));
 }
 
 }  // namespace sloserve

@@ -126,6 +126,16 @@ struct MeasuredProfile {
   step @3 :Bool;  # the device pads batches to the listed sizes
 }
 
+# A model a worker's device could not load (a file that is not there, does not load, or does not
+# fit the device): not routed there.
+struct UnloadedModel {
+  node @0 :Text;
+  device @1 :UInt32;
+  model @2 :Text;
+  reason @3 :Text;
+}
+
+
 # Any node -> controller: "I exist", repeated every beacon.
 struct RegisterNode {
   node @0 :Text;
@@ -136,6 +146,7 @@ struct RegisterNode {
   profiles @5 :List(MeasuredProfile);
   leaving @6 :Bool;  # a worker shutting down: take it out of routing, it finishes what it holds
   configRevision @7 :UInt64;  # the applied configuration it runs (ConfigUpdate); 0: the file it started with
+  unloaded @8 :List(UnloadedModel);  # what its devices could not load of the schedule it runs
 }
 
 struct Heartbeat {
@@ -330,6 +341,7 @@ struct RoutingTable {
   frontends @4 :UInt32 = 1;  # frontends sharing the dummy rates: each sends its share
   fragments @5 :List(FragmentRoute);
   quotas @6 :List(PipelineQuota);  # empty: no pipeline is shed
+  unloaded @7 :List(UnloadedModel);  # instances that could not load their model: why a model has none
 }
 
 
@@ -362,8 +374,11 @@ struct Resize {
   threads @1 :UInt32 = 1;
 }
 
-# Client -> frontend: is the frontend ready to serve?
-struct StatusRequest { token @0 :UInt64; }
+# Client -> frontend: is the frontend ready to serve (`pipeline`: that pipeline; empty: all)?
+struct StatusRequest {
+  token @0 :UInt64;
+  pipeline @1 :Text;
+}
 struct StatusReply {
   token @0 :UInt64;
   ready @1 :Bool;

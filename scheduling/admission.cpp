@@ -120,10 +120,22 @@ void admission::set_quota(size_t pi, double rate, double offered, int priority) 
   if (pi >= quotas_.size()) return;
   auto& q = quotas_[pi];
   if (rate < 0) {
+    if (!q.local) q = {};
+    return;
+  }
+  q.rate = rate, q.offered = offered, q.priority = priority, q.local = false;
+  q.slots.resize(tenants_.size() + 1);
+}
+
+void admission::set_local_quota(size_t pi, double rate) {
+  if (pi >= quotas_.size()) return;
+  auto& q = quotas_[pi];
+  if (q.rate >= 0 && !q.local) return;  // the plan's
+  if (rate < 0) {
     q = {};
     return;
   }
-  q.rate = rate, q.offered = offered, q.priority = priority;
+  q.rate = rate, q.offered = rate, q.priority = 0, q.local = true;
   q.slots.resize(tenants_.size() + 1);
 }
 
@@ -142,6 +154,7 @@ double admission::given(size_t pi, int tenant) const {
 }
 
 double admission::local_rate(const quota& q, double now_s) const {
+  if (q.local) return q.rate;
   double even = q.rate / static_cast<double>(frontends_);
   if (frontends_ == 1 || !(q.offered > 0)) return even;
   double mine = 0;
@@ -177,10 +190,20 @@ admission::verdict admission::admit(size_t pi, const std::string& pipeline, int 
     q.spill -= 1;
     return {};
   }
-  auto carried = fmt::format(
-      "the cluster is short of devices and carries {:.1f} of the {:.1f} queries/s sent to "
-      "pipeline '{}' (priority {})",
-      q.rate, q.offered, pipeline, q.priority);
+  double sent = 0;
+  for (auto& x : q.slots) sent += x.offered(now_s);
+  auto carried = q.local ? fmt::format(
+                               "pipeline '{}' misses its SLO beyond {:.1f} queries/s at this frontend, where it is "
+                               "sent {:.1f}",
+                               pipeline, q.rate, sent)
+                         : fmt::format(
+                               "the cluster is short of devices and carries {:.1f} of the {:.1f} queries/s sent to "
+                               "pipeline '{}' (priority {})",
+                               q.rate, q.offered, pipeline, q.priority);
+  if (tenant < 0 && q.local)
+    return {outcome::shed,
+            fmt::format("shed for fair share: {}; requests of no tenant are given {:.1f} queries/s of it", carried,
+                        s.b.rate)};
   if (tenant < 0) return {outcome::shed, "shed for priority: " + carried + ", pipelines of higher priority first"};
   auto& t = tenants_[static_cast<size_t>(tenant)];
   return {outcome::shed, fmt::format("shed for fair share: {}; tenant '{}' (priority {}, weight {:g}) is given {:.1f} "

@@ -58,6 +58,9 @@ class admission {
   // none; this frontend admits its share), what it was offered, and its priority (for the reason
   // of a shed). Tokens and the tenants' offered rates carry over while a quota stays.
   void set_quota(size_t pi, double rate, double offered, int priority);
+  // Pipeline `pi`'s quota at this frontend alone, where the plan gives none (sched::share_guard:
+  // what it gets through in time); < 0: none. A plan's quota takes its place while it lasts.
+  void set_local_quota(size_t pi, double rate);
 
   // A request of pipeline `pi` (named `pipeline`) from tenant `tenant` (an index of configure's
   // list; < 0: none) at `now_s`.
@@ -84,6 +87,7 @@ class admission {
   struct quota {
     double rate = -1, offered = 0;  // across the cluster
     int priority = 0;
+    bool local = false;       // set_local_quota's: this frontend's alone
     std::vector<slot> slots;  // per tenant, then one for requests of none
     // What the tenants' buckets overflowed (a tenant sending less than it is given), for any
     // tenant over its share: no part of the quota goes unused.

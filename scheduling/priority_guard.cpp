@@ -13,7 +13,7 @@ void priority_guard::configure(std::vector<std::string> names, std::vector<int> 
     pipes_[i].priority = i < priorities.size() ? priorities[i] : 0;
   }
   differ_ = std::any_of(pipes_.begin(), pipes_.end(), [&](auto& p) { return p.priority != pipes_.front().priority; });
-  interval_start_ = -1;
+  clock_.reset();
 }
 
 void priority_guard::set_sharing(std::vector<std::vector<size_t>> sharing) {
@@ -22,15 +22,7 @@ void priority_guard::set_sharing(std::vector<std::vector<size_t>> sharing) {
 }
 
 void priority_guard::roll(double now_s) {
-  if (interval_start_ < 0) interval_start_ = now_s;
-  if (now_s - interval_start_ < o_.interval_s) return;
-  if (now_s - interval_start_ >= 4 * o_.interval_s) {  // a lull: one interval of what came, then afresh
-    close_interval(now_s - interval_start_);
-    interval_start_ = now_s;
-    return;
-  }
-  close_interval(o_.interval_s);
-  interval_start_ += o_.interval_s;
+  clock_.roll(now_s, [this](double span_s) { return close_interval(span_s), true; });
 }
 
 void priority_guard::close_interval(double span_s) {

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "scheduling/interval_clock.hpp"
+
 namespace sloserve::sched {
 
 class priority_guard {
@@ -35,8 +37,8 @@ class priority_guard {
     double probe = 0.01;           // then grows by this share of its offered rate an interval
   };
 
-  priority_guard() = default;
-  explicit priority_guard(options o) : o_(o) {}
+  priority_guard() : priority_guard(options{}) {}
+  explicit priority_guard(options o) : o_(o), clock_(o.interval_s) {}
 
   // The pipelines: their names and priorities, and for each the pipelines that share a device
   // with it (from the routing table). Limits are lifted when the pipelines change; kept when only
@@ -75,9 +77,9 @@ class priority_guard {
   void close_interval(double span_s);
 
   options o_;
+  interval_clock clock_;
   std::vector<pipe> pipes_;
   bool differ_ = false;
-  double interval_start_ = -1;
 };
 
 }  // namespace sloserve::sched

@@ -522,7 +522,9 @@ models:
     auto done = std::make_shared<bool>(false);
     auto d = dev;
     keep(sys->spawn([d, ds, done](caf::event_based_actor* self) {
-      self->request(d, caf::infinite, ds).then([done](bool ok) { *done = ok; });
+      self->request(d, caf::infinite, ds).then([done](std::vector<msg::unloaded_model>& failed) {
+        *done = failed.empty();
+      });
     }));
     run();
     return done;
@@ -633,9 +635,12 @@ class pipelined_executor final : public device_executor {
 // An executor that cannot load model m (a switch it does not fit, a file too large).
 class refusing_executor final : public device_executor {
  public:
+  explicit refusing_executor(std::shared_ptr<int> tries = std::make_shared<int>()) : tries_(std::move(tries)) {}
   device_kind kind() const override { return device_kind::emulated; }
   status load(const model_spec& m) override {
-    if (m.name == "m") return fail("model 'm' does not fit this device: it needs 9 stages, the device has 8");
+    if (m.name != "m") return {};
+    ++*tries_;
+    return fail("model 'm' does not fit this device: it needs 9 stages, the device has 8");
     return {};
   }
   batch_outcome execute(const model_spec& m, const std::vector<const std::vector<tensor>*>& inputs) override {
@@ -643,6 +648,9 @@ class refusing_executor final : public device_executor {
     for (size_t i = 0; i < inputs.size(); ++i) out.outputs.push_back({make_tensor(m.output, 7, "output")});
     return out;
   }
+
+ private:
+  std::shared_ptr<int> tries_;  // loads of 'm'
 };
 
 // An executor that runs each model from the file it last loaded, and cannot load a file named
@@ -732,15 +740,35 @@ TEST(file_device, an_apply_with_a_new_file_loads_it_in_place_and_a_bad_one_keeps
   for (auto& [node, r] : results) EXPECT_EQ(r.code, msg::status::ok) << r.reason;
 }
 
-// A model the schedule asks for that will not load is not served, and requests that reach it
-// anyway are answered with why it would not load; the others are served.
+// A model the schedule asks for that will not load is not served, the schedule's answer says so,
+// and requests that reach it anyway are answered with why it would not load; the others are served.
 TEST(refusing_device, a_model_that_would_not_load_answers_why) {
   caf_fixture f;
   auto cfg = testing::parse_or_die(yaml);
   auto net = std::make_shared<recording_link>("w");
-  auto dev = f.keep(spawn_device(*f.sys, {cfg, net, 1}, 0, std::make_unique<refusing_executor>()));
-  caf::anon_send(dev, msg::device_schedule{0, 0, {{"m", 2}, {"n", 2}}});
-  f.run();
+  auto tries = std::make_shared<int>(0);
+  auto dev = f.keep(spawn_device(*f.sys, {cfg, net, 1}, 0, std::make_unique<refusing_executor>(tries)));
+  auto failed = std::make_shared<std::vector<msg::unloaded_model>>();
+  auto schedule = [&](std::vector<msg::session_schedule> sessions) {
+    f.keep(f.sys->spawn([dev, failed, sessions](caf::event_based_actor* self) {
+      self->request(dev, caf::infinite, msg::device_schedule{0, 0, sessions})
+          .then([failed](std::vector<msg::unloaded_model>& f) { *failed = f; });
+    }));
+    f.run();
+  };
+  schedule({{"m", 2}, {"n", 2}});
+  EXPECT_EQ(*tries, 1);
+  schedule({{"n", 2}, {"m", 4}});  // the same models again: not tried again, the same answer
+  EXPECT_EQ(*tries, 1);
+  // The schedule's answer names what would not load, and why: the worker reports it.
+  ASSERT_EQ(failed->size(), 1u);
+  EXPECT_EQ((*failed)[0].node, "w");
+  EXPECT_EQ((*failed)[0].device, 0u);
+  EXPECT_EQ((*failed)[0].model, "m");
+  EXPECT_EQ((*failed)[0].reason, "model 'm' does not fit this device: it needs 9 stages, the device has 8");
+  schedule({{"m", 2}});  // another schedule: tried again
+  EXPECT_EQ(*tries, 2);
+  schedule({{"m", 2}, {"n", 2}});
   caf::anon_send(dev, msg::invocation{1, "fe", "m", 0, 100'000'000, {make_tensor({dtype::float32, {2}}, 1)}});
   caf::anon_send(dev, msg::invocation{2, "fe", "n", 0, 100'000'000, {make_tensor({dtype::float32, {2}}, 2)}});
   f.run();

@@ -95,6 +95,14 @@ TEST(frontend_routes, say_why_a_pipeline_cannot_be_served_until_it_can) {
   EXPECT_EQ(r.readiness("fe"), "no live instance serves model 'm'");
   EXPECT_TRUE(r.set_live("w1", true));
   EXPECT_EQ(r.readiness("fe"), "");
+  // No instance because the only one could not load the model: the reason comes with it.
+  frontend_routes fresh(*cfg, sched::make_balancer(balancer_kind::p2c));
+  auto t = table({});
+  t.unloaded = {{"w2", 0, "m", "cannot load model 'm' from /x/m.pt"}};
+  fresh.apply(t);
+  EXPECT_EQ(fresh.readiness("fe"),
+            "no live instance serves model 'm': it could not load on device 0 of node 'w2': cannot load model 'm' "
+            "from /x/m.pt");
 }
 
 // A table's quota (a plan short of devices, by priority): this frontend admits its share of the
@@ -309,6 +317,44 @@ TEST(route_publisher, a_model_placed_nowhere_keeps_no_stale_instances) {
   pub.adopt(third);
   auto& held = pub.publish(third, w, 3);
   for (auto& b : held.budgets) EXPECT_EQ(b.model, b.stage == "a" ? "small" : "m");
+}
+
+// An instance whose device could not load its model is not routed, and the table says why, so
+// that a frontend can; the model stays off that worker's plan (`unloadable`) until the worker
+// restarts or an apply, though it no longer fails there once planned elsewhere.
+TEST(route_publisher, an_instance_that_could_not_load_its_model_is_not_routed_and_the_table_says_why) {
+  worker_registry w(0);
+  w.on_register("w1", 1, 1);
+  w.on_register("w2", 1, 1);
+  cluster_placement p;
+  p.schedules["w1"] = {1, {{0, 0, {{"m", 1}}}}};
+  p.schedules["w2"] = {1, {{0, 0, {{"m", 1}}}}};
+  p.table.routes = {{"m", {{"w1", 0, 1}, {"w2", 0, 1}}}};
+  route_publisher pub;
+  pub.adopt(p);
+  EXPECT_EQ(pub.publish(p, w, 1).routes[0].instances.size(), 2u);
+  auto fresh = w.set_unloaded("w2", {{0, "m", "cannot load model 'm' from /x/m.pt"}});
+  ASSERT_EQ(fresh.size(), 1u);
+  EXPECT_TRUE(w.set_unloaded("w2", {{0, "m", "cannot load model 'm' from /x/m.pt"}}).empty()) << "said once";
+  auto& t = pub.publish(p, w, 2);
+  ASSERT_EQ(t.routes[0].instances.size(), 1u);
+  EXPECT_EQ(t.routes[0].instances[0].node, "w1");
+  ASSERT_EQ(t.unloaded.size(), 1u);
+  EXPECT_EQ(t.unloaded[0].node, "w2");
+  EXPECT_EQ(t.unloaded[0].reason, "cannot load model 'm' from /x/m.pt");
+  EXPECT_EQ(w.unloadable(), (std::map<std::string, std::vector<std::string>>{{"w2", {"m"}}}));
+  // Planned elsewhere, it no longer fails there; it stays off w2's plan all the same.
+  w.set_unloaded("w2", {});
+  EXPECT_TRUE(pub.publish(p, w, 3).unloaded.empty());
+  EXPECT_EQ(w.unloadable().size(), 1u);
+  w.on_register("w2", 1, 3);
+  EXPECT_EQ(w.unloadable().size(), 1u) << "the same incarnation";
+  w.on_register("w2", 2, 3);
+  EXPECT_TRUE(w.unloadable().empty()) << "a restart tries again";
+  w.set_unloaded("w2", {{0, "m", "again"}});
+  w.forget_unloadable();
+  EXPECT_TRUE(w.unloadable().empty()) << "an apply tries again";
+  EXPECT_TRUE(w.unloaded("w2", 0, "m")) << "while it still fails there";
 }
 
 // A client Jellyfish moves to a variant its device has not loaded yet stays on the instance it was

@@ -773,9 +773,11 @@ TEST_F(cluster_fixture, under_a_static_placement_the_high_priority_keeps_its_slo
 
 // Twice the load the cluster carries on one pipeline, from two tenants of one priority weighted
 // 3 and 1 (each naming itself: no keys): what the frontend lets in of each within 5% of 3:1, the
-// rest answered OVERLOADED with the reason, nothing lost. A third client names no tenant of the
-// file and is refused with the reason.
-TEST_F(cluster_fixture, two_tenants_at_one_priority_share_an_overloaded_pipeline_by_their_weights) {
+// rest answered OVERLOADED with the reason (`shed`: its start), nothing lost. Under an epoch
+// policy the plan's quota is split; under a static placement, which plans none, what the
+// pipeline gets through in time is (sched::share_guard).
+void two_tenants_share_an_overloaded_pipeline(cluster_fixture& f, const std::string& policy, const std::string& shed) {
+  auto& dir = f.dir;
   std::ofstream(dir / "cluster.yaml") << R"(nodes:
   - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
   - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 1}]}
@@ -789,9 +791,9 @@ security:
     - {name: gold, weight: 3}
     - {name: bronze, weight: 1}
 runtime: {heartbeat_ms: 100, peer_timeout_ms: 500}
-scheduler: {epoch_s: 5, min_epoch_s: 2}
-)";
-  start_cluster();
+scheduler: {epoch_s: 5, min_epoch_s: 2, policy: )"
+                                      << policy << "}\n";
+  f.start_cluster();
   auto run = [&](const std::string& tenant, int rate) {
     return spawn({"sloserve",   "load",
                   "-c",         (dir / "resolved.yaml").string(),
@@ -824,9 +826,14 @@ scheduler: {epoch_s: 5, min_epoch_s: 2}
   EXPECT_NEAR(share, 0.75, 0.75 * 0.05) << "gold " << admitted(g) << ", bronze " << admitted(b);
   EXPECT_NEAR(1 - share, 0.25, 0.25 * 0.05) << "gold " << admitted(g) << ", bronze " << admitted(b);
   bool said = false;
-  for (auto& [reason, n] : b["reasons"].items()) said |= reason.find("shed for fair share") != std::string::npos;
+  for (auto& [reason, n] : b["reasons"].items()) said |= reason.find(shed) != std::string::npos;
   EXPECT_TRUE(said) << b["reasons"].dump();
+}
 
+// A third client names no tenant of the file and is refused with the reason.
+TEST_F(cluster_fixture, two_tenants_at_one_priority_share_an_overloaded_pipeline_by_their_weights) {
+  two_tenants_share_an_overloaded_pipeline(*this, "nexus",
+                                           "shed for fair share: the cluster is short of devices and carries");
   auto stranger = spawn({"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "p", "--tenant",
                          "nobody", "--rate", "10", "--duration", "1"},
                         dir / "nobody.log");
@@ -835,6 +842,10 @@ scheduler: {epoch_s: 5, min_epoch_s: 2}
   EXPECT_NE(WEXITSTATUS(status), 0);
   EXPECT_NE(stranger.output().find("has no tenant 'nobody'; its tenants: gold, bronze"), std::string::npos)
       << stranger.output();
+}
+
+TEST_F(cluster_fixture, under_a_static_placement_two_tenants_share_what_the_pipeline_gets_through_by_weight) {
+  two_tenants_share_an_overloaded_pipeline(*this, "static", "shed for fair share: pipeline 'p' misses its SLO beyond");
 }
 
 // Every file a command writes lands with its folders made, or the command fails with the path
@@ -1222,6 +1233,51 @@ pipelines:
   EXPECT_EQ(s["ok"].get<int>() + s["errors"].get<int>(), s["sent"].get<int>()) << s.dump(2);
   EXPECT_NEAR(s["errors"].get<double>(), s["sent"].get<double>() / 2, 1) << s.dump(2);
   EXPECT_NE(s["reasons"].dump().find("JPEG image"), std::string::npos) << s.dump(2);
+}
+
+// A model file that does not load: its pipeline is not ready, and says why (the device's reason,
+// from the controller's table), while the other pipeline is ready and served; a client of the
+// broken one is told the reason, not served errors.
+TEST_F(cluster_fixture, a_model_that_does_not_load_keeps_its_pipeline_unready_with_the_reason_and_the_rest_serves) {
+  if (std::string(SLOSERVE_MODELS_DIR).empty()) GTEST_SKIP() << "built without LibTorch";
+  std::ofstream(dir / "bad.pt") << "not a model";
+  std::ofstream(dir / "cluster.yaml")
+      << R"(nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: cpu, count: 1}]}
+models:
+  - {name: mlp, path: )" +
+             (fs::path(SLOSERVE_MODELS_DIR) / "tiny_mlp.pt").string() +
+             R"(, input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [4]}, max_batch: 8, profile: {alpha_ms: 1, beta_ms: 1}}
+  - {name: bad, path: bad.pt, input: {dtype: float32, shape: [16]}, output: {dtype: float32, shape: [4]}, max_batch: 8, profile: {alpha_ms: 1, beta_ms: 1}}
+pipelines:
+  - {name: good, slo_ms: 200, stages: [{name: s, model: mlp}]}
+  - {name: broken, slo_ms: 200, stages: [{name: s, model: bad}]}
+runtime: {heartbeat_ms: 100, peer_timeout_ms: 500}
+)";
+  start_cluster();
+  auto run = [&](const std::string& pipeline, const std::string& wait) {
+    auto p = spawn({"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", pipeline, "--rate", "50",
+                    "--duration", "2", "--wait-ready", wait, "--json", (dir / (pipeline + ".json")).string()},
+                   dir / (pipeline + ".log"));
+    int status = 0;
+    EXPECT_TRUE(p.wait_for(60s, status)) << p.output();
+    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, p.output());
+  };
+  auto [good_rc, good_out] = run("good", "20");
+  EXPECT_EQ(good_rc, 0) << good_out;
+  auto g = nlohmann::json::parse(read_text(dir / "good.json"));
+  EXPECT_GT(g["sent"].get<int>(), 50);
+  EXPECT_EQ(g["ok"].get<int>(), g["sent"].get<int>()) << g.dump(2);
+  auto [bad_rc, bad_out] = run("broken", "3");
+  EXPECT_NE(bad_rc, 0) << bad_out;
+  EXPECT_NE(bad_out.find("not ready after 3 s: "), std::string::npos) << bad_out;
+  EXPECT_NE(bad_out.find("no live instance serves model 'bad': it could not load on device 0 of node 'w': cannot load "
+                         "model 'bad' from " +
+                         (dir / "bad.pt").string()),
+            std::string::npos)
+      << bad_out;
+  EXPECT_NE(up.output().find("worker w device 0 could not load model 'bad'"), std::string::npos) << up.output();
 }
 
 TEST_F(cluster_fixture, config_errors_name_the_place) {
