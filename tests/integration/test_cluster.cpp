@@ -801,8 +801,8 @@ scheduler: {epoch_s: 5, min_epoch_s: 2, policy: )"
                   "--tenant",   tenant,
                   "--rate",     std::to_string(rate),
                   "--arrival",  "poisson",
-                  "--duration", "12",
-                  "--warmup",   "8",
+                  "--duration", "8",
+                  "--warmup",   policy == "static" ? "3" : "8",  // a plan's quota comes with an epoch
                   "--seed",     std::to_string(rate + tenant.size()),
                   "--json",     (dir / (tenant + ".json")).string()},
                  dir / (tenant + ".log"));
