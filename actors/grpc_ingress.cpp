@@ -146,7 +146,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     if (!admitted(ctx, reactor)) return reactor;
     res->set_name("sloserve");
     res->set_version(SLOSERVE_VERSION);
-    for (auto* e : {"binary_tensor_data", "statistics", "model_repository"}) res->add_extensions(e);
+    for (auto* e : {"binary_tensor_data", "classification", "statistics", "model_repository"}) res->add_extensions(e);
     if (shared_memory_on()) res->add_extensions("system_shared_memory");
     finish(reactor, Status::OK);
     return reactor;

@@ -45,7 +45,16 @@ expected<kserve::call_parameters> call_parameters_of(const pb::ModelInferRequest
       return fail(std::string("parameter slo_ms must be an int64_param in ") + limits::slo_range);
     out.slo_ms = static_cast<double>(it->second.int64_param());
   }
-  for (auto& o : req.outputs()) out.outputs.push_back(o.name());
+  for (auto& o : req.outputs()) {
+    out.outputs.push_back(o.name());
+    auto c = o.parameters().find("classification");
+    if (c == o.parameters().end()) continue;
+    if (c->second.parameter_choice_case() != pb::InferParameter::kInt64Param || c->second.int64_param() < 1 ||
+        c->second.int64_param() > kserve::max_classification)
+      return fail("output '" + o.name() + "': parameter classification must be an int64_param, the number of classes " +
+                  "to return (1 to " + std::to_string(kserve::max_classification) + ")");
+    out.classification[o.name()] = static_cast<uint32_t>(c->second.int64_param());
+  }
   return out;
 }
 

@@ -216,8 +216,9 @@ struct http_ingress::impl {
                                              kserve::shm_owner(tokens, req.header("Authorization")), parsed->inputs,
                                              parsed->shm_inputs, parsed->shm_outputs);
     if (!shared) return respond(refusal(400, shared.error()));
-    auto call = kserve::prepare_call(*cfg, *p, std::move(parsed->inputs), 0,
-                                     {parsed->start_layer, parsed->slo_ms, std::move(parsed->outputs), version});
+    auto call = kserve::prepare_call(
+        *cfg, *p, std::move(parsed->inputs), 0,
+        {parsed->start_layer, parsed->slo_ms, std::move(parsed->outputs), version, std::move(parsed->classification)});
     if (!call) return respond(refusal(400, call.error()));
     auto tenant = kserve::tenant_of(tokens, req.header("Authorization"), req.header("Sloserve-Tenant"));
     for (auto& r : call->requests) r.request_id = next_id++, r.tenant = tenant;
@@ -232,14 +233,16 @@ struct http_ingress::impl {
     auto outputs_shared = std::make_shared<kserve::shared_outputs>(std::move(*shared));
     auto gather =
         kserve::gather_replies(requests.size(), [cfg = cfg, p, made, id = parsed->id, binary = parsed->binary_outputs,
-                                                 respond, outputs_shared](std::vector<msg::client_reply> replies) {
+                                                 binary_of = parsed->binary_of, respond,
+                                                 outputs_shared](std::vector<msg::client_reply> replies) {
           respond(std::function<http::response()>([=, replies = std::move(replies)]() mutable {
             auto r = kserve::combine_replies(*cfg, *p, *made, std::move(replies));
             if (r.code != msg::status::ok) return refusal(http_status_of(r), r.reason);
             if (auto written = kserve::write_shared_outputs(*outputs_shared, r.outputs); !written)
               return refusal(400, written.error());
             auto timing = kserve::timing_of(r);
-            auto out = kserve::make_infer_response(p->name, id, r.outputs, binary, &timing, &outputs_shared->refs);
+            auto out =
+                kserve::make_infer_response(p->name, id, r.outputs, binary, &timing, &outputs_shared->refs, &binary_of);
             if (!out.header_length) return reply(200, std::move(out.body));
             auto res = reply(200, std::move(out.body), "application/octet-stream");
             res.headers.emplace_back("Inference-Header-Content-Length", std::to_string(*out.header_length));
@@ -286,7 +289,7 @@ struct http_ingress::impl {
     if (path == "/v2" || path.rfind("/v2/", 0) == 0)
       if (auto no = refused_token(req)) return respond(std::move(*no));
     if (get && path == "/v2") {
-      json extensions = {"binary_tensor_data", "statistics", "model_repository"};
+      json extensions = {"binary_tensor_data", "classification", "statistics", "model_repository"};
       if (shared_memory_on()) extensions.push_back("system_shared_memory");
       return respond(
           reply(200, json{{"name", "sloserve"}, {"version", SLOSERVE_VERSION}, {"extensions", extensions}}.dump()));

@@ -23,72 +23,6 @@ bool invoked_per_row(const pipeline& p, size_t stage) {
   }
 }
 
-pipeline_signature signature_of(const cluster_config& cfg, const pipeline& p) {
-  auto& root = cfg.models[p.stages[p.roots().front()].model_index];
-  pipeline_signature s{{root.input_name, root.input}, {}};
-  auto leaves = p.leaves();
-  for (auto leaf : leaves) {
-    auto& m = cfg.models[p.stages[leaf].model_index];
-    tensor_signature out{leaves.size() == 1 ? m.output_name : p.stages[leaf].name, m.output};
-    if (invoked_per_row(p, leaf)) out.spec.shape.insert(out.spec.shape.begin(), -1);
-    s.outputs.push_back(std::move(out));
-  }
-  return s;
-}
-
-std::string triton_type(dtype t) {
-  auto name = datatype_name(t);
-  return name == "BYTES" ? "TYPE_STRING" : "TYPE_" + std::string(name);
-}
-
-model_config config_of(const cluster_config& cfg, const pipeline& p) {
-  model_config c;
-  c.name = p.name;
-  c.max_batch_size = max_batch_items;
-  auto sig = signature_of(cfg, p);
-  c.inputs.push_back({sig.input.name, triton_type(sig.input.spec.type), sig.input.spec.shape});
-  for (auto& o : sig.outputs) c.outputs.push_back({o.name, triton_type(o.spec.type), o.spec.shape});
-  // The tensors between stages are named after the stage that makes them; a leaf's is the
-  // pipeline's output.
-  auto leaves = p.leaves();
-  for (size_t s = 0; s < p.stages.size(); ++s) {
-    auto& st = p.stages[s];
-    auto& m = cfg.models[st.model_index];
-    model_config::step step{m.name, {}, {}};
-    step.input_map.emplace_back(m.input_name, st.parents.empty() ? sig.input.name : p.stages[st.parents.front()].name);
-    auto leaf = std::find(leaves.begin(), leaves.end(), s);
-    step.output_map.emplace_back(
-        m.output_name, leaf == leaves.end() ? st.name : sig.outputs[static_cast<size_t>(leaf - leaves.begin())].name);
-    c.steps.push_back(std::move(step));
-  }
-  char slo[32];
-  std::snprintf(slo, sizeof slo, "%g", p.slo_ms);
-  c.parameters.emplace_back("slo_ms", slo);
-  return c;
-}
-
-std::optional<uint32_t> version_of(const pipeline& p, const std::string& v) {
-  if (v.empty()) return 0;
-  if (v.size() > 9 || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return std::nullopt;
-  auto n = static_cast<uint32_t>(std::stoul(v));
-  auto all = pipeline_versions(p);
-  if (std::find(all.begin(), all.end(), n) == all.end()) return std::nullopt;
-  return n;
-}
-
-std::vector<std::string> version_names(const pipeline& p) {
-  std::vector<std::string> out;
-  for (auto v : pipeline_versions(p)) out.push_back(std::to_string(v));
-  return out;
-}
-
-std::string no_version(const pipeline& p, const std::string& v) {
-  std::string all;
-  for (auto& n : version_names(p)) all += (all.empty() ? "" : ", ") + n;
-  return "pipeline '" + p.name + "' has no version '" + v + "'; its versions: " + all;
-}
-
 expected<prepared_call> prepare_call(const cluster_config& cfg, const pipeline& p, std::vector<tensor> inputs,
                                      uint64_t request_id, call_parameters params) {
   auto& root = cfg.models[p.stages[p.roots().front()].model_index];
@@ -140,7 +74,16 @@ expected<prepared_call> prepare_call(const cluster_config& cfg, const pipeline& 
     for (auto& o : sig.outputs) names += (names.empty() ? "'" : ", '") + o.name + "'";
     return fail("pipeline '" + p.name + "' has no output '" + name + "'; its outputs are " + names);
   }
+  for (auto& [name, k] : params.classification) {
+    auto o = std::find_if(sig.outputs.begin(), sig.outputs.end(), [&](auto& x) { return x.name == name; });
+    if (o == sig.outputs.end())
+      return fail("output '" + name + "' cannot be asked for as classes: it counts rows, it holds no scores");
+    if (o->spec.type == dtype::bytes || o->spec.shape.empty())
+      return fail("output '" + name + "' is " + o->spec.to_string() +
+                  ": classification needs a vector of class scores");
+  }
   call.outputs = std::move(params.outputs);
+  call.classification = std::move(params.classification);
   for (auto& x : items) {
     msg::client_request r;
     r.pipeline = p.name;
@@ -219,8 +162,42 @@ void shape_outputs(const cluster_config& cfg, const pipeline& p, const prepared_
     for (auto& o : outputs) o.shape.insert(o.shape.begin(), 1);
 }
 
+namespace {
+
+// The outputs `call` asks as classes, ranked and labelled (combine_replies).
+void classify_outputs(const cluster_config& cfg, const pipeline& p, const prepared_call& call, msg::client_reply& r) {
+  if (call.classification.empty() || r.code != msg::status::ok) return;
+  auto sig = signature_of(cfg, p);
+  for (auto& t : r.outputs) {
+    auto k = call.classification.find(t.name);
+    if (k == call.classification.end()) continue;
+    auto o = std::find_if(sig.outputs.begin(), sig.outputs.end(), [&](auto& x) { return x.name == t.name; });
+    static const std::vector<std::string> none;
+    auto classes = classify(t, k->second, o == sig.outputs.end() ? none : cfg.models[o->model].label_names);
+    if (!classes) {
+      r.code = msg::status::error, r.reason = classes.error(), r.outputs.clear();
+      return;
+    }
+    t = std::move(*classes);
+  }
+}
+
+msg::client_reply combined(const cluster_config& cfg, const pipeline& p, const prepared_call& call,
+                           std::vector<msg::client_reply> replies);
+
+}  // namespace
+
 msg::client_reply combine_replies(const cluster_config& cfg, const pipeline& p, const prepared_call& call,
                                   std::vector<msg::client_reply> replies) {
+  auto r = combined(cfg, p, call, std::move(replies));
+  classify_outputs(cfg, p, call, r);
+  return r;
+}
+
+namespace {
+
+msg::client_reply combined(const cluster_config& cfg, const pipeline& p, const prepared_call& call,
+                           std::vector<msg::client_reply> replies) {
   auto n = replies.size();
   for (size_t i = 0; i < n; ++i)
     if (replies[i].code != msg::status::ok) {
@@ -276,6 +253,8 @@ msg::client_reply combine_replies(const cluster_config& cfg, const pipeline& p, 
         out.late_paths.push_back(leaf);
   return out;
 }
+
+}  // namespace
 
 bool admitted(const intake_admit& admit, msg::client_request& rq, double pipeline_slo_ms, const item_sink& sink) {
   if (!admit) return true;

@@ -22,6 +22,7 @@ namespace sloserve::kserve {
 struct tensor_signature {
   std::string name;
   tensor_spec spec;
+  size_t model = 0;  // the model that takes or makes it (cfg.models)
 };
 
 // The pipeline's input (its root model's, named `models[].input.name`) and outputs (its leaves'
@@ -62,9 +63,10 @@ std::string triton_type(dtype t);
 // A request for `p` as the frontend takes it, and how to give its reply back. A client that
 // batches sends [N, ...shape]: N requests to the frontend, one per item, answered as one.
 struct prepared_call {
-  std::vector<msg::client_request> requests;  // one per item, in order (one when not batched)
-  bool batched = false;                       // the client sent a leading batch dimension: outputs get it too
-  std::vector<std::string> outputs;           // the outputs the client asked for, by name; empty: all
+  std::vector<msg::client_request> requests;       // one per item, in order (one when not batched)
+  bool batched = false;                            // the client sent a leading batch dimension: outputs get it too
+  std::vector<std::string> outputs;                // the outputs the client asked for, by name; empty: all
+  std::map<std::string, uint32_t> classification;  // outputs asked for as their top k classes
   bool wants(const std::string& name) const {
     return outputs.empty() || std::find(outputs.begin(), outputs.end(), name) != outputs.end();
   }
@@ -83,6 +85,7 @@ struct call_parameters {
   double slo_ms = 0;
   std::vector<std::string> outputs{};  // the request's `outputs`, by name; empty: all
   uint32_t version = 0;                // the model version its stages run (version_of); 0: by their weights
+  std::map<std::string, uint32_t> classification{};  // outputs asked for as their top k classes
 };
 
 // A pipeline's versions are the model versions its stages list, and 1 (pipeline_versions): what
@@ -95,9 +98,9 @@ std::string no_version(const pipeline& p, const std::string& v);
 
 // Checks `inputs` (one tensor, named as the pipeline's input, with the declared shape or the
 // declared shape behind a batch dimension of N in [1, max_batch_items], as the model takes it;
-// from a later start layer, as that layer takes it) and the outputs asked for (each one of the
-// signature's); the error is the client's fault. The items' requests are numbered from
-// `request_id` up.
+// from a later start layer, as that layer takes it), the outputs asked for (each one of the
+// signature's) and those asked as classes (numbers, not a scalar); the error is the client's fault. The items' requests
+// are numbered from `request_id` up.
 expected<prepared_call> prepare_call(const cluster_config& cfg, const pipeline& p, std::vector<tensor> inputs,
                                      uint64_t request_id, call_parameters params = {});
 
@@ -124,7 +127,8 @@ std::function<item_sink(size_t)> gather_replies(size_t n, std::function<void(std
 // with its status, its reason saying which item of how many; else OK, each item's outputs shaped
 // as shape_outputs does, stacked over the items when the client batched ([N, ...]). A leaf
 // invoked per row answers [N, K, ...] in a batch of N > 1, K the most rows an item has (the rest
-// zero), and beside it `<name>_rows`, INT64 [N]: each item's rows.
+// zero), and beside it `<name>_rows`, INT64 [N]: each item's rows. Outputs asked as classes
+// come as kserve::classify gives them, labelled by their model's `labels`.
 msg::client_reply combine_replies(const cluster_config& cfg, const pipeline& p, const prepared_call& call,
                                   std::vector<msg::client_reply> replies);
 

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 
 #include "config/reader.hpp"
 #include "config/settings_io.hpp"
@@ -183,6 +186,15 @@ void check_model_scalars(reader& r, const YAML::Node& n, model_spec& m, const st
   // Relative to the cluster file, made absolute once so that a resolved copy (`up`) names the same file.
   if (!m.path.empty()) m.path = r.resolve(m.path);
   if (!m.netnn.empty()) m.netnn = r.resolve(m.netnn);
+  if (!m.labels.empty()) {
+    m.labels = r.resolve(m.labels);
+    std::ifstream in(m.labels);
+    if (!in) r.error(n["labels"], where + " labels: cannot read " + m.labels + ": " + std::strerror(errno));
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      m.label_names.push_back(std::move(line));
+    }
+  }
   if (m.name.find_first_of("[]") != std::string::npos)
     r.error(n["name"], where + ": model names cannot hold '[' or ']' (fragments of partitioned models are named so)");
 }

@@ -132,6 +132,7 @@ const std::vector<key<model_spec>>& model_keys() {
       {"path", &o::path},
       {"prefix", &o::prefix},
       {"netnn", &o::netnn},
+      {"labels", &o::labels},
       {"version", &o::version},
   };
   return keys;

@@ -260,11 +260,28 @@ expected<tensor> parse_input(const json& in, std::optional<size_t> header_length
 
 // What a request says beside its inputs: the outputs it asks for, binary outputs, and its
 // parameters (start_layer, slo_ms).
+// An output's own parameters: how it travels (binary_data), its shared-memory region, and a
+// classification.
+status parse_output_parameters(const json& params, const std::string& name, infer_request& out) {
+  auto where = "output '" + name + "'";
+  if (params.contains("binary_data")) {
+    if (!params["binary_data"].is_boolean()) return fail(where + ": parameter binary_data must be true or false");
+    out.binary_of[name] = params["binary_data"].get<bool>();
+  }
+  auto shared = shm_parameters(params, where);
+  if (!shared) return fail(shared.error());
+  if (*shared) out.shm_outputs[name] = std::move(**shared);
+  if (params.contains("classification")) {
+    auto& v = params["classification"];
+    if (!v.is_number_unsigned() || v.get<uint64_t>() < 1 || v.get<uint64_t>() > max_classification)
+      return fail(where + ": parameter classification must be the number of classes to return (1 to " +
+                  std::to_string(max_classification) + ")");
+    out.classification[name] = static_cast<uint32_t>(v.get<uint64_t>());
+  }
+  return {};
+}
+
 status parse_request_options(const json& j, infer_request& out) {
-  auto wants_binary = [](const json& o) {
-    return o.is_object() && o.contains("parameters") && o["parameters"].is_object() &&
-           o["parameters"].value("binary_data", false);
-  };
   if (j.contains("outputs")) {
     if (!j["outputs"].is_array()) return fail("\"outputs\" must be an array");
     for (size_t k = 0; k < j["outputs"].size(); ++k) {
@@ -272,14 +289,10 @@ status parse_request_options(const json& j, infer_request& out) {
       if (!o.is_object() || !o.contains("name") || !o["name"].is_string())
         return fail("outputs[" + std::to_string(k) + "] needs a \"name\"");
       out.outputs.push_back(o["name"].get<std::string>());
-      out.binary_outputs = out.binary_outputs || wants_binary(o);
-      if (o.contains("parameters")) {
-        if (!o["parameters"].is_object())
-          return fail("outputs[" + std::to_string(k) + "]: \"parameters\" must be an object");
-        auto shared = shm_parameters(o["parameters"], "output '" + out.outputs.back() + "'");
-        if (!shared) return fail(shared.error());
-        if (*shared) out.shm_outputs[out.outputs.back()] = std::move(**shared);
-      }
+      if (!o.contains("parameters")) continue;
+      if (!o["parameters"].is_object())
+        return fail("outputs[" + std::to_string(k) + "]: \"parameters\" must be an object");
+      if (auto ok = parse_output_parameters(o["parameters"], out.outputs.back(), out); !ok) return ok;
     }
   }
   if (j.contains("parameters")) {

@@ -22,12 +22,19 @@ std::string_view datatype_name(dtype t);
 std::optional<dtype> parse_datatype(std::string_view name);
 // Every datatype served, comma-separated (for errors).
 std::string datatype_list();
+// An IEEE half-precision number's value.
+float from_half(uint16_t h);
 
 struct infer_request {
   std::string id;                    // echoed in the response; empty when the client gave none
   std::vector<tensor> inputs;        // in the request's order, named as the request names them
-  bool binary_outputs = false;       // the client asked for outputs through the binary extension
+  bool binary_outputs = false;       // `parameters.binary_data_output`: outputs through the binary extension
   std::vector<std::string> outputs;  // the outputs it asked for (`outputs[].name`); empty: all
+  // Outputs whose own `parameters.binary_data` says how they travel, over binary_outputs.
+  std::map<std::string, bool> binary_of;
+  // The classification extension: outputs asked for as their top-k classes
+  // (`parameters.classification`: k).
+  std::map<std::string, uint32_t> classification;
   // Triton's shared-memory extension: inputs whose bytes lie in a region (the index of their entry
   // in `inputs`, which has their name, type and shape and no data), and outputs to write into one.
   std::vector<std::pair<size_t, shm_ref>> shm_inputs;
@@ -79,12 +86,22 @@ std::vector<std::pair<std::string, int64_t>> timing_parameters(const server_timi
 void apply_timing(const server_timing& t, msg::client_reply& r);
 
 // The response to a request `id` of model `name` (a pipeline): each output with its name; as
-// JSON `data`, or, with `binary`, through the binary extension; with `timing`, its parameters.
-// Outputs named in `in_shm` were written into those regions: their entries carry the region's
-// parameters (shared_memory_byte_size: the bytes written) and no data.
+// JSON `data`, or, with `binary`, through the binary extension (an output in `binary_of` as it
+// says); with `timing`, its parameters. Outputs named in `in_shm` were written into those
+// regions: their entries carry the region's parameters (shared_memory_byte_size: the bytes
+// written) and no data. The header length is set when any output travels as binary.
 infer_response make_infer_response(std::string_view name, std::string_view id, const std::vector<tensor>& outputs,
                                    bool binary, const server_timing* timing = nullptr,
-                                   const std::map<std::string, shm_ref>* in_shm = nullptr);
+                                   const std::map<std::string, shm_ref>* in_shm = nullptr,
+                                   const std::map<std::string, bool>* binary_of = nullptr);
+
+// The classification extension: `t`'s top `count` classes (its last dimension's elements, the
+// highest values first, the lower index first among equals; at most as many as it has) as BYTES
+// strings "value:index[:label]", `labels[index]` where there is one, in `t`'s shape with the last
+// dimension the classes given. Refused for a scalar, a BYTES tensor or an empty last dimension.
+expected<tensor> classify(const tensor& t, uint32_t count, const std::vector<std::string>& labels);
+// Largest k a request may ask for.
+constexpr uint32_t max_classification = 1u << 20;
 
 // The shared-memory parameters of an input or output (shared_memory_region, _offset, _byte_size)
 // in `params`; nullopt when it names no region; an error when they are incomplete or wrong.

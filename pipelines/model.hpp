@@ -135,6 +135,10 @@ struct model_spec {
   std::string netnn;
   std::string path;  // TorchScript file (cpu and cuda devices); relative paths are resolved
                      // against the cluster file's folder. For a variant: its suffix module.
+  // The classification extension's labels: a text file of one class label a line (`labels`,
+  // resolved as `path`), read with the configuration into `label_names`.
+  std::string labels;
+  std::vector<std::string> label_names;
   // Prefix batching: this model is a variant made of the shared prefix model `prefix` followed
   // by its own suffix (`path`). Variants of one prefix run the prefix once over their combined
   // batch. Filled from the prefix model by the config loader:

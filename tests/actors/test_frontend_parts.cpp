@@ -2,8 +2,11 @@
 // deadlines) and its account of clients' clocks and network time.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "actors/client_registry.hpp"
 #include "actors/client_time.hpp"
@@ -682,6 +685,76 @@ pipelines:
   EXPECT_FALSE(kserve::version_of(p, "2"));
   EXPECT_FALSE(kserve::version_of(p, "-1"));
   EXPECT_EQ(kserve::no_version(p, "2"), "pipeline '" + p.name + "' has no version '2'; its versions: 1");
+}
+
+// An output asked as classes comes back ranked and labelled by its model's `labels` file (one
+// a line, read with the configuration), batched or not; one that holds no scores is refused
+// before anything is sent.
+TEST(kserve_call, an_output_asked_as_classes_comes_ranked_and_labelled) {
+  auto labels = std::filesystem::temp_directory_path() / ("sloserve_labels_" + std::to_string(::getpid()) + ".txt");
+  std::ofstream(labels) << "cat\r\ndog\neel\n";
+  auto cfg = testing::parse_or_die(R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], devices: [{kind: emulated}]}
+models:
+  - {name: m, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [3]}, labels: )" +
+                                   labels.string() + R"(, profile: {alpha_ms: 1, beta_ms: 1}}
+  - {name: w, input: {dtype: float32, shape: [4]}, output: {dtype: bytes, shape: [1]}, profile: {alpha_ms: 1, beta_ms: 1}}
+pipelines:
+  - {name: t, slo_ms: 200, stages: [{name: s, model: m}]}
+  - {name: words, slo_ms: 200, stages: [{name: s, model: w}]}
+)");
+  std::filesystem::remove(labels);
+  EXPECT_EQ(cfg->models[0].label_names, (std::vector<std::string>{"cat", "dog", "eel"}));
+  auto& p = cfg->pipelines[0];
+  auto scores = [](float a, float b, float c) {
+    tensor t;
+    t.name = "s";
+    t.type = dtype::float32;
+    t.shape = {3};
+    float xs[3] = {a, b, c};
+    t.data = std::string(reinterpret_cast<const char*>(xs), sizeof xs);
+    return t;
+  };
+  auto strings = [](const tensor& t) {
+    std::vector<std::string> out;
+    auto items = bytes_elements(t.data.view(), t.spec().elements().value_or(0));
+    if (items)
+      for (auto x : *items) out.emplace_back(x);
+    return out;
+  };
+  auto reply = [](std::vector<tensor> outputs) {
+    msg::client_reply r;
+    r.code = msg::status::ok;
+    r.outputs = std::move(outputs);
+    return r;
+  };
+  kserve::call_parameters asked{0, 0, {"output"}, 0, {{"output", 2}}};
+  auto one = kserve::prepare_call(*cfg, p, {make_tensor({dtype::float32, {4}}, 1, "input")}, 1, asked);
+  ASSERT_TRUE(one) << one.error();
+  std::vector<msg::client_reply> replies;
+  replies.push_back(reply({scores(0.1f, 0.5f, 0.9f)}));
+  auto r = kserve::combine_replies(*cfg, p, *one, std::move(replies));
+  ASSERT_EQ(r.code, msg::status::ok) << r.reason;
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_EQ(r.outputs[0].shape, (std::vector<int64_t>{2}));
+  EXPECT_EQ(strings(r.outputs[0]), (std::vector<std::string>{"0.900000:2:eel", "0.500000:1:dog"}));
+  // A client's batch of two: [2, 2].
+  auto two = kserve::prepare_call(*cfg, p, {make_tensor({dtype::float32, {2, 4}}, 1, "input")}, 3, asked);
+  ASSERT_TRUE(two) << two.error();
+  replies.clear();
+  replies.push_back(reply({scores(3, 2, 1)}));
+  replies.push_back(reply({scores(1, 2, 3)}));
+  r = kserve::combine_replies(*cfg, p, *two, std::move(replies));
+  ASSERT_EQ(r.code, msg::status::ok) << r.reason;
+  EXPECT_EQ(r.outputs[0].shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(strings(r.outputs[0]),
+            (std::vector<std::string>{"3.000000:0:cat", "2.000000:1:dog", "3.000000:2:eel", "2.000000:1:dog"}));
+  // Strings have no scores to rank.
+  auto refused = kserve::prepare_call(*cfg, cfg->pipelines[1], {make_tensor({dtype::float32, {4}}, 1, "input")}, 5,
+                                      {0, 0, {"output"}, 0, {{"output", 1}}});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error(), "output 'output' is bytes[1]: classification needs a vector of class scores");
 }
 
 // A leaf invoked once per row of the detector's output (a `fanout` stage, and the stage after

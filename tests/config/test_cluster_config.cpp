@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -1133,6 +1134,35 @@ TEST(cluster_config, device_types_are_checked_with_their_place) {
 // A switch device runs NetNN models: its limits are read and written back; a switch's limit on
 // another kind, a switch serving a model without a netnn file and a netnn model of the wrong
 // tensors are refused at their place.
+// A model's labels (the classification extension) are read with the file, relative to it, a
+// trailing CR dropped; they survive a resolved copy; a file that cannot be read is refused at the
+// key's place.
+TEST(cluster_config, a_models_labels_are_read_with_the_file_or_refused_where_named) {
+  auto dir = std::filesystem::temp_directory_path() / ("sloserve_labels_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "classes.txt") << "cat\r\ndog\n";
+  std::string text = R"(nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend, worker], devices: [{kind: emulated}]}
+models:
+  - {name: m, labels: classes.txt, input: {dtype: float32, shape: [5]}, output: {dtype: float32, shape: [2]}, profile: {alpha_ms: 1, beta_ms: 1}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: m}]}
+)";
+  auto r = parse_cluster_config(text, (dir / "c.yaml").string());
+  ASSERT_TRUE(r) << r.error_text();
+  EXPECT_EQ(r.config->models[0].labels, (dir / "classes.txt").string());
+  EXPECT_EQ(r.config->models[0].label_names, (std::vector<std::string>{"cat", "dog"}));
+  auto again = parse_cluster_config(to_yaml(*r.config), "/elsewhere/again.yaml");
+  ASSERT_TRUE(again) << again.error_text();
+  EXPECT_EQ(again.config->models[0].label_names, (std::vector<std::string>{"cat", "dog"}));
+  std::filesystem::remove_all(dir);
+  auto gone = parse_cluster_config(text, (dir / "c.yaml").string());
+  ASSERT_FALSE(gone);
+  EXPECT_NE(gone.error_text().find("c.yaml:4:23: model 'm' labels: cannot read " + (dir / "classes.txt").string()),
+            std::string::npos)
+      << gone.error_text();
+}
+
 TEST(cluster_config, switch_devices_run_netnn_models_within_their_limits) {
   const char* text = R"(nodes:
   - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}

@@ -17,9 +17,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -228,6 +230,41 @@ TEST_F(http_cluster, health_metadata_and_inference_over_json_and_the_binary_exte
   int64_t most = 0;
   for (auto& k : tj["outputs"][1]["data"]) most = std::max(most, k.get<int64_t>());
   EXPECT_EQ(ts[1], most);
+
+  // The classification extension: each classify row's top 3 of 10 as "value:index" strings, the
+  // highest first; the output's own binary_data (false) over the request's binary_data_output.
+  auto server_extensions = json::parse(server->body)["extensions"];
+  EXPECT_NE(std::find(server_extensions.begin(), server_extensions.end(), "classification"), server_extensions.end());
+  auto classes = image_request("q4");
+  classes["outputs"] =
+      json::array({{{"name", "output"}, {"parameters", {{"classification", 3}, {"binary_data", false}}}}});
+  classes["parameters"] = {{"binary_data_output", true}};
+  auto c = client->Post("/v2/models/traffic/infer", classes.dump(), "application/json");
+  ASSERT_TRUE(c);
+  ASSERT_EQ(c->status, 200) << c->body;
+  EXPECT_FALSE(c->has_header("Inference-Header-Content-Length")) << "every output as JSON";
+  auto cj = json::parse(c->body);
+  auto& co = cj["outputs"][0];
+  EXPECT_EQ(co["datatype"], "BYTES");
+  ASSERT_EQ(co["shape"].size(), 2u);
+  EXPECT_EQ(co["shape"][1], 3);
+  ASSERT_EQ(co["data"].size(), 3 * co["shape"][0].get<size_t>());
+  for (size_t row = 0; row < co["shape"][0].get<size_t>(); ++row) {
+    double last = std::numeric_limits<double>::infinity();
+    for (size_t k = 0; k < 3; ++k) {
+      auto text = co["data"][row * 3 + k].get<std::string>();
+      std::smatch parts;
+      ASSERT_TRUE(std::regex_match(text, parts, std::regex("(-?[0-9]+\\.[0-9]+):([0-9])"))) << text;
+      EXPECT_LE(std::stod(parts[1]), last) << "the highest first: " << co["data"];
+      last = std::stod(parts[1]);
+    }
+  }
+  classes["outputs"][0]["parameters"]["classification"] = 0;
+  auto refused = client->Post("/v2/models/traffic/infer", classes.dump(), "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400);
+  EXPECT_NE(refused->body.find("parameter classification must be the number of classes"), std::string::npos)
+      << refused->body;
 }
 
 // A real detector's candidates above the score each get one classifier invocation: the response

@@ -178,8 +178,8 @@ TEST(kserve, shared_memory_parameters_name_where_inputs_lie_and_outputs_go) {
   EXPECT_EQ(o["parameters"],
             json({{"shared_memory_region", "res"}, {"shared_memory_offset", 32}, {"shared_memory_byte_size", 8}}));
   auto bin = make_infer_response("p", "", {t}, true, nullptr, &into);
-  ASSERT_TRUE(bin.header_length);
-  EXPECT_EQ(bin.body.size(), *bin.header_length) << "no binary data follows for an output in shared memory";
+  EXPECT_FALSE(bin.header_length) << "nothing travels as binary: the output is in shared memory";
+  EXPECT_EQ(json::parse(bin.body)["outputs"][0]["parameters"]["shared_memory_byte_size"], 8);
 }
 
 TEST(kserve, bytes_inputs_are_strings_in_json_and_length_prefixed_in_binary) {
@@ -312,8 +312,11 @@ TEST(kserve, the_binary_extension_carries_tensors_after_the_json_both_ways) {
   auto r = parse_infer_request(header + raw, header.size());
   ASSERT_TRUE(r) << r.error();
   EXPECT_EQ(values_of<float>(r->inputs[0]), (std::vector<float>{0.25f, 8, -1}));
-  EXPECT_TRUE(r->binary_outputs);
-  auto out = make_infer_response("p", "", r->inputs, true);
+  EXPECT_FALSE(r->binary_outputs) << "asked of one output, not of all";
+  EXPECT_EQ(r->binary_of, (std::map<std::string, bool>{{"output", true}}));
+  auto outputs = r->inputs;
+  outputs[0].name = "output";
+  auto out = make_infer_response("p", "", outputs, false, nullptr, nullptr, &r->binary_of);
   ASSERT_TRUE(out.header_length);
   auto j = json::parse(out.body.substr(0, *out.header_length));
   EXPECT_EQ(j["outputs"][0]["parameters"]["binary_data_size"], raw.size());
@@ -402,6 +405,101 @@ TEST(kserve, datatype_names_round_trip) {
   EXPECT_FALSE(parse_datatype("fp32"));
   EXPECT_EQ(parse_datatype("BYTES"), dtype::bytes);
   EXPECT_EQ(json::parse(error_body("no \"such\" thing"))["error"], "no \"such\" thing");
+}
+
+// Each output's own binary_data decides how it travels, over the request's binary_data_output.
+TEST(kserve, each_outputs_binary_data_decides_over_the_requests) {
+  auto body = json{{"inputs", {{{"name", "input"}, {"shape", {1}}, {"datatype", "FP32"}, {"data", {1}}}}},
+                   {"outputs",
+                    {{{"name", "scores"}, {"parameters", {{"binary_data", false}}}},
+                     {{"name", "boxes"}, {"parameters", {{"binary_data", true}}}},
+                     {{"name", "count"}}}},
+                   {"parameters", {{"binary_data_output", true}}}}
+                  .dump();
+  auto r = parse_infer_request(body, std::nullopt);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_TRUE(r->binary_outputs);
+  std::vector<tensor> outs{make_tensor({dtype::float32, {2}}, 1, "scores"),
+                           make_tensor({dtype::float32, {3}}, 2, "boxes"),
+                           make_tensor({dtype::int64, {1}}, 3, "count")};
+  auto res = make_infer_response("p", "", outs, r->binary_outputs, nullptr, nullptr, &r->binary_of);
+  ASSERT_TRUE(res.header_length);
+  auto j = json::parse(res.body.substr(0, *res.header_length));
+  EXPECT_TRUE(j["outputs"][0].contains("data")) << "scores: JSON, as it asked";
+  EXPECT_EQ(j["outputs"][1]["parameters"]["binary_data_size"], 12) << "boxes: binary";
+  EXPECT_EQ(j["outputs"][2]["parameters"]["binary_data_size"], 8) << "count: the request's binary_data_output";
+  EXPECT_EQ(res.body.substr(*res.header_length), std::string(outs[1].data.view()) + std::string(outs[2].data.view()));
+  // All as JSON: no header length.
+  std::map<std::string, bool> none_binary{{"scores", false}, {"boxes", false}, {"count", false}};
+  auto plain = make_infer_response("p", "", outs, true, nullptr, nullptr, &none_binary);
+  EXPECT_FALSE(plain.header_length);
+  EXPECT_EQ(json::parse(plain.body)["outputs"].size(), 3u);
+  // A binary_data that is not a boolean is refused.
+  auto bad = json::parse(body);
+  bad["outputs"][0]["parameters"]["binary_data"] = "yes";
+  auto refused = parse_infer_request(bad.dump(), std::nullopt);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("output 'scores': parameter binary_data must be true or false"), std::string::npos)
+      << refused.error();
+}
+
+std::vector<std::string> strings_of(const tensor& t) {
+  std::vector<std::string> out;
+  auto items = bytes_elements(t.data.view(), t.spec().elements().value_or(0));
+  if (items)
+    for (auto x : *items) out.emplace_back(x);
+  return out;
+}
+
+// The classification extension: the top k of the last dimension, highest first and the lower
+// index among equals, as "value:index[:label]"; a batch keeps its leading dimensions; k beyond
+// the classes gives them all; what has no scores is refused with the reason.
+TEST(kserve, classification_ranks_the_last_dimension_into_labelled_strings) {
+  tensor t;
+  t.name = "probs";
+  t.type = dtype::float32;
+  t.shape = {2, 4};
+  float xs[8] = {0.1f, 0.7f, 0.2f, 0.7f, 3, -1, std::nanf(""), 5};
+  t.data = std::string(reinterpret_cast<const char*>(xs), sizeof xs);
+  auto c = classify(t, 2, {"cat", "dog", "eel"});
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->type, dtype::bytes);
+  EXPECT_EQ(c->shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(strings_of(*c), (std::vector<std::string>{"0.700000:1:dog", "0.700000:3", "5.000000:3", "3.000000:0:cat"}));
+  auto all = classify(t, 9, {});
+  ASSERT_TRUE(all);
+  EXPECT_EQ(all->shape, (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(strings_of(*all)[7], "nan:2") << "NaN ranks last";
+  auto ints = classify(make_tensor({dtype::int64, {3}}, 0, "n"), 1, {});
+  ASSERT_TRUE(ints);
+  EXPECT_EQ(ints->shape, (std::vector<int64_t>{1}));
+  auto scalar = classify(make_tensor({dtype::float32, {}}, 1, "s"), 1, {});
+  ASSERT_FALSE(scalar);
+  EXPECT_NE(scalar.error().find("output 's' (float32[]): classification needs a vector of class scores"),
+            std::string::npos)
+      << scalar.error();
+  tensor words;
+  words.name = "w";
+  words.type = dtype::bytes;
+  words.shape = {1};
+  words.data = std::string("\x01\0\0\0a", 5);
+  EXPECT_FALSE(classify(words, 1, {}));
+  // Asked for in a request: a count per output, or refused.
+  auto body = [](json k) {
+    return json{{"inputs", {{{"name", "input"}, {"shape", {1}}, {"datatype", "FP32"}, {"data", {1}}}}},
+                {"outputs", {{{"name", "probs"}, {"parameters", {{"classification", k}}}}}}}
+        .dump();
+  };
+  auto r = parse_infer_request(body(3), std::nullopt);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(r->classification, (std::map<std::string, uint32_t>{{"probs", 3}}));
+  for (auto bad : {json(0), json(-2), json(1.5), json("3")}) {
+    auto refused = parse_infer_request(body(bad), std::nullopt);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_NE(refused.error().find("output 'probs': parameter classification must be the number of classes"),
+              std::string::npos)
+        << refused.error();
+  }
 }
 
 }  // namespace
