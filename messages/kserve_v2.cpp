@@ -1,8 +1,6 @@
 #include "messages/kserve_v2.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
