@@ -108,29 +108,18 @@ void on_planned(self_ptr self, planned_epoch& p) {
         plan->scale * (1 + st.cfg->scheduler.headroom), fmt::join(plan->planned.rate, ", "));
   if (auto news = st.policy->plan_news(plan->result); !news.empty()) spdlog::info("{}: {}", st.net->self_name(), news);
   auto placed = epoch_placement(*st.cfg, plan->input, plan->result, st.epoch, &st.current);
-  // Short of devices with pipelines of several priorities: what the higher ones leave idle on
-  // their devices goes to the lower ones the plan cut (scheduling/backfill.hpp).
+  // Short of devices: what the higher priorities leave idle on their devices goes to the lower
+  // ones the plan cut, and the frontends admit what the plan carries (scheduling/backfill.hpp).
   std::vector<double> backfilled;
-  if (!plan->capacity && plan->scale < 1 && sched::priorities_differ(*plan->input.pipelines)) {
+  if (!plan->capacity)
     backfilled =
-        backfill_cut_priorities(*st.cfg, plan->input, plan->result, plan->planned.rate, placed, &plan->running);
-    for (size_t pi = 0; pi < backfilled.size(); ++pi)
-      if (backfilled[pi] > 0)
-        spdlog::info(
-            "{}: epoch {}: pipeline '{}' also runs in the time its higher priorities' devices leave idle: "
-            "{:.1f} queries/s more",
-            st.net->self_name(), st.epoch - st.epoch_base, (*plan->input.pipelines)[pi].name, backfilled[pi]);
-  }
-  // Short of devices with pipelines of several priorities, or with tenants: frontends admit what
-  // the plan carries (the higher priorities first; each tenant its share).
-  if (!plan->capacity && plan->scale < 1 &&
-      (sched::priorities_differ(*plan->input.pipelines) || !st.cfg->security.tenants.empty()))
-    for (size_t pi = 0; pi < plan->input.pipelines->size() && pi < plan->input.rates.size(); ++pi) {
-      auto& p = (*plan->input.pipelines)[pi];
-      double carried = plan->input.rates[pi] + (pi < backfilled.size() ? backfilled[pi] : 0);
-      placed.table.quotas.push_back(
-          {p.name, carried, pi < plan->planned.rate.size() ? plan->planned.rate[pi] : 0, p.priority});
-    }
+        cover_shortfall(*st.cfg, plan->input, plan->result, plan->scale, plan->planned.rate, plan->running, placed);
+  for (size_t pi = 0; pi < backfilled.size(); ++pi)
+    if (backfilled[pi] > 0)
+      spdlog::info(
+          "{}: epoch {}: pipeline '{}' also runs in the time its higher priorities' devices leave idle: "
+          "{:.1f} queries/s more",
+          st.net->self_name(), st.epoch - st.epoch_base, (*plan->input.pipelines)[pi].name, backfilled[pi]);
   adopt(self, std::move(placed));
 }
 

@@ -14,32 +14,12 @@ frontend_routes::frontend_routes(const cluster_config& cfg, std::unique_ptr<sche
     stage_models_.emplace_back();
     for (auto& st : p.stages) stage_models_.back().push_back(st.model);
   }
-  configure_admission(1);
+  admission_.configure(cfg, 1);
   refresh();
 }
 
-void frontend_routes::configure_admission(size_t frontends) {
-  std::vector<sched::tenant_class> tenants;
-  for (auto& t : cfg_->security.tenants) tenants.push_back({t.name, t.rate.value_or(-1), t.share(), t.priority});
-  admission_.configure(std::move(tenants), cfg_->pipelines.size(), frontends);
-  admission_frontends_ = std::max<size_t>(1, frontends);
-  std::vector<std::string> names;
-  std::vector<int> priorities;
-  for (auto& p : cfg_->pipelines) names.push_back(p.name), priorities.push_back(p.priority);
-  priority_.configure(std::move(names), std::move(priorities));
-  shares_.configure(std::vector<bool>(cfg_->pipelines.size(), !cfg_->security.tenants.empty()));
-}
-
-void frontend_routes::roll_shares(double now_s) {
-  if (!shares_.roll(now_s)) return;
-  for (size_t pi = 0; pi < shares_.size(); ++pi) admission_.set_local_quota(pi, shares_.quota(pi));
-}
-
 void frontend_routes::on_outcome(size_t pi, bool within_slo, bool served, double now_s) {
-  priority_.on_outcome(pi, within_slo, now_s);
-  if (!served) return;
-  roll_shares(now_s);
-  shares_.on_outcome(pi, within_slo);
+  admission_.on_outcome(pi, within_slo, served, now_s);
 }
 
 sched::backend_load* frontend_routes::load_of(const std::string& model, const std::string& node, uint32_t device) {
@@ -66,7 +46,7 @@ void frontend_routes::rebind(const cluster_config& cfg, const std::vector<std::o
   stage_models_ = std::move(models);
   blockers_.assign(cfg.pipelines.size(), {});
   fragments_.assign(cfg.pipelines.size(), {});
-  configure_admission(admission_frontends_);  // quotas read again from the table, by the new pipelines' names
+  admission_.configure(cfg, admission_.frontends());  // quotas read again from the table, by the new pipelines' names
   if (table_) {
     auto t = *table_;
     apply(t);
@@ -128,16 +108,6 @@ void frontend_routes::apply(const msg::routing_table& t) {
     r.budget_ms = tightest_budget_ms(t.budgets, model);
   }
   routes_ = std::move(fresh);
-  if (auto n = std::max<size_t>(1, t.frontends); n != admission_frontends_) configure_admission(n);
-  std::vector<const msg::pipeline_quota*> quotas(cfg_->pipelines.size(), nullptr);
-  for (auto& q : t.quotas)
-    if (auto* p = cfg_->find_pipeline(q.pipeline)) quotas[static_cast<size_t>(p - cfg_->pipelines.data())] = &q;
-  for (size_t pi = 0; pi < quotas.size(); ++pi)
-    if (quotas[pi])
-      admission_.set_quota(pi, quotas[pi]->rate, quotas[pi]->offered, quotas[pi]->priority);
-    else
-      admission_.set_quota(pi, -1, 0, 0);
-  for (size_t pi = 0; pi < shares_.size(); ++pi) admission_.set_local_quota(pi, shares_.quota(pi));
   fragments_.assign(cfg_->pipelines.size(), {});
   for (auto& f : t.fragments)
     if (auto* p = cfg_->find_pipeline(f.pipeline); p && !f.models.empty() && f.models.size() == f.budgets_ms.size())
@@ -147,6 +117,9 @@ void frontend_routes::apply(const msg::routing_table& t) {
     for (size_t s = 0; s < read.models.size(); ++s) stage_models_[pi][s] = cfg_->models[read.models[s]].name;
     if (read.split) splits_[pi] = std::move(read.split);
   }
+  std::vector<std::vector<std::string>> models;
+  for (size_t pi = 0; pi < cfg_->pipelines.size(); ++pi) models.push_back(models_of(pi));
+  admission_.apply(t, models);
   refresh();
 }
 
@@ -285,7 +258,6 @@ uint32_t frontend_routes::outstanding_at(const std::string& node) const {
 }
 
 void frontend_routes::refresh() {
-  share_devices();
   for (size_t pi = 0; pi < cfg_->pipelines.size(); ++pi) {
     auto& p = cfg_->pipelines[pi];
     auto& why = blockers_[pi];
@@ -316,30 +288,8 @@ void frontend_routes::refresh() {
   }
 }
 
-void frontend_routes::share_devices() {
-  if (!priority_.active()) return;
-  // Per pipeline, the instances its models run on; two pipelines share where those meet.
-  size_t n = cfg_->pipelines.size();
-  std::vector<std::unordered_set<std::string>> on(n);
-  for (size_t pi = 0; pi < n; ++pi)
-    for (auto& model : models_of(pi))
-      if (auto it = routes_.find(model); it != routes_.end())
-        for (auto& b : it->second.backends) on[pi].insert(b.node + "|" + std::to_string(b.device));
-  std::vector<std::vector<size_t>> sharing(n);
-  for (size_t a = 0; a < n; ++a)
-    for (size_t b = 0; b < n; ++b)
-      if (a != b && std::any_of(on[a].begin(), on[a].end(), [&](auto& d) { return on[b].count(d) > 0; }))
-        sharing[a].push_back(b);
-  priority_.set_sharing(std::move(sharing));
-}
-
 sched::admission::verdict frontend_routes::admit(size_t pi, int tenant, double now_s) {
-  roll_shares(now_s);
-  auto v = admission_.admit(pi, cfg_->pipelines[pi].name, tenant, now_s);
-  if (v.result != sched::admission::outcome::capped) shares_.on_offered(pi);
-  if (v.result != sched::admission::outcome::admitted) return v;
-  if (auto why = priority_.admit(pi, now_s); !why.empty()) return {sched::admission::outcome::shed, std::move(why)};
-  return v;
+  return admission_.admit(pi, tenant, now_s);
 }
 
 bool frontend_routes::serves(const std::string& model) const {

@@ -14,10 +14,8 @@
 
 #include "config/cluster_config.hpp"
 #include "messages/types.hpp"
-#include "scheduling/admission.hpp"
 #include "scheduling/balancer.hpp"
-#include "scheduling/priority_guard.hpp"
-#include "scheduling/share_guard.hpp"
+#include "scheduling/frontend_admission.hpp"
 
 namespace sloserve {
 
@@ -80,13 +78,7 @@ class frontend_routes {
   // that SLO. Null when there is none.
   const msg::fragment_route* fragment_route(size_t pi, int start, double slo_ms, std::mt19937_64& rng) const;
   // Whether a request of pipeline `pi` from tenant `tenant` (an index of security.tenants; < 0:
-  // none) at `now_s` is let in: within its tenant's cap, and, when the plan is short of devices
-  // (the table's quotas), within its tenant's share of this frontend's share of what the plan
-  // carries of the pipeline (sched::admission).
-  // Where the plan gives a pipeline with tenants no quota and it misses its SLO for its load,
-  // within its tenant's share of what it gets through in time here (sched::share_guard).
-  // Then, where pipelines differ in priority, within the limit that the misses of a higher
-  // priority it shares a device with put on it (sched::priority_guard).
+  // none) at `now_s` is let in (sched::frontend_admission).
   sched::admission::verdict admit(size_t pi, int tenant, double now_s);
   // An admitted query of pipeline `pi` was answered at `now_s`, within its SLO or not; `served`:
   // answered other than ERROR (an error says nothing of the load). What the guards read.
@@ -131,13 +123,7 @@ class frontend_routes {
   std::vector<std::string> blockers_;
   std::vector<std::vector<msg::fragment_route>> fragments_;  // per pipeline
   std::optional<msg::routing_table> table_;                  // the last one applied
-  void configure_admission(size_t frontends);
-  void share_devices();  // the priority guard's sharing, from the routes
-  sched::admission admission_;
-  size_t admission_frontends_ = 1;
-  sched::priority_guard priority_;
-  sched::share_guard shares_;
-  void roll_shares(double now_s);  // the share guard's quotas into the admission when they change
+  sched::frontend_admission admission_;
 };
 
 }  // namespace sloserve

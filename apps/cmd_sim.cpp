@@ -20,7 +20,7 @@ namespace {
 
 struct sim_opts {
   std::string config, json, trace;
-  std::vector<std::string> failures;
+  std::vector<std::string> failures, tenants;
   std::string slowdown;
   sim::options so;
 };
@@ -35,6 +35,19 @@ int report_sim(const sim_opts& o, const cluster_config& cfg, const sim::result& 
   if (accuracies)
     std::printf("accuracy served %.2f%% (mean over OK replies of their stages' product)\n", 100 * ran.accuracy);
   for (auto& r : ran.refreshes) std::printf("profile refreshed: %s\n", r.c_str());
+  // Per pipeline where several were sent, and per tenant.
+  double measured_s = ran.described.duration_s > 0 ? ran.described.duration_s : 1;
+  auto outcome = [&](const char* what, const std::string& name, const sim::result::pipeline_outcome& x) {
+    std::printf("%s %s: %lu sent, %.1f/s within the SLO (%.2f%%), %lu shed\n", what, name.c_str(),
+                static_cast<unsigned long>(x.sent), static_cast<double>(x.within_slo) / measured_s,
+                x.sent ? 100.0 * static_cast<double>(x.within_slo) / static_cast<double>(x.sent) : 0.0,
+                static_cast<unsigned long>(x.shed));
+  };
+  size_t sent_to = std::count_if(ran.pipelines.begin(), ran.pipelines.end(), [](auto& x) { return x.second.sent > 0; });
+  if (sent_to > 1)
+    for (auto& [name, x] : ran.pipelines)
+      if (x.sent > 0) outcome("pipeline", name, x);
+  for (auto& [name, t] : ran.tenants) outcome("tenant", name, t);
   if (cfg.scheduler.cost_budget > 0)
     std::printf("budget: %.4g of %.4g spent (%.1f%%)\n", ran.budget_spent, cfg.scheduler.cost_budget,
                 100 * ran.budget_spent / cfg.scheduler.cost_budget);
@@ -53,6 +66,11 @@ int report_sim(const sim_opts& o, const cluster_config& cfg, const sim::result& 
     if (accuracies) j["simulated"]["accuracy"] = ran.accuracy;
     if (cfg.scheduler.cost_budget > 0) j["simulated"]["budget_spent"] = ran.budget_spent;
     if (!ran.refreshes.empty()) j["simulated"]["profile_refreshes"] = ran.refreshes;
+    for (auto& [name, t] : ran.tenants)
+      j["simulated"]["tenants"][name] = {{"sent", t.sent}, {"within_slo", t.within_slo}, {"shed", t.shed}};
+    for (auto& [name, x] : ran.pipelines)
+      if (x.sent > 0)
+        j["simulated"]["pipelines"][name] = {{"sent", x.sent}, {"within_slo", x.within_slo}, {"shed", x.shed}};
     if (cfg.scaler.enabled())
       j["simulated"]["scaler"] = {{"instance_seconds", ran.scaling.instance_seconds},
                                   {"core_seconds", ran.scaling.core_seconds},
@@ -84,6 +102,14 @@ int run_sim(sim_opts& o, bool duration_given) {
     }
     so.slowdown_after_s = slow->first;
     so.slowdown_factor = slow->second;
+  }
+  for (auto& t : o.tenants) {
+    auto parsed = sim::parse_tenant(t);
+    if (!parsed) {
+      std::cerr << "--tenant " << parsed.error() << "\n";
+      return 2;
+    }
+    so.tenants.push_back(*parsed);
   }
   for (auto& f : o.failures) {
     auto parsed = sim::parse_failure(f);
@@ -122,7 +148,8 @@ void add_sim_command(CLI::App& app, int& rc) {
       "sim", "Simulate the cluster file's data plane under load, in simulated time; prints what `load` prints");
   cmd->add_option("-c,--config", o->config, "cluster file")->required();
   cmd->add_option("--pipeline", so.pipelines,
-                  "pipeline name (repeat: the rate is split evenly among them; none: every pipeline)");
+                  "pipeline name (repeat: the rate is split evenly among the names given, a name given twice twice its "
+                  "share; none: every pipeline)");
   cmd->add_option("--rate", so.rate, "queries/s in all (open loop)")->capture_default_str();
   auto* duration =
       cmd->add_option("--duration", so.duration_s, "seconds of measured load (with --trace: the whole trace)")
@@ -142,6 +169,9 @@ void add_sim_command(CLI::App& app, int& rc) {
       ->delimiter(',');
   cmd->add_option("--batch-overhead-ms", so.batch_overhead_ms, "what a device spends on each batch besides l(b)")
       ->capture_default_str();
+  cmd->add_option("--tenant", o->tenants,
+                  "TENANT[:SHARE]: the traffic is sent by these tenants (security.tenants), each query drawn by "
+                  "their shares (1 when not given)");
   cmd->add_option("--fail", o->failures, "NODE@S or NODE@S-S: a worker node stops at S seconds (and returns)");
   cmd->add_option("--slowdown", o->slowdown,
                   "AFTER_S:FACTOR: every device runs its batches FACTOR times its profile from AFTER_S seconds");

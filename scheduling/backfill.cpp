@@ -134,4 +134,20 @@ std::vector<double> backfill_cut_priorities(const cluster_config& cfg, const sch
   return extra;
 }
 
+std::vector<double> cover_shortfall(const cluster_config& cfg, const sched::epoch_input& in,
+                                    const sched::epoch_result& r, double scale, const std::vector<double>& planned,
+                                    const std::vector<double>& running, cluster_placement& placed) {
+  std::vector<double> backfilled;
+  if (!(scale < 1)) return backfilled;
+  auto& pipes = *in.pipelines;
+  bool ranked = sched::priorities_differ(pipes);
+  if (ranked) backfilled = backfill_cut_priorities(cfg, in, r, planned, placed, &running);
+  if (!ranked && cfg.security.tenants.empty()) return backfilled;
+  for (size_t pi = 0; pi < pipes.size() && pi < in.rates.size(); ++pi) {
+    double carried = in.rates[pi] + (pi < backfilled.size() ? backfilled[pi] : 0);
+    placed.table.quotas.push_back({pipes[pi].name, carried, pi < planned.size() ? planned[pi] : 0, pipes[pi].priority});
+  }
+  return backfilled;
+}
+
 }  // namespace sloserve

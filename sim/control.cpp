@@ -6,8 +6,11 @@ namespace sloserve::sim::detail {
 
 void engine::on_beacon(ns now) {
   for (size_t p = 0; p < cfg_.pipelines.size(); ++p) {
+    // Shed queries count as offered, at the stages' measured rates per query, as the monitor
+    // counts a frontend's.
+    sched::add_shed(window_queries_[p], window_stages_[p], window_fallthroughs_[p], window_shed_[p]);
     load_->count(p, window_queries_[p], window_stages_[p], window_fallthroughs_[p]);
-    window_queries_[p] = 0;
+    window_queries_[p] = window_shed_[p] = 0;
     std::fill(window_stages_[p].begin(), window_stages_[p].end(), 0);
     std::fill(window_fallthroughs_[p].begin(), window_fallthroughs_[p].end(), 0);
   }
@@ -71,12 +74,11 @@ void engine::plan(ns now, bool surge, bool immediately) {
   ++plans_;
   peak_used_ = std::max(peak_used_, previous_->placement.devices.size());
   auto placement = epoch_placement(cfg_, in, *previous_, ++epoch_, &placed_);
-  // As the controller: the lower priorities a plan cut run in the higher ones' idle time.
-  if (planned->plan.scale < 1 && sched::priorities_differ(*in.pipelines)) {
-    std::vector<double> running;
-    for (auto& r : load_->rates().pipelines) running.push_back(r.rate);
-    backfill_cut_priorities(cfg_, in, *previous_, planned_for_.rate, placement, &running);
-  }
+  // As the controller: short of devices, the lower priorities a plan cut run in the higher ones'
+  // idle time, and the frontend admits what the plan carries.
+  std::vector<double> running;
+  for (auto& r : load_->rates().pipelines) running.push_back(r.rate);
+  cover_shortfall(cfg_, in, *previous_, planned->plan.scale, planned_for_.rate, running, placement);
   adopt(now, std::move(placement), immediately);
 }
 
@@ -184,6 +186,15 @@ void engine::on_apply(ns now, uint32_t which) {
       routes[m->second].turn.frontends = r.dispatcher.empty() ? std::max<uint32_t>(1, p.table.frontends) : 1;
   routes_ = std::move(routes);
   route_pos_ = std::move(pos);
+  // The frontend's quotas and the pipelines that share a device, from the table.
+  std::vector<std::vector<std::string>> models(cfg_.pipelines.size());
+  for (size_t pi = 0; pi < cfg_.pipelines.size(); ++pi)
+    for (auto& s : cfg_.pipelines[pi].stages) {
+      models[pi].push_back(s.model);
+      for (auto& v : s.versions) models[pi].push_back(cfg_.models[v.model_index].name);
+      if (s.cascade) models[pi].push_back(cfg_.models[s.cascade->second_index].name);
+    }
+  admission_.apply(p.table, models);
   // The table's padding: each padded instance's dummies, spaced evenly, under the tightest
   // budget of the stages that run its model.
   dummies_.clear();

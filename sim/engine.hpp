@@ -19,6 +19,7 @@
 #include "scheduling/balancer.hpp"
 #include "scheduling/drop_policy.hpp"
 #include "scheduling/epoch.hpp"
+#include "scheduling/frontend_admission.hpp"
 #include "scheduling/pipeline_load.hpp"
 #include "scheduling/placement.hpp"
 #include "scheduling/policies/registry.hpp"
@@ -117,6 +118,8 @@ struct walk {
 
 struct query {
   uint32_t pipeline = 0;
+  int tenant = -1;        // an index of security.tenants; < 0: none
+  bool admitted = false;  // let in by the frontend: its outcome tells the guards
   uint64_t qid = 0;
   ns sent = 0, arrival = 0, deadline = 0;
   bool measured = false, answered = false;
@@ -339,10 +342,18 @@ class engine {
   ns end_send_ = 0, warmup_ = 0;
   std::vector<lane_tally> lanes_;
   std::vector<result::pipeline_outcome> by_pipeline_;  // measured queries, per pipeline
+  std::vector<result::pipeline_outcome> by_tenant_;    // and per tenant (security.tenants' order)
+  std::vector<int> tenant_of_;                         // per tenant of the traffic: its index in security.tenants
+  std::vector<double> tenant_shares_;
+  std::optional<std::discrete_distribution<size_t>> tenant_pick_;
+
+  // What the frontend lets in (the cluster's own admission).
+  sched::frontend_admission admission_;
 
   // Scheduling.
   std::unique_ptr<sched::pipeline_load> load_;
   std::vector<uint64_t> window_queries_;
+  std::vector<uint64_t> window_shed_;  // per pipeline: queries the frontend did not let in, other than over a cap
   std::vector<std::vector<uint64_t>> window_stages_;
   std::vector<std::vector<uint64_t>> window_fallthroughs_;  // per pipeline and stage, since the last beacon
   ns last_epoch_ = 0;

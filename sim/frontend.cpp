@@ -20,6 +20,7 @@ void engine::on_send(ns now) {
   auto& qq = queries_[q];
   qq = query{};
   qq.pipeline = p;
+  if (tenant_pick_) qq.tenant = tenant_of_[(*tenant_pick_)(rng_)];
   qq.sent = now;
   qq.measured = now >= warmup_;
   qq.second = qq.measured ? static_cast<uint32_t>((now - warmup_) / (1000 * ns_per_ms)) : 0;
@@ -47,6 +48,12 @@ void engine::on_arrival(ns now, uint32_t q) {
   for (auto m : stage_model_[qq.pipeline])
     if (std::none_of(routes_[m].loads.begin(), routes_[m].loads.end(), [](auto& l) { return l.live; }))
       return finish(now, q, msg::status::error, "not ready: a model has no live instance");
+  auto v = admission_.admit(qq.pipeline, qq.tenant, static_cast<double>(now) / 1e9);
+  if (v.result != sched::admission::outcome::admitted) {
+    if (v.result != sched::admission::outcome::capped) ++window_shed_[qq.pipeline];  // offered: the plan sees it
+    return finish(now, q, msg::status::overloaded, v.why);
+  }
+  qq.admitted = true;
   // The SLO has lost the upload: the time since the client sent it.
   double budget_ms = p.slo_ms - static_cast<double>(now - qq.sent) / 1e6;
   if (budget_ms <= 0) return finish(now, q, msg::status::dropped, "stale on arrival");
@@ -272,6 +279,10 @@ void engine::finish(ns now, uint32_t q, msg::status code, const std::string& rea
   if (qq.answered) return;
   qq.answered = true;
   ns back = now + delay(frontend_, none);
+  auto& p = cfg_.pipelines[qq.pipeline];
+  bool within = code == msg::status::ok && !qq.late_paths && now <= qq.deadline;
+  if (qq.admitted)
+    admission_.on_outcome(qq.pipeline, within, code != msg::status::error, static_cast<double>(now) / 1e9);
   if (qq.measured && static_cast<ns>(qq.second) * 1000 * ns_per_ms < end_send_ - warmup_) {
     msg::client_reply r;
     r.code = code;
@@ -286,15 +297,19 @@ void engine::finish(ns now, uint32_t q, msg::status code, const std::string& rea
       t.exec_ms = qq.exec_ms;
       r.timings.push_back(std::move(t));
     }
-    auto& p = cfg_.pipelines[qq.pipeline];
     if (code == msg::status::ok)
       for (size_t s = 0; s < p.stages.size() && s < 64; ++s)
         if (qq.late_paths >> s & 1) r.late_paths.push_back(p.stages[s].name);
     auto latency_ms = static_cast<double>(back - qq.sent) / 1e6;
     if (by_pipeline_.size() <= qq.pipeline) by_pipeline_.resize(cfg_.pipelines.size());
+    bool in_time = code == msg::status::ok && r.late_paths.empty() && latency_ms <= p.slo_ms;
+    bool shed = code == msg::status::overloaded && !qq.admitted;
     auto& counted = by_pipeline_[qq.pipeline];
-    ++counted.sent;
-    counted.within_slo += code == msg::status::ok && r.late_paths.empty() && latency_ms <= p.slo_ms;
+    ++counted.sent, counted.within_slo += in_time, counted.shed += shed;
+    if (qq.tenant >= 0) {
+      auto& t = by_tenant_[static_cast<size_t>(qq.tenant)];
+      ++t.sent, t.within_slo += in_time, t.shed += shed;
+    }
     lanes_[0].sent(qq.second);
     lanes_[0].reply(r, qq.second, latency_ms, 0, p.slo_ms);
   }

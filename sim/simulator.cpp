@@ -35,6 +35,15 @@ status engine::setup() {
   if (o_.pipelines.empty())
     for (size_t p = 0; p < cfg_.pipelines.size(); ++p) traffic_.push_back(static_cast<uint32_t>(p));
   if (traffic_.empty()) return fail("the cluster file has no pipeline");
+  for (auto& t : o_.tenants) {
+    auto* known = cfg_.security.find_tenant(t.name);
+    if (!known) return fail("no tenant '" + t.name + "' in the cluster file's security.tenants");
+    tenant_of_.push_back(static_cast<int>(known - cfg_.security.tenants.data()));
+    tenant_shares_.push_back(t.share);
+  }
+  if (!o_.tenants.empty()) tenant_pick_.emplace(tenant_shares_.begin(), tenant_shares_.end());
+  by_tenant_.assign(cfg_.security.tenants.size(), {});
+  admission_.configure(cfg_, 1);
   splits_.assign(cfg_.pipelines.size(), std::nullopt);
   routes_.assign(cfg_.models.size(), {});
   route_pos_.assign(cfg_.models.size(), {});
@@ -55,6 +64,7 @@ status engine::setup() {
     window_fallthroughs_.emplace_back(p.stages.size(), 0);
   }
   window_queries_.assign(cfg_.pipelines.size(), 0);
+  window_shed_.assign(cfg_.pipelines.size(), 0);
   load_ = std::make_unique<sched::pipeline_load>(pipeline_load_of(cfg_));
   std::vector<failure> fails = o_.failures;
   for (auto& f : fails) {
@@ -157,6 +167,8 @@ result engine::results(double duration) {
   out.refreshes = refreshes_;
   for (size_t pi = 0; pi < by_pipeline_.size() && pi < cfg_.pipelines.size(); ++pi)
     out.pipelines[cfg_.pipelines[pi].name] = by_pipeline_[pi];
+  for (auto t : tenant_of_)
+    out.tenants[cfg_.security.tenants[static_cast<size_t>(t)].name] = by_tenant_[static_cast<size_t>(t)];
   for (size_t m = 0; m < batch_sizes_.size() && m < cfg_.models.size(); ++m)
     for (size_t b = 1; b < batch_sizes_[m].size(); ++b)
       if (batch_sizes_[m][b]) out.batches[cfg_.models[m].name][b] = batch_sizes_[m][b];
@@ -193,6 +205,24 @@ expected<result> engine::run() {
 expected<result> simulate(const cluster_config& cfg, const options& o) {
   detail::engine e(cfg, o);
   return e.run();
+}
+
+expected<tenant_traffic> parse_tenant(const std::string& text) {
+  tenant_traffic t;
+  auto colon = text.rfind(':');
+  t.name = text.substr(0, colon);
+  if (colon != std::string::npos) {
+    try {
+      size_t used = 0;
+      t.share = std::stod(text.substr(colon + 1), &used);
+      if (used != text.size() - colon - 1) throw std::invalid_argument("share");
+    } catch (const std::exception&) {
+      t.share = -1;
+    }
+  }
+  if (t.name.empty() || !(t.share > 0) || !std::isfinite(t.share))
+    return fail("'" + text + "': expected TENANT or TENANT:SHARE with a share above 0");
+  return t;
 }
 
 expected<failure> parse_failure(const std::string& text) {

@@ -25,12 +25,23 @@ struct failure {
   double back_s = -1;
 };
 
+// A tenant (security.tenants) that sends `share` of the traffic; the shares are relative.
+struct tenant_traffic {
+  std::string name;
+  double share = 1;
+};
+
 struct options {
-  std::vector<std::string> pipelines;  // the traffic, split evenly among them; empty: every pipeline
-  double rate = 100;                   // queries/s in all
-  std::vector<double> trace;           // per-second rates; replaces `rate` (and the duration)
-  double duration_s = 10;              // measured
-  double warmup_s = 2;                 // sent first, not counted
+  std::vector<std::string>
+      pipelines;  // the traffic, split evenly among them (a name twice: twice its share); empty: every pipeline
+  // Which tenants send it, each query drawn by their shares; empty: no tenant. The frontend admits
+  // them as a cluster's does (caps, the plan's quotas split by priority and weight, the share
+  // and priority guards).
+  std::vector<tenant_traffic> tenants;
+  double rate = 100;          // queries/s in all
+  std::vector<double> trace;  // per-second rates; replaces `rate` (and the duration)
+  double duration_s = 10;     // measured
+  double warmup_s = 2;        // sent first, not counted
   arrival_kind arrival = arrival_kind::poisson;
   double cv = 1;
   uint64_t seed = 1;
@@ -69,15 +80,20 @@ struct result {
   std::vector<std::string> refreshes;
   // Per model, the batches its devices ran, by size (padding included; warm-up too).
   std::map<std::string, std::map<size_t, uint64_t>> batches;
-  // Per pipeline, its measured queries and those answered OK within its SLO.
+  // Per pipeline, and per tenant sending, its measured queries, those answered OK within the SLO,
+  // and those the frontend did not let in (OVERLOADED: a tenant's cap, a quota, a guard).
   struct pipeline_outcome {
-    uint64_t sent = 0, within_slo = 0;
+    uint64_t sent = 0, within_slo = 0, shed = 0;
   };
   std::map<std::string, pipeline_outcome> pipelines;
+  std::map<std::string, pipeline_outcome> tenants;
 };
 
 // Runs the simulation; fails on options that do not fit the cluster (unknown pipeline or node).
 expected<result> simulate(const cluster_config& cfg, const options& o);
+
+// "NAME" or "NAME:SHARE" (SHARE > 0).
+expected<tenant_traffic> parse_tenant(const std::string& text);
 
 // "NODE@AT_S" or "NODE@AT_S-BACK_S".
 expected<failure> parse_failure(const std::string& text);

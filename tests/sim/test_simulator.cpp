@@ -712,6 +712,53 @@ TEST(simulator, devices_that_slow_down_are_planned_at_what_they_measure) {
   EXPECT_GT(refreshed->summary.attainment, as_written->summary.attainment + 0.2);
 }
 
+// Twice what two devices carry, on one pipeline, from two tenants of one priority weighted 3
+// and 1: the simulated frontend admits as a cluster's does, the plan's quota under nexus and what
+// gets through in time under a static placement (which plans none), split 3:1 (within 5%), the
+// rest answered OVERLOADED with the reason; every query is counted under its tenant.
+TEST(simulator, two_tenants_share_an_overloaded_pipeline_by_weight_under_a_plan_and_without_one) {
+  for (std::string policy : {"nexus", "static"}) {
+    auto cfg = parse(R"(
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 1}]}
+  - {name: w2, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 1}]}
+models:
+  - {name: m, input: {dtype: float32, shape: [4]}, output: {dtype: float32, shape: [2]}, max_batch: 4, profile: {alpha_ms: 9, beta_ms: 2}}
+pipelines:
+  - {name: p, slo_ms: 100, stages: [{name: s, model: m}]}
+security:
+  tenants:
+    - {name: gold, weight: 3}
+    - {name: bronze, weight: 1}
+scheduler: {epoch_s: 5, min_epoch_s: 2, policy: )" +
+                     policy + "}\n");
+    options o;
+    o.rate = 400;
+    o.duration_s = 20;
+    o.warmup_s = 8;
+    o.tenants = {{"gold", 1}, {"bronze", 1}};
+    auto r = simulate(cfg, o);
+    ASSERT_TRUE(r) << r.error();
+    expect_one_reply_each(r->summary);
+    auto& gold = r->tenants.at("gold");
+    auto& bronze = r->tenants.at("bronze");
+    EXPECT_EQ(gold.sent + bronze.sent, r->summary.sent);
+    EXPECT_NEAR(static_cast<double>(gold.sent) / static_cast<double>(r->summary.sent), 0.5, 0.03);
+    double in_time = static_cast<double>(gold.within_slo + bronze.within_slo);
+    std::cout << policy << ": gold " << gold.within_slo / o.duration_s << "/s, bronze "
+              << bronze.within_slo / o.duration_s << "/s within the SLO\n";
+    EXPECT_NEAR(static_cast<double>(gold.within_slo) / in_time, 0.75, 0.75 * 0.05) << policy;
+    EXPECT_GT(in_time / o.duration_s, 190) << policy << ": about what the devices carry";
+    EXPECT_GT(bronze.shed, gold.shed) << policy;
+    auto reason = policy == "nexus" ? "shed for fair share: the cluster is short of devices"
+                                    : "shed for fair share: pipeline 'p' misses its SLO beyond";
+    bool said = false;
+    for (auto& [why, n] : r->summary.reasons.items()) said |= why.find(reason) != std::string::npos;
+    EXPECT_TRUE(said) << policy;
+  }
+}
+
 TEST(simulator, bad_options_are_refused_with_a_reason) {
   auto cfg = parse(two_workers);
   auto o = load(10, 1);
@@ -728,6 +775,14 @@ TEST(simulator, bad_options_are_refused_with_a_reason) {
   EXPECT_DOUBLE_EQ(parse_failure("w1@3-7.5")->back_s, 7.5);
   for (auto bad : {"w1", "@3", "w1@x", "w1@3-2", "w1@-1", "w1@3-"}) EXPECT_FALSE(parse_failure(bad)) << bad;
   for (auto bad : {"", "6", "x:2", "6:", "6:0", "-1:2", "6:2x"}) EXPECT_FALSE(parse_slowdown(bad)) << bad;
+  for (auto bad : {"", ":2", "gold:", "gold:0", "gold:-1", "gold:x", "gold:2x"}) EXPECT_FALSE(parse_tenant(bad)) << bad;
+  EXPECT_DOUBLE_EQ(parse_tenant("gold:2.5")->share, 2.5);
+  EXPECT_EQ(parse_tenant("gold")->name, "gold");
+  o = load(10, 1);
+  o.tenants = {{"nobody", 1}};
+  r = simulate(cfg, o);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().find("no tenant 'nobody'"), std::string::npos) << r.error();
   EXPECT_EQ(parse_slowdown("6:2"), std::make_pair(6.0, 2.0));
   EXPECT_EQ(parse_slowdown("0.5:1.5"), std::make_pair(0.5, 1.5));
 }
