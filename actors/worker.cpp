@@ -109,11 +109,9 @@ worker_actor spawn_worker(caf::actor_system& sys, actor_args args, std::vector<d
           // Acknowledge the epoch only once every device has loaded what it now runs, so that
           // no frontend routes to a model still loading.
           auto epoch = s.epoch;
-          std::string serving;
+          auto sessions = std::make_shared<std::vector<std::pair<uint32_t, std::string>>>();
           for (auto& ds : s.devices)
-            for (auto& x : ds.sessions)
-              serving += (serving.empty() ? "" : ", ") + x.model + " on device " + std::to_string(ds.device);
-          if (serving.empty()) serving = "nothing";
+            for (auto& x : ds.sessions) sessions->emplace_back(ds.device, x.model);
           auto remaining = std::make_shared<size_t>(0);
           for (auto& ds : s.devices) *remaining += ds.device < st.devices.size();
           std::erase_if(st.unloaded, [&](auto& kv) {  // a device the schedule leaves out runs nothing
@@ -121,6 +119,17 @@ worker_actor spawn_worker(caf::actor_system& sys, actor_args args, std::vector<d
           });
           auto applied = [=] {
             auto& st = self->state;
+            // What it serves: the schedule's sessions less those whose model did not load.
+            std::string serving, failed;
+            for (auto& [device, model] : *sessions) {
+              auto it = st.unloaded.find(device);
+              bool out = it != st.unloaded.end() &&
+                         std::any_of(it->second.begin(), it->second.end(), [&](auto& u) { return u.model == model; });
+              auto& to = out ? failed : serving;
+              to += (to.empty() ? "" : ", ") + model + " on device " + std::to_string(device);
+            }
+            if (serving.empty()) serving = "nothing";
+            if (!failed.empty()) serving += "; not " + failed + ", which could not load";
             // Said when what it serves changes; an epoch that leaves it as it was is not news.
             if (epoch != st.schedule_epoch)
               spdlog::log(serving != st.serving ? spdlog::level::info : spdlog::level::debug,

@@ -1278,6 +1278,7 @@ runtime: {heartbeat_ms: 100, peer_timeout_ms: 500}
             std::string::npos)
       << bad_out;
   EXPECT_NE(up.output().find("worker w device 0 could not load model 'bad'"), std::string::npos) << up.output();
+  EXPECT_NE(up.output().find("; not bad on device 0, which could not load"), std::string::npos) << up.output();
 }
 
 TEST_F(cluster_fixture, config_errors_name_the_place) {
