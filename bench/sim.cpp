@@ -2,7 +2,8 @@
 // simulator's own speed at 10,000 devices, and Nexus against the batch-oblivious baseline on
 // clusters of 1,000 devices. Every figure comes from this run.
 //
-// Usage: bench_sim [all|scale|traffic|game|autoscale|sponge|predictors] [--quick] [--devices N] [--times K]
+// Usage: bench_sim [all|scale|traffic|game|autoscale|sponge|predictors|priorities] [--quick] [--devices N]
+//        [--times K]
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "bench/harness.hpp"
+#include "bench/sim_priorities.hpp"
 #include "bench/workloads.hpp"
 #include "loadgen/arrivals.hpp"
 #include "sim/simulator.hpp"
@@ -300,5 +302,6 @@ int main(int argc, char** argv) {
   if (what == "all" || what == "autoscale") autoscale();
   if (what == "all" || what == "sponge") sponge();
   if (what == "all" || what == "predictors") predictors();
+  if (what == "all" || what == "priorities") bench::priorities(quick);
   return 0;
 }

@@ -4,6 +4,8 @@
 #include <climits>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <set>
 
 #include "scheduling/query_analyzer.hpp"
 
@@ -47,6 +49,22 @@ std::vector<backfill_device> backfill_devices(const sched::epoch_input& in, cons
 }
 
 namespace {
+
+// A spare instance of model `m` on the slot's device in `placed`, at `batch`, and its route.
+void add_spare(const model_spec& m, const sched::device_slot& slot, uint32_t batch, cluster_placement& placed) {
+  auto sched = placed.schedules.find(slot.node);
+  if (sched == placed.schedules.end() || slot.device >= sched->second.devices.size()) return;
+  auto& sessions = sched->second.devices[slot.device].sessions;
+  if (std::none_of(sessions.begin(), sessions.end(), [&](auto& x) { return x.model == m.name; }))
+    sessions.push_back({m.name, batch});
+  auto route = std::find_if(placed.table.routes.begin(), placed.table.routes.end(),
+                            [&](auto& x) { return x.model == m.name; });
+  if (route == placed.table.routes.end()) route = placed.table.routes.insert(route, {m.name, {}});
+  msg::route_instance i{slot.node, slot.device, 1e-3};
+  i.spare = true;
+  i.batch = 0;
+  route->instances.push_back(std::move(i));
+}
 
 // The largest batch of `m` on `slot` that runs within `ms`; 0 when none does.
 int batch_within(const model_spec& m, const sched::device_slot& slot, double ms) {
@@ -113,25 +131,59 @@ std::vector<double> backfill_cut_priorities(const cluster_config& cfg, const sch
     }
     extra[pi] = gain;
     for (auto& u : uses) {
-      auto& slot = *devices[u.device].slot;
-      auto& m = models[p.stages[u.stage].model_index];
-      auto sched = placed.schedules.find(slot.node);
-      if (sched == placed.schedules.end() || slot.device >= sched->second.devices.size()) continue;
-      auto& sessions = sched->second.devices[slot.device].sessions;
-      if (std::none_of(sessions.begin(), sessions.end(), [&](auto& x) { return x.model == m.name; }))
-        sessions.push_back({m.name, static_cast<uint32_t>(u.batch)});
-      auto route = std::find_if(placed.table.routes.begin(), placed.table.routes.end(),
-                                [&](auto& x) { return x.model == m.name; });
-      if (route == placed.table.routes.end()) route = placed.table.routes.insert(route, {m.name, {}});
-      msg::route_instance i{slot.node, slot.device, 1e-3};
-      i.spare = true;
-      i.batch = 0;
-      route->instances.push_back(std::move(i));
+      add_spare(models[p.stages[u.stage].model_index], *devices[u.device].slot, static_cast<uint32_t>(u.batch), placed);
       added = true;
     }
   }
   if (added) set_spill_points(cfg, placed, in.models);
   return extra;
+}
+
+bool spare_higher_priorities(const cluster_config& cfg, const sched::epoch_input& in, const sched::epoch_result& r,
+                             cluster_placement& placed) {
+  auto& pipes = *in.pipelines;
+  auto& models = in.models ? *in.models : cfg.models;
+  // The batch each model runs at where the plan placed it.
+  std::map<std::string, uint32_t> batch;
+  for (auto& [node, s] : placed.schedules)
+    for (auto& d : s.devices)
+      for (auto& x : d.sessions) batch[x.model] = std::max(batch[x.model], x.batch);
+  bool added = false;
+  for (size_t k = 0; k < r.placement.devices.size(); ++k) {
+    int at = k < r.slot_of.size() ? r.slot_of[k] : -1;
+    auto& d = r.placement.devices[k];
+    if (at < 0 || static_cast<size_t>(at) >= r.slots.size() || d.sessions.empty()) continue;
+    auto& slot = r.slots[static_cast<size_t>(at)];
+    int highest = INT_MIN;
+    std::set<const model_spec*> held;
+    for (auto& a : d.sessions) {
+      if (a.session >= r.sessions.size()) continue;
+      held.insert(r.sessions[a.session].model);
+      if (a.session < r.members.size())
+        for (auto& [pi, stage] : r.members[a.session])
+          if (pi < pipes.size()) highest = std::max(highest, pipes[pi].priority);
+    }
+    if (highest == INT_MIN) continue;
+    double memory = 0;
+    for (auto* m : held) memory += m ? m->memory_mb : 0;
+    auto* node = cfg.find_node(slot.node);
+    for (auto& p : pipes) {
+      if (p.priority <= highest) continue;
+      for (auto& st : p.stages) {
+        auto& m = models[st.model_index];
+        auto b = batch.find(m.name);
+        if (b == batch.end() || held.count(&m) || !node ||
+            !node->serves(static_cast<int>(slot.device), m.name) || !slot.serves(m.name))
+          continue;
+        if (slot.memory_mb > 0 && memory + m.memory_mb > slot.memory_mb) continue;
+        add_spare(m, slot, b->second, placed);
+        held.insert(&m);
+        memory += m.memory_mb;
+        added = true;
+      }
+    }
+  }
+  return added;
 }
 
 std::vector<double> cover_shortfall(const cluster_config& cfg, const sched::epoch_input& in,
@@ -141,7 +193,10 @@ std::vector<double> cover_shortfall(const cluster_config& cfg, const sched::epoc
   if (!(scale < 1)) return backfilled;
   auto& pipes = *in.pipelines;
   bool ranked = sched::priorities_differ(pipes);
-  if (ranked) backfilled = backfill_cut_priorities(cfg, in, r, planned, placed, &running);
+  if (ranked) {
+    backfilled = backfill_cut_priorities(cfg, in, r, planned, placed, &running);
+    if (spare_higher_priorities(cfg, in, r, placed)) set_spill_points(cfg, placed, in.models);
+  }
   if (!ranked && cfg.security.tenants.empty()) return backfilled;
   for (size_t pi = 0; pi < pipes.size() && pi < in.rates.size(); ++pi) {
     double carried = in.rates[pi] + (pi < backfilled.size() ? backfilled[pi] : 0);

@@ -41,10 +41,19 @@ std::vector<double> backfill_cut_priorities(const cluster_config& cfg, const sch
                                             const sched::epoch_result& r, const std::vector<double>& offered,
                                             cluster_placement& placed, const std::vector<double>* now = nullptr);
 
+// The other half, the higher priorities' bursts on the lower ones' devices: a device whose planned
+// sessions all serve pipelines of lower priority than some pipeline also holds that pipeline's
+// stage models as spares (at the batch the plan runs each at; within the slot's memory), which
+// frontends send what the planned instances cannot take at once. Devices run the higher queue
+// first, so a burst waits at most for the lower batch running, not for its own instances' queue.
+// True when any was added (the caller sets the spill points).
+bool spare_higher_priorities(const cluster_config& cfg, const sched::epoch_input& in, const sched::epoch_result& r,
+                             cluster_placement& placed);
+
 // What a plan short of devices (`scale` < 1) adds to its placement, as the controller and the
 // simulator adopt it: with pipelines of several priorities, the backfill of those it cut
 // (backfill_cut_priorities; `planned`: the planning rates before the headroom, `running`: what
-// runs now); with several priorities or with tenants, each pipeline's quota (what the plan
+// runs now) and the spares of the higher ones (spare_higher_priorities); with several priorities or with tenants, each pipeline's quota (what the plan
 // carries of it, the backfill included; the frontends admit that much, the higher priorities
 // first and each tenant its share). Returns the backfill per pipeline (queries/s; empty: none).
 std::vector<double> cover_shortfall(const cluster_config& cfg, const sched::epoch_input& in,
