@@ -71,15 +71,16 @@ void priorities(bool quick) {
   int runs = quick ? 2 : 5;
   for (int high : {3, 4}) {  // 60 and 80 queries/s of the 400
     auto reference = run("static", high, runs);
-    printf("priorities at 2x, high %d + low %d q/s, %d seeds: static with the devices' order: high %.2f%% (worst "
-           "%.2f%%), low %.1f/s (the reference)\n",
-           high * 20, 400 - high * 20, runs, 100 * reference.high_mean, 100 * reference.high_worst,
-           reference.low_goodput);
+    printf(
+        "priorities at 2x, high %d + low %d q/s, %d seeds: static with the devices' order: high %.2f%% (worst "
+        "%.2f%%), low %.1f/s (the reference)\n",
+        high * 20, 400 - high * 20, runs, 100 * reference.high_mean, 100 * reference.high_worst, reference.low_goodput);
     for (const char* policy : {"nexus", "batch-oblivious"}) {
       auto x = run(policy, high, runs);
-      printf("  %-16s high %.2f%% (worst %.2f%%; target >= 99.5%%), low %.1f/s = %.2fx the reference (target >= 0.90)\n",
-             policy, 100 * x.high_mean, 100 * x.high_worst, x.low_goodput,
-             reference.low_goodput > 0 ? x.low_goodput / reference.low_goodput : 0);
+      printf(
+          "  %-16s high %.2f%% (worst %.2f%%; target >= 99.5%%), low %.1f/s = %.2fx the reference (target >= 0.90)\n",
+          policy, 100 * x.high_mean, 100 * x.high_worst, x.low_goodput,
+          reference.low_goodput > 0 ? x.low_goodput / reference.low_goodput : 0);
     }
     fflush(stdout);
   }

@@ -57,8 +57,8 @@ void add_spare(const model_spec& m, const sched::device_slot& slot, uint32_t bat
   auto& sessions = sched->second.devices[slot.device].sessions;
   if (std::none_of(sessions.begin(), sessions.end(), [&](auto& x) { return x.model == m.name; }))
     sessions.push_back({m.name, batch});
-  auto route = std::find_if(placed.table.routes.begin(), placed.table.routes.end(),
-                            [&](auto& x) { return x.model == m.name; });
+  auto route =
+      std::find_if(placed.table.routes.begin(), placed.table.routes.end(), [&](auto& x) { return x.model == m.name; });
   if (route == placed.table.routes.end()) route = placed.table.routes.insert(route, {m.name, {}});
   msg::route_instance i{slot.node, slot.device, 1e-3};
   i.spare = true;
@@ -172,8 +172,8 @@ bool spare_higher_priorities(const cluster_config& cfg, const sched::epoch_input
       for (auto& st : p.stages) {
         auto& m = models[st.model_index];
         auto b = batch.find(m.name);
-        if (b == batch.end() || held.count(&m) || !node ||
-            !node->serves(static_cast<int>(slot.device), m.name) || !slot.serves(m.name))
+        if (b == batch.end() || held.count(&m) || !node || !node->serves(static_cast<int>(slot.device), m.name) ||
+            !slot.serves(m.name))
           continue;
         if (slot.memory_mb > 0 && memory + m.memory_mb > slot.memory_mb) continue;
         add_spare(m, slot, b->second, placed);

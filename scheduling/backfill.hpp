@@ -53,9 +53,9 @@ bool spare_higher_priorities(const cluster_config& cfg, const sched::epoch_input
 // What a plan short of devices (`scale` < 1) adds to its placement, as the controller and the
 // simulator adopt it: with pipelines of several priorities, the backfill of those it cut
 // (backfill_cut_priorities; `planned`: the planning rates before the headroom, `running`: what
-// runs now) and the spares of the higher ones (spare_higher_priorities); with several priorities or with tenants, each pipeline's quota (what the plan
-// carries of it, the backfill included; the frontends admit that much, the higher priorities
-// first and each tenant its share). Returns the backfill per pipeline (queries/s; empty: none).
+// runs now) and the spares of the higher ones (spare_higher_priorities); with several priorities or with tenants, each
+// pipeline's quota (what the plan carries of it, the backfill included; the frontends admit that much, the higher
+// priorities first and each tenant its share). Returns the backfill per pipeline (queries/s; empty: none).
 std::vector<double> cover_shortfall(const cluster_config& cfg, const sched::epoch_input& in,
                                     const sched::epoch_result& r, double scale, const std::vector<double>& planned,
                                     const std::vector<double>& running, cluster_placement& placed);
