@@ -107,6 +107,43 @@ TEST(backfill, a_device_whose_budgets_leave_no_room_for_a_batch_backfills_nothin
   EXPECT_EQ(extra[1], 0);
 }
 
+// The other way round: the device the plan gives the low pipeline alone also holds the high one's
+// model as a spare, at the batch the plan runs it at, routed as a spare; the high one's own
+// device gets nothing of the low one from this; a slot whose memory cannot hold it gets none.
+TEST(backfill, the_lower_ones_devices_hold_the_higher_ones_models_as_spares) {
+  auto p = plan_two(80, 100);
+  std::string low_node, high_node;
+  for (auto& [node, s] : p.placed.schedules) {
+    if (holds(&s.devices[0], "lm") && !holds(&s.devices[0], "hm")) low_node = node;
+    if (holds(&s.devices[0], "hm")) high_node = node;
+  }
+  ASSERT_FALSE(low_node.empty());
+  ASSERT_FALSE(high_node.empty());
+  auto placed = p.placed;
+  EXPECT_TRUE(spare_higher_priorities(p.cfg, p.in, p.epoch.plan.result, placed));
+  auto* d = device_of(placed, low_node);
+  ASSERT_TRUE(holds(d, "hm"));
+  auto hm = std::find_if(d->sessions.begin(), d->sessions.end(), [](auto& s) { return s.model == "hm"; });
+  EXPECT_EQ(hm->batch, 4u) << "the batch the plan runs it at";
+  EXPECT_FALSE(holds(device_of(placed, high_node), "lm"));
+  auto route =
+      std::find_if(placed.table.routes.begin(), placed.table.routes.end(), [](auto& r) { return r.model == "hm"; });
+  ASSERT_NE(route, placed.table.routes.end());
+  auto spare =
+      std::find_if(route->instances.begin(), route->instances.end(), [&](auto& i) { return i.node == low_node; });
+  ASSERT_NE(spare, route->instances.end());
+  EXPECT_TRUE(spare->spare);
+  // Without room in memory, no spare.
+  for (auto& m : p.cfg.models) m.memory_mb = 100;
+  auto in = p.in;
+  in.models = &p.cfg.models;
+  auto r = p.epoch.plan.result;
+  for (auto& slot : r.slots) slot.memory_mb = 150;
+  placed = p.placed;
+  EXPECT_FALSE(spare_higher_priorities(p.cfg, in, r, placed));
+  EXPECT_FALSE(holds(device_of(placed, low_node), "hm"));
+}
+
 TEST(backfill, nothing_is_added_where_the_plan_cut_nothing) {
   auto p = plan_two(20, 100);
   p.in.rates = {20 * 1.15, 320 * 1.15};  // as if the plan carried both
