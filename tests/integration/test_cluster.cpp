@@ -447,6 +447,57 @@ scheduler: {policy: jellyfish, jellyfish: {interval_ms: 500}}
   EXPECT_GE(within_after / after, 0.99) << s.dump(2);
 }
 
+// Jellyfish with a pipeline of high priority beside a low one, twice what four devices of 20
+// frames/s carry: 3 cameras of the high one at 13 frames/s take three devices by priority (by
+// frame rate alone they would get one, and half their frames would miss), the low one's 12
+// cameras at 10 the last; the high one keeps its SLO, the low one is served what its device
+// carries, and nothing is lost.
+TEST_F(cluster_fixture, jellyfish_gives_a_higher_priority_the_devices_its_cameras_need_first) {
+  std::ofstream(dir / "cluster.yaml") << R"(nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 4}]}
+models:
+  - {name: h, input: {dtype: float32, shape: [3, 128, 128]}, output: {dtype: float32, shape: [10]},
+     preprocess: {from: image}, profile: {alpha_ms: 40, beta_ms: 10}, accuracy: 60, max_batch: 1}
+  - {name: l, input: {dtype: float32, shape: [3, 128, 128]}, output: {dtype: float32, shape: [10]},
+     preprocess: {from: image}, profile: {alpha_ms: 40, beta_ms: 10}, accuracy: 60, max_batch: 1}
+pipelines:
+  - {name: high, slo_ms: 100, priority: 1, stages: [{name: d, variants: [h]}]}
+  - {name: low, slo_ms: 100, stages: [{name: d, variants: [l]}]}
+runtime: {heartbeat_ms: 100, beacon_ms: 500}
+scheduler: {policy: jellyfish, jellyfish: {interval_ms: 500}}
+)";
+  start_cluster();
+  auto run = [&](const std::string& pipeline, const std::string& cameras, const std::string& fps) {
+    return spawn(
+        {"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", pipeline, "--clients", cameras,
+         "--client-fps", fps, "--duration", "8", "--warmup", "3", "--json", (dir / (pipeline + ".json")).string()},
+        dir / (pipeline + ".log"));
+  };
+  auto high = run("high", "3", "13"), low = run("low", "12", "10");
+  auto summary = [&](process& p, const std::string& pipeline) {
+    int status = 0;
+    EXPECT_TRUE(p.wait_for(60s, status)) << p.output();
+    return nlohmann::json::parse(read_text(dir / (pipeline + ".json")));
+  };
+  auto h = summary(high, "high"), l = summary(low, "low");
+  std::cout << "high: " << h.dump().substr(0, 300) << "\nlow: " << l.dump().substr(0, 300) << "\n";
+  for (auto* s : {&h, &l}) {
+    EXPECT_EQ((*s)["lost"].get<int>(), 0) << s->dump(2);
+    EXPECT_EQ((*s)["errors"].get<int>(), 0) << s->dump(2);
+  }
+  EXPECT_GE(h["attainment"].get<double>(), 0.98) << h.dump(2);
+  EXPECT_GT(l["ok_within_slo"].get<int>(), 8 * 10) << "its device serves it: " << l.dump(2);
+  // The worker's last schedule: three devices run the high one's model.
+  auto log = up.output();
+  auto last = log.rfind("applied schedule");
+  ASSERT_NE(last, std::string::npos) << log;
+  auto line = log.substr(last, log.find('\n', last) - last);
+  int on = 0;
+  for (auto at = line.find(" h on device"); at != std::string::npos; at = line.find(" h on device", at + 1)) ++on;
+  EXPECT_EQ(on, 3) << line;
+}
+
 TEST_F(cluster_fixture, curve_admits_listed_clients_and_refuses_others) {
   // Keys for every node and two clients; only alice is listed.
   // bob is a tenant capped at 20 queries/s: his key is admitted, and is him whatever he claims.

@@ -29,12 +29,14 @@ std::vector<variant> zoo_of(const pipeline& p, const std::vector<model_spec>& mo
 
 namespace {
 
-// Slots per pipeline: one each while they last, the rest by the frame rates of their clients
-// (largest remainders), pipelines without clients sharing the rest evenly.
-std::vector<size_t> apportion(const std::vector<double>& rate, size_t slots) {
+// Slots per pipeline: one each while they last (to those `given` none yet), the rest by the frame
+// rates of their clients (largest remainders), pipelines without clients sharing the rest evenly.
+std::vector<size_t> apportion(const std::vector<double>& rate, size_t slots,
+                              const std::vector<size_t>* given = nullptr) {
   size_t n = rate.size();
   std::vector<size_t> out(n, 0);
-  for (size_t p = 0; p < n && slots > 0; ++p, --slots) out[p] = 1;
+  for (size_t p = 0; p < n && slots > 0; ++p)
+    if (!given || (*given)[p] == 0) out[p] = 1, --slots;
   double total = std::accumulate(rate.begin(), rate.end(), 0.0);
   std::vector<double> share(n, total > 0 ? 0 : 1.0 / static_cast<double>(std::max<size_t>(n, 1)));
   if (total > 0)
@@ -50,6 +52,28 @@ std::vector<size_t> apportion(const std::vector<double>& rate, size_t slots) {
   }
   std::sort(remainders.begin(), remainders.end(), [](auto& a, auto& b) { return a.first > b.first; });
   for (size_t i = 0; i < left && i < remainders.size(); ++i) ++out[remainders[i].second];
+  return out;
+}
+
+// Slots per pipeline where pipelines differ in priority: from the highest priority down, each
+// pipeline is first given the slots `need` says its load takes (while they last), and what is
+// left is apportioned by rate as above among all of them, so that a lower priority's clients,
+// however many, take no slot a higher one needs.
+std::vector<size_t> apportion_by_priority(const std::vector<double>& rate, const std::vector<int>& priority,
+                                          const std::vector<size_t>& need, size_t slots) {
+  size_t n = rate.size();
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return priority[a] > priority[b]; });
+  std::vector<size_t> out(n, 0);
+  int lowest = n ? *std::min_element(priority.begin(), priority.end()) : 0;
+  for (auto p : order) {
+    if (priority[p] == lowest) break;
+    size_t give = std::min(need[p], slots);
+    out[p] = give, slots -= give;
+  }
+  auto rest = apportion(rate, slots, &out);
+  for (size_t p = 0; p < n; ++p) out[p] += rest[p];
   return out;
 }
 
@@ -155,7 +179,22 @@ void route_pipeline(const pipeline& p, const std::vector<variant>& zoo, const pl
 std::vector<std::vector<size_t>> rounds::assign(const std::vector<double>& rate, const std::vector<device_slot>& slots,
                                                 const std::vector<model_spec>& models, std::vector<bool>& taken) const {
   size_t np = cfg_.pipelines.size();
-  auto count = apportion(rate, slots.size());
+  std::vector<int> priority;
+  std::vector<size_t> need;
+  for (size_t pi = 0; pi < np; ++pi) {
+    auto& p = cfg_.pipelines[pi];
+    priority.push_back(p.priority);
+    // The slots its clients' frames take on its fastest variant, at the largest batch that
+    // runs within half its SLO, each slot kept a fifth idle for the frames' bursts (at least one).
+    double most = 0;
+    for (auto& v : zoo_of(p, models))
+      for (int b = 1; b <= v.max_batch; ++b)
+        if (double l = v.latency_ms(b); l > 0 && l <= p.slo_ms / 2) most = std::max(most, b / l * 1e3);
+    double frames = pi < rate.size() ? rate[pi] : 0;
+    need.push_back(most > 0 ? static_cast<size_t>(std::max(1.0, std::ceil(frames / (0.8 * most)))) : 1);
+  }
+  bool ranked = std::any_of(priority.begin(), priority.end(), [&](int x) { return x != priority.front(); });
+  auto count = ranked ? apportion_by_priority(rate, priority, need, slots.size()) : apportion(rate, slots.size());
   std::vector<std::vector<size_t>> mine(np);
   auto pipeline_of = [&](const std::string& model) -> size_t {
     for (size_t pi = 0; pi < np; ++pi)

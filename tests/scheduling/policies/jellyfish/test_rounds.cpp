@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 
 #include "scheduling/policies/jellyfish/rounds.hpp"
@@ -193,6 +194,48 @@ TEST(jellyfish_rounds, a_kept_batch_keeps_the_headroom) {
   };
   EXPECT_EQ(batch(20), 1u) << "a budget of 109 ms holds batch 1 alone";
   EXPECT_EQ(batch(1000), 2u);
+}
+
+// Four devices, a high-priority pipeline of 3 cameras at 40 frames/s and a low one of 20 at 30,
+// each on a variant that carries at most 89 frames/s a device (l(4) = 45 ms within half the SLO
+// of 100 ms): by frame rate alone the low one would take three devices and leave the high one
+// one; by priority the high one first has the two its 120 frames/s take (each device kept a
+// fifth idle), and the low one the rest. Of one priority, the rates decide as before.
+TEST(jellyfish_rounds, a_higher_priority_takes_the_devices_its_load_needs_first) {
+  auto yaml = [](int low_priority) {
+    return R"(
+nodes:
+  - {name: fe, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 4}]}
+models:
+  - {name: h, input: {dtype: float32, shape: [3, 128, 128]}, output: {dtype: float32, shape: [10]},
+     preprocess: {from: image}, profile: {alpha_ms: 10, beta_ms: 5}, accuracy: 60, max_batch: 4}
+  - {name: l, input: {dtype: float32, shape: [3, 128, 128]}, output: {dtype: float32, shape: [10]},
+     preprocess: {from: image}, profile: {alpha_ms: 10, beta_ms: 5}, accuracy: 60, max_batch: 4}
+pipelines:
+  - {name: high, slo_ms: 100, priority: 1, stages: [{name: d, variants: [h]}]}
+  - {name: low, slo_ms: 100, priority: )" +
+           std::to_string(low_priority) + R"(, stages: [{name: d, variants: [l]}]}
+scheduler: {policy: jellyfish}
+)";
+  };
+  auto devices_of = [&](int low_priority) {
+    auto cfg = std::make_shared<const cluster_config>(testing::parse_config(yaml(low_priority)));
+    sched::jellyfish::rounds core(*cfg);
+    std::vector<msg::client_load> clients;
+    for (int i = 0; i < 3; ++i) clients.push_back({"h" + std::to_string(i), "high", 100, 40, 1000, 10, 0.25});
+    for (int i = 0; i < 20; ++i) clients.push_back({"l" + std::to_string(i), "low", 100, 30, 1000, 10, 0.25});
+    auto p = core.decide(clients, device_slots(*cfg), cfg->models, 1);
+    std::map<std::string, int> on;
+    for (auto& d : p.schedules.at("w").devices)
+      if (!d.sessions.empty()) ++on[d.sessions.front().model];
+    return on;
+  };
+  auto ranked = devices_of(0), alike = devices_of(1);
+  EXPECT_EQ(ranked["h"], 2);
+  EXPECT_EQ(ranked["l"], 2);
+  EXPECT_EQ(alike["h"], 1);
+  EXPECT_EQ(alike["l"], 3);
 }
 
 }  // namespace
