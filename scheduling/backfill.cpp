@@ -183,6 +183,37 @@ bool spare_higher_priorities(const cluster_config& cfg, const sched::epoch_input
       }
     }
   }
+  // A higher priority's instance planned for a small share of its model (a residual beside a
+  // lower priority's sessions) takes that model's overflow, as a spare, instead of its share: the
+  // pick rarely reaches it, so as planned it would leave the bursts queueing on the big ones.
+  std::map<std::string, int> model_priority;
+  for (auto& p : pipes)
+    for (auto& st : p.stages) {
+      auto [it, fresh] = model_priority.emplace(models[st.model_index].name, p.priority);
+      if (!fresh) it->second = std::max(it->second, p.priority);
+    }
+  std::map<std::pair<std::string, uint32_t>, int> device_lowest;
+  for (auto& [node, s] : placed.schedules)
+    for (auto& d : s.devices)
+      for (auto& x : d.sessions)
+        if (auto it = model_priority.find(x.model); it != model_priority.end()) {
+          auto [at, fresh] = device_lowest.emplace(std::make_pair(node, d.device), it->second);
+          if (!fresh) at->second = std::min(at->second, it->second);
+        }
+  for (auto& route : placed.table.routes) {
+    auto mp = model_priority.find(route.model);
+    if (mp == model_priority.end()) continue;
+    double total = 0, biggest = 0;
+    for (auto& i : route.instances)
+      if (!i.spare) total += i.weight, biggest = std::max(biggest, i.weight);
+    if (!(biggest >= 0.5 * total)) continue;  // no instance the model mostly runs on
+    for (auto& i : route.instances) {
+      auto low = device_lowest.find({i.node, i.device});
+      if (i.spare || !(i.weight < 0.1 * total) || low == device_lowest.end() || low->second >= mp->second) continue;
+      i.spare = true;
+      added = true;
+    }
+  }
   return added;
 }
 

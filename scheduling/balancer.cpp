@@ -20,13 +20,12 @@ uint32_t spill_threshold(uint32_t spill_at, uint32_t frontends) {
 std::optional<size_t> balancer::route(const std::vector<backend_load>& b, std::mt19937_64& rng) const {
   auto k = pick(b, rng);
   if (k && !b[*k].busy()) return k;
-  // The picked one is busy: the spare, or the other planned backend with room to spare (one the
-  // pick passed over, planned for a small share), with the most room (share of its threshold
-  // left); else, with no planned backend live, the spare with the least outstanding.
+  // The spare with the most room (share of its threshold left), else, with no planned backend
+  // live, the one with the least outstanding.
   std::optional<size_t> best;
   double best_room = 0;
   for (size_t i = 0; i < b.size(); ++i) {
-    if (!b[i].live || (!b[i].spare && (!k || i == *k || !b[i].spill_at))) continue;
+    if (!b[i].live || !b[i].spare) continue;
     double room =
         b[i].spill_at ? 1 - static_cast<double>(b[i].outstanding) / b[i].spill_at : 1 / (1.0 + b[i].outstanding);
     if (k && room <= 0) continue;

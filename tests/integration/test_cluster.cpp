@@ -827,7 +827,10 @@ TEST_F(cluster_fixture, under_a_static_placement_the_high_priority_keeps_its_slo
 // rest answered OVERLOADED with the reason (`shed`: its start), nothing lost. Under an epoch
 // policy the plan's quota is split; under a static placement, which plans none, what the
 // pipeline gets through in time is (sched::share_guard).
-void two_tenants_share_an_overloaded_pipeline(cluster_fixture& f, const std::string& policy, const std::string& shed) {
+void two_tenants_share_an_overloaded_pipeline(cluster_fixture& f, const std::string& policy, const std::string& shed,
+                                              const std::string& section =
+                                                  "scheduler: {epoch_s: 5, min_epoch_s: 2, "
+                                                  "policy: ") {
   auto& dir = f.dir;
   std::ofstream(dir / "cluster.yaml") << R"(nodes:
   - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
@@ -842,8 +845,7 @@ security:
     - {name: gold, weight: 3}
     - {name: bronze, weight: 1}
 runtime: {heartbeat_ms: 100, peer_timeout_ms: 500}
-scheduler: {epoch_s: 5, min_epoch_s: 2, policy: )"
-                                      << policy << "}\n";
+)" << section << policy << "}\n";
   f.start_cluster();
   auto run = [&](const std::string& tenant, int rate) {
     return spawn({"sloserve",   "load",
@@ -853,7 +855,7 @@ scheduler: {epoch_s: 5, min_epoch_s: 2, policy: )"
                   "--rate",     std::to_string(rate),
                   "--arrival",  "poisson",
                   "--duration", "8",
-                  "--warmup",   policy == "static" ? "3" : "8",  // a plan's quota comes with an epoch
+                  "--warmup",   policy == "nexus" ? "8" : "3",  // a plan's quota comes with an epoch
                   "--seed",     std::to_string(rate + tenant.size()),
                   "--json",     (dir / (tenant + ".json")).string()},
                  dir / (tenant + ".log"));
@@ -897,6 +899,13 @@ TEST_F(cluster_fixture, two_tenants_at_one_priority_share_an_overloaded_pipeline
 
 TEST_F(cluster_fixture, under_a_static_placement_two_tenants_share_what_the_pipeline_gets_through_by_weight) {
   two_tenants_share_an_overloaded_pipeline(*this, "static", "shed for fair share: pipeline 'p' misses its SLO beyond");
+}
+
+// A scaler that has started every instance it may: what the pipeline gets through in time is
+// shared by weight, as under a static placement.
+TEST_F(cluster_fixture, under_a_scaler_at_its_limit_two_tenants_share_what_the_pipeline_gets_through_by_weight) {
+  two_tenants_share_an_overloaded_pipeline(*this, "fa2", "shed for fair share: pipeline 'p' misses its SLO beyond",
+                                           "scaler: {vertical_s: 0.5, horizontal_s: 1, policy: ");
 }
 
 // Every file a command writes lands with its folders made, or the command fails with the path

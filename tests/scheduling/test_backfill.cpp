@@ -144,6 +144,26 @@ TEST(backfill, the_lower_ones_devices_hold_the_higher_ones_models_as_spares) {
   EXPECT_FALSE(holds(device_of(placed, low_node), "hm"));
 }
 
+// At 95 queries/s the high pipeline's 109 planned take its device and a residual of 4 beside the
+// low one: that instance takes the high model's overflow, as a spare, instead of its 4%.
+TEST(backfill, a_higher_ones_small_residual_beside_a_lower_one_is_routed_as_a_spare) {
+  auto p = plan_two(95, 100);
+  auto route = [](const cluster_placement& pl) {
+    return *std::find_if(pl.table.routes.begin(), pl.table.routes.end(), [](auto& r) { return r.model == "hm"; });
+  };
+  auto before = route(p.placed);
+  ASSERT_EQ(before.instances.size(), 2u);
+  auto small = std::min_element(before.instances.begin(), before.instances.end(),
+                                [](auto& a, auto& b) { return a.weight < b.weight; });
+  double total = before.instances[0].weight + before.instances[1].weight;
+  ASSERT_LT(small->weight, 0.1 * total) << "a residual";
+  ASSERT_FALSE(small->spare);
+  auto placed = p.placed;
+  EXPECT_TRUE(spare_higher_priorities(p.cfg, p.in, p.epoch.plan.result, placed));
+  auto after = route(placed);
+  for (auto& i : after.instances) EXPECT_EQ(i.spare, i.node == small->node) << i.node;
+}
+
 TEST(backfill, nothing_is_added_where_the_plan_cut_nothing) {
   auto p = plan_two(20, 100);
   p.in.rates = {20 * 1.15, 320 * 1.15};  // as if the plan carried both

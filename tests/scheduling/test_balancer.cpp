@@ -106,31 +106,6 @@ TEST(balancer, work_spills_to_spares_only_past_a_busy_planned_backend) {
   }
 }
 
-// A route of two planned backends, one planned for nearly all of the rate: past the busy one's
-// spill point, the other (which the weights pass over) takes the overflow, as a spare would;
-// spares and planned backends compete by the room each has left.
-TEST(balancer, a_busy_backends_overflow_goes_to_a_planned_one_with_room) {
-  for (auto kind : {balancer_kind::p2c, balancer_kind::weighted_random}) {
-    auto b = make_balancer(kind);
-    std::mt19937_64 rng(5);
-    backend_load big{4, 100, true, false, 4};  // busy
-    backend_load small{0, 1, true, false, 4};
-    backend_load spare{1, 1e-3, true, true, 4};
-    std::vector<backend_load> v{big, small};
-    int to_small = 0;
-    for (int i = 0; i < 20; ++i) to_small += b->route(v, rng) == 1u;
-    EXPECT_EQ(to_small, 20) << b->name() << ": the busy one passes its overflow on";
-    v[1].outstanding = 4;
-    EXPECT_EQ(b->route(v, rng), 0u) << b->name() << ": both busy: the one picked queues it";
-    v[1].outstanding = 2;
-    v.push_back(spare);
-    EXPECT_EQ(b->route(v, rng), 2u) << b->name() << ": the spare has more room (3 of 4 against 2 of 4)";
-    v[1].spill_at = 0;
-    v[1].outstanding = 0;
-    EXPECT_EQ(b->route(v, rng), 2u) << b->name() << ": a planned one with no spill point is no overflow";
-  }
-}
-
 // Piccolo's throughput-cost dispatch: the table's first (most cost-efficient) machine fills up to
 // its spill point before the next takes any; past every spill point, the one with the most room;
 // spares only past that; dead and spare backends are never picked.
