@@ -162,9 +162,9 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     auto sig = kserve::signature_of(*cfg, *p);
     res->set_name(p->name);
     for (auto& v : kserve::version_names(*p)) res->add_versions(v);
-    res->set_platform("sloserve_pipeline");
+    res->set_platform("ensemble");  // as its configuration says
     set_metadata(res->add_inputs(), sig.input);
-    for (auto& o : sig.outputs) set_metadata(res->add_outputs(), o);
+    for (auto& o : kserve::declared_outputs(sig)) set_metadata(res->add_outputs(), o);
     finish(reactor, Status::OK);
     return reactor;
   }

@@ -155,10 +155,10 @@ struct http_ingress::impl {
     if (!p) return refusal(404, "no pipeline '" + name + "'");
     auto sig = kserve::signature_of(*cfg, *p);
     json outputs = json::array();
-    for (auto& o : sig.outputs) outputs.push_back(tensor_metadata(o.name, o.spec));
+    for (auto& o : kserve::declared_outputs(sig)) outputs.push_back(tensor_metadata(o.name, o.spec));
     json j{{"name", p->name},
            {"versions", kserve::version_names(*p)},
-           {"platform", "sloserve_pipeline"},
+           {"platform", "ensemble"},  // as its configuration says
            {"inputs", {tensor_metadata(sig.input.name, sig.input.spec)}},
            {"outputs", outputs}};
     return reply(200, j.dump());

@@ -34,6 +34,10 @@ struct pipeline_signature {
   std::vector<tensor_signature> outputs;
 };
 pipeline_signature signature_of(const cluster_config& cfg, const pipeline& p);
+// What metadata and configuration declare of `s`'s outputs: each, and beside each per-row one
+// (a leading dimension of -1) its NAME_rows, INT64, one count per item (a scalar per item: `[N]`
+// for a batch of N), which a batched reply carries.
+std::vector<tensor_signature> declared_outputs(const pipeline_signature& s);
 
 // A pipeline as Triton's model configuration describes an ensemble (Triton's ModelConfig RPC and
 // GET /v2/models/{m}/config): its input and outputs without the batch dimension (`max_batch_size`

@@ -22,6 +22,16 @@ pipeline_signature signature_of(const cluster_config& cfg, const pipeline& p) {
   return s;
 }
 
+std::vector<tensor_signature> declared_outputs(const pipeline_signature& s) {
+  std::vector<tensor_signature> out;
+  for (auto& o : s.outputs) {
+    out.push_back(o);
+    if (!o.spec.shape.empty() && o.spec.shape.front() < 0)
+      out.push_back({o.name + rows_suffix, tensor_spec{dtype::int64, {}}, o.model});
+  }
+  return out;
+}
+
 std::string triton_type(dtype t) {
   auto name = datatype_name(t);
   return name == "BYTES" ? "TYPE_STRING" : "TYPE_" + std::string(name);
@@ -33,7 +43,7 @@ model_config config_of(const cluster_config& cfg, const pipeline& p) {
   c.max_batch_size = max_batch_items;
   auto sig = signature_of(cfg, p);
   c.inputs.push_back({sig.input.name, triton_type(sig.input.spec.type), sig.input.spec.shape});
-  for (auto& o : sig.outputs) c.outputs.push_back({o.name, triton_type(o.spec.type), o.spec.shape});
+  for (auto& o : declared_outputs(sig)) c.outputs.push_back({o.name, triton_type(o.spec.type), o.spec.shape});
   // The tensors between stages are named after the stage that makes them; a leaf's is the
   // pipeline's output.
   auto leaves = p.leaves();

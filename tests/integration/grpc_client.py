@@ -132,6 +132,9 @@ class GrpcIngress(unittest.TestCase):
                          ("input", "FP32", [3, 32, 32]))
         # One row per classify invocation (fan-out 1.5): [-1, 10].
         self.assertEqual((m.outputs[0].name, list(m.outputs[0].shape)), ("output", [-1, 10]))
+        # Beside it the rows of each item a batched reply carries; the platform as the configuration's.
+        self.assertEqual([(o.name, o.datatype, list(o.shape)) for o in m.outputs[1:]], [("output_rows", "INT64", [])])
+        self.assertEqual(m.platform, "ensemble")
         self.assertTrue(s.ModelReady(pb.ModelReadyRequest(name="traffic")).ready)
         with self.assertRaises(grpc.RpcError) as e:
             s.ModelReady(pb.ModelReadyRequest(name="nope"))
@@ -166,6 +169,7 @@ class GrpcIngress(unittest.TestCase):
         self.assertEqual((c.input[0].name, c.input[0].data_type, list(c.input[0].dims)),
                          ("input", pb.TYPE_FP32, [3, 32, 32]))
         self.assertEqual(list(c.output[0].dims), [-1, 10])
+        self.assertEqual((c.output[1].name, c.output[1].data_type), ("output_rows", pb.TYPE_INT64))
         self.assertEqual([st.model_name for st in c.ensemble_scheduling.step], ["det", "cls"])
         self.assertEqual(c.parameters["slo_ms"].string_value, "200")
         with self.assertRaises(grpc.RpcError) as e:

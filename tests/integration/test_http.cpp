@@ -147,6 +147,11 @@ TEST_F(http_cluster, health_metadata_and_inference_over_json_and_the_binary_exte
   EXPECT_EQ(m["inputs"][0], json({{"name", "input"}, {"datatype", "FP32"}, {"shape", {3, 32, 32}}}));
   EXPECT_EQ(m["outputs"][0]["name"], "output");
   EXPECT_EQ(m["outputs"][0]["shape"], json({-1, 10})) << "one row per classify invocation";
+  // Beside it the rows of each item a batched reply carries, declared; the platform as the
+  // configuration's.
+  ASSERT_EQ(m["outputs"].size(), 2u) << meta->body;
+  EXPECT_EQ(m["outputs"][1], json({{"name", "output_rows"}, {"datatype", "INT64"}, {"shape", json::array()}}));
+  EXPECT_EQ(m["platform"], "ensemble");
   auto ready = client->Get("/v2/models/traffic/ready");
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->status, 200);
@@ -450,6 +455,9 @@ TEST_F(http_cluster, triton_statistics_and_the_repository_index_tell_what_was_se
   EXPECT_EQ(c["input"][0]["data_type"], "TYPE_FP32");
   EXPECT_EQ(c["input"][0]["dims"], json::array({3, 32, 32}));
   EXPECT_EQ(c["output"][0]["dims"], json::array({-1, 10})) << "classify runs once per detected row";
+  ASSERT_EQ(c["output"].size(), 2u) << config->body;
+  EXPECT_EQ(c["output"][1]["name"], "output_rows");
+  EXPECT_EQ(c["output"][1]["data_type"], "TYPE_INT64");
   auto& steps = c["ensemble_scheduling"]["step"];
   ASSERT_EQ(steps.size(), 2u) << config->body;
   EXPECT_EQ(steps[0]["model_name"], "det");
