@@ -201,6 +201,26 @@ class GrpcIngress(unittest.TestCase):
         self.assertEqual((t.outputs[1].datatype, list(t.outputs[1].shape)), ("INT64", [2]))
         rows = struct.unpack("<2q", t.raw_output_contents[1])
         self.assertEqual(t.outputs[0].shape[1], max(rows))
+        # The classification extension: the output asked as its top 3 classes, "VALUE:INDEX" strings
+        # (length-prefixed in the raw contents), highest first; 0 classes is refused.
+        classes = infer_request()
+        classes.outputs.add(name="output").parameters["classification"].int64_param = 3
+        c = self.c.stub.ModelInfer(classes)
+        self.assertEqual((c.outputs[0].datatype, c.outputs[0].shape[-1]), ("BYTES", 3))
+        raw, got = c.raw_output_contents[0], []
+        while raw:
+            n = struct.unpack("<I", raw[:4])[0]
+            got.append(raw[4:4 + n].decode())
+            raw = raw[4 + n:]
+        self.assertEqual(len(got), 3 * c.outputs[0].shape[0])
+        values = [float(x.split(":")[0]) for x in got[:3]]
+        self.assertEqual(values, sorted(values, reverse=True))
+        self.assertTrue(all(0 <= int(x.split(":")[1]) < 10 for x in got))
+        none = infer_request()
+        none.outputs.add(name="output").parameters["classification"].int64_param = 0
+        with self.assertRaises(grpc.RpcError) as e:
+            self.c.stub.ModelInfer(none)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
 
     def test_the_clients_mistakes_get_the_right_code_and_the_node_keeps_serving(self):
         wrong_count = infer_request()
