@@ -97,6 +97,11 @@ inline std::string number(double x) {
   return buf;
 }
 
+// `pipelines:` entries (config/pipelines.cpp), once the models are read; `security:`
+// (config/security.cpp).
+void parse_pipeline(reader& r, const YAML::Node& n, cluster_config& cfg);
+void parse_security(reader& r, const YAML::Node& n, security_options& o);
+
 // `models:` entries (config/models.cpp); then the variants' prefixes, once every model is read.
 void parse_model(reader& r, const YAML::Node& n, cluster_config& cfg);
 void resolve_prefixes(reader& r, const YAML::Node& root, cluster_config& cfg);
