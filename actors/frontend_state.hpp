@@ -222,4 +222,16 @@ void send_dummies(self_ptr self, clock_time now);
 // Closes `model`'s batch in turn with dummies when it is due full (pad_atom).
 void pad_batch(self_ptr self, const std::string& model);
 
+// What it tells others (frontend_reports.cpp): the controller what it knows of its clients (for a
+// policy that places on them); a load report's workers this frontend does not hear; another
+// frontend's report of its capped tenants' rates; the controller its load since the last beacon
+// (admitted and shed) and the tenants' rates to the other frontends; its registration; and a
+// beacon's counts of pipeline `p` before any query.
+void report_clients(self_ptr self, clock_time now);
+void add_unheard(const frontend_state& st, msg::load_report& r);
+void on_peer_report(self_ptr self, const msg::load_report& r);
+void report_load(self_ptr self);
+void register_with_controller(self_ptr self);
+msg::pipeline_load no_load(const pipeline& p);
+
 }  // namespace sloserve::frontend_impl
