@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -113,8 +114,7 @@ class scaler_core {
     bool told_no_room_second = false;  // so for a cascade's second
   };
 
-  template <class F>
-  void route_budgets(F budget);
+  void route_budgets(const std::function<double(const stage_info&)>& budget);
   void ipa_shapes();
   // What stage `s` sees in one poll (`full`: the last of a vertical period): its rate, its
   // requests' budget, instance 0's queue, the recent peak it is sized for; into s.last.
