@@ -1,80 +1,11 @@
 // A device: one deadline-ordered queue per scheduled session, early drop by the configured
 // policy, and batches run round-robin across sessions, one at a time.
 
-#include <spdlog/spdlog.h>
-
-#include <algorithm>
-#include <deque>
-#include <map>
-#include <optional>
-#include <unordered_map>
-
-#include "actors/device_sessions.hpp"
-#include "actors/roles.hpp"
-#include "gpu/executor.hpp"
+#include "actors/device_state.hpp"
 #include "gpu/image.hpp"
 #include "scheduling/turn_order.hpp"
 
-namespace sloserve {
-namespace {
-
-using clock_time = caf::actor_clock::time_point;
-using std::chrono::nanoseconds;
-
-struct device_state {
-  static inline const char* name = "device";
-
-  std::shared_ptr<const cluster_config> cfg;
-  std::shared_ptr<link> net;
-  uint32_t index = 0;
-  std::unique_ptr<device_executor> executor;
-  int threads = 1;     // intra-op threads the executor runs with
-  std::string broken;  // why this device's executor could not be made; it then serves nothing
-  std::map<std::string, std::string> load_failures;  // models the last schedule asked for that would not load, and why
-  std::vector<std::string> last_models;              // the last schedule's, sorted; cleared by an apply
-  // Models whose new file (an apply) would not load: the file the executor still runs. The
-  // configuration names the new one from then on, so a later apply's word names the right file.
-  std::map<std::string, std::string> kept_files;
-  std::unique_ptr<sched::drop_policy> policy;
-  device_sessions sessions;
-  size_t next = 0;  // round-robin cursor
-  // Per model, the highest priority of the pipelines that run it, for the configuration read.
-  std::unordered_map<std::string, int> model_priority;
-  const cluster_config* priorities_for = nullptr;
-  std::vector<int> session_priority;  // per session, for turn_order
-  std::vector<size_t> order;
-
-  // Batches started and not yet answered, oldest first. One at a time, except on pipelined
-  // executors (depth() > 1): there the next full batch is staged (stacked and uploaded) while
-  // the one before computes.
-  struct batch_run {
-    uint64_t token = 0;
-    clock_time started;
-    clock_time expected_done;  // started (or the previous batch's end) + l(b)
-    // Each request with the model it runs (one model, or a prefix family).
-    std::vector<std::pair<const model_spec*, sched::session_queue<pending>::entry>> entries;
-    std::optional<batch_outcome> outcome;  // known at start, except on pipelined executors
-  };
-  std::deque<batch_run> runs;
-  clock_time last_done{};  // when the latest batch finished
-  uint64_t token = 0;
-  std::optional<clock_time> wake_at;  // a session collecting its batch looks again then (token 0)
-
-  // An emulated cold start: the latest schedule waits, with the replies owed, until the models
-  // it brings are loaded; the old sessions serve meanwhile.
-  std::optional<msg::device_schedule> loading;
-  std::vector<caf::typed_response_promise<std::vector<msg::unloaded_model>>> owed;
-  model_loads loads;
-  uint64_t schedule_seq = 0;  // schedules received; a timer for an older one does nothing
-
-  bool is_running(const model_spec* m) const {
-    return std::any_of(runs.begin(), runs.end(), [&](auto& r) {
-      return std::any_of(r.entries.begin(), r.entries.end(), [&](auto& e) { return e.first->name == m->name; });
-    });
-  }
-};
-
-using self_ptr = device_actor::stateful_pointer<device_state>;
+namespace sloserve::device_impl {
 
 double seconds_of(clock_time t) {
   return std::chrono::duration<double>(t.time_since_epoch()).count();
@@ -360,83 +291,6 @@ void on_invocation(self_ptr self, msg::invocation& inv) {
   count_queue(self, *s);  // run_next leaves the sessions where they are
 }
 
-// The memory of the models this device now serves: what the executor measured of each loaded
-// model, else what the file declares; and the device's own, where the file limits it.
-void report_memory(self_ptr self) {
-  auto& st = self->state;
-  std::map<std::string, double> bytes;
-  for (auto& s : st.sessions.all()) {
-    double mb = st.executor->memory_mb(s.model->name);
-    bytes[s.model->name] = (mb > 0 ? mb : s.model->memory_mb) * 1024 * 1024;
-  }
-  double limit = 0;
-  if (auto* node = st.cfg->find_node(st.net->self_name()))
-    if (auto* g = node->group_of(static_cast<int>(st.index))) limit = g->memory_mb * 1024 * 1024;
-  st.net->metrics.device_memory(metric_name(st), std::move(bytes), limit);
-}
-
-void on_schedule(self_ptr self, msg::device_schedule& ds) {
-  auto& st = self->state;
-  // New models load (and warm up) before anything the old schedule ran starts to drain.
-  std::vector<std::string> failed;
-  // A schedule of the same models as the last one (it comes again with each epoch that keeps
-  // them) does not try again the files that would not load under it.
-  std::vector<std::string> models;
-  for (auto& ss : ds.sessions) models.push_back(ss.model);
-  std::sort(models.begin(), models.end());
-  auto before = std::move(st.load_failures);
-  if (models != st.last_models) before.clear();
-  st.last_models = models;
-  st.load_failures.clear();
-  for (auto& ss : ds.sessions) {
-    auto* m = st.cfg->find_model(ss.model);
-    if (!m) continue;
-    if (auto f = before.find(m->name); f != before.end()) {
-      failed.push_back(ss.model);
-      st.load_failures.insert(*f);
-      continue;
-    }
-    if (auto loaded = st.executor->load(*m); !loaded) {
-      spdlog::error("{}: device {}: {}", st.net->self_name(), st.index, loaded.error());
-      failed.push_back(ss.model);
-      st.load_failures[ss.model] = loaded.error();
-    }
-  }
-  std::erase_if(ds.sessions,
-                [&](auto& ss) { return std::find(failed.begin(), failed.end(), ss.model) != failed.end(); });
-  st.sessions.apply(ds, self->clock().now());
-  report_memory(self);
-  run_next(self);
-}
-
-// How long this device must still wait before `ds` can run: a model it holds no session of takes
-// the executor's load delay (an emulated cold start; 0 on a real device, whose load() is the
-// wait). Loads the new schedule no longer asks for are abandoned; one already under way goes on.
-nanoseconds cold_start(self_ptr self, const msg::device_schedule& ds) {
-  auto& st = self->state;
-  std::vector<model_loads::load> needed, started;
-  for (auto& ss : ds.sessions)
-    if (auto* m = st.cfg->find_model(ss.model); m && !st.sessions.find(m->name))
-      needed.push_back({m, st.executor->load_delay_ms(*m)});
-  auto wait = st.loads.wait(needed, self->clock().now(), started);
-  for (auto& l : started)
-    spdlog::info("{}: device {}: loading '{}' ({:.0f} ms)", st.net->self_name(), st.index, l.model->name, l.delay_ms);
-  return wait;
-}
-
-// Runs `ds` and answers every schedule that waited for it with what would not load.
-std::vector<msg::unloaded_model> apply_schedule(self_ptr self, msg::device_schedule& ds) {
-  auto& st = self->state;
-  on_schedule(self, ds);
-  st.loading.reset();
-  st.loads.clear();
-  std::vector<msg::unloaded_model> failed;
-  for (auto& [model, why] : st.load_failures) failed.push_back({st.net->self_name(), st.index, model, why});
-  for (auto& p : st.owed) p.deliver(failed);
-  st.owed.clear();
-  return failed;
-}
-
 device_actor spawn_device_with(caf::actor_system& sys, actor_args args, uint32_t index,
                                std::unique_ptr<device_executor> made, std::string broken) {
   auto executor = std::make_shared<std::unique_ptr<device_executor>>(std::move(made));
@@ -489,35 +343,7 @@ device_actor spawn_device_with(caf::actor_system& sys, actor_args args, uint32_t
           self->state.wake_at.reset();  // a collecting session's wait is over
           run_next(self);
         },
-        [=](new_config& c) {
-          auto& st = self->state;
-          st.last_models.clear();  // an apply: its files may load now
-          // A model held under the same name with another file: the new file in its place (the
-          // device runs nothing while it loads); the old stays if it fails, and the answer says so.
-          std::vector<std::string> problems;
-          for (auto& s : st.sessions.all())
-            if (auto* next = c.cfg->find_model(s.model->name); next && next->path != s.model->path) {
-              auto kept = st.kept_files.find(next->name);
-              auto running = kept != st.kept_files.end() ? kept->second : s.model->path;
-              if (next->path == running) {  // back to the file it kept: nothing to load
-                st.kept_files.erase(next->name);
-                continue;
-              }
-              spdlog::info("{}: device {}: loading '{}' from {} in place of {}", st.net->self_name(), st.index,
-                           next->name, next->path, running);
-              if (auto loaded = st.executor->reload(*next); !loaded) {
-                spdlog::error("{}: device {}: kept the file it ran: {}", st.net->self_name(), st.index, loaded.error());
-                problems.push_back(
-                    fmt::format("device {} kept {} for model '{}': {}", st.index, running, next->name, loaded.error()));
-                st.kept_files[next->name] = running;
-              } else {
-                st.kept_files.erase(next->name);
-              }
-            }
-          st.cfg = c.cfg;
-          st.sessions.rebind(*st.cfg);
-          return problems;
-        },
+        [=](new_config& c) { return reload_files(self, c); },
         [=](stats_atom) {
           prune(self);
           device_load out{self->state.sessions.take_load(self->clock().now())};
@@ -530,7 +356,11 @@ device_actor spawn_device_with(caf::actor_system& sys, actor_args args, uint32_t
   return sys.spawn<caf::detached>(init);
 }
 
-}  // namespace
+}  // namespace sloserve::device_impl
+
+namespace sloserve {
+
+using device_impl::spawn_device_with;
 
 device_actor spawn_device(caf::actor_system& sys, actor_args args, uint32_t index, device_kind kind) {
   auto* node = args.cfg->find_node(args.net->self_name());
