@@ -85,6 +85,12 @@ struct cluster_fixture : ::testing::Test {
     EXPECT_TRUE(in.good()) << p.output();
     return nlohmann::json::parse(in);
   }
+  // The summary a `load` wrote to NAME.json in the test's folder, once it has finished.
+  nlohmann::json summary_of(process& p, const std::string& name) {
+    int status = 0;
+    EXPECT_TRUE(p.wait_for(60s, status)) << p.output();
+    return nlohmann::json::parse(read_text(dir / (name + ".json")));
+  }
   // The controller's ZeroMQ address as `up` resolved it (the first node's).
   std::string controller_address() {
     std::smatch m;
@@ -475,12 +481,7 @@ scheduler: {policy: jellyfish, jellyfish: {interval_ms: 500}}
         dir / (pipeline + ".log"));
   };
   auto high = run("high", "3", "13"), low = run("low", "12", "10");
-  auto summary = [&](process& p, const std::string& pipeline) {
-    int status = 0;
-    EXPECT_TRUE(p.wait_for(60s, status)) << p.output();
-    return nlohmann::json::parse(read_text(dir / (pipeline + ".json")));
-  };
-  auto h = summary(high, "high"), l = summary(low, "low");
+  auto h = summary_of(high, "high"), l = summary_of(low, "low");
   std::cout << "high: " << h.dump().substr(0, 300) << "\nlow: " << l.dump().substr(0, 300) << "\n";
   for (auto* s : {&h, &l}) {
     EXPECT_EQ((*s)["lost"].get<int>(), 0) << s->dump(2);
@@ -796,12 +797,7 @@ scheduler: {epoch_s: 5, min_epoch_s: 2, policy: )"
   // The high one's 60 q/s leave its device a third idle under the plan's headroom: the SLO, not
   // a 2-core machine's stalls, decides what it gets.
   auto high = run("high", 60), low = run("low", 340);
-  auto summary = [&](process& p, const std::string& pipeline) {
-    int status = 0;
-    EXPECT_TRUE(p.wait_for(60s, status)) << p.output();
-    return nlohmann::json::parse(read_text(f.dir / (pipeline + ".json")));
-  };
-  auto h = summary(high, "high"), l = summary(low, "low");
+  auto h = f.summary_of(high, "high"), l = f.summary_of(low, "low");
   std::cout << "high: " << h.dump().substr(0, 300) << "\nlow: " << l.dump().substr(0, 300) << "\n";
   EXPECT_EQ(h["lost"].get<int>(), 0) << h.dump(2);
   EXPECT_EQ(l["lost"].get<int>(), 0) << l.dump(2);
@@ -861,12 +857,7 @@ runtime: {heartbeat_ms: 100, peer_timeout_ms: 500}
                  dir / (tenant + ".log"));
   };
   auto gold = run("gold", 200), bronze = run("bronze", 200);
-  auto summary = [&](process& p, const std::string& tenant) {
-    int status = 0;
-    EXPECT_TRUE(p.wait_for(60s, status)) << p.output();
-    return nlohmann::json::parse(read_text(dir / (tenant + ".json")));
-  };
-  auto g = summary(gold, "gold"), b = summary(bronze, "bronze");
+  auto g = f.summary_of(gold, "gold"), b = f.summary_of(bronze, "bronze");
   std::cout << "gold: " << g.dump().substr(0, 400) << "\nbronze: " << b.dump().substr(0, 400) << "\n";
   for (auto* x : {&g, &b}) {
     EXPECT_EQ((*x)["lost"].get<int>(), 0) << x->dump(2);
