@@ -1,6 +1,7 @@
 #include <spdlog/spdlog.h>
 #include <strings.h>
 
+#include <array>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
@@ -58,15 +59,34 @@ void responder::operator()(std::function<response()> make) const {
 }
 
 void responder::backstop(std::chrono::milliseconds after, std::function<response()> fallback) const {
-  std::lock_guard g(x_->lock);
-  if (x_->done) return;
-  x_->timer.emplace(*x_->io, after);
-  std::weak_ptr<detail::exchange> weak = x_;
-  x_->timer->async_wait([weak, fallback = std::move(fallback)](error_code ec) mutable {
-    if (ec) return;
-    if (auto x = weak.lock()) x->answer(std::move(fallback));
-  });
+  {
+    std::lock_guard g(x_->lock);
+    if (x_->done || !x_->watch) return;
+    x_->fallback = std::move(fallback);
+    x_->deadline = std::chrono::steady_clock::now() + after;
+  }
+  x_->watch->add(*x_);
 }
+
+namespace detail {
+
+exchange::~exchange() {
+  if (watch) watch->remove(*this);
+}
+
+void exchange::answer(std::function<response()> make) {
+  std::shared_ptr<session_base> s;
+  {
+    std::lock_guard g(lock);
+    if (done) return;
+    done = true;
+    s = std::move(session);
+  }
+  if (watch) watch->remove(*this);
+  if (s) s->deliver(std::move(make));
+}
+
+}  // namespace detail
 
 namespace {
 
@@ -226,6 +246,7 @@ class session final : public session_base, public std::enable_shared_from_this<s
     lowest().expires_never();  // the handler's time is its own (responder::backstop)
     auto x = std::make_shared<detail::exchange>();
     x->io = io_;
+    x->watch = srv_->backstops;
     x->session = this->shared_from_this();
     try {
       srv_->on_request(std::move(r), responder{x});
@@ -235,23 +256,42 @@ class session final : public session_base, public std::enable_shared_from_this<s
     }
   }
 
+  // The status line and headers are written here, and go out with the body in one gather write
+  // (under TLS, one buffer: Beast's TLS stream ends a write of several buffers over 16 KB after
+  // the first of them).
   void write(response r, bool keep_alive) {
-    auto res = std::make_shared<bhttp::response<bhttp::string_body>>();
-    res->version(version_);
-    res->result(static_cast<unsigned>(r.status));
-    res->set(bhttp::field::server, "sloserve");
-    res->set(bhttp::field::content_type, r.content_type);
-    for (auto& [k, v] : r.headers) res->set(k, v);
-    res->keep_alive(keep_alive);
-    res->body() = std::move(r.body);
-    res->prepare_payload();
+    auto out = std::make_shared<std::pair<std::string, std::string>>(head_of(r, keep_alive), std::move(r.body));
+    if constexpr (tls) out->first.append(std::exchange(out->second, {}));
     if (srv_->opts.replied) srv_->opts.replied(r.status);
     lowest().expires_after(srv_->opts.write_timeout);
-    bhttp::async_write(stream_, *res, [self = this->shared_from_this(), res, keep_alive](error_code ec, size_t) {
+    std::array<asio::const_buffer, 2> parts{asio::buffer(out->first), asio::buffer(out->second)};
+    asio::async_write(stream_, parts, [self = this->shared_from_this(), out, keep_alive](error_code ec, size_t) {
       if (!ec && self->linger_) return self->linger();
       if (ec || !keep_alive) return self->shut();
       self->read();
     });
+  }
+
+  // The head of `r` to a client of this connection's HTTP version; a status that has no body
+  // (1xx, 204, 304) gets none.
+  std::string head_of(response& r, bool keep_alive) const {
+    bool bodiless = r.status < 200 || r.status == 204 || r.status == 304;
+    if (bodiless) r.body.clear();
+    auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(r.status));
+    std::string h;
+    h.reserve(128 + r.content_type.size() + 64 * r.headers.size());
+    h.append(version_ == 10 ? "HTTP/1.0 " : "HTTP/1.1 ")
+        .append(std::to_string(r.status))
+        .append(" ")
+        .append(reason.data(), reason.size())
+        .append("\r\nServer: sloserve\r\nContent-Type: ")
+        .append(r.content_type)
+        .append("\r\n");
+    for (auto& [k, v] : r.headers) h.append(k).append(": ").append(v).append("\r\n");
+    if (!bodiless) h.append("Content-Length: ").append(std::to_string(r.body.size())).append("\r\n");
+    if (version_ == 10 && keep_alive) h.append("Connection: keep-alive\r\n");
+    if (version_ != 10 && !keep_alive) h.append("Connection: close\r\n");
+    return h.append("\r\n");
   }
 
   void linger() {

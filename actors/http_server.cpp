@@ -14,6 +14,16 @@ void server::impl::accept() {
   });
 }
 
+void server::impl::sweep_backstops() {
+  sweep->expires_after(sweep_every);
+  sweep->async_wait([weak = weak_from_this()](error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self) return;
+    for (auto& x : self->backstops->due(std::chrono::steady_clock::now())) x->answer(std::move(x->fallback));
+    self->sweep_backstops();
+  });
+}
+
 void server::impl::on_accept(socket_t socket, const std::shared_ptr<asio::io_context>& io) {
   error_code ec;
   auto peer = socket.remote_endpoint(ec);
@@ -85,6 +95,8 @@ expected<int> server::start(const std::string& host, int port) {
   int bound = s.acceptor->local_endpoint().port();
   for (auto& io : s.ios) s.work.push_back(asio::make_work_guard(*io));
   s.accept();
+  s.sweep.emplace(*s.ios.front());
+  s.sweep_backstops();
   for (auto& io : s.ios) s.threads.emplace_back([io] { io->run(); });
   return bound;
 }
@@ -103,6 +115,7 @@ void server::stop() {
   asio::post(s.acceptor->get_executor(), [self = impl_] {
     error_code ec;
     self->acceptor->close(ec);
+    self->sweep->cancel();
   });
   for (auto& one : open) one->close();
   open.clear();

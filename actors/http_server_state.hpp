@@ -6,6 +6,7 @@
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
+#include <list>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -36,24 +37,57 @@ class session_base {
 
 namespace detail {
 
-struct exchange {
-  std::shared_ptr<asio::io_context> io;  // first: outlives the timer
-  std::mutex lock;                       // guards what follows
+struct backstops;
+
+struct exchange : std::enable_shared_from_this<exchange> {
+  std::shared_ptr<asio::io_context> io;  // the connection's thread's
+  // The server's list of backstops (set before the handler sees the exchange, then read only).
+  std::shared_ptr<backstops> watch;
+  std::mutex lock;  // guards what follows
   // The connection awaiting the answer: held until it is given (or the responder is dropped).
   std::shared_ptr<session_base> session;
   bool done = false;
-  std::optional<asio::steady_timer> timer;
+  // The backstop (responder::backstop): what answers at `deadline` unless answered before.
+  std::function<response()> fallback;
+  std::chrono::steady_clock::time_point deadline;
+  // Its place on the list while it waits there (guarded by the list's lock).
+  std::list<exchange*>::iterator listed;
+  bool is_listed = false;
 
-  void answer(std::function<response()> make) {
-    std::shared_ptr<session_base> s;
-    {
-      std::lock_guard g(lock);
-      if (done) return;
-      done = true;
-      s = std::move(session);
-      if (timer) timer->cancel();
+  ~exchange();
+  void answer(std::function<response()> make);
+};
+
+// The exchanges waiting with a backstop, swept on a timer: no timer per request. Each is taken
+// off when it is answered, when it is due or when it ends, so the list holds what is in flight.
+struct backstops {
+  std::mutex lock;  // guards the list and the exchanges' places on it
+  std::list<exchange*> waiting;
+
+  void add(exchange& x) {
+    std::lock_guard g(lock);
+    if (!x.is_listed) x.listed = waiting.insert(waiting.end(), &x), x.is_listed = true;
+  }
+  void remove(exchange& x) {
+    std::lock_guard g(lock);
+    if (x.is_listed) waiting.erase(x.listed), x.is_listed = false;
+  }
+  // The exchanges past their deadline at `now`, taken off the list.
+  std::vector<std::shared_ptr<exchange>> due(std::chrono::steady_clock::time_point now) {
+    std::vector<std::shared_ptr<exchange>> out;
+    std::lock_guard g(lock);
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      auto* x = *it;
+      if (x->deadline > now) {
+        ++it;
+        continue;
+      }
+      x->is_listed = false;
+      it = waiting.erase(it);
+      // Null when it is ending: its destructor waits on this lock, and finds it off the list.
+      if (auto held = x->weak_from_this().lock()) out.push_back(std::move(held));
     }
-    if (s) s->deliver(std::move(make));
+    return out;
   }
 };
 
@@ -70,6 +104,10 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   std::optional<tcp::acceptor> acceptor;
   std::optional<asio::ssl::context> tls;
   std::vector<std::thread> threads;
+  // Every request's backstop, swept every `sweep_every` on the first thread.
+  std::shared_ptr<detail::backstops> backstops = std::make_shared<detail::backstops>();
+  std::optional<asio::steady_timer> sweep;
+  static constexpr std::chrono::milliseconds sweep_every{100};
 
   std::mutex lock;  // guards what follows
   std::map<std::string, int> per_address;
@@ -81,6 +119,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     if (opts.refused) opts.refused(why);
   }
   void accept();
+  void sweep_backstops();
   void on_accept(socket_t socket, const std::shared_ptr<asio::io_context>& io);
   // Takes a connection from `address` into the counts; false (nothing counted) past a limit, with why.
   bool admit(const std::string& address, std::string_view& why) {

@@ -7,6 +7,7 @@
 #include <deque>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace sloserve {
 
@@ -17,6 +18,17 @@ class answer_queue {
       std::lock_guard<std::mutex> lock(mu_);
       frames_.push_back(std::move(frame));
     }
+    cv_.notify_one();
+  }
+
+  // Queues `frames` (and empties it) with one wake-up of the reader.
+  void push_all(std::vector<std::string>& frames) {
+    if (frames.empty()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& f : frames) frames_.push_back(std::move(f));
+    }
+    frames.clear();
     cv_.notify_one();
   }
 

@@ -119,6 +119,17 @@ class http_connection final : public load_connection {
     return r;
   }
 
+  // On the I/O thread: an answer for the lane. Those made while the thread works through what is
+  // ready go over together, with one wake-up of the lane (not one per answer).
+  void hand_over(std::string frame) {
+    made_.push_back(std::move(frame));
+    if (std::exchange(hand_over_posted_, true)) return;
+    asio::post(io_, [this] {
+      hand_over_posted_ = false;
+      answers_.push_all(made_);
+    });
+  }
+
   // Ends the exchanges past their deadline, twice a second while the connection lives.
   void expire_every_half_second() {
     expiry_.expires_after(std::chrono::milliseconds(500));
@@ -141,7 +152,7 @@ class http_connection final : public load_connection {
       auto ch = idle_.back();
       idle_.pop_back();
       auto answered = [this, ch](msg::body reply) {
-        answers_.push(msg::encode_frame({{}, std::move(reply)}).str());
+        hand_over(msg::encode_frame({{}, std::move(reply)}).str());
         idle_.push_back(ch);
         pump();
       };
@@ -286,6 +297,8 @@ class http_connection final : public load_connection {
   // Touched on the I/O thread only.
   std::vector<std::shared_ptr<channel>> all_, idle_;
   std::deque<bytes> waiting_;
+  std::vector<std::string> made_;  // answers not yet handed over
+  bool hand_over_posted_ = false;
   answer_queue answers_;
 };
 
