@@ -3,7 +3,9 @@
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <utility>
 
+#include "messages/json_scan.hpp"
 #include "messages/kserve_v2.hpp"
 
 namespace sloserve::kserve {
@@ -124,9 +126,55 @@ struct timing_reader : nlohmann::json_sax<json> {
 
 }  // namespace
 
+// The timing read in one pass over the form sloserve's replies take; nothing when the header is
+// in another form (escapes, negative numbers, ...), for the full reader to decide.
+std::optional<server_timing> response_timing_fast(std::string_view header) {
+  json_scan::scanner s(header);
+  std::optional<uint64_t> v[3];
+  std::string_view late;
+  bool in_parameters = false;
+  if (!s.take('{')) return std::nullopt;
+  bool ok = true;
+  if (!s.take('}')) do {
+      std::string_view k;
+      if (!s.key(k)) return std::nullopt;
+      if (k != "parameters") {
+        if (!s.skip_value()) return std::nullopt;
+        continue;
+      }
+      if (std::exchange(in_parameters, true)) return std::nullopt;
+      if (!s.take('{')) return std::nullopt;
+      bool inner = true;
+      if (!s.take('}')) do {
+          std::string_view p;
+          if (!s.key(p)) return std::nullopt;
+          size_t which = 3;
+          for (size_t i = 0; i < 3; ++i)
+            if (p == timing_keys[i]) which = i;
+          if (which < 3) {
+            uint64_t x;
+            if (v[which] || !s.uint(x) || x > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+            v[which] = x;
+          } else if (p == late_paths_key) {
+            if (!s.string(late)) return std::nullopt;
+          } else if (!s.skip_value()) {
+            return std::nullopt;
+          }
+        } while (s.more('}', inner));
+      if (!inner) return std::nullopt;
+    } while (s.more('}', ok));
+  if (!ok || !s.at_end() || !v[0] || !v[1] || !v[2]) return std::nullopt;
+  return server_timing{static_cast<int64_t>(*v[0]),
+                       static_cast<int64_t>(*v[1]),
+                       static_cast<int64_t>(*v[2]),
+                       {},
+                       split_late_paths(late)};
+}
+
 std::optional<server_timing> response_timing(std::string_view body, std::optional<size_t> header_length) {
-  timing_reader r;
   auto header = body.substr(0, std::min(body.size(), header_length.value_or(body.size())));
+  if (auto fast = response_timing_fast(header)) return fast;
+  timing_reader r;
   if (!json::sax_parse(header, &r) || !r.top_level_object) return std::nullopt;
   for (auto& x : r.v)
     if (!x) return std::nullopt;

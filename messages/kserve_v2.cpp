@@ -377,6 +377,11 @@ expected<infer_request> parse_infer_request(std::string_view body, std::optional
 }
 
 expected<infer_request> parse_infer_body(const bytes& body, std::optional<size_t> header_length) {
+  if (auto fast = parse_request_fast(body, header_length)) return std::move(*fast);
+  return parse_request_document(body, header_length);
+}
+
+expected<infer_request> parse_request_document(const bytes& body, std::optional<size_t> header_length) {
   try {
     return parse_request(body, header_length);
   } catch (const json::exception& e) {  // a field of the wrong type where a default was allowed

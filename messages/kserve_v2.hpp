@@ -52,6 +52,13 @@ expected<infer_request> parse_infer_request(std::string_view body, std::optional
 // The same over a body the inputs share: binary inputs are views of its bytes (no copy).
 expected<infer_request> parse_infer_body(const bytes& body, std::optional<size_t> header_length);
 
+// The same for the form binary and shared-memory requests take, read without a document
+// (kserve_fast.cpp); nothing when the request is in any other form or wrong in any way, for
+// parse_infer_body to read and judge.
+std::optional<infer_request> parse_request_fast(const bytes& body, std::optional<size_t> header_length);
+// The full reader alone (a JSON document), which parse_infer_body falls back to.
+expected<infer_request> parse_request_document(const bytes& body, std::optional<size_t> header_length);
+
 struct infer_response {
   std::string body;
   std::optional<size_t> header_length;  // set when outputs travel as binary
