@@ -109,6 +109,9 @@ void on_ingress(self_ptr self, ingress& in) {
     if (!t) return reject(msg::status::error, "unknown tenant '" + rq.tenant + "'");
     tenant = static_cast<int>(t - st.cfg->security.tenants.data());
   }
+  // A reply kept from the same request before: answered now, past the admission (it takes no device).
+  std::optional<cache_key> cached_as;
+  if (reply_from_cache(self, pit->second, in, cached_as)) return;
   auto v = st.routes->admit(pit->second, tenant, seconds_of(self->clock().now()));
   bool capped = v.result == sched::admission::outcome::capped;
   if (tenant >= 0)
@@ -163,6 +166,7 @@ void on_ingress(self_ptr self, ingress& in) {
   q.deadline = now + nanoseconds(ns_of_ms(budget_ms));
   q.start = static_cast<int>(rq.start_layer);
   q.version = rq.version;
+  q.cached_as = cached_as;
   admit(self, pit->second, std::move(q), std::move(rq.inputs), rq.client);
 }
 
@@ -305,6 +309,7 @@ void on_new_config(self_ptr self, std::shared_ptr<const cluster_config> next) {
   st.peers_tenants.clear();  // by the tenants' indices: heard again
   st.cfg = std::move(next);
   st.routes->rebind(*st.cfg, from);
+  configure_cache(st);
   spdlog::info("{}: frontend serves {} pipelines from now on{}", st.net->self_name(), st.cfg->pipelines.size(),
                orphans.empty() ? "" : fmt::format(" ({} requests of changed pipelines answered)", orphans.size()));
 }
@@ -329,6 +334,7 @@ frontend_actor spawn_frontend(caf::actor_system& sys, actor_args args) {
     for (size_t i = 0; i < st.cfg->pipelines.size(); ++i) st.pipeline_index.emplace(st.cfg->pipelines[i].name, i);
     for (auto& p : st.cfg->pipelines) st.load.push_back(no_load(p));
     st.fragments.resize(st.cfg->pipelines.size());
+    configure_cache(st);
     st.last_report = st.last_client_report = self->clock().now();
     return {
         [=](start_atom) {

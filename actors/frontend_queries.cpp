@@ -65,6 +65,7 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
   if (auto* a = now_route ? now_route : q.route ? &*q.route : nullptr)
     r.input_height = a->input_height, r.input_width = a->input_width;
   if (code == msg::status::ok) r.outputs = q.walk->take_results(), r.late_paths = q.late_paths;
+  if (code == msg::status::ok && q.cached_as) keep_in_cache(self, *q.cached_as, r.outputs);
   bool late = now > q.deadline || !q.late_paths.empty();
   if (!q.named.empty()) {
     bool missed = code != msg::status::ok || late;
@@ -77,7 +78,7 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
   for (auto inv : q.invocations) {
     auto f = st.invocations.find(inv);
     if (f == st.invocations.end()) continue;
-    st.routes->release(f->second.model, f->second.node, f->second.device);
+    if (!f->second.from_cache) st.routes->release(f->second.model, f->second.node, f->second.device);
     if (f->second.device != msg::forwarded_device && !f->second.node.empty() && st.abandoned.size() < max_abandoned)
       st.abandoned.emplace(inv,
                            frontend_state::abandoned_invocation{f->second.node, f->second.sent, f->second.deadline});
@@ -115,8 +116,13 @@ namespace {
 
 // Sends invocation `f` of query `qid`; false when no instance of its model was live (the query is
 // then answered with the reason, `why` appended).
-bool launch(self_ptr self, uint64_t qid, query& q, in_flight f, const std::string& why) {
+// `cached`, if given, says whether the cache answered it (models[].response_cache).
+bool launch(self_ptr self, uint64_t qid, query& q, in_flight f, const std::string& why, bool* cached = nullptr) {
   auto& st = self->state;
+  if (stage_from_cache(self, q, f)) {
+    if (cached) *cached = true;
+    return true;
+  }
   auto id = st.next_invocation++;
   auto [it, _] = st.invocations.emplace(id, std::move(f));
   std::string refused;
@@ -218,8 +224,11 @@ bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, uint32_t i
     f.fallback = true;
     if (c->skew) f.skew = in_flight::skew_role::oracle_alone;
   }
-  if (!launch(self, qid, q, std::move(f), {})) return false;
-  if (q.held) return true;  // its pipeline's load is counted under the configuration in force
+  bool cached = false;
+  if (!launch(self, qid, q, std::move(f), {}, &cached)) return false;
+  // Its pipeline's load is counted under the configuration in force; the plan is for what
+  // devices run, not what the cache answers.
+  if (q.held || cached) return true;
   ++st.load[q.pipeline].stage_invocations[stage];
   if (alone) ++st.load[q.pipeline].fallthroughs[stage];
   return true;
@@ -356,7 +365,7 @@ void on_result(self_ptr self, msg::invocation_result& r) {
   }
   auto f = std::move(fit->second);
   st.invocations.erase(fit);
-  st.routes->release(f.model, f.node, f.device);
+  if (!f.from_cache) st.routes->release(f.model, f.node, f.device);
   auto qit = st.queries.find(f.query);
   if (qit == st.queries.end()) return;
   auto& q = qit->second;
@@ -365,17 +374,19 @@ void on_result(self_ptr self, msg::invocation_result& r) {
   std::erase(q.invocations, r.id);
   auto* spec = q.cfg->find_model(f.model);
   auto version = spec ? spec->version : 1;
-  q.timings.push_back(
-      {s.name, r.node, r.device, r.batch, r.queue_ns / 1e6, r.exec_ns / 1e6, f.model, static_cast<uint32_t>(version)});
-  if (f.device != msg::forwarded_device)  // a worker's link, not a dispatcher's
+  q.timings.push_back({s.name, f.from_cache ? "cache" : r.node, r.device, r.batch, r.queue_ns / 1e6, r.exec_ns / 1e6,
+                       f.model, static_cast<uint32_t>(version)});
+  if (f.device != msg::forwarded_device && !f.from_cache)  // a worker's link, not a dispatcher's
     observe_path(self, f.node, f.sent, f.deadline, r);
   st.net->metrics.stage_done(p.name, s.name, std::chrono::duration<double>(self->clock().now() - f.sent).count());
-  st.net->metrics.model_done(spec ? spec->family() : f.model, version, outcome_label(r.code),
-                             static_cast<double>(r.queue_ns) / 1e9, static_cast<double>(r.exec_ns) / 1e9);
+  if (!f.from_cache)
+    st.net->metrics.model_done(spec ? spec->family() : f.model, version, outcome_label(r.code),
+                               static_cast<double>(r.queue_ns) / 1e9, static_cast<double>(r.exec_ns) / 1e9);
   if (r.code != msg::status::ok) {
     finish(self, f.query, r.code, "stage '" + s.name + "' on " + r.node + ": " + r.reason);
     return;
   }
+  if (f.cached_as) keep_in_cache(self, *f.cached_as, r.outputs);
   if (!f.chain.empty()) return void(next_range(self, q, f, std::move(r.outputs)));
   bool skew = s.cascade && s.cascade->skew && !q.held;  // a held query's stage is WEG's no more
   if (skew && !observe_skew(st, q.pipeline, f, r.outputs)) return void(fall_through(self, f.query, q, f));

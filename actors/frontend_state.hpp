@@ -21,6 +21,7 @@
 #include "actors/client_time.hpp"
 #include "actors/dummy_padding.hpp"
 #include "actors/frontend_routes.hpp"
+#include "actors/response_cache.hpp"
 #include "actors/roles.hpp"
 #include "pipelines/query_walk.hpp"
 #include "scheduling/policies/registry.hpp"
@@ -65,6 +66,7 @@ struct query {
                                         // advises the size of what it is mapped to when the reply goes
   std::vector<std::string> late_paths;  // leaves that finished after their own SLO (stages[].slo_ms)
   uint32_t version = 0;                 // the model version it asks its stages to run; 0: by their weights
+  std::optional<cache_key> cached_as;   // its pipeline caches replies: the key its outputs are kept under
 };
 
 struct in_flight {
@@ -87,6 +89,10 @@ struct in_flight {
   // A fragment route's layer ranges still to run after this one, each with its deadline.
   std::vector<std::string> chain{};
   std::vector<clock_time> chain_deadlines{};
+  // Its model caches outputs (models[].response_cache): the key they are kept under; `from_cache`:
+  // answered from the cache, never sent.
+  std::optional<cache_key> cached_as{};
+  bool from_cache = false;
 };
 
 struct frontend_state {
@@ -108,6 +114,9 @@ struct frontend_state {
   std::function<int64_t()> wall_us;
 
   std::unordered_map<uint64_t, query> queries;
+  // Outputs of the models and pipelines that cache them (runtime.response_cache_mb), emptied by
+  // every configuration it takes.
+  response_cache cache;
   std::unordered_map<uint64_t, in_flight> invocations;
   using expiry = std::pair<clock_time, uint64_t>;
   std::priority_queue<expiry, std::vector<expiry>, std::greater<>> expiries;
@@ -221,6 +230,16 @@ void expire_forwarded(self_ptr self, clock_time now);
 void send_dummies(self_ptr self, clock_time now);
 // Closes `model`'s batch in turn with dummies when it is due full (pad_atom).
 void pad_batch(self_ptr self, const std::string& model);
+
+// The response cache (frontend_cache.cpp). A pipeline that keeps replies: its request answered
+// from the cache (true), or its key set in `key` for the reply to be kept under. A model that
+// keeps outputs: invocation `f` of `q` answered from the cache (true: it is in flight as a result
+// the frontend sends itself), or its key set in `f` for its result. What a key names is kept once
+// it comes back ok. The cache's bound and generation follow the configuration.
+bool reply_from_cache(self_ptr self, size_t pi, ingress& in, std::optional<cache_key>& key);
+bool stage_from_cache(self_ptr self, query& q, in_flight& f);
+void keep_in_cache(self_ptr self, const cache_key& key, const std::vector<tensor>& outputs);
+void configure_cache(frontend_state& st);
 
 // What it tells others (frontend_reports.cpp): the controller what it knows of its clients (for a
 // policy that places on them); a load report's workers this frontend does not hear; another

@@ -189,6 +189,8 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
       set(is->mutable_fail(), st.fail);
       set(is->mutable_queue(), st.queue);
       set(is->mutable_compute_infer(), st.compute);
+      set(is->mutable_cache_hit(), st.cache_hit);
+      set(is->mutable_cache_miss(), st.cache_miss);
       is->mutable_compute_input();
       is->mutable_compute_output();
     }

@@ -119,8 +119,8 @@ struct http_ingress::impl {
                           {"compute_input", none},
                           {"compute_infer", d(st.compute)},
                           {"compute_output", none},
-                          {"cache_hit", none},
-                          {"cache_miss", none}}},
+                          {"cache_hit", d(st.cache_hit)},
+                          {"cache_miss", d(st.cache_miss)}}},
                         {"batch_stats", json::array()}});
     }
     return reply(200, json{{"model_stats", models}}.dump());

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,6 +51,7 @@ struct pipeline_statistics {
   uint64_t execution_count = 0;    // the batches they ran in (each member of a batch of b counts 1/b)
   duration success, fail;          // requests answered ok / not, from arrival to reply
   duration queue, compute;         // of the ok ones: time in device queues, and running, over their stages
+  duration cache_hit, cache_miss;  // response-cache lookups (pipelines[].response_cache) and their time
 };
 
 class node_metrics {
@@ -74,6 +76,13 @@ class node_metrics {
   // over its invocations the time queued and running, and `executions` (1/batch each).
   void request_statistics(const std::string& pipeline, bool ok, int64_t total_ns, int64_t queue_ns, int64_t compute_ns,
                           double executions, uint64_t wall_ms);
+  // Frontend: a response-cache lookup for `of` (a pipeline's or a model's name; `pipeline` says
+  // which) that found its outputs or not, taking `seconds` (with the insertion, for a miss of a
+  // pipeline answered since); a pipeline's also go into its statistics (cache_hit, cache_miss; a
+  // hit is a success too).
+  void cache_lookup(const std::string& of, bool pipeline, bool hit, double seconds);
+  // Frontend: its response cache's totals now.
+  void cache_state(uint64_t insertions, uint64_t evictions, uint64_t too_large, uint64_t bytes, uint64_t entries);
   // Each pipeline's statistics (those that answered something), by name.
   std::vector<pipeline_statistics> statistics() const;
   // The statistics of `names`, in their order; zeros for one that answered nothing yet.
@@ -138,6 +147,7 @@ class node_metrics {
   void render_gauges(std::string& out, double now_s) const;
   void render_devices(std::string& out, double now_s) const;
   void render_events(std::string& out) const;
+  void render_cache(std::string& out) const;
 
   std::vector<double> duration_buckets_ = latency_buckets;
   struct histogram {
@@ -175,7 +185,13 @@ class node_metrics {
   std::map<std::string, std::pair<std::map<std::string, double>, double>> memory_;  // device -> (model bytes, limit)
   std::map<std::string, size_t> instances_;
   std::map<std::pair<event, std::string>, uint64_t> events_;
-  double plan_devices_ = -1;  // -1: no placement yet
+  std::map<labels, uint64_t> cache_lookups_;  // of, kind, result
+  std::map<labels, double> cache_seconds_;    // of, kind
+  struct cache_totals {
+    uint64_t insertions = 0, evictions = 0, too_large = 0, bytes = 0, entries = 0;
+  };
+  std::optional<cache_totals> cache_;  // none: no frontend with a cache
+  double plan_devices_ = -1;           // -1: no placement yet
   double in_flight_ = -1;
 };
 

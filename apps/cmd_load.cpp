@@ -153,6 +153,10 @@ void add_traffic_options(CLI::App* cmd, load_args& o) {
                   "a partitioned model's clients: START:SLO_MS[:WEIGHT[:CLIENTS]],... (each request starts at layer "
                   "START, carries what the layers before make, and declares SLO_MS; from CLIENTS named clients)");
   cmd->add_option("--seed", lo.seed, "random seed of arrivals and payloads")->capture_default_str();
+  cmd->add_option("--repeat", lo.repeat,
+                  "this share of requests (0 to 1) repeats one of the last 64 inputs sent, the rest carry inputs of "
+                  "their own (default: every request the same input)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--wait-ready", lo.wait_ready_s, "seconds to wait for the frontend to be ready")
       ->capture_default_str();
   cmd->add_option("--key", o.key,
@@ -283,6 +287,8 @@ status choose_payloads(const cluster_config& cfg, load_args& o) {
       !ok)
     return ok;
   if (auto ok = read(o.images, read_images, lo.images); !ok) return ok;
+  if (lo.repeat >= 0 && (lo.shared_memory || !o.images.empty() || !o.image_size.empty()))
+    return fail("--repeat makes inputs of their own: not with --shared-memory, --images or --image-size");
   if (!lo.bandwidth_mbps.empty() && lo.payload_kb <= 0)
     lo.payload_kb = static_cast<double>(lo.input.byte_size().value_or(0)) / 1024;
   // A trace is replayed whole unless --duration cuts it short.

@@ -115,6 +115,9 @@ struct runtime_options {
   // `shared_memory_regions` regions each.
   bool client_shared_memory = false;
   int shared_memory_regions = 64;
+  // Each frontend's response cache (models[].response_cache, pipelines[].response_cache): MB of
+  // outputs it keeps, the least recently used evicted first.
+  long response_cache_mb = 64;
 };
 
 // A tenant (`security.tenants[]`): the clients that are it (CurveZMQ public keys, HTTP/gRPC bearer

@@ -36,6 +36,7 @@ const std::vector<key<runtime_options>>& runtime_keys() {
       {"http_connections_per_address", &o::http_connections_per_address},
       {"client_shared_memory", &o::client_shared_memory},
       {"shared_memory_regions", &o::shared_memory_regions},
+      {"response_cache_mb", &o::response_cache_mb},
   };
   return keys;
 }
@@ -134,6 +135,7 @@ const std::vector<key<model_spec>>& model_keys() {
       {"netnn", &o::netnn},
       {"labels", &o::labels},
       {"version", &o::version},
+      {"response_cache", &o::response_cache},
   };
   return keys;
 }
@@ -149,8 +151,10 @@ const std::vector<key<core_latency>>& core_keys() {
 
 const std::vector<key<pipeline>>& pipeline_keys() {
   using o = pipeline;
-  static const std::vector<key<o>> keys = {
-      {"name", &o::name, true}, {"slo_ms", &o::slo_ms, true}, {"priority", &o::priority}};
+  static const std::vector<key<o>> keys = {{"name", &o::name, true},
+                                           {"slo_ms", &o::slo_ms, true},
+                                           {"priority", &o::priority},
+                                           {"response_cache", &o::response_cache}};
   return keys;
 }
 
@@ -263,6 +267,8 @@ void parse_runtime(reader& r, const YAML::Node& n, runtime_options& o) {
   if (o.max_client_queued_replies < 1)
     r.error(n["max_client_queued_replies"], "runtime max_client_queued_replies must be at least 1");
   if (o.max_client_in_flight < 1) r.error(n["max_client_in_flight"], "runtime max_client_in_flight must be at least 1");
+  if (o.response_cache_mb < 0 || o.response_cache_mb > (1L << 20))
+    r.error(n["response_cache_mb"], "runtime response_cache_mb must be 0 to 1048576 (MB)");
   if (o.clock_tolerance_ms < 0) r.error(n["clock_tolerance_ms"], "runtime clock_tolerance_ms cannot be negative");
   if (o.http_request_timeout_ms < 100)
     r.error(n["http_request_timeout_ms"], "runtime http_request_timeout_ms must be at least 100");

@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -157,7 +159,8 @@ class load_lane {
       r.shm_inputs.push_back(o_.images.empty() ? shared_->payload(which)
                                                : shared_->image(next_payload_++ % o_.images.size()));
     else
-      r.inputs.push_back(o_.images.empty() ? payloads_[which] : o_.images[next_payload_++ % o_.images.size()]);
+      r.inputs.push_back(o_.images.empty() ? input_of(which, r.request_id)
+                                           : o_.images[next_payload_++ % o_.images.size()]);
     r.start_layer = m.start_layer;
     r.tenant = o_.tenant;
     if (m.declare_slo) r.slo_ms = m.slo_ms;
@@ -172,6 +175,24 @@ class load_lane {
     expiry_.emplace_back(intended + deadline_after_, r.request_id);
     c_.send(msg::encode_frame({{}, std::move(r)}));
     if (measured) out_.sent(sec);
+  }
+
+  // The input of pipeline `which`'s request `id`: its payload, or under --repeat one sent before
+  // or one of its own.
+  tensor input_of(size_t which, uint64_t id) {
+    auto& base = payloads_[which];
+    if (o_.repeat < 0) return base;
+    auto& sent = fresh_[which];
+    if (!sent.empty() && std::bernoulli_distribution(o_.repeat)(pick_rng_))
+      return sent[std::uniform_int_distribution<size_t>(0, sent.size() - 1)(pick_rng_)];
+    std::string data(base.data.view());
+    std::memcpy(data.data(), &id, std::min(sizeof id, data.size()));
+    tensor t{base.name, base.type, base.shape, bytes(std::move(data))};
+    if (sent.size() < 64)
+      sent.push_back(t);
+    else
+      sent[next_fresh_++ % 64] = t;
+    return t;
   }
 
   void on_reply(const msg::client_reply& r, steady::time_point now) {
@@ -211,6 +232,8 @@ class load_lane {
   std::deque<std::pair<steady::time_point, uint64_t>> expiry_;  // send order = deadline order
   uint64_t next_id_;
   size_t next_payload_;
+  std::map<size_t, std::vector<tensor>> fresh_;  // --repeat: per pipeline, its last fresh inputs
+  size_t next_fresh_ = 0;
 };
 
 void run_lane(const load_options& o, size_t lane, size_t lanes, load_connection& c, steady::time_point start,

@@ -52,6 +52,11 @@ struct load_options {
   std::vector<double> bandwidth_mbps;
   double payload_kb = 0;
   uint64_t seed = 1;
+  // < 0: every request carries the same input. Else this share of requests repeats an input sent
+  // before (one of the last 64 of its pipeline's fresh ones, at random) and the rest carry one of
+  // their own (the input with the request's id in its first bytes): a stream a response cache
+  // answers that share of.
+  double repeat = -1;
   bool progress = false;     // live line on stderr
   double wait_ready_s = 20;  // wait for the frontend to be ready first
   curve_pair key;            // CurveZMQ: this client's pair; empty: plain connection

@@ -139,6 +139,9 @@ struct model_spec {
   // resolved as `path`), read with the configuration into `label_names`.
   std::string labels;
   std::vector<std::string> label_names;
+  // Triton's response cache: outputs kept by a hash of the inputs, so that an input seen before is
+  // answered at the frontend without a device (`response_cache`; runtime.response_cache_mb).
+  bool response_cache = false;
   // Prefix batching: this model is a variant made of the shared prefix model `prefix` followed
   // by its own suffix (`path`). Variants of one prefix run the prefix once over their combined
   // batch. Filled from the prefix model by the config loader:

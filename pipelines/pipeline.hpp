@@ -90,6 +90,9 @@ struct pipeline {
   // Under overload, pipelines of lower priority are shed first (`pipelines[].priority`, 0 by
   // default): a plan short of devices carries the higher ones' load before the lower ones'.
   int priority = 0;
+  // Replies kept by a hash of the request's inputs: a request seen before is answered from the
+  // frontend's response cache without running a stage (`pipelines[].response_cache`).
+  bool response_cache = false;
   std::vector<stage> stages;
   std::vector<size_t> topo;  // stage indices in topological order (filled by resolve)
 

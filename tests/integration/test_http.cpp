@@ -71,6 +71,13 @@ struct http_cluster : ::testing::Test {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
 
+  // The cluster file with the first `find` in it replaced by `with`.
+  void edit_config(const std::string& find, const std::string& with) {
+    auto text = read_text(dir / "cluster.yaml");
+    text.replace(text.find(find), find.size(), with);
+    std::ofstream(dir / "cluster.yaml") << text;
+  }
+
   // Starts the cluster (`extra` appended to its file) and a client of its http ingress.
   void start(const std::string& extra = "", bool tls = false) {
     if (!extra.empty()) std::ofstream(dir / "cluster.yaml", std::ios::app) << extra;
@@ -395,6 +402,48 @@ pipelines:
   ASSERT_TRUE(lone);
   EXPECT_EQ(lone->status, 400);
   EXPECT_NE(lone->body.find("'output_rows' comes with a batched request"), std::string::npos) << lone->body;
+}
+
+// A pipeline with a response cache: the same request twice, the second answered from the cache
+// with the same outputs; Triton's statistics count a hit and a miss, /metrics the lookups; the
+// load client's stream of half repeated inputs is half answered there.
+TEST_F(http_cluster, a_repeated_request_is_answered_from_the_response_cache) {
+  edit_config("    slo_ms: 200\n", "    slo_ms: 200\n    response_cache: true\n");
+  start();
+  wait_ready();
+  auto body = image_request("same").dump();
+  auto first = client->Post("/v2/models/traffic/infer", body, "application/json");
+  auto second = client->Post("/v2/models/traffic/infer", body, "application/json");
+  ASSERT_TRUE(first && first->status == 200) << (first ? first->body : "no reply");
+  ASSERT_TRUE(second && second->status == 200) << (second ? second->body : "no reply");
+  EXPECT_EQ(json::parse(second->body)["outputs"], json::parse(first->body)["outputs"]) << first->body << "\n"
+                                                                                       << second->body;
+  auto stats = client->Get("/v2/models/traffic/stats");
+  ASSERT_TRUE(stats && stats->status == 200);
+  auto st = json::parse(stats->body)["model_stats"][0]["inference_stats"];
+  EXPECT_EQ(st["cache_hit"]["count"], 1) << stats->body;
+  EXPECT_EQ(st["cache_miss"]["count"], 1) << stats->body;
+  EXPECT_EQ(st["success"]["count"], 2) << stats->body;
+  auto metrics = client->Get("/metrics");
+  ASSERT_TRUE(metrics && metrics->status == 200);
+  EXPECT_NE(
+      metrics->body.find("sloserve_response_cache_lookups_total{of=\"traffic\",kind=\"pipeline\",result=\"hit\"} 1"),
+      std::string::npos)
+      << metrics->body;
+  auto log = dir / "load.log";
+  auto load = sloserve::spawn_child(
+      SLOSERVE_BIN,
+      {"sloserve", "load", "-c", (dir / "resolved.yaml").string(), "--pipeline", "traffic", "--rate", "100",
+       "--duration", "2", "--repeat", "0.5", "--json", (dir / "load.json").string()},
+      log);
+  int status = 0;
+  ASSERT_TRUE(load.wait_for(60s, status)) << load.output();
+  ASSERT_EQ(status, 0) << load.output();
+  auto summary = json::parse(read_text(dir / "load.json"));
+  EXPECT_EQ(summary["lost"], 0) << summary.dump();
+  auto after = json::parse(client->Get("/v2/models/traffic/stats")->body)["model_stats"][0]["inference_stats"];
+  auto hits = after["cache_hit"]["count"].get<double>() - 1, misses = after["cache_miss"]["count"].get<double>() - 1;
+  EXPECT_NEAR(hits / (hits + misses), 0.5, 0.15) << after.dump();
 }
 
 // Triton's extensions a Triton client calls: each pipeline's statistics (what it answered, and the
@@ -893,9 +942,7 @@ struct shm_object {
 // own shared memory and passes an input and an output through them; what comes back is what the
 // same input sent as bytes gets. Bad regions, offsets and sizes get a 400 with the reason.
 TEST_F(http_cluster, inputs_and_outputs_pass_through_registered_system_shared_memory) {
-  auto yaml = read_text(dir / "cluster.yaml");
-  yaml.replace(yaml.find("runtime: {"), 10, "runtime: {client_shared_memory: true, ");
-  std::ofstream(dir / "cluster.yaml") << yaml;
+  edit_config("runtime: {", "runtime: {client_shared_memory: true, ");
   start();
   wait_ready();
   auto extensions = json::parse(client->Get("/v2")->body)["extensions"];
