@@ -493,13 +493,14 @@ scheduler: {policy: jellyfish, jellyfish: {interval_ms: 500}}
   }
   EXPECT_GE(h["attainment"].get<double>(), 0.98) << h.dump(2);
   EXPECT_GT(l["ok_within_slo"].get<int>(), 8 * 10) << "its device serves it: " << l.dump(2);
-  // The worker's schedule then: three devices run the high one's model.
+  // The worker's schedule then: the high one's model runs on the three devices its cameras need
+  // (the low one's devices may hold it too, as a spare for its bursts).
   auto last = log.rfind("applied schedule");
   ASSERT_NE(last, std::string::npos) << log;
   auto line = log.substr(last, log.find('\n', last) - last);
   int on = 0;
   for (auto at = line.find(" h on device"); at != std::string::npos; at = line.find(" h on device", at + 1)) ++on;
-  EXPECT_EQ(on, 3) << line;
+  EXPECT_GE(on, 3) << line;
 }
 
 TEST_F(cluster_fixture, curve_admits_listed_clients_and_refuses_others) {
