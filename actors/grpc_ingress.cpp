@@ -1,11 +1,15 @@
 #include "actors/grpc_ingress.hpp"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
 
+#include <condition_variable>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "actors/grpc_tensors.hpp"
 #include "actors/kserve_call.hpp"
@@ -65,6 +69,31 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
   std::shared_ptr<shm::registry> regions;  // clients' shared memory; null or off: refused
   kserve::intake_admit intake;             // the node's intake gate; empty: none
   std::unique_ptr<grpc::Server> server;
+
+  // gRPC's health checking (grpc.health.v1.Health, served by gRPC itself): the server ("") and
+  // the KServe service SERVING while the frontend says the node is ready, asked every 500 ms;
+  // NOT_SERVING before the first answer, while not ready, and once the ingress stops.
+  std::thread health_watch;
+  std::mutex health_mu;  // guards health_stop, and the server's health statuses against stop()
+  std::condition_variable health_cv;
+  bool health_stop = false;
+  void set_health(bool serving) {
+    std::lock_guard g(health_mu);
+    if (health_stop || !server) return;
+    auto* h = server->GetHealthCheckService();
+    if (!h) return;
+    h->SetServingStatus("", serving);
+    h->SetServingStatus(pb::GRPCInferenceService::service_full_name(), serving);
+  }
+  void watch_health() {
+    std::unique_lock lk(health_mu);
+    while (!health_stop) {
+      lk.unlock();
+      readiness("", [this](const msg::status_reply& r) { set_health(r.ready); });
+      lk.lock();
+      health_cv.wait_for(lk, std::chrono::milliseconds(500), [&] { return health_stop; });
+    }
+  }
 
   // Every RPC ends here: counted by its code, then finished.
   void finish(grpc::ServerUnaryReactor* reactor, const Status& s) {
@@ -465,6 +494,7 @@ expected<int> grpc_ingress::start(const std::string& host_port) {
   if (sec.enabled() && !sec.http_secured())
     spdlog::warn("{}: security is on but the gRPC ingress has no TLS certificate and tokens: it serves {} only",
                  impl_->node, host_port);
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder b;
   int bound = 0;
   b.AddListeningPort(host + host_port.substr(colon), creds, &bound);
@@ -480,11 +510,19 @@ expected<int> grpc_ingress::start(const std::string& host_port) {
   b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
   impl_->server = b.BuildAndStart();
   if (!impl_->server || bound == 0) return fail("grpc: cannot bind " + host_port);
+  impl_->set_health(false);
+  impl_->health_watch = std::thread([this] { impl_->watch_health(); });
   return bound;
 }
 
 void grpc_ingress::stop() {
   if (!impl_ || !impl_->server) return;
+  {
+    std::lock_guard g(impl_->health_mu);
+    impl_->health_stop = true;
+  }
+  impl_->health_cv.notify_all();
+  if (impl_->health_watch.joinable()) impl_->health_watch.join();
   // Calls in flight get until their replies or 2 s; then they are cancelled.
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   impl_->server->Wait();

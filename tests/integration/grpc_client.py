@@ -125,6 +125,20 @@ class GrpcIngress(unittest.TestCase):
     def test_health_and_metadata(self):
         s = self.c.stub
         self.assertTrue(s.ServerLive(pb.ServerLiveRequest()).live)
+        # gRPC's health checking (grpc.health.v1.Health), as Kubernetes' gRPC probes call it:
+        # HealthCheckRequest{service} in, HealthCheckResponse{status: SERVING = 1} out.
+        check = self.c.channel.unary_unary("/grpc.health.v1.Health/Check",
+                                           request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        for _ in range(40):  # the ingress asks the frontend every 500 ms
+            if check(b"") == b"\x08\x01":
+                break
+            time.sleep(0.1)
+        self.assertEqual(check(b""), b"\x08\x01")
+        name = b"inference.GRPCInferenceService"
+        self.assertEqual(check(b"\x0a" + bytes([len(name)]) + name), b"\x08\x01")
+        with self.assertRaises(grpc.RpcError) as e:
+            check(b"\x0a\x04nope")
+        self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
         self.assertEqual(s.ServerMetadata(pb.ServerMetadataRequest()).name, "sloserve")
         m = s.ModelMetadata(pb.ModelMetadataRequest(name="traffic"))
         self.assertEqual(m.name, "traffic")
