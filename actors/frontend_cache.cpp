@@ -22,10 +22,10 @@ void report(frontend_state& st) {
 void configure_cache(frontend_state& st) {
   st.cache.clear();
   st.cache.resize(static_cast<uint64_t>(std::max(0L, st.cfg->runtime.response_cache_mb)) << 20);
-  bool any =
-      std::any_of(st.cfg->pipelines.begin(), st.cfg->pipelines.end(), [](auto& p) { return p.response_cache; }) ||
-      std::any_of(st.cfg->models.begin(), st.cfg->models.end(), [](auto& m) { return m.response_cache; });
-  if (any) report(st);
+  st.models_cache = std::any_of(st.cfg->models.begin(), st.cfg->models.end(), [](auto& m) { return m.response_cache; });
+  if (st.models_cache ||
+      std::any_of(st.cfg->pipelines.begin(), st.cfg->pipelines.end(), [](auto& p) { return p.response_cache; }))
+    report(st);
 }
 
 bool reply_from_cache(self_ptr self, size_t pi, ingress& in, std::optional<cache_key>& key) {
@@ -61,8 +61,10 @@ bool reply_from_cache(self_ptr self, size_t pi, ingress& in, std::optional<cache
 
 bool stage_from_cache(self_ptr self, query& q, in_flight& f) {
   auto& st = self->state;
+  // Every invocation passes here: no lookup of its model where none keeps outputs.
+  if (!st.models_cache || st.cache.capacity() == 0 || !f.chain.empty()) return false;
   auto* spec = q.cfg->find_model(f.model);
-  if (!spec || !spec->response_cache || !f.chain.empty() || st.cache.capacity() == 0) return false;
+  if (!spec || !spec->response_cache) return false;
   auto started = std::chrono::steady_clock::now();
   auto k = st.cache.key_of("model " + f.model + " " + std::to_string(spec->version), f.inputs);
   auto hit = st.cache.find(k);

@@ -117,6 +117,7 @@ struct frontend_state {
   // Outputs of the models and pipelines that cache them (runtime.response_cache_mb), emptied by
   // every configuration it takes.
   response_cache cache;
+  bool models_cache = false;  // some model of the configuration keeps its outputs (models[].response_cache)
   std::unordered_map<uint64_t, in_flight> invocations;
   using expiry = std::pair<clock_time, uint64_t>;
   std::priority_queue<expiry, std::vector<expiry>, std::greater<>> expiries;
