@@ -116,13 +116,8 @@ namespace {
 
 // Sends invocation `f` of query `qid`; false when no instance of its model was live (the query is
 // then answered with the reason, `why` appended).
-// `cached`, if given, says whether the cache answered it (models[].response_cache).
-bool launch(self_ptr self, uint64_t qid, query& q, in_flight f, const std::string& why, bool* cached = nullptr) {
+bool launch(self_ptr self, uint64_t qid, query& q, in_flight f, const std::string& why) {
   auto& st = self->state;
-  if (stage_from_cache(self, q, f)) {
-    if (cached) *cached = true;
-    return true;
-  }
   auto id = st.next_invocation++;
   auto [it, _] = st.invocations.emplace(id, std::move(f));
   std::string refused;
@@ -224,10 +219,10 @@ bool spawn_stage(self_ptr self, uint64_t qid, query& q, size_t stage, uint32_t i
     f.fallback = true;
     if (c->skew) f.skew = in_flight::skew_role::oracle_alone;
   }
-  bool cached = false;
-  if (!launch(self, qid, q, std::move(f), {}, &cached)) return false;
-  // Its pipeline's load is counted under the configuration in force; the plan is for what
-  // devices run, not what the cache answers.
+  // A model that keeps its outputs answers an input it has seen. The load is counted under the
+  // configuration in force, of what devices run.
+  bool cached = stage_from_cache(self, q, f);
+  if (!cached && !launch(self, qid, q, std::move(f), {})) return false;
   if (q.held || cached) return true;
   ++st.load[q.pipeline].stage_invocations[stage];
   if (alone) ++st.load[q.pipeline].fallthroughs[stage];
