@@ -245,7 +245,6 @@ class session final : public session_base, public std::enable_shared_from_this<s
     for (auto& f : m) r.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
     lowest().expires_never();  // the handler's time is its own (responder::backstop)
     auto x = std::make_shared<detail::exchange>();
-    x->io = io_;
     x->watch = srv_->backstops;
     x->session = this->shared_from_this();
     try {

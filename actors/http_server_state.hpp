@@ -40,7 +40,6 @@ namespace detail {
 struct backstops;
 
 struct exchange : std::enable_shared_from_this<exchange> {
-  std::shared_ptr<asio::io_context> io;  // the connection's thread's
   // The server's list of backstops (set before the handler sees the exchange, then read only).
   std::shared_ptr<backstops> watch;
   std::mutex lock;  // guards what follows
