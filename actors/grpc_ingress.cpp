@@ -177,6 +177,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     res->set_version(SLOSERVE_VERSION);
     for (auto* e : {"binary_tensor_data", "classification", "statistics", "model_repository"}) res->add_extensions(e);
     if (shared_memory_on()) res->add_extensions("system_shared_memory");
+    if (shared_memory_on() && regions->cuda_unavailable().empty()) res->add_extensions("cuda_shared_memory");
     finish(reactor, Status::OK);
     return reactor;
   }
@@ -343,27 +344,43 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     return shared_memory_call(ctx, [&](const std::string& owner) { return regions->remove(owner, req->name()); });
   }
 
-  // Triton's CUDA shared-memory calls: this node maps no client's GPU memory.
-  grpc::ServerUnaryReactor* cuda_unavailable(grpc::CallbackServerContext* ctx) {
+  // Triton's CUDA shared-memory calls: FAILED_PRECONDITION where this node cannot map clients'
+  // GPU memory (shared memory off, no CUDA runtime or device), with the reason.
+  template <class Call>
+  grpc::ServerUnaryReactor* cuda_memory_call(grpc::CallbackServerContext* ctx, Call call) {
+    auto why = regions ? regions->cuda_unavailable() : std::string(shm::off_reason);
+    if (why.empty()) return shared_memory_call(ctx, call);
     auto* reactor = ctx->DefaultReactor();
-    if (!admitted(ctx, reactor)) return reactor;
-    finish(reactor, {StatusCode::UNIMPLEMENTED, shm::cuda_unavailable});
+    if (admitted(ctx, reactor)) finish(reactor, {StatusCode::FAILED_PRECONDITION, why});
     return reactor;
   }
   grpc::ServerUnaryReactor* CudaSharedMemoryStatus(grpc::CallbackServerContext* ctx,
-                                                   const pb::CudaSharedMemoryStatusRequest*,
-                                                   pb::CudaSharedMemoryStatusResponse*) override {
-    return cuda_unavailable(ctx);
+                                                   const pb::CudaSharedMemoryStatusRequest* req,
+                                                   pb::CudaSharedMemoryStatusResponse* res) override {
+    return cuda_memory_call(ctx, [&](const std::string& owner) -> status {
+      auto listed = regions->list(owner, req->name(), shm::kind::cuda);
+      if (!listed) return fail(listed.error());
+      for (auto& r : *listed) {
+        auto& out = (*res->mutable_regions())[r.name];
+        out.set_name(r.name);
+        out.set_device_id(static_cast<uint64_t>(r.device));
+        out.set_byte_size(r.byte_size);
+      }
+      return {};
+    });
   }
   grpc::ServerUnaryReactor* CudaSharedMemoryRegister(grpc::CallbackServerContext* ctx,
-                                                     const pb::CudaSharedMemoryRegisterRequest*,
+                                                     const pb::CudaSharedMemoryRegisterRequest* req,
                                                      pb::CudaSharedMemoryRegisterResponse*) override {
-    return cuda_unavailable(ctx);
+    return cuda_memory_call(ctx, [&](const std::string& owner) {
+      return regions->add_cuda(owner, req->name(), req->raw_handle(), req->device_id(), req->byte_size());
+    });
   }
   grpc::ServerUnaryReactor* CudaSharedMemoryUnregister(grpc::CallbackServerContext* ctx,
-                                                       const pb::CudaSharedMemoryUnregisterRequest*,
+                                                       const pb::CudaSharedMemoryUnregisterRequest* req,
                                                        pb::CudaSharedMemoryUnregisterResponse*) override {
-    return cuda_unavailable(ctx);
+    return cuda_memory_call(
+        ctx, [&](const std::string& owner) { return regions->remove(owner, req->name(), shm::kind::cuda); });
   }
 
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const pb::ModelInferRequest* req,

@@ -291,6 +291,7 @@ struct http_ingress::impl {
     if (get && path == "/v2") {
       json extensions = {"binary_tensor_data", "classification", "statistics", "model_repository"};
       if (shared_memory_on()) extensions.push_back("system_shared_memory");
+      if (shared_memory_on() && regions->cuda_unavailable().empty()) extensions.push_back("cuda_shared_memory");
       return respond(
           reply(200, json{{"name", "sloserve"}, {"version", SLOSERVE_VERSION}, {"extensions", extensions}}.dump()));
     }

@@ -378,7 +378,8 @@ status write_shared_outputs(const shared_outputs& out, const std::vector<tensor>
       return fail("output '" + t.name + "' has " + std::to_string(t.data.size()) +
                   " bytes, more than the shared_memory_byte_size " + std::to_string(it->second.size) + " of region '" +
                   out.refs.at(t.name).region + "'");
-    if (!t.data.empty()) std::memcpy(it->second.data, t.data.data(), t.data.size());
+    if (auto ok = it->second.put(t.data.view()); !ok)
+      return fail("output '" + t.name + "' into region '" + out.refs.at(t.name).region + "': " + ok.error());
   }
   return {};
 }

@@ -13,6 +13,7 @@
 #include "actors/http_ingress.hpp"
 #include "actors/link.hpp"
 #include "actors/roles.hpp"
+#include "gpu/cuda_ipc.hpp"
 #include "gpu/profiler.hpp"
 #include "ingress/shm_regions.hpp"
 #include "messages/codec.hpp"
@@ -194,7 +195,13 @@ status node_runtime::start_transport(const node_spec& spec, std::map<std::string
                                            if (auto l = link.lock())
                                              l->metrics.count(node_metrics::event::shared_memory, what);
                                          });
-  if (shm_->enabled()) shm_->sweep_every(1000);
+  if (shm_->enabled()) {
+    shm_->sweep_every(1000);
+    auto gpu = open_cuda_ipc();
+    spdlog::info("{}: clients' shared memory on; CUDA shared memory {}", node_,
+                 gpu->unavailable().empty() ? "through the " + gpu->describe() : "off: " + gpu->unavailable());
+    shm_->set_device_memory(std::move(gpu));
+  }
   link_->config = std::make_shared<config_source>(cfg_);
   admit_ = intake_gate_of(link_);
   std::vector<double> slos_s;

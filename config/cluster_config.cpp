@@ -387,10 +387,22 @@ cluster_config single_node(const cluster_config& cfg) {
   node_spec n;
   n.name = "local";
   n.roles = {role::controller, role::frontend, role::worker};
+  bool cores_bounded = true;
   for (auto& x : cfg.nodes) {
-    if (n.address.empty() && x.has_role(role::frontend)) n.address = x.address;
-    if (x.has_role(role::worker)) n.devices.insert(n.devices.end(), x.devices.begin(), x.devices.end());
+    if (n.address.empty() && x.has_role(role::frontend)) {  // clients reach it where they reach the frontend
+      n.address = x.address;
+      n.bind = x.bind;
+      n.http = x.http;
+      n.grpc = x.grpc;
+      n.metrics = x.metrics;
+    }
+    if (x.has_role(role::worker)) {
+      n.devices.insert(n.devices.end(), x.devices.begin(), x.devices.end());
+      cores_bounded = cores_bounded && x.cores > 0;
+      n.cores += x.cores;
+    }
   }
+  if (!cores_bounded) n.cores = 0;
   out.nodes = {n};
   return out;
 }

@@ -2,10 +2,7 @@
 
 #include <dlfcn.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <set>
+#include "gpu/cuda_libraries.hpp"
 
 namespace sloserve {
 namespace {
@@ -137,71 +134,33 @@ class nvjpeg_decoder final : public gpu_jpeg_decoder {
   bool hardware_ok_ = false;
 };
 
-// Libraries named libnvjpeg* in `dir`, newest version first.
-void add_from(const std::filesystem::path& dir, std::vector<std::string>& out) {
-  std::error_code ec;
-  std::set<std::string, std::greater<>> found;
-  for (auto& f : std::filesystem::directory_iterator(dir, ec))
-    if (f.path().filename().string().rfind("libnvjpeg", 0) == 0) found.insert(f.path().string());
-  out.insert(out.end(), found.begin(), found.end());
-}
-
-template <class F>
-F symbol(void* lib, const char* name) {
-  return reinterpret_cast<F>(dlsym(lib, name));
-}
-
 }  // namespace
 
 std::vector<std::string> nvjpeg_candidates() {
-  std::vector<std::string> out;
-  if (const char* env = std::getenv("SLOSERVE_NVJPEG"); env && *env) out.emplace_back(env);
-  // Beside the PyTorch this process runs: site-packages/torch/lib/... -> site-packages/nvidia/nvjpeg/lib
-  // (the wheels' CUDA libraries) and site-packages/torchvision.libs.
-  std::ifstream maps("/proc/self/maps");
-  std::set<std::filesystem::path> sites;
-  for (std::string line; std::getline(maps, line);) {
-    auto at = line.find("/torch/lib/");
-    if (at == std::string::npos) continue;
-    auto begin = line.find('/');
-    sites.insert(line.substr(begin, at - begin));  // the folder that holds torch/
-  }
-  for (auto& site : sites) {
-    add_from(site / "nvidia" / "nvjpeg" / "lib", out);
-    add_from(site / "torchvision.libs", out);
-  }
-  for (auto* dir : {"/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib"}) add_from(dir, out);
-  for (auto* soname : {"libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so.11", "libnvjpeg.so"})
-    out.emplace_back(soname);
-  return out;
+  return cuda_library_candidates("libnvjpeg", "SLOSERVE_NVJPEG", "nvjpeg", {"torchvision.libs"},
+                                 {"libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so.11", "libnvjpeg.so"});
 }
 
 expected<std::unique_ptr<gpu_jpeg_decoder>> open_gpu_jpeg_decoder() {
-  std::string tried;
-  for (auto& path : nvjpeg_candidates()) {
-    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      tried += (tried.empty() ? "" : ", ") + path;
-      continue;
-    }
-    nvjpeg_api api;
-    api.create_ex = symbol<decltype(api.create_ex)>(lib, "nvjpegCreateEx");
-    api.destroy = symbol<decltype(api.destroy)>(lib, "nvjpegDestroy");
-    api.state_create = symbol<decltype(api.state_create)>(lib, "nvjpegJpegStateCreate");
-    api.state_destroy = symbol<decltype(api.state_destroy)>(lib, "nvjpegJpegStateDestroy");
-    api.batched_initialize = symbol<decltype(api.batched_initialize)>(lib, "nvjpegDecodeBatchedInitialize");
-    api.decode_batched = symbol<decltype(api.decode_batched)>(lib, "nvjpegDecodeBatched");
-    api.get_property = symbol<decltype(api.get_property)>(lib, "nvjpegGetProperty");
-    if (!api.create_ex || !api.destroy || !api.state_create || !api.state_destroy || !api.batched_initialize ||
-        !api.decode_batched) {
-      dlclose(lib);
-      return fail(path + " lacks nvJPEG's batched decoding API (nvJPEG of CUDA 11 or later is needed)");
-    }
-    auto d = std::make_unique<nvjpeg_decoder>(lib, api, path);
-    if (auto s = d->start(); !s) return fail(path + ": " + s.error());
-    return std::unique_ptr<gpu_jpeg_decoder>(std::move(d));
+  auto found = load_first(nvjpeg_candidates());
+  if (!found) return fail("no nvJPEG library found (" + found.error() + "; SLOSERVE_NVJPEG names one)");
+  auto [lib, path] = *found;
+  nvjpeg_api api;
+  api.create_ex = symbol<decltype(api.create_ex)>(lib, "nvjpegCreateEx");
+  api.destroy = symbol<decltype(api.destroy)>(lib, "nvjpegDestroy");
+  api.state_create = symbol<decltype(api.state_create)>(lib, "nvjpegJpegStateCreate");
+  api.state_destroy = symbol<decltype(api.state_destroy)>(lib, "nvjpegJpegStateDestroy");
+  api.batched_initialize = symbol<decltype(api.batched_initialize)>(lib, "nvjpegDecodeBatchedInitialize");
+  api.decode_batched = symbol<decltype(api.decode_batched)>(lib, "nvjpegDecodeBatched");
+  api.get_property = symbol<decltype(api.get_property)>(lib, "nvjpegGetProperty");
+  if (!api.create_ex || !api.destroy || !api.state_create || !api.state_destroy || !api.batched_initialize ||
+      !api.decode_batched) {
+    dlclose(lib);
+    return fail(path + " lacks nvJPEG's batched decoding API (nvJPEG of CUDA 11 or later is needed)");
   }
-  return fail("no nvJPEG library found (tried " + tried + "; SLOSERVE_NVJPEG names one)");
+  auto d = std::make_unique<nvjpeg_decoder>(lib, api, path);
+  if (auto s = d->start(); !s) return fail(path + ": " + s.error());
+  return std::unique_ptr<gpu_jpeg_decoder>(std::move(d));
 }
 
 }  // namespace sloserve

@@ -2,14 +2,15 @@
 # Builds the cuda device kind and checks it on a machine with an NVIDIA GPU: the executor tests on
 # the cuda kind, the preprocessing kernel against the CPU path, bench_served and bench_prefix on
 # cuda, and ResNet-50 end to end (stage "serve": `sloserve up` + `sloserve load` against raw
-# PyTorch in the same run, float32 and JPEG requests, fp32 and fp16, SLO 100 and 15 ms). CI never
+# PyTorch in the same run, float32 and JPEG requests, fp32 and fp16, SLO 100 and 15 ms), and Triton's
+# CUDA shared-memory extension from a client process (stage "cudashm"). CI never
 # runs this (CI has no GPU); it is how the CUDA path is checked when one is lent.
 #
 #   scripts/gpu_check.sh --fetch-deps DIR     on Debian 12: download sloserve's non-torch
 #                                             dependencies (.deb files) into DIR
 #   scripts/gpu_check.sh [DEPS_DIR] [OUT_DIR] on the GPU machine
 #
-# STAGES (default "build test bench serve") picks the steps, so that a short lease can build and test in
+# STAGES (default "build test bench serve cudashm") picks the steps, so that a short lease can build and test in
 # one call and run the benchmarks in the next. SERVE_SECONDS (default 6) is each serve trial's length,
 # SERVE_STEPS (default 4) its bisection steps after the doubling, and SERVE_PIPELINES the pipelines
 # it measures (default all six).
@@ -73,7 +74,7 @@ if [[ -n "$DEPS_DIR" ]]; then
                -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$D/usr/lib/x86_64-linux-gnu:$D/lib/x86_64-linux-gnu")
 fi
 
-STAGES="${STAGES:-build test bench serve}"
+STAGES="${STAGES:-build test bench serve cudashm}"
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 status=0
 
@@ -210,5 +211,70 @@ done
 kill "$UP" 2>/dev/null || true
 wait "$UP" 2>/dev/null || true
 log "ratios: each served rate over the raw best of its precision above (JPEG against raw fp32)"
+fi
+
+if has cudashm; then
+# Triton's CUDA shared-memory extension end to end: a client process puts a 224x224 tensor in its
+# GPU memory, exports it (cudaIpcGetMemHandle), registers it and an output buffer over HTTP, and
+# the node answers into the GPU buffer the outputs it answers a request with the bytes.
+SHM="$OUT_DIR/cudashm"
+mkdir -p "$SHM"
+R50="$(realpath "$BUILD/models/resnet50.pt")"
+PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cat >"$SHM/cluster.yaml" <<YAML
+nodes:
+  - {name: one, address: tcp://127.0.0.1:0, http: "127.0.0.1:$PORT", roles: [controller, frontend, worker], devices: [{kind: cuda, count: 1}]}
+models:
+  - {name: r50, path: $R50, input: {dtype: float32, shape: [3, 224, 224]}, output: {dtype: float32, shape: [1000]}, max_batch: 16}
+pipelines:
+  - {name: r50, slo_ms: 200, stages: [{name: s, model: r50}]}
+runtime: {client_shared_memory: true}
+YAML
+"$BUILD/sloserve" up -c "$SHM/cluster.yaml" >"$SHM/up.log" 2>&1 &
+UP=$!
+for _ in $(seq 600); do grep -q "cluster up" "$SHM/up.log" && break; sleep 0.5; done
+grep -h "CUDA shared memory" "$SHM/up.log" | tee -a "$OUT_DIR/summary.txt" || true
+"$PY" - "$PORT" >"$SHM/client.txt" 2>&1 <<'PYEOF' || status=1
+import base64, ctypes, glob, json, os, sys, time, urllib.request
+import numpy as np, torch
+site = os.path.dirname(os.path.dirname(torch.__file__))
+libs = sorted(glob.glob(site + "/nvidia/cuda_runtime/lib/libcudart.so*")) + ["/usr/local/cuda/lib64/libcudart.so"]
+rt = ctypes.CDLL(libs[0])
+url = "http://127.0.0.1:%s" % sys.argv[1]
+def call(path, body=None):
+    data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    req = urllib.request.Request(url + path, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req) as r: return r.status, r.read()
+    except urllib.error.HTTPError as e: return e.code, e.read()
+def gpu_buffer(n):
+    p = ctypes.c_void_p(); assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(n)) == 0
+    h = (ctypes.c_char * 64)(); assert rt.cudaIpcGetMemHandle(h, p) == 0
+    return p, base64.b64encode(bytes(h)).decode()
+x = np.random.default_rng(7).standard_normal((3, 224, 224)).astype(np.float32)
+inp, inp_h = gpu_buffer(x.nbytes); out, out_h = gpu_buffer(4000)
+assert rt.cudaMemcpy(inp, x.ctypes.data_as(ctypes.c_void_p), ctypes.c_size_t(x.nbytes), 1) == 0
+print("metadata", call("/v2")[1].decode())
+for name, h, n in (("in", inp_h, x.nbytes), ("out", out_h, 4000)):
+    print("register", name, call("/v2/cudasharedmemory/region/%s/register" % name, {"raw_handle": {"b64": h}, "device_id": 0, "byte_size": n}))
+print("status", call("/v2/cudasharedmemory/status")[1].decode())
+shm = {"inputs": [{"name": "input", "datatype": "FP32", "shape": [3, 224, 224], "parameters": {"shared_memory_region": "in", "shared_memory_byte_size": x.nbytes}}],
+       "outputs": [{"name": "output", "parameters": {"shared_memory_region": "out", "shared_memory_byte_size": 4000}}]}
+code, body = call("/v2/models/r50/infer", shm); print("infer through GPU memory", code, body[:200])
+got = np.empty(1000, np.float32)
+assert rt.cudaMemcpy(got.ctypes.data_as(ctypes.c_void_p), out, ctypes.c_size_t(4000), 2) == 0
+ref = json.loads(call("/v2/models/r50/infer", {"inputs": [{"name": "input", "datatype": "FP32", "shape": [3, 224, 224], "data": x.ravel().tolist()}]})[1])
+want = np.array(ref["outputs"][0]["data"], np.float32)
+print("outputs agree with the JSON request's:", bool(np.allclose(got, want, atol=1e-3)), "max diff %.2e" % float(np.abs(got - want).max()))
+for kind, body in (("cuda", json.dumps(shm).encode()),):
+    t = time.perf_counter(); n = 200
+    for _ in range(n): assert call("/v2/models/r50/infer", body)[0] == 200
+    print("%d sequential requests through GPU memory: %.0f req/s" % (n, n / (time.perf_counter() - t)))
+print("unregister", call("/v2/cudasharedmemory/unregister", b"{}"), "status", call("/v2/cudasharedmemory/status")[1].decode())
+PYEOF
+tee -a "$OUT_DIR/summary.txt" <"$SHM/client.txt"
+grep -q "outputs agree with the JSON request's: True" "$SHM/client.txt" || status=1
+kill "$UP" 2>/dev/null || true
+wait "$UP" 2>/dev/null || true
 fi
 exit $status

@@ -369,6 +369,42 @@ TEST(cluster_config, single_node_pools_every_worker_device) {
   EXPECT_EQ(one.nodes[0].address, "tcp://127.0.0.1:7100");
 }
 
+// `run` serves a file in one process: its clients reach it where they reach the file's frontend,
+// over every ingress that frontend has.
+TEST(cluster_config, single_node_keeps_the_frontends_ingresses) {
+  auto r = parse_cluster_config(R"(nodes:
+  - name: fe
+    address: tcp://127.0.0.1:7100
+    bind: tcp://0.0.0.0:7100
+    roles: [controller, frontend]
+    http: 127.0.0.1:8000
+    grpc: 127.0.0.1:8001
+    metrics: 127.0.0.1:8002
+  - name: w
+    address: tcp://127.0.0.1:7101
+    roles: [worker]
+    cores: 4
+    devices: [{kind: emulated, count: 2}]
+  - name: w2
+    address: tcp://127.0.0.1:7102
+    roles: [worker]
+    cores: 2
+    devices: [{kind: emulated, count: 1}]
+)" + models,
+                                "c.yaml");
+  ASSERT_TRUE(r) << r.error_text();
+  auto one = single_node(*r.config);
+  ASSERT_EQ(one.nodes.size(), 1u);
+  auto& n = one.nodes[0];
+  EXPECT_EQ(n.address, "tcp://127.0.0.1:7100");
+  EXPECT_EQ(n.bind, "tcp://0.0.0.0:7100");
+  EXPECT_EQ(n.http, "127.0.0.1:8000");
+  EXPECT_EQ(n.grpc, "127.0.0.1:8001");
+  EXPECT_EQ(n.metrics, "127.0.0.1:8002");
+  EXPECT_EQ(n.cores, 6);
+  EXPECT_EQ(n.device_count(), 3);
+}
+
 }  // namespace
 }  // namespace sloserve
 

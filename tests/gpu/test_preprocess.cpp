@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "gpu/cuda_ipc.hpp"
 #include "gpu/image.hpp"
 #include "gpu/nvjpeg.hpp"
 #include "gpu/preprocess.hpp"
@@ -127,6 +128,33 @@ TEST(nvjpeg, opens_or_says_where_it_looked) {
   EXPECT_NE(d.error().find("no nvJPEG library found (tried /nowhere/libnvjpeg.so.99, "), std::string::npos)
       << d.error();
   EXPECT_NE(d.error().find("libnvjpeg.so.12"), std::string::npos) << d.error();
+}
+
+// The CUDA runtime (clients' GPU memory) is loaded at run time too. Without a GPU it says why it
+// cannot serve: no runtime where it looked, or a runtime that sees no device (this machine has
+// /usr/local/cuda's runtime and no driver); with one, it describes what it runs on.
+TEST(cuda_ipc, opens_the_runtime_or_says_why_it_cannot) {
+  setenv("SLOSERVE_CUDART", "/nowhere/libcudart.so.99", 1);
+  auto places = cudart_candidates();
+  ASSERT_FALSE(places.empty());
+  EXPECT_EQ(places.front(), "/nowhere/libcudart.so.99");
+  EXPECT_EQ(places.back(), "libcudart.so");
+  auto gpu = open_cuda_ipc();
+  unsetenv("SLOSERVE_CUDART");
+  if (gpu->unavailable().empty()) {
+    EXPECT_NE(gpu->describe().find("CUDA runtime"), std::string::npos) << gpu->describe();
+    auto bad = gpu->open(std::string(64, '\0'), 0);
+    EXPECT_FALSE(bad) << "a handle of zeros opens nothing";
+    GTEST_SKIP() << "a GPU is here: " << gpu->describe();
+  }
+  auto why = gpu->unavailable();
+  EXPECT_TRUE(why.find("no CUDA runtime found (tried /nowhere/libcudart.so.99, ") == 0 ||
+              why.find("no CUDA device (") == 0)
+      << why;
+  EXPECT_EQ(gpu->describe(), why);
+  auto opened = gpu->open(std::string(64, '\0'), 0);
+  ASSERT_FALSE(opened);
+  EXPECT_EQ(opened.error(), why);
 }
 
 }  // namespace

@@ -411,8 +411,17 @@ class GrpcSharedMemory(unittest.TestCase):
             self.assertIn("no shared-memory region 'nope'", e.exception.details())
             with self.assertRaises(grpc.RpcError) as e:
                 s.CudaSharedMemoryRegister(pb.CudaSharedMemoryRegisterRequest(name="g", raw_handle=b"x", byte_size=8))
-            self.assertEqual(e.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
-            self.assertIn("unavailable", e.exception.details())
+            # Where the node maps GPU memory (a CUDA device), the 1-byte handle is refused; else
+            # every CUDA call answers why it cannot.
+            if "cuda_shared_memory" in list(s.ServerMetadata(pb.ServerMetadataRequest()).extensions):
+                self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+                self.assertIn("cudaIpcMemHandle_t has 64", e.exception.details())
+            else:
+                self.assertEqual(e.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+                self.assertIn("CUDA shared memory is unavailable on this node: no CUDA", e.exception.details())
+                with self.assertRaises(grpc.RpcError) as e:
+                    s.CudaSharedMemoryStatus(pb.CudaSharedMemoryStatusRequest())
+                self.assertEqual(e.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
             s.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest())
             self.assertEqual(len(s.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest()).regions), 0)
             self.assertGreaterEqual(len(s.ModelInfer(infer_request()).outputs), 1)
