@@ -156,20 +156,19 @@ void check_served(reader& r, const YAML::Node& root, const cluster_config& cfg) 
       }
 }
 
-void check_versions(reader& r, const YAML::Node& root, const cluster_config& cfg) {
-  auto policy = cfg.scheduler.name();
-  bool plans = policy == "nexus" || policy == "batch-oblivious" || policy == "static";
+void refuse_versions(reader& r, const YAML::Node& root, const cluster_config& cfg, const std::string& why) {
   for (size_t pi = 0; pi < cfg.pipelines.size(); ++pi)
     for (size_t si = 0; si < cfg.pipelines[pi].stages.size(); ++si) {
       auto& s = cfg.pipelines[pi].stages[si];
-      if (s.versions.empty()) continue;
-      auto at = root["pipelines"][pi]["stages"][si]["versions"];
-      if (!plans)
-        r.error(at, "stage '" + s.name + "' splits its traffic over model versions, which the " + std::string(policy) +
-                        " policy does not plan (nexus, batch-oblivious and static do)");
-      if (cfg.scaler.enabled())
-        r.error(at, "stage '" + s.name + "' splits its traffic over model versions, which the scaler does not size");
+      if (!s.versions.empty())
+        r.error(root["pipelines"][pi]["stages"][si]["versions"],
+                "stage '" + s.name + "' splits its traffic over model versions, which " + why);
     }
+}
+
+void check_versions(reader& r, const YAML::Node& root, const cluster_config& cfg) {
+  if (cfg.scaler.enabled())
+    refuse_versions(r, root, cfg, "scaler policy " + std::string(knob_name(cfg.scaler.policy)) + " does not size");
 }
 
 }  // namespace sloserve::config_detail

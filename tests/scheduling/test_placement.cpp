@@ -10,6 +10,7 @@
 
 #include "config/cluster_config.hpp"
 #include "scheduling/placement.hpp"
+#include "scheduling/policies/piccolo/epoch.hpp"
 #include "tests/parse_config.hpp"
 #include "tests/routed.hpp"
 
@@ -274,7 +275,7 @@ pipelines:
 // A canary: a stage over two versions of its model plans each for its share of the stage's rate,
 // at the stage's budget; both are placed and routed, and the static plan places both.
 TEST(placement, a_stage_over_versions_plans_each_version_for_its_share) {
-  auto cfg = parse(R"(
+  const std::string file = R"(
 nodes:
   - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
   - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], devices: [{kind: emulated, count: 4}]}
@@ -285,7 +286,8 @@ models:
      profile: {alpha_ms: 2, beta_ms: 1}}
 pipelines:
   - {name: p, slo_ms: 100, stages: [{name: s, model: det, versions: [{version: 1, weight: 90}, {version: 2, weight: 10}]}]}
-)");
+)";
+  auto cfg = parse(file);
   ASSERT_EQ(cfg.models[1].name, "det:v2");
   EXPECT_EQ(cfg.models[1].family(), "det");
   auto in = planning_input(cfg, cfg.models);
@@ -302,6 +304,32 @@ pipelines:
   auto st = static_placement(cfg, 4);
   EXPECT_FALSE(routed(st, "det").empty());
   EXPECT_FALSE(routed(st, "det:v2").empty());
+
+  // Piccolo: a module for each version, at its share, on machines of its own, both routed; the
+  // stage's budget is the larger of the two modules' (each version's path meets the SLO).
+  auto pic = parse(file + "scheduler: {policy: piccolo}\n");
+  auto pin = planning_input(pic, pic.models);
+  pin.rates = {200};
+  auto planned = sched::plan_piccolo(pin);
+  ASSERT_EQ(planned.pipelines[0].of.size(), 2u);
+  EXPECT_DOUBLE_EQ(planned.pipelines[0].of[1].share, 0.1);
+  ASSERT_TRUE(planned.pipelines[0].plan.feasible);
+  auto pr = sched::plan_scaled_epoch(pin, nullptr);
+  ASSERT_TRUE(pr) << pr.error();
+  std::map<std::string, double> picked;
+  for (auto& x : pr->result.sessions) picked[x.model->name] += x.rate;
+  EXPECT_DOUBLE_EQ(picked["det"], 180);
+  EXPECT_DOUBLE_EQ(picked["det:v2"], 20);
+  auto& budgets = planned.pipelines[0].plan.budget_s;
+  EXPECT_NEAR(pr->result.splits[0].budget_ms[0], 1e3 * std::max(budgets[0], budgets[1]), 0.5);
+  std::map<std::string, double> carried;
+  for (auto& d : pr->result.placement.devices)
+    for (auto& x : d.sessions) carried[pr->result.sessions[x.session].model->name] += x.rate;
+  EXPECT_NEAR(carried["det"], 180, 1e-6);
+  EXPECT_NEAR(carried["det:v2"], 20, 1e-6);
+  auto pp = epoch_placement(pic, pin, pr->result, 3);
+  EXPECT_FALSE(routed(pp, "det").empty());
+  EXPECT_FALSE(routed(pp, "det:v2").empty());
 }
 
 // Short of devices: the pipeline of higher priority keeps its whole load, the lower one the rest.

@@ -30,6 +30,8 @@ policy_config config() {
   c.check = [](config_detail::reader& r, const YAML::Node& root, cluster_config& cfg) {
     auto at = root["scheduler"]["policy"];
     config_detail::refuse_scaler(r, root, cfg, "scheduler policy graft plans every device itself");
+    config_detail::refuse_versions(
+        r, root, cfg, "scheduler policy graft does not plan (it re-aligns one partitioned model's fragments)");
     for (auto& p : cfg.pipelines)
       if (p.stages.size() != 1 || p.stages.front().cascade || !p.stages.front().variants.empty() ||
           !cfg.models[p.stages.front().model_index].partitioned())

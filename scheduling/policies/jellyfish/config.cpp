@@ -60,6 +60,8 @@ void check_values(config_detail::reader& r, const YAML::Node& n, const options& 
 void check_file(config_detail::reader& r, const YAML::Node& root, cluster_config& cfg) {
   auto at = root["scheduler"]["policy"];
   config_detail::refuse_scaler(r, root, cfg, "scheduler policy jellyfish runs one variant per device itself");
+  config_detail::refuse_versions(
+      r, root, cfg, "scheduler policy jellyfish does not plan (it picks each client's model variant itself)");
   for (auto& p : cfg.pipelines) {
     if (p.stages.size() != 1 || p.stages.front().cascade) {
       r.error(at, "scheduler policy jellyfish serves pipelines of one stage (one DNN a request): pipeline '" + p.name +

@@ -48,17 +48,35 @@ std::vector<int> piccolo_batches(const latency_profile& profile, int max_batch) 
   return out;
 }
 
+std::vector<stage_module> stage_modules(const pipeline& p) {
+  std::vector<stage_module> out;
+  for (size_t s = 0; s < p.stages.size(); ++s) {
+    auto& st = p.stages[s];
+    double total = 0;
+    for (auto& v : st.versions) total += v.weight;
+    if (total <= 0) {
+      out.push_back({s, st.model_index, 1});
+      continue;
+    }
+    for (auto& v : st.versions)
+      if (v.weight > 0) out.push_back({s, v.model_index, v.weight / total});
+  }
+  return out;
+}
+
 piccolo::app piccolo_app(const std::vector<model_spec>& models, const piccolo::types& types,
                          const std::vector<device_slot>& slots, const pipeline& p,
                          const std::vector<double>& stage_rates) {
   piccolo::app app;
   app.slo_s = p.slo_ms / 1e3;
-  for (size_t s = 0; s < p.stages.size(); ++s) {
-    auto& st = p.stages[s];
-    auto& m = models[st.model_index];
+  auto of = stage_modules(p);
+  for (auto& sm : of) {
+    auto& st = p.stages[sm.stage];
+    auto& m = models[sm.model];
     piccolo::app_module mod;
-    mod.rate = stage_rates[s];
-    mod.next = st.children;
+    mod.rate = stage_rates[sm.stage] * sm.share;
+    for (size_t k = 0; k < of.size(); ++k)
+      if (std::find(st.children.begin(), st.children.end(), of[k].stage) != st.children.end()) mod.next.push_back(k);
     for (size_t t = 0; t < types.names.size(); ++t) {
       bool serves = std::any_of(slots.begin(), slots.end(), [&](const device_slot& x) {
         return x.type == types.names[t] && std::abs(x.share - types.share[t]) < 1e-9 && x.serves(m.name);
@@ -119,6 +137,7 @@ std::vector<piccolo::pipeline_plan> plan_all(const epoch_input& in, piccolo::typ
     auto& pp = out[pi];
     auto fan = pi < in.fanouts.size() && !in.fanouts[pi].empty() ? in.fanouts[pi] : declared_fanout(p);
     pp.rates = stage_rates(p, in.rates[pi], fan);
+    pp.of = stage_modules(p);
     pp.app = piccolo_app(*in.models, types, in.slots, p, pp.rates);
     pp.plan = plan_app(pp.app);
     for (size_t s = 0; s < pp.app.modules.size(); ++s) {
@@ -194,8 +213,10 @@ expected<epoch_result> plan_piccolo_epoch(const epoch_input& in, const epoch_res
     } else {
       // The sets meet Piccolo's budgets; what the critical path leaves of the SLO is slack
       // every stage shares, so that devices drop only what would miss the SLO itself.
-      std::vector<double> budget_ms;
-      for (double b : pp.plan.budget_s) budget_ms.push_back(b * 1e3);
+      // A stage over versions: the most any of them has (each version's path meets the SLO).
+      std::vector<double> budget_ms(p.stages.size(), 0);
+      for (size_t k = 0; k < pp.of.size(); ++k)
+        budget_ms[pp.of[k].stage] = std::max(budget_ms[pp.of[k].stage], pp.plan.budget_s[k] * 1e3);
       auto split = offsets_from_budgets(p, budget_ms);
       double path = *std::max_element(split.finish_offset_ms.begin(), split.finish_offset_ms.end());
       if (path > 0 && path < p.slo_ms)
@@ -203,23 +224,25 @@ expected<epoch_result> plan_piccolo_epoch(const epoch_input& in, const epoch_res
       out.splits[pi] = offsets_from_budgets(p, std::move(budget_ms));
     }
     if (pp.rates.empty()) continue;
-    for (size_t s = 0; s < p.stages.size(); ++s) {
-      auto& model = models[p.stages[s].model_index];
+    for (size_t k = 0; k < pp.of.size(); ++k) {
+      auto s = pp.of[k].stage;
+      auto& model = models[pp.of[k].model];
+      double rate = pp.rates[s] * pp.of[k].share;
       size_t session = out.sessions.size();
-      out.sessions.push_back({&model, std::floor(out.splits[pi].budget_ms[s] * 10) / 10, pp.rates[s]});
+      out.sessions.push_back({&model, std::floor(out.splits[pi].budget_ms[s] * 10) / 10, rate});
       out.members.push_back({{pi, s}});
-      out.models_of.push_back({{&model, pp.rates[s]}});
+      out.models_of.push_back({{&model, rate}});
       if (!pp.plan.feasible) {
-        if (pp.rates[s] > 0) out.placement.infeasible.push_back(session);
+        if (rate > 0) out.placement.infeasible.push_back(session);
         continue;
       }
       // The module's dummies travel with its requests: each machine carries both in proportion.
-      auto& mp = pp.plan.modules[s];
+      auto& mp = pp.plan.modules[k];
       double carried = 0;
       for (auto& m : mp.machines) carried += m.rate;
-      double real = carried > 0 ? std::min(1.0, pp.rates[s] / carried) : 0;
+      double real = carried > 0 ? std::min(1.0, rate / carried) : 0;
       for (auto& m : mp.machines) {
-        auto& c = pp.configs[s][m.config];
+        auto& c = pp.configs[k][m.config];
         device_plan d;
         d.id = next_id++;
         d.dedicated = true;

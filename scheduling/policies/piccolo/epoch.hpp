@@ -33,7 +33,17 @@ piccolo::types piccolo_types(const std::vector<device_slot>& slots);
 // where the profile reaches it.
 std::vector<int> piccolo_batches(const latency_profile& profile, int max_batch);
 
-// Stage s of `p` is module s, at stage_rates[s] requests/s, with a configuration per type of
+// Piccolo's modules of a pipeline: a stage is one module; a stage over model versions (a canary)
+// is one module per version with weight, each at its share of the stage's rate, feeding and fed
+// by what the stage is (so that every version's path meets the SLO). In stage order.
+struct stage_module {
+  size_t stage = 0;
+  size_t model = 0;  // index into the models
+  double share = 1;  // of the stage's rate
+};
+std::vector<stage_module> stage_modules(const pipeline& p);
+
+// The modules of stage_modules(p), at stage_rates[s] x share requests/s, with a configuration per type of
 // `types` that some slot of `slots` serving the stage's model has, at that type's profile
 // (`models[].profiles`, else `profile`, slowed for a share) and `types.price`. A linear profile also offers the
 // largest batches the whole SLO allows at the stage's rate.
@@ -51,7 +61,8 @@ piccolo::app piccolo_app(const cluster_config& cfg, const pipeline& p, double ra
 // there are slots. Pipelines that hold no machine of a raised type keep their sets.
 namespace piccolo {
 struct pipeline_plan {
-  std::vector<double> rates;  // per stage; empty: the pipeline has no traffic
+  std::vector<double> rates;     // per stage; empty: the pipeline has no traffic
+  std::vector<stage_module> of;  // what each module is
   piccolo::app app;
   piccolo::app_plan plan;
   // Per module, its configurations in the order plan.modules[s].machines index them, at the

@@ -21,9 +21,11 @@ std::string piccolo_text(const nlohmann::json& j) {
                          p["name"].get<std::string>(), p["slo_ms"].get<double>(), p["rate"].get<double>(),
                          p["cost"].get<double>(), p["dummy_rate"].get<double>());
     for (auto& s : p["stages"]) {
-      text += fmt::sprintf("  %-16s %-20s budget %7.1f ms  worst case %7.1f ms  cost %.3f\n",
-                           s["name"].get<std::string>(), s["model"].get<std::string>(), s["budget_ms"].get<double>(),
-                           s["worst_case_ms"].get<double>(), s["cost"].get<double>());
+      auto model = s["model"].get<std::string>();
+      if (s.contains("version")) model += " v" + std::to_string(s["version"].get<int>());
+      text +=
+          fmt::sprintf("  %-16s %-20s budget %7.1f ms  worst case %7.1f ms  cost %.3f\n", s["name"].get<std::string>(),
+                       model, s["budget_ms"].get<double>(), s["worst_case_ms"].get<double>(), s["cost"].get<double>());
       for (auto& m : s["machines"])
         text += fmt::sprintf("    %-10s batch %4d  %8.1f req/s  occupancy %.2f  worst case %.1f ms\n",
                              m["label"].get<std::string>(), m["batch"].get<int>(), m["rate"].get<double>(),
@@ -58,9 +60,11 @@ expected<plan_report> piccolo_report(const cluster_config& cfg, const epoch_inpu
                               p.name, p.slo_ms, in.rates[pi]));
     }
     nlohmann::json stages = nlohmann::json::array();
-    for (size_t s = 0; s < p.stages.size(); ++s) {
-      auto& sorted = pp.configs[s];
-      auto& mp = pp.plan.modules[s];
+    for (size_t k = 0; k < pp.of.size(); ++k) {
+      auto s = pp.of[k].stage;
+      auto& model = cfg.models[pp.of[k].model];
+      auto& sorted = pp.configs[k];
+      auto& mp = pp.plan.modules[k];
       auto wc = piccolo::worst_cases(sorted, mp.machines);
       nlohmann::json machines = nlohmann::json::array();
       for (size_t k = 0; k < mp.machines.size(); ++k) {
@@ -73,14 +77,16 @@ expected<plan_report> piccolo_report(const cluster_config& cfg, const epoch_inpu
                             {"occupancy", mp.machines[k].rate / c.throughput()},
                             {"worst_case_ms", 1e3 * wc[k]}});
       }
-      stages.push_back({{"name", p.stages[s].name},
-                        {"model", p.stages[s].model},
-                        {"rate", pp.rates[s]},
-                        {"budget_ms", 1e3 * pp.plan.budget_s[s]},
-                        {"worst_case_ms", 1e3 * mp.worst_case_s},
-                        {"dummy_rate", mp.dummy},
-                        {"cost", pp.cost[s]},
-                        {"machines", machines}});
+      nlohmann::json stage = {{"name", p.stages[s].name},
+                              {"model", p.stages[s].model},
+                              {"rate", pp.rates[s] * pp.of[k].share},
+                              {"budget_ms", 1e3 * pp.plan.budget_s[k]},
+                              {"worst_case_ms", 1e3 * mp.worst_case_s},
+                              {"dummy_rate", mp.dummy},
+                              {"cost", pp.cost[k]},
+                              {"machines", machines}};
+      if (!p.stages[s].versions.empty()) stage["version"] = model.version;
+      stages.push_back(std::move(stage));
     }
     cost += pp.total;
     dummy += pp.plan.dummy;
