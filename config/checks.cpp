@@ -166,9 +166,4 @@ void refuse_versions(reader& r, const YAML::Node& root, const cluster_config& cf
     }
 }
 
-void check_versions(reader& r, const YAML::Node& root, const cluster_config& cfg) {
-  if (cfg.scaler.enabled())
-    refuse_versions(r, root, cfg, "scaler policy " + std::string(knob_name(cfg.scaler.policy)) + " does not size");
-}
-
 }  // namespace sloserve::config_detail

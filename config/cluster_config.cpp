@@ -354,7 +354,6 @@ config_result parse_cluster_config(std::string_view yaml, const std::string& fil
     parse_security(r, root["security"], cfg.security);
     check_nodes(r, root, cfg);
     check_served(r, root, cfg);
-    check_versions(r, root, cfg);
   } catch (const YAML::Exception& e) {
     r.error_at(e.mark.is_null() ? r.last_ : e.mark, "unexpected structure: " + e.msg);
   }

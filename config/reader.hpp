@@ -112,9 +112,6 @@ void resolve_prefixes(reader& r, const YAML::Node& root, cluster_config& cfg);
 void refuse_scaler(reader& r, const YAML::Node& root, const cluster_config& cfg, const std::string& what);
 void check_nodes(reader& r, const YAML::Node& root, const cluster_config& cfg);
 void check_served(reader& r, const YAML::Node& root, const cluster_config& cfg);
-// Stages over model versions: refused beside a scaler (each policy that does not plan them
-// refuses them in its own checks, with refuse_versions).
-void check_versions(reader& r, const YAML::Node& root, const cluster_config& cfg);
 // Refuses every stage over model versions: "stage 'S' splits its traffic over model versions,
 // which " + `why` (a policy that does not plan them says so in its own checks).
 void refuse_versions(reader& r, const YAML::Node& root, const cluster_config& cfg, const std::string& why);

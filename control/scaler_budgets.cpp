@@ -16,7 +16,24 @@ namespace sloserve {
 std::vector<scaler_core::stage_info*> scaler_core::stages_of(size_t pi) {
   std::vector<stage_info*> out(cfg_->pipelines[pi].stages.size(), nullptr);
   for (auto& s : stages_)
-    if (s.pipeline == pi) out[s.stage] = &s;
+    if (s.pipeline == pi && s.primary) out[s.stage] = &s;
+  return out;
+}
+
+std::vector<scaler_core::stage_info*> scaler_core::entries_of(const stage_info& s) {
+  std::vector<stage_info*> out;
+  for (auto& x : stages_)
+    if (x.pipeline == s.pipeline && x.stage == s.stage) out.push_back(&x);
+  return out;
+}
+
+sched::scale_stage scaler_core::whole_stage(const stage_info& s) const {
+  auto out = s.last;
+  for (auto& x : stages_)
+    if (&x != &s && x.pipeline == s.pipeline && x.stage == s.stage) {
+      out.rate += x.last.rate;
+      out.predicted += x.last.predicted;
+    }
   return out;
 }
 
@@ -30,15 +47,16 @@ void scaler_core::split_budgets() {
     auto& p = cfg_->pipelines[pi];
     auto by_stage = stages_of(pi);
     std::vector<double> rates;
-    for (auto* s : by_stage) rates.push_back(s && s->last.rate > 0 ? s->last.rate : 1.0);
+    for (auto* s : by_stage) rates.push_back(s && whole_stage(*s).rate > 0 ? whole_stage(*s).rate : 1.0);
     auto split = dp_split(p, rates, [&](size_t k, double budget) {
       auto* s = by_stage[k];
       return s ? sched::one_core_throughput(s->l, budget, s->model->batch_limit()) : 0.0;
     });
     for (size_t k = 0; k < by_stage.size(); ++k) {
       if (!by_stage[k] || !(split.budget_ms[k] > 0)) continue;
-      double& b = by_stage[k]->split_budget_ms;
-      if (std::abs(split.budget_ms[k] - b) > 0.02 * p.slo_ms) b = split.budget_ms[k], changed = true;
+      if (std::abs(split.budget_ms[k] - by_stage[k]->split_budget_ms) <= 0.02 * p.slo_ms) continue;
+      for (auto* e : entries_of(*by_stage[k])) e->split_budget_ms = split.budget_ms[k];  // its versions too
+      changed = true;
     }
   }
   if (changed) route_budgets([](const stage_info& s) { return s.split_budget_ms; });

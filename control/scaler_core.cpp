@@ -209,9 +209,23 @@ void scaler_core::choose_shapes(bool full, bool horizontal, bool surge) {
       for (size_t k = 0; k < stages_.size(); ++k)
         if (stages_[k].pipeline == pi) idx[stages_[k].stage] = k;
       std::vector<sched::scale_stage> in;
-      for (auto k : idx) in.push_back(stages_[k].last);
+      for (auto k : idx) in.push_back(whole_stage(stages_[k]));
       auto shapes = sched::fa2_shapes(in, cfg_->pipelines[pi].slo_ms);
-      for (size_t j = 0; j < idx.size(); ++j) stages_[idx[j]].shape = shapes[j];
+      for (size_t j = 0; j < idx.size(); ++j) {
+        auto entries = entries_of(stages_[idx[j]]);
+        if (entries.size() == 1) {
+          stages_[idx[j]].shape = shapes[j];
+          continue;
+        }
+        // A stage over versions: each version sized alone for its own rate within the stage's budget.
+        for (auto* e : entries) {
+          auto alone = e->last;
+          alone.children.clear();
+          alone.slo_ms = 0;
+          e->shape = sched::fa2_shapes({alone}, shapes[j].budget_ms).front();
+          e->shape.budget_ms = shapes[j].budget_ms;
+        }
+      }
     }
     route_budgets([](const stage_info& s) { return s.shape.budget_ms; });
     // FA2's central queue: each stage's planned batches go whole to its instances in turn,
@@ -322,20 +336,33 @@ scaler_core::scaler_core(const cluster_config& cfg, std::unique_ptr<provisioner>
     auto& p = cfg_->pipelines[pi];
     auto split = even_split(p);
     for (size_t k = 0; k < p.stages.size(); ++k) {
-      stage_info s;
-      s.pipeline = pi;
-      s.stage = k;
-      s.model = &models_[p.stages[k].model_index];
-      for (auto m : stage_models(p.stages[k])) s.variants.push_back(&models_[m]);
-      if (auto& c = p.stages[k].cascade) {
-        s.second = &models_[c->second_index];
-        s.cascading = true;
-        s.second_shape.instances = 1;
+      auto& st = p.stages[k];
+      // The models the stage runs side by side: its versions with weight, the largest first (the
+      // stage's model_index); else its model.
+      std::vector<size_t> runs{st.model_index};
+      for (auto& v : st.versions)
+        if (v.weight > 0 && v.model_index != st.model_index) runs.push_back(v.model_index);
+      for (size_t j = 0; j < runs.size(); ++j) {
+        stage_info s;
+        s.pipeline = pi;
+        s.stage = k;
+        s.primary = j == 0;
+        s.model = &models_[runs[j]];
+        if (st.versions.empty()) {
+          for (auto m : stage_models(st)) s.variants.push_back(&models_[m]);
+        } else {
+          s.variants = {s.model};
+        }
+        if (auto& c = st.cascade) {
+          s.second = &models_[c->second_index];
+          s.cascading = true;
+          s.second_shape.instances = 1;
+        }
+        s.l = latency_of(*s.model);
+        s.split_budget_ms = split.budget_ms[k];
+        s.predictor = make_predictor(o.predictor, horizon());
+        stages_.push_back(std::move(s));
       }
-      s.l = latency_of(*s.model);
-      s.split_budget_ms = split.budget_ms[k];
-      s.predictor = make_predictor(o.predictor, horizon());
-      stages_.push_back(std::move(s));
     }
   }
 }

@@ -86,6 +86,10 @@ class scaler_core {
  private:
   struct stage_info {
     size_t pipeline = 0, stage = 0;
+    // A stage over model versions (a canary) has an entry per version with weight, each sized for
+    // its own traffic; the first (its largest weight) stands for the stage where a policy plans
+    // the pipeline's SLO split, at the stage's whole rate.
+    bool primary = true;
     const model_spec* model = nullptr;        // the variant it runs now (a cascade's first or second)
     std::vector<const model_spec*> variants;  // every model it may run (a cascade's second too)
     // A cascade stage (IPA only): its second model; `cascading` while the stage runs the cascade
@@ -122,7 +126,12 @@ class scaler_core {
                double dt);
   // Each stage's next shape by the scaler's policy.
   void choose_shapes(bool full, bool horizontal, bool surge);
-  std::vector<stage_info*> stages_of(size_t pipeline);  // indexed by stage
+  std::vector<stage_info*> stages_of(size_t pipeline);  // indexed by stage: the primary entries
+  // What stage `s` sees in all: the rates (and predictions) of its entries summed, for a policy
+  // that plans the pipeline's split.
+  sched::scale_stage whole_stage(const stage_info& s) const;
+  // The entries of stage `s`'s stage beside it (its versions'), itself included.
+  std::vector<stage_info*> entries_of(const stage_info& s);
   bool is_variant_of(const stage_info& s, const std::string& model) const;
   void split_budgets();
   void reconcile(stage_info& s);

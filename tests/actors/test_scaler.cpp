@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -302,6 +303,69 @@ TEST_F(scaler_fixture, without_a_central_queue_fa2_deploys_no_batches_in_turn) {
 
 // The online profile refresh reaches the scaler: told that m runs at twice its profile, fa2
 // sizes it so at the same load, with about twice the one-core instances.
+// A canary under each scaler: the stage's two versions are sized apart, each for its own share
+// of the traffic (75/25 of 240 req/s), both within the budget the stage gets, and the budgets
+// routed name each version.
+TEST_F(scaler_fixture, each_version_of_a_stage_is_sized_for_its_own_traffic) {
+  for (auto policy : {"sponge", "biscale", "fa2"}) {
+    deployments->clear();
+    start_with(R"(
+nodes:
+  - {name: ctl, address: tcp://127.0.0.1:0, roles: [controller, frontend]}
+  - {name: w1, address: tcp://127.0.0.1:0, roles: [worker], cores: 32, devices: [{kind: emulated, count: 12}]}
+models:
+  - {name: m, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 11, beta_ms: 22}, cores: {gamma_ms: 10, epsilon_ms: 20, delta_ms: 1, eta_ms: 2}}
+  - {name: m, version: 2, input: {dtype: float32, shape: [2]}, output: {dtype: float32, shape: [2]}, max_batch: 8,
+     profile: {alpha_ms: 11, beta_ms: 22}, cores: {gamma_ms: 10, epsilon_ms: 20, delta_ms: 1, eta_ms: 2}}
+pipelines:
+  - {name: p, slo_ms: 200, stages: [{name: s, model: m, versions: [{version: 1, weight: 75}, {version: 2, weight: 25}]}]}
+scaler: {policy: )" +
+               std::string(policy) + R"(, vertical_s: 1, horizontal_s: 10, max_cores: 8}
+runtime: {beacon_ms: 1000}
+)");
+    ASSERT_FALSE(deployments->empty()) << policy;
+    EXPECT_EQ(models_of(deployments->back()), (std::map<std::string, int>{{"m", 1}, {"m:v2", 1}})) << policy;
+    const std::map<std::string, double> share{{"m", 0.75}, {"m:v2", 0.25}};
+    for (int t = 0; t < 25; ++t) {
+      auto& d = deployments->back();
+      auto count = models_of(d);
+      worker_set status{{"w1"}, {}};
+      for (auto& i : d.instances) status.acknowledged.push_back({i.node, i.device, i.model});
+      caf::anon_send(net->actors.scaler, status);
+      msg::load_report r;
+      r.node = "w1";
+      r.window_s = 1;
+      for (auto& i : d.instances)
+        r.sessions.push_back(
+            {i.model, i.device, static_cast<uint64_t>(240 * share.at(i.model) / count[i.model]), 0, 0, 0, 0, 150});
+      caf::anon_send(net->actors.monitor, r);
+      run();
+      advance(1s);
+    }
+    auto& d = deployments->back();
+    core_latency l{10, 20, 1, 2};
+    std::map<std::string, double> carried;
+    for (auto& i : d.instances) carried[i.model] += l.throughput(static_cast<int>(i.batch), static_cast<int>(i.cores));
+    EXPECT_GE(carried["m"], 180) << policy;
+    EXPECT_GE(carried["m:v2"], 60) << policy;
+    EXPECT_LT(carried["m:v2"], carried["m"]) << policy << ": the canary is sized for its share, not the stage's";
+    // The budgets last routed (a deployment carries them when they change: FA2's every horizontal
+    // period; sponge's and biscale's split of a one-stage pipeline never moves from the whole SLO).
+    auto routed = std::find_if(deployments->rbegin(), deployments->rend(), [](auto& x) { return !x.budgets.empty(); });
+    if (routed == deployments->rend()) {
+      EXPECT_NE(std::string(policy), "fa2");
+      continue;
+    }
+    auto& b = routed->budgets;
+    ASSERT_EQ(b.size(), 2u) << policy;
+    EXPECT_EQ(b[0].stage, "s");
+    EXPECT_EQ(b[1].stage, "s");
+    EXPECT_NE(b[0].model, b[1].model) << policy;
+    EXPECT_DOUBLE_EQ(b[0].budget_ms, b[1].budget_ms) << policy;
+  }
+}
+
 TEST_F(scaler_fixture, a_model_refreshed_to_twice_its_profile_gets_about_twice_the_instances) {
   start("fa2");
   for (int s = 0; s < 25; ++s) second_at(150);

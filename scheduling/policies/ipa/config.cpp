@@ -32,6 +32,8 @@ policy_config config() {
       r.error(root["scaler"]["policy"], "scheduler policy ipa sizes the instances itself: scaler policy " +
                                             std::string(knob_name(o.policy)) + " cannot run beside it (leave it out)");
     o.policy = scaler_policy::ipa;
+    config_detail::refuse_versions(r, root, cfg,
+                                   "scheduler policy ipa does not plan (it picks each stage's variant itself)");
   };
   return c;
 }
