@@ -31,7 +31,9 @@ policy_config config() {
     auto at = root["scheduler"]["policy"];
     config_detail::refuse_scaler(r, root, cfg, "scheduler policy graft plans every device itself");
     config_detail::refuse_versions(
-        r, root, cfg, "scheduler policy graft does not plan (it re-aligns one partitioned model's fragments)");
+        r, root, cfg,
+        "scheduler policy graft does not plan (its clients run the model's first layers themselves, "
+        "so the version is theirs to choose)");
     for (auto& p : cfg.pipelines)
       if (p.stages.size() != 1 || p.stages.front().cascade || !p.stages.front().variants.empty() ||
           !cfg.models[p.stages.front().model_index].partitioned())
