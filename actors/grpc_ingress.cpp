@@ -11,8 +11,10 @@
 #include <sstream>
 #include <thread>
 
+#include "actors/grpc_stream.hpp"
 #include "actors/grpc_tensors.hpp"
 #include "actors/kserve_call.hpp"
+#include "ingress/log_settings.hpp"
 #include "ingress/shm_regions.hpp"
 #include "kserve/grpc_service.grpc.pb.h"
 #include "messages/curve.hpp"
@@ -175,7 +177,8 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     if (!admitted(ctx, reactor)) return reactor;
     res->set_name("sloserve");
     res->set_version(SLOSERVE_VERSION);
-    for (auto* e : {"binary_tensor_data", "classification", "statistics", "model_repository"}) res->add_extensions(e);
+    for (auto* e : {"binary_tensor_data", "classification", "statistics", "model_repository", "logging"})
+      res->add_extensions(e);
     if (shared_memory_on()) res->add_extensions("system_shared_memory");
     if (shared_memory_on() && regions->cuda_unavailable().empty()) res->add_extensions("cuda_shared_memory");
     finish(reactor, Status::OK);
@@ -383,47 +386,91 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
         ctx, [&](const std::string& owner) { return regions->remove(owner, req->name(), shm::kind::cuda); });
   }
 
+  // Triton's logging extension: no settings reads them, any changes them (ingress/log_settings.hpp).
+  grpc::ServerUnaryReactor* LogSettings(grpc::CallbackServerContext* ctx, const pb::LogSettingsRequest* req,
+                                        pb::LogSettingsResponse* res) override {
+    auto* reactor = ctx->DefaultReactor();
+    if (!admitted(ctx, reactor)) return reactor;
+    using value = pb::LogSettingsRequest::SettingValue;
+    logs::settings changes;
+    for (auto& [name, v] : req->settings()) {
+      if (v.parameter_choice_case() == value::kBoolParam) changes[name] = v.bool_param();
+      if (v.parameter_choice_case() == value::kUint32Param) changes[name] = v.uint32_param();
+      if (v.parameter_choice_case() == value::kStringParam) changes[name] = v.string_param();
+      if (!changes.count(name))
+        return finish(reactor, {StatusCode::INVALID_ARGUMENT, "log setting '" + name + "' has no value"}), reactor;
+    }
+    auto after = changes.empty() ? expected<logs::settings>(logs::current()) : logs::update(changes);
+    if (!after) return finish(reactor, {StatusCode::INVALID_ARGUMENT, after.error()}), reactor;
+    for (auto& [name, v] : *after) {
+      auto& out = (*res->mutable_settings())[name];
+      if (auto* b = std::get_if<bool>(&v)) out.set_bool_param(*b);
+      if (auto* n = std::get_if<uint32_t>(&v)) out.set_uint32_param(*n);
+      if (auto* t = std::get_if<std::string>(&v)) out.set_string_param(*t);
+    }
+    finish(reactor, Status::OK);
+    return reactor;
+  }
+
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const pb::ModelInferRequest* req,
                                        pb::ModelInferResponse* res) override {
     auto* reactor = ctx->DefaultReactor();
     if (!admitted(ctx, reactor)) return reactor;
+    // The request is this call's own until it is finished: its raw contents move into the
+    // tensors, which outlive it in the queues, instead of being copied.
+    infer(ctx, *const_cast<pb::ModelInferRequest*>(req), res, [this, reactor](const Status& s) { finish(reactor, s); });
+    return reactor;
+  }
+
+  // Triton's streaming inference: every request of the stream runs as ModelInfer's do, each
+  // answered as it finishes (actors/grpc_stream.hpp).
+  grpc::ServerBidiReactor<pb::ModelInferRequest, pb::ModelStreamInferResponse>* ModelStreamInfer(
+      grpc::CallbackServerContext* ctx) override {
+    auto auth = metadata(ctx, "authorization");
+    auto refused = kserve::refused_token(tokens, auth ? &*auth : nullptr);
+    return grpc_stream::open(
+        [this, ctx](pb::ModelInferRequest& req, pb::ModelInferResponse* res, std::function<void(const Status&)> done) {
+          infer(ctx, req, res, [this, done = std::move(done)](const Status& s) {
+            if (count_reply) count_reply("grpc", kserve::grpc_code_name(s.error_code()));
+            done(s);
+          });
+        },
+        refused);
+  }
+
+  // Runs one inference request: `res` filled and `done` told the status once, on any thread.
+  void infer(grpc::CallbackServerContext* ctx, pb::ModelInferRequest& request, pb::ModelInferResponse* res,
+             std::function<void(const Status&)> done) {
+    auto* req = &request;
     auto cfg = source->get();
     auto* p = cfg->find_pipeline(req->model_name());
     if (!p) {
-      finish(reactor, {StatusCode::NOT_FOUND, "unknown pipeline '" + req->model_name() + "'"});
-      return reactor;
+      return done({StatusCode::NOT_FOUND, "unknown pipeline '" + req->model_name() + "'"});
     }
     auto version = kserve::version_of(*p, req->model_version());
     if (!version) {
-      finish(reactor, {StatusCode::NOT_FOUND, kserve::no_version(*p, req->model_version())});
-      return reactor;
+      return done({StatusCode::NOT_FOUND, kserve::no_version(*p, req->model_version())});
     }
-    // The request is this call's own until it is finished: its raw contents move into the
-    // tensors, which outlive it in the queues, instead of being copied.
-    auto tensors = grpc_tensors::request_tensors_of(*const_cast<pb::ModelInferRequest*>(req));
+    auto tensors = grpc_tensors::request_tensors_of(*req);
     if (!tensors) {
-      finish(reactor, {StatusCode::INVALID_ARGUMENT, tensors.error()});
-      return reactor;
+      return done({StatusCode::INVALID_ARGUMENT, tensors.error()});
     }
     auto auth = metadata(ctx, "authorization"), named = metadata(ctx, "sloserve-tenant");
     auto shared = kserve::take_shared_memory(shared_memory_on() ? regions.get() : nullptr,
                                              kserve::shm_owner(tokens, auth ? &*auth : nullptr), tensors->inputs,
                                              tensors->shm_inputs, tensors->shm_outputs);
     if (!shared) {
-      finish(reactor, {StatusCode::INVALID_ARGUMENT, shared.error()});
-      return reactor;
+      return done({StatusCode::INVALID_ARGUMENT, shared.error()});
     }
     auto inputs = std::move(tensors->inputs);
     auto params = call_parameters_of(*req);
     if (!params) {
-      finish(reactor, {StatusCode::INVALID_ARGUMENT, params.error()});
-      return reactor;
+      return done({StatusCode::INVALID_ARGUMENT, params.error()});
     }
     params->version = *version;
     auto call = kserve::prepare_call(*cfg, *p, std::move(inputs), 0, *params);
     if (!call) {
-      finish(reactor, {StatusCode::INVALID_ARGUMENT, call.error()});
-      return reactor;
+      return done({StatusCode::INVALID_ARGUMENT, call.error()});
     }
     auto requests = std::move(call->requests);
     auto tenant = kserve::tenant_of(tokens, auth ? &*auth : nullptr, named ? &*named : nullptr);
@@ -431,12 +478,12 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     // The frontend answers every request by its deadline and runtime.reply_grace_ms, on its
     // thread; the reactor and the response stay valid until Finish.
     auto gather =
-        kserve::gather_replies(requests.size(), [this, cfg, p, call = std::move(*call), reactor, res, id = req->id(),
+        kserve::gather_replies(requests.size(), [cfg, p, call = std::move(*call), done, res, id = req->id(),
                                                  shared = std::move(*shared)](std::vector<msg::client_reply> replies) {
           auto r = kserve::combine_replies(*cfg, *p, call, std::move(replies));
-          if (r.code != msg::status::ok) return finish(reactor, grpc_status_of(r));
+          if (r.code != msg::status::ok) return done(grpc_status_of(r));
           if (auto written = kserve::write_shared_outputs(shared, r.outputs); !written)
-            return finish(reactor, {StatusCode::INVALID_ARGUMENT, written.error()});
+            return done({StatusCode::INVALID_ARGUMENT, written.error()});
           res->set_model_name(p->name);
           res->set_model_version("1");
           res->set_id(id);
@@ -459,12 +506,11 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
             }
             res->add_raw_output_contents(o.data.data(), o.data.size());
           }
-          finish(reactor, Status::OK);
+          done(Status::OK);
         });
     for (size_t i = 0; i < requests.size(); ++i)
       if (auto sink = gather(i); kserve::admitted(intake, requests[i], p->slo_ms, sink))
         caf::anon_send(frontend, ingress{"grpc " + ctx->peer(), std::move(requests[i]), std::move(sink)});
-    return reactor;
   }
 };
 

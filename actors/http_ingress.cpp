@@ -13,6 +13,7 @@
 #include "actors/http_server.hpp"
 #include "actors/http_shared_memory.hpp"
 #include "actors/kserve_call.hpp"
+#include "ingress/log_settings.hpp"
 #include "ingress/shm_regions.hpp"
 #include "messages/curve.hpp"
 #include "messages/kserve_v2.hpp"
@@ -289,11 +290,16 @@ struct http_ingress::impl {
     if (path == "/v2" || path.rfind("/v2/", 0) == 0)
       if (auto no = refused_token(req)) return respond(std::move(*no));
     if (get && path == "/v2") {
-      json extensions = {"binary_tensor_data", "classification", "statistics", "model_repository"};
+      json extensions = {"binary_tensor_data", "classification", "statistics", "model_repository", "logging"};
       if (shared_memory_on()) extensions.push_back("system_shared_memory");
       if (shared_memory_on() && regions->cuda_unavailable().empty()) extensions.push_back("cuda_shared_memory");
       return respond(
           reply(200, json{{"name", "sloserve"}, {"version", SLOSERVE_VERSION}, {"extensions", extensions}}.dump()));
+    }
+    if (path == "/v2/logging" && (get || post)) {  // Triton's logging extension
+      auto after = get ? expected<logs::settings>(logs::current()) : logs::from_json(req.body);
+      if (after && post) after = logs::update(*after);
+      return respond(after ? reply(200, logs::to_json(*after)) : refusal(400, after.error()));
     }
     if (auto shm = http::shared_memory_path(path)) {
       if (shm->what == "status" ? !get : !post) return respond(not_found());

@@ -310,6 +310,58 @@ class GrpcIngress(unittest.TestCase):
         self.assertGreater(len(served), 0)
         self.assertGreaterEqual(len(self.c.stub.ModelInfer(infer_request()).outputs), 1)
 
+    def test_a_stream_answers_every_request_once_and_says_why_it_refused_one(self):
+        # 40 requests on one stream, one of them for a pipeline the cluster lacks: 40 replies, each
+        # naming its request; the refused one carries the reason and the stream goes on.
+        def requests():
+            for i in range(40):
+                r = infer_request(rid="s%d" % i)
+                if i == 7:
+                    r.model_name = "nope"
+                yield r
+        replies = list(self.c.stub.ModelStreamInfer(requests(), timeout=30))
+        self.assertEqual(len(replies), 40)
+        ids = sorted(int(r.infer_response.id[1:]) for r in replies)
+        self.assertEqual(ids, list(range(40)))
+        errors = {r.infer_response.id: r.error_message for r in replies if r.error_message}
+        self.assertIn("unknown pipeline 'nope'", errors.pop("s7"))
+        # 39 at once are more than one emulated device serves within the SLO: those it drops say
+        # so (as test_many_requests_in_flight's), and most are served.
+        for why in errors.values():
+            self.assertIn("drop", why)
+        self.assertGreater(len(replies) - 1 - len(errors), 20, errors)
+        for r in replies:
+            if not r.error_message:
+                self.assertEqual(r.infer_response.model_name, "traffic")
+                self.assertGreaterEqual(len(r.infer_response.outputs), 1)
+        # A stream closed with nothing sent ends at once; the node still serves.
+        self.assertEqual(list(self.c.stub.ModelStreamInfer(iter([]), timeout=10)), [])
+        self.assertGreaterEqual(len(self.c.stub.ModelInfer(infer_request()).outputs), 1)
+
+    def test_log_settings_are_read_and_changed(self):
+        s = self.c.stub
+        now = s.LogSettings(pb.LogSettingsRequest()).settings
+        self.assertEqual(now["log_verbose_level"].uint32_param, 0)
+        self.assertTrue(now["log_info"].bool_param)
+        self.assertIn("logging", list(s.ServerMetadata(pb.ServerMetadataRequest()).extensions))
+        log = os.path.join(self.c.dir, "logs", "frontend.log")
+        change = pb.LogSettingsRequest()
+        change.settings["log_file"].string_param = log
+        change.settings["log_verbose_level"].uint32_param = 1
+        after = s.LogSettings(change).settings
+        self.assertEqual((after["log_file"].string_param, after["log_verbose_level"].uint32_param), (log, 1))
+        bad = pb.LogSettingsRequest()
+        bad.settings["log_error"].bool_param = False
+        with self.assertRaises(grpc.RpcError) as e:
+            s.LogSettings(bad)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("at or above one level", e.exception.details())
+        back = pb.LogSettingsRequest()
+        back.settings["log_file"].string_param = ""
+        back.settings["log_verbose_level"].uint32_param = 0
+        s.LogSettings(back)
+        self.assertTrue(os.path.exists(log), "the log file was opened with its folder")
+
     def test_the_load_client_speaks_grpc(self):
         out = os.path.join(self.c.dir, "load.json")
         done = self.c.run(SLOSERVE, "load", "-c", os.path.join(self.c.dir, "resolved.yaml"), "--pipeline", "traffic",
@@ -349,6 +401,13 @@ class GrpcSecurity(unittest.TestCase):
             self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
             r = c.stub.ModelInfer(infer_request(), metadata=[("authorization", "Bearer grpc-s3cret-token-for-tests")])
             self.assertGreaterEqual(len(r.outputs), 1)
+            # A stream needs the token as well.
+            with self.assertRaises(grpc.RpcError) as e:
+                list(c.stub.ModelStreamInfer(iter([infer_request()]), timeout=10))
+            self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+            streamed = list(c.stub.ModelStreamInfer(iter([infer_request(rid="t")]), timeout=10,
+                                                    metadata=[("authorization", "Bearer grpc-s3cret-token-for-tests")]))
+            self.assertEqual([x.infer_response.id for x in streamed], ["t"])
             # Plaintext on the TLS port gets nowhere.
             plain = pb_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(c.address))
             with self.assertRaises(grpc.RpcError):

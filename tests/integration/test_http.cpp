@@ -520,6 +520,25 @@ TEST_F(http_cluster, triton_statistics_and_the_repository_index_tell_what_was_se
   ASSERT_TRUE(metrics && metrics->status == 200);
   EXPECT_NE(metrics->body.find("sloserve_model_requests_total{model="), std::string::npos);
   EXPECT_NE(metrics->body.find("sloserve_model_compute_duration_seconds_bucket{model="), std::string::npos);
+
+  // Triton's logging extension: the node's settings, read and changed; a change one level cannot
+  // express is refused whole.
+  EXPECT_NE(json::parse(client->Get("/v2")->body)["extensions"].dump().find("logging"), std::string::npos);
+  auto logging = client->Get("/v2/logging");
+  ASSERT_TRUE(logging && logging->status == 200);
+  EXPECT_EQ(json::parse(logging->body)["log_verbose_level"], 0) << logging->body;
+  auto verbose =
+      client->Post("/v2/logging", R"({"log_verbose_level": 1, "log_format": "ISO8601"})", "application/json");
+  ASSERT_TRUE(verbose && verbose->status == 200) << (verbose ? verbose->body : "");
+  EXPECT_EQ(json::parse(verbose->body)["log_format"], "ISO8601");
+  auto refused = client->Post("/v2/logging", R"({"log_format": "default", "log_warning": false})", "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400);
+  EXPECT_NE(refused->body.find("at or above one level"), std::string::npos) << refused->body;
+  EXPECT_EQ(json::parse(client->Get("/v2/logging")->body)["log_format"], "ISO8601") << "nothing of it applied";
+  ASSERT_EQ(
+      client->Post("/v2/logging", R"({"log_verbose_level": 0, "log_format": "default"})", "application/json")->status,
+      200);
 }
 
 // A partitioned model over KServe v2: `start_layer` in the request's parameters sends what the
