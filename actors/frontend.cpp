@@ -167,6 +167,7 @@ void on_ingress(self_ptr self, ingress& in) {
   q.start = static_cast<int>(rq.start_layer);
   q.version = rq.version;
   q.cached_as = cached_as;
+  q.traced = traced(st, p.name);
   admit(self, pit->second, std::move(q), std::move(rq.inputs), rq.client);
 }
 

@@ -58,6 +58,7 @@ void finish(self_ptr self, uint64_t qid, msg::status code, std::string reason) {
                                      static_cast<int64_t>(queue_ms * 1e6), static_cast<int64_t>(exec_ms * 1e6),
                                      executions,
                                      static_cast<uint64_t>(std::max<int64_t>(0, st.wall_us ? st.wall_us() / 1000 : 0)));
+  if (q.traced) write_trace(st, q, r, now);
   r.timings = std::move(q.timings);
   // The mapping may have moved since the request came (its uplink did): the client sends what
   // this reply advises next.
@@ -371,6 +372,7 @@ void on_result(self_ptr self, msg::invocation_result& r) {
   auto version = spec ? spec->version : 1;
   q.timings.push_back({s.name, f.from_cache ? "cache" : r.node, r.device, r.batch, r.queue_ns / 1e6, r.exec_ns / 1e6,
                        f.model, static_cast<uint32_t>(version)});
+  if (q.traced) q.spans.emplace_back(f.sent, self->clock().now());
   if (f.device != msg::forwarded_device && !f.from_cache)  // a worker's link, not a dispatcher's
     observe_path(self, f.node, f.sent, f.deadline, r);
   st.net->metrics.stage_done(p.name, s.name, std::chrono::duration<double>(self->clock().now() - f.sent).count());

@@ -67,6 +67,10 @@ struct query {
   std::vector<std::string> late_paths;  // leaves that finished after their own SLO (stages[].slo_ms)
   uint32_t version = 0;                 // the model version it asks its stages to run; 0: by their weights
   std::optional<cache_key> cached_as;   // its pipeline caches replies: the key its outputs are kept under
+  // Traced (Triton's trace extension): when each stage's invocation went out and its result came
+  // back, beside `timings`.
+  bool traced = false;
+  std::vector<std::pair<clock_time, clock_time>> spans;
 };
 
 struct in_flight {
@@ -237,6 +241,11 @@ void pad_batch(self_ptr self, const std::string& model);
 // keeps outputs: invocation `f` of `q` answered from the cache (true: it is in flight as a result
 // the frontend sends itself), or its key set in `f` for its result. What a key names is kept once
 // it comes back ok. The cache's bound and generation follow the configuration.
+// Traces (frontend_trace.cpp): whether a query of pipeline `p` arriving now is traced, and a
+// traced query's timeline written when its reply `r` goes at `now`.
+bool traced(const frontend_state& st, const std::string& pipeline);
+void write_trace(const frontend_state& st, const query& q, const msg::client_reply& r, clock_time now);
+
 bool reply_from_cache(self_ptr self, size_t pi, ingress& in, std::optional<cache_key>& key);
 bool stage_from_cache(self_ptr self, query& q, in_flight& f);
 void keep_in_cache(self_ptr self, const cache_key& key, const std::vector<tensor>& outputs);

@@ -16,6 +16,7 @@
 #include "actors/kserve_call.hpp"
 #include "ingress/log_settings.hpp"
 #include "ingress/shm_regions.hpp"
+#include "ingress/trace_settings.hpp"
 #include "kserve/grpc_service.grpc.pb.h"
 #include "messages/curve.hpp"
 #include "messages/kserve_v2.hpp"
@@ -67,9 +68,10 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
   std::string node;
   std::function<void(std::string_view, std::string_view)> count_reply;
   statistics_source statistics;
-  kserve::token_table tokens;              // bearer tokens admitted (none: no token needed) and their tenants
-  std::shared_ptr<shm::registry> regions;  // clients' shared memory; null or off: refused
-  kserve::intake_admit intake;             // the node's intake gate; empty: none
+  kserve::token_table tokens;               // bearer tokens admitted (none: no token needed) and their tenants
+  std::shared_ptr<shm::registry> regions;   // clients' shared memory; null or off: refused
+  std::shared_ptr<tracing::tracer> tracer;  // Triton's trace extension; null: none
+  kserve::intake_admit intake;              // the node's intake gate; empty: none
   std::unique_ptr<grpc::Server> server;
 
   // gRPC's health checking (grpc.health.v1.Health, served by gRPC itself): the server ("") and
@@ -179,6 +181,7 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
     res->set_version(SLOSERVE_VERSION);
     for (auto* e : {"binary_tensor_data", "classification", "statistics", "model_repository", "logging"})
       res->add_extensions(e);
+    if (tracer) res->add_extensions("trace");
     if (shared_memory_on()) res->add_extensions("system_shared_memory");
     if (shared_memory_on() && regions->cuda_unavailable().empty()) res->add_extensions("cuda_shared_memory");
     finish(reactor, Status::OK);
@@ -386,6 +389,29 @@ struct grpc_ingress::impl final : pb::GRPCInferenceService::CallbackService {
         ctx, [&](const std::string& owner) { return regions->remove(owner, req->name(), shm::kind::cuda); });
   }
 
+  // Triton's trace extension: the global settings, or `model_name`'s own; an empty value clears
+  // a pipeline's own setting (ingress/trace_settings.hpp).
+  grpc::ServerUnaryReactor* TraceSetting(grpc::CallbackServerContext* ctx, const pb::TraceSettingRequest* req,
+                                         pb::TraceSettingResponse* res) override {
+    auto* reactor = ctx->DefaultReactor();
+    if (!admitted(ctx, reactor)) return reactor;
+    if (!tracer) return finish(reactor, {StatusCode::UNAVAILABLE, "this node traces nothing"}), reactor;
+    if (!req->model_name().empty() && !known(req->model_name(), "", reactor)) return reactor;
+    tracing::changes c;
+    for (auto& [name, v] : req->settings())
+      c[name] =
+          v.value().empty()
+              ? std::nullopt
+              : std::optional<std::vector<std::string>>(std::vector<std::string>(v.value().begin(), v.value().end()));
+    auto after = c.empty() ? expected<tracing::values>(tracer->settings(req->model_name()))
+                           : tracer->update(req->model_name(), c);
+    if (!after) return finish(reactor, {StatusCode::INVALID_ARGUMENT, after.error()}), reactor;
+    for (auto& [name, list] : *after)
+      for (auto& x : list) (*res->mutable_settings())[name].add_value(x);
+    finish(reactor, Status::OK);
+    return reactor;
+  }
+
   // Triton's logging extension: no settings reads them, any changes them (ingress/log_settings.hpp).
   grpc::ServerUnaryReactor* LogSettings(grpc::CallbackServerContext* ctx, const pb::LogSettingsRequest* req,
                                         pb::LogSettingsResponse* res) override {
@@ -527,6 +553,10 @@ grpc_ingress::grpc_ingress(std::shared_ptr<config_source> source, frontend_actor
 
 grpc_ingress::~grpc_ingress() {
   stop();
+}
+
+void grpc_ingress::set_tracer(std::shared_ptr<tracing::tracer> tracer) {
+  impl_->tracer = std::move(tracer);
 }
 
 void grpc_ingress::set_shared_memory(std::shared_ptr<shm::registry> regions) {

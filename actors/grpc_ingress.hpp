@@ -21,6 +21,9 @@ namespace sloserve {
 namespace shm {
 class registry;
 }
+namespace tracing {
+class tracer;
+}
 
 class grpc_ingress {
  public:
@@ -35,6 +38,8 @@ class grpc_ingress {
   // Binds HOST:PORT (port 0: any free one) and serves until stop(); the port it bound.
   // The node's shared-memory regions (Triton's system shared-memory extension), before start().
   void set_shared_memory(std::shared_ptr<shm::registry> regions);
+  // Triton's trace extension: the frontend's tracer, whose settings the ingress reads and changes.
+  void set_tracer(std::shared_ptr<tracing::tracer> tracer);
   // The node's intake gate, which inference requests pass before the frontend, before start().
   void set_intake(kserve::intake_admit admit);
   expected<int> start(const std::string& host_port);

@@ -15,6 +15,7 @@
 #include "actors/kserve_call.hpp"
 #include "ingress/log_settings.hpp"
 #include "ingress/shm_regions.hpp"
+#include "ingress/trace_settings.hpp"
 #include "messages/curve.hpp"
 #include "messages/kserve_v2.hpp"
 
@@ -78,9 +79,10 @@ struct http_ingress::impl {
   // its queue, such requests are refused with 503.
   bounded_pool waiting{4, 256};
   std::unique_ptr<http::server> server;
-  kserve::token_table tokens;              // bearer tokens admitted (none: no token needed) and their tenants
-  std::shared_ptr<shm::registry> regions;  // clients' shared memory; null or off: refused
-  kserve::intake_admit intake;             // the node's intake gate; empty: none
+  kserve::token_table tokens;               // bearer tokens admitted (none: no token needed) and their tenants
+  std::shared_ptr<shm::registry> regions;   // clients' shared memory; null or off: refused
+  std::shared_ptr<tracing::tracer> tracer;  // Triton's trace extension; null: none
+  kserve::intake_admit intake;              // the node's intake gate; empty: none
   std::atomic<uint64_t> next_id{1};
 
   bool shared_memory_on() const { return regions && regions->enabled(); }
@@ -291,10 +293,21 @@ struct http_ingress::impl {
       if (auto no = refused_token(req)) return respond(std::move(*no));
     if (get && path == "/v2") {
       json extensions = {"binary_tensor_data", "classification", "statistics", "model_repository", "logging"};
+      if (tracer) extensions.push_back("trace");
       if (shared_memory_on()) extensions.push_back("system_shared_memory");
       if (shared_memory_on() && regions->cuda_unavailable().empty()) extensions.push_back("cuda_shared_memory");
       return respond(
           reply(200, json{{"name", "sloserve"}, {"version", SLOSERVE_VERSION}, {"extensions", extensions}}.dump()));
+    }
+    if (auto pipeline = trace_path(path); pipeline && (get || post)) {  // Triton's trace extension
+      if (!tracer) return respond(refusal(400, "this node traces nothing"));
+      if (!pipeline->empty() && !source->get()->find_pipeline(*pipeline))
+        return respond(refusal(404, "no pipeline '" + *pipeline + "'"));
+      auto c = post ? tracing::changes_from_json(req.body) : expected<tracing::changes>(tracing::changes{});
+      auto after = !c     ? expected<tracing::values>(fail(c.error()))
+                   : post ? tracer->update(*pipeline, *c)
+                          : expected<tracing::values>(tracer->settings(*pipeline));
+      return respond(after ? reply(200, tracing::to_json(*after)) : refusal(400, after.error()));
     }
     if (path == "/v2/logging" && (get || post)) {  // Triton's logging extension
       auto after = get ? expected<logs::settings>(logs::current()) : logs::from_json(req.body);
@@ -362,6 +375,18 @@ struct http_ingress::impl {
     return r;
   }
 
+  // The pipeline of /v2/trace/setting ("": the global settings) or /v2/models/NAME/trace/setting.
+  static std::optional<std::string> trace_path(std::string_view path) {
+    static constexpr std::string_view global = "/v2/trace/setting", models = "/v2/models/", own = "/trace/setting";
+    if (path == global) return std::string();
+    if (path.substr(0, models.size()) != models || path.size() <= models.size() + own.size() ||
+        path.substr(path.size() - own.size()) != own)
+      return std::nullopt;
+    auto name = path.substr(models.size(), path.size() - models.size() - own.size());
+    if (name.find('/') != std::string_view::npos) return std::nullopt;
+    return std::string(name);
+  }
+
   static http::response not_found() {
     return refusal(404, "Not Found: the KServe v2 paths are under /v2, metrics at /metrics");
   }
@@ -409,6 +434,10 @@ expected<int> http_ingress::start(const std::string& host_port) {
   impl_->server = std::make_unique<http::server>(
       std::move(o), [this](request req, responder respond) { impl_->route(std::move(req), std::move(respond)); });
   return impl_->server->start(host, port);
+}
+
+void http_ingress::set_tracer(std::shared_ptr<tracing::tracer> tracer) {
+  impl_->tracer = std::move(tracer);
 }
 
 void http_ingress::set_shared_memory(std::shared_ptr<shm::registry> regions) {

@@ -26,6 +26,9 @@ namespace sloserve {
 namespace shm {
 class registry;
 }
+namespace tracing {
+class tracer;
+}
 
 class http_ingress {
  public:
@@ -44,6 +47,8 @@ class http_ingress {
 
   // The node's shared-memory regions (Triton's system shared-memory extension), before start().
   void set_shared_memory(std::shared_ptr<shm::registry> regions);
+  // Triton's trace extension: the frontend's tracer, whose settings the ingress reads and changes.
+  void set_tracer(std::shared_ptr<tracing::tracer> tracer);
   // The node's intake gate, which inference requests pass before the frontend, before start().
   void set_intake(kserve::intake_admit admit);
 

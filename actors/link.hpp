@@ -16,6 +16,10 @@
 
 namespace sloserve {
 
+namespace tracing {
+class tracer;
+}
+
 // Request payload bytes a node holds (frontend queries in flight, device queues), kept under
 // runtime.max_queued_mb so that a burst is answered OVERLOADED instead of growing memory
 // without bound. Shared by all actors of a node; thread-safe.
@@ -46,6 +50,9 @@ class link {
   // The configuration the node runs and its revision (`sloserve apply` swaps it); null where a
   // test's actors run without one.
   std::shared_ptr<config_source> config;
+  // Triton's trace extension: which requests the frontend traces, and where (ingress/
+  // trace_settings.hpp); null: none.
+  std::shared_ptr<tracing::tracer> tracer;
 
   virtual ~link() = default;
   virtual const std::string& self_name() const = 0;

@@ -16,6 +16,7 @@
 #include "gpu/cuda_ipc.hpp"
 #include "gpu/profiler.hpp"
 #include "ingress/shm_regions.hpp"
+#include "ingress/trace_settings.hpp"
 #include "messages/codec.hpp"
 #include "messages/transport.hpp"
 
@@ -203,6 +204,7 @@ status node_runtime::start_transport(const node_spec& spec, std::map<std::string
     shm_->set_device_memory(std::move(gpu));
   }
   link_->config = std::make_shared<config_source>(cfg_);
+  if (spec.has_role(role::frontend)) link_->tracer = std::make_shared<tracing::tracer>();
   admit_ = intake_gate_of(link_);
   std::vector<double> slos_s;
   for (auto& p : cfg_->pipelines) slos_s.push_back(p.slo_ms / 1e3);
@@ -255,6 +257,7 @@ status node_runtime::start_ingresses(const node_spec& spec) {
     http_ = std::make_unique<http_ingress>(link_->config, a.frontend, node_, metrics, count_reply, statistics,
                                            count_refusal);
     http_->set_shared_memory(shm_);
+    http_->set_tracer(link_->tracer);
     http_->set_intake(admit_);
     auto port = http_->start(spec.http);
     if (!port) {
@@ -267,6 +270,7 @@ status node_runtime::start_ingresses(const node_spec& spec) {
   if (!spec.grpc.empty()) {
     grpc_ = std::make_unique<grpc_ingress>(link_->config, a.frontend, node_, count_reply, statistics);
     grpc_->set_shared_memory(shm_);
+    grpc_->set_tracer(link_->tracer);
     grpc_->set_intake(admit_);
     auto port = grpc_->start(spec.grpc);
     if (!port) {

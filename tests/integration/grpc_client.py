@@ -362,6 +362,36 @@ class GrpcIngress(unittest.TestCase):
         s.LogSettings(back)
         self.assertTrue(os.path.exists(log), "the log file was opened with its folder")
 
+    def test_trace_settings_and_traces(self):
+        s = self.c.stub
+        self.assertIn("trace", list(s.ServerMetadata(pb.ServerMetadataRequest()).extensions))
+        path = os.path.join(self.c.dir, "traces", "grpc.jsonl")
+        on = pb.TraceSettingRequest()
+        on.settings["trace_level"].value.append("TIMESTAMPS")
+        on.settings["trace_rate"].value.append("1")
+        on.settings["trace_file"].value.append(path)
+        got = s.TraceSetting(on).settings
+        self.assertEqual(list(got["trace_rate"].value), ["1"])
+        for i in range(3):
+            s.ModelInfer(infer_request(rid="traced%d" % i))
+        off = pb.TraceSettingRequest()
+        off.settings["trace_level"].value.append("OFF")
+        s.TraceSetting(off)
+        import json
+        with open(path) as f:
+            traces = [json.loads(line) for line in f]
+        self.assertGreaterEqual(len(traces), 3)
+        self.assertTrue(all(t["pipeline"] == "traffic" and t["stages"] for t in traces))
+        unknown = pb.TraceSettingRequest(model_name="nope")
+        with self.assertRaises(grpc.RpcError) as e:
+            s.TraceSetting(unknown)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
+        bad = pb.TraceSettingRequest()
+        bad.settings["trace_level"].value.append("TENSORS")
+        with self.assertRaises(grpc.RpcError) as e:
+            s.TraceSetting(bad)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+
     def test_the_load_client_speaks_grpc(self):
         out = os.path.join(self.c.dir, "load.json")
         done = self.c.run(SLOSERVE, "load", "-c", os.path.join(self.c.dir, "resolved.yaml"), "--pipeline", "traffic",

@@ -541,6 +541,67 @@ TEST_F(http_cluster, triton_statistics_and_the_repository_index_tell_what_was_se
       200);
 }
 
+// Triton's trace extension: one request of every 2 traced into the file, with its pipeline's own
+// rate set apart and cleared again, each trace a JSON line of the request's timeline whose stages
+// ran inside it (sent, queued and computed, result back), whatever protocol it came by.
+TEST_F(http_cluster, sampled_requests_timelines_go_to_the_trace_file) {
+  start();
+  wait_ready();
+  EXPECT_NE(json::parse(client->Get("/v2")->body)["extensions"].dump().find("trace"), std::string::npos);
+  auto file = (dir / "traces" / "frontend.jsonl").string();
+  auto post_json = [&](const std::string& path, const json& body) {
+    return client->Post(path.c_str(), body.dump(), "application/json");
+  };
+  auto refused = post_json("/v2/trace/setting", {{"trace_level", {"TIMESTAMPS"}}});
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400);
+  EXPECT_NE(refused->body.find("needs a trace_file"), std::string::npos) << refused->body;
+  auto on =
+      post_json("/v2/trace/setting", {{"trace_level", {"TIMESTAMPS"}}, {"trace_rate", "2"}, {"trace_file", file}});
+  ASSERT_TRUE(on && on->status == 200) << (on ? on->body : "");
+  EXPECT_EQ(json::parse(on->body)["trace_rate"], "2");
+  auto own = post_json("/v2/models/traffic/trace/setting", {{"trace_rate", "1"}});
+  ASSERT_TRUE(own && own->status == 200) << (own ? own->body : "");
+  EXPECT_EQ(json::parse(client->Get("/v2/models/traffic/trace/setting")->body)["trace_rate"], "1");
+  EXPECT_EQ(client->Get("/v2/models/nope/trace/setting")->status, 404);
+  for (int i = 0; i < 4; ++i)
+    ASSERT_EQ(client->Post("/v2/models/traffic/infer", image_request().dump(), "application/json")->status, 200);
+  ASSERT_EQ(post_json("/v2/models/traffic/trace/setting", {{"trace_rate", nullptr}})->status, 200);
+  EXPECT_EQ(json::parse(client->Get("/v2/models/traffic/trace/setting")->body)["trace_rate"], "2");
+  for (int i = 0; i < 4; ++i)
+    ASSERT_EQ(client->Post("/v2/models/traffic/infer", image_request().dump(), "application/json")->status, 200);
+  // Over ZeroMQ too: `sloserve load` at 50/s for 2 s, about half of it traced.
+  std::vector<std::string> args{"sloserve",   "load",    "-c",     (dir / "resolved.yaml").string(),
+                                "--pipeline", "traffic", "--rate", "50",
+                                "--duration", "2"};
+  ASSERT_EQ(run(args, "load.log"), 0);
+  ASSERT_EQ(post_json("/v2/trace/setting", {{"trace_level", {"OFF"}}})->status, 200);
+
+  std::ifstream in(file);
+  std::vector<json> traces;
+  for (std::string line; std::getline(in, line);) traces.push_back(json::parse(line));
+  ASSERT_GE(traces.size(), 4u + 2u + 25u) << "4 at rate 1, 2 of 4 at rate 2, about half of ~100 loaded";
+  EXPECT_LE(traces.size(), 4u + 2u + 60u);
+  for (auto& t : traces) {
+    EXPECT_EQ(t["pipeline"], "traffic");
+    EXPECT_EQ(t["status"], "OK") << t.dump();
+    auto start_ns = t["timestamps"][0]["ns"].get<int64_t>(), end_ns = t["timestamps"][1]["ns"].get<int64_t>();
+    EXPECT_EQ(t["timestamps"][0]["name"], "REQUEST_START");
+    EXPECT_LE(start_ns, end_ns);
+    EXPECT_GT(start_ns, int64_t{1'700'000'000} * 1'000'000'000) << "ns since the epoch";
+    ASSERT_GE(t["stages"].size(), 1u) << t.dump();
+    EXPECT_EQ(t["stages"][0]["stage"], "detect");
+    for (auto& st : t["stages"]) {
+      auto sent = st["sent_ns"].get<int64_t>(), back = st["result_ns"].get<int64_t>();
+      EXPECT_LE(start_ns, sent) << t.dump();
+      EXPECT_LE(sent, back) << t.dump();
+      EXPECT_LE(back, end_ns) << t.dump();
+      EXPECT_LE(st["queue_ns"].get<int64_t>() + st["compute_ns"].get<int64_t>(), back - sent + 1'000'000) << t.dump();
+      EXPECT_GE(st["batch"].get<int>(), 1);
+    }
+  }
+}
+
 // A partitioned model over KServe v2: `start_layer` in the request's parameters sends what the
 // client's own first blocks made, with that block's shape; a start beyond the blocks is a 400.
 TEST_F(http_cluster, a_partitioned_models_request_starts_where_its_parameters_say) {
