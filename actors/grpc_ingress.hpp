@@ -35,13 +35,13 @@ class grpc_ingress {
   grpc_ingress(const grpc_ingress&) = delete;
   grpc_ingress& operator=(const grpc_ingress&) = delete;
 
-  // Binds HOST:PORT (port 0: any free one) and serves until stop(); the port it bound.
   // The node's shared-memory regions (Triton's system shared-memory extension), before start().
   void set_shared_memory(std::shared_ptr<shm::registry> regions);
   // Triton's trace extension: the frontend's tracer, whose settings the ingress reads and changes.
   void set_tracer(std::shared_ptr<tracing::tracer> tracer);
   // The node's intake gate, which inference requests pass before the frontend, before start().
   void set_intake(kserve::intake_admit admit);
+  // Binds HOST:PORT (port 0: any free one) and serves until stop(); the port it bound.
   expected<int> start(const std::string& host_port);
   void stop();
 
