@@ -11,11 +11,10 @@
 
 #include "actors/bounded_pool.hpp"
 #include "actors/http_server.hpp"
+#include "actors/http_settings.hpp"
 #include "actors/http_shared_memory.hpp"
 #include "actors/kserve_call.hpp"
-#include "ingress/log_settings.hpp"
 #include "ingress/shm_regions.hpp"
-#include "ingress/trace_settings.hpp"
 #include "messages/curve.hpp"
 #include "messages/kserve_v2.hpp"
 
@@ -299,21 +298,8 @@ struct http_ingress::impl {
       return respond(
           reply(200, json{{"name", "sloserve"}, {"version", SLOSERVE_VERSION}, {"extensions", extensions}}.dump()));
     }
-    if (auto pipeline = trace_path(path); pipeline && (get || post)) {  // Triton's trace extension
-      if (!tracer) return respond(refusal(400, "this node traces nothing"));
-      if (!pipeline->empty() && !source->get()->find_pipeline(*pipeline))
-        return respond(refusal(404, "no pipeline '" + *pipeline + "'"));
-      auto c = post ? tracing::changes_from_json(req.body) : expected<tracing::changes>(tracing::changes{});
-      auto after = !c     ? expected<tracing::values>(fail(c.error()))
-                   : post ? tracer->update(*pipeline, *c)
-                          : expected<tracing::values>(tracer->settings(*pipeline));
-      return respond(after ? reply(200, tracing::to_json(*after)) : refusal(400, after.error()));
-    }
-    if (path == "/v2/logging" && (get || post)) {  // Triton's logging extension
-      auto after = get ? expected<logs::settings>(logs::current()) : logs::from_json(req.body);
-      if (after && post) after = logs::update(*after);
-      return respond(after ? reply(200, logs::to_json(*after)) : refusal(400, after.error()));
-    }
+    // Triton's logging and trace extensions.
+    if (auto r = http::settings_call(req, tracer.get(), *source->get())) return respond(std::move(*r));
     if (auto shm = http::shared_memory_path(path)) {
       if (shm->what == "status" ? !get : !post) return respond(not_found());
       return respond(http::shared_memory_call(shared_memory_on() ? regions.get() : nullptr,
@@ -373,18 +359,6 @@ struct http_ingress::impl {
       r.what = "/" + std::string(seg[next]);
     }
     return r;
-  }
-
-  // The pipeline of /v2/trace/setting ("": the global settings) or /v2/models/NAME/trace/setting.
-  static std::optional<std::string> trace_path(std::string_view path) {
-    static constexpr std::string_view global = "/v2/trace/setting", models = "/v2/models/", own = "/trace/setting";
-    if (path == global) return std::string();
-    if (path.substr(0, models.size()) != models || path.size() <= models.size() + own.size() ||
-        path.substr(path.size() - own.size()) != own)
-      return std::nullopt;
-    auto name = path.substr(models.size(), path.size() - models.size() - own.size());
-    if (name.find('/') != std::string_view::npos) return std::nullopt;
-    return std::string(name);
   }
 
   static http::response not_found() {
