@@ -203,42 +203,7 @@ void scaler_core::choose_shapes(bool full, bool horizontal, bool surge) {
   auto& o = cfg_->scaler;
   // FA2 re-plans every horizontal period, and at once for a surge (not left to the next period).
   if (o.policy == scaler_policy::fa2 && (horizontal || surge)) {
-    // FA2 plans each pipeline's DAG at once; stage k of pipeline p is stages_' entry with it.
-    for (size_t pi = 0; pi < cfg_->pipelines.size(); ++pi) {
-      std::vector<size_t> idx(cfg_->pipelines[pi].stages.size(), SIZE_MAX);
-      for (size_t k = 0; k < stages_.size(); ++k)
-        if (stages_[k].pipeline == pi) idx[stages_[k].stage] = k;
-      std::vector<sched::scale_stage> in;
-      for (auto k : idx) in.push_back(whole_stage(stages_[k]));
-      auto shapes = sched::fa2_shapes(in, cfg_->pipelines[pi].slo_ms);
-      for (size_t j = 0; j < idx.size(); ++j) {
-        auto entries = entries_of(stages_[idx[j]]);
-        if (entries.size() == 1) {
-          stages_[idx[j]].shape = shapes[j];
-          continue;
-        }
-        // A stage over versions: each version sized alone for its own rate within the stage's budget.
-        for (auto* e : entries) {
-          auto alone = e->last;
-          alone.children.clear();
-          alone.slo_ms = 0;
-          e->shape = sched::fa2_shapes({alone}, shapes[j].budget_ms).front();
-          e->shape.budget_ms = shapes[j].budget_ms;
-        }
-      }
-    }
-    route_budgets([](const stage_info& s) { return s.shape.budget_ms; });
-    // FA2's central queue: each stage's planned batches go whole to its instances in turn,
-    // each filling in b/λ at the stage's planned rate.
-    if (o.central_queue) {
-      std::map<std::string, batch_in_turn> in_turn;
-      for (auto& s : stages_) {
-        double rate = std::max(s.last.predicted, s.last.rate);
-        auto b = std::max(1, s.shape.planned_batch);
-        if (rate > 0) in_turn[s.model->name] = {static_cast<uint32_t>(b), b * 1000.0 / rate};
-      }
-      prov_->set_in_turn(std::move(in_turn));
-    }
+    fa2_plan();
   } else if (o.policy == scaler_policy::ipa) {
     // Every interval, and at once for a surge.
     if (horizontal || polls_ == 1 || surge) ipa_shapes();

@@ -134,6 +134,7 @@ class scaler_core {
   std::vector<stage_info*> entries_of(const stage_info& s);
   bool is_variant_of(const stage_info& s, const std::string& model) const;
   void split_budgets();
+  void fa2_plan();
   void reconcile(stage_info& s);
   // Brings the instances of `model` (one a stage runs) to `shape`; false while one is missing or
   // not yet serving. `told`: whether the log has said that its next instance finds no place.
