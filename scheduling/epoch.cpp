@@ -245,10 +245,6 @@ class neighbour_search {
   std::vector<session_key> created_;
 };
 
-}  // namespace
-
-namespace {
-
 // fn(i) for every i < n, on the caller's threads when it gave some.
 void for_each_index(const epoch_input& in, size_t n, const std::function<void(size_t)>& fn) {
   if (in.parallel) return in.parallel(n, fn);
@@ -282,10 +278,6 @@ std::vector<neighbour> neighbours_of(const pipeline& p, const std::vector<double
   }
   return out;
 }
-
-}  // namespace
-
-namespace {
 
 // Pipeline `pi`'s stage throughput at budget L (devices per request/s add up): a cascade stage
 // runs its first model at share·L for every request and its second at the rest for those that
