@@ -10,6 +10,7 @@
 #include <set>
 
 #include "actors/bounded_pool.hpp"
+#include "actors/http_models.hpp"
 #include "actors/http_server.hpp"
 #include "actors/http_settings.hpp"
 #include "actors/http_shared_memory.hpp"
@@ -44,10 +45,6 @@ std::optional<Reply> ask(Send send, std::chrono::milliseconds timeout) {
   send(std::make_shared<const std::function<void(Reply)>>([promise](Reply r) { promise->set_value(std::move(r)); }));
   if (future.wait_for(timeout) != std::future_status::ready) return std::nullopt;
   return future.get();
-}
-
-json tensor_metadata(const std::string& name, const tensor_spec& t) {
-  return {{"name", name}, {"datatype", kserve::datatype_name(t.type)}, {"shape", t.shape}};
 }
 
 }  // namespace
@@ -149,49 +146,6 @@ struct http_ingress::impl {
       out.push_back(std::move(e));
     }
     return reply(200, out.dump());
-  }
-
-  http::response model_metadata(const std::string& name) {
-    auto cfg = source->get();
-    auto* p = cfg->find_pipeline(name);
-    if (!p) return refusal(404, "no pipeline '" + name + "'");
-    auto sig = kserve::signature_of(*cfg, *p);
-    json outputs = json::array();
-    for (auto& o : kserve::declared_outputs(sig)) outputs.push_back(tensor_metadata(o.name, o.spec));
-    json j{{"name", p->name},
-           {"versions", kserve::version_names(*p)},
-           {"platform", "ensemble"},  // as its configuration says
-           {"inputs", {tensor_metadata(sig.input.name, sig.input.spec)}},
-           {"outputs", outputs}};
-    return reply(200, j.dump());
-  }
-
-  // Triton's model configuration (GET /v2/models/{m}/config): the pipeline as an ensemble, in
-  // the JSON of Triton's ModelConfig.
-  http::response model_configuration(const std::string& name) {
-    auto cfg = source->get();
-    auto* p = cfg->find_pipeline(name);
-    if (!p) return refusal(404, "no pipeline '" + name + "'");
-    auto c = kserve::config_of(*cfg, *p);
-    json inputs = json::array(), outputs = json::array(), steps = json::array(), parameters = json::object();
-    for (auto& t : c.inputs)
-      inputs.push_back({{"name", t.name}, {"data_type", t.data_type}, {"format", "FORMAT_NONE"}, {"dims", t.dims}});
-    for (auto& t : c.outputs) outputs.push_back({{"name", t.name}, {"data_type", t.data_type}, {"dims", t.dims}});
-    for (auto& s : c.steps) {
-      json in = json::object(), out = json::object();
-      for (auto& [k, v] : s.input_map) in[k] = v;
-      for (auto& [k, v] : s.output_map) out[k] = v;
-      steps.push_back({{"model_name", s.model}, {"model_version", -1}, {"input_map", in}, {"output_map", out}});
-    }
-    for (auto& [k, v] : c.parameters) parameters[k] = {{"string_value", v}};
-    return reply(200, json{{"name", c.name},
-                           {"platform", "ensemble"},
-                           {"max_batch_size", c.max_batch_size},
-                           {"input", inputs},
-                           {"output", outputs},
-                           {"ensemble_scheduling", {{"step", steps}}},
-                           {"parameters", parameters}}
-                          .dump());
   }
 
   // Checks and sends the request to the frontend; `respond` answers once it replies (on the
@@ -322,8 +276,8 @@ struct http_ingress::impl {
       asked = *v;
     }
     if (what == "/stats") return off_thread(respond, [this, name] { return model_statistics(name); });
-    if (what.empty()) return respond(model_metadata(name));
-    if (what == "/config") return respond(model_configuration(name));
+    if (what.empty()) return respond(http::model_metadata(*source->get(), name));
+    if (what == "/config") return respond(http::model_configuration(*source->get(), name));
     if (what == "/ready") {
       if (!source->get()->find_pipeline(name)) return respond(refusal(404, "no pipeline '" + name + "'"));
       return off_thread(respond, [this, name] { return ready(name); });
