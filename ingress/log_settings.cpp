@@ -110,6 +110,8 @@ expected<settings> update(const settings& changes) {
     }
     auto old = spdlog::default_logger();
     auto logger = std::make_shared<spdlog::logger>(old->name(), sinks.begin(), sinks.end());
+    // A file is written through at each line, so that it can be followed as the node serves.
+    logger->flush_on(next.file.empty() ? old->flush_level() : spdlog::level::trace);
     s.replaced.push_back(old);
     spdlog::set_default_logger(logger);
   }
