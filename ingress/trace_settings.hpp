@@ -64,7 +64,7 @@ class tracer {
     uint64_t traced = 0;     // traces taken under them
     uint64_t unflushed = 0;  // lines written since the last flush
   };
-  // The scope whose `field` holds for `pipeline`: the pipeline's own where it set it.
+  // The scope that counts `pipeline`'s traces: its own where it set any setting, else the global.
   const scope& holding(const std::string& pipeline) const;
   scope& counting(const std::string& pipeline);
   setting effective(const std::string& pipeline) const;
